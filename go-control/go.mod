@@ -1,3 +1,16 @@
 module github.com/sluice-ai/sluice/go-control
 
 go 1.26.8
+
+require (
+	github.com/hamba/avro/v2 v2.31.0
+	github.com/pelletier/go-toml/v2 v2.4.3
+)
+
+require (
+	github.com/go-viper/mapstructure/v2 v2.4.0 // indirect
+	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
+	github.com/modern-go/reflect2 v1.0.2 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+)

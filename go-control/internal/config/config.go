@@ -1,0 +1,280 @@
+// Package config reads the Sluice TOML file: the same file, with the same
+// keys, that the Rust engine reads (cfg/sluice.toml is the contract).
+// Unknown keys are errors, and every error names file:line and the key.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// FileSizeMax bounds the config file we are willing to read, in bytes.
+const FileSizeMax = 4 << 20
+
+// Config is the whole file. Field names in JSON are the TOML keys, so the
+// engine receives the same document shape it would read from TOML.
+type Config struct {
+	Engine      Engine      `toml:"engine" json:"engine"`
+	IOUring     IOUring     `toml:"io_uring" json:"io_uring"`
+	Host        Host        `toml:"host" json:"host"`
+	ONNXRuntime ONNXRuntime `toml:"onnxruntime" json:"onnxruntime"`
+	Shards      []Shard     `toml:"shards" json:"shards"`
+	Routes      []Route     `toml:"routes" json:"routes"`
+	Models      []Model     `toml:"models" json:"models"`
+	Tenants     []Tenant    `toml:"tenants" json:"tenants"`
+	Peers       []Peer      `toml:"peers" json:"peers"`
+	Control     Control     `toml:"control" json:"control"`
+}
+
+// Engine is the [engine] table.
+type Engine struct {
+	Workers    []int  `toml:"workers" json:"workers"`
+	Transport  string `toml:"transport" json:"transport"`
+	RxBurstMax int    `toml:"rx_burst_max" json:"rx_burst_max"`
+	Hugepages  string `toml:"hugepages" json:"hugepages"`
+	Poll       string `toml:"poll" json:"poll"`
+	SpinUs     int    `toml:"spin_us" json:"spin_us"`
+}
+
+// IOUring is the [io_uring] table.
+type IOUring struct {
+	Listen      string `toml:"listen" json:"listen"`
+	RingEntries int    `toml:"ring_entries" json:"ring_entries"`
+	RxBuffers   int    `toml:"rx_buffers" json:"rx_buffers"`
+	TxBuffers   int    `toml:"tx_buffers" json:"tx_buffers"`
+	BufferSize  int    `toml:"buffer_size" json:"buffer_size"`
+}
+
+// Host is the [host] table.
+type Host struct {
+	Labels map[string]string `toml:"labels" json:"labels"`
+}
+
+// ONNXRuntime is the [onnxruntime] table.
+type ONNXRuntime struct {
+	Library string `toml:"library" json:"library"`
+}
+
+// Shard is one [[shards]] entry.
+type Shard struct {
+	Name           string            `toml:"name" json:"name"`
+	Labels         map[string]string `toml:"labels" json:"labels,omitempty"`
+	MaxConcurrency int               `toml:"max_concurrency" json:"max_concurrency"`
+	QueueDepth     int               `toml:"queue_depth" json:"queue_depth"`
+}
+
+// Route is one [[routes]] entry; empty matchers match anything.
+type Route struct {
+	Name    string `toml:"name" json:"name"`
+	Model   string `toml:"model" json:"model,omitempty"`
+	Version string `toml:"version" json:"version,omitempty"`
+	Adapter string `toml:"adapter" json:"adapter,omitempty"`
+	Intent  string `toml:"intent" json:"intent,omitempty"`
+	Tenant  string `toml:"tenant" json:"tenant,omitempty"`
+	Shard   string `toml:"shard" json:"shard"`
+}
+
+// Model is one [[models]] entry.
+type Model struct {
+	Name     string    `toml:"name" json:"name"`
+	Version  string    `toml:"version" json:"version"`
+	Kind     string    `toml:"kind" json:"kind"`
+	Path     string    `toml:"path" json:"path,omitempty"`
+	Aliases  []string  `toml:"aliases" json:"aliases,omitempty"`
+	Adapters []Adapter `toml:"adapters" json:"adapters,omitempty"`
+}
+
+// Adapter is a LoRA adapter of a model.
+type Adapter struct {
+	ID   string `toml:"id" json:"id"`
+	Path string `toml:"path" json:"path"`
+}
+
+// Tenant is one [[tenants]] entry. Key is secret: never log or serve it.
+type Tenant struct {
+	Name     string   `toml:"name" json:"name"`
+	ID       int64    `toml:"id" json:"id"`
+	Key      string   `toml:"key" json:"key,omitempty"`
+	Models   []string `toml:"models" json:"models"`
+	Adapters []string `toml:"adapters" json:"adapters"`
+}
+
+// Peer is one [[peers]] entry: another appliance that serves shards by label.
+type Peer struct {
+	Name    string            `toml:"name" json:"name"`
+	Address string            `toml:"address" json:"address"`
+	Labels  map[string]string `toml:"labels" json:"labels,omitempty"`
+}
+
+// Control is the [control] table, read by the Go daemon only.
+type Control struct {
+	AdminListen string `toml:"admin_listen" json:"admin_listen"`
+	AdminToken  string `toml:"admin_token" json:"-"`
+	Store       string `toml:"store" json:"store"`
+	DataDir     string `toml:"data_dir" json:"data_dir"`
+}
+
+// Defaults returns the values used for keys a file leaves out; they are the
+// ones listed in cfg/sluice.toml. List sections default to empty.
+func Defaults() Config {
+	return Config{
+		Engine: Engine{
+			Workers: []int{1}, Transport: "io_uring", RxBurstMax: 32,
+			Hugepages: "auto", Poll: "adaptive", SpinUs: 200,
+		},
+		IOUring: IOUring{
+			Listen: "127.0.0.1:7070", RingEntries: 512, RxBuffers: 256,
+			TxBuffers: 256, BufferSize: 65536,
+		},
+		Host:        Host{Labels: map[string]string{}},
+		ONNXRuntime: ONNXRuntime{Library: "../.cache/onnxruntime/libonnxruntime.so.1.31.1"},
+		Control: Control{
+			AdminListen: "127.0.0.1:7071", Store: "embedded",
+			DataDir: "../.cache/sluice-data",
+		},
+	}
+}
+
+// Error is one problem in a config file, located by line and key.
+type Error struct {
+	File string
+	Line int    // 1-based; 0 when unknown
+	Key  string // dotted path, e.g. "shards[1].max_concurrency"
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Key == "" {
+		return fmt.Sprintf("%s: %s", loc, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", loc, e.Key, e.Msg)
+}
+
+// Errors is every problem found in one file, in file order.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Load reads, decodes and validates a file. Relative paths inside it are
+// made absolute against the file's directory.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, FileSizeMax+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > FileSizeMax {
+		return nil, &Error{File: path, Msg: fmt.Sprintf("file larger than %d bytes", FileSizeMax)}
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes and validates data read from file (used in messages and to
+// resolve relative paths).
+func Parse(file string, data []byte) (*Config, error) {
+	cfg := Defaults()
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, decodeError(file, err)
+	}
+	pos, err := scanPositions(data)
+	if err != nil {
+		return nil, &Error{File: file, Msg: err.Error()}
+	}
+	if errs := Validate(&cfg); len(errs) > 0 {
+		out := make(Errors, len(errs))
+		for i, e := range errs {
+			out[i] = &Error{File: file, Line: pos.line(e.Key), Key: e.Key, Msg: e.Msg}
+		}
+		return nil, out
+	}
+	dir, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		return nil, &Error{File: file, Msg: err.Error()}
+	}
+	cfg.resolvePaths(dir)
+	return &cfg, nil
+}
+
+func decodeError(file string, err error) error {
+	var sm *toml.StrictMissingError
+	if errors.As(err, &sm) {
+		out := make(Errors, 0, len(sm.Errors))
+		for i := range sm.Errors {
+			e := &sm.Errors[i]
+			line, _ := e.Position()
+			out = append(out, &Error{File: file, Line: line, Key: strings.Join(e.Key(), "."), Msg: "unknown key"})
+		}
+		return out
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		line, _ := de.Position()
+		msg := strings.TrimPrefix(de.Error(), "toml: ")
+		return &Error{File: file, Line: line, Key: strings.Join(de.Key(), "."), Msg: msg}
+	}
+	return &Error{File: file, Msg: err.Error()}
+}
+
+func (c *Config) resolvePaths(dir string) {
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	c.ONNXRuntime.Library = abs(c.ONNXRuntime.Library)
+	c.Control.DataDir = abs(c.Control.DataDir)
+	if sock, ok := strings.CutPrefix(c.Control.AdminListen, "unix:"); ok {
+		c.Control.AdminListen = "unix:" + abs(sock)
+	}
+	for i := range c.Models {
+		c.Models[i].Path = abs(c.Models[i].Path)
+		for j := range c.Models[i].Adapters {
+			c.Models[i].Adapters[j].Path = abs(c.Models[i].Adapters[j].Path)
+		}
+	}
+}
+
+// JSON is the document handed to the engine at start: the whole file with
+// paths resolved. The admin token is left out.
+func (c *Config) JSON() ([]byte, error) {
+	return json.Marshal(c)
+}
+
+// Clone returns a deep copy, so the daemon can edit one section safely.
+func (c *Config) Clone() *Config {
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(err) // plain data: cannot fail
+	}
+	var out Config
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic(err)
+	}
+	out.Control.AdminToken = c.Control.AdminToken
+	return &out
+}

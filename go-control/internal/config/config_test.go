@@ -1,0 +1,165 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const contract = "../../../cfg/sluice.toml"
+
+func TestContractFileLoads(t *testing.T) {
+	cfg, err := Load(contract)
+	if err != nil {
+		t.Fatalf("cfg/sluice.toml must load: %v", err)
+	}
+	if len(cfg.Shards) != 2 || cfg.Shards[0].Name != "hbm2-inference" || cfg.Shards[0].MaxConcurrency != 8 || cfg.Shards[1].MaxConcurrency != 12 {
+		t.Fatalf("shards: %+v", cfg.Shards)
+	}
+	if len(cfg.Routes) != 4 || cfg.Routes[0].Version != "^1" || cfg.Routes[3].Intent != "training" {
+		t.Fatalf("routes: %+v", cfg.Routes)
+	}
+	if cfg.Host.Labels["hardware.gpu.memory"] != "hbm2" {
+		t.Fatalf("host labels: %+v", cfg.Host.Labels)
+	}
+	m := cfg.Models[0]
+	if m.Kind != "onnx" || !filepath.IsAbs(m.Path) || len(m.Adapters) != 1 || m.Adapters[0].ID != "formal" {
+		t.Fatalf("model: %+v", m)
+	}
+	if cfg.Tenants[0].ID != 1 || !strings.HasPrefix(cfg.Tenants[0].Key, "hex:") {
+		t.Fatalf("tenant: %+v", cfg.Tenants[0])
+	}
+	abs, _ := filepath.Abs("../../../.cache/sluice-data")
+	if got, _ := filepath.Abs(cfg.Control.DataDir); got != abs {
+		t.Fatalf("data_dir %q, want %q", cfg.Control.DataDir, abs)
+	}
+	// The JSON for the engine uses the TOML key names and hides the token.
+	cfg.Control.AdminToken = "secret-token"
+	js, err := cfg.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"rx_burst_max":32`, `"max_concurrency":8`, `"io_uring":{`, `"queue_depth":64`} {
+		if !strings.Contains(string(js), want) {
+			t.Fatalf("engine JSON lacks %s: %s", want, js)
+		}
+	}
+	if strings.Contains(string(js), "secret-token") {
+		t.Fatal("admin token leaked into the engine JSON")
+	}
+}
+
+func TestDefaultsFillMissingTables(t *testing.T) {
+	cfg, err := Parse("/etc/sluice/min.toml", []byte("[engine]\nworkers = [0]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Engine.RxBurstMax != 32 || cfg.IOUring.BufferSize != 65536 || cfg.Control.AdminListen != "127.0.0.1:7071" {
+		t.Fatalf("defaults not applied: %+v", cfg)
+	}
+	if cfg.Control.DataDir != "/etc/.cache/sluice-data" {
+		t.Fatalf("data_dir not resolved against the file: %q", cfg.Control.DataDir)
+	}
+}
+
+// parseErr parses src as file "t.toml" and returns the error text.
+func parseErr(t *testing.T, src string) string {
+	t.Helper()
+	_, err := Parse("t.toml", []byte(src))
+	if err == nil {
+		t.Fatalf("expected an error for:\n%s", src)
+	}
+	return err.Error()
+}
+
+func TestErrorsNameFileLineAndKey(t *testing.T) {
+	cases := []struct {
+		name, src, want string
+	}{
+		{"unknown key in table", "[engine]\nworkers = [0]\nrx_bursts = 4\n", "t.toml:3: engine.rx_bursts: unknown key"},
+		{"unknown table", "[engine]\nworkers = [0]\n\n[dpdkk]\nx = 1\n", "t.toml:4: dpdkk: unknown key"},
+		{"unknown key in array table", "[[shards]]\nname = \"a\"\nmax_concurrency = 1\nqueue_depth = 1\ncolour = \"red\"\n", "t.toml:5: shards.colour: unknown key"},
+		{"bad range", "[engine]\nworkers = [0]\n\n\nrx_burst_max = 0\n", "t.toml:5: engine.rx_burst_max: 0 is out of range 1..=256"},
+		{"bad range in second shard", "[[shards]]\nname = \"a\"\nmax_concurrency = 8\nqueue_depth = 64\n\n[[shards]]\nname = \"b\"\nmax_concurrency = 9999\nqueue_depth = 64\n", "t.toml:8: shards[1].max_concurrency: 9999 is out of range 1..=4096"},
+		{"missing key points at its table", "[[shards]]\nname = \"a\"\nmax_concurrency = 8\nqueue_depth = 8\n[[shards]]\nname = \"b\"\nmax_concurrency = 8\n", "t.toml:5: shards[1].queue_depth: 0 is out of range 1..=65536"},
+		{"bad type", "[engine]\nworkers = [0]\nspin_us = \"fast\"\n", "t.toml:3: engine.spin_us:"},
+		{"bad enum", "[engine]\nworkers = [0]\ntransport = \"tcp\"\n", "t.toml:3: engine.transport: \"tcp\" is not one of"},
+		{"unknown shard in route", "[[routes]]\nname = \"r\"\nshard = \"nope\"\n", "t.toml:3: routes[0].shard: unknown shard \"nope\""},
+		{"bad version pattern", "[[shards]]\nname = \"s\"\nmax_concurrency = 1\nqueue_depth = 1\n[[routes]]\nname = \"r\"\nversion = \">>1\"\nshard = \"s\"\n", "t.toml:7: routes[0].version:"},
+		{"bad key hex", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:zz\"\n", "t.toml:4: tenants[0].key: is not valid hex"},
+		{"short key", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:00ff\"\n", "t.toml:4: tenants[0].key: key is 2 bytes"},
+		{"tenant id zero", "[[tenants]]\nname = \"t\"\nid = 0\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "t.toml:3: tenants[0].id: 0 is out of range"},
+		{"token needed off loopback", "[control]\nadmin_listen = \"0.0.0.0:7071\"\n", "t.toml:1: control.admin_token: is required when admin_listen"},
+		{"core does not exist", "[engine]\nworkers = [0, 4096]\n", "t.toml:2: engine.workers[1]: core 4096 does not exist"},
+		{"inline label table", "[host]\nlabels = { \"a\" = \"b\", \"\" = \"x\" }\n", "t.toml:2: host.labels.: label key"},
+		{"syntax error", "[engine\nworkers = [0]\n", "t.toml:1:"},
+		{"duplicate alias", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\naliases = [\"a\"]\n[[models]]\nname = \"m\"\nversion = \"2\"\nkind = \"null\"\naliases = [\"b\", \"a\"]\n", "t.toml:10: models[1].aliases[1]: alias \"a\" of model m already points to version 1"},
+		{"onnx without path", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"onnx\"\n", "t.toml:1: models[0].path: is required"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := parseErr(t, tc.src)
+			if !strings.Contains(got, tc.want) {
+				t.Fatalf("error\n  %s\nwant it to contain\n  %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestErrorsAreTyped(t *testing.T) {
+	_, err := Parse("t.toml", []byte("[engine]\nworkers = [0]\nrx_burst_max = 999\nspin_us = -1\n"))
+	var es Errors
+	if !errors.As(err, &es) || len(es) != 2 {
+		t.Fatalf("want 2 errors, got %v", err)
+	}
+	if es[0].Line != 3 || es[0].Key != "engine.rx_burst_max" || es[1].Line != 4 || es[1].Key != "engine.spin_us" {
+		t.Fatalf("got %+v %+v", es[0], es[1])
+	}
+}
+
+func TestKeyNeverInErrors(t *testing.T) {
+	secret := "hex:" + strings.Repeat("ab", 8) + "zz"
+	got := parseErr(t, "[[tenants]]\nname = \"t\"\nid = 3\nkey = \""+secret+"\"\n")
+	if strings.Contains(got, "abab") {
+		t.Fatalf("key material in error: %s", got)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.toml")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+	big := filepath.Join(t.TempDir(), "big.toml")
+	if err := os.WriteFile(big, make([]byte, FileSizeMax+10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("big file: %v", err)
+	}
+}
+
+func TestVersionPatterns(t *testing.T) {
+	for _, ok := range []string{"1.0.0", "1", "1.*", "^1.2", ">=1, <2", "~1.4.0", "=2.0.0-rc1"} {
+		if err := CheckVersionPattern(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{">>1", "^x.y", "1 .0", "1.*/", ">=1, !2"} {
+		if err := CheckVersionPattern(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestIsLocalListen(t *testing.T) {
+	for l, want := range map[string]bool{
+		"127.0.0.1:1": true, "[::1]:1": true, "localhost:1": true, "unix:/run/s.sock": true,
+		"0.0.0.0:1": false, "10.0.0.1:1": false, ":7071": false,
+	} {
+		if IsLocalListen(l) != want {
+			t.Errorf("IsLocalListen(%q) != %v", l, want)
+		}
+	}
+}
