@@ -1,2 +1,35 @@
-//! Placeholder; being written.
+//! Sluice client: inference requests over UDP.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use sluice_client::{Client, ClientConfig, Request};
+//!
+//! let mut client = Client::connect("127.0.0.1:7070", ClientConfig {
+//!     tenant_id: 1,
+//!     key: Some(b"secret".to_vec()),
+//!     timeout: Duration::from_millis(100),
+//!     ..ClientConfig::default()
+//! })?;
+//! let input = [0.5f32; 4];
+//! let req = Request::new("mlp", "1.0.0").intent("chat").tensor_f32("input", &[1, 4], &input);
+//! let resp = client.call(&req)?;
+//! let out = resp.tensor("output").expect("model has an output").to_f32_vec()?;
+//! # Ok::<(), sluice_client::ClientError>(())
+//! ```
+//!
+//! One frame per datagram. Requests are signed with the tenant key when one is
+//! configured. Answers are matched by request id; late, duplicate, foreign and
+//! garbled datagrams are ignored and counted in [`ClientStats`].
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod client;
+mod error;
+mod request;
+mod response;
+
+pub use client::{Answer, Client, ClientConfig, ClientStats, DATAGRAM_LEN_MAX, PollMode};
+pub use error::ClientError;
+pub use request::{Deadline, Request, TensorData, TensorInput};
+pub use response::{NegotiatedSchema, Response, TensorView};
+pub use sluice_wire::{DType, ErrorCode, SchemaType, TenantKey, TraceContext};

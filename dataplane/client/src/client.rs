@@ -1,0 +1,542 @@
+use std::collections::{HashMap, VecDeque};
+use std::io::ErrorKind;
+use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::time::{Duration, Instant};
+
+use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, TenantKey, flags};
+
+use crate::request::sign;
+use crate::{ClientError, NegotiatedSchema, Request, Response};
+
+/// Largest UDP payload over IPv4; one frame travels in one datagram.
+pub const DATAGRAM_LEN_MAX: usize = 65507;
+
+/// How the client waits for answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PollMode {
+    /// Sleep in the kernel until a datagram arrives (cheap on CPU; the
+    /// wake-up costs tens of µs on a VM).
+    #[default]
+    Block,
+    /// Spin on a non-blocking socket: lowest latency, burns a core.
+    Spin,
+}
+
+/// Client settings.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Tenant id written into every frame.
+    pub tenant_id: u32,
+    /// Tenant key; when set, every frame is signed, and signed answers other
+    /// than error frames are verified (a bad tag drops the answer and counts
+    /// it in `bad_tag`).
+    pub key: Option<Vec<u8>>,
+    /// How long to wait for the answer to one request.
+    pub timeout: Duration,
+    /// How often [`Client::call`] resends after a retryable error code
+    /// (`Busy`, `PeerDown`, ...). 0 never retries. Timeouts are not retried:
+    /// inference is not assumed idempotent.
+    pub retries_max: u32,
+    /// Pause before each retry.
+    pub retry_backoff: Duration,
+    /// Blocking or spinning receive.
+    pub poll: PollMode,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            tenant_id: 0,
+            key: None,
+            timeout: Duration::from_secs(1),
+            retries_max: 0,
+            retry_backoff: Duration::from_millis(1),
+            poll: PollMode::Block,
+        }
+    }
+}
+
+/// Counters of what the client saw. Monotonic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    /// Frames sent (requests, retries, negotiations, pings).
+    pub sent: u64,
+    /// Answers matched to an outstanding request.
+    pub received: u64,
+    /// Valid frames whose request id is not outstanding (late answers after
+    /// a timeout, duplicates, foreign ids). Ignored.
+    pub stale: u64,
+    /// Datagrams that are not a valid frame. Ignored.
+    pub malformed: u64,
+    /// Signed answers whose tag did not verify. Ignored.
+    pub bad_tag: u64,
+    /// Requests that timed out.
+    pub timeouts: u64,
+    /// Resends after retryable errors.
+    pub retries: u64,
+    /// Schema negotiations answered from the cache.
+    pub schema_cache_hits: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Response,
+    Negotiate,
+    Pong,
+}
+
+struct Pending {
+    expect: Expect,
+    key: Option<TenantKey>,
+}
+
+type Event = (u64, Result<Frame<Vec<u8>>, ClientError>);
+
+/// An answer from [`Client::recv`]: the request id and its outcome.
+pub type Answer = (u64, Result<Response, ClientError>);
+
+/// A Sluice client over one UDP socket.
+///
+/// Use [`Client::call`] for one request at a time, or [`Client::send`] and
+/// [`Client::recv`] to keep many outstanding. Not thread-safe by design: one
+/// client per thread.
+pub struct Client {
+    sock: UdpSocket,
+    server: SocketAddr,
+    cfg: ClientConfig,
+    key: Option<TenantKey>,
+    next_id: u64,
+    send_buf: Vec<u8>,
+    recv_buf: Vec<u8>,
+    pending: HashMap<u64, Pending>,
+    // Expiry order equals send order because the timeout is fixed; answered
+    // ids are skipped lazily.
+    expiry: VecDeque<(u64, Instant)>,
+    // Events that arrived while a synchronous call waited for another id.
+    ready: VecDeque<Event>,
+    schemas: HashMap<(String, u32), (NegotiatedSchema, Instant)>,
+    nonblocking: bool,
+    stats: ClientStats,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.server)
+            .field("tenant_id", &self.cfg.tenant_id)
+            .field("outstanding", &self.pending.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Binds an ephemeral local port and connects it to `addr`, so the
+    /// kernel drops datagrams from anyone else.
+    pub fn connect(addr: impl ToSocketAddrs, cfg: ClientConfig) -> Result<Client, ClientError> {
+        let server = addr.to_socket_addrs()?.next().ok_or_else(|| {
+            std::io::Error::new(ErrorKind::InvalidInput, "address resolves to nothing")
+        })?;
+        let local: SocketAddr = if server.is_ipv4() {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let sock = UdpSocket::bind(local)?;
+        sock.connect(server)?;
+        let nonblocking = cfg.poll == PollMode::Spin;
+        sock.set_nonblocking(nonblocking)?;
+        let key = cfg.key.as_deref().map(TenantKey::new);
+        Ok(Client {
+            sock,
+            server,
+            key,
+            next_id: initial_request_id(),
+            send_buf: vec![0; DATAGRAM_LEN_MAX],
+            recv_buf: vec![0; 1 << 16],
+            pending: HashMap::new(),
+            expiry: VecDeque::new(),
+            ready: VecDeque::new(),
+            schemas: HashMap::new(),
+            nonblocking,
+            stats: ClientStats::default(),
+            cfg,
+        })
+    }
+
+    /// The server address.
+    pub fn server_addr(&self) -> SocketAddr {
+        self.server
+    }
+
+    /// The local address of the socket.
+    pub fn local_addr(&self) -> Result<SocketAddr, ClientError> {
+        Ok(self.sock.local_addr()?)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClientConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ClientStats {
+        self.stats
+    }
+
+    /// Number of requests sent and not yet answered or timed out.
+    pub fn outstanding(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Sends a request without waiting and returns its request id. The
+    /// answer comes from [`Client::recv`] or [`Client::try_recv`]. Writes
+    /// into a buffer owned by the client: no allocation besides the
+    /// bookkeeping of outstanding ids.
+    pub fn send(&mut self, req: &Request<'_>) -> Result<u64, ClientError> {
+        let id = self.take_id();
+        let len = req
+            .emit(
+                &mut self.send_buf,
+                id,
+                self.cfg.tenant_id,
+                self.key.as_ref(),
+            )
+            .map_err(datagram_limit)?;
+        let key = match req.tenant {
+            Some((_, k)) => k.cloned(),
+            None => self.key.clone(),
+        };
+        self.transmit(len)?;
+        self.track(id, Expect::Response, key);
+        Ok(id)
+    }
+
+    /// Waits for the next answer to any outstanding request. Yields
+    /// `(request_id, Err(Timeout))` when a request's timeout passes first.
+    /// Fails with `NothingPending` when nothing is outstanding, or with `Io`
+    /// when the socket fails (for example: connection refused by the host
+    /// because nothing listens on the server port).
+    pub fn recv(&mut self) -> Result<Answer, ClientError> {
+        if let Some(ev) = self.ready.pop_front() {
+            return Ok(to_response(ev));
+        }
+        if self.pending.is_empty() {
+            return Err(ClientError::NothingPending);
+        }
+        loop {
+            if let Some(ev) = self.next_event(true)? {
+                return Ok(to_response(ev));
+            }
+        }
+    }
+
+    /// Like [`Client::recv`], but returns `None` at once when no answer is
+    /// ready and no timeout has passed.
+    pub fn try_recv(&mut self) -> Result<Option<Answer>, ClientError> {
+        if let Some(ev) = self.ready.pop_front() {
+            return Ok(Some(to_response(ev)));
+        }
+        if self.pending.is_empty() {
+            return Ok(None);
+        }
+        Ok(self.next_event(false)?.map(to_response))
+    }
+
+    /// Sends a request and waits for its answer. Retries retryable server
+    /// errors up to `retries_max` times, each under a new request id.
+    pub fn call(&mut self, req: &Request<'_>) -> Result<Response, ClientError> {
+        let mut attempt = 0;
+        loop {
+            let id = self.send(req)?;
+            match self.wait_for(id) {
+                Ok(frame) => return Ok(Response::new(frame)),
+                Err(e) if e.retryable() && attempt < self.cfg.retries_max => {
+                    attempt += 1;
+                    self.stats.retries += 1;
+                    std::thread::sleep(self.cfg.retry_backoff);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Sends a ping and returns the round-trip time.
+    pub fn ping(&mut self) -> Result<Duration, ClientError> {
+        let id = self.take_id();
+        let repr = FrameRepr {
+            kind: Kind::Ping,
+            request_id: id,
+            tenant_id: self.cfg.tenant_id,
+            ..FrameRepr::default()
+        };
+        let start = Instant::now();
+        self.send_control(&repr, Expect::Pong)?;
+        self.wait_for(id)?;
+        Ok(start.elapsed())
+    }
+
+    /// Asks the server for the schema of `subject` (`version_hint` 0 means
+    /// the latest). Answers are cached per `(subject, version_hint)` for the
+    /// ttl the server gave; a ttl of 0 is never cached.
+    pub fn negotiate(
+        &mut self,
+        subject: &str,
+        version_hint: u32,
+    ) -> Result<NegotiatedSchema, ClientError> {
+        self.negotiate_at(subject, version_hint, Instant::now())
+    }
+
+    /// [`Client::negotiate`] with the cache clock given by the caller (tests,
+    /// or callers that already read the clock).
+    pub fn negotiate_at(
+        &mut self,
+        subject: &str,
+        version_hint: u32,
+        now: Instant,
+    ) -> Result<NegotiatedSchema, ClientError> {
+        let cache_key = (subject.to_owned(), version_hint);
+        if let Some((schema, expires)) = self.schemas.get(&cache_key)
+            && now < *expires
+        {
+            self.stats.schema_cache_hits += 1;
+            return Ok(schema.clone());
+        }
+        self.schemas.remove(&cache_key);
+        let id = self.take_id();
+        let repr = FrameRepr {
+            kind: Kind::NegotiateRequest,
+            request_id: id,
+            tenant_id: self.cfg.tenant_id,
+            body: BodyRepr::NegotiateRequest {
+                subject,
+                version_hint,
+            },
+            ..FrameRepr::default()
+        };
+        self.send_control(&repr, Expect::Negotiate)?;
+        let frame = self.wait_for(id)?;
+        let body = frame.negotiate_response().ok_or(ClientError::Malformed(
+            "negotiation answer has no schema body",
+        ))?;
+        let schema = NegotiatedSchema {
+            schema_id: body.schema_id,
+            version: body.version,
+            ttl: Duration::from_millis(body.ttl_ms.into()),
+            schema_type: body.schema_type,
+            bytes: body.schema.to_vec(),
+        };
+        if !schema.ttl.is_zero() {
+            self.schemas
+                .insert(cache_key, (schema.clone(), now + schema.ttl));
+        }
+        Ok(schema)
+    }
+
+    /// Drops every cached schema, forcing renegotiation.
+    pub fn clear_schema_cache(&mut self) {
+        self.schemas.clear();
+    }
+
+    fn take_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        id
+    }
+
+    fn send_control(&mut self, repr: &FrameRepr<'_>, expect: Expect) -> Result<(), ClientError> {
+        let layout = repr.emit(&mut self.send_buf).map_err(datagram_limit)?;
+        if let Some(key) = &self.key {
+            sign(key, &mut self.send_buf[..layout.frame_len]);
+        }
+        self.transmit(layout.frame_len)?;
+        self.track(repr.request_id, expect, self.key.clone());
+        Ok(())
+    }
+
+    fn track(&mut self, id: u64, expect: Expect, key: Option<TenantKey>) {
+        self.pending.insert(id, Pending { expect, key });
+        self.expiry
+            .push_back((id, Instant::now() + self.cfg.timeout));
+        self.stats.sent += 1;
+    }
+
+    fn transmit(&mut self, len: usize) -> Result<(), ClientError> {
+        let give_up = Instant::now() + self.cfg.timeout;
+        loop {
+            match self.sock.send(&self.send_buf[..len]) {
+                Ok(_) => return Ok(()),
+                // Socket buffer full in spin mode: the kernel drains it soon.
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if Instant::now() >= give_up {
+                        return Err(ClientError::Timeout);
+                    }
+                    std::hint::spin_loop();
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Waits for the answer to `id`, parking answers to other ids.
+    fn wait_for(&mut self, id: u64) -> Result<Frame<Vec<u8>>, ClientError> {
+        loop {
+            if let Some((got, res)) = self.next_event(true)? {
+                if got == id {
+                    return res;
+                }
+                self.ready.push_back((got, res));
+            }
+        }
+    }
+
+    /// One step: a timed-out request, an answer, or (when not blocking, or
+    /// after a block that ended without a matching answer) `None`.
+    fn next_event(&mut self, block: bool) -> Result<Option<Event>, ClientError> {
+        loop {
+            let now = Instant::now();
+            let mut next_expiry = None;
+            while let Some(&(id, at)) = self.expiry.front() {
+                if !self.pending.contains_key(&id) {
+                    self.expiry.pop_front();
+                    continue;
+                }
+                if at <= now {
+                    self.expiry.pop_front();
+                    self.pending.remove(&id);
+                    self.stats.timeouts += 1;
+                    return Ok(Some((id, Err(ClientError::Timeout))));
+                }
+                next_expiry = Some(at);
+                break;
+            }
+            let n = match self.receive(block, next_expiry.map(|at| at - now))? {
+                Some(n) => n,
+                None if block && next_expiry.is_some() => continue,
+                None => return Ok(None),
+            };
+            if let Some(ev) = self.classify(n) {
+                return Ok(Some(ev));
+            }
+            if !block {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Receives one datagram; `None` when none came in time.
+    fn receive(
+        &mut self,
+        block: bool,
+        wait: Option<Duration>,
+    ) -> Result<Option<usize>, ClientError> {
+        let spin = self.cfg.poll == PollMode::Spin || !block;
+        if spin != self.nonblocking {
+            self.sock.set_nonblocking(spin)?;
+            self.nonblocking = spin;
+        }
+        if !spin {
+            // A zero timeout means "forever" to the kernel; wake at least
+            // every second so expiries are noticed.
+            let wait = wait
+                .unwrap_or(Duration::from_secs(1))
+                .max(Duration::from_micros(1));
+            self.sock.set_read_timeout(Some(wait))?;
+        }
+        let until = wait.map(|w| Instant::now() + w);
+        loop {
+            match self.sock.recv(&mut self.recv_buf) {
+                Ok(n) => return Ok(Some(n)),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if !block || !spin {
+                        return Ok(None);
+                    }
+                    if until.is_some_and(|u| Instant::now() >= u) {
+                        return Ok(None);
+                    }
+                    std::hint::spin_loop();
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Matches a received datagram to an outstanding request. `None` when it
+    /// is ignored (counted in the stats).
+    fn classify(&mut self, n: usize) -> Option<Event> {
+        let bytes = &self.recv_buf[..n];
+        let Ok(frame) = Frame::new_checked(bytes) else {
+            self.stats.malformed += 1;
+            return None;
+        };
+        let id = frame.request_id();
+        let Some(p) = self.pending.get(&id) else {
+            self.stats.stale += 1;
+            return None;
+        };
+        // Error frames are taken even with a bad tag: a server that rejects
+        // a wrongly signed request cannot sign with the key the client used,
+        // and an error gives a forger nothing but a failed request.
+        if frame.flags() & flags::AUTHENTICATED != 0
+            && frame.kind() != Kind::Error
+            && p.key.as_ref().is_some_and(|key| !key.verify(&frame))
+        {
+            self.stats.bad_tag += 1;
+            return None;
+        }
+        let expect = p.expect;
+        self.pending.remove(&id);
+        self.stats.received += 1;
+        let res = match (frame.kind(), expect) {
+            (Kind::Error, _) => Err(server_error(&frame)),
+            (Kind::Response, Expect::Response)
+            | (Kind::NegotiateResponse, Expect::Negotiate)
+            | (Kind::Pong, Expect::Pong) => Ok(Frame::new_unchecked(bytes.to_vec())),
+            _ => Err(ClientError::Malformed("answer has the wrong frame kind")),
+        };
+        Some((id, res))
+    }
+}
+
+fn server_error<B: AsRef<[u8]>>(frame: &Frame<B>) -> ClientError {
+    match frame.error_body() {
+        None => ClientError::Malformed("error frame without a body"),
+        Some(body) => match ErrorCode::from_u16(body.code_raw) {
+            Some(code) => ClientError::Server {
+                code,
+                message: body.message.to_owned(),
+                retryable: code.retryable(),
+            },
+            None => ClientError::ServerUnknownCode {
+                code_raw: body.code_raw,
+                message: body.message.to_owned(),
+            },
+        },
+    }
+}
+
+fn to_response(ev: Event) -> Answer {
+    (ev.0, ev.1.map(Response::new))
+}
+
+fn datagram_limit(e: sluice_wire::Error) -> ClientError {
+    match e {
+        sluice_wire::Error::BufferTooSmall => {
+            ClientError::InvalidRequest(sluice_wire::Error::TooLarge)
+        }
+        e => ClientError::InvalidRequest(e),
+    }
+}
+
+/// Ids start at a value unlikely to repeat across runs so that late answers
+/// meant for an earlier process are not taken for ours.
+fn initial_request_id() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as u64;
+    let mixed = (t ^ (u64::from(std::process::id()) << 40)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    // Keep clear of 0, which servers may treat as "no id".
+    mixed | 1
+}

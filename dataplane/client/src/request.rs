@@ -1,0 +1,328 @@
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sluice_wire::limits::{RANK_MAX, TENSOR_COUNT_MAX};
+use sluice_wire::{DType, Error, ExtRepr, FrameRepr, Kind, TenantKey, TensorRepr, TraceContext};
+
+/// Tensor data as given by the caller. Typed slices are written little-endian
+/// straight into the send buffer, so no byte copy of the caller's data is made
+/// beforehand.
+#[derive(Debug, Clone, Copy)]
+pub enum TensorData<'a> {
+    /// 32-bit floats.
+    F32(&'a [f32]),
+    /// 64-bit signed integers.
+    I64(&'a [i64]),
+    /// 32-bit signed integers.
+    I32(&'a [i32]),
+    /// Raw little-endian bytes of the given dtype.
+    Raw(DType, &'a [u8]),
+}
+
+impl TensorData<'_> {
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            TensorData::F32(_) => DType::F32,
+            TensorData::I64(_) => DType::I64,
+            TensorData::I32(_) => DType::I32,
+            TensorData::Raw(d, _) => *d,
+        }
+    }
+
+    /// Length in bytes on the wire.
+    pub fn byte_len(&self) -> usize {
+        match self {
+            TensorData::F32(v) => v.len() * 4,
+            TensorData::I64(v) => v.len() * 8,
+            TensorData::I32(v) => v.len() * 4,
+            TensorData::Raw(_, b) => b.len(),
+        }
+    }
+
+    fn write(&self, out: &mut [u8]) {
+        match self {
+            TensorData::F32(v) => {
+                for (o, x) in out.chunks_exact_mut(4).zip(v.iter()) {
+                    o.copy_from_slice(&x.to_le_bytes());
+                }
+            }
+            TensorData::I64(v) => {
+                for (o, x) in out.chunks_exact_mut(8).zip(v.iter()) {
+                    o.copy_from_slice(&x.to_le_bytes());
+                }
+            }
+            TensorData::I32(v) => {
+                for (o, x) in out.chunks_exact_mut(4).zip(v.iter()) {
+                    o.copy_from_slice(&x.to_le_bytes());
+                }
+            }
+            // Raw data goes through FrameRepr::emit directly.
+            TensorData::Raw(..) => {}
+        }
+    }
+}
+
+/// One input tensor of a request.
+#[derive(Debug, Clone, Copy)]
+pub struct TensorInput<'a> {
+    /// Tensor name.
+    pub name: &'a str,
+    rank: usize,
+    dims: [u64; RANK_MAX],
+    /// Data.
+    pub data: TensorData<'a>,
+}
+
+impl TensorInput<'_> {
+    /// The shape.
+    pub fn dims(&self) -> &[u64] {
+        &self.dims[..self.rank]
+    }
+}
+
+/// When the server should give up on a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Deadline {
+    /// No deadline.
+    #[default]
+    None,
+    /// Relative to the moment the request is sent (computed per send, so a
+    /// request reused by a load generator gets a fresh deadline each time).
+    After(Duration),
+    /// Absolute, microseconds since the Unix epoch.
+    AtUnixUs(u64),
+}
+
+/// An inference request. Borrows its strings and tensor data; build it once
+/// and send it as often as needed.
+///
+/// Builder errors (too many tensors or extensions, rank above the limit) are
+/// kept and reported by `Client::send`.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    pub(crate) model: &'a str,
+    pub(crate) model_version: &'a str,
+    pub(crate) adapter: &'a str,
+    pub(crate) intent: &'a str,
+    pub(crate) deadline: Deadline,
+    pub(crate) schema_id: u32,
+    pub(crate) schema_version: u32,
+    pub(crate) token_count: u32,
+    pub(crate) trace: TraceContext,
+    pub(crate) extensions: Vec<ExtRepr<'a>>,
+    pub(crate) tensors: Vec<TensorInput<'a>>,
+    pub(crate) tenant: Option<(u32, Option<&'a TenantKey>)>,
+    pub(crate) invalid: Option<Error>,
+}
+
+impl<'a> Request<'a> {
+    /// A request for `model` at `version`. The version is required by the
+    /// server; an empty one is sent as is and answered with
+    /// `ModelVersionRequired`.
+    pub fn new(model: &'a str, version: &'a str) -> Request<'a> {
+        Request {
+            model,
+            model_version: version,
+            adapter: "",
+            intent: "",
+            deadline: Deadline::None,
+            schema_id: 0,
+            schema_version: 0,
+            token_count: 0,
+            trace: TraceContext::default(),
+            extensions: Vec::new(),
+            tensors: Vec::new(),
+            tenant: None,
+            invalid: None,
+        }
+    }
+
+    /// LoRA adapter id.
+    pub fn adapter(mut self, adapter: &'a str) -> Self {
+        self.adapter = adapter;
+        self
+    }
+
+    /// Intent ("chat", "embed", "training", ...).
+    pub fn intent(mut self, intent: &'a str) -> Self {
+        self.intent = intent;
+        self
+    }
+
+    /// Deadline.
+    pub fn deadline(mut self, deadline: Deadline) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Deadline relative to each send.
+    pub fn deadline_after(self, after: Duration) -> Self {
+        self.deadline(Deadline::After(after))
+    }
+
+    /// Schema id and version of the payload.
+    pub fn schema(mut self, schema_id: u32, schema_version: u32) -> Self {
+        self.schema_id = schema_id;
+        self.schema_version = schema_version;
+        self
+    }
+
+    /// Declared token count.
+    pub fn token_count(mut self, tokens: u32) -> Self {
+        self.token_count = tokens;
+        self
+    }
+
+    /// W3C trace context.
+    pub fn trace(mut self, trace: TraceContext) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    /// Adds an extension header.
+    pub fn extension(mut self, key: &'a str, value: &'a [u8]) -> Self {
+        if self.extensions.len() >= sluice_wire::limits::EXT_COUNT_MAX {
+            self.invalid.get_or_insert(Error::TooManyExtensions);
+        } else {
+            self.extensions.push(ExtRepr { key, value });
+        }
+        self
+    }
+
+    /// Sends this request as another tenant than the client's (load
+    /// generators mixing tenants over one socket). `key` signs it when set.
+    pub fn tenant(mut self, tenant_id: u32, key: Option<&'a TenantKey>) -> Self {
+        self.tenant = Some((tenant_id, key));
+        self
+    }
+
+    /// Adds an input tensor.
+    pub fn tensor(mut self, name: &'a str, dims: &[u64], data: TensorData<'a>) -> Self {
+        if self.tensors.len() >= TENSOR_COUNT_MAX {
+            self.invalid.get_or_insert(Error::TooManyTensors);
+            return self;
+        }
+        if dims.len() > RANK_MAX {
+            self.invalid.get_or_insert(Error::BadRank);
+            return self;
+        }
+        let mut d = [0u64; RANK_MAX];
+        d[..dims.len()].copy_from_slice(dims);
+        self.tensors.push(TensorInput {
+            name,
+            rank: dims.len(),
+            dims: d,
+            data,
+        });
+        self
+    }
+
+    /// Adds an f32 input tensor.
+    pub fn tensor_f32(self, name: &'a str, dims: &[u64], data: &'a [f32]) -> Self {
+        self.tensor(name, dims, TensorData::F32(data))
+    }
+
+    /// Adds an i64 input tensor.
+    pub fn tensor_i64(self, name: &'a str, dims: &[u64], data: &'a [i64]) -> Self {
+        self.tensor(name, dims, TensorData::I64(data))
+    }
+
+    /// Adds an input tensor of any dtype from little-endian bytes.
+    pub fn tensor_raw(self, name: &'a str, dtype: DType, dims: &[u64], data: &'a [u8]) -> Self {
+        self.tensor(name, dims, TensorData::Raw(dtype, data))
+    }
+
+    /// The input tensors.
+    pub fn tensors(&self) -> &[TensorInput<'a>] {
+        &self.tensors
+    }
+
+    /// Writes the frame into `buf`, signs it when a key is given, and
+    /// returns its length. Allocates nothing.
+    pub(crate) fn emit(
+        &self,
+        buf: &mut [u8],
+        request_id: u64,
+        tenant_id: u32,
+        key: Option<&TenantKey>,
+    ) -> Result<usize, Error> {
+        if let Some(e) = self.invalid {
+            return Err(e);
+        }
+        let (tenant_id, key) = match self.tenant {
+            Some((id, k)) => (id, k),
+            None => (tenant_id, key),
+        };
+        let placeholder = TensorRepr {
+            name: "",
+            dtype: DType::U8,
+            dims: &[],
+            data: None,
+        };
+        let mut reprs = [placeholder; TENSOR_COUNT_MAX];
+        for (r, t) in reprs.iter_mut().zip(self.tensors.iter()) {
+            let want = t
+                .data
+                .dtype()
+                .byte_len(t.dims())
+                .ok_or(Error::SizeOverflow)?;
+            if want != t.data.byte_len() {
+                return Err(Error::BadTensorLen);
+            }
+            *r = TensorRepr {
+                name: t.name,
+                dtype: t.data.dtype(),
+                dims: t.dims(),
+                data: match t.data {
+                    TensorData::Raw(_, b) => Some(b),
+                    _ => None,
+                },
+            };
+        }
+        let repr = FrameRepr {
+            kind: Kind::Request,
+            request_id,
+            tenant_id,
+            deadline_us: deadline_us(self.deadline),
+            schema_id: self.schema_id,
+            schema_version: self.schema_version,
+            token_count: self.token_count,
+            trace: self.trace,
+            model: self.model,
+            model_version: self.model_version,
+            adapter: self.adapter,
+            intent: self.intent,
+            extensions: &self.extensions,
+            tensors: &reprs[..self.tensors.len()],
+            ..FrameRepr::default()
+        };
+        let layout = repr.emit(buf)?;
+        for (i, t) in self.tensors.iter().enumerate() {
+            let off = layout.tensor_offsets[i];
+            t.data.write(&mut buf[off..off + t.data.byte_len()]);
+        }
+        if let Some(key) = key {
+            sign(key, &mut buf[..layout.frame_len]);
+        }
+        Ok(layout.frame_len)
+    }
+}
+
+pub(crate) fn sign(key: &TenantKey, frame: &mut [u8]) {
+    let mut f = sluice_wire::Frame::new_unchecked(frame);
+    key.sign(&mut f);
+}
+
+fn deadline_us(d: Deadline) -> u64 {
+    match d {
+        Deadline::None => 0,
+        Deadline::AtUnixUs(us) => us,
+        Deadline::After(after) => {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
+            // Never 0: that would mean "no deadline".
+            (now + after).as_micros().clamp(1, u64::MAX as u128) as u64
+        }
+    }
+}
