@@ -1,0 +1,466 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/sluice-ai/sluice/go-control/internal/config"
+	"github.com/sluice-ai/sluice/go-control/internal/errs"
+)
+
+// Fake is an in-memory Engine for unit tests. It serves no traffic: it keeps
+// the applied config, validates changes the way the engine must, and reports
+// counters that tests feed through Record. Drain is modelled by Begin/End.
+type Fake struct {
+	mu       sync.Mutex
+	cfg      *config.Config
+	state    string
+	models   map[string]*ModelInfo // name@version
+	peers    map[string]*PeerStatus
+	workers  map[int]*fakeWorker
+	shards   map[string]*fakeShard
+	inFlight int
+	drained  chan struct{} // closed when inFlight reaches 0 while draining
+	applies  int
+}
+
+type fakeWorker struct {
+	requests uint64
+	errors   map[string]uint64
+	service  []uint64
+}
+
+type fakeShard struct {
+	requests uint64
+	errors   map[string]uint64
+	queue    []uint64
+	service  []uint64
+}
+
+// FakeSamplesMax bounds the latency samples a Fake keeps per histogram.
+const FakeSamplesMax = 1 << 16
+
+func init() {
+	Register("fake", func(js []byte) (Engine, error) { return NewFake(js) })
+}
+
+// NewFake creates a Fake from the full config JSON.
+func NewFake(configJSON []byte) (*Fake, error) {
+	var cfg config.Config
+	if err := strictJSON(configJSON, &cfg); err != nil {
+		return nil, fmt.Errorf("%w: config: %v", errs.ErrInvalidConfig, err)
+	}
+	if issues := config.Validate(&cfg); len(issues) > 0 {
+		return nil, refusal(issues)
+	}
+	f := &Fake{cfg: &cfg, state: "created", models: map[string]*ModelInfo{}, peers: map[string]*PeerStatus{},
+		workers: map[int]*fakeWorker{}, shards: map[string]*fakeShard{}}
+	f.syncModels()
+	f.syncPeers()
+	return f, nil
+}
+
+func strictJSON(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if d.More() {
+		return fmt.Errorf("trailing data after JSON value")
+	}
+	return nil
+}
+
+func refusal(issues []config.Issue) error {
+	parts := make([]string, len(issues))
+	for i, is := range issues {
+		parts[i] = is.Error()
+	}
+	return fmt.Errorf("%w: %s", errs.ErrInvalidConfig, strings.Join(parts, "; "))
+}
+
+func key(name, version string) string { return name + "@" + version }
+
+func (f *Fake) syncModels() {
+	f.models = map[string]*ModelInfo{}
+	for _, m := range f.cfg.Models {
+		ids := make([]string, len(m.Adapters))
+		for i, a := range m.Adapters {
+			ids[i] = a.ID
+		}
+		f.models[key(m.Name, m.Version)] = &ModelInfo{Name: m.Name, Version: m.Version, Kind: m.Kind, Path: m.Path,
+			Aliases: slices.Clone(m.Aliases), Adapters: ids, State: "ready"}
+	}
+}
+
+func (f *Fake) syncPeers() {
+	old := f.peers
+	f.peers = map[string]*PeerStatus{}
+	for _, p := range f.cfg.Peers {
+		ps := &PeerStatus{Peer: p, State: "connecting"}
+		if o, ok := old[p.Name]; ok {
+			ps.Forwarded = o.Forwarded
+		}
+		f.peers[p.Name] = ps
+	}
+}
+
+func (f *Fake) live() error {
+	switch f.state {
+	case "running":
+		return nil
+	case "draining":
+		return errs.ErrShuttingDown
+	default:
+		return fmt.Errorf("%w: engine is %s", errs.ErrNotRunning, f.state)
+	}
+}
+
+// Start implements Engine.
+func (f *Fake) Start() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.state != "created" {
+		return fmt.Errorf("%w: engine is %s", errs.ErrBusy, f.state)
+	}
+	f.state = "running"
+	return nil
+}
+
+// Stop implements Engine: it waits for requests begun with Begin to End.
+func (f *Fake) Stop(ctx context.Context) error {
+	f.mu.Lock()
+	if f.state != "running" {
+		st := f.state
+		f.mu.Unlock()
+		return fmt.Errorf("%w: engine is %s", errs.ErrNotRunning, st)
+	}
+	f.state = "draining"
+	f.drained = make(chan struct{})
+	if f.inFlight == 0 {
+		close(f.drained)
+	}
+	drained := f.drained
+	f.mu.Unlock()
+	select {
+	case <-drained:
+		f.mu.Lock()
+		f.state = "stopped"
+		f.mu.Unlock()
+		return nil
+	case <-ctx.Done():
+		f.mu.Lock()
+		f.state = "stopped"
+		n := f.inFlight
+		f.mu.Unlock()
+		return fmt.Errorf("%w: %d requests dropped: %v", errs.ErrTimeout, n, ctx.Err())
+	}
+}
+
+// Begin marks one request in flight; it fails once draining has begun, as
+// the real engine answers shutting_down.
+func (f *Fake) Begin() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.live(); err != nil {
+		return err
+	}
+	f.inFlight++
+	return nil
+}
+
+// End finishes a request begun with Begin.
+func (f *Fake) End() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.inFlight == 0 {
+		return
+	}
+	f.inFlight--
+	if f.inFlight == 0 && f.drained != nil {
+		close(f.drained)
+		f.drained = nil
+	}
+}
+
+// Applies counts successful Apply calls (tests check that reload applies
+// only what changed).
+func (f *Fake) Applies() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applies
+}
+
+// Config returns a copy of the config the Fake holds now.
+func (f *Fake) Config() *config.Config {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cfg.Clone()
+}
+
+// Apply implements Engine: all changes or none.
+func (f *Fake) Apply(changes ...Change) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.state == "draining" || f.state == "stopped" {
+		return errs.ErrShuttingDown
+	}
+	next := f.cfg.Clone()
+	for _, ch := range changes {
+		var err error
+		switch ch.Section {
+		case SectionRoutes:
+			next.Routes = nil
+			err = strictJSON(ch.Doc, &next.Routes)
+		case SectionShards:
+			next.Shards = nil
+			err = strictJSON(ch.Doc, &next.Shards)
+		case SectionTenants:
+			next.Tenants = nil
+			err = strictJSON(ch.Doc, &next.Tenants)
+		case SectionModels:
+			next.Models = nil
+			err = strictJSON(ch.Doc, &next.Models)
+		case SectionPeers:
+			next.Peers = nil
+			err = strictJSON(ch.Doc, &next.Peers)
+		case SectionSchemas:
+			var s []Schema
+			err = strictJSON(ch.Doc, &s)
+		default:
+			return fmt.Errorf("%w: unknown section %q", errs.ErrInvalidArgument, ch.Section)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", errs.ErrInvalidConfig, ch.Section, err)
+		}
+	}
+	if issues := config.Validate(next); len(issues) > 0 {
+		return refusal(issues)
+	}
+	f.cfg = next
+	f.syncModels()
+	f.syncPeers()
+	f.applies++
+	return nil
+}
+
+// SetAlias implements Engine.
+func (f *Fake) SetAlias(model, alias, version string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if model == "" || alias == "" || version == "" {
+		return fmt.Errorf("%w: model, alias and version are required", errs.ErrInvalidArgument)
+	}
+	if _, ok := f.models[key(model, alias)]; ok {
+		return fmt.Errorf("%w: alias %q would hide version %q of model %s", errs.ErrInvalidConfig, alias, alias, model)
+	}
+	target, ok := f.models[key(model, version)]
+	if !ok {
+		return fmt.Errorf("%w: model %s version %s is not loaded", errs.ErrNotFound, model, version)
+	}
+	for i := range f.cfg.Models {
+		m := &f.cfg.Models[i]
+		if m.Name == model {
+			m.Aliases = slices.DeleteFunc(m.Aliases, func(a string) bool { return a == alias })
+			if m.Version == version {
+				m.Aliases = append(m.Aliases, alias)
+			}
+		}
+	}
+	for _, mi := range f.models {
+		if mi.Name == model {
+			mi.Aliases = slices.DeleteFunc(mi.Aliases, func(a string) bool { return a == alias })
+		}
+	}
+	target.Aliases = append(target.Aliases, alias)
+	return nil
+}
+
+// LoadModel implements Engine.
+func (f *Fake) LoadModel(spec config.Model) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.models[key(spec.Name, spec.Version)]; ok {
+		return fmt.Errorf("%w: model %s version %s", errs.ErrAlreadyExists, spec.Name, spec.Version)
+	}
+	next := f.cfg.Clone()
+	next.Models = append(next.Models, spec)
+	if issues := config.Validate(next); len(issues) > 0 {
+		return refusal(issues)
+	}
+	f.cfg = next
+	f.syncModels()
+	return nil
+}
+
+// Models implements Engine.
+func (f *Fake) Models() ([]ModelInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]ModelInfo, 0, len(f.models))
+	for _, m := range f.models {
+		c := *m
+		c.Aliases = slices.Clone(m.Aliases)
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return key(out[i].Name, out[i].Version) < key(out[j].Name, out[j].Version) })
+	return out, nil
+}
+
+// AddPeer implements Engine.
+func (f *Fake) AddPeer(p config.Peer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if issues := config.CheckPeer("peer", p); len(issues) > 0 {
+		return refusal(issues)
+	}
+	if _, ok := f.peers[p.Name]; ok {
+		return fmt.Errorf("%w: peer %q", errs.ErrAlreadyExists, p.Name)
+	}
+	f.cfg.Peers = append(f.cfg.Peers, p)
+	f.peers[p.Name] = &PeerStatus{Peer: p, State: "connecting"}
+	return nil
+}
+
+// RemovePeer implements Engine.
+func (f *Fake) RemovePeer(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.peers[name]; !ok {
+		return fmt.Errorf("%w: peer %q", errs.ErrNotFound, name)
+	}
+	delete(f.peers, name)
+	f.cfg.Peers = slices.DeleteFunc(f.cfg.Peers, func(p config.Peer) bool { return p.Name == name })
+	return nil
+}
+
+// Peers implements Engine.
+func (f *Fake) Peers() ([]PeerStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]PeerStatus, 0, len(f.peers))
+	for _, p := range f.peers {
+		out = append(out, *p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Record counts one finished request on a worker and a shard, as the real
+// engine would; code is "" for success or a wire error code name.
+func (f *Fake) Record(worker int, shard, code string, queueNs, serviceNs uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := f.workers[worker]
+	if w == nil {
+		w = &fakeWorker{errors: map[string]uint64{}}
+		f.workers[worker] = w
+	}
+	s := f.shards[shard]
+	if s == nil {
+		s = &fakeShard{errors: map[string]uint64{}}
+		f.shards[shard] = s
+	}
+	w.requests++
+	s.requests++
+	if code != "" {
+		w.errors[code]++
+		s.errors[code]++
+	}
+	if len(w.service) < FakeSamplesMax {
+		w.service = append(w.service, serviceNs)
+	}
+	if len(s.service) < FakeSamplesMax {
+		s.service = append(s.service, serviceNs)
+		s.queue = append(s.queue, queueNs)
+	}
+}
+
+// FakeBucketsNs are the histogram bounds the Fake reports.
+var FakeBucketsNs = []uint64{10_000, 100_000, 1_000_000, 10_000_000, 100_000_000}
+
+func summarize(samples []uint64) Latency {
+	l := Latency{Count: uint64(len(samples))}
+	if len(samples) == 0 {
+		for _, le := range FakeBucketsNs {
+			l.Buckets = append(l.Buckets, Bucket{LeNs: le})
+		}
+		return l
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	rank := func(q float64) uint64 { // nearest rank
+		i := int(q*float64(len(s))+0.999999999) - 1
+		return s[max(0, min(i, len(s)-1))]
+	}
+	for _, v := range s {
+		l.SumNs += v
+	}
+	l.P50Ns, l.P90Ns, l.P99Ns, l.P999Ns, l.MaxNs = rank(0.5), rank(0.9), rank(0.99), rank(0.999), s[len(s)-1]
+	for _, le := range FakeBucketsNs {
+		n, _ := slices.BinarySearch(s, le+1)
+		l.Buckets = append(l.Buckets, Bucket{LeNs: le, Count: uint64(n)})
+	}
+	return l
+}
+
+// Stats implements Engine.
+func (f *Fake) Stats() (Stats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var st Stats
+	for i, core := range f.cfg.Engine.Workers {
+		ws := WorkerStats{ID: i, Core: core, Errors: map[string]uint64{}, PoolBuffers: uint64(f.cfg.IOUring.RxBuffers)}
+		if w := f.workers[i]; w != nil {
+			ws.Requests, ws.RxFrames, ws.TxFrames = w.requests, w.requests, w.requests
+			ws.BufferReuses = w.requests
+			for c, n := range w.errors {
+				ws.Errors[c] = n
+			}
+			ws.Service = summarize(w.service)
+		} else {
+			ws.Service = summarize(nil)
+		}
+		st.Workers = append(st.Workers, ws)
+	}
+	for _, sh := range f.cfg.Shards {
+		ss := ShardStats{Name: sh.Name, Errors: map[string]uint64{}}
+		if s := f.shards[sh.Name]; s != nil {
+			ss.Requests = s.requests
+			for c, n := range s.errors {
+				ss.Errors[c] = n
+			}
+			ss.Queue, ss.Service = summarize(s.queue), summarize(s.service)
+		} else {
+			ss.Queue, ss.Service = summarize(nil), summarize(nil)
+		}
+		st.Shards = append(st.Shards, ss)
+	}
+	return st, nil
+}
+
+// Status implements Engine.
+func (f *Fake) Status() (Status, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := Status{State: f.state, Transport: f.cfg.Engine.Transport, Listen: f.cfg.IOUring.Listen,
+		Hugepages: "off", Note: "fake engine: in-memory, serves no traffic",
+		Versions: map[string]string{"engine": "fake", "wire": "1"}}
+	for i, core := range f.cfg.Engine.Workers {
+		ws := "stopped"
+		if f.state == "running" {
+			ws = "polling"
+		}
+		st.Workers = append(st.Workers, WorkerInfo{ID: i, Core: core, State: ws})
+	}
+	return st, nil
+}
+
+var _ Engine = (*Fake)(nil)
