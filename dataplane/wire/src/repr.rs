@@ -224,10 +224,8 @@ impl<'a> FrameRepr<'a> {
         let mut end = header_len;
         for (i, t) in self.tensors.iter().enumerate() {
             let len = t.dtype.byte_len(t.dims).ok_or(Error::SizeOverflow)?;
-            if let Some(d) = t.data {
-                if d.len() != len {
-                    return Err(Error::BadTensorLen);
-                }
+            if t.data.is_some_and(|d| d.len() != len) {
+                return Err(Error::BadTensorLen);
             }
             let off = field::align_up(end).ok_or(Error::TooLarge)?;
             tensor_offsets[i] = off;
