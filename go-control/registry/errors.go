@@ -1,0 +1,110 @@
+package registry
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Confluent Schema Registry error codes.
+const (
+	CodeSubjectNotFound                = 40401
+	CodeVersionNotFound                = 40402
+	CodeSchemaNotFound                 = 40403
+	CodeSubjectSoftDeleted             = 40404
+	CodeSubjectNotSoftDeleted          = 40405
+	CodeVersionSoftDeleted             = 40406
+	CodeVersionNotSoftDeleted          = 40407
+	CodeSubjectCompatibilityNotConfigd = 40408
+	CodeIncompatibleSchema             = 409
+	CodeInvalidSchema                  = 42201
+	CodeInvalidVersion                 = 42202
+	CodeInvalidCompatibilityLevel      = 42203
+	CodeInvalidMode                    = 42204
+	CodeOperationNotPermitted          = 42205
+	CodeReferenceExists                = 42206
+	CodeInvalidSubject                 = 42208
+	CodeStoreError                     = 50001
+)
+
+// Error is a registry failure with its Confluent error code and HTTP status.
+type Error struct {
+	Code    int
+	Status  int
+	Message string
+	// Messages lists what breaks, for CodeIncompatibleSchema.
+	Messages []string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s (error code %d)", e.Message, e.Code) }
+
+func newErr(code, status int, format string, args ...any) *Error {
+	return &Error{Code: code, Status: status, Message: fmt.Sprintf(format, args...)}
+}
+
+func errSubjectNotFound(s string) *Error {
+	return newErr(CodeSubjectNotFound, http.StatusNotFound, "Subject '%s' not found.", s)
+}
+
+func errVersionNotFound(v int) *Error {
+	return newErr(CodeVersionNotFound, http.StatusNotFound, "Version %d not found.", v)
+}
+
+func errSchemaNotFound() *Error {
+	return newErr(CodeSchemaNotFound, http.StatusNotFound, "Schema not found")
+}
+
+func errSchemaIDNotFound(id int) *Error {
+	return newErr(CodeSchemaNotFound, http.StatusNotFound, "Schema %d not found", id)
+}
+
+func errSubjectSoftDeleted(s string) *Error {
+	return newErr(CodeSubjectSoftDeleted, http.StatusNotFound,
+		"Subject '%s' was soft deleted.Set permanent=true to delete permanently", s)
+}
+
+func errSubjectNotSoftDeleted(s string) *Error {
+	return newErr(CodeSubjectNotSoftDeleted, http.StatusNotFound,
+		"Subject '%s' was not deleted first before being permanently deleted", s)
+}
+
+func errVersionSoftDeleted(s string, v int) *Error {
+	return newErr(CodeVersionSoftDeleted, http.StatusNotFound,
+		"Subject '%s' Version %d was soft deleted.Set permanent=true to delete permanently", s, v)
+}
+
+func errVersionNotSoftDeleted(s string, v int) *Error {
+	return newErr(CodeVersionNotSoftDeleted, http.StatusNotFound,
+		"Subject '%s' Version %d was not deleted first before being permanently deleted", s, v)
+}
+
+func errSubjectConfigNotSet(s string) *Error {
+	return newErr(CodeSubjectCompatibilityNotConfigd, http.StatusNotFound,
+		"Subject '%s' does not have subject-level compatibility configured", s)
+}
+
+func errInvalidSchema(format string, args ...any) *Error {
+	return newErr(CodeInvalidSchema, http.StatusUnprocessableEntity, format, args...)
+}
+
+func errInvalidVersion(v string) *Error {
+	return newErr(CodeInvalidVersion, http.StatusUnprocessableEntity,
+		"The specified version '%s' is not a valid version id. Allowed values are between [1, 2^31-1] and the string \"latest\"", v)
+}
+
+func errInvalidLevel() *Error {
+	return newErr(CodeInvalidCompatibilityLevel, http.StatusUnprocessableEntity,
+		"Invalid compatibility level. Valid values are none, backward, forward, full, backward_transitive, forward_transitive, and full_transitive")
+}
+
+func errInvalidSubject(s string) *Error {
+	return newErr(CodeInvalidSubject, http.StatusUnprocessableEntity, "The specified subject '%s' is not valid.", s)
+}
+
+func errReferenceExists(s string, v int, by []string) *Error {
+	return newErr(CodeReferenceExists, http.StatusUnprocessableEntity,
+		"One or more references exist to the schema {subject=%s, version=%d}: referenced by %v", s, v, by)
+}
+
+func errStore(err error) *Error {
+	return newErr(CodeStoreError, http.StatusInternalServerError, "Error while storing: %v", err)
+}

@@ -1,0 +1,1031 @@
+// Package registry is Sluice's schema registry: subjects with versioned
+// AVRO, PROTOBUF, JSON Schema and TENSOR schemas, global schema ids,
+// references, soft and hard deletes, and compatibility levels checked at
+// registration. NewHandler serves it over a Confluent-compatible REST API;
+// Subscribe feeds every change to the data plane.
+package registry
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/sluice-ai/sluice/go-control/registry/compat"
+)
+
+// Limits.
+const (
+	SubjectNameMax = 255 // bytes
+	ReferencesMax  = 64  // references per schema
+	referenceDepth = 32  // nesting of references
+	VersionMax     = 1<<31 - 1
+)
+
+// Reference names another subject's version that a schema builds on.
+type Reference struct {
+	Name    string `json:"name"`
+	Subject string `json:"subject"`
+	Version int    `json:"version"`
+}
+
+// SchemaInput is a schema as a client submits it.
+type SchemaInput struct {
+	Type       compat.Type
+	Schema     string
+	References []Reference
+}
+
+// SchemaInfo is a registered schema, identified by its global id.
+type SchemaInfo struct {
+	ID         int
+	Type       compat.Type
+	Schema     string
+	References []Reference
+}
+
+// SubjectVersion is one version of a subject.
+type SubjectVersion struct {
+	Subject string
+	Version int
+	SchemaInfo
+	Deleted bool
+}
+
+// ChangeKind says what happened to a subject version.
+type ChangeKind string
+
+const (
+	ChangeRegistered ChangeKind = "registered"
+	ChangeRetired    ChangeKind = "retired" // soft delete
+	ChangeDeleted    ChangeKind = "deleted" // hard delete
+)
+
+// Change describes one subject version after a change: everything the
+// data plane needs to validate frames carrying (SchemaID, Version).
+type Change struct {
+	Kind       ChangeKind
+	SchemaID   int
+	Subject    string
+	Version    int
+	Type       compat.Type
+	Schema     string
+	References []Reference
+	// Retired is true when the version may no longer be used by new
+	// traffic (soft- or hard-deleted).
+	Retired bool
+}
+
+// Options tune a Registry.
+type Options struct {
+	// DefaultCompatibility applies when neither the subject nor the global
+	// config sets a level. Zero means BACKWARD, Confluent's default.
+	DefaultCompatibility compat.Level
+}
+
+type schemaRec struct {
+	SchemaInfo
+	key    string
+	parsed compat.Schema
+	rev    uint64
+}
+
+type versionRec struct {
+	version int
+	id      int
+	deleted bool
+	rev     uint64
+}
+
+type subjectRec struct {
+	name     string
+	versions []*versionRec // ascending
+	level    compat.Level  // "" when not set
+	levelRev uint64
+}
+
+// Registry is safe for concurrent use.
+type Registry struct {
+	store        Store
+	defaultLevel compat.Level
+
+	mu        sync.RWMutex
+	schemas   map[int]*schemaRec
+	byKey     map[string]int
+	subjects  map[string]*subjectRec
+	global    compat.Level // "" when not set
+	globalRev uint64
+	nextID    int
+	nextIDRev uint64
+
+	notifyMu sync.Mutex // orders deliveries; taken while mu is held
+	subsMu   sync.Mutex
+	subs     map[int]func(Change)
+	subSeq   int
+}
+
+// Store keys.
+const (
+	keySchemas       = "schemas/"
+	keySubjects      = "subjects/"
+	keyConfigGlobal  = "config/global"
+	keyConfigSubject = "config/subjects/"
+	keyNextID        = "meta/next-id"
+)
+
+func subjectKey(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+func schemaKey(id int) string    { return fmt.Sprintf("%s%010d", keySchemas, id) }
+func versionKey(s string, v int) string {
+	return fmt.Sprintf("%s%s/%010d", keySubjects, subjectKey(s), v)
+}
+
+type schemaVal struct {
+	ID         int         `json:"id"`
+	SchemaType compat.Type `json:"schemaType"`
+	Schema     string      `json:"schema"`
+	References []Reference `json:"references,omitempty"`
+}
+
+type versionVal struct {
+	Subject string `json:"subject"`
+	Version int    `json:"version"`
+	ID      int    `json:"id"`
+	Deleted bool   `json:"deleted"`
+}
+
+type configVal struct {
+	Compatibility compat.Level `json:"compatibility"`
+}
+
+type nextIDVal struct {
+	Next int `json:"next"`
+}
+
+// Open loads the registry's state from store. The registry owns the store
+// from then on; Close closes it.
+func Open(ctx context.Context, store Store, opts Options) (*Registry, error) {
+	lvl := opts.DefaultCompatibility
+	if lvl == "" {
+		lvl = compat.Backward
+	}
+	if _, ok := compat.ParseLevel(string(lvl)); !ok {
+		return nil, fmt.Errorf("registry: invalid default compatibility %q", lvl)
+	}
+	r := &Registry{
+		store: store, defaultLevel: lvl,
+		schemas: map[int]*schemaRec{}, byKey: map[string]int{}, subjects: map[string]*subjectRec{},
+		nextID: 1, subs: map[int]func(Change){},
+	}
+	if err := r.load(ctx); err != nil {
+		return nil, fmt.Errorf("registry: loading state: %w", err)
+	}
+	return r, nil
+}
+
+func (r *Registry) load(ctx context.Context) error {
+	entries, err := r.store.List(ctx, "")
+	if err != nil {
+		return err
+	}
+	var schemaEntries []Entry
+	for _, e := range entries {
+		switch {
+		case e.Key == keyNextID:
+			var v nextIDVal
+			if err := json.Unmarshal(e.Value, &v); err != nil {
+				return fmt.Errorf("%s: %w", e.Key, err)
+			}
+			r.nextID, r.nextIDRev = v.Next, e.Revision
+		case e.Key == keyConfigGlobal:
+			var v configVal
+			if err := json.Unmarshal(e.Value, &v); err != nil {
+				return fmt.Errorf("%s: %w", e.Key, err)
+			}
+			r.global, r.globalRev = v.Compatibility, e.Revision
+		case strings.HasPrefix(e.Key, keyConfigSubject):
+			name, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(e.Key, keyConfigSubject))
+			if err != nil {
+				return fmt.Errorf("%s: %w", e.Key, err)
+			}
+			var v configVal
+			if err := json.Unmarshal(e.Value, &v); err != nil {
+				return fmt.Errorf("%s: %w", e.Key, err)
+			}
+			sub := r.subject(string(name), true)
+			sub.level, sub.levelRev = v.Compatibility, e.Revision
+		case strings.HasPrefix(e.Key, keySubjects):
+			var v versionVal
+			if err := json.Unmarshal(e.Value, &v); err != nil {
+				return fmt.Errorf("%s: %w", e.Key, err)
+			}
+			sub := r.subject(v.Subject, true)
+			sub.versions = append(sub.versions, &versionRec{version: v.Version, id: v.ID, deleted: v.Deleted, rev: e.Revision})
+		case strings.HasPrefix(e.Key, keySchemas):
+			schemaEntries = append(schemaEntries, e)
+		}
+	}
+	for _, sub := range r.subjects {
+		sort.Slice(sub.versions, func(i, j int) bool { return sub.versions[i].version < sub.versions[j].version })
+	}
+	// Schemas in id order, so that referenced schemas (older) parse first.
+	for _, e := range schemaEntries {
+		var v schemaVal
+		if err := json.Unmarshal(e.Value, &v); err != nil {
+			return fmt.Errorf("%s: %w", e.Key, err)
+		}
+		rec := &schemaRec{SchemaInfo: SchemaInfo{ID: v.ID, Type: v.SchemaType, Schema: v.Schema, References: v.References}, rev: e.Revision}
+		deps, rerr := r.resolveRefs(v.References, 0, map[string]bool{})
+		if rerr == nil {
+			if parsed, err := compat.Parse(rec.Type, rec.Schema, deps); err == nil {
+				rec.parsed = parsed
+				rec.key = identity(rec.Type, parsed, rec.References)
+				r.byKey[rec.key] = rec.ID
+			}
+		}
+		r.schemas[rec.ID] = rec
+		if rec.ID >= r.nextID {
+			r.nextID = rec.ID + 1
+		}
+	}
+	return nil
+}
+
+// Close closes the store.
+func (r *Registry) Close() error { return r.store.Close() }
+
+func (r *Registry) subject(name string, create bool) *subjectRec {
+	sub := r.subjects[name]
+	if sub == nil && create {
+		sub = &subjectRec{name: name}
+		r.subjects[name] = sub
+	}
+	return sub
+}
+
+func identity(t compat.Type, s compat.Schema, refs []Reference) string {
+	rj, _ := json.Marshal(refs)
+	return string(t) + "\x00" + s.Canonical() + "\x00" + string(rj)
+}
+
+func validSubject(s string) *Error {
+	if s == "" || len(s) > SubjectNameMax || !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		return errInvalidSubject(s)
+	}
+	return nil
+}
+
+func (sub *subjectRec) live() []*versionRec {
+	var out []*versionRec
+	if sub == nil {
+		return nil
+	}
+	for _, v := range sub.versions {
+		if !v.deleted {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (sub *subjectRec) find(version int) *versionRec {
+	if sub == nil {
+		return nil
+	}
+	for _, v := range sub.versions {
+		if v.version == version {
+			return v
+		}
+	}
+	return nil
+}
+
+// resolveRefs turns references into parser dependencies, dependencies of
+// dependencies first. Caller holds mu.
+func (r *Registry) resolveRefs(refs []Reference, depth int, visiting map[string]bool) ([]compat.Dependency, error) {
+	if len(refs) > ReferencesMax {
+		return nil, fmt.Errorf("%d references, more than the limit of %d", len(refs), ReferencesMax)
+	}
+	if depth > referenceDepth {
+		return nil, fmt.Errorf("references nested deeper than %d", referenceDepth)
+	}
+	var deps []compat.Dependency
+	seen := map[string]bool{}
+	for _, ref := range refs {
+		if ref.Name == "" {
+			return nil, errors.New("reference without a name")
+		}
+		v, err := r.refVersion(ref)
+		if err != nil {
+			return nil, err
+		}
+		rec := r.schemas[v.id]
+		if rec == nil {
+			return nil, fmt.Errorf("reference %q: schema %d missing", ref.Name, v.id)
+		}
+		k := fmt.Sprintf("%s\x00%d", ref.Subject, v.version)
+		if visiting[k] {
+			return nil, fmt.Errorf("reference cycle through subject '%s' version %d", ref.Subject, v.version)
+		}
+		visiting[k] = true
+		sub, err := r.resolveRefs(rec.References, depth+1, visiting)
+		delete(visiting, k)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range append(sub, compat.Dependency{Name: ref.Name, Schema: rec.Schema}) {
+			if !seen[d.Name] {
+				seen[d.Name] = true
+				deps = append(deps, d)
+			}
+		}
+	}
+	return deps, nil
+}
+
+func (r *Registry) refVersion(ref Reference) (*versionRec, error) {
+	sub := r.subjects[ref.Subject]
+	var v *versionRec
+	if ref.Version == -1 {
+		if live := sub.live(); len(live) > 0 {
+			v = live[len(live)-1]
+		}
+	} else {
+		v = sub.find(ref.Version)
+	}
+	if v == nil {
+		return nil, fmt.Errorf("reference %q: subject '%s' version %d not found", ref.Name, ref.Subject, ref.Version)
+	}
+	return v, nil
+}
+
+// prepare validates and parses an input schema. Caller holds mu.
+func (r *Registry) prepare(in SchemaInput) (compat.Schema, []Reference, error) {
+	if in.Type == "" {
+		in.Type = compat.Avro
+	}
+	deps, err := r.resolveRefs(in.References, 0, map[string]bool{})
+	if err != nil {
+		return nil, nil, errInvalidSchema("Invalid schema: %v", err)
+	}
+	parsed, err := compat.Parse(in.Type, in.Schema, deps)
+	if err != nil {
+		return nil, nil, errInvalidSchema("Invalid schema %s: %v", in.Type, err)
+	}
+	// Pin "latest" references to the version they resolved to.
+	refs := make([]Reference, len(in.References))
+	for i, ref := range in.References {
+		v, _ := r.refVersion(ref)
+		refs[i] = Reference{Name: ref.Name, Subject: ref.Subject, Version: v.version}
+	}
+	return parsed, refs, nil
+}
+
+func (r *Registry) levelFor(subject string) compat.Level {
+	if sub := r.subjects[subject]; sub != nil && sub.level != "" {
+		return sub.level
+	}
+	if r.global != "" {
+		return r.global
+	}
+	return r.defaultLevel
+}
+
+func (r *Registry) previous(sub *subjectRec) ([]compat.Version, error) {
+	var out []compat.Version
+	for _, v := range sub.live() {
+		rec := r.schemas[v.id]
+		if rec == nil || rec.parsed == nil {
+			return nil, errStore(fmt.Errorf("schema %d of subject '%s' version %d cannot be parsed", v.id, sub.name, v.version))
+		}
+		out = append(out, compat.Version{Version: v.version, Schema: rec.parsed, Text: rec.Schema})
+	}
+	return out, nil
+}
+
+func (r *Registry) info(v *versionRec, subject string) SubjectVersion {
+	rec := r.schemas[v.id]
+	sv := SubjectVersion{Subject: subject, Version: v.version, Deleted: v.deleted}
+	if rec != nil {
+		sv.SchemaInfo = rec.SchemaInfo
+	}
+	return sv
+}
+
+func (r *Registry) change(kind ChangeKind, subject string, v *versionRec) Change {
+	sv := r.info(v, subject)
+	return Change{Kind: kind, SchemaID: sv.ID, Subject: subject, Version: sv.Version, Type: sv.Type,
+		Schema: sv.Schema, References: sv.References, Retired: kind != ChangeRegistered}
+}
+
+// unlockAndNotify releases mu and delivers changes in commit order.
+func (r *Registry) unlockAndNotify(changes []Change) {
+	if len(changes) == 0 {
+		r.mu.Unlock()
+		return
+	}
+	r.notifyMu.Lock()
+	r.mu.Unlock()
+	defer r.notifyMu.Unlock()
+	r.subsMu.Lock()
+	fns := make([]func(Change), 0, len(r.subs))
+	ids := make([]int, 0, len(r.subs))
+	for id := range r.subs {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		fns = append(fns, r.subs[id])
+	}
+	r.subsMu.Unlock()
+	for _, c := range changes {
+		for _, fn := range fns {
+			fn(c)
+		}
+	}
+}
+
+// Subscribe calls fn first with a ChangeRegistered for every live subject
+// version (subject, then version order), then with every change as it is
+// committed, in commit order, until cancel is called. fn runs on the
+// writer's goroutine: it may read the registry but must not write to it,
+// subscribe or cancel.
+func (r *Registry) Subscribe(fn func(Change)) (cancel func()) {
+	r.mu.Lock()
+	var snapshot []Change
+	for _, name := range r.subjectNames(false) {
+		for _, v := range r.subjects[name].live() {
+			snapshot = append(snapshot, r.change(ChangeRegistered, name, v))
+		}
+	}
+	r.notifyMu.Lock()
+	r.mu.Unlock()
+	for _, c := range snapshot {
+		fn(c)
+	}
+	r.subsMu.Lock()
+	r.subSeq++
+	id := r.subSeq
+	r.subs[id] = fn
+	r.subsMu.Unlock()
+	r.notifyMu.Unlock()
+	return func() {
+		r.subsMu.Lock()
+		delete(r.subs, id)
+		r.subsMu.Unlock()
+	}
+}
+
+func storeErr(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return errStore(err)
+}
+
+func (r *Registry) putJSON(ctx context.Context, key string, v any, expect uint64) (uint64, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0, err
+	}
+	return r.store.Put(ctx, key, b, expect)
+}
+
+// Register adds in under subject, or returns the existing version when the
+// subject already holds the same schema. It returns the global schema id
+// and the subject version.
+func (r *Registry) Register(ctx context.Context, subject string, in SchemaInput) (id, version int, err error) {
+	if e := validSubject(subject); e != nil {
+		return 0, 0, e
+	}
+	r.mu.Lock()
+	var changes []Change
+	defer func() { r.unlockAndNotify(changes) }()
+
+	parsed, refs, err := r.prepare(in)
+	if err != nil {
+		return 0, 0, err
+	}
+	if in.Type == "" {
+		in.Type = compat.Avro
+	}
+	key := identity(in.Type, parsed, refs)
+	sub := r.subjects[subject]
+	existingID, known := r.byKey[key]
+	if known {
+		for _, v := range sub.live() {
+			if v.id == existingID {
+				return v.id, v.version, nil
+			}
+		}
+	}
+	if sub != nil {
+		prev, err := r.previous(sub)
+		if err != nil {
+			return 0, 0, err
+		}
+		level := r.levelFor(subject)
+		if msgs := compat.Check(level, parsed, prev); len(msgs) > 0 {
+			e := newErr(CodeIncompatibleSchema, 409,
+				"Schema being registered is incompatible with an earlier schema for subject \"%s\", details: [%s]",
+				subject, strings.Join(msgs, ", "))
+			e.Messages = msgs
+			return 0, 0, e
+		}
+	}
+
+	if !known {
+		newID := r.nextID
+		rev, err := r.putJSON(ctx, keyNextID, nextIDVal{Next: newID + 1}, r.nextIDRev)
+		if err != nil {
+			return 0, 0, storeErr(err)
+		}
+		r.nextID, r.nextIDRev = newID+1, rev
+		info := SchemaInfo{ID: newID, Type: in.Type, Schema: in.Schema, References: refs}
+		srev, err := r.putJSON(ctx, schemaKey(newID), schemaVal{ID: newID, SchemaType: in.Type, Schema: in.Schema, References: refs}, 0)
+		if err != nil {
+			return 0, 0, storeErr(err)
+		}
+		r.schemas[newID] = &schemaRec{SchemaInfo: info, key: key, parsed: parsed, rev: srev}
+		r.byKey[key] = newID
+		existingID = newID
+	}
+
+	next := 1
+	if sub != nil && len(sub.versions) > 0 {
+		next = sub.versions[len(sub.versions)-1].version + 1
+	}
+	if next > VersionMax {
+		return 0, 0, errInvalidVersion(fmt.Sprint(next))
+	}
+	vrev, err := r.putJSON(ctx, versionKey(subject, next), versionVal{Subject: subject, Version: next, ID: existingID}, 0)
+	if err != nil {
+		return 0, 0, storeErr(err)
+	}
+	sub = r.subject(subject, true)
+	v := &versionRec{version: next, id: existingID, rev: vrev}
+	sub.versions = append(sub.versions, v)
+	changes = append(changes, r.change(ChangeRegistered, subject, v))
+	return existingID, next, nil
+}
+
+// Lookup finds the version of subject that holds in.
+func (r *Registry) Lookup(subject string, in SchemaInput, deleted bool) (SubjectVersion, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	sub := r.subjects[subject]
+	if sub == nil || (len(sub.live()) == 0 && !(deleted && len(sub.versions) > 0)) {
+		return SubjectVersion{}, errSubjectNotFound(subject)
+	}
+	parsed, refs, err := r.prepare(in)
+	if err != nil {
+		return SubjectVersion{}, err
+	}
+	if in.Type == "" {
+		in.Type = compat.Avro
+	}
+	id, ok := r.byKey[identity(in.Type, parsed, refs)]
+	if ok {
+		for i := len(sub.versions) - 1; i >= 0; i-- {
+			v := sub.versions[i]
+			if v.id == id && (!v.deleted || deleted) {
+				return r.info(v, subject), nil
+			}
+		}
+	}
+	return SubjectVersion{}, errSchemaNotFound()
+}
+
+func (r *Registry) subjectNames(deleted bool) []string {
+	var out []string
+	for name, sub := range r.subjects {
+		if len(sub.live()) > 0 || (deleted && len(sub.versions) > 0) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Subjects lists subjects with a live version (any version if deleted).
+func (r *Registry) Subjects(deleted bool) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.subjectNames(deleted)
+}
+
+// Versions lists a subject's version numbers.
+func (r *Registry) Versions(subject string, deleted bool) ([]int, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	sub := r.subjects[subject]
+	var out []int
+	if sub != nil {
+		for _, v := range sub.versions {
+			if !v.deleted || deleted {
+				out = append(out, v.version)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errSubjectNotFound(subject)
+	}
+	return out, nil
+}
+
+// Latest is the version argument meaning "the newest live version".
+const Latest = -1
+
+// Version returns one version of subject; version may be Latest.
+func (r *Registry) Version(subject string, version int, deleted bool) (SubjectVersion, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	v, err := r.lookupVersion(subject, version, deleted)
+	if err != nil {
+		return SubjectVersion{}, err
+	}
+	return r.info(v, subject), nil
+}
+
+func (r *Registry) lookupVersion(subject string, version int, deleted bool) (*versionRec, error) {
+	sub := r.subjects[subject]
+	if sub == nil || (len(sub.live()) == 0 && !(deleted && len(sub.versions) > 0)) {
+		return nil, errSubjectNotFound(subject)
+	}
+	if version == Latest {
+		pool := sub.live()
+		if deleted {
+			pool = sub.versions
+		}
+		if len(pool) == 0 {
+			return nil, errVersionNotFound(version)
+		}
+		return pool[len(pool)-1], nil
+	}
+	v := sub.find(version)
+	if v == nil || (v.deleted && !deleted) {
+		return nil, errVersionNotFound(version)
+	}
+	return v, nil
+}
+
+// SchemaByID returns a schema by its global id.
+func (r *Registry) SchemaByID(id int) (SchemaInfo, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	rec := r.schemas[id]
+	if rec == nil {
+		return SchemaInfo{}, errSchemaIDNotFound(id)
+	}
+	return rec.SchemaInfo, nil
+}
+
+// SubjectVersionRef names a subject version.
+type SubjectVersionRef struct {
+	Subject string `json:"subject"`
+	Version int    `json:"version"`
+}
+
+// VersionsByID lists the subject versions holding schema id.
+func (r *Registry) VersionsByID(id int, deleted bool) ([]SubjectVersionRef, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.schemas[id] == nil {
+		return nil, errSchemaIDNotFound(id)
+	}
+	out := []SubjectVersionRef{}
+	for _, name := range r.subjectNames(true) {
+		for _, v := range r.subjects[name].versions {
+			if v.id == id && (!v.deleted || deleted) {
+				out = append(out, SubjectVersionRef{Subject: name, Version: v.version})
+			}
+		}
+	}
+	return out, nil
+}
+
+// ReferencedBy lists the ids of schemas that reference subject version.
+func (r *Registry) ReferencedBy(subject string, version int) ([]int, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	v, err := r.lookupVersion(subject, version, false)
+	if err != nil {
+		return nil, err
+	}
+	out := []int{}
+	for _, by := range r.referrers(subject, v.version, true) {
+		if !slices.Contains(out, by.id) {
+			out = append(out, by.id)
+		}
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+type referrer struct {
+	subject string
+	version int
+	id      int
+}
+
+// referrers lists subject versions whose schema references subject@version.
+func (r *Registry) referrers(subject string, version int, liveOnly bool) []referrer {
+	var out []referrer
+	for name, sub := range r.subjects {
+		for _, v := range sub.versions {
+			if liveOnly && v.deleted {
+				continue
+			}
+			rec := r.schemas[v.id]
+			if rec == nil {
+				continue
+			}
+			for _, ref := range rec.References {
+				if ref.Subject == subject && ref.Version == version {
+					out = append(out, referrer{subject: name, version: v.version, id: v.id})
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].subject != out[j].subject {
+			return out[i].subject < out[j].subject
+		}
+		return out[i].version < out[j].version
+	})
+	return out
+}
+
+func (r *Registry) checkUnreferenced(subject string, version int, liveOnly bool) *Error {
+	refs := r.referrers(subject, version, liveOnly)
+	if len(refs) == 0 {
+		return nil
+	}
+	var by []string
+	for _, x := range refs {
+		by = append(by, fmt.Sprintf("%s/%d", x.subject, x.version))
+	}
+	return errReferenceExists(subject, version, by)
+}
+
+// DeleteSubject soft-deletes every live version of subject, or, with
+// permanent, removes a soft-deleted subject for good. It returns the
+// versions affected.
+func (r *Registry) DeleteSubject(ctx context.Context, subject string, permanent bool) ([]int, error) {
+	r.mu.Lock()
+	var changes []Change
+	defer func() { r.unlockAndNotify(changes) }()
+	sub := r.subjects[subject]
+	if sub == nil || len(sub.versions) == 0 {
+		return nil, errSubjectNotFound(subject)
+	}
+	live := sub.live()
+	var out []int
+	if !permanent {
+		if len(live) == 0 {
+			return nil, errSubjectSoftDeleted(subject)
+		}
+		for _, v := range live {
+			if e := r.checkUnreferenced(subject, v.version, true); e != nil {
+				return nil, e
+			}
+		}
+		for _, v := range live {
+			if err := r.retire(ctx, subject, v); err != nil {
+				return out, err
+			}
+			out = append(out, v.version)
+			changes = append(changes, r.change(ChangeRetired, subject, v))
+		}
+		return out, nil
+	}
+	if len(live) > 0 {
+		return nil, errSubjectNotSoftDeleted(subject)
+	}
+	for _, v := range sub.versions {
+		if e := r.checkUnreferenced(subject, v.version, false); e != nil {
+			return nil, e
+		}
+	}
+	for _, v := range slices.Clone(sub.versions) {
+		c := r.change(ChangeDeleted, subject, v)
+		if err := r.remove(ctx, sub, v); err != nil {
+			return out, err
+		}
+		out = append(out, v.version)
+		changes = append(changes, c)
+	}
+	if sub.levelRev != 0 {
+		if err := r.store.Delete(ctx, keyConfigSubject+subjectKey(subject), sub.levelRev); err != nil && !errors.Is(err, ErrNotFound) {
+			return out, storeErr(err)
+		}
+	}
+	delete(r.subjects, subject)
+	return out, nil
+}
+
+func (r *Registry) retire(ctx context.Context, subject string, v *versionRec) error {
+	rev, err := r.putJSON(ctx, versionKey(subject, v.version), versionVal{Subject: subject, Version: v.version, ID: v.id, Deleted: true}, v.rev)
+	if err != nil {
+		return storeErr(err)
+	}
+	v.deleted, v.rev = true, rev
+	return nil
+}
+
+// remove hard-deletes a version and drops its schema when nothing else
+// holds it. Schema ids are never reused: the id counter only grows.
+func (r *Registry) remove(ctx context.Context, sub *subjectRec, v *versionRec) error {
+	if err := r.store.Delete(ctx, versionKey(sub.name, v.version), v.rev); err != nil {
+		return storeErr(err)
+	}
+	sub.versions = slices.DeleteFunc(sub.versions, func(x *versionRec) bool { return x == v })
+	for _, other := range r.subjects {
+		for _, ov := range other.versions {
+			if ov.id == v.id {
+				return nil
+			}
+		}
+	}
+	rec := r.schemas[v.id]
+	if rec == nil {
+		return nil
+	}
+	if err := r.store.Delete(ctx, schemaKey(rec.ID), rec.rev); err != nil && !errors.Is(err, ErrNotFound) {
+		return storeErr(err)
+	}
+	delete(r.schemas, rec.ID)
+	if r.byKey[rec.key] == rec.ID {
+		delete(r.byKey, rec.key)
+	}
+	return nil
+}
+
+// DeleteVersion soft-deletes one version, or with permanent removes a
+// soft-deleted one. version may be Latest.
+func (r *Registry) DeleteVersion(ctx context.Context, subject string, version int, permanent bool) (int, error) {
+	r.mu.Lock()
+	var changes []Change
+	defer func() { r.unlockAndNotify(changes) }()
+	sub := r.subjects[subject]
+	if sub == nil || len(sub.versions) == 0 {
+		return 0, errSubjectNotFound(subject)
+	}
+	var v *versionRec
+	if version == Latest {
+		pool := sub.live()
+		if permanent {
+			pool = sub.versions
+		}
+		if len(pool) > 0 {
+			v = pool[len(pool)-1]
+		}
+	} else {
+		v = sub.find(version)
+	}
+	if v == nil {
+		return 0, errVersionNotFound(version)
+	}
+	if !permanent {
+		if v.deleted {
+			return 0, errVersionSoftDeleted(subject, v.version)
+		}
+		if e := r.checkUnreferenced(subject, v.version, true); e != nil {
+			return 0, e
+		}
+		if err := r.retire(ctx, subject, v); err != nil {
+			return 0, err
+		}
+		changes = append(changes, r.change(ChangeRetired, subject, v))
+		return v.version, nil
+	}
+	if !v.deleted {
+		return 0, errVersionNotSoftDeleted(subject, v.version)
+	}
+	if e := r.checkUnreferenced(subject, v.version, false); e != nil {
+		return 0, e
+	}
+	c := r.change(ChangeDeleted, subject, v)
+	if err := r.remove(ctx, sub, v); err != nil {
+		return 0, err
+	}
+	changes = append(changes, c)
+	return v.version, nil
+}
+
+// CheckCompatibility tests in against one version of subject (version >= 1
+// or Latest) or, with allVersions, against the versions the subject's level
+// requires. It returns the Confluent-style messages; empty means compatible.
+func (r *Registry) CheckCompatibility(subject string, version int, allVersions bool, in SchemaInput) ([]string, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	parsed, _, err := r.prepare(in)
+	if err != nil {
+		return nil, err
+	}
+	level := r.levelFor(subject)
+	sub := r.subjects[subject]
+	var prev []compat.Version
+	if allVersions {
+		if sub != nil {
+			if prev, err = r.previous(sub); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		v, err := r.lookupVersion(subject, version, false)
+		if err != nil {
+			return nil, err
+		}
+		rec := r.schemas[v.id]
+		if rec == nil || rec.parsed == nil {
+			return nil, errStore(fmt.Errorf("schema %d cannot be parsed", v.id))
+		}
+		prev = []compat.Version{{Version: v.version, Schema: rec.parsed, Text: rec.Schema}}
+	}
+	return compat.Check(level, parsed, prev), nil
+}
+
+// Compatibility returns the level set for subject ("" = global). ok is
+// false when subject has no level of its own.
+func (r *Registry) Compatibility(subject string) (level compat.Level, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if subject == "" {
+		if r.global != "" {
+			return r.global, true
+		}
+		return r.defaultLevel, true
+	}
+	if sub := r.subjects[subject]; sub != nil && sub.level != "" {
+		return sub.level, true
+	}
+	return r.levelFor(subject), false
+}
+
+// SetCompatibility sets the level of subject ("" = global).
+func (r *Registry) SetCompatibility(ctx context.Context, subject string, level compat.Level) error {
+	if _, ok := compat.ParseLevel(string(level)); !ok {
+		return errInvalidLevel()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if subject == "" {
+		rev, err := r.putJSON(ctx, keyConfigGlobal, configVal{Compatibility: level}, r.globalRev)
+		if err != nil {
+			return storeErr(err)
+		}
+		r.global, r.globalRev = level, rev
+		return nil
+	}
+	if e := validSubject(subject); e != nil {
+		return e
+	}
+	sub := r.subject(subject, true)
+	rev, err := r.putJSON(ctx, keyConfigSubject+subjectKey(subject), configVal{Compatibility: level}, sub.levelRev)
+	if err != nil {
+		return storeErr(err)
+	}
+	sub.level, sub.levelRev = level, rev
+	return nil
+}
+
+// DeleteCompatibility removes subject's own level (or resets the global
+// one to the default) and returns the level it had.
+func (r *Registry) DeleteCompatibility(ctx context.Context, subject string) (compat.Level, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if subject == "" {
+		prev := r.global
+		if prev == "" {
+			prev = r.defaultLevel
+		}
+		if r.globalRev != 0 {
+			if err := r.store.Delete(ctx, keyConfigGlobal, r.globalRev); err != nil {
+				return "", storeErr(err)
+			}
+		}
+		r.global, r.globalRev = "", 0
+		return prev, nil
+	}
+	sub := r.subjects[subject]
+	if sub == nil || sub.level == "" {
+		return "", errSubjectConfigNotSet(subject)
+	}
+	if err := r.store.Delete(ctx, keyConfigSubject+subjectKey(subject), sub.levelRev); err != nil {
+		return "", storeErr(err)
+	}
+	prev := sub.level
+	sub.level, sub.levelRev = "", 0
+	if len(sub.versions) == 0 {
+		delete(r.subjects, subject)
+	}
+	return prev, nil
+}
