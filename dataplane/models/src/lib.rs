@@ -18,5 +18,9 @@ use std::path::PathBuf;
 
 /// The repository's `models/` directory.
 pub fn models_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models")
+    let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    match crate_dir.parent().and_then(|p| p.parent()) {
+        Some(root) => root.join("models"),
+        None => crate_dir.join("../../models"),
+    }
 }
