@@ -14,7 +14,7 @@ type avroSchema struct {
 	canonical string
 }
 
-func (*avroSchema) Type() Type           { return Avro }
+func (*avroSchema) Type() Type          { return Avro }
 func (s *avroSchema) Canonical() string { return s.canonical }
 
 func compactJSON(text string) (string, error) {

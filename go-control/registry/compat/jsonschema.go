@@ -40,7 +40,7 @@ type jsonSchema struct {
 	canonical string
 }
 
-func (*jsonSchema) Type() Type           { return JSON }
+func (*jsonSchema) Type() Type          { return JSON }
 func (s *jsonSchema) Canonical() string { return s.canonical }
 
 const jsonBase = "mem://sluice/"

@@ -36,7 +36,7 @@ type protoSchema struct {
 	canonical string
 }
 
-func (*protoSchema) Type() Type           { return Protobuf }
+func (*protoSchema) Type() Type          { return Protobuf }
 func (s *protoSchema) Canonical() string { return s.canonical }
 
 // protoMainFile is the path the schema being parsed compiles under; a

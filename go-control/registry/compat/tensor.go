@@ -55,7 +55,7 @@ type tensorSchema struct {
 	canonical string
 }
 
-func (*tensorSchema) Type() Type           { return Tensor }
+func (*tensorSchema) Type() Type          { return Tensor }
 func (s *tensorSchema) Canonical() string { return s.canonical }
 
 // Signature returns the parsed signature of a TENSOR schema.
