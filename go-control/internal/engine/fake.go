@@ -28,6 +28,7 @@ type Fake struct {
 	inFlight int
 	drained  chan struct{} // closed when inFlight reaches 0 while draining
 	applies  int
+	stats    int // Stats calls
 }
 
 type fakeWorker struct {
@@ -196,6 +197,13 @@ func (f *Fake) Applies() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.applies
+}
+
+// StatsCalls counts Stats calls (metrics must take one snapshot a scrape).
+func (f *Fake) StatsCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats
 }
 
 // Config returns a copy of the config the Fake holds now.
@@ -415,6 +423,7 @@ func summarize(samples []uint64) Latency {
 func (f *Fake) Stats() (Stats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.stats++
 	var st Stats
 	for i, core := range f.cfg.Engine.Workers {
 		ws := WorkerStats{ID: i, Core: core, Errors: map[string]uint64{}, PoolBuffers: uint64(f.cfg.IOUring.RxBuffers)}

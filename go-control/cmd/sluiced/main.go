@@ -1,0 +1,65 @@
+// Command sluiced is the Sluice control daemon: it reads the config, starts
+// the data-plane engine, and serves the admin API and Prometheus metrics.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+
+	"github.com/sluice-ai/sluice/go-control/internal/config"
+	"github.com/sluice-ai/sluice/go-control/internal/daemon"
+	"github.com/sluice-ai/sluice/go-control/internal/engine"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	cfgPath := flag.String("config", "/etc/sluice/sluice.toml", "path of the Sluice TOML config")
+	engName := flag.String("engine", defaultEngine(), "engine implementation: "+fmt.Sprint(engine.Available())+" (fake is in-memory, for tests)")
+	timeout := flag.Duration("shutdown-timeout", daemon.ShutdownTimeoutDefault, "longest graceful drain on SIGTERM")
+	check := flag.Bool("check", false, "validate the config and exit")
+	version := flag.Bool("version", false, "print the version and exit")
+	flag.Parse()
+	if *version {
+		fmt.Println("sluiced", daemon.Version)
+		return 0
+	}
+	if *check {
+		if _, err := config.Load(*cfgPath); err != nil {
+			fmt.Fprintf(os.Stderr, "sluiced: %v\n", err)
+			return 1
+		}
+		fmt.Println("config ok:", *cfgPath)
+		return 0
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if *engName == "" {
+		fmt.Fprintln(os.Stderr, "sluiced: no data-plane engine is built in; build with the engine (cgo) or pass -engine=fake for tests")
+		return 2
+	}
+	d, err := daemon.New(daemon.Options{ConfigPath: *cfgPath, Engine: *engName, ShutdownTimeout: *timeout, Logger: log})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sluiced: %v\n", err)
+		return 1
+	}
+	if err := d.Run(context.Background()); err != nil {
+		fmt.Fprintf(os.Stderr, "sluiced: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// defaultEngine is the real engine when it is linked in, else none: the
+// fake is never picked silently.
+func defaultEngine() string {
+	if slices.Contains(engine.Available(), "rust") {
+		return "rust"
+	}
+	return ""
+}

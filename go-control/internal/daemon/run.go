@@ -1,0 +1,222 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-ai/sluice/go-control/internal/config"
+	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"github.com/sluice-ai/sluice/go-control/internal/errs"
+	"github.com/sluice-ai/sluice/go-control/internal/store"
+)
+
+// Server timeouts and limits of the admin API.
+const (
+	ReadHeaderTimeout = 5 * time.Second
+	ReadTimeout       = 15 * time.Second
+	WriteTimeout      = 30 * time.Second
+	IdleTimeout       = 60 * time.Second
+	HeaderSizeMax     = 16 << 10 // bytes
+	// ShutdownTimeoutDefault bounds the graceful drain.
+	ShutdownTimeoutDefault = 10 * time.Second
+)
+
+// Options configure a daemon.
+type Options struct {
+	ConfigPath      string
+	Engine          string        // engine implementation, see engine.Available
+	ShutdownTimeout time.Duration // 0: ShutdownTimeoutDefault
+	Logger          *slog.Logger  // nil: text to stderr
+	// Ready, if set, is called once the admin API accepts connections and
+	// signals are being handled.
+	Ready func(addr net.Addr)
+	// Mount adds handlers (e.g. the schema registry) under path prefixes;
+	// they sit behind the same token check.
+	Mount map[string]http.Handler
+}
+
+// Daemon is one running sluiced.
+type Daemon struct {
+	opts       Options
+	state      *state
+	eng        engine.Engine
+	engineName string
+}
+
+// New loads the config and the stored overrides and creates the engine,
+// without starting anything.
+func New(opts Options) (*Daemon, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	file, err := config.Load(opts.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	var st store.Store
+	switch file.Control.Store {
+	case "embedded":
+		st, err = store.OpenBolt(file.Control.DataDir)
+		if err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("%w: control.store %q is not available in this build (only \"embedded\")", errs.ErrUnsupported, file.Control.Store)
+	}
+	o, err := loadOverrides(st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	eff := compose(file, o)
+	if err := validate(eff); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("%w\n(the file is good; a change made through the admin API and kept in %s conflicts with it)", err, file.Control.DataDir)
+	}
+	js, err := eff.JSON()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	eng, err := engine.Open(opts.Engine, js)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if opts.Engine == "fake" {
+		log.Warn("running the fake engine: in-memory, serves no traffic (for tests only)")
+	}
+	return &Daemon{
+		opts:       opts,
+		eng:        eng,
+		engineName: opts.Engine,
+		state:      &state{path: opts.ConfigPath, log: log, eng: eng, st: st, file: file, eff: eff, started: time.Now()},
+	}, nil
+}
+
+// Engine returns the engine the daemon drives (tests feed the Fake).
+func (d *Daemon) Engine() engine.Engine { return d.eng }
+
+// Reload re-reads the config file, as SIGHUP does.
+func (d *Daemon) Reload() (ReloadResult, error) { return d.state.reload() }
+
+// Handler is the admin API with auth, as served.
+func (d *Daemon) Handler() http.Handler {
+	mux := d.routes()
+	for prefix, h := range d.opts.Mount {
+		mux.Handle(prefix, h)
+	}
+	return requireToken(d.state.eff.Control.AdminToken, mux)
+}
+
+func listen(addr string) (net.Listener, func(), error) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		// A stale socket from a crash would block the bind; remove only a socket.
+		if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSocket != 0 {
+			os.Remove(path)
+		}
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: admin_listen: %v", errs.ErrIO, err)
+		}
+		if err := os.Chmod(path, 0o660); err != nil {
+			ln.Close()
+			return nil, nil, fmt.Errorf("%w: admin socket: %v", errs.ErrIO, err)
+		}
+		return ln, func() { os.Remove(path) }, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: admin_listen: %v", errs.ErrIO, err)
+	}
+	return ln, func() {}, nil
+}
+
+// Run starts the engine and serves until ctx ends or SIGTERM/SIGINT; SIGHUP
+// reloads the config. Shutdown stops accepting admin requests, drains the
+// engine, then closes the listener and the store.
+func (d *Daemon) Run(ctx context.Context) (err error) {
+	log := d.state.log
+	defer func() {
+		if cerr := d.state.st.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+
+	ln, cleanup, err := listen(d.state.eff.Control.AdminListen)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if err := d.eng.Start(); err != nil {
+		ln.Close()
+		return fmt.Errorf("engine start: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           d.Handler(),
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		WriteTimeout:      WriteTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    HeaderSizeMax,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("sluiced serving", "admin", ln.Addr().String(), "engine", d.engineName, "config", d.state.path)
+	if d.opts.Ready != nil {
+		d.opts.Ready(ln.Addr())
+	}
+
+	var serveErr error
+loop:
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				_, _ = d.state.reload() // logged inside; a bad file leaves the running config
+				continue
+			}
+			log.Info("shutting down", "signal", sig.String())
+			break loop
+		case <-ctx.Done():
+			log.Info("shutting down", "reason", ctx.Err())
+			break loop
+		case serveErr = <-served:
+			log.Error("admin server failed", "err", serveErr)
+			break loop
+		}
+	}
+	timeout := d.opts.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = ShutdownTimeoutDefault
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	// Stop taking admin requests first so nothing changes during the drain.
+	herr := srv.Shutdown(sctx)
+	eerr := d.eng.Stop(sctx)
+	if eerr != nil {
+		log.Error("engine stop", "err", eerr)
+	} else {
+		log.Info("engine drained")
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return errors.Join(serveErr, herr, eerr)
+}
