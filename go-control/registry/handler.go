@@ -361,8 +361,8 @@ func (h *handler) types(w http.ResponseWriter, r *http.Request) {
 }
 
 type compatResponse struct {
-	IsCompatible bool     `json:"is_compatible"`
-	Messages     []string `json:"messages,omitempty"`
+	IsCompatible bool      `json:"is_compatible"`
+	Messages     *[]string `json:"messages,omitempty"` // only with ?verbose=true
 }
 
 func (h *handler) compat(w http.ResponseWriter, r *http.Request, version int, all bool) {
@@ -378,10 +378,10 @@ func (h *handler) compat(w http.ResponseWriter, r *http.Request, version int, al
 	}
 	resp := compatResponse{IsCompatible: len(msgs) == 0}
 	if flag(r, "verbose") {
-		resp.Messages = msgs
-		if resp.Messages == nil {
-			resp.Messages = []string{}
+		if msgs == nil {
+			msgs = []string{}
 		}
+		resp.Messages = &msgs
 	}
 	writeJSON(w, 200, resp)
 }
