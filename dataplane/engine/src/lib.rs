@@ -1,1 +1,27 @@
-//! Placeholder
+//! The Sluice data plane.
+//!
+//! Each configured core runs one [`worker::Worker`], pinned, run to
+//! completion: receive a burst, parse it as zero-copy views, authenticate,
+//! validate, route, admit, run the model, send a burst. The hot path takes no
+//! lock and makes no allocation; control changes reach workers at burst
+//! boundaries through [`rcu::Rcu`] and per-worker rings.
+#![deny(unsafe_code)]
+
+pub mod config;
+pub mod engine;
+pub mod handler;
+pub mod onnx;
+pub mod pool;
+pub mod rcu;
+pub mod route;
+pub mod schema;
+pub mod stats;
+pub mod sys;
+pub mod tables;
+pub mod transport;
+pub mod worker;
+
+pub use config::{Config, ConfigError};
+pub use engine::{Engine, EngineError, EngineOptions, Status};
+pub use stats::StatsSnapshot;
+pub use tables::LiveConfig;

@@ -1,0 +1,723 @@
+//! The TOML configuration. `cfg/sluice.toml` documents every key.
+//!
+//! Unknown keys are errors; every error names the file, the line and the key.
+//! The same structures deserialize from JSON, which is how the control plane
+//! replaces one section at run time.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Hard limits on what a config may ask for.
+pub mod limits {
+    /// Most workers (pinned cores).
+    pub const WORKER_COUNT_MAX: usize = 64;
+    /// Largest receive burst.
+    pub const RX_BURST_MAX: usize = 256;
+    /// Most shards.
+    pub const SHARD_COUNT_MAX: usize = 32;
+    /// Most routes.
+    pub const ROUTE_COUNT_MAX: usize = 1024;
+    /// Most tenants.
+    pub const TENANT_COUNT_MAX: usize = 4096;
+    /// Most loaded model versions (slots).
+    pub const MODEL_SLOT_COUNT_MAX: usize = 64;
+    /// Most adapters per model.
+    pub const ADAPTER_COUNT_MAX: usize = 32;
+    /// Most peers.
+    pub const PEER_COUNT_MAX: usize = 256;
+    /// Largest shard queue depth.
+    pub const QUEUE_DEPTH_MAX: u32 = 65_536;
+    /// Largest max_concurrency.
+    pub const CONCURRENCY_MAX: u32 = 4096;
+    /// Buffers per pool, per worker.
+    pub const POOL_BUFFERS_MAX: u32 = 32_768;
+    /// Smallest and largest buffer, bytes.
+    pub const BUFFER_SIZE_MIN: u32 = 2048;
+    /// Largest buffer, bytes.
+    pub const BUFFER_SIZE_MAX: u32 = 1 << 20;
+    /// Longest spin before an adaptive worker sleeps.
+    pub const SPIN_US_MAX: u32 = 1_000_000;
+}
+
+use limits::*;
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Workers, transport choice and poll mode.
+    #[serde(default)]
+    pub engine: EngineCfg,
+    /// io_uring UDP transport.
+    #[serde(default)]
+    pub io_uring: UringCfg,
+    /// DPDK transport (feature `dpdk`); kept opaque here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpdk: Option<toml::Table>,
+    /// RDMA transport (feature `rdma`); kept opaque here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma: Option<toml::Table>,
+    /// This host.
+    #[serde(default)]
+    pub host: HostCfg,
+    /// ONNX Runtime library.
+    #[serde(default)]
+    pub onnxruntime: OrtCfg,
+    /// Queue shards.
+    #[serde(default)]
+    pub shards: Vec<ShardCfg>,
+    /// Routes; first match wins.
+    #[serde(default)]
+    pub routes: Vec<RouteCfg>,
+    /// Models.
+    #[serde(default)]
+    pub models: Vec<ModelCfg>,
+    /// Tenants. With none configured, authentication is off.
+    #[serde(default)]
+    pub tenants: Vec<TenantCfg>,
+    /// Peer appliances.
+    #[serde(default)]
+    pub peers: Vec<PeerCfg>,
+    /// Control plane (read by the Go daemon; opaque to the engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<toml::Table>,
+    /// Fleet mode (read by the Go daemon; opaque to the engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<toml::Table>,
+    /// Directory of the config file; relative paths resolve against it.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+/// Which transport carries frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportKind {
+    /// io_uring UDP sockets.
+    #[default]
+    IoUring,
+    /// DPDK poll-mode drivers.
+    Dpdk,
+    /// RDMA verbs.
+    Rdma,
+}
+
+/// Hugepage policy for buffer pools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HugepageMode {
+    /// Try hugepages, fall back to normal pages.
+    #[default]
+    Auto,
+    /// Refuse to start without hugepages.
+    Required,
+    /// Normal pages only.
+    Off,
+}
+
+/// Worker poll mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PollMode {
+    /// Spin forever; the worker owns its core.
+    Busy,
+    /// Spin for `spin_us`, then sleep on the transport.
+    #[default]
+    Adaptive,
+}
+
+/// `[engine]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineCfg {
+    /// Cores to pin workers to.
+    pub workers: Vec<usize>,
+    /// Transport.
+    pub transport: TransportKind,
+    /// Frames per receive burst.
+    pub rx_burst_max: u32,
+    /// Hugepage policy.
+    pub hugepages: HugepageMode,
+    /// Poll mode.
+    pub poll: PollMode,
+    /// Spin time before sleeping, adaptive mode.
+    pub spin_us: u32,
+}
+
+impl Default for EngineCfg {
+    fn default() -> Self {
+        EngineCfg {
+            workers: vec![0],
+            transport: TransportKind::IoUring,
+            rx_burst_max: 32,
+            hugepages: HugepageMode::Auto,
+            poll: PollMode::Adaptive,
+            spin_us: 200,
+        }
+    }
+}
+
+/// `[io_uring]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UringCfg {
+    /// Address every worker binds with SO_REUSEPORT.
+    pub listen: String,
+    /// Submission queue entries.
+    pub ring_entries: u32,
+    /// Receive buffers per worker (a power of two).
+    pub rx_buffers: u32,
+    /// Transmit buffers per worker.
+    pub tx_buffers: u32,
+    /// Bytes per buffer.
+    pub buffer_size: u32,
+}
+
+impl Default for UringCfg {
+    fn default() -> Self {
+        UringCfg {
+            listen: "127.0.0.1:7070".into(),
+            ring_entries: 512,
+            rx_buffers: 256,
+            tx_buffers: 256,
+            buffer_size: 65536,
+        }
+    }
+}
+
+/// `[host]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostCfg {
+    /// Affinity labels of this host.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// `[onnxruntime]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OrtCfg {
+    /// Path of libonnxruntime.so.
+    pub library: Option<PathBuf>,
+}
+
+/// `[[shards]]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardCfg {
+    /// Unique name.
+    pub name: String,
+    /// Labels a host must carry to serve this shard.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Requests of this shard run per scheduling round on a worker.
+    #[serde(default = "default_concurrency")]
+    pub max_concurrency: u32,
+    /// Requests a worker holds for this shard before answering busy.
+    #[serde(default = "default_queue_depth")]
+    pub queue_depth: u32,
+    /// Indices of the workers serving it; all when omitted.
+    #[serde(default)]
+    pub workers: Option<Vec<usize>>,
+}
+
+fn default_concurrency() -> u32 {
+    8
+}
+fn default_queue_depth() -> u32 {
+    64
+}
+
+/// `[[routes]]`. Omitted matchers match anything.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteCfg {
+    /// Unique name.
+    pub name: String,
+    /// Model name, exact or glob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Model version: exact, glob, or semver range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// LoRA adapter id, exact or glob ("" matches requests without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
+    /// Intent, exact or glob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
+    /// Tenant name, exact or glob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// Target shard.
+    pub shard: String,
+}
+
+/// Model backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelKind {
+    /// ONNX Runtime.
+    #[default]
+    Onnx,
+    /// Zeros shaped like the input: the engine measured alone.
+    Null,
+    /// The input returned.
+    Echo,
+}
+
+/// `[[models]]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelCfg {
+    /// Model name.
+    pub name: String,
+    /// Full version.
+    pub version: String,
+    /// Backend.
+    #[serde(default)]
+    pub kind: ModelKind,
+    /// Model file (onnx).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// Short names that resolve to this version.
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// LoRA adapters.
+    #[serde(default)]
+    pub adapters: Vec<AdapterCfg>,
+}
+
+/// A LoRA adapter of a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterCfg {
+    /// Adapter id as sent in requests.
+    pub id: String,
+    /// Adapter file (ONNX Runtime adapter format).
+    pub path: PathBuf,
+}
+
+/// `[[tenants]]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantCfg {
+    /// Name, used by routes and logs.
+    pub name: String,
+    /// Id on the wire (non-zero).
+    pub id: u32,
+    /// MAC key: "hex:..." or "env:VAR" (hex in the variable).
+    pub key: String,
+    /// Model name patterns this tenant may use.
+    #[serde(default = "star")]
+    pub models: Vec<String>,
+    /// Adapter id patterns this tenant may use.
+    #[serde(default = "star")]
+    pub adapters: Vec<String>,
+    /// Route name patterns this tenant may use.
+    #[serde(default = "star")]
+    pub routes: Vec<String>,
+}
+
+fn star() -> Vec<String> {
+    vec!["*".into()]
+}
+
+/// `[[peers]]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerCfg {
+    /// Unique name.
+    pub name: String,
+    /// UDP address of the peer's data plane.
+    pub address: String,
+    /// Labels the peer carries.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A configuration error, located when possible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// File, when read from one.
+    pub file: Option<PathBuf>,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// Dotted key path, e.g. `shards[1].queue_depth`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.file, self.line) {
+            (Some(p), Some(l)) => write!(f, "{}:{}: ", p.display(), l)?,
+            (Some(p), None) => write!(f, "{}: ", p.display())?,
+            (None, Some(l)) => write!(f, "line {l}: ")?,
+            (None, None) => {}
+        }
+        if !self.key.is_empty() {
+            write!(f, "{}: ", self.key)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    /// An error at a key path, to be located later.
+    pub fn at(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: None,
+            line: None,
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads, parses and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: Some(path.to_owned()),
+            line: None,
+            key: String::new(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let base = path.parent().map(Path::to_owned).unwrap_or_default();
+        Config::parse(&text, base).map_err(|mut e| {
+            e.file = Some(path.to_owned());
+            e
+        })
+    }
+
+    /// Parses and validates TOML text; `base_dir` anchors relative paths.
+    pub fn parse(text: &str, base_dir: PathBuf) -> Result<Config, ConfigError> {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start));
+            ConfigError {
+                file: None,
+                line,
+                key: String::new(),
+                message: e.message().trim().to_string(),
+            }
+        })?;
+        cfg.base_dir = base_dir;
+        cfg.validate().map_err(|mut e| {
+            e.line = locate(text, &e.key);
+            e
+        })?;
+        Ok(cfg)
+    }
+
+    /// Resolves a config-relative path.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_owned()
+        } else {
+            self.base_dir.join(p)
+        }
+    }
+
+    /// The listen address of the io_uring transport.
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.io_uring
+            .listen
+            .parse()
+            .map_err(|_| ConfigError::at("io_uring.listen", "not an IP:port address"))
+    }
+
+    /// Checks ranges and cross references.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let e = &self.engine;
+        if e.workers.is_empty() || e.workers.len() > WORKER_COUNT_MAX {
+            return Err(ConfigError::at(
+                "engine.workers",
+                format!("1 to {WORKER_COUNT_MAX} cores"),
+            ));
+        }
+        let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for (i, &c) in e.workers.iter().enumerate() {
+            if c >= ncpu {
+                return Err(ConfigError::at(
+                    format!("engine.workers[{i}]"),
+                    format!("core {c} does not exist (this host has {ncpu})"),
+                ));
+            }
+            if e.workers[..i].contains(&c) {
+                return Err(ConfigError::at(
+                    format!("engine.workers[{i}]"),
+                    format!("core {c} listed twice"),
+                ));
+            }
+        }
+        range("engine.rx_burst_max", e.rx_burst_max, 1, RX_BURST_MAX as u32)?;
+        range("engine.spin_us", e.spin_us, 0, SPIN_US_MAX)?;
+        let u = &self.io_uring;
+        self.listen_addr()?;
+        range("io_uring.ring_entries", u.ring_entries, 8, 32_768)?;
+        if !u.ring_entries.is_power_of_two() {
+            return Err(ConfigError::at("io_uring.ring_entries", "must be a power of two"));
+        }
+        range("io_uring.rx_buffers", u.rx_buffers, 8, POOL_BUFFERS_MAX)?;
+        if !u.rx_buffers.is_power_of_two() {
+            return Err(ConfigError::at("io_uring.rx_buffers", "must be a power of two"));
+        }
+        range("io_uring.tx_buffers", u.tx_buffers, 8, POOL_BUFFERS_MAX)?;
+        if u.tx_buffers < e.rx_burst_max {
+            return Err(ConfigError::at(
+                "io_uring.tx_buffers",
+                "must be at least engine.rx_burst_max: every received frame gets an answer",
+            ));
+        }
+        range("io_uring.buffer_size", u.buffer_size, BUFFER_SIZE_MIN, BUFFER_SIZE_MAX)?;
+        if u.buffer_size % 64 != 0 {
+            return Err(ConfigError::at("io_uring.buffer_size", "must be a multiple of 64"));
+        }
+        self.validate_tables()
+    }
+
+    /// Checks shards, routes, models, tenants and peers (what can change live).
+    pub fn validate_tables(&self) -> Result<(), ConfigError> {
+        validate_tables(
+            &self.shards,
+            &self.routes,
+            &self.models,
+            &self.tenants,
+            &self.peers,
+            self.engine.workers.len(),
+        )
+    }
+}
+
+/// Checks a set of live tables against each other.
+pub fn validate_tables(
+    shards: &[ShardCfg],
+    routes: &[RouteCfg],
+    models: &[ModelCfg],
+    tenants: &[TenantCfg],
+    peers: &[PeerCfg],
+    worker_count: usize,
+) -> Result<(), ConfigError> {
+    if shards.len() > SHARD_COUNT_MAX {
+        return Err(ConfigError::at("shards", format!("at most {SHARD_COUNT_MAX}")));
+    }
+    for (i, s) in shards.iter().enumerate() {
+        let k = |f: &str| format!("shards[{i}].{f}");
+        name_ok(&k("name"), &s.name)?;
+        if shards[..i].iter().any(|o| o.name == s.name) {
+            return Err(ConfigError::at(k("name"), format!("duplicate shard {:?}", s.name)));
+        }
+        range(&k("max_concurrency"), s.max_concurrency, 1, CONCURRENCY_MAX)?;
+        range(&k("queue_depth"), s.queue_depth, 1, QUEUE_DEPTH_MAX)?;
+        if let Some(w) = &s.workers {
+            if let Some(bad) = w.iter().find(|&&w| w >= worker_count) {
+                return Err(ConfigError::at(
+                    k("workers"),
+                    format!("worker {bad} does not exist ({worker_count} configured)"),
+                ));
+            }
+            if w.is_empty() {
+                return Err(ConfigError::at(k("workers"), "must not be empty"));
+            }
+        }
+    }
+    if routes.len() > ROUTE_COUNT_MAX {
+        return Err(ConfigError::at("routes", format!("at most {ROUTE_COUNT_MAX}")));
+    }
+    for (i, r) in routes.iter().enumerate() {
+        let k = |f: &str| format!("routes[{i}].{f}");
+        name_ok(&k("name"), &r.name)?;
+        if routes[..i].iter().any(|o| o.name == r.name) {
+            return Err(ConfigError::at(k("name"), format!("duplicate route {:?}", r.name)));
+        }
+        if !shards.iter().any(|s| s.name == r.shard) {
+            return Err(ConfigError::at(k("shard"), format!("no shard named {:?}", r.shard)));
+        }
+        if let Some(v) = &r.version {
+            crate::route::VersionMatcher::parse(v).map_err(|m| ConfigError::at(k("version"), m))?;
+        }
+    }
+    if models.len() > MODEL_SLOT_COUNT_MAX {
+        return Err(ConfigError::at("models", format!("at most {MODEL_SLOT_COUNT_MAX}")));
+    }
+    for (i, m) in models.iter().enumerate() {
+        let k = |f: &str| format!("models[{i}].{f}");
+        wire_token(&k("name"), &m.name, sluice_wire::limits::MODEL_NAME_LEN_MAX)?;
+        wire_token(&k("version"), &m.version, sluice_wire::limits::MODEL_VERSION_LEN_MAX)?;
+        if models[..i].iter().any(|o| o.name == m.name && o.version == m.version) {
+            return Err(ConfigError::at(k("version"), "duplicate model version"));
+        }
+        for (j, a) in m.aliases.iter().enumerate() {
+            wire_token(&format!("models[{i}].aliases[{j}]"), a, sluice_wire::limits::MODEL_VERSION_LEN_MAX)?;
+            let clash = models.iter().enumerate().any(|(oi, o)| {
+                o.name == m.name && (o.version == *a || (oi != i && o.aliases.contains(a)))
+            });
+            if clash {
+                return Err(ConfigError::at(
+                    format!("models[{i}].aliases[{j}]"),
+                    format!("{a:?} already names another version of {:?}", m.name),
+                ));
+            }
+        }
+        if m.kind == ModelKind::Onnx && m.path.is_none() {
+            return Err(ConfigError::at(k("path"), "an onnx model needs a path"));
+        }
+        if m.adapters.len() > ADAPTER_COUNT_MAX {
+            return Err(ConfigError::at(k("adapters"), format!("at most {ADAPTER_COUNT_MAX}")));
+        }
+        for (j, a) in m.adapters.iter().enumerate() {
+            wire_token(&format!("models[{i}].adapters[{j}].id"), &a.id, sluice_wire::limits::ADAPTER_LEN_MAX)?;
+        }
+    }
+    if tenants.len() > TENANT_COUNT_MAX {
+        return Err(ConfigError::at("tenants", format!("at most {TENANT_COUNT_MAX}")));
+    }
+    for (i, t) in tenants.iter().enumerate() {
+        let k = |f: &str| format!("tenants[{i}].{f}");
+        name_ok(&k("name"), &t.name)?;
+        if t.id == 0 {
+            return Err(ConfigError::at(k("id"), "tenant id 0 is reserved"));
+        }
+        if tenants[..i].iter().any(|o| o.id == t.id || o.name == t.name) {
+            return Err(ConfigError::at(k("id"), "duplicate tenant id or name"));
+        }
+        decode_key(&t.key).map_err(|m| ConfigError::at(k("key"), m))?;
+    }
+    if peers.len() > PEER_COUNT_MAX {
+        return Err(ConfigError::at("peers", format!("at most {PEER_COUNT_MAX}")));
+    }
+    for (i, p) in peers.iter().enumerate() {
+        let k = |f: &str| format!("peers[{i}].{f}");
+        name_ok(&k("name"), &p.name)?;
+        if peers[..i].iter().any(|o| o.name == p.name) {
+            return Err(ConfigError::at(k("name"), "duplicate peer"));
+        }
+        p.address
+            .parse::<SocketAddr>()
+            .map_err(|_| ConfigError::at(k("address"), "not an IP:port address"))?;
+    }
+    Ok(())
+}
+
+/// Decodes a tenant key: `hex:...` or `env:VAR` holding hex. At least 16 bytes.
+pub fn decode_key(spec: &str) -> Result<Vec<u8>, String> {
+    let hex = if let Some(h) = spec.strip_prefix("hex:") {
+        h.to_string()
+    } else if let Some(var) = spec.strip_prefix("env:") {
+        std::env::var(var).map_err(|_| format!("environment variable {var} is not set"))?
+    } else {
+        return Err("key must start with \"hex:\" or \"env:\"".into());
+    };
+    let hex = hex.trim();
+    if hex.len() % 2 != 0 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("key is not an even number of hex digits".into());
+    }
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap_or(0))
+        .collect();
+    if bytes.len() < 16 {
+        return Err("key must be at least 16 bytes".into());
+    }
+    Ok(bytes)
+}
+
+fn range(key: &str, v: u32, lo: u32, hi: u32) -> Result<(), ConfigError> {
+    if v < lo || v > hi {
+        return Err(ConfigError::at(key, format!("{v} is out of range {lo}..={hi}")));
+    }
+    Ok(())
+}
+
+fn name_ok(key: &str, v: &str) -> Result<(), ConfigError> {
+    if v.is_empty() || v.len() > 64 || !v.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ConfigError::at(key, "1 to 64 printable ASCII characters, no spaces"));
+    }
+    Ok(())
+}
+
+fn wire_token(key: &str, v: &str, max: usize) -> Result<(), ConfigError> {
+    if v.is_empty() || v.len() > max || !v.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ConfigError::at(
+            key,
+            format!("1 to {max} printable ASCII characters, no spaces"),
+        ));
+    }
+    Ok(())
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+/// Finds the line of a key path like `shards[1].queue_depth` in the TOML text:
+/// the key itself when present, else the nearest enclosing table or element.
+pub fn locate(text: &str, path: &str) -> Option<usize> {
+    use toml_edit::{Item, Table, Value};
+    #[derive(Clone, Copy)]
+    enum Node<'a> {
+        Item(&'a Item),
+        Table(&'a Table),
+        Value(&'a Value),
+    }
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut node = Node::Table(doc.as_table());
+    let mut best = None;
+    for part in path.split('.') {
+        let (name, index) = match part.find('[') {
+            Some(b) => (&part[..b], part[b + 1..part.len().saturating_sub(1)].parse::<usize>().ok()),
+            None => (part, None),
+        };
+        let table = match node {
+            Node::Table(t) | Node::Item(Item::Table(t)) => Some(t),
+            _ => None,
+        };
+        let next = if let Some(t) = table {
+            if let Some(s) = t.key(name).and_then(|k| k.span()) {
+                best = Some(s.start);
+            }
+            t.get(name).map(Node::Item)
+        } else if let Node::Item(Item::Value(Value::InlineTable(t))) | Node::Value(Value::InlineTable(t)) = node {
+            if let Some(s) = t.key(name).and_then(|k| k.span()) {
+                best = Some(s.start);
+            }
+            t.get(name).map(Node::Value)
+        } else {
+            None
+        };
+        let Some(mut next) = next else { break };
+        if let Some(i) = index {
+            next = match next {
+                Node::Item(Item::ArrayOfTables(a)) => match a.get(i) {
+                    Some(t) => {
+                        if let Some(s) = t.span() {
+                            best = Some(s.start);
+                        }
+                        Node::Table(t)
+                    }
+                    None => break,
+                },
+                Node::Item(Item::Value(Value::Array(a))) | Node::Value(Value::Array(a)) => match a.get(i) {
+                    Some(v) => {
+                        if let Some(s) = v.span() {
+                            best = Some(s.start);
+                        }
+                        Node::Value(v)
+                    }
+                    None => break,
+                },
+                _ => break,
+            };
+        }
+        node = next;
+    }
+    best.map(|o| line_of(text, o))
+}

@@ -1,0 +1,133 @@
+//! What runs a request: models behind one trait, one instance per worker.
+
+use sluice_wire::{ErrorCode, Frame, FrameRepr, Kind, TensorDesc, TensorRepr, limits};
+
+/// Why a handler refused a request. The message is static: nothing about
+/// other tenants or internals leaks into error frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reject {
+    /// Error code for the error frame.
+    pub code: ErrorCode,
+    /// Message for the error frame.
+    pub message: &'static str,
+}
+
+impl Reject {
+    /// A reject.
+    pub const fn new(code: ErrorCode, message: &'static str) -> Reject {
+        Reject { code, message }
+    }
+}
+
+/// Per-run accounting a handler reports to the worker.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RunAccount {
+    /// Payload bytes copied (0 on the zero-copy path).
+    pub payload_bytes_copied: u64,
+}
+
+/// Runs requests for one model version on one worker. Owned by that worker:
+/// no lock, no sharing.
+pub trait Handler: Send {
+    /// Runs `req` and writes the whole response frame at the start of `tx`;
+    /// returns its length.
+    fn handle(
+        &mut self,
+        req: &Frame<&[u8]>,
+        adapter: Option<&str>,
+        tx: &mut [u8],
+        acct: &mut RunAccount,
+    ) -> Result<usize, Reject>;
+}
+
+/// Collects a request's tensor table into a fixed array.
+fn descs<'a>(req: &'a Frame<&[u8]>) -> ([Option<TensorDesc<'a>>; limits::TENSOR_COUNT_MAX], usize) {
+    let mut out = [None; limits::TENSOR_COUNT_MAX];
+    let mut n = 0;
+    for (slot, d) in out.iter_mut().zip(req.tensors()) {
+        *slot = Some(d);
+        n += 1;
+    }
+    (out, n)
+}
+
+fn response_base<'a>(req: &'a Frame<&[u8]>) -> FrameRepr<'a> {
+    FrameRepr {
+        kind: Kind::Response,
+        request_id: req.request_id(),
+        tenant_id: req.tenant_id(),
+        trace: req.trace(),
+        model: req.model(),
+        model_version: req.model_version(),
+        token_count: req.token_count(),
+        ..FrameRepr::default()
+    }
+}
+
+fn emit_like_inputs(
+    req: &Frame<&[u8]>,
+    tx: &mut [u8],
+    copy_data: bool,
+    acct: &mut RunAccount,
+) -> Result<usize, Reject> {
+    let (descs, n) = descs(req);
+    let empty = TensorRepr { name: "_", dtype: sluice_wire::DType::U8, dims: &[], data: None };
+    let mut reprs = [empty; limits::TENSOR_COUNT_MAX];
+    for (r, d) in reprs.iter_mut().zip(descs.iter().take(n).flatten()) {
+        *r = TensorRepr {
+            name: d.name,
+            dtype: d.dtype,
+            dims: d.dims(),
+            data: copy_data.then(|| req.tensor_data(d)),
+        };
+    }
+    let repr = FrameRepr { tensors: &reprs[..n], ..response_base(req) };
+    let layout = repr.emit(tx).map_err(|e| match e {
+        sluice_wire::Error::BufferTooSmall => {
+            Reject::new(ErrorCode::ResponseTooLarge, "response does not fit the reply buffer")
+        }
+        _ => Reject::new(ErrorCode::Internal, "response could not be built"),
+    })?;
+    for (i, d) in descs.iter().take(n).flatten().enumerate() {
+        let off = layout.tensor_offsets[i];
+        if copy_data {
+            acct.payload_bytes_copied += d.data_len as u64;
+        } else {
+            tx[off..off + d.data_len].fill(0);
+        }
+    }
+    Ok(layout.frame_len)
+}
+
+/// Answers with zeros shaped like the inputs: the engine measured alone.
+#[derive(Debug, Default)]
+pub struct NullHandler;
+
+impl Handler for NullHandler {
+    fn handle(
+        &mut self,
+        req: &Frame<&[u8]>,
+        _adapter: Option<&str>,
+        tx: &mut [u8],
+        acct: &mut RunAccount,
+    ) -> Result<usize, Reject> {
+        emit_like_inputs(req, tx, false, acct)
+    }
+}
+
+/// Answers with the inputs. This copies the payload, by definition, and
+/// counts it.
+#[derive(Debug, Default)]
+pub struct EchoHandler;
+
+impl Handler for EchoHandler {
+    fn handle(
+        &mut self,
+        req: &Frame<&[u8]>,
+        _adapter: Option<&str>,
+        tx: &mut [u8],
+        acct: &mut RunAccount,
+    ) -> Result<usize, Reject> {
+        emit_like_inputs(req, tx, true, acct)
+    }
+}

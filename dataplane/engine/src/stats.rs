@@ -1,0 +1,338 @@
+//! Statistics. Counters are per-worker atomics written by one thread only
+//! (a plain load+store, no locked instruction). Histograms are owned by the
+//! worker and handed to readers through a pair of preallocated buffers, so
+//! neither side locks or allocates on the hot path.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use sluice_wire::ErrorCode;
+
+use crate::config::limits::SHARD_COUNT_MAX;
+
+/// Highest error code value tracked.
+pub const ERROR_CODE_SLOTS: usize = 32;
+
+/// Adds to a counter that only the calling thread writes.
+#[inline]
+pub fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+/// A worker's counters.
+#[derive(Debug)]
+pub struct WorkerCounters {
+    /// Error frames sent, by code.
+    pub errors: [AtomicU64; ERROR_CODE_SLOTS],
+    /// Requests answered with a response.
+    pub ok: AtomicU64,
+    /// Pings answered.
+    pub pings: AtomicU64,
+    /// Negotiations answered.
+    pub negotiations: AtomicU64,
+    /// Datagrams that were not Sluice frames (dropped without answer).
+    pub not_sluice: AtomicU64,
+    /// Frames dropped because no transmit buffer was free.
+    pub tx_no_buffers: AtomicU64,
+    /// Payload bytes copied by handlers.
+    pub payload_bytes_copied: AtomicU64,
+    /// Bursts with at least one frame.
+    pub bursts: AtomicU64,
+    /// Times an adaptive worker slept.
+    pub sleeps: AtomicU64,
+    /// Snapshot epoch this worker runs on.
+    pub epoch: AtomicU64,
+    /// Control messages applied.
+    pub control_applied: AtomicU64,
+    /// Requests per shard.
+    pub shard_requests: [AtomicU64; SHARD_COUNT_MAX],
+    /// Error frames per shard (after routing).
+    pub shard_errors: [AtomicU64; SHARD_COUNT_MAX],
+    /// Transport: frames received.
+    pub rx_frames: AtomicU64,
+    /// Transport: frames sent.
+    pub tx_frames: AtomicU64,
+    /// Transport: receives lost for lack of buffers.
+    pub rx_no_buffers: AtomicU64,
+    /// Transport: send errors.
+    pub tx_errors: AtomicU64,
+    /// Pool: receive buffers in use.
+    pub rx_in_use: AtomicU64,
+    /// Pool: transmit buffers in use.
+    pub tx_in_use: AtomicU64,
+    /// Pool: buffer allocations that reused a buffer.
+    pub buffer_reuses: AtomicU64,
+}
+
+impl Default for WorkerCounters {
+    fn default() -> Self {
+        WorkerCounters {
+            errors: std::array::from_fn(|_| AtomicU64::new(0)),
+            ok: AtomicU64::new(0),
+            pings: AtomicU64::new(0),
+            negotiations: AtomicU64::new(0),
+            not_sluice: AtomicU64::new(0),
+            tx_no_buffers: AtomicU64::new(0),
+            payload_bytes_copied: AtomicU64::new(0),
+            bursts: AtomicU64::new(0),
+            sleeps: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
+            control_applied: AtomicU64::new(0),
+            shard_requests: std::array::from_fn(|_| AtomicU64::new(0)),
+            shard_errors: std::array::from_fn(|_| AtomicU64::new(0)),
+            rx_frames: AtomicU64::new(0),
+            tx_frames: AtomicU64::new(0),
+            rx_no_buffers: AtomicU64::new(0),
+            tx_errors: AtomicU64::new(0),
+            rx_in_use: AtomicU64::new(0),
+            tx_in_use: AtomicU64::new(0),
+            buffer_reuses: AtomicU64::new(0),
+        }
+    }
+}
+
+impl WorkerCounters {
+    /// Counts an error frame.
+    #[inline]
+    pub fn error(&self, code: ErrorCode) {
+        bump(&self.errors[(code as usize).min(ERROR_CODE_SLOTS - 1)], 1);
+    }
+}
+
+/// Latency histograms of one worker, in nanoseconds.
+#[derive(Debug, Clone)]
+pub struct HistSet {
+    /// Receive to reply, every answered frame.
+    pub total: Histogram<u32>,
+    /// Per shard: receive to start of service.
+    pub queue: Vec<Histogram<u32>>,
+    /// Per shard: time in the handler.
+    pub service: Vec<Histogram<u32>>,
+}
+
+const HIST_MAX_NS: u64 = 10_000_000_000;
+
+fn new_hist() -> Histogram<u32> {
+    // 2 significant digits keeps each histogram near 10 KiB.
+    Histogram::new_with_bounds(1, HIST_MAX_NS, 2).expect("static histogram bounds are valid")
+}
+
+impl HistSet {
+    /// Empty histograms for every shard slot.
+    pub fn new() -> HistSet {
+        HistSet {
+            total: new_hist(),
+            queue: (0..SHARD_COUNT_MAX).map(|_| new_hist()).collect(),
+            service: (0..SHARD_COUNT_MAX).map(|_| new_hist()).collect(),
+        }
+    }
+
+    /// Copies `other` into self without allocating (same bounds).
+    pub fn copy_from(&mut self, other: &HistSet) {
+        copy_hist(&mut self.total, &other.total);
+        for (a, b) in self.queue.iter_mut().zip(&other.queue) {
+            copy_hist(a, b);
+        }
+        for (a, b) in self.service.iter_mut().zip(&other.service) {
+            copy_hist(a, b);
+        }
+    }
+}
+
+impl Default for HistSet {
+    fn default() -> Self {
+        HistSet::new()
+    }
+}
+
+fn copy_hist(dst: &mut Histogram<u32>, src: &Histogram<u32>) {
+    dst.reset();
+    // Same bounds and precision: add() walks the counts and never resizes.
+    let _ = dst.add(src);
+}
+
+/// Records a duration, saturating at the histogram's range.
+#[inline]
+pub fn record(h: &mut Histogram<u32>, d: Duration) {
+    let ns = (d.as_nanos() as u64).clamp(1, HIST_MAX_NS);
+    let _ = h.record(ns);
+}
+
+/// Two preallocated histogram sets passed between a worker and readers.
+#[derive(Debug)]
+pub struct HistExchange {
+    free: ArrayQueue<Box<HistSet>>,
+    ready: ArrayQueue<Box<HistSet>>,
+}
+
+impl HistExchange {
+    /// Allocates both buffers.
+    pub fn new() -> HistExchange {
+        let x = HistExchange { free: ArrayQueue::new(2), ready: ArrayQueue::new(2) };
+        let _ = x.free.push(Box::new(HistSet::new()));
+        let _ = x.free.push(Box::new(HistSet::new()));
+        x
+    }
+
+    /// Worker side: publishes a copy of `live` if a buffer is free.
+    pub fn publish(&self, live: &HistSet) {
+        let buf = match self.free.pop() {
+            Some(b) => b,
+            None => match self.ready.pop() {
+                Some(b) => b,
+                None => return, // both held by readers; try next time
+            },
+        };
+        let mut buf = buf;
+        buf.copy_from(live);
+        if let Err(b) = self.ready.push(buf) {
+            let _ = self.free.push(b);
+        }
+    }
+
+    /// Reader side: runs `f` on the latest published set.
+    pub fn read<R>(&self, f: impl FnOnce(&HistSet) -> R) -> Option<R> {
+        let b = self.ready.pop()?;
+        let r = f(&b);
+        // Put it back as ready unless the worker published a newer one.
+        if self.ready.is_empty() {
+            let _ = self.ready.push(b);
+        } else {
+            let _ = self.free.push(b);
+        }
+        Some(r)
+    }
+}
+
+impl Default for HistExchange {
+    fn default() -> Self {
+        HistExchange::new()
+    }
+}
+
+/// Percentiles of a histogram, in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    /// Samples.
+    pub count: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// Maximum.
+    pub max_ns: u64,
+}
+
+impl Percentiles {
+    /// Reads a histogram.
+    pub fn of(h: &Histogram<u32>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            count: h.len(),
+            p50_ns: h.value_at_quantile(0.5),
+            p90_ns: h.value_at_quantile(0.9),
+            p99_ns: h.value_at_quantile(0.99),
+            p999_ns: h.value_at_quantile(0.999),
+            max_ns: h.max(),
+        }
+    }
+}
+
+/// One shard's view in a snapshot.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ShardStats {
+    /// Shard name.
+    pub name: String,
+    /// Whether served here.
+    pub local: bool,
+    /// Requests routed here.
+    pub requests: u64,
+    /// Error frames after routing.
+    pub errors: u64,
+    /// Receive to start of service.
+    pub queue: Percentiles,
+    /// Time in the handler.
+    pub service: Percentiles,
+}
+
+/// One worker's view in a snapshot.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WorkerStats {
+    /// Worker index.
+    pub index: usize,
+    /// Pinned core.
+    pub core: usize,
+    /// Snapshot epoch in use.
+    pub epoch: u64,
+    /// Responses sent.
+    pub ok: u64,
+    /// Error frames by code name.
+    pub errors: Vec<(String, u64)>,
+    /// Pings.
+    pub pings: u64,
+    /// Negotiations.
+    pub negotiations: u64,
+    /// Non-Sluice datagrams dropped.
+    pub not_sluice: u64,
+    /// Frames dropped for lack of a transmit buffer.
+    pub tx_no_buffers: u64,
+    /// Payload bytes copied.
+    pub payload_bytes_copied: u64,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Receives lost for lack of buffers.
+    pub rx_no_buffers: u64,
+    /// Send errors.
+    pub tx_errors: u64,
+    /// Receive buffers in use.
+    pub rx_in_use: u64,
+    /// Transmit buffers in use.
+    pub tx_in_use: u64,
+    /// Buffer reuses.
+    pub buffer_reuses: u64,
+    /// Times slept (adaptive mode).
+    pub sleeps: u64,
+    /// Receive to reply.
+    pub latency: Percentiles,
+    /// Per shard.
+    pub shards: Vec<ShardStats>,
+}
+
+/// A statistics snapshot of the whole engine.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StatsSnapshot {
+    /// Per worker.
+    pub workers: Vec<WorkerStats>,
+    /// Per shard, merged over workers.
+    pub shards: Vec<ShardStats>,
+    /// Merged receive-to-reply latency.
+    pub latency: Percentiles,
+}
+
+impl StatsSnapshot {
+    /// Sum of a counter over workers.
+    pub fn total(&self, f: impl Fn(&WorkerStats) -> u64) -> u64 {
+        self.workers.iter().map(f).sum()
+    }
+
+    /// Error frames with `code`, over all workers.
+    pub fn errors(&self, code: ErrorCode) -> u64 {
+        self.workers
+            .iter()
+            .flat_map(|w| w.errors.iter())
+            .filter(|(n, _)| n == code.as_str())
+            .map(|(_, v)| *v)
+            .sum()
+    }
+}

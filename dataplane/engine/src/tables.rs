@@ -1,0 +1,270 @@
+//! The immutable snapshot workers read: shards, routes, tenants, models, peers.
+//! The control side builds a new one and publishes it (see `rcu.rs`); a worker
+//! picks it up at a burst boundary and never sees a half-applied change.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+
+use sluice_wire::TenantKey;
+
+use crate::config::{self, Config, ModelCfg, ModelKind, PeerCfg, RouteCfg, ShardCfg, TenantCfg};
+use crate::route::{Pattern, RouteTable};
+use crate::schema::SchemaTable;
+
+/// A queue shard as the workers see it.
+#[derive(Debug, Clone)]
+pub struct Shard {
+    /// Name.
+    pub name: String,
+    /// Affinity labels.
+    pub labels: BTreeMap<String, String>,
+    /// Requests run per scheduling round on a worker.
+    pub max_concurrency: u32,
+    /// Requests a worker holds before answering busy.
+    pub queue_depth: u32,
+    /// Bit i set: worker i serves this shard.
+    pub worker_mask: u64,
+    /// Whether this host carries every label of the shard.
+    pub local: bool,
+}
+
+/// A tenant.
+#[derive(Debug, Clone)]
+pub struct Tenant {
+    /// Wire id.
+    pub id: u32,
+    /// Name.
+    pub name: String,
+    /// MAC key.
+    pub key: TenantKey,
+    models: Vec<Pattern>,
+    adapters: Vec<Pattern>,
+    routes: Vec<Pattern>,
+}
+
+impl Tenant {
+    /// May this tenant use the model?
+    pub fn allows_model(&self, m: &str) -> bool {
+        self.models.iter().any(|p| p.matches(m))
+    }
+    /// May this tenant use the adapter?
+    pub fn allows_adapter(&self, a: &str) -> bool {
+        self.adapters.iter().any(|p| p.matches(a))
+    }
+    /// May this tenant use the route?
+    pub fn allows_route(&self, r: &str) -> bool {
+        self.routes.iter().any(|p| p.matches(r))
+    }
+}
+
+/// One loaded model version.
+#[derive(Debug, Clone)]
+pub struct ModelEntry {
+    /// Name.
+    pub name: String,
+    /// Full version.
+    pub version: String,
+    /// Backend.
+    pub kind: ModelKind,
+    /// Handler slot on every worker.
+    pub slot: usize,
+    /// Adapter ids.
+    pub adapters: Vec<String>,
+}
+
+/// Models by name, version and alias.
+#[derive(Debug, Clone, Default)]
+pub struct ModelTable {
+    entries: Vec<ModelEntry>,
+    /// name -> [(version or alias, entry index)]
+    by_name: HashMap<String, Vec<(String, usize)>>,
+}
+
+impl ModelTable {
+    /// Builds the table; `slots[i]` is the handler slot of `models[i]`.
+    pub fn build(models: &[ModelCfg], slots: &[usize]) -> ModelTable {
+        let mut t = ModelTable::default();
+        for (i, m) in models.iter().enumerate() {
+            t.entries.push(ModelEntry {
+                name: m.name.clone(),
+                version: m.version.clone(),
+                kind: m.kind,
+                slot: slots[i],
+                adapters: m.adapters.iter().map(|a| a.id.clone()).collect(),
+            });
+            let names = t.by_name.entry(m.name.clone()).or_default();
+            names.push((m.version.clone(), i));
+            for a in &m.aliases {
+                names.push((a.clone(), i));
+            }
+        }
+        t
+    }
+
+    /// Resolves a name and a version or alias.
+    pub fn resolve(&self, name: &str, version: &str) -> Option<&ModelEntry> {
+        let v = self.by_name.get(name)?;
+        v.iter().find(|(k, _)| k == version).map(|&(_, i)| &self.entries[i])
+    }
+
+    /// Every entry.
+    pub fn entries(&self) -> &[ModelEntry] {
+        &self.entries
+    }
+}
+
+/// A peer appliance.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// Name.
+    pub name: String,
+    /// Data-plane address.
+    pub addr: SocketAddr,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Everything a worker reads per request.
+#[derive(Debug, Clone, Default)]
+pub struct Tables {
+    /// Publication counter.
+    pub epoch: u64,
+    /// Shards.
+    pub shards: Vec<Shard>,
+    /// Routes.
+    pub routes: RouteTable,
+    /// Tenants sorted by id.
+    pub tenants: Vec<Tenant>,
+    /// Models.
+    pub models: ModelTable,
+    /// Peers.
+    pub peers: Vec<Peer>,
+    /// Schemas for validation and negotiation.
+    pub schemas: SchemaTable,
+    /// Host labels.
+    pub host_labels: BTreeMap<String, String>,
+}
+
+/// The live parts of the config, as the control plane replaces them.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct LiveConfig {
+    /// Shards.
+    pub shards: Vec<ShardCfg>,
+    /// Routes.
+    pub routes: Vec<RouteCfg>,
+    /// Models.
+    pub models: Vec<ModelCfg>,
+    /// Tenants.
+    pub tenants: Vec<TenantCfg>,
+    /// Peers.
+    pub peers: Vec<PeerCfg>,
+}
+
+impl LiveConfig {
+    /// The live parts of a full config.
+    pub fn of(cfg: &Config) -> LiveConfig {
+        LiveConfig {
+            shards: cfg.shards.clone(),
+            routes: cfg.routes.clone(),
+            models: cfg.models.clone(),
+            tenants: cfg.tenants.clone(),
+            peers: cfg.peers.clone(),
+        }
+    }
+}
+
+impl Tables {
+    /// Compiles a snapshot. `slots[i]` is the handler slot of model i.
+    pub fn build(
+        live: &LiveConfig,
+        host_labels: &BTreeMap<String, String>,
+        worker_count: usize,
+        slots: &[usize],
+        schemas: SchemaTable,
+    ) -> Result<Tables, config::ConfigError> {
+        config::validate_tables(
+            &live.shards,
+            &live.routes,
+            &live.models,
+            &live.tenants,
+            &live.peers,
+            worker_count,
+        )?;
+        let all_workers = if worker_count >= 64 { u64::MAX } else { (1u64 << worker_count) - 1 };
+        let shards: Vec<Shard> = live
+            .shards
+            .iter()
+            .map(|s| Shard {
+                name: s.name.clone(),
+                labels: s.labels.clone(),
+                max_concurrency: s.max_concurrency,
+                queue_depth: s.queue_depth,
+                worker_mask: s
+                    .workers
+                    .as_ref()
+                    .map_or(all_workers, |w| w.iter().fold(0u64, |m, &i| m | (1 << i))),
+                local: s.labels.iter().all(|(k, v)| host_labels.get(k) == Some(v)),
+            })
+            .collect();
+        let names: Vec<&str> = shards.iter().map(|s| s.name.as_str()).collect();
+        let routes = RouteTable::compile(&live.routes, &names)
+            .map_err(|m| config::ConfigError::at("routes", m))?;
+        let mut tenants = Vec::with_capacity(live.tenants.len());
+        for (i, t) in live.tenants.iter().enumerate() {
+            let key = config::decode_key(&t.key)
+                .map_err(|m| config::ConfigError::at(format!("tenants[{i}].key"), m))?;
+            let pats = |v: &[String]| v.iter().map(|p| Pattern::new(p)).collect::<Vec<_>>();
+            tenants.push(Tenant {
+                id: t.id,
+                name: t.name.clone(),
+                key: TenantKey::new(&key),
+                models: pats(&t.models),
+                adapters: pats(&t.adapters),
+                routes: pats(&t.routes),
+            });
+        }
+        tenants.sort_by_key(|t| t.id);
+        let peers = live
+            .peers
+            .iter()
+            .filter_map(|p| {
+                Some(Peer {
+                    name: p.name.clone(),
+                    addr: p.address.parse().ok()?,
+                    labels: p.labels.clone(),
+                })
+            })
+            .collect();
+        Ok(Tables {
+            epoch: 0,
+            shards,
+            routes,
+            tenants,
+            models: ModelTable::build(&live.models, slots),
+            peers,
+            schemas,
+            host_labels: host_labels.clone(),
+        })
+    }
+
+    /// Whether requests must be authenticated (any tenant configured).
+    pub fn auth_required(&self) -> bool {
+        !self.tenants.is_empty()
+    }
+
+    /// The tenant with a wire id.
+    pub fn tenant(&self, id: u32) -> Option<&Tenant> {
+        self.tenants
+            .binary_search_by_key(&id, |t| t.id)
+            .ok()
+            .map(|i| &self.tenants[i])
+    }
+
+    /// The first up peer carrying every label of a shard.
+    pub fn peer_for(&self, shard: &Shard) -> Option<(usize, &Peer)> {
+        self.peers
+            .iter()
+            .enumerate()
+            .find(|(_, p)| shard.labels.iter().all(|(k, v)| p.labels.get(k) == Some(v)))
+    }
+}

@@ -1,0 +1,95 @@
+//! The narrow, batched interface every transport implements: io_uring UDP,
+//! DPDK, RDMA, and an in-memory one for tests.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub mod mem;
+pub mod uring;
+
+/// A received frame: where it sits and who sent it.
+#[derive(Debug, Clone, Copy)]
+pub struct RxPacket {
+    /// Receive buffer index.
+    pub buf: u32,
+    /// Offset of the frame in the buffer.
+    pub off: u32,
+    /// Frame length.
+    pub len: u32,
+    /// Sender.
+    pub peer: SocketAddr,
+    /// The datagram was larger than the buffer; only a prefix is here.
+    pub truncated: bool,
+}
+
+impl Default for RxPacket {
+    fn default() -> Self {
+        RxPacket {
+            buf: 0,
+            off: 0,
+            len: 0,
+            peer: SocketAddr::from(([0, 0, 0, 0], 0)),
+            truncated: false,
+        }
+    }
+}
+
+/// A frame to send from a transmit buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct TxPacket {
+    /// Transmit buffer index.
+    pub buf: u32,
+    /// Frame length.
+    pub len: u32,
+    /// Destination.
+    pub peer: SocketAddr,
+}
+
+/// Counters every transport keeps.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TransportCounters {
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Receives lost because no receive buffer was free.
+    pub rx_no_buffers: u64,
+    /// Send errors.
+    pub tx_errors: u64,
+    /// Receive buffers in use.
+    pub rx_in_use: u32,
+    /// Transmit buffers in use.
+    pub tx_in_use: u32,
+    /// Receive buffers.
+    pub rx_capacity: u32,
+    /// Transmit buffers.
+    pub tx_capacity: u32,
+    /// Buffer allocations that reused a buffer.
+    pub buffer_reuses: u64,
+    /// Whether the pools sit in hugepages.
+    pub hugepages: bool,
+}
+
+/// A transport owned by one worker.
+pub trait Transport {
+    /// Receives up to `out.len()` frames; returns how many.
+    fn rx_burst(&mut self, out: &mut [RxPacket]) -> usize;
+    /// Takes a transmit buffer.
+    fn tx_alloc(&mut self) -> Option<u32>;
+    /// The bytes of a received frame and a writable transmit buffer, disjoint.
+    fn frames(&mut self, rx: &RxPacket, tx: u32) -> (&[u8], &mut [u8]);
+    /// The bytes of a received frame.
+    fn rx_bytes(&self, rx: &RxPacket) -> &[u8];
+    /// Gives a receive buffer back.
+    fn rx_release(&mut self, rx: &RxPacket);
+    /// Sends frames; the buffers return to the pool once sent.
+    fn tx_burst(&mut self, pkts: &[TxPacket]);
+    /// Returns a transmit buffer that will not be sent.
+    fn tx_free(&mut self, tx: u32);
+    /// Sleeps until frames may be ready or `timeout` passes (adaptive mode).
+    fn wait(&mut self, timeout: Duration);
+    /// Counters.
+    fn counters(&self) -> TransportCounters;
+    /// The local address frames arrive on.
+    fn local_addr(&self) -> SocketAddr;
+}

@@ -1,0 +1,546 @@
+//! io_uring UDP transport: one SO_REUSEPORT socket and one ring per worker,
+//! multishot `RecvMsg` into a provided-buffer ring, `SendMsg` from transmit
+//! buffers, everything in one hugepage region allocated at start-up.
+//!
+//! Receive buffer layout (kernel-defined for multishot recvmsg):
+//! `io_uring_recvmsg_out` (16 B), then `NAME_LEN` bytes of source address,
+//! then the datagram. `NAME_LEN` is 48 so the datagram starts at offset 64
+//! of a 64-byte aligned buffer: tensor data aligned in the frame is aligned
+//! in memory too, and ONNX Runtime can read it in place.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use io_uring::{IoUring, cqueue, opcode, types};
+use memmap2::MmapMut;
+
+use super::{RxPacket, Transport, TransportCounters, TxPacket};
+use crate::config::{HugepageMode, UringCfg};
+use crate::pool::{FreeList, Region};
+
+const NAME_LEN: u32 = 48;
+const RECVMSG_OUT_LEN: u32 = 16;
+/// Where the datagram starts in a receive buffer.
+pub const RX_DATA_OFFSET: u32 = RECVMSG_OUT_LEN + NAME_LEN;
+const BGID: u16 = 0;
+const TAG_RECV: u64 = 1 << 62;
+const TAG_SEND: u64 = 1 << 61;
+const TAG_CANCEL: u64 = 1 << 60;
+/// IORING_ENTER_GETEVENTS, from the kernel ABI.
+const ENTER_GETEVENTS: u32 = 1;
+
+/// Stable per-buffer send state: the kernel reads these until completion.
+#[repr(C)]
+struct TxMeta {
+    hdr: libc::msghdr,
+    iov: libc::iovec,
+    addr: libc::sockaddr_storage,
+}
+
+/// Why the transport could not start.
+#[derive(Debug)]
+pub enum UringError {
+    /// Socket creation, options or bind failed.
+    Socket(io::Error),
+    /// Ring setup or buffer registration failed.
+    Ring(io::Error),
+    /// Buffer memory.
+    Pool(crate::pool::PoolError),
+}
+
+impl std::fmt::Display for UringError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UringError::Socket(e) => write!(f, "udp socket: {e}"),
+            UringError::Ring(e) => write!(f, "io_uring: {e}"),
+            UringError::Pool(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for UringError {}
+
+/// The io_uring UDP transport of one worker.
+///
+/// Drop order matters and is the field order: the ring goes first (after
+/// `Drop::drop` has cancelled the receive and waited for every send), then
+/// the socket, then the memory the kernel was told about.
+pub struct UringTransport {
+    ring: IoUring,
+    socket: UdpSocket,
+    /// Provided-buffer ring entries (page aligned).
+    buf_ring: MmapMut,
+    /// Template header for multishot recvmsg; the kernel reads it per datagram.
+    recv_hdr: Box<libc::msghdr>,
+    tx_meta: Box<[TxMeta]>,
+    region: Region,
+    rx_count: u32,
+    tx_count: u32,
+    buf_size: u32,
+    rx_in_use: u32,
+    tx_free: FreeList,
+    tx_inflight: u32,
+    /// Sends waiting for submission queue space.
+    tx_backlog: std::collections::VecDeque<TxPacket>,
+    buf_ring_tail: u16,
+    recv_armed: bool,
+    local: SocketAddr,
+    counters: TransportCounters,
+}
+
+// SAFETY: the raw pointers inside (msghdr, iovec) point into memory owned by
+// this struct; the transport moves to its worker thread before first use and
+// is used by that thread alone.
+unsafe impl Send for UringTransport {}
+
+impl UringTransport {
+    /// Binds `listen` with SO_REUSEPORT and sets up the ring and pools.
+    pub fn new(listen: SocketAddr, cfg: &UringCfg, huge: HugepageMode) -> Result<UringTransport, UringError> {
+        let socket = bind_reuseport(listen).map_err(UringError::Socket)?;
+        let local = socket.local_addr().map_err(UringError::Socket)?;
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_taskrun_flag()
+            .build(cfg.ring_entries)
+            .or_else(|_| IoUring::new(cfg.ring_entries))
+            .map_err(UringError::Ring)?;
+        let rx_count = cfg.rx_buffers;
+        let tx_count = cfg.tx_buffers;
+        let buf_size = cfg.buffer_size;
+        let region = Region::alloc((rx_count + tx_count) as usize * buf_size as usize, huge)
+            .map_err(UringError::Pool)?;
+        let ring_bytes = (rx_count as usize * size_of::<types::BufRingEntry>()).max(4096);
+        let buf_ring = MmapMut::map_anon(ring_bytes).map_err(UringError::Ring)?;
+
+        // SAFETY: msghdr is plain old data; all-zero is a valid value.
+        let mut recv_hdr: Box<libc::msghdr> = Box::new(unsafe { zeroed() });
+        recv_hdr.msg_namelen = NAME_LEN;
+        let tx_meta: Box<[TxMeta]> = (0..tx_count)
+            // SAFETY: TxMeta is plain old data; all-zero is a valid value.
+            .map(|_| unsafe { zeroed::<TxMeta>() })
+            .collect();
+
+        let mut t = UringTransport {
+            ring,
+            socket,
+            buf_ring,
+            recv_hdr,
+            tx_meta,
+            region,
+            rx_count,
+            tx_count,
+            buf_size,
+            rx_in_use: 0,
+            tx_free: FreeList::new(tx_count),
+            tx_inflight: 0,
+            tx_backlog: std::collections::VecDeque::with_capacity(tx_count as usize),
+            buf_ring_tail: 0,
+            recv_armed: false,
+            local,
+            counters: TransportCounters {
+                rx_capacity: rx_count,
+                tx_capacity: tx_count,
+                ..TransportCounters::default()
+            },
+        };
+        t.counters.hugepages = t.region.is_huge();
+        // SAFETY: the buffer ring memory lives in `t.buf_ring`, which outlives
+        // the registration: the ring is dropped first (field order) and Drop
+        // unregisters before that.
+        unsafe {
+            t.ring
+                .submitter()
+                .register_buf_ring_with_flags(t.buf_ring.as_ptr() as u64, rx_count as u16, BGID, 0)
+                .map_err(UringError::Ring)?;
+        }
+        for bid in 0..rx_count {
+            t.push_rx_buffer(bid as u16);
+        }
+        t.publish_tail();
+        t.arm_recv();
+        t.ring.submit().map_err(UringError::Ring)?;
+        Ok(t)
+    }
+
+    fn rx_ptr(&mut self, bid: u32) -> *mut u8 {
+        debug_assert!(bid < self.rx_count);
+        // SAFETY: bid < rx_count, so the offset lies inside the region.
+        unsafe { self.region.as_mut_ptr().add(bid as usize * self.buf_size as usize) }
+    }
+
+    fn tx_ptr(&mut self, i: u32) -> *mut u8 {
+        debug_assert!(i < self.tx_count);
+        let off = (self.rx_count + i) as usize * self.buf_size as usize;
+        // SAFETY: rx_count + i < rx_count + tx_count buffers fit the region.
+        unsafe { self.region.as_mut_ptr().add(off) }
+    }
+
+    /// Puts a receive buffer in the ring without publishing the tail.
+    fn push_rx_buffer(&mut self, bid: u16) {
+        let addr = self.rx_ptr(bid as u32) as u64;
+        let mask = (self.rx_count - 1) as u16;
+        let idx = (self.buf_ring_tail & mask) as usize;
+        let entries = self.buf_ring.as_mut_ptr() as *mut types::BufRingEntry;
+        // SAFETY: idx < rx_count entries fit in buf_ring (sized for rx_count).
+        // Only addr, len and bid are written: the tail of the ring lives in
+        // the `resv` field of entry 0 and must not be clobbered.
+        unsafe {
+            let e = &mut *entries.add(idx);
+            e.set_addr(addr);
+            e.set_len(self.buf_size);
+            e.set_bid(bid);
+        }
+        self.buf_ring_tail = self.buf_ring_tail.wrapping_add(1);
+    }
+
+    /// Makes pushed buffers visible to the kernel.
+    fn publish_tail(&mut self) {
+        let base = self.buf_ring.as_ptr() as *const types::BufRingEntry;
+        // SAFETY: base is the page-aligned first entry of the registered ring;
+        // the tail is a u16 the kernel reads with acquire semantics.
+        unsafe {
+            let tail = types::BufRingEntry::tail(base) as *const AtomicU16;
+            (*tail).store(self.buf_ring_tail, Ordering::Release);
+        }
+    }
+
+    fn arm_recv(&mut self) {
+        let sqe = opcode::RecvMsgMulti::new(
+            types::Fd(self.socket.as_raw_fd()),
+            &*self.recv_hdr as *const libc::msghdr,
+            BGID,
+        )
+        .build()
+        .user_data(TAG_RECV);
+        // SAFETY: recv_hdr is boxed (stable address) and lives as long as the ring.
+        if unsafe { self.ring.submission().push(&sqe) }.is_ok() {
+            self.recv_armed = true;
+        }
+    }
+
+    fn submit_send(&mut self, p: &TxPacket) -> bool {
+        let buf_ptr = self.tx_ptr(p.buf);
+        let meta = &mut self.tx_meta[p.buf as usize];
+        let namelen = write_sockaddr(&p.peer, &mut meta.addr);
+        meta.iov = libc::iovec { iov_base: buf_ptr.cast(), iov_len: p.len as usize };
+        meta.hdr.msg_name = (&mut meta.addr as *mut libc::sockaddr_storage).cast();
+        meta.hdr.msg_namelen = namelen;
+        meta.hdr.msg_iov = &mut meta.iov;
+        meta.hdr.msg_iovlen = 1;
+        let sqe = opcode::SendMsg::new(types::Fd(self.socket.as_raw_fd()), &meta.hdr)
+            .build()
+            .user_data(TAG_SEND | p.buf as u64);
+        // SAFETY: the header, iovec, address and buffer of this transmit slot
+        // stay untouched until its completion returns the slot to the free list.
+        if unsafe { self.ring.submission().push(&sqe) }.is_err() {
+            return false;
+        }
+        self.tx_inflight += 1;
+        true
+    }
+
+    /// Submits queued entries and runs deferred completions.
+    fn enter(&mut self, wait_for: usize, timeout: Option<Duration>) {
+        let r = match timeout {
+            Some(t) if wait_for > 0 => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(wait_for, &args)
+            }
+            _ => {
+                // GETEVENTS always: with DEFER_TASKRUN, completions are only
+                // posted when the owner enters the kernel asking for them.
+                let sq = self.ring.submission().len();
+                // SAFETY: plain io_uring_enter on our own ring fd, no arg.
+                unsafe {
+                    self.ring.submitter().enter::<libc::sigset_t>(
+                        sq as u32,
+                        wait_for as u32,
+                        ENTER_GETEVENTS,
+                        None,
+                    )
+                }
+            }
+        };
+        // ETIME, EINTR and EBUSY only mean "look again"; a broken ring shows
+        // up as receives that stop, which the counters expose.
+        let _ = r;
+    }
+
+    fn reap(&mut self, out: &mut [RxPacket], mut n: usize) -> usize {
+        const BATCH: usize = 64;
+        let mut rearm = false;
+        let mut freed_tx = 0u32;
+        loop {
+            let mut batch = [(0u64, 0i32, 0u32); BATCH];
+            let mut k = 0;
+            let mut rx_room = out.len() - n;
+            {
+                let mut cq = self.ring.completion();
+                cq.sync();
+                while k < BATCH {
+                    // Leave receives in the queue once `out` is full.
+                    if rx_room == 0 {
+                        break;
+                    }
+                    let Some(cqe) = cq.next() else { break };
+                    if cqe.user_data() == TAG_RECV {
+                        rx_room -= 1;
+                    }
+                    batch[k] = (cqe.user_data(), cqe.result(), cqe.flags());
+                    k += 1;
+                }
+            }
+            for &(ud, res, flags) in &batch[..k] {
+                if ud == TAG_RECV {
+                    if !cqueue::more(flags) {
+                        rearm = true;
+                    }
+                    if res < 0 {
+                        if -res == libc::ENOBUFS {
+                            self.counters.rx_no_buffers += 1;
+                        }
+                        continue;
+                    }
+                    let Some(bid) = cqueue::buffer_select(flags) else { continue };
+                    match self.parse_recv(bid, res as u32) {
+                        Some(pkt) => {
+                            out[n] = pkt;
+                            n += 1;
+                            self.rx_in_use += 1;
+                            self.counters.rx_frames += 1;
+                        }
+                        None => {
+                            // Unusable datagram: straight back to the kernel.
+                            self.push_rx_buffer(bid);
+                            self.publish_tail();
+                        }
+                    }
+                } else if ud & TAG_SEND != 0 {
+                    if res < 0 {
+                        self.counters.tx_errors += 1;
+                    } else {
+                        self.counters.tx_frames += 1;
+                    }
+                    self.tx_free.free((ud & 0xffff_ffff) as u32);
+                    self.tx_inflight -= 1;
+                    freed_tx += 1;
+                }
+            }
+            if k < BATCH || n == out.len() {
+                break;
+            }
+        }
+        if rearm {
+            self.recv_armed = false;
+        }
+        if !self.recv_armed && self.rx_in_use < self.rx_count {
+            self.arm_recv();
+        }
+        if freed_tx > 0 {
+            self.flush_backlog();
+        }
+        n
+    }
+
+    fn parse_recv(&mut self, bid: u16, res: u32) -> Option<RxPacket> {
+        if res < RX_DATA_OFFSET {
+            return None;
+        }
+        let ptr = self.rx_ptr(bid as u32);
+        // SAFETY: the kernel filled `res` bytes of buffer `bid` and handed it
+        // to us with this completion; it is ours until pushed back.
+        let head = unsafe { std::slice::from_raw_parts(ptr, RX_DATA_OFFSET as usize) };
+        let name_len = u32::from_ne_bytes([head[0], head[1], head[2], head[3]]);
+        let payload_len = u32::from_ne_bytes([head[8], head[9], head[10], head[11]]);
+        let flags = u32::from_ne_bytes([head[12], head[13], head[14], head[15]]);
+        let peer = read_sockaddr(&head[RECVMSG_OUT_LEN as usize..], name_len.min(NAME_LEN))?;
+        let len = (res - RX_DATA_OFFSET).min(payload_len);
+        Some(RxPacket {
+            buf: bid as u32,
+            off: RX_DATA_OFFSET,
+            len,
+            peer,
+            truncated: flags & libc::MSG_TRUNC as u32 != 0,
+        })
+    }
+
+    fn flush_backlog(&mut self) {
+        while let Some(p) = self.tx_backlog.front().copied() {
+            if !self.submit_send(&p) {
+                break;
+            }
+            self.tx_backlog.pop_front();
+        }
+    }
+}
+
+impl Transport for UringTransport {
+    fn rx_burst(&mut self, out: &mut [RxPacket]) -> usize {
+        self.enter(0, None);
+        self.reap(out, 0)
+    }
+
+    fn tx_alloc(&mut self) -> Option<u32> {
+        self.tx_free.alloc()
+    }
+
+    fn frames(&mut self, rx: &RxPacket, tx: u32) -> (&[u8], &mut [u8]) {
+        assert!(rx.buf < self.rx_count && tx < self.tx_count);
+        assert!(rx.off as usize + rx.len as usize <= self.buf_size as usize);
+        let rp = self.rx_ptr(rx.buf);
+        let tp = self.tx_ptr(tx);
+        let size = self.buf_size as usize;
+        // SAFETY: the receive buffer was handed to us by a completion and is
+        // not in the kernel's ring until rx_release; the transmit buffer was
+        // taken from the free list and is not in flight. They are distinct
+        // buffers of one region, so the slices do not overlap, and both
+        // borrows are tied to &mut self.
+        unsafe {
+            (
+                std::slice::from_raw_parts(rp.add(rx.off as usize), rx.len as usize),
+                std::slice::from_raw_parts_mut(tp, size),
+            )
+        }
+    }
+
+    fn rx_bytes(&self, rx: &RxPacket) -> &[u8] {
+        assert!(rx.buf < self.rx_count);
+        assert!(rx.off as usize + rx.len as usize <= self.buf_size as usize);
+        let off = rx.buf as usize * self.buf_size as usize + rx.off as usize;
+        // SAFETY: as in `frames`: the buffer is ours until rx_release, and
+        // the range lies inside it.
+        unsafe { std::slice::from_raw_parts(self.region.as_ptr().add(off), rx.len as usize) }
+    }
+
+    fn rx_release(&mut self, rx: &RxPacket) {
+        self.push_rx_buffer(rx.buf as u16);
+        self.publish_tail();
+        self.rx_in_use -= 1;
+    }
+
+    fn tx_burst(&mut self, pkts: &[TxPacket]) {
+        for p in pkts {
+            assert!(p.len <= self.buf_size, "transmit frame longer than its buffer");
+            if !self.tx_backlog.is_empty() || !self.submit_send(p) {
+                self.tx_backlog.push_back(*p);
+            }
+        }
+        if !self.tx_backlog.is_empty() {
+            self.enter(0, None);
+            self.flush_backlog();
+        }
+    }
+
+    fn tx_free(&mut self, tx: u32) {
+        self.tx_free.free(tx);
+    }
+
+    fn wait(&mut self, timeout: Duration) {
+        self.enter(1, Some(timeout));
+    }
+
+    fn counters(&self) -> TransportCounters {
+        TransportCounters {
+            rx_in_use: self.rx_in_use,
+            tx_in_use: self.tx_free.in_use(),
+            buffer_reuses: self.tx_free.reuses + self.counters.rx_frames.saturating_sub(self.rx_count as u64),
+            ..self.counters
+        }
+    }
+
+    fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+}
+
+impl Drop for UringTransport {
+    fn drop(&mut self) {
+        // Cancel the multishot receive and wait (bounded) for it and every
+        // send to complete, so the kernel holds no pointer into our memory
+        // when the fields below are freed.
+        if self.recv_armed {
+            let sqe = opcode::AsyncCancel::new(TAG_RECV).build().user_data(TAG_CANCEL);
+            // SAFETY: cancel entries reference no memory.
+            let _ = unsafe { self.ring.submission().push(&sqe) };
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        let mut recv_done = !self.recv_armed;
+        while (!recv_done || self.tx_inflight > 0) && std::time::Instant::now() < deadline {
+            self.enter(1, Some(Duration::from_millis(50)));
+            let mut cq = self.ring.completion();
+            cq.sync();
+            for cqe in &mut cq {
+                if cqe.user_data() == TAG_RECV && !cqueue::more(cqe.flags()) {
+                    recv_done = true;
+                } else if cqe.user_data() & TAG_SEND != 0 {
+                    self.tx_inflight = self.tx_inflight.saturating_sub(1);
+                }
+            }
+        }
+        let _ = self.ring.submitter().unregister_buf_ring(BGID);
+    }
+}
+
+fn bind_reuseport(addr: SocketAddr) -> io::Result<UdpSocket> {
+    let domain = if addr.is_ipv4() { socket2::Domain::IPV4 } else { socket2::Domain::IPV6 };
+    let s = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    // Generous kernel buffers: bursts from pipelined clients must not drop.
+    let _ = s.set_recv_buffer_size(8 << 20);
+    let _ = s.set_send_buffer_size(8 << 20);
+    s.bind(&addr.into())?;
+    Ok(s.into())
+}
+
+fn write_sockaddr(a: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
+    let bytes: &mut [u8; size_of::<libc::sockaddr_storage>()] =
+        // SAFETY: sockaddr_storage is plain old data of exactly this size.
+        unsafe { &mut *(out as *mut libc::sockaddr_storage).cast() };
+    bytes.fill(0);
+    match a {
+        SocketAddr::V4(v4) => {
+            bytes[0..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+            bytes[2..4].copy_from_slice(&v4.port().to_be_bytes());
+            bytes[4..8].copy_from_slice(&v4.ip().octets());
+            size_of::<libc::sockaddr_in>() as libc::socklen_t
+        }
+        SocketAddr::V6(v6) => {
+            bytes[0..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
+            bytes[2..4].copy_from_slice(&v6.port().to_be_bytes());
+            bytes[4..8].copy_from_slice(&v6.flowinfo().to_be_bytes());
+            bytes[8..24].copy_from_slice(&v6.ip().octets());
+            bytes[24..28].copy_from_slice(&v6.scope_id().to_ne_bytes());
+            size_of::<libc::sockaddr_in6>() as libc::socklen_t
+        }
+    }
+}
+
+fn read_sockaddr(b: &[u8], len: u32) -> Option<SocketAddr> {
+    if len < 4 || b.len() < len as usize {
+        return None;
+    }
+    let family = u16::from_ne_bytes([b[0], b[1]]) as i32;
+    let port = u16::from_be_bytes([b[2], b[3]]);
+    match family {
+        libc::AF_INET if len >= 8 => {
+            let ip = std::net::Ipv4Addr::new(b[4], b[5], b[6], b[7]);
+            Some(SocketAddr::V4(SocketAddrV4::new(ip, port)))
+        }
+        libc::AF_INET6 if len >= 28 => {
+            let mut o = [0u8; 16];
+            o.copy_from_slice(&b[8..24]);
+            let flow = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+            let scope = u32::from_ne_bytes([b[24], b[25], b[26], b[27]]);
+            Some(SocketAddr::V6(SocketAddrV6::new(o.into(), port, flow, scope)))
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,162 @@
+//! Helpers shared by the engine's integration tests.
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+use sluice_engine::config::Config;
+use sluice_wire::{DType, Frame, FrameRepr, Kind, TenantKey, TensorRepr};
+
+pub const KEY_HEX: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+pub fn key_bytes() -> Vec<u8> {
+    (0..32u8).collect()
+}
+
+/// A config with null and echo models, two shards (one remote), one tenant.
+pub fn test_config(extra: &str) -> Config {
+    let text = format!(
+        r#"
+[engine]
+workers = [0]
+poll = "adaptive"
+spin_us = 50
+rx_burst_max = 32
+
+[io_uring]
+listen = "127.0.0.1:0"
+rx_buffers = 64
+tx_buffers = 64
+buffer_size = 65536
+
+[host]
+labels = {{ "hardware.gpu.memory" = "hbm2" }}
+
+[[shards]]
+name = "hbm2"
+labels = {{ "hardware.gpu.memory" = "hbm2" }}
+max_concurrency = 4
+queue_depth = 8
+
+[[shards]]
+name = "gddr6"
+labels = {{ "hardware.gpu.memory" = "gddr6" }}
+
+[[routes]]
+name = "training"
+intent = "training"
+shard = "gddr6"
+
+[[routes]]
+name = "null"
+model = "null"
+version = "^1"
+shard = "hbm2"
+
+[[routes]]
+name = "echo"
+model = "echo"
+shard = "hbm2"
+
+[[models]]
+name = "null"
+version = "1.0.0"
+kind = "null"
+aliases = ["1"]
+adapters = [{{ id = "formal", path = "unused" }}]
+
+[[models]]
+name = "echo"
+version = "1"
+kind = "echo"
+
+[[tenants]]
+name = "acme"
+id = 7
+key = "hex:{KEY_HEX}"
+models = ["null", "echo"]
+adapters = ["formal"]
+
+[[tenants]]
+name = "limited"
+id = 8
+key = "hex:{KEY_HEX}"
+models = ["echo"]
+adapters = []
+{extra}
+"#
+    );
+    Config::parse(&text, std::env::temp_dir()).expect("test config parses")
+}
+
+pub struct Req<'a> {
+    pub id: u64,
+    pub tenant: u32,
+    pub model: &'a str,
+    pub version: &'a str,
+    pub adapter: &'a str,
+    pub intent: &'a str,
+    pub deadline_us: u64,
+    pub data: &'a [f32],
+    pub sign: bool,
+}
+
+impl Default for Req<'_> {
+    fn default() -> Self {
+        Req {
+            id: 1,
+            tenant: 7,
+            model: "null",
+            version: "1",
+            adapter: "",
+            intent: "",
+            deadline_us: 0,
+            data: &[1.0, 2.0, 3.0, 4.0],
+            sign: true,
+        }
+    }
+}
+
+pub fn build(r: &Req<'_>, buf: &mut [u8]) -> usize {
+    let bytes: Vec<u8> = r.data.iter().flat_map(|f| f.to_le_bytes()).collect();
+    let dims = [1u64, r.data.len() as u64];
+    let t = [TensorRepr { name: "x", dtype: DType::F32, dims: &dims, data: Some(&bytes) }];
+    let repr = FrameRepr {
+        kind: Kind::Request,
+        request_id: r.id,
+        tenant_id: r.tenant,
+        model: r.model,
+        model_version: r.version,
+        adapter: r.adapter,
+        intent: r.intent,
+        deadline_us: r.deadline_us,
+        tensors: &t,
+        ..FrameRepr::default()
+    };
+    let len = repr.emit(buf).expect("request builds").frame_len;
+    if r.sign {
+        let mut f = Frame::new_unchecked(&mut buf[..len]);
+        TenantKey::new(&key_bytes()).sign(&mut f);
+    }
+    len
+}
+
+pub fn client() -> UdpSocket {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s
+}
+
+pub fn roundtrip(s: &UdpSocket, to: SocketAddr, frame: &[u8]) -> Vec<u8> {
+    s.send_to(frame, to).unwrap();
+    let mut buf = vec![0u8; 70_000];
+    let (n, _) = s.recv_from(&mut buf).expect("an answer arrives");
+    buf.truncate(n);
+    buf
+}
+
+/// (kind, error code if any)
+pub fn answer_kind(bytes: &[u8]) -> (Kind, Option<sluice_wire::ErrorCode>) {
+    let f = Frame::new_checked(bytes).expect("answer parses");
+    (f.kind(), f.error_body().and_then(|b| b.code()))
+}
