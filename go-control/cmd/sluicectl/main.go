@@ -1,0 +1,643 @@
+// Command sluicectl drives a running sluiced through its admin API.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/sluice-ai/sluice/go-control/internal/config"
+	"github.com/sluice-ai/sluice/go-control/internal/daemon"
+	"github.com/sluice-ai/sluice/go-control/internal/engine"
+)
+
+const usage = `usage: sluicectl [-addr A] [-token T] [-json] COMMAND
+
+commands:
+  status                          engine and daemon status
+  workers                         workers with their counters
+  shards                          shards with their counters
+  routes get                      the routes in force
+  routes set FILE                 replace all routes (JSON array, {"routes":[...]}, or TOML [[routes]])
+  routes reset                    drop routes set through the API; use the file's
+  tenants                         tenants (keys are never shown)
+  models                          loaded model versions and aliases
+  models load -name N -version V -kind K [-path P] [-alias A]...
+  alias set MODEL ALIAS VERSION   point an alias at a version
+  peers ls | add NAME ADDR [LABEL=VALUE]... | rm NAME
+  stats                           counters and latency per worker and shard
+  reload                          re-read the config file on the daemon
+
+environment: SLUICE_ADDR (host:port or unix:/path), SLUICE_TOKEN
+`
+
+// FileSizeMax bounds a file read by "routes set", in bytes.
+const FileSizeMax = 1 << 20
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+type client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// apiError is an error reply of the admin API.
+type apiError struct {
+	Status int
+	Msg    string `json:"error"`
+	Code   string `json:"code"`
+}
+
+func (e *apiError) Error() string {
+	if e.Status == http.StatusUnauthorized {
+		return "unauthorized: pass the admin token with -token or SLUICE_TOKEN"
+	}
+	if e.Msg == "" {
+		return fmt.Sprintf("HTTP %d", e.Status)
+	}
+	return fmt.Sprintf("%s (%s)", e.Msg, e.Code)
+}
+
+func newClient(addr, token string, timeout time.Duration) *client {
+	c := &client{token: token, http: &http.Client{Timeout: timeout}}
+	if sock, ok := strings.CutPrefix(addr, "unix:"); ok {
+		c.base = "http://sluiced"
+		c.http.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}
+	} else if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		c.base = strings.TrimSuffix(addr, "/")
+	} else {
+		c.base = "http://" + addr
+	}
+	return c
+}
+
+// call sends body (if not nil) as JSON and decodes the reply into out (if
+// not nil); raw receives the reply bytes.
+func (c *client) call(method, path string, body, out any) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		e := &apiError{Status: resp.StatusCode}
+		_ = json.Unmarshal(raw, e)
+		return raw, e
+	}
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return raw, fmt.Errorf("bad reply from the daemon: %v", err)
+		}
+	}
+	return raw, nil
+}
+
+func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluicectl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	addr := fs.String("addr", or(env("SLUICE_ADDR"), "127.0.0.1:7071"), "admin API address: host:port, http://host:port or unix:/path")
+	token := fs.String("token", env("SLUICE_TOKEN"), "admin bearer token")
+	asJSON := fs.Bool("json", false, "print the daemon's JSON instead of tables")
+	timeout := fs.Duration("timeout", 30*time.Second, "request timeout")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	c := newClient(*addr, *token, *timeout)
+	out := &printer{w: stdout, json: *asJSON}
+	err := dispatch(c, out, fs.Args())
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "sluicectl: %s\n\n%s", ue, usage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sluicectl: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+type usageError string
+
+func (u usageError) Error() string { return string(u) }
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+type printer struct {
+	w    io.Writer
+	json bool
+}
+
+// table prints rows under a header, aligned.
+func (p *printer) table(header string, rows [][]string) {
+	tw := tabwriter.NewWriter(p.w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+// raw prints the daemon's JSON reply, indented.
+func (p *printer) raw(b []byte) {
+	var buf bytes.Buffer
+	if json.Indent(&buf, b, "", "  ") != nil {
+		p.w.Write(b)
+		return
+	}
+	buf.WriteByte('\n')
+	p.w.Write(buf.Bytes())
+}
+
+func dispatch(c *client, p *printer, args []string) error {
+	cmd, rest := args[0], args[1:]
+	want := func(n int, form string) error {
+		if len(rest) != n {
+			return usageError("usage: sluicectl " + form)
+		}
+		return nil
+	}
+	switch cmd {
+	case "status":
+		if err := want(0, "status"); err != nil {
+			return err
+		}
+		return status(c, p)
+	case "workers":
+		return workers(c, p)
+	case "shards":
+		return shards(c, p)
+	case "routes":
+		if len(rest) == 0 {
+			return usageError("usage: sluicectl routes get|set FILE|reset")
+		}
+		switch rest[0] {
+		case "get":
+			return routesGet(c, p)
+		case "set":
+			if len(rest) != 2 {
+				return usageError("usage: sluicectl routes set FILE")
+			}
+			return routesSet(c, p, rest[1])
+		case "reset":
+			_, err := c.call("DELETE", "/v1/routes", nil, nil)
+			if err == nil && !p.json {
+				fmt.Fprintln(p.w, "routes: back to the config file")
+			}
+			return err
+		}
+		return usageError("usage: sluicectl routes get|set FILE|reset")
+	case "tenants":
+		return tenants(c, p)
+	case "models":
+		if len(rest) > 0 && rest[0] == "load" {
+			return modelsLoad(c, p, rest[1:])
+		}
+		if err := want(0, "models [load ...]"); err != nil {
+			return err
+		}
+		return models(c, p)
+	case "alias":
+		if len(rest) != 4 || rest[0] != "set" {
+			return usageError("usage: sluicectl alias set MODEL ALIAS VERSION")
+		}
+		path := "/v1/models/" + url.PathEscape(rest[1]) + "/aliases/" + url.PathEscape(rest[2])
+		raw, err := c.call("PUT", path, daemon.AliasBody{Version: rest[3]}, nil)
+		if err != nil {
+			return err
+		}
+		if p.json {
+			p.raw(raw)
+		} else {
+			fmt.Fprintf(p.w, "%s alias %s -> %s\n", rest[1], rest[2], rest[3])
+		}
+		return nil
+	case "peers":
+		return peers(c, p, rest)
+	case "stats":
+		return stats(c, p)
+	case "reload":
+		var res daemon.ReloadResult
+		raw, err := c.call("POST", "/v1/reload", nil, &res)
+		if err != nil {
+			return err
+		}
+		if p.json {
+			p.raw(raw)
+			return nil
+		}
+		fmt.Fprintf(p.w, "reloaded; applied: %s\n", listOr(res.Applied, "nothing changed"))
+		if len(res.RestartRequired) > 0 {
+			fmt.Fprintf(p.w, "changed but needs a restart: %s\n", strings.Join(res.RestartRequired, ", "))
+		}
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(p.w, usage)
+		return nil
+	}
+	return usageError(fmt.Sprintf("unknown command %q", cmd))
+}
+
+func listOr(l []string, empty string) string {
+	if len(l) == 0 {
+		return empty
+	}
+	return strings.Join(l, ", ")
+}
+
+func status(c *client, p *printer) error {
+	var st daemon.StatusDoc
+	raw, err := c.call("GET", "/v1/status", nil, &st)
+	if err != nil || p.json {
+		if err == nil {
+			p.raw(raw)
+		}
+		return err
+	}
+	e := st.Engine
+	fmt.Fprintf(p.w, "engine     %s (%s)\ntransport  %s on %s\nhugepages  %s\n", e.State, st.Daemon.Engine, e.Transport, e.Listen, e.Hugepages)
+	if e.Note != "" {
+		fmt.Fprintf(p.w, "note       %s\n", e.Note)
+	}
+	fmt.Fprintf(p.w, "workers    %d\nconfig     %s\nstore      %s\nuptime     %s\nreloads    %d ok, %d refused\n",
+		len(e.Workers), st.Daemon.Config, st.Daemon.Store, time.Duration(st.Daemon.UptimeS)*time.Second, st.Daemon.ReloadsOK, st.Daemon.ReloadsFailed)
+	keys := make([]string, 0, len(e.Versions))
+	for k := range e.Versions {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(p.w, "version    %s %s\n", k, e.Versions[k])
+	}
+	return nil
+}
+
+func us(ns uint64) string { return fmt.Sprintf("%.1f", float64(ns)/1e3) }
+
+func sumErrors(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func workers(c *client, p *printer) error {
+	var ws []daemon.WorkerDoc
+	raw, err := c.call("GET", "/v1/workers", nil, &ws)
+	if err != nil || p.json {
+		if err == nil {
+			p.raw(raw)
+		}
+		return err
+	}
+	var rows [][]string
+	for _, w := range ws {
+		row := []string{fmt.Sprint(w.ID), fmt.Sprint(w.Core), w.State}
+		if s := w.Stats; s != nil {
+			row = append(row, fmt.Sprint(s.Requests), fmt.Sprint(sumErrors(s.Errors)), fmt.Sprintf("%d/%d", s.PoolInUse, s.PoolBuffers), us(s.Service.P50Ns), us(s.Service.P99Ns))
+		}
+		rows = append(rows, row)
+	}
+	p.table("WORKER\tCORE\tSTATE\tREQUESTS\tERRORS\tPOOL\tP50_US\tP99_US", rows)
+	return nil
+}
+
+func labels(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return or(strings.Join(parts, ","), "-")
+}
+
+func shards(c *client, p *printer) error {
+	var ss []daemon.ShardDoc
+	raw, err := c.call("GET", "/v1/shards", nil, &ss)
+	if err != nil || p.json {
+		if err == nil {
+			p.raw(raw)
+		}
+		return err
+	}
+	var rows [][]string
+	for _, s := range ss {
+		where := "remote"
+		if s.Local {
+			where = "local"
+		}
+		row := []string{s.Name, labels(s.Labels), where, fmt.Sprint(s.MaxConcurrency), fmt.Sprint(s.QueueDepth)}
+		if st := s.Stats; st != nil {
+			row = append(row, fmt.Sprint(st.Requests), fmt.Sprint(sumErrors(st.Errors)), us(st.Queue.P99Ns), us(st.Service.P50Ns), us(st.Service.P99Ns))
+		}
+		rows = append(rows, row)
+	}
+	p.table("SHARD\tLABELS\tWHERE\tMAX_CONC\tDEPTH\tREQUESTS\tERRORS\tQUEUE_P99_US\tP50_US\tP99_US", rows)
+	return nil
+}
+
+func dash(s string) string { return or(s, "*") }
+
+func printRoutes(p *printer, doc daemon.RoutesDoc) {
+	var rows [][]string
+	for _, r := range doc.Routes {
+		rows = append(rows, []string{r.Name, dash(r.Model), dash(r.Version), dash(r.Adapter), dash(r.Intent), dash(r.Tenant), r.Shard})
+	}
+	p.table("NAME\tMODEL\tVERSION\tADAPTER\tINTENT\tTENANT\tSHARD", rows)
+	fmt.Fprintf(p.w, "(%d routes from the %s; first match wins)\n", len(doc.Routes), doc.Source)
+}
+
+func routesGet(c *client, p *printer) error {
+	var doc daemon.RoutesDoc
+	raw, err := c.call("GET", "/v1/routes", nil, &doc)
+	if err != nil || p.json {
+		if err == nil {
+			p.raw(raw)
+		}
+		return err
+	}
+	printRoutes(p, doc)
+	return nil
+}
+
+// readRoutes reads a routes file: JSON (array or {"routes": [...]}) or TOML
+// with [[routes]] tables only; unknown keys are errors.
+func readRoutes(path string) ([]config.Route, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, FileSizeMax+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > FileSizeMax {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, FileSizeMax)
+	}
+	var doc struct {
+		Routes []config.Route `toml:"routes" json:"routes"`
+	}
+	if strings.HasSuffix(path, ".toml") {
+		d := toml.NewDecoder(bytes.NewReader(b))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&doc); err != nil {
+			var de *toml.DecodeError
+			if errors.As(err, &de) {
+				line, _ := de.Position()
+				return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+			}
+			return nil, fmt.Errorf("%s: %v", path, err)
+		}
+		return doc.Routes, nil
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	t := bytes.TrimSpace(b)
+	if len(t) > 0 && t[0] == '[' {
+		err = d.Decode(&doc.Routes)
+	} else {
+		err = d.Decode(&doc)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", filepath.Base(path), err)
+	}
+	return doc.Routes, nil
+}
+
+func routesSet(c *client, p *printer, path string) error {
+	routes, err := readRoutes(path)
+	if err != nil {
+		return err
+	}
+	if routes == nil {
+		routes = []config.Route{}
+	}
+	var doc daemon.RoutesDoc
+	raw, err := c.call("PUT", "/v1/routes", routes, &doc)
+	if err != nil || p.json {
+		if err == nil {
+			p.raw(raw)
+		}
+		return err
+	}
+	printRoutes(p, doc)
+	return nil
+}
+
+func tenants(c *client, p *printer) error {
+	var ts []daemon.TenantView
+	raw, err := c.call("GET", "/v1/tenants", nil, &ts)
+	if err != nil || p.json {
+		if err == nil {
+			p.raw(raw)
+		}
+		return err
+	}
+	var rows [][]string
+	for _, t := range ts {
+		rows = append(rows, []string{t.Name, fmt.Sprint(t.ID), or(strings.Join(t.Models, ","), "-"), or(strings.Join(t.Adapters, ","), "-")})
+	}
+	p.table("NAME\tID\tMODELS\tADAPTERS", rows)
+	return nil
+}
+
+func models(c *client, p *printer) error {
+	var ms []engine.ModelInfo
+	raw, err := c.call("GET", "/v1/models", nil, &ms)
+	if err != nil || p.json {
+		if err == nil {
+			p.raw(raw)
+		}
+		return err
+	}
+	var rows [][]string
+	for _, m := range ms {
+		rows = append(rows, []string{m.Name, m.Version, m.Kind, m.State, or(strings.Join(m.Aliases, ","), "-"), or(strings.Join(m.Adapters, ","), "-")})
+	}
+	p.table("MODEL\tVERSION\tKIND\tSTATE\tALIASES\tADAPTERS", rows)
+	return nil
+}
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+func modelsLoad(c *client, p *printer, args []string) error {
+	fs := flag.NewFlagSet("models load", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var m config.Model
+	var aliases multi
+	fs.StringVar(&m.Name, "name", "", "model name")
+	fs.StringVar(&m.Version, "version", "", "model version")
+	fs.StringVar(&m.Kind, "kind", "onnx", "onnx, null or echo")
+	fs.StringVar(&m.Path, "path", "", "path of the .onnx file on the daemon's host")
+	fs.Var(&aliases, "alias", "alias (repeatable)")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || m.Name == "" || m.Version == "" {
+		return usageError("usage: sluicectl models load -name N -version V -kind onnx|null|echo [-path P] [-alias A]...")
+	}
+	if m.Path != "" && !filepath.IsAbs(m.Path) {
+		abs, err := filepath.Abs(m.Path)
+		if err != nil {
+			return err
+		}
+		m.Path = abs
+	}
+	m.Aliases = aliases
+	raw, err := c.call("POST", "/v1/models", m, nil)
+	if err != nil {
+		return err
+	}
+	if p.json {
+		p.raw(raw)
+	} else {
+		fmt.Fprintf(p.w, "loaded %s %s (%s)\n", m.Name, m.Version, m.Kind)
+	}
+	return nil
+}
+
+func peers(c *client, p *printer, args []string) error {
+	if len(args) == 0 {
+		return usageError("usage: sluicectl peers ls | add NAME ADDR [LABEL=VALUE]... | rm NAME")
+	}
+	switch args[0] {
+	case "ls":
+		var ps []engine.PeerStatus
+		raw, err := c.call("GET", "/v1/peers", nil, &ps)
+		if err != nil || p.json {
+			if err == nil {
+				p.raw(raw)
+			}
+			return err
+		}
+		var rows [][]string
+		for _, x := range ps {
+			rows = append(rows, []string{x.Name, x.Address, labels(x.Labels), x.State, fmt.Sprint(x.Forwarded)})
+		}
+		p.table("NAME\tADDRESS\tLABELS\tSTATE\tFORWARDED", rows)
+		return nil
+	case "add":
+		if len(args) < 3 {
+			return usageError("usage: sluicectl peers add NAME ADDR [LABEL=VALUE]...")
+		}
+		peer := config.Peer{Name: args[1], Address: args[2], Labels: map[string]string{}}
+		for _, kv := range args[3:] {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return usageError(fmt.Sprintf("label %q is not LABEL=VALUE", kv))
+			}
+			peer.Labels[k] = v
+		}
+		raw, err := c.call("POST", "/v1/peers", peer, nil)
+		if err != nil {
+			return err
+		}
+		if p.json {
+			p.raw(raw)
+		} else {
+			fmt.Fprintf(p.w, "peer %s added\n", peer.Name)
+		}
+		return nil
+	case "rm":
+		if len(args) != 2 {
+			return usageError("usage: sluicectl peers rm NAME")
+		}
+		if _, err := c.call("DELETE", "/v1/peers/"+url.PathEscape(args[1]), nil, nil); err != nil {
+			return err
+		}
+		if !p.json {
+			fmt.Fprintf(p.w, "peer %s removed\n", args[1])
+		}
+		return nil
+	}
+	return usageError("usage: sluicectl peers ls | add NAME ADDR [LABEL=VALUE]... | rm NAME")
+}
+
+func errorList(m map[string]uint64) string {
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		if v > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+		}
+	}
+	sort.Strings(parts)
+	return or(strings.Join(parts, ","), "-")
+}
+
+func stats(c *client, p *printer) error {
+	var st engine.Stats
+	raw, err := c.call("GET", "/v1/stats", nil, &st)
+	if err != nil || p.json {
+		if err == nil {
+			p.raw(raw)
+		}
+		return err
+	}
+	var rows [][]string
+	for _, w := range st.Workers {
+		l := w.Service
+		rows = append(rows, []string{fmt.Sprintf("worker %d (core %d)", w.ID, w.Core), fmt.Sprint(w.Requests), errorList(w.Errors),
+			us(l.P50Ns), us(l.P90Ns), us(l.P99Ns), us(l.P999Ns), us(l.MaxNs)})
+	}
+	for _, s := range st.Shards {
+		l := s.Service
+		rows = append(rows, []string{"shard " + s.Name, fmt.Sprint(s.Requests), errorList(s.Errors),
+			us(l.P50Ns), us(l.P90Ns), us(l.P99Ns), us(l.P999Ns), us(l.MaxNs)})
+	}
+	p.table("WHERE\tREQUESTS\tERRORS\tP50_US\tP90_US\tP99_US\tP99.9_US\tMAX_US", rows)
+	return nil
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-ai/sluice/go-control/internal/daemon"
+	"github.com/sluice-ai/sluice/go-control/internal/engine"
+)
+
+// startDaemon runs sluiced in-process on the fake engine, on an ephemeral
+// loopback port with the given admin token, and returns its address.
+func startDaemon(t *testing.T, token string) (string, *engine.Fake) {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := os.ReadFile("../../../cfg/sluice.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.NewReplacer(`admin_listen = "127.0.0.1:7071"`, `admin_listen = "127.0.0.1:0"`,
+		`data_dir = "../.cache/sluice-data"`, `data_dir = "data"`,
+		`admin_token = ""`, `admin_token = "`+token+`"`).Replace(string(b))
+	path := filepath.Join(dir, "sluice.toml")
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan net.Addr, 1)
+	d, err := daemon.New(daemon.Options{ConfigPath: path, Engine: "fake", Ready: func(a net.Addr) { ready <- a },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("daemon did not stop")
+		}
+	})
+	select {
+	case a := <-ready:
+		return a.String(), d.Engine().(*engine.Fake)
+	case err := <-done:
+		t.Fatalf("daemon: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("daemon not ready")
+	}
+	return "", nil
+}
+
+func ctl(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, func(k string) string { return env[k] }, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func mustCtl(t *testing.T, env map[string]string, args ...string) string {
+	t.Helper()
+	code, out, errs := ctl(t, env, args...)
+	if code != 0 {
+		t.Fatalf("sluicectl %v: exit %d: %s", args, code, errs)
+	}
+	return out
+}
+
+func TestCommands(t *testing.T) {
+	addr, fake := startDaemon(t, "tok")
+	env := map[string]string{"SLUICE_ADDR": addr, "SLUICE_TOKEN": "tok"}
+
+	if out := mustCtl(t, env, "status"); !strings.Contains(out, "engine     running (fake)") || !strings.Contains(out, "transport  io_uring on 127.0.0.1:7070") {
+		t.Fatalf("status:\n%s", out)
+	}
+	out := mustCtl(t, env, "routes", "get")
+	if !strings.Contains(out, "training  *") || !strings.Contains(out, "(4 routes from the file; first match wins)") {
+		t.Fatalf("routes get:\n%s", out)
+	}
+	// routes set from TOML, then from JSON.
+	dir := t.TempDir()
+	tomlFile := filepath.Join(dir, "r.toml")
+	os.WriteFile(tomlFile, []byte("[[routes]]\nname = \"all\"\nintent = \"x\"\nshard = \"gddr6-training\"\n"), 0o600)
+	if out := mustCtl(t, env, "routes", "set", tomlFile); !strings.Contains(out, "(1 routes from the api") {
+		t.Fatalf("routes set:\n%s", out)
+	}
+	if r := fake.Config().Routes; len(r) != 1 || r[0].Intent != "x" {
+		t.Fatalf("engine routes: %+v", r)
+	}
+	badFile := filepath.Join(dir, "bad.json")
+	os.WriteFile(badFile, []byte(`[{"name":"x","shard":"nowhere"}]`), 0o600)
+	if code, _, errs := ctl(t, env, "routes", "set", badFile); code != 1 || !strings.Contains(errs, `unknown shard "nowhere" (invalid_config)`) {
+		t.Fatalf("bad set: %d %s", code, errs)
+	}
+	badTOML := filepath.Join(dir, "bad.toml")
+	os.WriteFile(badTOML, []byte("[[routes]]\nname = \"a\"\nshard = \"s\"\nwat = 1\n"), 0o600)
+	if code, _, errs := ctl(t, env, "routes", "set", badTOML); code != 1 || !strings.Contains(errs, "bad.toml") {
+		t.Fatalf("bad toml: %d %s", code, errs)
+	}
+	mustCtl(t, env, "routes", "reset")
+	if r := fake.Config().Routes; len(r) != 4 {
+		t.Fatalf("after reset: %+v", r)
+	}
+
+	if out := mustCtl(t, env, "tenants"); !strings.Contains(out, "demo  1") || strings.Contains(out, "hex:") {
+		t.Fatalf("tenants:\n%s", out)
+	}
+	mustCtl(t, env, "models", "load", "-name", "mlp", "-version", "2.0.0", "-kind", "null")
+	mustCtl(t, env, "alias", "set", "mlp", "1", "2.0.0")
+	if out := mustCtl(t, env, "models"); !strings.Contains(out, "mlp    2.0.0    null  ready  1") {
+		t.Fatalf("models:\n%s", out)
+	}
+	mustCtl(t, env, "peers", "add", "east", "127.0.0.1:7170", "hardware.gpu.memory=gddr6")
+	if out := mustCtl(t, env, "peers", "ls"); !strings.Contains(out, "east  127.0.0.1:7170  hardware.gpu.memory=gddr6") {
+		t.Fatalf("peers:\n%s", out)
+	}
+	mustCtl(t, env, "peers", "rm", "east")
+	if code, _, errs := ctl(t, env, "peers", "rm", "east"); code != 1 || !strings.Contains(errs, "(not_found)") {
+		t.Fatalf("rm twice: %d %s", code, errs)
+	}
+
+	fake.Record(0, "hbm2-inference", "busy", 1000, 4000)
+	if out := mustCtl(t, env, "stats"); !strings.Contains(out, "shard hbm2-inference") || !strings.Contains(out, "busy=1") {
+		t.Fatalf("stats:\n%s", out)
+	}
+	var st engine.Stats
+	if err := json.Unmarshal([]byte(mustCtl(t, env, "-json", "stats")), &st); err != nil || st.Shards[0].Errors["busy"] != 1 {
+		t.Fatalf("stats -json: %v %+v", err, st)
+	}
+	if out := mustCtl(t, env, "reload"); !strings.Contains(out, "reloaded") {
+		t.Fatalf("reload:\n%s", out)
+	}
+	mustCtl(t, env, "workers")
+	mustCtl(t, env, "shards")
+}
+
+func TestAuthAndUsage(t *testing.T) {
+	addr, _ := startDaemon(t, "tok")
+	code, _, errs := ctl(t, map[string]string{"SLUICE_ADDR": addr}, "status")
+	if code != 1 || !strings.Contains(errs, "unauthorized") {
+		t.Fatalf("no token: %d %s", code, errs)
+	}
+	// The flag wins over the environment.
+	code, _, errs = ctl(t, map[string]string{"SLUICE_ADDR": addr, "SLUICE_TOKEN": "wrong"}, "-token", "tok", "status")
+	if code != 0 {
+		t.Fatalf("-token: %d %s", code, errs)
+	}
+	if code, _, _ := ctl(t, nil, "frobnicate"); code != 2 {
+		t.Fatalf("unknown command: %d", code)
+	}
+	if code, _, _ := ctl(t, nil, "alias", "set", "m"); code != 2 {
+		t.Fatalf("short alias: %d", code)
+	}
+	// Nothing listening: a clear error, not a hang.
+	if code, _, errs := ctl(t, map[string]string{"SLUICE_ADDR": "127.0.0.1:1"}, "status"); code != 1 || !strings.Contains(errs, "connect") {
+		t.Fatalf("no daemon: %d %s", code, errs)
+	}
+}

@@ -1,0 +1,132 @@
+package daemon
+
+import (
+	"bytes"
+	"math"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+func scrape(t *testing.T, r *running) map[string]*dto.MetricFamily {
+	t.Helper()
+	b := r.must("GET", "/metrics", "", 200)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("metrics do not parse: %v\n%s", err, b)
+	}
+	return fams
+}
+
+// find returns the metric of family name whose labels include want.
+func find(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
+	t.Helper()
+	f, ok := fams[name]
+	if !ok {
+		t.Fatalf("no family %s", name)
+	}
+next:
+	for _, m := range f.Metric {
+		got := map[string]string{}
+		for _, l := range m.Label {
+			got[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if got[k] != v {
+				continue next
+			}
+		}
+		return m
+	}
+	t.Fatalf("no %s with labels %v", name, want)
+	return nil
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-12+1e-9*math.Abs(b) }
+
+func TestMetrics(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""))
+	// 100 requests on worker 0 / shard hbm2: service 1..100 µs, queue 2 µs;
+	// three of them failed with no_route, one with busy.
+	for i := 1; i <= 100; i++ {
+		code := ""
+		switch {
+		case i <= 3:
+			code = "no_route"
+		case i == 4:
+			code = "busy"
+		}
+		r.fake.Record(0, "hbm2-inference", code, 2_000, uint64(i)*1_000)
+	}
+	calls := r.fake.StatsCalls()
+	fams := scrape(t, r)
+	if got := r.fake.StatsCalls() - calls; got != 1 {
+		t.Fatalf("one scrape made %d Stats calls, want 1", got)
+	}
+	hbm := map[string]string{"shard": "hbm2-inference"}
+	if v := find(t, fams, "sluice_engine_stats_up", nil).GetGauge().GetValue(); v != 1 {
+		t.Fatalf("engine_stats_up = %v", v)
+	}
+	if v := find(t, fams, "sluice_shard_requests_total", hbm).GetCounter().GetValue(); v != 100 {
+		t.Fatalf("shard requests = %v", v)
+	}
+	if v := find(t, fams, "sluice_shard_errors_total", map[string]string{"shard": "hbm2-inference", "code": "no_route"}).GetCounter().GetValue(); v != 3 {
+		t.Fatalf("no_route = %v", v)
+	}
+	if v := find(t, fams, "sluice_worker_errors_total", map[string]string{"worker": "0", "core": "1", "code": "busy"}).GetCounter().GetValue(); v != 1 {
+		t.Fatalf("worker busy = %v", v)
+	}
+	// The idle shard is exported with zero counts.
+	if v := find(t, fams, "sluice_shard_requests_total", map[string]string{"shard": "gddr6-training"}).GetCounter().GetValue(); v != 0 {
+		t.Fatalf("idle shard requests = %v", v)
+	}
+	// Quantiles come from the engine in ns and are exported in seconds.
+	sum := find(t, fams, "sluice_shard_service_seconds", hbm).GetSummary()
+	if sum.GetSampleCount() != 100 || !near(sum.GetSampleSum(), 5050e-6) {
+		t.Fatalf("summary count/sum: %v %v", sum.GetSampleCount(), sum.GetSampleSum())
+	}
+	wantQ := map[float64]float64{0.5: 50e-6, 0.9: 90e-6, 0.99: 99e-6, 0.999: 100e-6}
+	for _, q := range sum.Quantile {
+		if w, ok := wantQ[q.GetQuantile()]; !ok || !near(q.GetValue(), w) {
+			t.Fatalf("quantile %v = %v, want %v", q.GetQuantile(), q.GetValue(), w)
+		}
+		delete(wantQ, q.GetQuantile())
+	}
+	if len(wantQ) != 0 {
+		t.Fatalf("missing quantiles %v", wantQ)
+	}
+	if v := find(t, fams, "sluice_shard_service_max_seconds", hbm).GetGauge().GetValue(); !near(v, 100e-6) {
+		t.Fatalf("max = %v", v)
+	}
+	// Histogram buckets: 10 µs holds 10 samples, 100 µs all 100.
+	h := find(t, fams, "sluice_shard_service_latency_seconds", hbm).GetHistogram()
+	wantB := map[float64]uint64{10e-6: 10, 100e-6: 100, 1e-3: 100}
+	for _, b := range h.Bucket {
+		for le, n := range wantB {
+			if near(b.GetUpperBound(), le) && b.GetCumulativeCount() != n {
+				t.Fatalf("bucket le=%v: %d, want %d", le, b.GetCumulativeCount(), n)
+			}
+		}
+	}
+	if q := find(t, fams, "sluice_shard_queue_seconds", hbm).GetSummary(); q.GetSampleCount() != 100 || !near(q.GetSampleSum(), 200e-6) {
+		t.Fatalf("queue summary: %v", q)
+	}
+	if v := find(t, fams, "sluice_worker_pool_buffers", map[string]string{"worker": "0"}).GetGauge().GetValue(); v != 256 {
+		t.Fatalf("pool buffers = %v", v)
+	}
+	if f := fams["sluice_config_reloads_total"]; f == nil || len(f.Metric) != 2 {
+		t.Fatalf("reload counters: %v", f)
+	}
+	if _, ok := fams["go_goroutines"]; !ok {
+		t.Fatal("Go runtime metrics missing")
+	}
+	// Counters grow between scrapes.
+	r.fake.Record(0, "hbm2-inference", "", 1_000, 1_000)
+	fams = scrape(t, r)
+	if v := find(t, fams, "sluice_shard_requests_total", hbm).GetCounter().GetValue(); v != 101 {
+		t.Fatalf("after one more: %v", v)
+	}
+}
