@@ -215,17 +215,11 @@ fn spec_error_code_table_matches() {
     }
 }
 
-/// Prints the spec's hex blocks. With SLUICE_WRITE_CORPUS=DIR it also writes
-/// each example to DIR/spec-NAME (the fuzz seed corpus).
+/// Prints the spec's hex blocks (to paste into docs/wire.md after a change).
 #[test]
 #[ignore]
 fn print_examples() {
-    let dir = std::env::var_os("SLUICE_WRITE_CORPUS").map(PathBuf::from);
     for name in EXAMPLES {
-        let bytes = example(name);
-        println!("```hex title={name}\n{}```\n", hex_dump(&bytes));
-        if let Some(dir) = &dir {
-            std::fs::write(dir.join(format!("spec-{name}")), &bytes).unwrap();
-        }
+        println!("```hex title={name}\n{}```\n", hex_dump(&example(name)));
     }
 }

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs each cargo-fuzz target of fuzz/ for a bounded time and exits non-zero
+# if any of them finds a crash (panic, abort, leak, timeout or OOM).
+#
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default: 60, all targets)
+#
+# Needs a nightly toolchain and cargo-fuzz:
+#   rustup toolchain install nightly --profile minimal
+#   cargo install cargo-fuzz --locked
+# Environment: FUZZ_TARGET_DIR (build dir, default target/fuzz),
+# FUZZ_MAX_LEN_BYTES (default 8192).
+set -euo pipefail
+
+seconds=${1:-60}
+shift || true
+case $seconds in
+    ''|*[!0-9]*) echo "usage: $0 [SECONDS_PER_TARGET] [TARGET...]" >&2; exit 2 ;;
+esac
+root=$(cd "$(dirname "$0")/.." && pwd)
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+    targets=(parse_frame roundtrip)
+fi
+if ! command -v cargo-fuzz >/dev/null; then
+    echo "cargo-fuzz missing: cargo install cargo-fuzz --locked" >&2
+    exit 2
+fi
+if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+    echo "nightly toolchain missing: rustup toolchain install nightly --profile minimal" >&2
+    exit 2
+fi
+
+target_dir=${FUZZ_TARGET_DIR:-$root/target/fuzz}
+max_len=${FUZZ_MAX_LEN_BYTES:-8192}
+seeds=$root/fuzz/corpus/parse_frame
+cd "$root/fuzz"
+cargo +nightly fuzz build --target-dir "$target_dir"
+
+failed=()
+for t in "${targets[@]}"; do
+    # New inputs go to a scratch corpus under target/; the checked-in seeds
+    # are only read.
+    work=$target_dir/corpus/$t
+    artifacts=$root/fuzz/artifacts/$t
+    mkdir -p "$work" "$artifacts"
+    echo "== fuzz $t for ${seconds}s"
+    if cargo +nightly fuzz run --target-dir "$target_dir" "$t" "$work" "$seeds" -- \
+        -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$artifacts/" -print_final_stats=1; then
+        echo "== $t: no crash"
+    else
+        echo "== $t: CRASH, reproducer in $artifacts/" >&2
+        ls -l "$artifacts" >&2
+        failed+=("$t")
+    fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "fuzz targets that crashed: ${failed[*]}" >&2
+    exit 1
+fi
