@@ -160,3 +160,19 @@ pub fn answer_kind(bytes: &[u8]) -> (Kind, Option<sluice_wire::ErrorCode>) {
     let f = Frame::new_checked(bytes).expect("answer parses");
     (f.kind(), f.error_body().and_then(|b| b.code()))
 }
+
+/// The repository root (for bundled models and the ONNX Runtime library).
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// The ONNX Runtime library fetched by scripts/setup-onnxruntime.sh; tests
+/// that need it fail with this hint rather than pass silently.
+pub fn ort_lib() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("SLUICE_ORT_LIB") {
+        return p.into();
+    }
+    let p = repo_root().join(".cache/onnxruntime/libonnxruntime.so.1.31.1");
+    assert!(p.is_file(), "ONNX Runtime missing at {}: run scripts/setup-onnxruntime.sh", p.display());
+    p
+}
