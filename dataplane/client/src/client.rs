@@ -195,7 +195,7 @@ impl Client {
     pub fn send(&mut self, req: &Request<'_>) -> Result<u64, ClientError> {
         let id = self.take_id();
         let len = req
-            .emit(
+            .encode(
                 &mut self.send_buf,
                 id,
                 self.cfg.tenant_id,
@@ -224,7 +224,7 @@ impl Client {
             return Err(ClientError::NothingPending);
         }
         loop {
-            if let Some(ev) = self.next_event(true)? {
+            if let Some(ev) = self.next_event(true, None)? {
                 return Ok(to_response(ev));
             }
         }
@@ -239,7 +239,20 @@ impl Client {
         if self.pending.is_empty() {
             return Ok(None);
         }
-        Ok(self.next_event(false)?.map(to_response))
+        Ok(self.next_event(false, None)?.map(to_response))
+    }
+
+    /// Like [`Client::recv`], but gives up after `wait` and returns `None`
+    /// (or at once when nothing is outstanding).
+    pub fn recv_timeout(&mut self, wait: Duration) -> Result<Option<Answer>, ClientError> {
+        if let Some(ev) = self.ready.pop_front() {
+            return Ok(Some(to_response(ev)));
+        }
+        if self.pending.is_empty() {
+            return Ok(None);
+        }
+        let until = Instant::now() + wait;
+        Ok(self.next_event(true, Some(until))?.map(to_response))
     }
 
     /// Sends a request and waits for its answer. Retries retryable server
@@ -381,7 +394,7 @@ impl Client {
     /// Waits for the answer to `id`, parking answers to other ids.
     fn wait_for(&mut self, id: u64) -> Result<Frame<Vec<u8>>, ClientError> {
         loop {
-            if let Some((got, res)) = self.next_event(true)? {
+            if let Some((got, res)) = self.next_event(true, None)? {
                 if got == id {
                     return res;
                 }
@@ -392,7 +405,11 @@ impl Client {
 
     /// One step: a timed-out request, an answer, or (when not blocking, or
     /// after a block that ended without a matching answer) `None`.
-    fn next_event(&mut self, block: bool) -> Result<Option<Event>, ClientError> {
+    fn next_event(
+        &mut self,
+        block: bool,
+        until: Option<Instant>,
+    ) -> Result<Option<Event>, ClientError> {
         loop {
             let now = Instant::now();
             let mut next_expiry = None;
@@ -410,9 +427,16 @@ impl Client {
                 next_expiry = Some(at);
                 break;
             }
-            let n = match self.receive(block, next_expiry.map(|at| at - now))? {
+            if until.is_some_and(|u| u <= now) {
+                return Ok(None);
+            }
+            let wake = match (next_expiry, until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let n = match self.receive(block, wake.map(|at| at - now))? {
                 Some(n) => n,
-                None if block && next_expiry.is_some() => continue,
+                None if block && wake.is_some() => continue,
                 None => return Ok(None),
             };
             if let Some(ev) = self.classify(n) {

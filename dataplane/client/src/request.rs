@@ -237,9 +237,11 @@ impl<'a> Request<'a> {
         &self.tensors
     }
 
-    /// Writes the frame into `buf`, signs it when a key is given, and
-    /// returns its length. Allocates nothing.
-    pub(crate) fn emit(
+    /// Writes the frame into `buf` as `request_id` of `tenant_id` (unless
+    /// the request names its own tenant), signs it when a key applies, and
+    /// returns its length. Allocates nothing. `Client::send` uses this; it
+    /// is public for tools that drive sockets themselves.
+    pub fn encode(
         &self,
         buf: &mut [u8],
         request_id: u64,

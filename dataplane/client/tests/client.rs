@@ -513,3 +513,27 @@ fn nothing_listening_is_an_io_error() {
         other => panic!("expected connection refused, got {other:?}"),
     }
 }
+
+#[test]
+fn recv_timeout_gives_up_without_losing_the_request() {
+    let r = Responder::start();
+    for poll in [PollMode::Block, PollMode::Spin] {
+        let mut c = Client::connect(r.addr, config(poll)).unwrap();
+        assert!(
+            c.recv_timeout(Duration::from_millis(5)).unwrap().is_none(),
+            "nothing outstanding"
+        );
+        let id = c.send(&Request::new("silent", "1")).unwrap();
+        assert!(c.recv_timeout(Duration::from_millis(20)).unwrap().is_none());
+        assert_eq!(c.outstanding(), 1, "still waiting for {id}");
+        let echo = c.send(&Request::new("echo", "1")).unwrap();
+        let (got, res) = loop {
+            if let Some(a) = c.recv_timeout(Duration::from_millis(100)).unwrap() {
+                break a;
+            }
+        };
+        assert_eq!(got, echo);
+        assert!(res.is_ok());
+        assert_eq!(c.outstanding(), 1);
+    }
+}

@@ -1,0 +1,85 @@
+//! UDP echo server: io_uring (multishot recvmsg, provided buffers, busy
+//! polling) by default, or a plain blocking std socket with `--std`.
+#![deny(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use clap::Parser;
+use sluice_perf::uring::{self, UringEchoConfig};
+
+/// The raw-echo floor of the io_uring UDP transport.
+#[derive(Debug, Parser)]
+#[command(name = "echo-uring", version)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    listen: SocketAddr,
+    /// Use a plain blocking std socket instead of io_uring.
+    #[arg(long)]
+    std: bool,
+    /// io_uring: sleep in io_uring_enter instead of busy-polling.
+    #[arg(long)]
+    block: bool,
+    /// io_uring: receive buffers (power of two).
+    #[arg(long, default_value_t = 256)]
+    buffers: u16,
+    /// io_uring: bytes per receive buffer.
+    #[arg(long, default_value_t = 65536 + 128)]
+    buffer_size: u32,
+    /// io_uring: submission queue entries.
+    #[arg(long, default_value_t = 512)]
+    ring_entries: u32,
+    /// Exit after this many seconds (0: run until killed).
+    #[arg(long, default_value_t = 0)]
+    duration_s: u64,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let sock = match uring::bind_reuse(args.listen) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("echo-uring: cannot bind {}: {e}", args.listen);
+            return ExitCode::FAILURE;
+        }
+    };
+    let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    eprintln!(
+        "echo-uring: {} echo on {local}",
+        if args.std { "std" } else { "io_uring" }
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    if args.duration_s > 0 {
+        let s = stop.clone();
+        let d = Duration::from_secs(args.duration_s);
+        std::thread::spawn(move || {
+            std::thread::sleep(d);
+            s.store(true, Ordering::Relaxed);
+        });
+    }
+    let res = if args.std {
+        uring::run_std(&sock, &stop)
+    } else {
+        let cfg = UringEchoConfig {
+            ring_entries: args.ring_entries,
+            buffer_count: args.buffers,
+            buffer_size: args.buffer_size,
+            busy_poll: !args.block,
+        };
+        uring::run(&sock, &cfg, &stop)
+    };
+    match res {
+        Ok(stats) => {
+            eprintln!("echo-uring: {stats:?}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("echo-uring: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

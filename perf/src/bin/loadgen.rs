@@ -1,0 +1,192 @@
+//! Load generator for Sluice and for the raw echo floor.
+#![deny(unsafe_code)]
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use sluice_perf::driver::{self, Load, RunConfig, Stop, Transport};
+use sluice_perf::mix::Mix;
+use sluice_perf::transport::{EchoTransport, SluiceTransport};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// Sluice requests, answers matched and checked by sluice-client.
+    Sluice,
+    /// The same bytes as raw datagrams to an echo server: the floor.
+    Echo,
+}
+
+/// Closed loop (`--closed N`) or open loop (`--rate R`, latency from the
+/// intended send time) against a Sluice server or an echo server.
+#[derive(Debug, Parser)]
+#[command(name = "loadgen", version)]
+struct Args {
+    /// Server address.
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    addr: String,
+    /// Request mix (TOML).
+    #[arg(long, default_value = "perf/mixes/null-small.toml")]
+    mix: PathBuf,
+    /// What to drive.
+    #[arg(long, value_enum, default_value_t = Mode::Sluice)]
+    mode: Mode,
+    /// Closed loop: keep N requests outstanding (default: 1).
+    #[arg(long, conflicts_with = "rate")]
+    closed: Option<usize>,
+    /// Open loop: send R requests per second on a fixed schedule.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Open loop: most requests in flight; later sends wait (and their wait
+    /// counts in their latency).
+    #[arg(long, default_value_t = 4096)]
+    outstanding_max: usize,
+    /// Run this long after warm-up ("10s", "500ms", "2m"; default 5s).
+    #[arg(long, conflicts_with = "requests", value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Send this many requests after warm-up.
+    #[arg(long)]
+    requests: Option<u64>,
+    /// Unmeasured traffic first.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    warmup: Duration,
+    /// Per-request timeout.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Sleep in the kernel while waiting instead of spinning (spinning is
+    /// the default: a wake-up costs 20-50 µs on a VM).
+    #[arg(long)]
+    block: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Seed of the mix picker.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Allow a non-loopback server address.
+    #[arg(long)]
+    allow_remote: bool,
+}
+
+/// Longest run accepted, so a typo cannot start a day-long run.
+const DURATION_MAX: Duration = Duration::from_secs(24 * 3600);
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;
+    let secs = match unit {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" | "µs" => v / 1e6,
+        "m" => v * 60.0,
+        _ => return Err(format!("bad duration unit in {s:?} (use us, ms, s or m)")),
+    };
+    let d = Duration::try_from_secs_f64(secs).map_err(|_| format!("bad duration {s:?}"))?;
+    if d > DURATION_MAX {
+        return Err(format!("duration {s:?} exceeds 24 h"));
+    }
+    Ok(d)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("loadgen: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    let addr: SocketAddr = args
+        .addr
+        .to_socket_addrs()
+        .map_err(|e| format!("bad --addr {}: {e}", args.addr))?
+        .next()
+        .ok_or_else(|| format!("--addr {} resolves to nothing", args.addr))?;
+    if !sluice_perf::is_loopback(&addr) && !args.allow_remote {
+        return Err(format!(
+            "{addr} is not loopback; pass --allow-remote to send there"
+        ));
+    }
+    let mix = Mix::load(&args.mix).map_err(|e| format!("{}: {e}", args.mix.display()))?;
+    let load = match (args.closed, args.rate) {
+        (_, Some(r)) if !(r.is_finite() && r > 0.0) => return Err("--rate must be positive".into()),
+        (_, Some(r)) => Load::Open {
+            rate_per_sec: r,
+            outstanding_max: args.outstanding_max.max(1),
+        },
+        (Some(0), _) => return Err("--closed must be at least 1".into()),
+        (n, None) => Load::Closed {
+            outstanding: n.unwrap_or(1),
+        },
+    };
+    let stop = match (args.requests, args.duration) {
+        (Some(n), _) => Stop::Requests(n),
+        (None, d) => Stop::Duration(d.unwrap_or(Duration::from_secs(5))),
+    };
+    let cfg = RunConfig {
+        load,
+        stop,
+        spin: !args.block,
+        warmup: args.warmup,
+        seed: args.seed,
+    };
+    let pick = |r: u64| mix.pick(r);
+
+    let (report, extra) = match args.mode {
+        Mode::Sluice => {
+            let mut t = SluiceTransport::connect(addr, &mix, args.timeout, cfg.spin)
+                .map_err(|e| e.to_string())?;
+            let report = driver::run(&mut t as &mut dyn Transport, &pick, &cfg);
+            let s = t.client_stats();
+            let extra = serde_json::json!({
+                "stale": s.stale, "garbled": s.malformed, "bad_tag": s.bad_tag,
+            });
+            (report, extra)
+        }
+        Mode::Echo => {
+            let mut t =
+                EchoTransport::connect(addr, &mix, args.timeout).map_err(|e| e.to_string())?;
+            let sizes: Vec<usize> = (0..mix.entries.len()).map(|i| t.datagram_len(i)).collect();
+            let report = driver::run(&mut t as &mut dyn Transport, &pick, &cfg);
+            (report, serde_json::json!({ "datagram_bytes": sizes }))
+        }
+    };
+
+    if args.json {
+        let mut v = report.json();
+        v["mode"] = serde_json::json!(format!("{:?}", args.mode).to_lowercase());
+        v["addr"] = serde_json::json!(addr.to_string());
+        v["load"] = match load {
+            Load::Closed { outstanding } => serde_json::json!({ "closed": outstanding }),
+            Load::Open {
+                rate_per_sec,
+                outstanding_max,
+            } => {
+                serde_json::json!({ "rate_per_sec": rate_per_sec, "outstanding_max": outstanding_max })
+            }
+        };
+        v["spin"] = serde_json::json!(cfg.spin);
+        v["extra"] = extra;
+        println!("{v}");
+    } else {
+        print!(
+            "{:?} {addr} {:?} spin={}\n{}",
+            args.mode,
+            load,
+            cfg.spin,
+            report.human()
+        );
+        println!("{extra}");
+    }
+    Ok(())
+}

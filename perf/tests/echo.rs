@@ -1,0 +1,163 @@
+//! The echo servers and the echo transport over real loopback sockets.
+
+mod common;
+
+use std::net::UdpSocket;
+use std::time::Duration;
+
+use sluice_perf::driver::{self, Load, RunConfig, Stop};
+use sluice_perf::mix::Mix;
+use sluice_perf::transport::EchoTransport;
+use sluice_perf::uring::{self, UringEchoConfig};
+
+const MIX: &str = r#"
+[[request]]
+model = "null"
+version = "1"
+tenant_id = 1
+[[request.tensors]]
+name = "x"
+dtype = "f32"
+shape = [1, 4]
+"#;
+
+fn blocking() -> UringEchoConfig {
+    UringEchoConfig {
+        busy_poll: false,
+        ..UringEchoConfig::default()
+    }
+}
+
+fn closed(outstanding: usize, requests: u64, spin: bool) -> RunConfig {
+    RunConfig {
+        load: Load::Closed { outstanding },
+        stop: Stop::Requests(requests),
+        spin,
+        warmup: Duration::ZERO,
+        seed: 7,
+    }
+}
+
+fn echo_run(addr: std::net::SocketAddr, cfg: &RunConfig) -> driver::Report {
+    let mix = Mix::parse(MIX).unwrap();
+    let mut t = EchoTransport::connect(addr, &mix, Duration::from_secs(2)).unwrap();
+    driver::run(&mut t, &|r| mix.pick(r), cfg)
+}
+
+#[test]
+fn uring_echo_returns_every_datagram() {
+    let server = common::uring_echo(blocking());
+    for (outstanding, spin) in [(1, true), (16, true), (8, false)] {
+        let r = echo_run(server.addr, &closed(outstanding, 500, spin));
+        assert_eq!(
+            (r.sent, r.ok, r.timeouts, r.malformed, r.io_errors),
+            (500, 500, 0, 0, 0),
+            "{outstanding}"
+        );
+        assert_eq!(r.latency_ns.len(), 500);
+    }
+    let stats = server.stop().unwrap();
+    assert_eq!(stats.echoed, 1500);
+    assert_eq!(stats.errors, 0);
+}
+
+#[test]
+fn busy_polling_uring_echo_works() {
+    let server = common::uring_echo(UringEchoConfig::default());
+    let r = echo_run(server.addr, &closed(4, 300, true));
+    assert_eq!(r.ok, 300);
+    assert_eq!(server.stop().unwrap().echoed, 300);
+}
+
+#[test]
+fn std_echo_returns_every_datagram() {
+    let server = common::std_echo();
+    let r = echo_run(server.addr, &closed(4, 300, false));
+    assert_eq!((r.ok, r.timeouts), (300, 0));
+    assert_eq!(server.stop().unwrap().echoed, 300);
+}
+
+#[test]
+fn uring_echo_survives_running_out_of_buffers() {
+    // Two buffers and 64 datagrams in flight: receives fail with ENOBUFS or
+    // the socket queue absorbs the burst; either way the server must keep
+    // answering and every request must be accounted for.
+    let server = common::uring_echo(UringEchoConfig {
+        buffer_count: 2,
+        ..blocking()
+    });
+    let mix = Mix::parse(MIX).unwrap();
+    let mut t = EchoTransport::connect(server.addr, &mix, Duration::from_millis(200)).unwrap();
+    let r = driver::run(&mut t, &|r| mix.pick(r), &closed(64, 2000, true));
+    assert_eq!(r.ok + r.timeouts, 2000);
+    assert!(r.ok > 0);
+    let after = echo_run(server.addr, &closed(1, 100, true));
+    assert_eq!(after.ok, 100, "the server still answers");
+    // Timed-out requests may still have been echoed, late.
+    let stats = server.stop().unwrap();
+    assert!(
+        stats.echoed >= r.ok + 100 && stats.echoed <= r.ok + r.timeouts + 100,
+        "{stats:?} {r:?}"
+    );
+}
+
+#[test]
+fn oversized_datagrams_are_dropped_not_echoed() {
+    // 16 B recvmsg header + 28 B address + 64 B payload room.
+    let server = common::uring_echo(UringEchoConfig {
+        buffer_size: 108,
+        ..blocking()
+    });
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.connect(server.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    c.send(&[7u8; 200]).unwrap();
+    c.send(&[9u8; 64]).unwrap();
+    let mut buf = [0u8; 512];
+    let n = c.recv(&mut buf).unwrap();
+    assert_eq!(
+        &buf[..n],
+        &[9u8; 64][..],
+        "only the datagram that fits comes back"
+    );
+    let stats = server.stop().unwrap();
+    assert_eq!((stats.echoed, stats.truncated), (1, 1));
+}
+
+#[test]
+fn bad_uring_settings_are_errors() {
+    let sock = uring::bind_reuse("127.0.0.1:0".parse().unwrap()).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(true);
+    for cfg in [
+        UringEchoConfig {
+            buffer_count: 3,
+            ..blocking()
+        },
+        UringEchoConfig {
+            buffer_count: 0,
+            ..blocking()
+        },
+        UringEchoConfig {
+            buffer_size: 10,
+            ..blocking()
+        },
+        UringEchoConfig {
+            ring_entries: 0,
+            ..blocking()
+        },
+    ] {
+        let e = uring::run(&sock, &cfg, &stop).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{cfg:?}");
+    }
+    // Valid settings with `stop` already set: starts and shuts down cleanly.
+    assert_eq!(uring::run(&sock, &blocking(), &stop).unwrap().echoed, 0);
+}
+
+#[test]
+fn reuse_bind_allows_an_immediate_rebind() {
+    let a = uring::bind_reuse("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = a.local_addr().unwrap();
+    drop(a);
+    let b = uring::bind_reuse(addr).unwrap();
+    assert_eq!(b.local_addr().unwrap(), addr);
+}
