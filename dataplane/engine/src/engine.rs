@@ -238,7 +238,13 @@ impl Engine {
                     }
                 }
             }
-            match self.spawn_worker(index, core, listen, handlers) {
+            let uring_cfg = self.cfg.io_uring.clone();
+            let huge_mode = self.cfg.engine.hugepages;
+            let made = self.spawn_worker(index, core, handlers, move || {
+                crate::transport::uring::UringTransport::new(listen, &uring_cfg, huge_mode)
+                    .map_err(|e| e.to_string())
+            });
+            match made {
                 Ok((addr, huge)) => {
                     // Port 0 binds an ephemeral port; the other workers join it.
                     listen = addr;
@@ -270,13 +276,19 @@ impl Engine {
         self.workers.clear();
     }
 
-    fn spawn_worker(
+    /// Spawns one pinned worker whose transport `make` builds on the worker
+    /// thread itself (rings and queues belong to the thread that uses them).
+    fn spawn_worker<T, F>(
         &mut self,
         index: usize,
         core: usize,
-        listen: SocketAddr,
         handlers: Vec<Option<Box<dyn Handler>>>,
-    ) -> Result<(SocketAddr, bool), EngineError> {
+        make: F,
+    ) -> Result<(SocketAddr, bool), EngineError>
+    where
+        T: Transport + 'static,
+        F: FnOnce() -> Result<T, String> + Send + 'static,
+    {
         let (ctrl_tx, ctrl_rx) = crossbeam_channel::bounded(256);
         let (ret_tx, ret_rx) = crossbeam_channel::bounded(256);
         let counters = Arc::new(WorkerCounters::default());
@@ -288,8 +300,6 @@ impl Engine {
             poll: self.cfg.engine.poll,
             spin: Duration::from_micros(self.cfg.engine.spin_us as u64),
         };
-        let uring_cfg = self.cfg.io_uring.clone();
-        let huge_mode = self.cfg.engine.hugepages;
         let shared = Arc::clone(&self.shared);
         let (c2, h2) = (Arc::clone(&counters), Arc::clone(&hist));
         let opts = self.opts;
@@ -305,7 +315,7 @@ impl Engine {
                 if let Some(init) = opts.worker_init {
                     init(index);
                 }
-                let transport = match crate::transport::uring::UringTransport::new(listen, &uring_cfg, huge_mode) {
+                let transport = match make() {
                     Ok(t) => t,
                     Err(e) => {
                         let _ = ready_tx.send(Err(format!("worker {index}: {e}")));
