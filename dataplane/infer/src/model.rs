@@ -3,6 +3,7 @@
 use std::ffi::{CString, c_char};
 use std::path::{Path, PathBuf};
 
+use ort::logging::LogLevel;
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::{Adapter, RunOptions, Session};
@@ -255,6 +256,9 @@ impl OrtModel {
         builder = builder
             .with_optimization_level(GraphOptimizationLevel::All)
             .map_err(|e| session_err(e.to_string()))?;
+        // Loading warns that LoRA parameters are overridable initializers;
+        // that is the point, so only errors are logged.
+        builder = builder.with_log_level(LogLevel::Error).map_err(|e| session_err(e.to_string()))?;
         let session = builder
             .commit_from_file(&spec.path)
             .map_err(|e| session_err(e.to_string()))?;
@@ -268,7 +272,7 @@ impl OrtModel {
 
         let memory = MemoryInfo::new(AllocationDevice::CPU, 0, AllocatorType::Device, MemoryType::Default)
             .map_err(|e| InferError::Environment(e.to_string()))?;
-        let default_options = RunOptions::new().map_err(|e| InferError::Environment(e.to_string()))?;
+        let default_options = run_options().map_err(InferError::Environment)?;
 
         let mut adapters: Vec<LoadedAdapter> = Vec::with_capacity(spec.adapters.len());
         for a in &spec.adapters {
@@ -287,7 +291,7 @@ impl OrtModel {
                 return Err(adapter_err("file not found".into()));
             }
             let adapter = Adapter::from_file(&a.path, None).map_err(|e| adapter_err(e.to_string()))?;
-            let mut options = RunOptions::new().map_err(|e| adapter_err(e.to_string()))?;
+            let mut options = run_options().map_err(adapter_err)?;
             // The options keep the adapter alive; it is activated on every run
             // that uses these options.
             options.add_adapter(&adapter).map_err(|e| adapter_err(e.to_string()))?;
@@ -685,6 +689,16 @@ impl OrtModel {
             Err(r) => Err(r.to_string()),
         }
     }
+}
+
+/// Run options as every run uses them. A failing request must not write to
+/// stderr from the hot path (a client could flood the log), so ORT's per-run
+/// logging is limited to fatal errors; the engine counts failures and
+/// [`OrtModel::last_error`] keeps the message.
+fn run_options() -> Result<RunOptions, String> {
+    let mut o = RunOptions::new().map_err(|e| e.to_string())?;
+    o.set_log_level(LogLevel::Fatal).map_err(|e| e.to_string())?;
+    Ok(o)
 }
 
 /// Whether `p` is aligned for `dtype` (element sizes are powers of two).
