@@ -372,4 +372,3 @@ func carries(host, shard map[string]string) bool {
 	}
 	return true
 }
-

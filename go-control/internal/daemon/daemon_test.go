@@ -533,3 +533,35 @@ func TestStartupErrors(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestRegistryMountedAndSchemasReachEngine(t *testing.T) {
+	dir := t.TempDir()
+	r := start(t, dir, testConfig(t, dir))
+	schema := `{"type":"record","name":"req","fields":[{"name":"a","type":"int"}]}`
+	body, _ := json.Marshal(map[string]string{"schema": schema})
+	b := r.must("POST", "/registry/subjects/infer-value/versions", string(body), 200)
+	var reg struct{ ID int }
+	if err := json.Unmarshal(b, &reg); err != nil || reg.ID == 0 {
+		t.Fatalf("register: %s", b)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ss := r.fake.Schemas()
+		if len(ss) == 1 && ss[0].Subject == "infer-value" && ss[0].Version == 1 && ss[0].ID == reg.ID && ss[0].SchemaType == "AVRO" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("schema did not reach the engine: %+v", ss)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A soft delete retires the version on the data plane too.
+	r.must("DELETE", "/registry/subjects/infer-value/versions/1", "", 200)
+	for len(r.fake.Schemas()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("retired schema still in the engine: %+v", r.fake.Schemas())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.must("GET", "/registry/subjects", "", 200)
+}

@@ -26,7 +26,7 @@ type collector struct {
 	up, reloads *prometheus.Desc
 
 	wRequests, wRx, wTx, wErrors, wPool, wPoolUse, wReuse, wExhausted *prometheus.Desc
-	wService, wServiceHist, wServiceMax                                *prometheus.Desc
+	wService, wServiceHist, wServiceMax                               *prometheus.Desc
 
 	sRequests, sErrors, sForwarded, sDepth, sInFlight *prometheus.Desc
 	sQueue, sQueueHist, sQueueMax                     *prometheus.Desc

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
 	"github.com/sluice-ai/sluice/go-control/internal/store"
+	"github.com/sluice-ai/sluice/go-control/registry"
 )
 
 // Server timeouts and limits of the admin API.
@@ -51,6 +52,9 @@ type Daemon struct {
 	state      *state
 	eng        engine.Engine
 	engineName string
+	reg        *registry.Registry
+	regHandler http.Handler
+	schemas    *schemaSync
 }
 
 // New loads the config and the stored overrides and creates the engine,
@@ -89,9 +93,15 @@ func New(opts Options) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
+	reg, regHandler, err := openRegistry(file.Control.DataDir)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	eng, err := engine.Open(opts.Engine, js)
 	if err != nil {
 		st.Close()
+		reg.Close()
 		return nil, err
 	}
 	if opts.Engine == "fake" {
@@ -101,6 +111,9 @@ func New(opts Options) (*Daemon, error) {
 		opts:       opts,
 		eng:        eng,
 		engineName: opts.Engine,
+		reg:        reg,
+		regHandler: regHandler,
+		schemas:    newSchemaSync(),
 		state:      &state{path: opts.ConfigPath, log: log, eng: eng, st: st, file: file, eff: eff, started: time.Now()},
 	}, nil
 }
@@ -114,6 +127,7 @@ func (d *Daemon) Reload() (ReloadResult, error) { return d.state.reload() }
 // Handler is the admin API with auth, as served.
 func (d *Daemon) Handler() http.Handler {
 	mux := d.routes()
+	mux.Handle(RegistryPrefix+"/", d.regHandler)
 	for prefix, h := range d.opts.Mount {
 		mux.Handle(prefix, h)
 	}
@@ -149,7 +163,7 @@ func listen(addr string) (net.Listener, func(), error) {
 func (d *Daemon) Run(ctx context.Context) (err error) {
 	log := d.state.log
 	defer func() {
-		if cerr := d.state.st.Close(); cerr != nil && err == nil {
+		if cerr := errors.Join(d.state.st.Close(), d.reg.Close()); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
@@ -175,6 +189,12 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		MaxHeaderBytes:    HeaderSizeMax,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Schemas reach the engine's validator now and on every registry change.
+	syncCtx, stopSync := context.WithCancel(context.Background())
+	defer stopSync()
+	cancelSub := d.reg.Subscribe(d.schemas.note)
+	defer cancelSub()
+	go d.schemas.run(syncCtx, d)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("sluiced serving", "admin", ln.Addr().String(), "engine", d.engineName, "config", d.state.path)
@@ -208,6 +228,7 @@ loop:
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	// Stop taking admin requests first so nothing changes during the drain.
+	stopSync()
 	herr := srv.Shutdown(sctx)
 	eerr := d.eng.Stop(sctx)
 	if eerr != nil {

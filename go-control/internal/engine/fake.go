@@ -29,6 +29,7 @@ type Fake struct {
 	drained  chan struct{} // closed when inFlight reaches 0 while draining
 	applies  int
 	stats    int // Stats calls
+	schemas  []Schema
 }
 
 type fakeWorker struct {
@@ -199,6 +200,13 @@ func (f *Fake) Applies() int {
 	return f.applies
 }
 
+// Schemas returns the schema set last applied.
+func (f *Fake) Schemas() []Schema {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.schemas)
+}
+
 // StatsCalls counts Stats calls (metrics must take one snapshot a scrape).
 func (f *Fake) StatsCalls() int {
 	f.mu.Lock()
@@ -221,6 +229,7 @@ func (f *Fake) Apply(changes ...Change) error {
 		return errs.ErrShuttingDown
 	}
 	next := f.cfg.Clone()
+	schemas := f.schemas
 	for _, ch := range changes {
 		var err error
 		switch ch.Section {
@@ -240,8 +249,8 @@ func (f *Fake) Apply(changes ...Change) error {
 			next.Peers = nil
 			err = strictJSON(ch.Doc, &next.Peers)
 		case SectionSchemas:
-			var s []Schema
-			err = strictJSON(ch.Doc, &s)
+			schemas = nil
+			err = strictJSON(ch.Doc, &schemas)
 		default:
 			return fmt.Errorf("%w: unknown section %q", errs.ErrInvalidArgument, ch.Section)
 		}
@@ -253,6 +262,7 @@ func (f *Fake) Apply(changes ...Change) error {
 		return refusal(issues)
 	}
 	f.cfg = next
+	f.schemas = schemas
 	f.syncModels()
 	f.syncPeers()
 	f.applies++

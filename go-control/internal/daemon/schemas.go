@@ -1,0 +1,111 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"github.com/sluice-ai/sluice/go-control/registry"
+)
+
+// RegistryPrefix is where the Confluent-compatible schema registry is
+// served: clients use http://ADMIN_ADDR/registry as their registry URL.
+const RegistryPrefix = "/registry"
+
+// SchemaRetryInterval spaces retries of a schema push the engine refused
+// for a passing reason (busy).
+const SchemaRetryInterval = time.Second
+
+// schemaSync keeps the engine's hot-path schema set equal to the registry's
+// live versions. The registry calls note on its writer goroutine; pushes
+// happen on our own goroutine so a slow engine never stalls a registration.
+type schemaSync struct {
+	mu      sync.Mutex
+	live    map[[2]any]engine.Schema // (subject, version) -> schema
+	dirty   chan struct{}
+	pushed  int // successful pushes, for tests and status
+	lastErr error
+}
+
+func newSchemaSync() *schemaSync {
+	return &schemaSync{live: map[[2]any]engine.Schema{}, dirty: make(chan struct{}, 1)}
+}
+
+func (s *schemaSync) note(c registry.Change) {
+	s.mu.Lock()
+	k := [2]any{c.Subject, c.Version}
+	if c.Retired || c.Kind != registry.ChangeRegistered {
+		delete(s.live, k)
+	} else {
+		s.live[k] = engine.Schema{ID: c.SchemaID, Subject: c.Subject, Version: c.Version, SchemaType: string(c.Type), Schema: c.Schema}
+	}
+	s.mu.Unlock()
+	select {
+	case s.dirty <- struct{}{}:
+	default:
+	}
+}
+
+func (s *schemaSync) doc() ([]byte, error) {
+	s.mu.Lock()
+	list := make([]engine.Schema, 0, len(s.live))
+	for _, v := range s.live {
+		list = append(list, v)
+	}
+	s.mu.Unlock()
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].Subject != list[j].Subject {
+			return list[i].Subject < list[j].Subject
+		}
+		return list[i].Version < list[j].Version
+	})
+	return json.Marshal(list)
+}
+
+// run pushes the set whenever it changes, until ctx ends.
+func (s *schemaSync) run(ctx context.Context, d *Daemon) {
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.dirty:
+		case <-retry.C:
+		}
+		doc, err := s.doc()
+		if err == nil {
+			err = d.eng.Apply(engine.Change{Section: engine.SectionSchemas, Doc: doc})
+		}
+		s.mu.Lock()
+		s.lastErr = err
+		if err == nil {
+			s.pushed++
+		}
+		s.mu.Unlock()
+		if err != nil {
+			d.state.log.Error("schema push to the engine failed; retrying", "err", err)
+			retry.Reset(SchemaRetryInterval)
+		}
+	}
+}
+
+// openRegistry opens the registry in the data dir and returns its handler.
+func openRegistry(dataDir string) (*registry.Registry, http.Handler, error) {
+	st, err := registry.OpenBoltStore(dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	reg, err := registry.Open(context.Background(), st, registry.Options{})
+	if err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("schema registry: %w", err)
+	}
+	return reg, http.StripPrefix(RegistryPrefix, registry.NewHandler(reg)), nil
+}
