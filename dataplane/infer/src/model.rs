@@ -539,6 +539,7 @@ impl OrtModel {
             model: &self.name,
             model_version: &self.version,
             adapter: adapter.unwrap_or(""),
+            token_count: req.token_count(),
             tensors: &reprs[..self.outputs.len()],
             ..FrameRepr::default()
         };

@@ -391,3 +391,73 @@ fn model_is_send_and_runs_on_another_thread() {
     let y = std::thread::spawn(move || run_mlp(&mut model, &x, None).0).join().unwrap();
     assert_eq!(y, want);
 }
+
+/// A model whose declared output shape is wrong for some requests: Pad with
+/// pads from the request, output declared [batch, 4]. ONNX Runtime checks
+/// pre-allocated outputs against the computed shape, so the run fails and
+/// nothing is written outside the output region.
+#[test]
+fn a_model_lying_about_its_output_shape_fails_cleanly() {
+    use sluice_models::onnx::*;
+    init();
+    let batch = || Dim::Param("batch".into());
+    let m = Model {
+        ir_version: bundled::IR_VERSION,
+        opset: bundled::OPSET,
+        producer: "sluice-infer-test".into(),
+        doc: String::new(),
+        graph: Graph {
+            name: "pad".into(),
+            nodes: vec![Node::new("Pad", "pad", &["x", "pads"], &["y"])],
+            initializers: vec![],
+            inputs: vec![
+                ValueInfo::new("x", elem::FLOAT, vec![batch(), Dim::Fixed(4)]),
+                ValueInfo::new("pads", elem::INT64, vec![Dim::Fixed(4)]),
+            ],
+            outputs: vec![ValueInfo::new("y", elem::FLOAT, vec![batch(), Dim::Fixed(4)])],
+        },
+    };
+    let spec = ModelSpec { name: "pad".into(), version: "1".into(), path: write_temp("pad.onnx", &m.encode()), adapters: vec![] };
+    let mut model = OrtModel::load(&spec).unwrap_or_else(|e| panic!("{e}"));
+    let x = f32_bytes(&sixteenths(8, 1));
+    for (pads, ok) in [([0i64, 0, 0, 0], true), ([0, 0, 0, 4], false), ([0, 0, 5, 0], false), ([0, 0, 0, -2], false)] {
+        let p: Vec<u8> = pads.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let rx = request("pad", "", &[
+            Input { name: "x", dtype: DType::F32, dims: &[2, 4], data: &x },
+            Input { name: "pads", dtype: DType::I64, dims: &[4], data: &p },
+        ]);
+        let req = Frame::new_checked(rx.as_slice()).unwrap();
+        let mut tx = AlignedBuf::new(4096);
+        tx.as_mut_slice().fill(0xEE);
+        let mut stats = RunStats::default();
+        let r = model.run_into(&req, None, tx.as_mut_slice(), &mut stats);
+        // The response is 256 bytes at most (header + 32 bytes of data).
+        assert!(tx.as_slice()[256..].iter().all(|&b| b == 0xEE), "pads {pads:?} wrote past the response");
+        if ok {
+            let n = r.unwrap();
+            assert_eq!(&tx.as_slice()[n - 32..n], &x[..]);
+        } else {
+            assert_eq!(r.unwrap_err().code, ErrorCode::InferenceFailed, "pads {pads:?}");
+            assert!(model.last_error().contains("shape"), "{}", model.last_error());
+        }
+    }
+}
+
+#[test]
+fn an_empty_batch_never_crashes() {
+    let mut model = load(&mlp_spec());
+    let rx = request("mlp", "", &[Input { name: "x", dtype: DType::F32, dims: &[0, 4], data: &[] }]);
+    let req = Frame::new_checked(rx.as_slice()).unwrap();
+    let mut tx = AlignedBuf::new(4096);
+    let mut stats = RunStats::default();
+    match model.run_into(&req, Some("formal"), tx.as_mut_slice(), &mut stats) {
+        Ok(n) => {
+            let resp = Frame::new_checked(&tx.as_slice()[..n]).unwrap();
+            assert_eq!(resp.tensor("y").unwrap().dims(), [0, 3]);
+        }
+        Err(r) => assert_eq!(r.code, ErrorCode::InferenceFailed, "{r}"),
+    }
+    // And the session still serves.
+    let x = sixteenths(MLP_IN, 5);
+    assert_eq!(run_mlp(&mut model, &x, None).0, bundled::mlp_reference(&x, None));
+}
