@@ -270,7 +270,10 @@ func (r *Registry) subject(name string, create bool) *subjectRec {
 }
 
 func identity(t compat.Type, s compat.Schema, refs []Reference) string {
-	rj, _ := json.Marshal(refs)
+	var rj []byte
+	if len(refs) > 0 { // nil and empty must agree: stored values drop empty lists
+		rj, _ = json.Marshal(refs)
+	}
 	return string(t) + "\x00" + s.Canonical() + "\x00" + string(rj)
 }
 
@@ -377,6 +380,9 @@ func (r *Registry) prepare(in SchemaInput) (compat.Schema, []Reference, error) {
 	parsed, err := compat.Parse(in.Type, in.Schema, deps)
 	if err != nil {
 		return nil, nil, errInvalidSchema("Invalid schema %s: %v", in.Type, err)
+	}
+	if len(in.References) == 0 {
+		return parsed, nil, nil
 	}
 	// Pin "latest" references to the version they resolved to.
 	refs := make([]Reference, len(in.References))

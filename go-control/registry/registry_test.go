@@ -1,0 +1,302 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluice-ai/sluice/go-control/registry/compat"
+)
+
+var ctx = context.Background()
+
+// Both stores must honour the same compare-and-set contract.
+func TestStoreContract(t *testing.T) {
+	bolt, err := OpenBoltStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]Store{"memory": NewMemoryStore(), "bolt": bolt} {
+		t.Run(name, func(t *testing.T) {
+			defer s.Close()
+			if _, err := s.Get(ctx, "a/1"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("get missing: %v", err)
+			}
+			r1, err := s.Put(ctx, "a/1", []byte("one"), 0)
+			if err != nil || r1 == 0 {
+				t.Fatalf("create: %d %v", r1, err)
+			}
+			if _, err := s.Put(ctx, "a/1", []byte("again"), 0); !errors.Is(err, ErrRevisionMismatch) {
+				t.Fatalf("create over existing: %v", err)
+			}
+			r2, err := s.Put(ctx, "a/1", []byte("two"), r1)
+			if err != nil || r2 <= r1 {
+				t.Fatalf("update: %d %v", r2, err)
+			}
+			if _, err := s.Put(ctx, "a/1", []byte("stale"), r1); !errors.Is(err, ErrRevisionMismatch) {
+				t.Fatalf("stale update: %v", err)
+			}
+			if _, err := s.Put(ctx, "a/2", []byte("x"), 0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Put(ctx, "b/1", []byte("y"), 0); err != nil {
+				t.Fatal(err)
+			}
+			e, err := s.Get(ctx, "a/1")
+			if err != nil || string(e.Value) != "two" || e.Revision != r2 {
+				t.Fatalf("get: %+v %v", e, err)
+			}
+			list, err := s.List(ctx, "a/")
+			if err != nil || len(list) != 2 || list[0].Key != "a/1" || list[1].Key != "a/2" {
+				t.Fatalf("list: %+v %v", list, err)
+			}
+			if err := s.Delete(ctx, "a/1", r1); !errors.Is(err, ErrRevisionMismatch) {
+				t.Fatalf("stale delete: %v", err)
+			}
+			if err := s.Delete(ctx, "a/1", r2); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Delete(ctx, "a/1", r2); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("delete missing: %v", err)
+			}
+			// A deleted key can be created again.
+			if _, err := s.Put(ctx, "a/1", []byte("three"), 0); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestBoltPersistsAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *Registry {
+		t.Helper()
+		st, err := OpenBoltStore(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := Open(ctx, st, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reg
+	}
+	reg := open()
+	if err := reg.SetCompatibility(ctx, "", compat.FullTransitive); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.SetCompatibility(ctx, "loose", compat.None); err != nil {
+		t.Fatal(err)
+	}
+	money := "syntax = \"proto3\";\npackage common;\nmessage Money { int64 cents = 1; }\n"
+	order := "syntax = \"proto3\";\nimport \"money.proto\";\nmessage Order { common.Money price = 1; }\n"
+	mustRegister(t, reg, "money", SchemaInput{Type: compat.Protobuf, Schema: money}, 1, 1)
+	mustRegister(t, reg, "order", SchemaInput{Type: compat.Protobuf, Schema: order,
+		References: []Reference{{Name: "money.proto", Subject: "money", Version: Latest}}}, 2, 1)
+	mustRegister(t, reg, "s", SchemaInput{Type: compat.Avro, Schema: avroV1}, 3, 1)
+	mustRegister(t, reg, "s", SchemaInput{Type: compat.Avro, Schema: avroV2}, 4, 2)
+	mustRegister(t, reg, "gone", SchemaInput{Type: compat.JSON, Schema: `{"type":"string"}`}, 5, 1)
+	if _, err := reg.DeleteVersion(ctx, "s", 2, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.DeleteSubject(ctx, "gone", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.DeleteSubject(ctx, "gone", true); err != nil {
+		t.Fatal(err)
+	}
+	reg.Close()
+	if _, err := os.Stat(filepath.Join(dir, BoltFileName)); err != nil {
+		t.Fatal(err)
+	}
+
+	reg = open()
+	defer reg.Close()
+	if got := reg.Subjects(false); strings.Join(got, ",") != "money,order,s" {
+		t.Fatalf("subjects after reopen: %v", got)
+	}
+	if l, _ := reg.Compatibility(""); l != compat.FullTransitive {
+		t.Fatalf("global level after reopen: %s", l)
+	}
+	if l, own := reg.Compatibility("loose"); l != compat.None || !own {
+		t.Fatalf("subject level after reopen: %s %v", l, own)
+	}
+	sv, err := reg.Version("order", Latest, false)
+	if err != nil || sv.ID != 2 || len(sv.References) != 1 || sv.References[0].Version != 1 {
+		t.Fatalf("order after reopen (latest reference pinned to 1): %+v %v", sv, err)
+	}
+	if _, err := reg.Version("s", 2, false); err == nil {
+		t.Fatal("soft-deleted version visible after reopen")
+	}
+	if sv, err := reg.Version("s", 2, true); err != nil || !sv.Deleted || sv.ID != 4 {
+		t.Fatalf("soft-deleted version lost: %+v %v", sv, err)
+	}
+	if _, err := reg.SchemaByID(5); err == nil {
+		t.Fatal("hard-deleted schema back after reopen")
+	}
+	// Identity survives: the same text maps to the same id, and new ids
+	// continue after the highest ever issued (5), not after the highest left.
+	mustRegister(t, reg, "s2", SchemaInput{Type: compat.Avro, Schema: avroV1}, 3, 1)
+	mustRegister(t, reg, "new", SchemaInput{Type: compat.JSON, Schema: `{"type":"number"}`}, 6, 1)
+	// Compatibility still checks against the reloaded, parsed schemas.
+	_, _, err = reg.Register(ctx, "s", SchemaInput{Type: compat.Avro, Schema: avroV3})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeIncompatibleSchema {
+		t.Fatalf("incompatible after reopen: %v", err)
+	}
+}
+
+func mustRegister(t *testing.T, reg *Registry, subject string, in SchemaInput, wantID, wantVersion int) {
+	t.Helper()
+	id, v, err := reg.Register(ctx, subject, in)
+	if err != nil {
+		t.Fatalf("register %s: %v", subject, err)
+	}
+	if id != wantID || v != wantVersion {
+		t.Fatalf("register %s: id %d version %d, want %d/%d", subject, id, v, wantID, wantVersion)
+	}
+}
+
+func TestSubscribeReplaysThenStreams(t *testing.T) {
+	reg, err := Open(ctx, NewMemoryStore(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	sig := `{"inputs":[{"name":"x","dtype":"f32","shape":[-1,4]}],"outputs":[{"name":"y","dtype":"f32","shape":[-1,3]}]}`
+	mustRegister(t, reg, "mlp", SchemaInput{Type: compat.Tensor, Schema: sig}, 1, 1)
+
+	var mu sync.Mutex
+	var got []Change
+	cancel := reg.Subscribe(func(c Change) {
+		// Reading the registry from a callback must not deadlock.
+		reg.Subjects(true)
+		mu.Lock()
+		got = append(got, c)
+		mu.Unlock()
+	})
+	sig2 := strings.Replace(sig, `[-1,4]`, `[-1,-1]`, 1)
+	mustRegister(t, reg, "mlp", SchemaInput{Type: compat.Tensor, Schema: sig2}, 2, 2)
+	mustRegister(t, reg, "mlp", SchemaInput{Type: compat.Tensor, Schema: sig2}, 2, 2) // no change
+	if _, err := reg.DeleteVersion(ctx, "mlp", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.DeleteVersion(ctx, "mlp", 1, true); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := reg.DeleteSubject(ctx, "mlp", false); err != nil {
+		t.Fatal(err)
+	}
+
+	want := []Change{
+		{Kind: ChangeRegistered, SchemaID: 1, Subject: "mlp", Version: 1, Type: compat.Tensor, Schema: sig},
+		{Kind: ChangeRegistered, SchemaID: 2, Subject: "mlp", Version: 2, Type: compat.Tensor, Schema: sig2},
+		{Kind: ChangeRetired, SchemaID: 1, Subject: "mlp", Version: 1, Type: compat.Tensor, Schema: sig, Retired: true},
+		{Kind: ChangeDeleted, SchemaID: 1, Subject: "mlp", Version: 1, Type: compat.Tensor, Schema: sig, Retired: true},
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Fatalf("changes:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestConcurrentRegistrationsGetDistinctVersions(t *testing.T) {
+	reg, err := Open(ctx, NewMemoryStore(), Options{DefaultCompatibility: compat.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	const writers = 8
+	var wg sync.WaitGroup
+	ids := make([]int, writers)
+	errs := make([]error, writers)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			schema := fmt.Sprintf(`{"type":"record","name":"R%d","fields":[]}`, i)
+			ids[i], _, errs[i] = reg.Register(ctx, "shared", SchemaInput{Type: compat.Avro, Schema: schema})
+			reg.Subjects(false)
+		}()
+	}
+	wg.Wait()
+	seen := map[int]bool{}
+	for i := range writers {
+		if errs[i] != nil || seen[ids[i]] {
+			t.Fatalf("writer %d: id %d err %v", i, ids[i], errs[i])
+		}
+		seen[ids[i]] = true
+	}
+	vs, err := reg.Versions("shared", false)
+	if err != nil || len(vs) != writers || vs[writers-1] != writers {
+		t.Fatalf("versions: %v %v", vs, err)
+	}
+}
+
+func TestInputLimits(t *testing.T) {
+	reg, err := Open(ctx, NewMemoryStore(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	var e *Error
+	for _, subject := range []string{"", strings.Repeat("s", SubjectNameMax+1), "bad\x00name", string([]byte{0xff})} {
+		_, _, err := reg.Register(ctx, subject, SchemaInput{Type: compat.Avro, Schema: avroV1})
+		if !errors.As(err, &e) || e.Code != CodeInvalidSubject {
+			t.Fatalf("subject %q: %v", subject, err)
+		}
+	}
+	// A self-reference cycle cannot be built (the referenced version must
+	// exist first), but a missing or over-long reference list is refused.
+	refs := make([]Reference, ReferencesMax+1)
+	_, _, err = reg.Register(ctx, "s", SchemaInput{Type: compat.Avro, Schema: avroV1, References: refs})
+	if !errors.As(err, &e) || e.Code != CodeInvalidSchema || !strings.Contains(e.Message, "limit") {
+		t.Fatalf("too many references: %v", err)
+	}
+	if _, err := Open(ctx, NewMemoryStore(), Options{DefaultCompatibility: "SIDEWAYS"}); err == nil {
+		t.Fatal("bogus default level accepted")
+	}
+	if err := reg.SetCompatibility(ctx, "s", "SIDEWAYS"); !errors.As(err, &e) || e.Code != CodeInvalidCompatibilityLevel {
+		t.Fatalf("bogus level: %v", err)
+	}
+}
+
+// A failing store surfaces as error 50001 and leaves memory unchanged.
+type failingStore struct {
+	Store
+	fail bool
+}
+
+func (f *failingStore) Put(ctx context.Context, key string, value []byte, expect uint64) (uint64, error) {
+	if f.fail {
+		return 0, errors.New("disk on fire")
+	}
+	return f.Store.Put(ctx, key, value, expect)
+}
+
+func TestStoreFailureIs50001(t *testing.T) {
+	fs := &failingStore{Store: NewMemoryStore()}
+	reg, err := Open(ctx, fs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	fs.fail = true
+	_, _, err = reg.Register(ctx, "s", SchemaInput{Type: compat.Avro, Schema: avroV1})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeStoreError || e.Status != 500 {
+		t.Fatalf("store failure: %v", err)
+	}
+	if len(reg.Subjects(true)) != 0 {
+		t.Fatal("failed registration left a subject behind")
+	}
+	fs.fail = false
+	mustRegister(t, reg, "s", SchemaInput{Type: compat.Avro, Schema: avroV1}, 1, 1)
+}
