@@ -132,6 +132,7 @@ mod msg {
     pub const INCONSISTENT_DIM: &str = "inputs disagree on a shared dimension (e.g. batch)";
     pub const DIM_TOO_LARGE: &str = "input dimension too large";
     pub const MISALIGNED: &str = "input data not aligned for its dtype";
+    pub const BAD_BOOL: &str = "bool tensor holds a byte other than 0 or 1";
     pub const SHORT_PAYLOAD: &str = "input data shorter than its shape";
     pub const RESPONSE_TOO_LARGE: &str = "response does not fit the reply buffer";
     pub const RESPONSE_HEADER: &str = "cannot build the response header";
@@ -471,6 +472,11 @@ impl OrtModel {
             }
             if !is_aligned(data.as_ptr(), port.dtype) {
                 return Err(Reject::bad_tensor(msg::MISALIGNED));
+            }
+            // ORT reads bool tensors as C++ `bool`; any byte but 0 or 1 is
+            // undefined behaviour there, so it never reaches ORT.
+            if port.dtype == DType::Bool && data.iter().any(|&b| b > 1) {
+                return Err(Reject::bad_tensor(msg::BAD_BOOL));
             }
         }
         Ok((descs, bound))

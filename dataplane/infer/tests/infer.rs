@@ -141,7 +141,9 @@ fn zero_copy_both_ways() {
     let mut tx = AlignedBuf::new(4096);
     tx.as_mut_slice().fill(0xAB);
     let mut stats = RunStats::default();
+    let rx_before = rx.as_slice().to_vec();
     let len = model.run_into(&req, None, tx.as_mut_slice(), &mut stats).unwrap();
+    assert_eq!(rx.as_slice(), &rx_before[..], "ORT must only read the request buffer");
     assert_eq!(stats.payload_bytes_copied, 0);
     assert_eq!(stats.payload_bytes_in_place, 64);
     assert_eq!(stats.output_bytes_in_place, 4 * 3 * 4);
@@ -460,4 +462,35 @@ fn an_empty_batch_never_crashes() {
     // And the session still serves.
     let x = sixteenths(MLP_IN, 5);
     assert_eq!(run_mlp(&mut model, &x, None).0, bundled::mlp_reference(&x, None));
+}
+
+#[test]
+fn bool_inputs_must_be_0_or_1() {
+    use sluice_models::onnx::*;
+    init();
+    let m = Model {
+        ir_version: bundled::IR_VERSION,
+        opset: bundled::OPSET,
+        producer: "sluice-infer-test".into(),
+        doc: String::new(),
+        graph: Graph {
+            name: "not".into(),
+            nodes: vec![Node::new("Not", "not", &["b"], &["nb"])],
+            initializers: vec![],
+            inputs: vec![ValueInfo::new("b", 9, vec![Dim::Param("n".into())])],
+            outputs: vec![ValueInfo::new("nb", 9, vec![Dim::Param("n".into())])],
+        },
+    };
+    let spec = ModelSpec { name: "not".into(), version: "1".into(), path: write_temp("not.onnx", &m.encode()), adapters: vec![] };
+    let mut model = OrtModel::load(&spec).unwrap_or_else(|e| panic!("{e}"));
+    let mut run = |bytes: &[u8]| {
+        let rx = request("not", "", &[Input { name: "b", dtype: DType::Bool, dims: &[bytes.len() as u64], data: bytes }]);
+        let req = Frame::new_checked(rx.as_slice()).unwrap();
+        let mut tx = AlignedBuf::new(1024);
+        let mut stats = RunStats::default();
+        model.run_into(&req, None, tx.as_mut_slice(), &mut stats).map(|n| tx.as_slice()[n - bytes.len()..n].to_vec())
+    };
+    assert_eq!(run(&[0, 1, 1]).unwrap(), [1, 0, 0]);
+    let r = run(&[0, 2, 1]).unwrap_err();
+    assert_eq!((r.code, r.message), (ErrorCode::BadTensor, "bool tensor holds a byte other than 0 or 1"));
 }
