@@ -103,9 +103,19 @@ impl DType {
         DType::ALL.iter().copied().find(|d| d.as_str() == s)
     }
 
-    /// Byte length of a tensor with this dtype and shape; `None` on overflow
-    /// or when the result exceeds the frame length limit.
+    /// Byte length of a tensor with this dtype and shape; `None` when a
+    /// dimension exceeds `i64::MAX`, on overflow, or when the result exceeds
+    /// the frame length limit. A shape with a zero dimension has length 0.
     pub fn byte_len(self, dims: &[u64]) -> Option<usize> {
+        // ONNX shapes are int64: a larger dimension would turn negative (and
+        // -1 means "dynamic") on its way to ONNX Runtime.
+        if dims.iter().any(|&d| d > i64::MAX as u64) {
+            return None;
+        }
+        // Zero elements whatever the other dimensions, in any order.
+        if dims.contains(&0) {
+            return Some(0);
+        }
         let mut n: u64 = 1;
         for &d in dims {
             n = n.checked_mul(d)?;

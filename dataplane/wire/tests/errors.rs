@@ -253,6 +253,31 @@ fn size_overflow() {
     assert_eq!(corrupt(&base(), |b| put_u64(b, TA + 12, 1 << 27)), Err(Error::SizeOverflow));
 }
 
+/// Regression: a zero dimension used to let any other dimension through,
+/// e.g. [0, u64::MAX], which turns into -1 ("dynamic") as an ONNX int64 shape;
+/// and the result depended on the order of the dimensions.
+#[test]
+fn dims_beyond_i64_are_rejected_even_with_zero_elements() {
+    let zero_then_huge = [0, u64::MAX];
+    let t = [TensorRepr { name: "t", dtype: DType::U8, dims: &zero_then_huge, data: None }];
+    assert_eq!(build(FrameRepr { tensors: &t, ..request() }), Err(Error::SizeOverflow));
+    assert_eq!(DType::U8.byte_len(&[0, u64::MAX]), None);
+    assert_eq!(DType::U8.byte_len(&[0, 1 << 63]), None);
+    assert_eq!(DType::U8.byte_len(&[0, i64::MAX as u64]), Some(0));
+    // Zero elements in any order, even where a left-to-right product overflows.
+    let big = 1u64 << 62;
+    assert_eq!(DType::F32.byte_len(&[big, 4, 0]), Some(0));
+    assert_eq!(DType::F32.byte_len(&[0, big, 4]), Some(0));
+    // On the wire: rank-2 tensor "a" rewritten to dims [0, 2^63], length 0.
+    let mut rank2 = emit(&FrameRepr {
+        tensors: &[TensorRepr { name: "a", dtype: DType::F32, dims: &[0, 5], data: None }],
+        ..FrameRepr::default()
+    });
+    assert_eq!(parse(&rank2), Ok(()));
+    put_u64(&mut rank2, 96 + 12 + 8, 1 << 63);
+    assert_eq!(parse(&rank2), Err(Error::SizeOverflow));
+}
+
 #[test]
 fn bad_tensor_len() {
     assert_eq!(corrupt(&base(), |b| put_u32(b, TA + 8, 12)), Err(Error::BadTensorLen));

@@ -185,6 +185,9 @@ fn pb_fp32(buf: &[u8]) -> Option<(usize, usize)> {
     Some((black_box(data.as_ptr()) as usize, data.len() * 4))
 }
 
+/// One measured operation: returns the tensor data's address and length.
+type Op<'a> = Box<dyn FnMut() -> Option<(usize, usize)> + 'a>;
+
 /// Iterations per batch so that one batch of `op` lasts at least `batch_min`.
 fn calibrate(batch_min: Duration, op: &mut dyn FnMut() -> Option<(usize, usize)>) -> u64 {
     let mut iters: u64 = 1;
@@ -252,7 +255,7 @@ fn run(reps: usize, batch_min: Duration) -> Result<(), String> {
     // One closure per (size, method); repetitions are interleaved across all
     // of them so that a noisy moment on the shared machine hits every column.
     const METHODS: usize = 5;
-    let mut ops: Vec<Box<dyn FnMut() -> Option<(usize, usize)> + '_>> = Vec::new();
+    let mut ops: Vec<Op<'_>> = Vec::new();
     for inp in &inputs {
         let key = &key;
         ops.push(Box::new(move || sluice(black_box(&inp.frame))));
