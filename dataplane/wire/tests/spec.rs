@@ -200,6 +200,18 @@ fn negotiate_response() {
     assert_eq!(f.payload_len(), 20 + 17);
 }
 
+/// The key and tag the spec's prose quotes are the ones the test uses.
+#[test]
+fn spec_quotes_example_key_and_tag() {
+    let text = std::fs::read_to_string(repo_root().join("docs/wire.md")).unwrap();
+    let key_hex: Vec<String> = EXAMPLE_KEY.iter().map(|b| format!("{b:02x}")).collect();
+    assert!(text.contains(&key_hex.join(" ")), "key hex");
+    assert!(text.contains(std::str::from_utf8(EXAMPLE_KEY).unwrap()), "key text");
+    let f = parsed("request");
+    let tag: String = f.auth_tag().iter().map(|b| format!("{b:02x}")).collect();
+    assert!(text.contains(&tag), "tag hex {tag}");
+}
+
 /// Every error code in the spec's table with its number, name and retry rule.
 #[test]
 fn spec_error_code_table_matches() {
