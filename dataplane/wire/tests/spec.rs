@@ -200,6 +200,58 @@ fn negotiate_response() {
     assert_eq!(f.payload_len(), 20 + 17);
 }
 
+/// The spec's fixed-header table, row by row, against the request example:
+/// each field's documented offset and size hold the value the example sets,
+/// and the rows tile the 96 bytes with no gap or overlap.
+#[test]
+fn spec_fixed_header_table_matches_bytes() {
+    let text = std::fs::read_to_string(repo_root().join("docs/wire.md")).unwrap();
+    let section = text
+        .split("## Fixed header (96 bytes)")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("fixed header section");
+    let f = parsed("request");
+    let b = f.as_bytes();
+    let want = |field: &str| -> Vec<u8> {
+        match field {
+            "magic" => b"SLCE".to_vec(),
+            "version" | "kind" | "trace_flags" | "ext_count" | "tensor_count" => vec![1],
+            "flags" => 1u16.to_le_bytes().to_vec(),
+            "header_len" => 165u16.to_le_bytes().to_vec(),
+            "reserved0" => vec![0, 0],
+            "tenant_id" => 7u32.to_le_bytes().to_vec(),
+            "request_id" => 42u64.to_le_bytes().to_vec(),
+            "deadline_us" => DEADLINE_US.to_le_bytes().to_vec(),
+            "payload_len" => 43u32.to_le_bytes().to_vec(),
+            "schema_id" => 3u32.to_le_bytes().to_vec(),
+            "schema_version" => 2u32.to_le_bytes().to_vec(),
+            "token_count" => 12u32.to_le_bytes().to_vec(),
+            "trace_id" => TRACE.trace_id.to_vec(),
+            "span_id" => TRACE.parent_id.to_vec(),
+            "model_len" | "intent_len" => vec![8],
+            "model_version_len" => vec![2],
+            "adapter_len" => vec![6],
+            "reserved1" => vec![0],
+            "auth_tag" => f.auth_tag().to_vec(),
+            other => panic!("field {other} is not in the code"),
+        }
+    };
+    let mut next = 0;
+    let mut rows = 0;
+    let rows_only = |l: &&str| l.starts_with("| ") && !l.starts_with("| offset") && !l.starts_with("| ---");
+    for line in section.lines().filter(rows_only) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (off, size) = (cells[1].parse::<usize>().unwrap(), cells[2].parse::<usize>().unwrap());
+        let field = cells[3].trim_matches('`');
+        assert_eq!(off, next, "row {field} leaves a gap or overlaps");
+        assert_eq!(b[off..off + size], want(field)[..], "field {field} at {off}..{}", off + size);
+        next = off + size;
+        rows += 1;
+    }
+    assert_eq!((next, rows), (96, 24));
+}
+
 /// The key and tag the spec's prose quotes are the ones the test uses.
 #[test]
 fn spec_quotes_example_key_and_tag() {
