@@ -32,6 +32,11 @@ type Config struct {
 	Tenants     []Tenant    `toml:"tenants" json:"tenants"`
 	Peers       []Peer      `toml:"peers" json:"peers"`
 	Control     Control     `toml:"control" json:"control"`
+	// Opaque here: the engine checks [dpdk] and [rdma] (per build feature);
+	// [fleet] is for the NATS store, not built yet.
+	DPDK  map[string]any `toml:"dpdk" json:"dpdk,omitempty"`
+	RDMA  map[string]any `toml:"rdma" json:"rdma,omitempty"`
+	Fleet map[string]any `toml:"fleet" json:"fleet,omitempty"`
 }
 
 // Engine is the [engine] table.
@@ -60,7 +65,7 @@ type Host struct {
 
 // ONNXRuntime is the [onnxruntime] table.
 type ONNXRuntime struct {
-	Library string `toml:"library" json:"library"`
+	Library string `toml:"library" json:"library,omitempty"` // "": SLUICE_ORT_LIB or the engine's default
 }
 
 // Shard is one [[shards]] entry.
@@ -69,6 +74,8 @@ type Shard struct {
 	Labels         map[string]string `toml:"labels" json:"labels,omitempty"`
 	MaxConcurrency int               `toml:"max_concurrency" json:"max_concurrency"`
 	QueueDepth     int               `toml:"queue_depth" json:"queue_depth"`
+	// Workers serving the shard (indexes into engine.workers); nil: all.
+	Workers []int `toml:"workers" json:"workers,omitempty"`
 }
 
 // Route is one [[routes]] entry; empty matchers match anything.
@@ -103,8 +110,9 @@ type Tenant struct {
 	Name     string   `toml:"name" json:"name"`
 	ID       int64    `toml:"id" json:"id"`
 	Key      string   `toml:"key" json:"key,omitempty"`
-	Models   []string `toml:"models" json:"models"`
-	Adapters []string `toml:"adapters" json:"adapters"`
+	Models   []string `toml:"models" json:"models"`     // default ["*"]
+	Adapters []string `toml:"adapters" json:"adapters"` // default ["*"]
+	Routes   []string `toml:"routes" json:"routes"`     // default ["*"]
 }
 
 // Peer is one [[peers]] entry: another appliance that serves shards by label.
@@ -127,15 +135,14 @@ type Control struct {
 func Defaults() Config {
 	return Config{
 		Engine: Engine{
-			Workers: []int{1}, Transport: "io_uring", RxBurstMax: 32,
+			Workers: []int{0}, Transport: "io_uring", RxBurstMax: 32,
 			Hugepages: "auto", Poll: "adaptive", SpinUs: 200,
 		},
 		IOUring: IOUring{
 			Listen: "127.0.0.1:7070", RingEntries: 512, RxBuffers: 256,
 			TxBuffers: 256, BufferSize: 65536,
 		},
-		Host:        Host{Labels: map[string]string{}},
-		ONNXRuntime: ONNXRuntime{Library: "../.cache/onnxruntime/libonnxruntime.so.1.31.1"},
+		Host: Host{Labels: map[string]string{}},
 		Control: Control{
 			AdminListen: "127.0.0.1:7071", Store: "embedded",
 			DataDir: "../.cache/sluice-data",
@@ -204,6 +211,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	if err != nil {
 		return nil, &Error{File: file, Msg: err.Error()}
 	}
+	cfg.tableDefaults(pos)
 	if errs := Validate(&cfg); len(errs) > 0 {
 		out := make(Errors, len(errs))
 		for i, e := range errs {
@@ -217,6 +225,77 @@ func Parse(file string, data []byte) (*Config, error) {
 	}
 	cfg.resolvePaths(dir)
 	return &cfg, nil
+}
+
+// tableDefaults fills keys left out of array-table entries with the
+// engine's defaults; a key written as 0 stays 0 and fails validation.
+func (c *Config) tableDefaults(pos positions) {
+	has := func(k string) bool { _, ok := pos[k]; return ok }
+	for i := range c.Shards {
+		k := fmt.Sprintf("shards[%d].", i)
+		if !has(k + "max_concurrency") {
+			c.Shards[i].MaxConcurrency = DefaultMaxConcurrency
+		}
+		if !has(k + "queue_depth") {
+			c.Shards[i].QueueDepth = DefaultQueueDepth
+		}
+	}
+	for i := range c.Models {
+		if !has(fmt.Sprintf("models[%d].kind", i)) {
+			c.Models[i].Kind = DefaultModelKind
+		}
+	}
+	for i := range c.Tenants {
+		t := &c.Tenants[i]
+		k := fmt.Sprintf("tenants[%d].", i)
+		for name, l := range map[string]*[]string{"models": &t.Models, "adapters": &t.Adapters, "routes": &t.Routes} {
+			if !has(k + name) {
+				*l = []string{"*"}
+			}
+		}
+	}
+}
+
+// The JSON forms take the same defaults, and refuse unknown fields, so a
+// section PUT through the API means what the same TOML would.
+
+func strictUnmarshal(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
+}
+
+// UnmarshalJSON implements json.Unmarshaler with the engine's defaults.
+func (s *Shard) UnmarshalJSON(b []byte) error {
+	type raw Shard
+	r := raw{MaxConcurrency: DefaultMaxConcurrency, QueueDepth: DefaultQueueDepth}
+	if err := strictUnmarshal(b, &r); err != nil {
+		return err
+	}
+	*s = Shard(r)
+	return nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler with the engine's defaults.
+func (m *Model) UnmarshalJSON(b []byte) error {
+	type raw Model
+	r := raw{Kind: DefaultModelKind}
+	if err := strictUnmarshal(b, &r); err != nil {
+		return err
+	}
+	*m = Model(r)
+	return nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler with the engine's defaults.
+func (t *Tenant) UnmarshalJSON(b []byte) error {
+	type raw Tenant
+	r := raw{Models: []string{"*"}, Adapters: []string{"*"}, Routes: []string{"*"}}
+	if err := strictUnmarshal(b, &r); err != nil {
+		return err
+	}
+	*t = Tenant(r)
+	return nil
 }
 
 func decodeError(file string, err error) error {

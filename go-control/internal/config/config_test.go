@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -83,19 +84,23 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"unknown key in array table", "[[shards]]\nname = \"a\"\nmax_concurrency = 1\nqueue_depth = 1\ncolour = \"red\"\n", "t.toml:5: shards.colour: unknown key"},
 		{"bad range", "[engine]\nworkers = [0]\n\n\nrx_burst_max = 0\n", "t.toml:5: engine.rx_burst_max: 0 is out of range 1..=256"},
 		{"bad range in second shard", "[[shards]]\nname = \"a\"\nmax_concurrency = 8\nqueue_depth = 64\n\n[[shards]]\nname = \"b\"\nmax_concurrency = 9999\nqueue_depth = 64\n", "t.toml:8: shards[1].max_concurrency: 9999 is out of range 1..=4096"},
-		{"missing key points at its table", "[[shards]]\nname = \"a\"\nmax_concurrency = 8\nqueue_depth = 8\n[[shards]]\nname = \"b\"\nmax_concurrency = 8\n", "t.toml:5: shards[1].queue_depth: 0 is out of range 1..=65536"},
+		{"explicit zero is not the default", "[[shards]]\nname = \"a\"\n[[shards]]\nname = \"b\"\nqueue_depth = 0\n", "t.toml:5: shards[1].queue_depth: 0 is out of range 1..=65536"},
+		{"shard worker out of range", "[engine]\nworkers = [0]\n[[shards]]\nname = \"a\"\nworkers = [0, 1]\n", "t.toml:5: shards[0].workers[1]: worker 1 does not exist (1 configured)"},
+		{"tx below burst", "[engine]\nworkers = [0]\nrx_burst_max = 64\n[io_uring]\ntx_buffers = 32\n", "t.toml:5: io_uring.tx_buffers: 32 is below engine.rx_burst_max (64)"},
+		{"buffer alignment", "[io_uring]\nbuffer_size = 4000\n", "t.toml:2: io_uring.buffer_size: 4000 is not a multiple of 64"},
+		{"env key unset", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"env:SLUICE_TEST_UNSET_KEY\"\n", "t.toml:4: tenants[0].key: environment variable SLUICE_TEST_UNSET_KEY is not set"},
 		{"bad type", "[engine]\nworkers = [0]\nspin_us = \"fast\"\n", "t.toml:3: engine.spin_us:"},
 		{"bad enum", "[engine]\nworkers = [0]\ntransport = \"tcp\"\n", "t.toml:3: engine.transport: \"tcp\" is not one of"},
 		{"unknown shard in route", "[[routes]]\nname = \"r\"\nshard = \"nope\"\n", "t.toml:3: routes[0].shard: unknown shard \"nope\""},
 		{"bad version pattern", "[[shards]]\nname = \"s\"\nmax_concurrency = 1\nqueue_depth = 1\n[[routes]]\nname = \"r\"\nversion = \">>1\"\nshard = \"s\"\n", "t.toml:7: routes[0].version:"},
-		{"bad key hex", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:zz\"\n", "t.toml:4: tenants[0].key: is not valid hex"},
+		{"bad key hex", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:zz\"\n", "t.toml:4: tenants[0].key: key is not an even number of hex digits"},
 		{"short key", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:00ff\"\n", "t.toml:4: tenants[0].key: key is 2 bytes"},
 		{"tenant id zero", "[[tenants]]\nname = \"t\"\nid = 0\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "t.toml:3: tenants[0].id: 0 is out of range"},
 		{"token needed off loopback", "[control]\nadmin_listen = \"0.0.0.0:7071\"\n", "t.toml:1: control.admin_token: is required when admin_listen"},
 		{"core does not exist", "[engine]\nworkers = [0, 4096]\n", "t.toml:2: engine.workers[1]: core 4096 does not exist"},
-		{"inline label table", "[host]\nlabels = { \"a\" = \"b\", \"\" = \"x\" }\n", "t.toml:2: host.labels.: label key"},
+		{"inline table in an array", "[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\n\nadapters = [{ id = \"a b\", path = \"x\" }]\n", "t.toml:6: models[0].adapters[0].id: \"a b\" must be 1 to 64 printable ASCII"},
 		{"syntax error", "[engine\nworkers = [0]\n", "t.toml:1:"},
-		{"duplicate alias", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\naliases = [\"a\"]\n[[models]]\nname = \"m\"\nversion = \"2\"\nkind = \"null\"\naliases = [\"b\", \"a\"]\n", "t.toml:10: models[1].aliases[1]: alias \"a\" of model m already points to version 1"},
+		{"duplicate alias", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\naliases = [\"a\"]\n[[models]]\nname = \"m\"\nversion = \"2\"\nkind = \"null\"\naliases = [\"b\", \"a\"]\n", "t.toml:10: models[1].aliases[1]: alias \"a\" of model m already names version 1"},
 		{"onnx without path", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"onnx\"\n", "t.toml:1: models[0].path: is required"},
 	}
 	for _, tc := range cases {
@@ -109,13 +114,43 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 }
 
 func TestErrorsAreTyped(t *testing.T) {
-	_, err := Parse("t.toml", []byte("[engine]\nworkers = [0]\nrx_burst_max = 999\nspin_us = -1\n"))
+	_, err := Parse("t.toml", []byte("[engine]\nworkers = [0]\nrx_burst_max = 999\nspin_us = -1\n[io_uring]\ntx_buffers = 1024\n"))
 	var es Errors
 	if !errors.As(err, &es) || len(es) != 2 {
 		t.Fatalf("want 2 errors, got %v", err)
 	}
 	if es[0].Line != 3 || es[0].Key != "engine.rx_burst_max" || es[1].Line != 4 || es[1].Key != "engine.spin_us" {
 		t.Fatalf("got %+v %+v", es[0], es[1])
+	}
+}
+
+func TestArrayTableDefaults(t *testing.T) {
+	t.Setenv("SLUICE_TEST_KEY", "000102030405060708090a0b0c0d0e0f")
+	cfg, err := Parse("t.toml", []byte("[[shards]]\nname = \"a\"\n[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\n"+
+		"[[tenants]]\nname = \"t\"\nid = 9\nkey = \"env:SLUICE_TEST_KEY\"\nmodels = [\"m\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Shards[0]; s.MaxConcurrency != DefaultMaxConcurrency || s.QueueDepth != DefaultQueueDepth || s.Workers != nil {
+		t.Fatalf("shard defaults: %+v", s)
+	}
+	if cfg.Models[0].Kind != "onnx" {
+		t.Fatalf("model kind default: %+v", cfg.Models[0])
+	}
+	if tn := cfg.Tenants[0]; len(tn.Models) != 1 || tn.Models[0] != "m" || tn.Adapters[0] != "*" || tn.Routes[0] != "*" {
+		t.Fatalf("tenant defaults: %+v", tn)
+	}
+	// The JSON form (API, engine) takes the same defaults and refuses unknown fields.
+	var sh Shard
+	if err := json.Unmarshal([]byte(`{"name":"b"}`), &sh); err != nil || sh.MaxConcurrency != DefaultMaxConcurrency || sh.QueueDepth != DefaultQueueDepth {
+		t.Fatalf("JSON shard: %v %+v", err, sh)
+	}
+	if err := json.Unmarshal([]byte(`{"name":"b","colour":1}`), &sh); err == nil {
+		t.Fatal("unknown JSON field accepted")
+	}
+	// Clone keeps explicit values.
+	if c := cfg.Clone(); c.Tenants[0].Models[0] != "m" || c.Shards[0].QueueDepth != DefaultQueueDepth {
+		t.Fatalf("clone: %+v", c)
 	}
 }
 
@@ -141,12 +176,12 @@ func TestLoadErrors(t *testing.T) {
 }
 
 func TestVersionPatterns(t *testing.T) {
-	for _, ok := range []string{"1.0.0", "1", "1.*", "^1.2", ">=1, <2", "~1.4.0", "=2.0.0-rc1"} {
+	for _, ok := range []string{"1.0.0", "1", "1.*", "^1.2", ">=1, <2", "~1.4.0", "=2.0.0-rc1", "rc-*", "1.x, <2"} {
 		if err := CheckVersionPattern(ok); err != nil {
 			t.Errorf("%q refused: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{">>1", "^x.y", "1 .0", "1.*/", ">=1, !2"} {
+	for _, bad := range []string{">>1", "^x.y", ">=1, !2", "^", "=v1", " "} {
 		if err := CheckVersionPattern(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -153,10 +153,16 @@ type WorkerDoc struct {
 }
 
 // ShardDoc joins a shard's config and counters.
+// (Fields are spelled out: embedding config.Shard would take its strict
+// UnmarshalJSON along.)
 type ShardDoc struct {
-	config.Shard
-	Local bool               `json:"local"` // the host carries its labels
-	Stats *engine.ShardStats `json:"stats,omitempty"`
+	Name           string             `json:"name"`
+	Labels         map[string]string  `json:"labels,omitempty"`
+	MaxConcurrency int                `json:"max_concurrency"`
+	QueueDepth     int                `json:"queue_depth"`
+	Workers        []int              `json:"workers,omitempty"`
+	Local          bool               `json:"local"` // the host carries its labels
+	Stats          *engine.ShardStats `json:"stats,omitempty"`
 }
 
 // AliasBody is the body of PUT /v1/models/{name}/aliases/{alias}.
@@ -213,7 +219,8 @@ func (d *Daemon) routes() *http.ServeMux {
 		cfg := s.snapshot()
 		out := make([]ShardDoc, 0, len(cfg.Shards))
 		for _, sh := range cfg.Shards {
-			doc := ShardDoc{Shard: sh, Local: carries(cfg.Host.Labels, sh.Labels)}
+			doc := ShardDoc{Name: sh.Name, Labels: sh.Labels, MaxConcurrency: sh.MaxConcurrency, QueueDepth: sh.QueueDepth,
+				Workers: sh.Workers, Local: carries(cfg.Host.Labels, sh.Labels)}
 			for i := range stats.Shards {
 				if stats.Shards[i].Name == sh.Name {
 					doc.Stats = &stats.Shards[i]
