@@ -4,7 +4,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_wire::{ErrorCode, FIXED_HEADER_LEN, Frame, FrameRepr, Kind, TENSOR_ALIGN, TenantKey, limits};
+use sluice_wire::{
+    ErrorCode, FIXED_HEADER_LEN, Frame, FrameRepr, Kind, TENSOR_ALIGN, TenantKey, limits,
+};
 
 fn is_token(s: &str) -> bool {
     s.bytes().all(|c| (0x21..=0x7e).contains(&c))
@@ -23,8 +25,19 @@ fuzz_target!(|data: &[u8]| {
     assert!((FIXED_HEADER_LEN..=limits::HEADER_LEN_MAX).contains(&header_len));
     assert_eq!(f.frame_len(), data.len());
     assert_eq!(f.payload().len(), f.payload_len());
-    let _ = (f.version(), f.flags(), f.tenant_id(), f.request_id(), f.deadline_us());
-    let _ = (f.schema_id(), f.schema_version(), f.token_count(), f.trace().sampled());
+    let _ = (
+        f.version(),
+        f.flags(),
+        f.tenant_id(),
+        f.request_id(),
+        f.deadline_us(),
+    );
+    let _ = (
+        f.schema_id(),
+        f.schema_version(),
+        f.token_count(),
+        f.trace().sampled(),
+    );
     for (s, max) in [
         (f.model(), limits::MODEL_NAME_LEN_MAX),
         (f.model_version(), limits::MODEL_VERSION_LEN_MAX),

@@ -6,30 +6,49 @@ use libfuzzer_sys::fuzz_target;
 use sluice_wire::{BodyRepr, ExtRepr, Frame, FrameRepr, Kind, TensorRepr, limits};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(f) = Frame::new_checked(data) else { return };
-    let mut exts = [ExtRepr { key: "", value: &[] }; limits::EXT_COUNT_MAX];
+    let Ok(f) = Frame::new_checked(data) else {
+        return;
+    };
+    let mut exts = [ExtRepr {
+        key: "",
+        value: &[],
+    }; limits::EXT_COUNT_MAX];
     let mut n_ext = 0;
     for (slot, e) in exts.iter_mut().zip(f.extensions()) {
-        *slot = ExtRepr { key: e.key, value: e.value };
+        *slot = ExtRepr {
+            key: e.key,
+            value: e.value,
+        };
         n_ext += 1;
     }
     let descs: Vec<_> = f.tensors().collect();
     let tensors: Vec<_> = descs
         .iter()
-        .map(|t| TensorRepr { name: t.name, dtype: t.dtype, dims: t.dims(), data: Some(f.tensor_data(t)) })
+        .map(|t| TensorRepr {
+            name: t.name,
+            dtype: t.dtype,
+            dims: t.dims(),
+            data: Some(f.tensor_data(t)),
+        })
         .collect();
     let body = match f.kind() {
         Kind::Error => {
             let b = f.error_body().unwrap();
             match b.code() {
-                Some(code) => BodyRepr::Error { code, message: b.message },
+                Some(code) => BodyRepr::Error {
+                    code,
+                    message: b.message,
+                },
                 // The builder only writes known codes.
                 None => return,
             }
         }
         Kind::NegotiateRequest => {
             let b = f.negotiate_request().unwrap();
-            BodyRepr::NegotiateRequest { subject: b.subject, version_hint: b.version_hint }
+            BodyRepr::NegotiateRequest {
+                subject: b.subject,
+                version_hint: b.version_hint,
+            }
         }
         Kind::NegotiateResponse => {
             let b = f.negotiate_response().unwrap();
@@ -61,7 +80,9 @@ fuzz_target!(|data: &[u8]| {
         tensors: &tensors,
         body,
     };
-    let layout = repr.layout().expect("builder accepts what the parser accepts");
+    let layout = repr
+        .layout()
+        .expect("builder accepts what the parser accepts");
     // The builder packs tensors, so its frame is never longer than the input.
     assert!(layout.frame_len <= data.len());
     assert_eq!(layout.header_len, f.header_len());
@@ -73,7 +94,10 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(g.trace(), f.trace());
     assert_eq!(g.auth_covered().0[..32], f.auth_covered().0[..32]);
     assert_eq!(g.auth_covered().0[36..], f.auth_covered().0[36..]);
-    assert_eq!((g.model(), g.model_version(), g.adapter(), g.intent()), (f.model(), f.model_version(), f.adapter(), f.intent()));
+    assert_eq!(
+        (g.model(), g.model_version(), g.adapter(), g.intent()),
+        (f.model(), f.model_version(), f.adapter(), f.intent())
+    );
     assert!(g.extensions().eq(f.extensions()));
     for (a, b) in g.tensors().zip(f.tensors()) {
         assert_eq!((a.name, a.dtype, a.dims()), (b.name, b.dtype, b.dims()));

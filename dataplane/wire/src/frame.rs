@@ -417,7 +417,10 @@ impl<B: AsRef<[u8]>> Frame<B> {
     /// header but the tag itself.
     pub fn auth_covered(&self) -> (&[u8], &[u8]) {
         let b = self.buffer.as_ref();
-        (&b[..field::AUTH_TAG.start], &b[field::AUTH_TAG.end..self.header_len()])
+        (
+            &b[..field::AUTH_TAG.start],
+            &b[field::AUTH_TAG.end..self.header_len()],
+        )
     }
 
     /// The body.

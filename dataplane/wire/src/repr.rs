@@ -66,7 +66,6 @@ pub enum BodyRepr<'a> {
     },
 }
 
-
 /// A frame to be emitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameRepr<'a> {
@@ -192,7 +191,10 @@ impl<'a> FrameRepr<'a> {
             return Err(Error::TooManyExtensions);
         }
         for e in self.extensions {
-            if e.key.is_empty() || e.key.len() > EXT_KEY_LEN_MAX || e.value.len() > EXT_VALUE_LEN_MAX {
+            if e.key.is_empty()
+                || e.key.len() > EXT_KEY_LEN_MAX
+                || e.value.len() > EXT_VALUE_LEN_MAX
+            {
                 return Err(Error::FieldTooLong);
             }
             if !field::is_token(e.key.as_bytes()) {
@@ -257,8 +259,10 @@ impl<'a> FrameRepr<'a> {
         };
         let body_ok = matches!(
             (self.kind, &self.body),
-            (Kind::Request | Kind::Response | Kind::Ping | Kind::Pong, BodyRepr::None)
-                | (Kind::Error, BodyRepr::Error { .. })
+            (
+                Kind::Request | Kind::Response | Kind::Ping | Kind::Pong,
+                BodyRepr::None
+            ) | (Kind::Error, BodyRepr::Error { .. })
                 | (Kind::NegotiateRequest, BodyRepr::NegotiateRequest { .. })
                 | (Kind::NegotiateResponse, BodyRepr::NegotiateResponse { .. })
         );
@@ -276,7 +280,9 @@ impl<'a> FrameRepr<'a> {
     /// regions whose `data` is `None` are left as they were.
     pub fn emit(&self, buf: &mut [u8]) -> Result<Layout, Error> {
         let layout = self.layout()?;
-        let buf = buf.get_mut(..layout.frame_len).ok_or(Error::BufferTooSmall)?;
+        let buf = buf
+            .get_mut(..layout.frame_len)
+            .ok_or(Error::BufferTooSmall)?;
         let h = &mut buf[..layout.header_len];
         h[..FIXED_HEADER_LEN].fill(0);
         h[field::MAGIC].copy_from_slice(&MAGIC);
@@ -287,7 +293,11 @@ impl<'a> FrameRepr<'a> {
         put_u32(h, field::TENANT_ID.start, self.tenant_id);
         put_u64(h, field::REQUEST_ID.start, self.request_id);
         put_u64(h, field::DEADLINE_US.start, self.deadline_us);
-        put_u32(h, field::PAYLOAD_LEN.start, (layout.frame_len - layout.header_len) as u32);
+        put_u32(
+            h,
+            field::PAYLOAD_LEN.start,
+            (layout.frame_len - layout.header_len) as u32,
+        );
         put_u32(h, field::SCHEMA_ID.start, self.schema_id);
         put_u32(h, field::SCHEMA_VERSION.start, self.schema_version);
         put_u32(h, field::TOKEN_COUNT.start, self.token_count);
@@ -352,13 +362,22 @@ impl<'a> FrameRepr<'a> {
                 put_u16(body, 2, m.len() as u16);
                 body[ERROR_FIXED_LEN..].copy_from_slice(m.as_bytes());
             }
-            BodyRepr::NegotiateRequest { subject, version_hint } => {
+            BodyRepr::NegotiateRequest {
+                subject,
+                version_hint,
+            } => {
                 put_u32(body, 0, version_hint);
                 body[4] = subject.len() as u8;
                 body[5..8].fill(0);
                 body[NEGOTIATE_REQ_FIXED_LEN..].copy_from_slice(subject.as_bytes());
             }
-            BodyRepr::NegotiateResponse { schema_id, version, ttl_ms, schema_type, schema } => {
+            BodyRepr::NegotiateResponse {
+                schema_id,
+                version,
+                ttl_ms,
+                schema_type,
+                schema,
+            } => {
                 put_u32(body, 0, schema_id);
                 put_u32(body, 4, version);
                 put_u32(body, 8, ttl_ms);

@@ -50,7 +50,11 @@ fn keys_of_any_length() {
     };
     assert_ne!(tag(b"a"), tag(b"b"));
     assert_ne!(tag(&long[..64]), tag(&long[..65]));
-    assert!(format!("{:?}", TenantKey::new(b"secret")).find("secret").is_none());
+    assert!(
+        format!("{:?}", TenantKey::new(b"secret"))
+            .find("secret")
+            .is_none()
+    );
 }
 
 #[test]
@@ -103,7 +107,11 @@ fn every_covered_header_byte_is_covered() {
         .chain([132])
         .chain(160..165)
         .collect();
-    let missing: Vec<usize> = must.iter().copied().filter(|i| !changed.contains(i)).collect();
+    let missing: Vec<usize> = must
+        .iter()
+        .copied()
+        .filter(|i| !changed.contains(i))
+        .collect();
     assert!(missing.is_empty(), "never changed validly: {missing:?}");
 }
 

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use common::{EXAMPLES, example};
 use sluice_wire::{
-    BodyRepr, DType, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, TensorRepr, TenantKey, limits,
+    BodyRepr, DType, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, TenantKey, TensorRepr, limits,
 };
 
 fn corpus_dir() -> PathBuf {
@@ -24,8 +24,10 @@ fn emit(repr: &FrameRepr<'_>) -> Vec<u8> {
 
 /// (file name, frame) for every seed.
 fn seeds() -> Vec<(String, Vec<u8>)> {
-    let mut out: Vec<(String, Vec<u8>)> =
-        EXAMPLES.iter().map(|n| (format!("spec-{n}"), example(n))).collect();
+    let mut out: Vec<(String, Vec<u8>)> = EXAMPLES
+        .iter()
+        .map(|n| (format!("spec-{n}"), example(n)))
+        .collect();
 
     // Every dtype, ranks 0 to 8, a zero-sized tensor.
     let dims: Vec<Vec<u64>> = (0..=8).map(|r| vec![2; r]).collect();
@@ -33,21 +35,49 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
     let mut tensors: Vec<TensorRepr<'_>> = DType::ALL
         .iter()
         .enumerate()
-        .map(|(i, &dtype)| TensorRepr { name: &names[i], dtype, dims: &dims[i % 5], data: None })
+        .map(|(i, &dtype)| TensorRepr {
+            name: &names[i],
+            dtype,
+            dims: &dims[i % 5],
+            data: None,
+        })
         .collect();
-    tensors.push(TensorRepr { name: "rank8", dtype: DType::U8, dims: &dims[8], data: None });
-    tensors.push(TensorRepr { name: "empty", dtype: DType::F32, dims: &[3, 0], data: None });
+    tensors.push(TensorRepr {
+        name: "rank8",
+        dtype: DType::U8,
+        dims: &dims[8],
+        data: None,
+    });
+    tensors.push(TensorRepr {
+        name: "empty",
+        dtype: DType::F32,
+        dims: &[3, 0],
+        data: None,
+    });
     out.push((
         "seed-all-dtypes".into(),
-        emit(&FrameRepr { kind: Kind::Response, model: "m", tensors: &tensors, ..FrameRepr::default() }),
+        emit(&FrameRepr {
+            kind: Kind::Response,
+            model: "m",
+            tensors: &tensors,
+            ..FrameRepr::default()
+        }),
     ));
 
     // Limits: longest strings, 16 extensions, 16 tensors, authenticated.
     let long = "x".repeat(64);
     let key = "k".repeat(limits::EXT_KEY_LEN_MAX);
     let value = [0xeeu8; 64];
-    let exts = [ExtRepr { key: &key, value: &value }; limits::EXT_COUNT_MAX];
-    let t = TensorRepr { name: &long, dtype: DType::BF16, dims: &[3], data: Some(&[1; 6]) };
+    let exts = [ExtRepr {
+        key: &key,
+        value: &value,
+    }; limits::EXT_COUNT_MAX];
+    let t = TensorRepr {
+        name: &long,
+        dtype: DType::BF16,
+        dims: &[3],
+        data: Some(&[1; 6]),
+    };
     let mut big = emit(&FrameRepr {
         kind: Kind::Request,
         flags: sluice_wire::flags::FORWARDED,
@@ -67,7 +97,10 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
         "seed-error-long".into(),
         emit(&FrameRepr {
             kind: Kind::Error,
-            body: BodyRepr::Error { code: ErrorCode::ConnectionLost, message: &msg },
+            body: BodyRepr::Error {
+                code: ErrorCode::ConnectionLost,
+                message: &msg,
+            },
             ..FrameRepr::default()
         }),
     ));
@@ -80,7 +113,10 @@ fn corpus_is_current() {
         Frame::new_checked(&bytes[..]).unwrap_or_else(|e| panic!("seed {name}: {e}"));
         let path = corpus_dir().join(&name);
         let on_disk = std::fs::read(&path).unwrap_or_else(|e| {
-            panic!("{}: {e}; run `cargo test -p sluice-wire --test corpus -- --ignored`", path.display())
+            panic!(
+                "{}: {e}; run `cargo test -p sluice-wire --test corpus -- --ignored`",
+                path.display()
+            )
         });
         assert_eq!(on_disk, bytes, "{} is stale", path.display());
     }

@@ -27,27 +27,53 @@ fn base() -> Vec<u8> {
         request_id: 9,
         model: "m",
         model_version: "1",
-        extensions: &[ExtRepr { key: "k", value: b"v" }],
+        extensions: &[ExtRepr {
+            key: "k",
+            value: b"v",
+        }],
         tensors: &[
-            TensorRepr { name: "a", dtype: DType::F32, dims: &[2], data: Some(&[1; 8]) },
-            TensorRepr { name: "b", dtype: DType::U8, dims: &[3], data: Some(&[2; 3]) },
+            TensorRepr {
+                name: "a",
+                dtype: DType::F32,
+                dims: &[2],
+                data: Some(&[1; 8]),
+            },
+            TensorRepr {
+                name: "b",
+                dtype: DType::U8,
+                dims: &[3],
+                data: Some(&[2; 3]),
+            },
         ],
         ..FrameRepr::default()
     })
 }
 
 fn kind_frame(kind: Kind, body: BodyRepr<'_>) -> Vec<u8> {
-    emit(&FrameRepr { kind, body, ..FrameRepr::default() })
+    emit(&FrameRepr {
+        kind,
+        body,
+        ..FrameRepr::default()
+    })
 }
 
 fn error_frame() -> Vec<u8> {
-    kind_frame(Kind::Error, BodyRepr::Error { code: ErrorCode::Busy, message: "full" })
+    kind_frame(
+        Kind::Error,
+        BodyRepr::Error {
+            code: ErrorCode::Busy,
+            message: "full",
+        },
+    )
 }
 
 fn negotiate_request() -> Vec<u8> {
     kind_frame(
         Kind::NegotiateRequest,
-        BodyRepr::NegotiateRequest { subject: "subj", version_hint: 4 },
+        BodyRepr::NegotiateRequest {
+            subject: "subj",
+            version_hint: 4,
+        },
     )
 }
 
@@ -120,9 +146,15 @@ fn bad_magic() {
 #[test]
 fn unsupported_version() {
     for v in [0, 2, 255] {
-        assert_eq!(corrupt(&base(), |b| b[4] = v), Err(Error::UnsupportedVersion));
+        assert_eq!(
+            corrupt(&base(), |b| b[4] = v),
+            Err(Error::UnsupportedVersion)
+        );
     }
-    assert_eq!(Error::UnsupportedVersion.code(), ErrorCode::UnsupportedVersion);
+    assert_eq!(
+        Error::UnsupportedVersion.code(),
+        ErrorCode::UnsupportedVersion
+    );
 }
 
 #[test]
@@ -142,8 +174,14 @@ fn reserved() {
     assert_eq!(corrupt(&b, |b| b[79] = 1), Err(Error::Reserved));
     assert_eq!(corrupt(&b, |b| b[TB + 3] = 1), Err(Error::Reserved));
     // Body reserved bytes: negotiate request at body+5, response at body+13.
-    assert_eq!(corrupt(&negotiate_request(), |b| b[96 + 6] = 1), Err(Error::Reserved));
-    assert_eq!(corrupt(&negotiate_response(), |b| b[96 + 15] = 1), Err(Error::Reserved));
+    assert_eq!(
+        corrupt(&negotiate_request(), |b| b[96 + 6] = 1),
+        Err(Error::Reserved)
+    );
+    assert_eq!(
+        corrupt(&negotiate_response(), |b| b[96 + 15] = 1),
+        Err(Error::Reserved)
+    );
     // The defined flags are accepted.
     assert_eq!(corrupt(&b, |b| b[6] = 0x03), Ok(()));
 }
@@ -154,7 +192,10 @@ fn bad_header_len() {
     // header_len below the fixed header or above the limit.
     assert_eq!(corrupt(&b, |b| put_u16(b, 8, 95)), Err(Error::BadHeaderLen));
     assert_eq!(corrupt(&b, |b| put_u16(b, 8, 0)), Err(Error::BadHeaderLen));
-    assert_eq!(corrupt(&b, |b| put_u16(b, 8, 4097)), Err(Error::BadHeaderLen));
+    assert_eq!(
+        corrupt(&b, |b| put_u16(b, 8, 4097)),
+        Err(Error::BadHeaderLen)
+    );
     // One byte longer than the parts (frame length kept): parts end early.
     let longer = corrupt(&b, |b| {
         put_u16(b, 8, HEADER_LEN as u16 + 1);
@@ -173,7 +214,10 @@ fn bad_header_len() {
     // Extension lengths, key and value past the end.
     assert_eq!(corrupt(&ping, |b| b[77] = 1), Err(Error::BadHeaderLen));
     let one_ext = emit(&FrameRepr {
-        extensions: &[ExtRepr { key: "k", value: b"" }],
+        extensions: &[ExtRepr {
+            key: "k",
+            value: b"",
+        }],
         ..FrameRepr::default()
     });
     assert_eq!(corrupt(&one_ext, |b| b[96] = 2), Err(Error::BadHeaderLen));
@@ -199,23 +243,51 @@ fn field_too_long() {
 fn bad_string() {
     let b = base();
     for bad in [b' ', 0x7f, 0x80, 0, b'\n'] {
-        assert_eq!(corrupt(&b, |b| b[96] = bad), Err(Error::BadString), "model byte {bad:#x}");
-        assert_eq!(corrupt(&b, |b| b[97] = bad), Err(Error::BadString), "version byte {bad:#x}");
-        assert_eq!(corrupt(&b, |b| b[EXT + 2] = bad), Err(Error::BadString), "ext key {bad:#x}");
-        assert_eq!(corrupt(&b, |b| b[TA + 20] = bad), Err(Error::BadString), "tensor name {bad:#x}");
+        assert_eq!(
+            corrupt(&b, |b| b[96] = bad),
+            Err(Error::BadString),
+            "model byte {bad:#x}"
+        );
+        assert_eq!(
+            corrupt(&b, |b| b[97] = bad),
+            Err(Error::BadString),
+            "version byte {bad:#x}"
+        );
+        assert_eq!(
+            corrupt(&b, |b| b[EXT + 2] = bad),
+            Err(Error::BadString),
+            "ext key {bad:#x}"
+        );
+        assert_eq!(
+            corrupt(&b, |b| b[TA + 20] = bad),
+            Err(Error::BadString),
+            "tensor name {bad:#x}"
+        );
     }
     // Extension values are opaque bytes.
     assert_eq!(corrupt(&b, |b| b[EXT + 3] = 0), Ok(()));
     // An error message that is not UTF-8.
-    assert_eq!(corrupt(&error_frame(), |b| b[96 + 4] = 0xff), Err(Error::BadString));
+    assert_eq!(
+        corrupt(&error_frame(), |b| b[96 + 4] = 0xff),
+        Err(Error::BadString)
+    );
     // A negotiation subject that is not a token.
-    assert_eq!(corrupt(&negotiate_request(), |b| b[96 + 8] = b' '), Err(Error::BadString));
+    assert_eq!(
+        corrupt(&negotiate_request(), |b| b[96 + 8] = b' '),
+        Err(Error::BadString)
+    );
 }
 
 #[test]
 fn too_many_extensions() {
-    assert_eq!(corrupt(&base(), |b| b[77] = 17), Err(Error::TooManyExtensions));
-    assert_eq!(corrupt(&base(), |b| b[77] = 255), Err(Error::TooManyExtensions));
+    assert_eq!(
+        corrupt(&base(), |b| b[77] = 17),
+        Err(Error::TooManyExtensions)
+    );
+    assert_eq!(
+        corrupt(&base(), |b| b[77] = 255),
+        Err(Error::TooManyExtensions)
+    );
 }
 
 #[test]
@@ -226,15 +298,25 @@ fn too_many_tensors() {
         let f = kind_frame(kind, BodyRepr::None);
         assert_eq!(corrupt(&f, |b| b[78] = 1), Err(Error::TooManyTensors));
     }
-    assert_eq!(corrupt(&error_frame(), |b| b[78] = 1), Err(Error::TooManyTensors));
+    assert_eq!(
+        corrupt(&error_frame(), |b| b[78] = 1),
+        Err(Error::TooManyTensors)
+    );
     // The same tensors relabelled as an error frame.
-    assert_eq!(corrupt(&base(), |b| b[5] = Kind::Error as u8), Err(Error::TooManyTensors));
+    assert_eq!(
+        corrupt(&base(), |b| b[5] = Kind::Error as u8),
+        Err(Error::TooManyTensors)
+    );
 }
 
 #[test]
 fn bad_dtype() {
     for d in [0, 8, 14, 15, 17, 255] {
-        assert_eq!(corrupt(&base(), |b| b[TA] = d), Err(Error::BadDType), "dtype {d}");
+        assert_eq!(
+            corrupt(&base(), |b| b[TA] = d),
+            Err(Error::BadDType),
+            "dtype {d}"
+        );
     }
     assert_eq!(Error::BadDType.code(), ErrorCode::BadTensor);
 }
@@ -248,9 +330,15 @@ fn bad_rank() {
 #[test]
 fn size_overflow() {
     // Element count times element size overflows u64.
-    assert_eq!(corrupt(&base(), |b| put_u64(b, TA + 12, u64::MAX)), Err(Error::SizeOverflow));
+    assert_eq!(
+        corrupt(&base(), |b| put_u64(b, TA + 12, u64::MAX)),
+        Err(Error::SizeOverflow)
+    );
     // Fits u64 but exceeds the frame limit: 2^27 f32 = 512 MiB.
-    assert_eq!(corrupt(&base(), |b| put_u64(b, TA + 12, 1 << 27)), Err(Error::SizeOverflow));
+    assert_eq!(
+        corrupt(&base(), |b| put_u64(b, TA + 12, 1 << 27)),
+        Err(Error::SizeOverflow)
+    );
 }
 
 /// Regression: a zero dimension used to let any other dimension through,
@@ -259,8 +347,19 @@ fn size_overflow() {
 #[test]
 fn dims_beyond_i64_are_rejected_even_with_zero_elements() {
     let zero_then_huge = [0, u64::MAX];
-    let t = [TensorRepr { name: "t", dtype: DType::U8, dims: &zero_then_huge, data: None }];
-    assert_eq!(build(FrameRepr { tensors: &t, ..request() }), Err(Error::SizeOverflow));
+    let t = [TensorRepr {
+        name: "t",
+        dtype: DType::U8,
+        dims: &zero_then_huge,
+        data: None,
+    }];
+    assert_eq!(
+        build(FrameRepr {
+            tensors: &t,
+            ..request()
+        }),
+        Err(Error::SizeOverflow)
+    );
     assert_eq!(DType::U8.byte_len(&[0, u64::MAX]), None);
     assert_eq!(DType::U8.byte_len(&[0, 1 << 63]), None);
     assert_eq!(DType::U8.byte_len(&[0, i64::MAX as u64]), Some(0));
@@ -270,7 +369,12 @@ fn dims_beyond_i64_are_rejected_even_with_zero_elements() {
     assert_eq!(DType::F32.byte_len(&[0, big, 4]), Some(0));
     // On the wire: rank-2 tensor "a" rewritten to dims [0, 2^63], length 0.
     let mut rank2 = emit(&FrameRepr {
-        tensors: &[TensorRepr { name: "a", dtype: DType::F32, dims: &[0, 5], data: None }],
+        tensors: &[TensorRepr {
+            name: "a",
+            dtype: DType::F32,
+            dims: &[0, 5],
+            data: None,
+        }],
         ..FrameRepr::default()
     });
     assert_eq!(parse(&rank2), Ok(()));
@@ -280,16 +384,28 @@ fn dims_beyond_i64_are_rejected_even_with_zero_elements() {
 
 #[test]
 fn bad_tensor_len() {
-    assert_eq!(corrupt(&base(), |b| put_u32(b, TA + 8, 12)), Err(Error::BadTensorLen));
-    assert_eq!(corrupt(&base(), |b| put_u32(b, TA + 8, 0)), Err(Error::BadTensorLen));
+    assert_eq!(
+        corrupt(&base(), |b| put_u32(b, TA + 8, 12)),
+        Err(Error::BadTensorLen)
+    );
+    assert_eq!(
+        corrupt(&base(), |b| put_u32(b, TA + 8, 0)),
+        Err(Error::BadTensorLen)
+    );
     // Changing a dimension breaks the length too.
-    assert_eq!(corrupt(&base(), |b| put_u64(b, TA + 12, 3)), Err(Error::BadTensorLen));
+    assert_eq!(
+        corrupt(&base(), |b| put_u64(b, TA + 12, 3)),
+        Err(Error::BadTensorLen)
+    );
 }
 
 #[test]
 fn misaligned() {
     for off in [193, 200, 224, 255] {
-        assert_eq!(corrupt(&base(), |b| put_u32(b, TA + 4, off)), Err(Error::Misaligned));
+        assert_eq!(
+            corrupt(&base(), |b| put_u32(b, TA + 4, off)),
+            Err(Error::Misaligned)
+        );
     }
 }
 
@@ -297,18 +413,33 @@ fn misaligned() {
 fn out_of_bounds() {
     let b = base();
     // Inside the header.
-    assert_eq!(corrupt(&b, |b| put_u32(b, TA + 4, 128)), Err(Error::OutOfBounds));
-    assert_eq!(corrupt(&b, |b| put_u32(b, TA + 4, 0)), Err(Error::OutOfBounds));
+    assert_eq!(
+        corrupt(&b, |b| put_u32(b, TA + 4, 128)),
+        Err(Error::OutOfBounds)
+    );
+    assert_eq!(
+        corrupt(&b, |b| put_u32(b, TA + 4, 0)),
+        Err(Error::OutOfBounds)
+    );
     // Past the end of the frame.
-    assert_eq!(corrupt(&b, |b| put_u32(b, TB + 4, 320)), Err(Error::OutOfBounds));
-    assert_eq!(corrupt(&b, |b| put_u32(b, TB + 4, 0xffff_ffc0)), Err(Error::OutOfBounds));
+    assert_eq!(
+        corrupt(&b, |b| put_u32(b, TB + 4, 320)),
+        Err(Error::OutOfBounds)
+    );
+    assert_eq!(
+        corrupt(&b, |b| put_u32(b, TB + 4, 0xffff_ffc0)),
+        Err(Error::OutOfBounds)
+    );
 }
 
 #[test]
 fn overlap() {
     let b = base();
     // Both tensors at 192: "b" starts inside "a".
-    assert_eq!(corrupt(&b, |b| put_u32(b, TB + 4, 192)), Err(Error::Overlap));
+    assert_eq!(
+        corrupt(&b, |b| put_u32(b, TB + 4, 192)),
+        Err(Error::Overlap)
+    );
     // "a" after "b": out of order (the body grown so both fit).
     let swapped = corrupt(&b, |b| {
         b.resize(FRAME_LEN + 64, 0);
@@ -330,7 +461,10 @@ fn bad_body() {
     let e = error_frame();
     assert_eq!(corrupt(&e, |b| put_u16(b, 96 + 2, 5)), Err(Error::BadBody));
     assert_eq!(corrupt(&e, |b| put_u16(b, 96 + 2, 3)), Err(Error::BadBody));
-    assert_eq!(corrupt(&e, |b| put_u16(b, 96 + 2, 257)), Err(Error::BadBody));
+    assert_eq!(
+        corrupt(&e, |b| put_u16(b, 96 + 2, 257)),
+        Err(Error::BadBody)
+    );
     // Shorter than the error body's fixed part.
     let short = corrupt(&e, |b| {
         b.truncate(96 + 3);
@@ -346,30 +480,51 @@ fn bad_body() {
     for t in [0, 5, 255] {
         assert_eq!(corrupt(&ns, |b| b[96 + 12] = t), Err(Error::BadBody));
     }
-    assert_eq!(corrupt(&ns, |b| put_u32(b, 96 + 16, 3)), Err(Error::BadBody));
-    assert_eq!(corrupt(&ns, |b| put_u32(b, 96 + 16, u32::MAX)), Err(Error::BadBody));
+    assert_eq!(
+        corrupt(&ns, |b| put_u32(b, 96 + 16, 3)),
+        Err(Error::BadBody)
+    );
+    assert_eq!(
+        corrupt(&ns, |b| put_u32(b, 96 + 16, u32::MAX)),
+        Err(Error::BadBody)
+    );
 }
 
 #[test]
 fn too_large() {
-    assert_eq!(corrupt(&base(), |b| put_u32(b, 32, u32::MAX)), Err(Error::TooLarge));
+    assert_eq!(
+        corrupt(&base(), |b| put_u32(b, 32, u32::MAX)),
+        Err(Error::TooLarge)
+    );
     let over = (limits::FRAME_LEN_MAX - HEADER_LEN + 1) as u32;
-    assert_eq!(corrupt(&base(), |b| put_u32(b, 32, over)), Err(Error::TooLarge));
+    assert_eq!(
+        corrupt(&base(), |b| put_u32(b, 32, over)),
+        Err(Error::TooLarge)
+    );
     // Exactly at the limit is only truncated, not too large.
     let at = (limits::FRAME_LEN_MAX - HEADER_LEN) as u32;
-    assert_eq!(corrupt(&base(), |b| put_u32(b, 32, at)), Err(Error::Truncated));
+    assert_eq!(
+        corrupt(&base(), |b| put_u32(b, 32, at)),
+        Err(Error::Truncated)
+    );
     assert_eq!(Error::TooLarge.code(), ErrorCode::FrameTooLarge);
 }
 
 #[test]
 fn trailing_bytes() {
     assert_eq!(corrupt(&base(), |b| b.push(0)), Err(Error::TrailingBytes));
-    assert_eq!(corrupt(&kind_frame(Kind::Ping, BodyRepr::None), |b| b.push(0)), Err(Error::TrailingBytes));
+    assert_eq!(
+        corrupt(&kind_frame(Kind::Ping, BodyRepr::None), |b| b.push(0)),
+        Err(Error::TrailingBytes)
+    );
 }
 
 #[test]
 fn buffer_too_small() {
-    let repr = FrameRepr { kind: Kind::Ping, ..FrameRepr::default() };
+    let repr = FrameRepr {
+        kind: Kind::Ping,
+        ..FrameRepr::default()
+    };
     assert_eq!(repr.emit(&mut [0u8; 95]), Err(Error::BufferTooSmall));
     assert_eq!(repr.emit(&mut []), Err(Error::BufferTooSmall));
     assert!(repr.emit(&mut [0u8; 96]).is_ok());
@@ -387,70 +542,259 @@ fn build(repr: FrameRepr<'_>) -> Result<(), Error> {
 }
 
 fn request<'a>() -> FrameRepr<'a> {
-    FrameRepr { kind: Kind::Request, ..FrameRepr::default() }
+    FrameRepr {
+        kind: Kind::Request,
+        ..FrameRepr::default()
+    }
 }
 
 #[test]
 fn builder_strings() {
     let long = "x".repeat(65);
-    assert_eq!(build(FrameRepr { model: &long, ..request() }), Err(Error::FieldTooLong));
-    assert_eq!(build(FrameRepr { model: &long[..64], ..request() }), Ok(()));
-    assert_eq!(build(FrameRepr { model_version: &long[..33], ..request() }), Err(Error::FieldTooLong));
-    assert_eq!(build(FrameRepr { adapter: &long, ..request() }), Err(Error::FieldTooLong));
-    assert_eq!(build(FrameRepr { intent: &long[..33], ..request() }), Err(Error::FieldTooLong));
-    assert_eq!(build(FrameRepr { model: "a b", ..request() }), Err(Error::BadString));
-    assert_eq!(build(FrameRepr { intent: "é", ..request() }), Err(Error::BadString));
+    assert_eq!(
+        build(FrameRepr {
+            model: &long,
+            ..request()
+        }),
+        Err(Error::FieldTooLong)
+    );
+    assert_eq!(
+        build(FrameRepr {
+            model: &long[..64],
+            ..request()
+        }),
+        Ok(())
+    );
+    assert_eq!(
+        build(FrameRepr {
+            model_version: &long[..33],
+            ..request()
+        }),
+        Err(Error::FieldTooLong)
+    );
+    assert_eq!(
+        build(FrameRepr {
+            adapter: &long,
+            ..request()
+        }),
+        Err(Error::FieldTooLong)
+    );
+    assert_eq!(
+        build(FrameRepr {
+            intent: &long[..33],
+            ..request()
+        }),
+        Err(Error::FieldTooLong)
+    );
+    assert_eq!(
+        build(FrameRepr {
+            model: "a b",
+            ..request()
+        }),
+        Err(Error::BadString)
+    );
+    assert_eq!(
+        build(FrameRepr {
+            intent: "é",
+            ..request()
+        }),
+        Err(Error::BadString)
+    );
 }
 
 #[test]
 fn builder_flags() {
-    assert_eq!(build(FrameRepr { flags: 4, ..request() }), Err(Error::Reserved));
-    assert_eq!(build(FrameRepr { flags: 3, ..request() }), Ok(()));
+    assert_eq!(
+        build(FrameRepr {
+            flags: 4,
+            ..request()
+        }),
+        Err(Error::Reserved)
+    );
+    assert_eq!(
+        build(FrameRepr {
+            flags: 3,
+            ..request()
+        }),
+        Ok(())
+    );
 }
 
 #[test]
 fn builder_extensions() {
-    let e = ExtRepr { key: "k", value: b"" };
-    assert_eq!(build(FrameRepr { extensions: &[e; 17], ..request() }), Err(Error::TooManyExtensions));
-    assert_eq!(build(FrameRepr { extensions: &[e; 16], ..request() }), Ok(()));
+    let e = ExtRepr {
+        key: "k",
+        value: b"",
+    };
+    assert_eq!(
+        build(FrameRepr {
+            extensions: &[e; 17],
+            ..request()
+        }),
+        Err(Error::TooManyExtensions)
+    );
+    assert_eq!(
+        build(FrameRepr {
+            extensions: &[e; 16],
+            ..request()
+        }),
+        Ok(())
+    );
     let long_key = "k".repeat(33);
-    let bad = [ExtRepr { key: &long_key, value: b"" }];
-    assert_eq!(build(FrameRepr { extensions: &bad, ..request() }), Err(Error::FieldTooLong));
-    let empty = [ExtRepr { key: "", value: b"" }];
-    assert_eq!(build(FrameRepr { extensions: &empty, ..request() }), Err(Error::FieldTooLong));
+    let bad = [ExtRepr {
+        key: &long_key,
+        value: b"",
+    }];
+    assert_eq!(
+        build(FrameRepr {
+            extensions: &bad,
+            ..request()
+        }),
+        Err(Error::FieldTooLong)
+    );
+    let empty = [ExtRepr {
+        key: "",
+        value: b"",
+    }];
+    assert_eq!(
+        build(FrameRepr {
+            extensions: &empty,
+            ..request()
+        }),
+        Err(Error::FieldTooLong)
+    );
     let big = [0u8; 256];
-    let long_val = [ExtRepr { key: "k", value: &big }];
-    assert_eq!(build(FrameRepr { extensions: &long_val, ..request() }), Err(Error::FieldTooLong));
-    let spaced = [ExtRepr { key: "a b", value: b"" }];
-    assert_eq!(build(FrameRepr { extensions: &spaced, ..request() }), Err(Error::BadString));
+    let long_val = [ExtRepr {
+        key: "k",
+        value: &big,
+    }];
+    assert_eq!(
+        build(FrameRepr {
+            extensions: &long_val,
+            ..request()
+        }),
+        Err(Error::FieldTooLong)
+    );
+    let spaced = [ExtRepr {
+        key: "a b",
+        value: b"",
+    }];
+    assert_eq!(
+        build(FrameRepr {
+            extensions: &spaced,
+            ..request()
+        }),
+        Err(Error::BadString)
+    );
 }
 
 #[test]
 fn builder_tensors() {
-    let t = TensorRepr { name: "t", dtype: DType::U8, dims: &[1], data: None };
-    assert_eq!(build(FrameRepr { tensors: &[t; 17], ..request() }), Err(Error::TooManyTensors));
-    assert_eq!(build(FrameRepr { tensors: &[t; 16], ..request() }), Ok(()));
-    let ping = FrameRepr { kind: Kind::Ping, tensors: &[t], ..FrameRepr::default() };
+    let t = TensorRepr {
+        name: "t",
+        dtype: DType::U8,
+        dims: &[1],
+        data: None,
+    };
+    assert_eq!(
+        build(FrameRepr {
+            tensors: &[t; 17],
+            ..request()
+        }),
+        Err(Error::TooManyTensors)
+    );
+    assert_eq!(
+        build(FrameRepr {
+            tensors: &[t; 16],
+            ..request()
+        }),
+        Ok(())
+    );
+    let ping = FrameRepr {
+        kind: Kind::Ping,
+        tensors: &[t],
+        ..FrameRepr::default()
+    };
     assert_eq!(build(ping), Err(Error::TooManyTensors));
 
     let name = "n".repeat(65);
     let long = [TensorRepr { name: &name, ..t }];
-    assert_eq!(build(FrameRepr { tensors: &long, ..request() }), Err(Error::FieldTooLong));
+    assert_eq!(
+        build(FrameRepr {
+            tensors: &long,
+            ..request()
+        }),
+        Err(Error::FieldTooLong)
+    );
     let empty = [TensorRepr { name: "", ..t }];
-    assert_eq!(build(FrameRepr { tensors: &empty, ..request() }), Err(Error::FieldTooLong));
+    assert_eq!(
+        build(FrameRepr {
+            tensors: &empty,
+            ..request()
+        }),
+        Err(Error::FieldTooLong)
+    );
     let spaced = [TensorRepr { name: "a b", ..t }];
-    assert_eq!(build(FrameRepr { tensors: &spaced, ..request() }), Err(Error::BadString));
+    assert_eq!(
+        build(FrameRepr {
+            tensors: &spaced,
+            ..request()
+        }),
+        Err(Error::BadString)
+    );
     let rank9 = [TensorRepr { dims: &[1; 9], ..t }];
-    assert_eq!(build(FrameRepr { tensors: &rank9, ..request() }), Err(Error::BadRank));
-    let huge = [TensorRepr { dims: &[u64::MAX, 2], ..t }];
-    assert_eq!(build(FrameRepr { tensors: &huge, ..request() }), Err(Error::SizeOverflow));
-    let wrong = [TensorRepr { data: Some(&[0; 2]), ..t }];
-    assert_eq!(build(FrameRepr { tensors: &wrong, ..request() }), Err(Error::BadTensorLen));
+    assert_eq!(
+        build(FrameRepr {
+            tensors: &rank9,
+            ..request()
+        }),
+        Err(Error::BadRank)
+    );
+    let huge = [TensorRepr {
+        dims: &[u64::MAX, 2],
+        ..t
+    }];
+    assert_eq!(
+        build(FrameRepr {
+            tensors: &huge,
+            ..request()
+        }),
+        Err(Error::SizeOverflow)
+    );
+    let wrong = [TensorRepr {
+        data: Some(&[0; 2]),
+        ..t
+    }];
+    assert_eq!(
+        build(FrameRepr {
+            tensors: &wrong,
+            ..request()
+        }),
+        Err(Error::BadTensorLen)
+    );
     // Two tensors of 200 MiB: each fits, together they exceed 256 MiB.
-    let big = TensorRepr { dims: &[200 << 20], ..t };
+    let big = TensorRepr {
+        dims: &[200 << 20],
+        ..t
+    };
     assert_eq!(request().layout().map(|_| ()), Ok(()));
-    assert_eq!(FrameRepr { tensors: &[big, big], ..request() }.layout().map(|_| ()), Err(Error::TooLarge));
-    assert!(FrameRepr { tensors: &[big], ..request() }.layout().is_ok());
+    assert_eq!(
+        FrameRepr {
+            tensors: &[big, big],
+            ..request()
+        }
+        .layout()
+        .map(|_| ()),
+        Err(Error::TooLarge)
+    );
+    assert!(
+        FrameRepr {
+            tensors: &[big],
+            ..request()
+        }
+        .layout()
+        .is_ok()
+    );
 }
 
 #[test]
@@ -458,20 +802,60 @@ fn builder_header_too_long() {
     // 16 extensions of 32-byte keys and 255-byte values: 4624 bytes.
     let key = "k".repeat(32);
     let value = [7u8; 255];
-    let e = ExtRepr { key: &key, value: &value };
-    assert_eq!(build(FrameRepr { extensions: &[e; 16], ..request() }), Err(Error::BadHeaderLen));
-    assert_eq!(build(FrameRepr { extensions: &[e; 13], ..request() }), Ok(()));
+    let e = ExtRepr {
+        key: &key,
+        value: &value,
+    };
+    assert_eq!(
+        build(FrameRepr {
+            extensions: &[e; 16],
+            ..request()
+        }),
+        Err(Error::BadHeaderLen)
+    );
+    assert_eq!(
+        build(FrameRepr {
+            extensions: &[e; 13],
+            ..request()
+        }),
+        Ok(())
+    );
 }
 
 #[test]
 fn builder_bodies() {
-    let err = BodyRepr::Error { code: ErrorCode::Internal, message: "x" };
-    assert_eq!(build(FrameRepr { body: err, ..request() }), Err(Error::BadBody));
-    assert_eq!(build(FrameRepr { kind: Kind::Error, ..FrameRepr::default() }), Err(Error::BadBody));
-    assert_eq!(build(FrameRepr { kind: Kind::Error, body: err, ..FrameRepr::default() }), Ok(()));
+    let err = BodyRepr::Error {
+        code: ErrorCode::Internal,
+        message: "x",
+    };
+    assert_eq!(
+        build(FrameRepr {
+            body: err,
+            ..request()
+        }),
+        Err(Error::BadBody)
+    );
+    assert_eq!(
+        build(FrameRepr {
+            kind: Kind::Error,
+            ..FrameRepr::default()
+        }),
+        Err(Error::BadBody)
+    );
+    assert_eq!(
+        build(FrameRepr {
+            kind: Kind::Error,
+            body: err,
+            ..FrameRepr::default()
+        }),
+        Ok(())
+    );
     let nq = |subject| FrameRepr {
         kind: Kind::NegotiateRequest,
-        body: BodyRepr::NegotiateRequest { subject, version_hint: 0 },
+        body: BodyRepr::NegotiateRequest {
+            subject,
+            version_hint: 0,
+        },
         ..FrameRepr::default()
     };
     let (s255, s256) = ("s".repeat(255), "s".repeat(256));
@@ -499,7 +883,13 @@ fn builder_bodies() {
 fn builder_truncates_long_error_messages_on_char_boundary() {
     // 255 ASCII bytes then a 2-byte character straddling the 256 limit.
     let msg = format!("{}é{}", "a".repeat(255), "b".repeat(10));
-    let buf = kind_frame(Kind::Error, BodyRepr::Error { code: ErrorCode::Internal, message: &msg });
+    let buf = kind_frame(
+        Kind::Error,
+        BodyRepr::Error {
+            code: ErrorCode::Internal,
+            message: &msg,
+        },
+    );
     let f = Frame::new_checked(&buf[..]).unwrap();
     let body = f.error_body().unwrap();
     assert_eq!(body.message, "a".repeat(255));
@@ -516,18 +906,48 @@ fn error_codes_round_trip_and_retry_rules() {
     }
     assert_eq!(ErrorCode::from_u16(0), None);
     assert_eq!(ErrorCode::from_u16(ErrorCode::ALL.len() as u16 + 1), None);
-    let retryable: Vec<_> = ErrorCode::ALL.iter().filter(|c| c.retryable()).map(|c| c.as_str()).collect();
-    assert_eq!(retryable, ["busy", "peer_down", "internal", "shutting_down", "connection_lost"]);
+    let retryable: Vec<_> = ErrorCode::ALL
+        .iter()
+        .filter(|c| c.retryable())
+        .map(|c| c.as_str())
+        .collect();
+    assert_eq!(
+        retryable,
+        [
+            "busy",
+            "peer_down",
+            "internal",
+            "shutting_down",
+            "connection_lost"
+        ]
+    );
 }
 
 #[test]
 fn error_code_mapping() {
     use Error::*;
     let all = [
-        Truncated, BadMagic, UnsupportedVersion, UnknownKind, Reserved, BadHeaderLen,
-        FieldTooLong, BadString, TooManyExtensions, TooManyTensors, BadDType, BadRank,
-        SizeOverflow, BadTensorLen, Misaligned, OutOfBounds, Overlap, BadBody, TooLarge,
-        TrailingBytes, BufferTooSmall,
+        Truncated,
+        BadMagic,
+        UnsupportedVersion,
+        UnknownKind,
+        Reserved,
+        BadHeaderLen,
+        FieldTooLong,
+        BadString,
+        TooManyExtensions,
+        TooManyTensors,
+        BadDType,
+        BadRank,
+        SizeOverflow,
+        BadTensorLen,
+        Misaligned,
+        OutOfBounds,
+        Overlap,
+        BadBody,
+        TooLarge,
+        TrailingBytes,
+        BufferTooSmall,
     ];
     let mut texts: Vec<_> = all.iter().map(|e| e.as_str()).collect();
     texts.sort();

@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use sluice_wire::{
     BodyRepr, DType, Error, ErrorCode, ExtRepr, FIXED_HEADER_LEN, Frame, FrameRepr, Kind,
-    SchemaType, TENSOR_ALIGN, TensorRepr, TenantKey, TraceContext, limits,
+    SchemaType, TENSOR_ALIGN, TenantKey, TensorRepr, TraceContext, limits,
 };
 
 /// Bytes the test buffer is filled with before `emit`, so that reserved
@@ -26,9 +26,21 @@ struct OwnedTensor {
 #[derive(Debug, Clone)]
 enum OwnedBody {
     None,
-    Error { code: ErrorCode, message: String },
-    NegotiateRequest { subject: String, version_hint: u32 },
-    NegotiateResponse { schema_id: u32, version: u32, ttl_ms: u32, schema_type: SchemaType, schema: Vec<u8> },
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
+    NegotiateRequest {
+        subject: String,
+        version_hint: u32,
+    },
+    NegotiateResponse {
+        schema_id: u32,
+        version: u32,
+        ttl_ms: u32,
+        schema_type: SchemaType,
+        schema: Vec<u8>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -53,8 +65,16 @@ impl Owned {
     fn header_len(&self) -> usize {
         FIXED_HEADER_LEN
             + self.strings.iter().map(String::len).sum::<usize>()
-            + self.exts.iter().map(|(k, v)| 2 + k.len() + v.len()).sum::<usize>()
-            + self.tensors.iter().map(|t| 12 + 8 * t.dims.len() + t.name.len()).sum::<usize>()
+            + self
+                .exts
+                .iter()
+                .map(|(k, v)| 2 + k.len() + v.len())
+                .sum::<usize>()
+            + self
+                .tensors
+                .iter()
+                .map(|t| 12 + 8 * t.dims.len() + t.name.len())
+                .sum::<usize>()
     }
 }
 
@@ -75,12 +95,20 @@ fn kinds() -> impl Strategy<Value = Kind> {
 }
 
 fn dims() -> impl Strategy<Value = Vec<u64>> {
-    prop::collection::vec(prop_oneof![6 => 1u64..=4, 1 => Just(0u64), 1 => 5u64..=32], 0..=limits::RANK_MAX)
-        .prop_filter("small tensors", |d| d.iter().product::<u64>() <= 2048)
+    prop::collection::vec(
+        prop_oneof![6 => 1u64..=4, 1 => Just(0u64), 1 => 5u64..=32],
+        0..=limits::RANK_MAX,
+    )
+    .prop_filter("small tensors", |d| d.iter().product::<u64>() <= 2048)
 }
 
 fn tensor() -> impl Strategy<Value = OwnedTensor> {
-    (token(1, limits::TENSOR_NAME_LEN_MAX), prop::sample::select(DType::ALL), dims(), any::<bool>())
+    (
+        token(1, limits::TENSOR_NAME_LEN_MAX),
+        prop::sample::select(DType::ALL),
+        dims(),
+        any::<bool>(),
+    )
         .prop_flat_map(|(name, dtype, dims, copy)| {
             let len = dtype.byte_len(&dims).unwrap();
             prop::collection::vec(any::<u8>(), len).prop_map(move |data| OwnedTensor {
@@ -107,19 +135,29 @@ fn body(kind: Kind) -> BoxedStrategy<OwnedBody> {
             .prop_map(|(code, message)| OwnedBody::Error { code, message })
             .boxed(),
         Kind::NegotiateRequest => (token(1, limits::SUBJECT_LEN_MAX), any::<u32>())
-            .prop_map(|(subject, version_hint)| OwnedBody::NegotiateRequest { subject, version_hint })
+            .prop_map(|(subject, version_hint)| OwnedBody::NegotiateRequest {
+                subject,
+                version_hint,
+            })
             .boxed(),
         Kind::NegotiateResponse => (
             any::<(u32, u32, u32)>(),
-            prop::sample::select(vec![SchemaType::Avro, SchemaType::Protobuf, SchemaType::Json, SchemaType::Tensor]),
+            prop::sample::select(vec![
+                SchemaType::Avro,
+                SchemaType::Protobuf,
+                SchemaType::Json,
+                SchemaType::Tensor,
+            ]),
             prop::collection::vec(any::<u8>(), 0..=600),
         )
-            .prop_map(|((schema_id, version, ttl_ms), schema_type, schema)| OwnedBody::NegotiateResponse {
-                schema_id,
-                version,
-                ttl_ms,
-                schema_type,
-                schema,
+            .prop_map(|((schema_id, version, ttl_ms), schema_type, schema)| {
+                OwnedBody::NegotiateResponse {
+                    schema_id,
+                    version,
+                    ttl_ms,
+                    schema_type,
+                    schema,
+                }
             })
             .boxed(),
         _ => Just(OwnedBody::None).boxed(),
@@ -133,18 +171,42 @@ fn frame() -> impl Strategy<Value = Owned> {
         } else {
             Just(Vec::new()).boxed()
         };
-        let ids = (0u16..=3, any::<u64>(), any::<u32>(), any::<u64>(), any::<(u32, u32, u32)>());
-        let trace = (any::<[u8; 16]>(), any::<[u8; 8]>(), any::<u8>())
-            .prop_map(|(trace_id, parent_id, flags)| TraceContext { trace_id, parent_id, flags });
+        let ids = (
+            0u16..=3,
+            any::<u64>(),
+            any::<u32>(),
+            any::<u64>(),
+            any::<(u32, u32, u32)>(),
+        );
+        let trace = (any::<[u8; 16]>(), any::<[u8; 8]>(), any::<u8>()).prop_map(
+            |(trace_id, parent_id, flags)| TraceContext {
+                trace_id,
+                parent_id,
+                flags,
+            },
+        );
         let strings = (
             token(0, limits::MODEL_NAME_LEN_MAX),
             token(0, limits::MODEL_VERSION_LEN_MAX),
             token(0, limits::ADAPTER_LEN_MAX),
             token(0, limits::INTENT_LEN_MAX),
         );
-        (ids, trace, strings, prop::collection::vec(ext(), 0..=limits::EXT_COUNT_MAX), tensors, body(kind))
+        (
+            ids,
+            trace,
+            strings,
+            prop::collection::vec(ext(), 0..=limits::EXT_COUNT_MAX),
+            tensors,
+            body(kind),
+        )
             .prop_map(move |(ids, trace, s, exts, tensors, body)| {
-                let (flags, request_id, tenant_id, deadline_us, (schema_id, schema_version, token_count)) = ids;
+                let (
+                    flags,
+                    request_id,
+                    tenant_id,
+                    deadline_us,
+                    (schema_id, schema_version, token_count),
+                ) = ids;
                 Owned {
                     kind,
                     flags,
@@ -166,7 +228,11 @@ fn frame() -> impl Strategy<Value = Owned> {
 
 /// Builds the repr over `o` and hands it to `f`.
 fn with_repr<R>(o: &Owned, f: impl FnOnce(&FrameRepr<'_>) -> R) -> R {
-    let exts: Vec<ExtRepr<'_>> = o.exts.iter().map(|(k, v)| ExtRepr { key: k, value: v }).collect();
+    let exts: Vec<ExtRepr<'_>> = o
+        .exts
+        .iter()
+        .map(|(k, v)| ExtRepr { key: k, value: v })
+        .collect();
     let tensors: Vec<TensorRepr<'_>> = o
         .tensors
         .iter()
@@ -179,19 +245,30 @@ fn with_repr<R>(o: &Owned, f: impl FnOnce(&FrameRepr<'_>) -> R) -> R {
         .collect();
     let body = match &o.body {
         OwnedBody::None => BodyRepr::None,
-        OwnedBody::Error { code, message } => BodyRepr::Error { code: *code, message },
-        OwnedBody::NegotiateRequest { subject, version_hint } => {
-            BodyRepr::NegotiateRequest { subject, version_hint: *version_hint }
-        }
-        OwnedBody::NegotiateResponse { schema_id, version, ttl_ms, schema_type, schema } => {
-            BodyRepr::NegotiateResponse {
-                schema_id: *schema_id,
-                version: *version,
-                ttl_ms: *ttl_ms,
-                schema_type: *schema_type,
-                schema,
-            }
-        }
+        OwnedBody::Error { code, message } => BodyRepr::Error {
+            code: *code,
+            message,
+        },
+        OwnedBody::NegotiateRequest {
+            subject,
+            version_hint,
+        } => BodyRepr::NegotiateRequest {
+            subject,
+            version_hint: *version_hint,
+        },
+        OwnedBody::NegotiateResponse {
+            schema_id,
+            version,
+            ttl_ms,
+            schema_type,
+            schema,
+        } => BodyRepr::NegotiateResponse {
+            schema_id: *schema_id,
+            version: *version,
+            ttl_ms: *ttl_ms,
+            schema_type: *schema_type,
+            schema,
+        },
     };
     let repr = FrameRepr {
         kind: o.kind,
@@ -232,14 +309,28 @@ fn emit(o: &Owned) -> Option<Vec<u8>> {
 /// Reads everything a receiver can read from `bytes`; when the frame is
 /// accepted, checks the invariants the spec promises of an accepted frame.
 fn exercise(bytes: &[u8]) {
-    let Ok(f) = Frame::new_checked(bytes) else { return };
+    let Ok(f) = Frame::new_checked(bytes) else {
+        return;
+    };
     let header_len = f.header_len();
     assert!((FIXED_HEADER_LEN..=limits::HEADER_LEN_MAX).contains(&header_len));
     assert_eq!(f.frame_len(), bytes.len());
     assert!(bytes.len() <= limits::FRAME_LEN_MAX);
     assert_eq!(f.version(), 1);
-    let _ = (f.kind(), f.flags(), f.tenant_id(), f.request_id(), f.deadline_us());
-    let _ = (f.schema_id(), f.schema_version(), f.token_count(), f.trace(), f.payload());
+    let _ = (
+        f.kind(),
+        f.flags(),
+        f.tenant_id(),
+        f.request_id(),
+        f.deadline_us(),
+    );
+    let _ = (
+        f.schema_id(),
+        f.schema_version(),
+        f.token_count(),
+        f.trace(),
+        f.payload(),
+    );
     for s in [f.model(), f.model_version(), f.adapter(), f.intent()] {
         assert!(s.bytes().all(|c| (0x21..=0x7e).contains(&c)));
     }
@@ -300,11 +391,19 @@ fn apply(b: &mut Vec<u8>, m: &Mutation) {
     let header = b.len().clamp(1, 256);
     match m {
         Mutation::Set(i, v) if !b.is_empty() => {
-            let i = if i % 4 == 0 { i % b.len() } else { i % header.min(b.len()) };
+            let i = if i % 4 == 0 {
+                i % b.len()
+            } else {
+                i % header.min(b.len())
+            };
             b[i] = *v;
         }
         Mutation::Xor(i, v) if !b.is_empty() => {
-            let i = if i % 4 == 0 { i % b.len() } else { i % header.min(b.len()) };
+            let i = if i % 4 == 0 {
+                i % b.len()
+            } else {
+                i % header.min(b.len())
+            };
             b[i] ^= *v;
         }
         Mutation::Truncate(n) => b.truncate(n % (b.len() + 1)),

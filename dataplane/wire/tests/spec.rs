@@ -7,7 +7,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use common::{DEADLINE_US, EXAMPLE_KEY, EXAMPLES, TRACE, example, f32_bytes, hex_dump, parse_hex_dump};
+use common::{
+    DEADLINE_US, EXAMPLE_KEY, EXAMPLES, TRACE, example, f32_bytes, hex_dump, parse_hex_dump,
+};
 use sluice_wire::{DType, ErrorCode, Frame, Kind, SchemaType, TenantKey, flags};
 
 fn repo_root() -> PathBuf {
@@ -62,7 +64,9 @@ fn spec_bytes_equal_builder_output() {
 }
 
 fn parsed(name: &str) -> Frame<Vec<u8>> {
-    let bytes = spec_blocks().remove(name).unwrap_or_else(|| panic!("no block {name}"));
+    let bytes = spec_blocks()
+        .remove(name)
+        .unwrap_or_else(|| panic!("no block {name}"));
     Frame::new_checked(bytes).unwrap_or_else(|e| panic!("block {name}: {e}"))
 }
 
@@ -105,7 +109,10 @@ fn request() {
     assert_eq!(f.model_version(), "v2");
     assert_eq!(f.adapter(), "lora-a");
     assert_eq!(f.intent(), "classify");
-    let exts: Vec<_> = f.extensions().map(|e| (e.key.to_string(), e.value.to_vec())).collect();
+    let exts: Vec<_> = f
+        .extensions()
+        .map(|e| (e.key.to_string(), e.value.to_vec()))
+        .collect();
     assert_eq!(exts, vec![("x-region".to_string(), b"eu".to_vec())]);
     assert_eq!(f.extension("x-region"), Some(&b"eu"[..]));
     assert_eq!(f.tensor_count(), 1);
@@ -239,13 +246,22 @@ fn spec_fixed_header_table_matches_bytes() {
     };
     let mut next = 0;
     let mut rows = 0;
-    let rows_only = |l: &&str| l.starts_with("| ") && !l.starts_with("| offset") && !l.starts_with("| ---");
+    let rows_only =
+        |l: &&str| l.starts_with("| ") && !l.starts_with("| offset") && !l.starts_with("| ---");
     for line in section.lines().filter(rows_only) {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        let (off, size) = (cells[1].parse::<usize>().unwrap(), cells[2].parse::<usize>().unwrap());
+        let (off, size) = (
+            cells[1].parse::<usize>().unwrap(),
+            cells[2].parse::<usize>().unwrap(),
+        );
         let field = cells[3].trim_matches('`');
         assert_eq!(off, next, "row {field} leaves a gap or overlaps");
-        assert_eq!(b[off..off + size], want(field)[..], "field {field} at {off}..{}", off + size);
+        assert_eq!(
+            b[off..off + size],
+            want(field)[..],
+            "field {field} at {off}..{}",
+            off + size
+        );
         next = off + size;
         rows += 1;
     }
@@ -258,7 +274,10 @@ fn spec_quotes_example_key_and_tag() {
     let text = std::fs::read_to_string(repo_root().join("docs/wire.md")).unwrap();
     let key_hex: Vec<String> = EXAMPLE_KEY.iter().map(|b| format!("{b:02x}")).collect();
     assert!(text.contains(&key_hex.join(" ")), "key hex");
-    assert!(text.contains(std::str::from_utf8(EXAMPLE_KEY).unwrap()), "key text");
+    assert!(
+        text.contains(std::str::from_utf8(EXAMPLE_KEY).unwrap()),
+        "key text"
+    );
     let f = parsed("request");
     let tag: String = f.auth_tag().iter().map(|b| format!("{b:02x}")).collect();
     assert!(text.contains(&tag), "tag hex {tag}");
@@ -275,7 +294,10 @@ fn spec_error_code_table_matches() {
             code.as_str(),
             if code.retryable() { "yes" } else { "no" }
         );
-        assert!(text.contains(&row), "docs/wire.md lacks the row starting {row:?}");
+        assert!(
+            text.contains(&row),
+            "docs/wire.md lacks the row starting {row:?}"
+        );
     }
 }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use prost::Message;
-use sluice_wire::{DType, Frame, FrameRepr, Kind, TensorRepr, TenantKey};
+use sluice_wire::{DType, Frame, FrameRepr, Kind, TenantKey, TensorRepr};
 
 /// KServe v2 `ModelInferRequest` (grpc_predict_v2.proto), the fields a
 /// single-input request uses; field numbers as in the KServe proto.
@@ -97,7 +97,12 @@ fn build(size_bytes: usize) -> Result<Inputs, String> {
     let floats: Vec<f32> = (0..elems).map(|i| i as f32 * 0.5).collect();
     let data: Vec<u8> = floats.iter().flat_map(|f| f.to_le_bytes()).collect();
     let dims = [1, elems as u64];
-    let tensors = [TensorRepr { name: INPUT, dtype: DType::F32, dims: &dims, data: Some(&data) }];
+    let tensors = [TensorRepr {
+        name: INPUT,
+        dtype: DType::F32,
+        dims: &dims,
+        data: Some(&data),
+    }];
     let repr = FrameRepr {
         kind: Kind::Request,
         request_id: 42,
@@ -130,7 +135,9 @@ fn build(size_bytes: usize) -> Result<Inputs, String> {
         model_name: MODEL.into(),
         model_version: VERSION.into(),
         id: "42".into(),
-        inputs: vec![input(Some(InferTensorContents { fp32_contents: floats.clone() }))],
+        inputs: vec![input(Some(InferTensorContents {
+            fp32_contents: floats.clone(),
+        }))],
         raw_input_contents: vec![],
     };
     let pb_raw = raw.encode_to_vec();
@@ -237,7 +244,10 @@ fn run(reps: usize, batch_min: Duration) -> Result<(), String> {
         "| tensor | sluice ns/op | sluice+hmac ns/op | protobuf raw (Vec) ns/op | ratio pb/sluice | protobuf raw (Bytes) ns/op | protobuf fp32_contents ns/op |"
     );
     println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    let inputs = SIZES_BYTES.iter().map(|&s| build(s)).collect::<Result<Vec<_>, _>>()?;
+    let inputs = SIZES_BYTES
+        .iter()
+        .map(|&s| build(s))
+        .collect::<Result<Vec<_>, _>>()?;
     for (inp, &size) in inputs.iter().zip(SIZES_BYTES) {
         // Every path must see the same tensor, or the comparison is void.
         let want = inp.elems * 4;
@@ -264,7 +274,10 @@ fn run(reps: usize, batch_min: Duration) -> Result<(), String> {
         ops.push(Box::new(move || pb_raw_bytes(black_box(&inp.pb_raw_bytes))));
         ops.push(Box::new(move || pb_fp32(black_box(&inp.pb_fp32))));
     }
-    let iters: Vec<u64> = ops.iter_mut().map(|op| calibrate(batch_min, op.as_mut())).collect();
+    let iters: Vec<u64> = ops
+        .iter_mut()
+        .map(|op| calibrate(batch_min, op.as_mut()))
+        .collect();
     let mut samples = vec![Vec::with_capacity(reps); ops.len()];
     for _ in 0..reps {
         for (i, op) in ops.iter_mut().enumerate() {
@@ -283,7 +296,10 @@ fn run(reps: usize, batch_min: Duration) -> Result<(), String> {
     let first = med[0];
     let last = med[(SIZES_BYTES.len() - 1) * METHODS];
     println!();
-    println!("sluice cost at 16 MiB / at 64 B: {:.2} (1.00 = flat in payload size)", last / first);
+    println!(
+        "sluice cost at 16 MiB / at 64 B: {:.2} (1.00 = flat in payload size)",
+        last / first
+    );
     Ok(())
 }
 
@@ -302,7 +318,9 @@ fn main() -> ExitCode {
             "--reps" => num("--reps").map(|v| reps = v.min(1000) as usize),
             "--batch-min-ms" => num("--batch-min-ms").map(|v| batch_min_ms = v.min(10_000)),
             "-h" | "--help" => {
-                println!("usage: wirebench [--reps N (default {REPS_DEFAULT})] [--batch-min-ms MS (default {BATCH_MIN_MS_DEFAULT})]");
+                println!(
+                    "usage: wirebench [--reps N (default {REPS_DEFAULT})] [--batch-min-ms MS (default {BATCH_MIN_MS_DEFAULT})]"
+                );
                 return ExitCode::SUCCESS;
             }
             other => Err(format!("unknown argument {other:?}; try --help")),

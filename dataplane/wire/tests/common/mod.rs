@@ -4,8 +4,8 @@
 #![allow(dead_code)]
 
 use sluice_wire::{
-    BodyRepr, DType, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, SchemaType, TensorRepr,
-    TenantKey, TraceContext,
+    BodyRepr, DType, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, SchemaType, TenantKey, TensorRepr,
+    TraceContext,
 };
 
 /// The documented example tenant key (ASCII bytes, no terminator).
@@ -77,7 +77,10 @@ pub fn example(name: &str) -> Vec<u8> {
                 model_version: "v2",
                 adapter: "lora-a",
                 intent: "classify",
-                extensions: &[ExtRepr { key: "x-region", value: b"eu" }],
+                extensions: &[ExtRepr {
+                    key: "x-region",
+                    value: b"eu",
+                }],
                 tensors: &[TensorRepr {
                     name: "input",
                     dtype: DType::F32,
@@ -170,7 +173,10 @@ pub fn parse_hex_dump(text: &str) -> Result<Vec<u8>, String> {
             .ok_or_else(|| format!("line {n}: no offset"))?;
         let off = usize::from_str_radix(off, 16).map_err(|e| format!("line {n}: {e}"))?;
         if off != out.len() {
-            return Err(format!("line {n}: offset {off:#x}, expected {:#x}", out.len()));
+            return Err(format!(
+                "line {n}: offset {off:#x}, expected {:#x}",
+                out.len()
+            ));
         }
         for tok in rest.split_whitespace() {
             if tok.len() != 2 {
