@@ -22,8 +22,8 @@ pub enum PollMode {
     Spin,
 }
 
-/// Client settings.
-#[derive(Debug, Clone)]
+/// Client settings. `Debug` does not print the key.
+#[derive(Clone)]
 pub struct ClientConfig {
     /// Tenant id written into every frame.
     pub tenant_id: u32,
@@ -41,6 +41,19 @@ pub struct ClientConfig {
     pub retry_backoff: Duration,
     /// Blocking or spinning receive.
     pub poll: PollMode,
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("tenant_id", &self.tenant_id)
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .field("timeout", &self.timeout)
+            .field("retries_max", &self.retries_max)
+            .field("retry_backoff", &self.retry_backoff)
+            .field("poll", &self.poll)
+            .finish()
+    }
 }
 
 impl Default for ClientConfig {

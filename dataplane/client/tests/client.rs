@@ -537,3 +537,11 @@ fn recv_timeout_gives_up_without_losing_the_request() {
         assert_eq!(c.outstanding(), 1);
     }
 }
+
+#[test]
+fn debug_output_hides_the_key() {
+    let cfg = config(PollMode::Block);
+    let text = format!("{cfg:?}");
+    assert!(text.contains("redacted") && text.contains("tenant_id: 7"), "{text}");
+    assert!(!text.contains(&format!("{:?}", KEY.to_vec())) && !text.contains("116, 101, 115, 116"), "{text}");
+}
