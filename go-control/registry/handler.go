@@ -58,14 +58,33 @@ func NewHandler(reg *Registry) http.Handler {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Confluent answers unknown routes with a JSON 404; so do we, via the
-	// mux's pattern check.
+	// Unknown routes and wrong methods get a JSON error body like every
+	// other failure; the mux decides which (404 or 405 with Allow).
 	if _, pattern := h.mux.Handler(r); pattern == "" {
-		writeError(w, &Error{Code: 404, Status: http.StatusNotFound, Message: "HTTP 404 Not Found"})
+		probe := &statusProbe{header: http.Header{}}
+		h.mux.ServeHTTP(probe, r)
+		if allow := probe.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		st := probe.status
+		if st == 0 {
+			st = http.StatusNotFound
+		}
+		writeError(w, &Error{Code: st, Status: st, Message: fmt.Sprintf("HTTP %d %s", st, http.StatusText(st))})
 		return
 	}
 	h.mux.ServeHTTP(w, r)
 }
+
+// statusProbe records what the mux would answer and drops the body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(st int)          { p.status = st }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)

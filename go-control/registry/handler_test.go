@@ -148,6 +148,12 @@ func TestRESTRegisterAndRead(t *testing.T) {
 		t.Fatalf("garbage body: status %d", st)
 	}
 	c.expectErr("GET", "/no/such/route", nil, 404, 404)
+	c.expectErr("PATCH", "/subjects", nil, 405, 405)
+
+	// Subject names with URL-escaped characters round-trip.
+	c.expect("POST", "/subjects/team%2Fa%20b/versions", map[string]any{"schema": avroV1}, 200, map[string]int{"id": 1})
+	c.expect("GET", "/subjects/team%2Fa%20b/versions/1", nil, 200,
+		map[string]any{"subject": "team/a b", "version": 1, "id": 1, "schema": avroV1})
 }
 
 func TestRESTIncompatibleAndCompatibilityEndpoint(t *testing.T) {

@@ -108,7 +108,14 @@ func invalid(format string, args ...any) error {
 
 // Parse parses text as a schema of type t. deps must be ordered so that a
 // dependency comes before the schemas that use it.
-func Parse(t Type, text string, deps []Dependency) (Schema, error) {
+func Parse(t Type, text string, deps []Dependency) (s Schema, err error) {
+	// The parsers are third-party code fed with client input: a panic in
+	// one must become a refused schema, not a dead control plane.
+	defer func() {
+		if p := recover(); p != nil {
+			s, err = nil, invalid("parser failed: %v", p)
+		}
+	}()
 	if len(text) > SchemaSizeMax {
 		return nil, invalid("schema is %d bytes, more than the limit of %d", len(text), SchemaSizeMax)
 	}
@@ -154,7 +161,12 @@ func CanRead(reader, writer Schema) []Issue {
 	return canRead(reader, writer, plainRoles)
 }
 
-func canRead(reader, writer Schema, who roles) []Issue {
+func canRead(reader, writer Schema, who roles) (issues []Issue) {
+	defer func() {
+		if p := recover(); p != nil {
+			issues = []Issue{{Rule: "CHECK_FAILED", Path: "/", Description: fmt.Sprintf("the compatibility check failed: %v", p)}}
+		}
+	}()
 	if reader.Type() != writer.Type() {
 		return []Issue{{Rule: "SCHEMA_TYPE_CHANGED", Path: "/",
 			Description: fmt.Sprintf("the %s schema is %s but the %s schema is %s", who.reader, reader.Type(), who.writer, writer.Type())}}
