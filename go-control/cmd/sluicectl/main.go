@@ -307,12 +307,24 @@ func status(c *client, p *printer) error {
 		return err
 	}
 	e := st.Engine
-	fmt.Fprintf(p.w, "engine     %s (%s)\ntransport  %s on %s\nhugepages  %s\n", e.State, st.Daemon.Engine, e.Transport, e.Listen, e.Hugepages)
-	if e.Note != "" {
-		fmt.Fprintf(p.w, "note       %s\n", e.Note)
+	state := "stopped"
+	switch {
+	case e.Draining:
+		state = "draining"
+	case e.Running:
+		state = "running"
 	}
-	fmt.Fprintf(p.w, "workers    %d\nconfig     %s\nstore      %s\nuptime     %s\nreloads    %d ok, %d refused\n",
-		len(e.Workers), st.Daemon.Config, st.Daemon.Store, time.Duration(st.Daemon.UptimeS)*time.Second, st.Daemon.ReloadsOK, st.Daemon.ReloadsFailed)
+	pages := "hugepages"
+	if !e.Hugepages {
+		pages = "normal pages (fallback or off)"
+	}
+	fmt.Fprintf(p.w, "engine     %s (%s)\ntransport  %s on %s\nbuffers    %s\n", state, st.Daemon.Engine, e.Transport, or(e.Listen, "-"), pages)
+	if e.HugepagesNote != "" {
+		fmt.Fprintf(p.w, "note       %s\n", e.HugepagesNote)
+	}
+	fmt.Fprintf(p.w, "workers    %d\nmodels     %d\nschemas    %d\nepoch      %d\nconfig     %s\nstore      %s\nuptime     %s\nreloads    %d ok, %d refused\n",
+		len(e.Workers), len(e.Models), e.Schemas, e.Epoch, st.Daemon.Config, st.Daemon.Store,
+		time.Duration(st.Daemon.UptimeS)*time.Second, st.Daemon.ReloadsOK, st.Daemon.ReloadsFailed)
 	keys := make([]string, 0, len(e.Versions))
 	for k := range e.Versions {
 		keys = append(keys, k)
@@ -345,13 +357,14 @@ func workers(c *client, p *printer) error {
 	}
 	var rows [][]string
 	for _, w := range ws {
-		row := []string{fmt.Sprint(w.ID), fmt.Sprint(w.Core), w.State}
+		row := []string{fmt.Sprint(w.Index), fmt.Sprint(w.Core), fmt.Sprint(w.Epoch)}
 		if s := w.Stats; s != nil {
-			row = append(row, fmt.Sprint(s.Requests), fmt.Sprint(sumErrors(s.Errors)), fmt.Sprintf("%d/%d", s.PoolInUse, s.PoolBuffers), us(s.Service.P50Ns), us(s.Service.P99Ns))
+			row = append(row, fmt.Sprint(s.Requests()), fmt.Sprint(sumErrors(s.Errors)), fmt.Sprintf("%d/%d", s.RxInUse, s.TxInUse),
+				fmt.Sprint(s.PayloadBytesCopied), us(s.Latency.P50Ns), us(s.Latency.P99Ns))
 		}
 		rows = append(rows, row)
 	}
-	p.table("WORKER\tCORE\tSTATE\tREQUESTS\tERRORS\tPOOL\tP50_US\tP99_US", rows)
+	p.table("WORKER\tCORE\tEPOCH\tREQUESTS\tERRORS\tRX/TX_IN_USE\tBYTES_COPIED\tP50_US\tP99_US", rows)
 	return nil
 }
 
@@ -381,7 +394,7 @@ func shards(c *client, p *printer) error {
 		}
 		row := []string{s.Name, labels(s.Labels), where, fmt.Sprint(s.MaxConcurrency), fmt.Sprint(s.QueueDepth)}
 		if st := s.Stats; st != nil {
-			row = append(row, fmt.Sprint(st.Requests), fmt.Sprint(sumErrors(st.Errors)), us(st.Queue.P99Ns), us(st.Service.P50Ns), us(st.Service.P99Ns))
+			row = append(row, fmt.Sprint(st.Requests), fmt.Sprint(st.Errors), us(st.Queue.P99Ns), us(st.Service.P50Ns), us(st.Service.P99Ns))
 		}
 		rows = append(rows, row)
 	}
@@ -506,9 +519,9 @@ func models(c *client, p *printer) error {
 	}
 	var rows [][]string
 	for _, m := range ms {
-		rows = append(rows, []string{m.Name, m.Version, m.Kind, m.State, or(strings.Join(m.Aliases, ","), "-"), or(strings.Join(m.Adapters, ","), "-")})
+		rows = append(rows, []string{m.Name, m.Version, m.Kind, or(strings.Join(m.Aliases, ","), "-"), or(strings.Join(m.Adapters, ","), "-")})
 	}
-	p.table("MODEL\tVERSION\tKIND\tSTATE\tALIASES\tADAPTERS", rows)
+	p.table("MODEL\tVERSION\tKIND\tALIASES\tADAPTERS", rows)
 	return nil
 }
 
@@ -566,9 +579,9 @@ func peers(c *client, p *printer, args []string) error {
 		}
 		var rows [][]string
 		for _, x := range ps {
-			rows = append(rows, []string{x.Name, x.Address, labels(x.Labels), x.State, fmt.Sprint(x.Forwarded)})
+			rows = append(rows, []string{x.Name, x.Address, labels(x.Labels), or(x.State, "-")})
 		}
-		p.table("NAME\tADDRESS\tLABELS\tSTATE\tFORWARDED", rows)
+		p.table("NAME\tADDRESS\tLABELS\tSTATE", rows)
 		return nil
 	case "add":
 		if len(args) < 3 {
@@ -628,15 +641,15 @@ func stats(c *client, p *printer) error {
 		return err
 	}
 	var rows [][]string
+	row := func(where string, n uint64, errs string, l engine.Latency) {
+		rows = append(rows, []string{where, fmt.Sprint(n), errs, us(l.P50Ns), us(l.P90Ns), us(l.P99Ns), us(l.P999Ns), us(l.MaxNs)})
+	}
 	for _, w := range st.Workers {
-		l := w.Service
-		rows = append(rows, []string{fmt.Sprintf("worker %d (core %d)", w.ID, w.Core), fmt.Sprint(w.Requests), errorList(w.Errors),
-			us(l.P50Ns), us(l.P90Ns), us(l.P99Ns), us(l.P999Ns), us(l.MaxNs)})
+		row(fmt.Sprintf("worker %d (core %d)", w.Index, w.Core), w.Requests(), errorList(w.Errors), w.Latency)
 	}
 	for _, s := range st.Shards {
-		l := s.Service
-		rows = append(rows, []string{"shard " + s.Name, fmt.Sprint(s.Requests), errorList(s.Errors),
-			us(l.P50Ns), us(l.P90Ns), us(l.P99Ns), us(l.P999Ns), us(l.MaxNs)})
+		row("shard "+s.Name+" queue", s.Requests, fmt.Sprint(s.Errors), s.Queue)
+		row("shard "+s.Name+" service", s.Requests, fmt.Sprint(s.Errors), s.Service)
 	}
 	p.table("WHERE\tREQUESTS\tERRORS\tP50_US\tP90_US\tP99_US\tP99.9_US\tMAX_US", rows)
 	return nil

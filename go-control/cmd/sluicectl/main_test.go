@@ -118,7 +118,7 @@ func TestCommands(t *testing.T) {
 	}
 	mustCtl(t, env, "models", "load", "-name", "mlp", "-version", "2.0.0", "-kind", "null")
 	mustCtl(t, env, "alias", "set", "mlp", "1", "2.0.0")
-	if out := mustCtl(t, env, "models"); !strings.Contains(out, "mlp    2.0.0    null  ready  1") {
+	if out := mustCtl(t, env, "models"); !strings.Contains(out, "mlp    2.0.0    null  1") {
 		t.Fatalf("models:\n%s", out)
 	}
 	mustCtl(t, env, "peers", "add", "east", "127.0.0.1:7170", "hardware.gpu.memory=gddr6")
@@ -131,11 +131,11 @@ func TestCommands(t *testing.T) {
 	}
 
 	fake.Record(0, "hbm2-inference", "busy", 1000, 4000)
-	if out := mustCtl(t, env, "stats"); !strings.Contains(out, "shard hbm2-inference") || !strings.Contains(out, "busy=1") {
+	if out := mustCtl(t, env, "stats"); !strings.Contains(out, "shard hbm2-inference service") || !strings.Contains(out, "busy=1") {
 		t.Fatalf("stats:\n%s", out)
 	}
 	var st engine.Stats
-	if err := json.Unmarshal([]byte(mustCtl(t, env, "-json", "stats")), &st); err != nil || st.Shards[0].Errors["busy"] != 1 {
+	if err := json.Unmarshal([]byte(mustCtl(t, env, "-json", "stats")), &st); err != nil || st.Workers[0].Errors["busy"] != 1 || st.Shards[0].Errors != 1 {
 		t.Fatalf("stats -json: %v %+v", err, st)
 	}
 	if out := mustCtl(t, env, "reload"); !strings.Contains(out, "reloaded") {

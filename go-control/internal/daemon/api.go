@@ -202,7 +202,7 @@ func (d *Daemon) routes() *http.ServeMux {
 		for _, wi := range st.Workers {
 			doc := WorkerDoc{WorkerInfo: wi}
 			for i := range stats.Workers {
-				if stats.Workers[i].ID == wi.ID {
+				if stats.Workers[i].Index == wi.Index {
 					doc.Stats = &stats.Workers[i]
 				}
 			}

@@ -167,7 +167,7 @@ func decodeAs[T any](t *testing.T, b []byte) T {
 func TestStatusWorkersShards(t *testing.T) {
 	r := start(t, t.TempDir(), testConfig(t, ""))
 	st := decodeAs[StatusDoc](t, r.must("GET", "/v1/status", "", 200))
-	if st.Engine.State != "running" || st.Engine.Transport != "io_uring" || st.Daemon.Engine != "fake" || st.Daemon.Version != Version {
+	if !st.Engine.Running || st.Engine.Transport != "io_uring" || st.Daemon.Engine != "fake" || st.Daemon.Version != Version {
 		t.Fatalf("status: %+v", st)
 	}
 	ws := decodeAs[[]WorkerDoc](t, r.must("GET", "/v1/workers", "", 200))
@@ -294,7 +294,7 @@ func TestStatsEndpoint(t *testing.T) {
 	r.fake.Record(0, "hbm2-inference", "", 1000, 5000)
 	r.fake.Record(0, "hbm2-inference", "no_route", 1000, 7000)
 	st := decodeAs[engine.Stats](t, r.must("GET", "/v1/stats", "", 200))
-	if len(st.Workers) != 1 || st.Workers[0].Requests != 2 || st.Shards[0].Errors["no_route"] != 1 || st.Shards[0].Service.MaxNs != 7000 {
+	if len(st.Workers) != 1 || st.Workers[0].Requests() != 2 || st.Workers[0].Errors["no_route"] != 1 || st.Shards[0].Errors != 1 || st.Shards[0].Service.MaxNs != 7000 {
 		t.Fatalf("stats: %+v", st)
 	}
 }
@@ -327,7 +327,7 @@ func TestUnixSocket(t *testing.T) {
 	sock := filepath.Join(dir, "admin.sock")
 	r := start(t, dir, testConfig(t, dir, `admin_listen = "127.0.0.1:0"`, `admin_listen = "unix:admin.sock"`))
 	st := decodeAs[StatusDoc](t, r.must("GET", "/v1/status", "", 200))
-	if st.Engine.State != "running" {
+	if !st.Engine.Running {
 		t.Fatalf("status over unix socket: %+v", st)
 	}
 	r.shutdown()
@@ -555,8 +555,16 @@ func TestRegistryMountedAndSchemasReachEngine(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// A soft delete retires the version on the data plane too.
+	// A soft delete retires the version on the data plane too; a hard
+	// delete removes it.
 	r.must("DELETE", "/registry/subjects/infer-value/versions/1", "", 200)
+	for ss := r.fake.Schemas(); len(ss) != 1 || !ss[0].Retired; ss = r.fake.Schemas() {
+		if time.Now().After(deadline) {
+			t.Fatalf("schema not retired in the engine: %+v", ss)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.must("DELETE", "/registry/subjects/infer-value/versions/1?permanent=true", "", 200)
 	for len(r.fake.Schemas()) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("retired schema still in the engine: %+v", r.fake.Schemas())

@@ -25,51 +25,57 @@ type collector struct {
 
 	up, reloads *prometheus.Desc
 
-	wRequests, wRx, wTx, wErrors, wPool, wPoolUse, wReuse, wExhausted *prometheus.Desc
-	wService, wServiceHist, wServiceMax                               *prometheus.Desc
+	wRequests, wErrors, wRx, wTx, wRxNoBuf, wTxNoBuf, wTxErr, wForeign *prometheus.Desc
+	wPings, wNegotiations, wCopied, wSleeps, wPool, wPoolUse, wReuse   *prometheus.Desc
+	wLat, wLatHist, wLatMax                                            *prometheus.Desc
 
-	sRequests, sErrors, sForwarded, sDepth, sInFlight *prometheus.Desc
-	sQueue, sQueueHist, sQueueMax                     *prometheus.Desc
-	sService, sServiceHist, sServiceMax               *prometheus.Desc
+	sRequests, sErrors                  *prometheus.Desc
+	sQueue, sQueueHist, sQueueMax       *prometheus.Desc
+	sService, sServiceHist, sServiceMax *prometheus.Desc
 }
 
 func newCollector(d *Daemon) *collector {
-	w, s := []string{"worker", "core"}, []string{"shard"}
+	w, wp, s := []string{"worker", "core"}, []string{"worker", "core", "pool"}, []string{"shard", "local"}
 	return &collector{
 		d:       d,
 		up:      desc("engine_stats_up", "1 if the engine answered the stats call of this scrape."),
 		reloads: desc("config_reloads_total", "Config reloads, by result.", "result"),
 
-		wRequests:    desc("worker_requests_total", "Requests handled by the worker.", w...),
-		wRx:          desc("worker_rx_frames_total", "Frames received by the worker.", w...),
-		wTx:          desc("worker_tx_frames_total", "Frames sent by the worker.", w...),
-		wErrors:      desc("worker_errors_total", "Error replies by wire error code.", append(w, "code")...),
-		wPool:        desc("worker_pool_buffers", "Buffers in the worker's pool.", w...),
-		wPoolUse:     desc("worker_pool_in_use", "Pool buffers taken now.", w...),
-		wReuse:       desc("worker_buffer_reuses_total", "Pool buffers handed out again.", w...),
-		wExhausted:   desc("worker_pool_exhausted_total", "Times the worker found its pool empty.", w...),
-		wService:     desc("worker_service_seconds", "Receive-to-reply time on the worker (quantiles from the engine's HDR histogram).", w...),
-		wServiceHist: desc("worker_service_latency_seconds", "Receive-to-reply time on the worker, as a histogram.", w...),
-		wServiceMax:  desc("worker_service_max_seconds", "Longest receive-to-reply time on the worker.", w...),
+		wRequests:     desc("worker_requests_total", "Requests answered by the worker (ok plus error frames).", w...),
+		wErrors:       desc("worker_errors_total", "Error frames by wire error code.", append(w, "code")...),
+		wRx:           desc("worker_rx_frames_total", "Frames received.", w...),
+		wTx:           desc("worker_tx_frames_total", "Frames sent.", w...),
+		wRxNoBuf:      desc("worker_rx_no_buffers_total", "Receives lost for lack of a buffer.", w...),
+		wTxNoBuf:      desc("worker_tx_no_buffers_total", "Replies dropped for lack of a transmit buffer.", w...),
+		wTxErr:        desc("worker_tx_errors_total", "Send errors.", w...),
+		wForeign:      desc("worker_not_sluice_total", "Datagrams that were not Sluice frames, dropped.", w...),
+		wPings:        desc("worker_pings_total", "Ping frames answered.", w...),
+		wNegotiations: desc("worker_negotiations_total", "Schema negotiations answered.", w...),
+		wCopied:       desc("worker_payload_bytes_copied_total", "Payload bytes copied on the way to the model (0 is the design).", w...),
+		wSleeps:       desc("worker_sleeps_total", "Times an adaptive worker slept.", w...),
+		wPool:         desc("worker_pool_buffers", "Buffers in the worker's pool (from the config).", wp...),
+		wPoolUse:      desc("worker_pool_in_use", "Pool buffers taken now.", wp...),
+		wReuse:        desc("worker_buffer_reuses_total", "Pool buffers handed out again.", w...),
+		wLat:          desc("worker_latency_seconds", "Receive-to-reply time on the worker (quantiles from the engine's HDR histogram).", w...),
+		wLatHist:      desc("worker_latency_hist_seconds", "Receive-to-reply time on the worker, as a histogram.", w...),
+		wLatMax:       desc("worker_latency_max_seconds", "Longest receive-to-reply time on the worker.", w...),
 
 		sRequests:    desc("shard_requests_total", "Requests routed to the shard.", s...),
-		sErrors:      desc("shard_errors_total", "Error replies by wire error code.", append(s, "code")...),
-		sForwarded:   desc("shard_forwarded_total", "Requests forwarded to a peer that carries the shard.", s...),
-		sDepth:       desc("shard_queue_depth", "Requests queued now.", s...),
-		sInFlight:    desc("shard_in_flight", "Requests running now.", s...),
-		sQueue:       desc("shard_queue_seconds", "Time queued before running (quantiles).", s...),
-		sQueueHist:   desc("shard_queue_latency_seconds", "Time queued before running, as a histogram.", s...),
-		sQueueMax:    desc("shard_queue_max_seconds", "Longest time queued.", s...),
-		sService:     desc("shard_service_seconds", "Run-to-reply time (quantiles).", s...),
-		sServiceHist: desc("shard_service_latency_seconds", "Run-to-reply time, as a histogram.", s...),
-		sServiceMax:  desc("shard_service_max_seconds", "Longest run-to-reply time.", s...),
+		sErrors:      desc("shard_errors_total", "Error frames after routing.", s...),
+		sQueue:       desc("shard_queue_seconds", "Receive to start of service (quantiles).", s...),
+		sQueueHist:   desc("shard_queue_hist_seconds", "Receive to start of service, as a histogram.", s...),
+		sQueueMax:    desc("shard_queue_max_seconds", "Longest receive to start of service.", s...),
+		sService:     desc("shard_service_seconds", "Time in the handler (quantiles).", s...),
+		sServiceHist: desc("shard_service_hist_seconds", "Time in the handler, as a histogram.", s...),
+		sServiceMax:  desc("shard_service_max_seconds", "Longest time in the handler.", s...),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.wRequests, c.wRx, c.wTx, c.wErrors, c.wPool, c.wPoolUse,
-		c.wReuse, c.wExhausted, c.wService, c.wServiceHist, c.wServiceMax, c.sRequests, c.sErrors, c.sForwarded,
-		c.sDepth, c.sInFlight, c.sQueue, c.sQueueHist, c.sQueueMax, c.sService, c.sServiceHist, c.sServiceMax} {
+	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.wRequests, c.wErrors, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
+		c.wTxErr, c.wForeign, c.wPings, c.wNegotiations, c.wCopied, c.wSleeps, c.wPool, c.wPoolUse, c.wReuse,
+		c.wLat, c.wLatHist, c.wLatMax, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
+		c.sService, c.sServiceHist, c.sServiceMax} {
 		ch <- d
 	}
 }
@@ -91,20 +97,13 @@ func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ..
 	emit(ch, m, err)
 }
 
-func errorCounters(ch chan<- prometheus.Metric, d *prometheus.Desc, byCode map[string]uint64, labels ...string) {
-	codes := make([]string, 0, len(byCode))
-	for c := range byCode {
-		codes = append(codes, c)
-	}
-	sort.Strings(codes)
-	for _, code := range codes {
-		counter(ch, d, byCode[code], append(labels, code)...)
-	}
-}
-
+// latency exports the quantiles as a summary (sum is 0 when the engine
+// does not report one), the max as a gauge, and
+// the buckets as a histogram when there are any.
 func latency(ch chan<- prometheus.Metric, sum, hist, maxD *prometheus.Desc, l engine.Latency, labels ...string) {
 	q := map[float64]float64{0.5: float64(l.P50Ns) * ns, 0.9: float64(l.P90Ns) * ns, 0.99: float64(l.P99Ns) * ns, 0.999: float64(l.P999Ns) * ns}
-	m, err := prometheus.NewConstSummary(sum, l.Count, float64(l.SumNs)*ns, q, labels...)
+	total := float64(l.SumNs) * ns
+	m, err := prometheus.NewConstSummary(sum, l.Count, total, q, labels...)
 	emit(ch, m, err)
 	gauge(ch, maxD, float64(l.MaxNs)*ns, labels...)
 	if len(l.Buckets) > 0 {
@@ -112,7 +111,7 @@ func latency(ch chan<- prometheus.Metric, sum, hist, maxD *prometheus.Desc, l en
 		for _, bk := range l.Buckets {
 			b[float64(bk.LeNs)*ns] = bk.Count
 		}
-		m, err := prometheus.NewConstHistogram(hist, l.Count, float64(l.SumNs)*ns, b, labels...)
+		m, err := prometheus.NewConstHistogram(hist, l.Count, total, b, labels...)
 		emit(ch, m, err)
 	}
 }
@@ -127,26 +126,41 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge(ch, c.up, 1)
+	cfg := c.d.state.snapshot()
 	for _, w := range st.Workers {
-		l := []string{strconv.Itoa(w.ID), strconv.Itoa(w.Core)}
-		counter(ch, c.wRequests, w.Requests, l...)
+		l := []string{strconv.Itoa(w.Index), strconv.Itoa(w.Core)}
+		counter(ch, c.wRequests, w.Requests(), l...)
+		codes := make([]string, 0, len(w.Errors))
+		for code := range w.Errors {
+			codes = append(codes, code)
+		}
+		sort.Strings(codes)
+		for _, code := range codes {
+			counter(ch, c.wErrors, w.Errors[code], append(l, code)...)
+		}
 		counter(ch, c.wRx, w.RxFrames, l...)
 		counter(ch, c.wTx, w.TxFrames, l...)
-		errorCounters(ch, c.wErrors, w.Errors, l...)
-		gauge(ch, c.wPool, float64(w.PoolBuffers), l...)
-		gauge(ch, c.wPoolUse, float64(w.PoolInUse), l...)
+		counter(ch, c.wRxNoBuf, w.RxNoBuffers, l...)
+		counter(ch, c.wTxNoBuf, w.TxNoBuffers, l...)
+		counter(ch, c.wTxErr, w.TxErrors, l...)
+		counter(ch, c.wForeign, w.NotSluice, l...)
+		counter(ch, c.wPings, w.Pings, l...)
+		counter(ch, c.wNegotiations, w.Negotiations, l...)
+		counter(ch, c.wCopied, w.PayloadBytesCopied, l...)
+		counter(ch, c.wSleeps, w.Sleeps, l...)
+		gauge(ch, c.wPool, float64(cfg.IOUring.RxBuffers), append(l, "rx")...)
+		gauge(ch, c.wPool, float64(cfg.IOUring.TxBuffers), append(l, "tx")...)
+		gauge(ch, c.wPoolUse, float64(w.RxInUse), append(l, "rx")...)
+		gauge(ch, c.wPoolUse, float64(w.TxInUse), append(l, "tx")...)
 		counter(ch, c.wReuse, w.BufferReuses, l...)
-		counter(ch, c.wExhausted, w.PoolExhausted, l...)
-		latency(ch, c.wService, c.wServiceHist, c.wServiceMax, w.Service, l...)
+		latency(ch, c.wLat, c.wLatHist, c.wLatMax, w.Latency, l...)
 	}
 	for _, s := range st.Shards {
-		counter(ch, c.sRequests, s.Requests, s.Name)
-		errorCounters(ch, c.sErrors, s.Errors, s.Name)
-		counter(ch, c.sForwarded, s.Forwarded, s.Name)
-		gauge(ch, c.sDepth, float64(s.Depth), s.Name)
-		gauge(ch, c.sInFlight, float64(s.InFlight), s.Name)
-		latency(ch, c.sQueue, c.sQueueHist, c.sQueueMax, s.Queue, s.Name)
-		latency(ch, c.sService, c.sServiceHist, c.sServiceMax, s.Service, s.Name)
+		l := []string{s.Name, strconv.FormatBool(s.Local)}
+		counter(ch, c.sRequests, s.Requests, l...)
+		counter(ch, c.sErrors, s.Errors, l...)
+		latency(ch, c.sQueue, c.sQueueHist, c.sQueueMax, s.Queue, l...)
+		latency(ch, c.sService, c.sServiceHist, c.sServiceMax, s.Service, l...)
 	}
 }
 

@@ -66,21 +66,27 @@ func TestMetrics(t *testing.T) {
 	if got := r.fake.StatsCalls() - calls; got != 1 {
 		t.Fatalf("one scrape made %d Stats calls, want 1", got)
 	}
-	hbm := map[string]string{"shard": "hbm2-inference"}
+	hbm := map[string]string{"shard": "hbm2-inference", "local": "true"}
 	if v := find(t, fams, "sluice_engine_stats_up", nil).GetGauge().GetValue(); v != 1 {
 		t.Fatalf("engine_stats_up = %v", v)
 	}
 	if v := find(t, fams, "sluice_shard_requests_total", hbm).GetCounter().GetValue(); v != 100 {
 		t.Fatalf("shard requests = %v", v)
 	}
-	if v := find(t, fams, "sluice_shard_errors_total", map[string]string{"shard": "hbm2-inference", "code": "no_route"}).GetCounter().GetValue(); v != 3 {
+	if v := find(t, fams, "sluice_shard_errors_total", hbm).GetCounter().GetValue(); v != 4 {
+		t.Fatalf("shard errors = %v", v)
+	}
+	if v := find(t, fams, "sluice_worker_errors_total", map[string]string{"worker": "0", "code": "no_route"}).GetCounter().GetValue(); v != 3 {
 		t.Fatalf("no_route = %v", v)
+	}
+	if v := find(t, fams, "sluice_worker_requests_total", map[string]string{"worker": "0"}).GetCounter().GetValue(); v != 100 {
+		t.Fatalf("worker requests = %v", v)
 	}
 	if v := find(t, fams, "sluice_worker_errors_total", map[string]string{"worker": "0", "core": "1", "code": "busy"}).GetCounter().GetValue(); v != 1 {
 		t.Fatalf("worker busy = %v", v)
 	}
 	// The idle shard is exported with zero counts.
-	if v := find(t, fams, "sluice_shard_requests_total", map[string]string{"shard": "gddr6-training"}).GetCounter().GetValue(); v != 0 {
+	if v := find(t, fams, "sluice_shard_requests_total", map[string]string{"shard": "gddr6-training", "local": "false"}).GetCounter().GetValue(); v != 0 {
 		t.Fatalf("idle shard requests = %v", v)
 	}
 	// Quantiles come from the engine in ns and are exported in seconds.
@@ -102,7 +108,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("max = %v", v)
 	}
 	// Histogram buckets: 10 µs holds 10 samples, 100 µs all 100.
-	h := find(t, fams, "sluice_shard_service_latency_seconds", hbm).GetHistogram()
+	h := find(t, fams, "sluice_shard_service_hist_seconds", hbm).GetHistogram()
 	wantB := map[float64]uint64{10e-6: 10, 100e-6: 100, 1e-3: 100}
 	for _, b := range h.Bucket {
 		for le, n := range wantB {
@@ -114,11 +120,18 @@ func TestMetrics(t *testing.T) {
 	if q := find(t, fams, "sluice_shard_queue_seconds", hbm).GetSummary(); q.GetSampleCount() != 100 || !near(q.GetSampleSum(), 200e-6) {
 		t.Fatalf("queue summary: %v", q)
 	}
-	if v := find(t, fams, "sluice_worker_pool_buffers", map[string]string{"worker": "0"}).GetGauge().GetValue(); v != 256 {
+	if v := find(t, fams, "sluice_worker_pool_buffers", map[string]string{"worker": "0", "pool": "tx"}).GetGauge().GetValue(); v != 256 {
 		t.Fatalf("pool buffers = %v", v)
 	}
 	if f := fams["sluice_config_reloads_total"]; f == nil || len(f.Metric) != 2 {
 		t.Fatalf("reload counters: %v", f)
+	}
+	// Worker latency is receive to reply: queue + service on the Fake.
+	if v := find(t, fams, "sluice_worker_latency_max_seconds", map[string]string{"worker": "0"}).GetGauge().GetValue(); !near(v, 102e-6) {
+		t.Fatalf("worker max = %v", v)
+	}
+	if v := find(t, fams, "sluice_worker_payload_bytes_copied_total", map[string]string{"worker": "0"}).GetCounter().GetValue(); v != 0 {
+		t.Fatalf("bytes copied = %v", v)
 	}
 	if _, ok := fams["go_goroutines"]; !ok {
 		t.Fatal("Go runtime metrics missing")

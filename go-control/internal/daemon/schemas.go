@@ -22,7 +22,7 @@ const RegistryPrefix = "/registry"
 const SchemaRetryInterval = time.Second
 
 // schemaSync keeps the engine's hot-path schema set equal to the registry's
-// live versions. The registry calls note on its writer goroutine; pushes
+// versions (retired ones marked). The registry calls note on its writer goroutine; pushes
 // happen on our own goroutine so a slow engine never stalls a registration.
 type schemaSync struct {
 	mu      sync.Mutex
@@ -39,10 +39,13 @@ func newSchemaSync() *schemaSync {
 func (s *schemaSync) note(c registry.Change) {
 	s.mu.Lock()
 	k := [2]any{c.Subject, c.Version}
-	if c.Retired || c.Kind != registry.ChangeRegistered {
+	if c.Kind == registry.ChangeDeleted {
 		delete(s.live, k)
 	} else {
-		s.live[k] = engine.Schema{ID: c.SchemaID, Subject: c.Subject, Version: c.Version, SchemaType: string(c.Type), Schema: c.Schema}
+		// Retired (soft-deleted) versions stay, marked, so the engine can
+		// answer unknown_schema for them.
+		s.live[k] = engine.Schema{ID: c.SchemaID, Subject: c.Subject, Version: c.Version,
+			SchemaType: string(c.Type), Schema: c.Schema, Retired: c.Retired}
 	}
 	s.mu.Unlock()
 	select {

@@ -6,6 +6,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
@@ -67,98 +68,151 @@ type Engine interface {
 	Status() (Status, error)
 }
 
-// Schema is one registered schema version pushed to the hot-path validator.
+// Schema is one registered schema version pushed to the hot-path validator
+// (the engine's SchemaCfg).
 type Schema struct {
 	ID         int    `json:"id"`
 	Subject    string `json:"subject"`
 	Version    int    `json:"version"`
-	SchemaType string `json:"schema_type"` // "AVRO", "PROTOBUF", "JSON"
+	SchemaType string `json:"schemaType"` // "AVRO", "PROTOBUF", "JSON", "TENSOR"
 	Schema     string `json:"schema"`
+	Retired    bool   `json:"retired,omitempty"` // answers unknown_schema
 }
+
+// The types below decode the Rust engine's JSON (stats and status) as it
+// is, so the cgo wrapper only has to unmarshal.
 
 // ModelInfo describes one loaded model version.
 type ModelInfo struct {
 	Name     string   `json:"name"`
 	Version  string   `json:"version"`
 	Kind     string   `json:"kind"`
-	Path     string   `json:"path,omitempty"`
 	Aliases  []string `json:"aliases"`
 	Adapters []string `json:"adapters"`
-	State    string   `json:"state"` // "loading", "ready", "failed"
-	Error    string   `json:"error,omitempty"`
 }
 
 // PeerStatus is a peer and what the engine knows of it.
 type PeerStatus struct {
 	config.Peer
-	State      string `json:"state"` // "up", "down", "connecting"
-	Forwarded  uint64 `json:"forwarded"`
-	LastSeenNs int64  `json:"last_seen_ns"` // unix time; 0 if never
+	State string `json:"state,omitempty"` // "up", "down", "connecting"; "" if not tracked
 }
 
 // Status describes the running engine.
 type Status struct {
-	State     string            `json:"state"` // "created", "running", "draining", "stopped"
-	Transport string            `json:"transport"`
-	Listen    string            `json:"listen"`
-	Hugepages string            `json:"hugepages"` // "hugepages", "fallback" (auto found none), "off"
-	Note      string            `json:"note,omitempty"`
-	Workers   []WorkerInfo      `json:"workers"`
-	Versions  map[string]string `json:"versions"` // "engine", "wire", "onnxruntime"
+	Running       bool         `json:"running"`
+	Draining      bool         `json:"draining,omitempty"`
+	Transport     string       `json:"transport"`
+	Listen        string       `json:"listen,omitempty"`
+	Hugepages     bool         `json:"hugepages"` // false: pools fell back to normal pages
+	HugepagesNote string       `json:"hugepages_note,omitempty"`
+	Epoch         uint64       `json:"epoch"` // config snapshot published
+	Workers       []WorkerInfo `json:"workers"`
+	Models        []ModelInfo  `json:"models"`
+	Schemas       int          `json:"schemas"` // schema versions held
+	// Versions of the engine, wire format and ONNX Runtime, when reported.
+	Versions map[string]string `json:"versions,omitempty"`
 }
 
 // WorkerInfo is one pinned worker.
 type WorkerInfo struct {
-	ID    int    `json:"id"`
+	Index int    `json:"index"`
 	Core  int    `json:"core"`
-	State string `json:"state"` // "polling", "sleeping", "stopped"
+	Epoch uint64 `json:"epoch"` // snapshot it runs on
 }
 
 // Stats is one snapshot. Counters are cumulative since Start.
-// Errors maps the wire error code names (sluice_wire::ErrorCode::as_str,
-// e.g. "no_route") to counts.
 type Stats struct {
 	Workers []WorkerStats `json:"workers"`
-	Shards  []ShardStats  `json:"shards"`
+	Shards  []ShardStats  `json:"shards"`  // merged over workers
+	Latency Latency       `json:"latency"` // receive to reply, merged
 }
 
 // WorkerStats are the counters of one worker (one core).
 type WorkerStats struct {
-	ID            int               `json:"id"`
-	Core          int               `json:"core"`
-	RxFrames      uint64            `json:"rx_frames"`
-	TxFrames      uint64            `json:"tx_frames"`
-	Requests      uint64            `json:"requests"`
-	Errors        map[string]uint64 `json:"errors"`
-	PoolBuffers   uint64            `json:"pool_buffers"`   // buffers in the pool
-	PoolInUse     uint64            `json:"pool_in_use"`    // taken now
-	BufferReuses  uint64            `json:"buffer_reuses"`  // buffers handed out again
-	PoolExhausted uint64            `json:"pool_exhausted"` // times the pool was empty
-	Service       Latency           `json:"service"`        // receive to reply
+	Index              int          `json:"index"`
+	Core               int          `json:"core"`
+	Epoch              uint64       `json:"epoch"`
+	OK                 uint64       `json:"ok"`     // responses sent
+	Errors             ErrorCounts  `json:"errors"` // error frames by wire code name
+	Pings              uint64       `json:"pings"`
+	Negotiations       uint64       `json:"negotiations"`
+	NotSluice          uint64       `json:"not_sluice"` // foreign datagrams dropped
+	TxNoBuffers        uint64       `json:"tx_no_buffers"`
+	PayloadBytesCopied uint64       `json:"payload_bytes_copied"`
+	RxFrames           uint64       `json:"rx_frames"`
+	TxFrames           uint64       `json:"tx_frames"`
+	RxNoBuffers        uint64       `json:"rx_no_buffers"`
+	TxErrors           uint64       `json:"tx_errors"`
+	RxInUse            uint64       `json:"rx_in_use"` // receive buffers taken now
+	TxInUse            uint64       `json:"tx_in_use"`
+	BufferReuses       uint64       `json:"buffer_reuses"`
+	Sleeps             uint64       `json:"sleeps"`  // adaptive mode
+	Latency            Latency      `json:"latency"` // receive to reply
+	Shards             []ShardStats `json:"shards,omitempty"`
+}
+
+// Requests is every request answered: ok plus error frames.
+func (w *WorkerStats) Requests() uint64 {
+	n := w.OK
+	for _, v := range w.Errors {
+		n += v
+	}
+	return n
 }
 
 // ShardStats are the counters of one queue shard.
 type ShardStats struct {
-	Name      string            `json:"name"`
-	Requests  uint64            `json:"requests"`
-	Errors    map[string]uint64 `json:"errors"`
-	Forwarded uint64            `json:"forwarded"` // sent to a peer
-	Depth     uint64            `json:"depth"`     // queued now
-	InFlight  uint64            `json:"in_flight"` // running now
-	Queue     Latency           `json:"queue"`     // enqueue to start
-	Service   Latency           `json:"service"`   // start to reply
+	Name     string  `json:"name"`
+	Local    bool    `json:"local"` // served here (the host carries its labels)
+	Requests uint64  `json:"requests"`
+	Errors   uint64  `json:"errors"`  // error frames after routing
+	Queue    Latency `json:"queue"`   // receive to start of service
+	Service  Latency `json:"service"` // time in the handler
 }
 
-// Latency summarises a histogram in nanoseconds. Buckets, when present, are
-// cumulative counts with upper bounds, ascending; the last need not be +Inf.
+// ErrorCounts maps wire error code names (sluice_wire::ErrorCode::as_str,
+// e.g. "no_route") to counts. It decodes from an object or from the
+// engine's list of [name, count] pairs.
+type ErrorCounts map[string]uint64
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (e *ErrorCounts) UnmarshalJSON(b []byte) error {
+	var m map[string]uint64
+	if err := json.Unmarshal(b, &m); err == nil {
+		*e = m
+		return nil
+	}
+	var pairs [][2]json.RawMessage
+	if err := json.Unmarshal(b, &pairs); err != nil {
+		return fmt.Errorf("error counts: want an object or [name, count] pairs: %v", err)
+	}
+	out := make(ErrorCounts, len(pairs))
+	for _, p := range pairs {
+		var name string
+		var n uint64
+		if err := json.Unmarshal(p[0], &name); err != nil {
+			return fmt.Errorf("error counts: %v", err)
+		}
+		if err := json.Unmarshal(p[1], &n); err != nil {
+			return fmt.Errorf("error counts: %v", err)
+		}
+		out[name] += n
+	}
+	*e = out
+	return nil
+}
+
+// Latency summarises an HDR histogram in nanoseconds. SumNs and Buckets are
+// optional: with buckets (cumulative, ascending upper bounds) the metrics
+// also carry a Prometheus histogram.
 type Latency struct {
 	Count   uint64   `json:"count"`
-	SumNs   uint64   `json:"sum_ns"`
 	P50Ns   uint64   `json:"p50_ns"`
 	P90Ns   uint64   `json:"p90_ns"`
 	P99Ns   uint64   `json:"p99_ns"`
 	P999Ns  uint64   `json:"p999_ns"`
 	MaxNs   uint64   `json:"max_ns"`
+	SumNs   uint64   `json:"sum_ns,omitempty"`
 	Buckets []Bucket `json:"buckets,omitempty"`
 }
 

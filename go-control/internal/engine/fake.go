@@ -97,20 +97,15 @@ func (f *Fake) syncModels() {
 		for i, a := range m.Adapters {
 			ids[i] = a.ID
 		}
-		f.models[key(m.Name, m.Version)] = &ModelInfo{Name: m.Name, Version: m.Version, Kind: m.Kind, Path: m.Path,
-			Aliases: slices.Clone(m.Aliases), Adapters: ids, State: "ready"}
+		f.models[key(m.Name, m.Version)] = &ModelInfo{Name: m.Name, Version: m.Version, Kind: m.Kind,
+			Aliases: nonNil(slices.Clone(m.Aliases)), Adapters: ids}
 	}
 }
 
 func (f *Fake) syncPeers() {
-	old := f.peers
 	f.peers = map[string]*PeerStatus{}
 	for _, p := range f.cfg.Peers {
-		ps := &PeerStatus{Peer: p, State: "connecting"}
-		if o, ok := old[p.Name]; ok {
-			ps.Forwarded = o.Forwarded
-		}
-		f.peers[p.Name] = ps
+		f.peers[p.Name] = &PeerStatus{Peer: p, State: "connecting"}
 	}
 }
 
@@ -393,7 +388,7 @@ func (f *Fake) Record(worker int, shard, code string, queueNs, serviceNs uint64)
 		s.errors[code]++
 	}
 	if len(w.service) < FakeSamplesMax {
-		w.service = append(w.service, serviceNs)
+		w.service = append(w.service, queueNs+serviceNs)
 	}
 	if len(s.service) < FakeSamplesMax {
 		s.service = append(s.service, serviceNs)
@@ -435,26 +430,36 @@ func (f *Fake) Stats() (Stats, error) {
 	defer f.mu.Unlock()
 	f.stats++
 	var st Stats
+	var all []uint64
 	for i, core := range f.cfg.Engine.Workers {
-		ws := WorkerStats{ID: i, Core: core, Errors: map[string]uint64{}, PoolBuffers: uint64(f.cfg.IOUring.RxBuffers)}
+		ws := WorkerStats{Index: i, Core: core, Errors: ErrorCounts{}}
 		if w := f.workers[i]; w != nil {
-			ws.Requests, ws.RxFrames, ws.TxFrames = w.requests, w.requests, w.requests
-			ws.BufferReuses = w.requests
+			var errN uint64
 			for c, n := range w.errors {
 				ws.Errors[c] = n
+				errN += n
 			}
-			ws.Service = summarize(w.service)
+			ws.OK = w.requests - errN
+			ws.RxFrames, ws.TxFrames, ws.BufferReuses = w.requests, w.requests, w.requests
+			ws.Latency = summarize(w.service)
+			all = append(all, w.service...)
 		} else {
-			ws.Service = summarize(nil)
+			ws.Latency = summarize(nil)
 		}
 		st.Workers = append(st.Workers, ws)
 	}
+	st.Latency = summarize(all)
 	for _, sh := range f.cfg.Shards {
-		ss := ShardStats{Name: sh.Name, Errors: map[string]uint64{}}
+		ss := ShardStats{Name: sh.Name, Local: true}
+		for k, v := range sh.Labels {
+			if f.cfg.Host.Labels[k] != v {
+				ss.Local = false
+			}
+		}
 		if s := f.shards[sh.Name]; s != nil {
 			ss.Requests = s.requests
-			for c, n := range s.errors {
-				ss.Errors[c] = n
+			for _, n := range s.errors {
+				ss.Errors += n
 			}
 			ss.Queue, ss.Service = summarize(s.queue), summarize(s.service)
 		} else {
@@ -469,17 +474,26 @@ func (f *Fake) Stats() (Stats, error) {
 func (f *Fake) Status() (Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := Status{State: f.state, Transport: f.cfg.Engine.Transport, Listen: f.cfg.IOUring.Listen,
-		Hugepages: "off", Note: "fake engine: in-memory, serves no traffic",
-		Versions: map[string]string{"engine": "fake", "wire": "1"}}
+	st := Status{Running: f.state == "running", Draining: f.state == "draining", Transport: f.cfg.Engine.Transport,
+		Listen: f.cfg.IOUring.Listen, HugepagesNote: "fake engine: in-memory, serves no traffic",
+		Schemas: len(f.schemas), Versions: map[string]string{"engine": "fake", "wire": "1"}}
 	for i, core := range f.cfg.Engine.Workers {
-		ws := "stopped"
-		if f.state == "running" {
-			ws = "polling"
-		}
-		st.Workers = append(st.Workers, WorkerInfo{ID: i, Core: core, State: ws})
+		st.Workers = append(st.Workers, WorkerInfo{Index: i, Core: core})
 	}
+	for _, m := range f.models {
+		st.Models = append(st.Models, *m)
+	}
+	sort.Slice(st.Models, func(i, j int) bool {
+		return key(st.Models[i].Name, st.Models[i].Version) < key(st.Models[j].Name, st.Models[j].Version)
+	})
 	return st, nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 var _ Engine = (*Fake)(nil)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -119,5 +120,33 @@ func TestStopTimeout(t *testing.T) {
 	defer cancel()
 	if err := f.Stop(ctx); !errors.Is(err, errs.ErrTimeout) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+func TestDecodeEngineJSON(t *testing.T) {
+	// The shape the Rust engine serialises (StatsSnapshot), trimmed.
+	js := `{"workers":[{"index":0,"core":1,"epoch":3,"ok":10,"errors":[["no_route",2],["busy",1]],"pings":0,
+	"negotiations":0,"not_sluice":0,"tx_no_buffers":0,"payload_bytes_copied":0,"rx_frames":13,"tx_frames":13,
+	"rx_no_buffers":0,"tx_errors":0,"rx_in_use":1,"tx_in_use":0,"buffer_reuses":12,"sleeps":4,
+	"latency":{"count":13,"p50_ns":5000,"p90_ns":7000,"p99_ns":9000,"p999_ns":9000,"max_ns":9100},"shards":[]}],
+	"shards":[{"name":"s","local":true,"requests":12,"errors":2,"queue":{"count":12,"p50_ns":1,"p90_ns":2,"p99_ns":3,"p999_ns":3,"max_ns":3},
+	"service":{"count":12,"p50_ns":4,"p90_ns":5,"p99_ns":6,"p999_ns":6,"max_ns":6}}],
+	"latency":{"count":13,"p50_ns":5000,"p90_ns":7000,"p99_ns":9000,"p999_ns":9000,"max_ns":9100}}`
+	var st Stats
+	d := json.NewDecoder(strings.NewReader(js))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	w := st.Workers[0]
+	if w.Errors["no_route"] != 2 || w.Requests() != 13 || w.Latency.P99Ns != 9000 || st.Shards[0].Errors != 2 {
+		t.Fatalf("decoded %+v", st)
+	}
+	var e ErrorCounts
+	if err := json.Unmarshal([]byte(`{"busy":3}`), &e); err != nil || e["busy"] != 3 {
+		t.Fatalf("object form: %v %v", err, e)
+	}
+	if err := json.Unmarshal([]byte(`[["busy"]]`), &e); err == nil {
+		t.Fatal("bad pairs accepted")
 	}
 }
