@@ -15,9 +15,9 @@ import (
 // ContentType is what the handler answers with, as Confluent does.
 const ContentType = "application/vnd.schemaregistry.v1+json"
 
-// RequestBodyMax bounds a request body: a schema at its size limit,
+// RequestBodyBytesMax bounds a request body: a schema at its size limit,
 // JSON-escaped, plus references.
-const RequestBodyMax = 4*compat.SchemaSizeMax + 64<<10
+const RequestBodyBytesMax = 4*compat.SchemaBytesMax + 64<<10
 
 type handler struct {
 	reg *Registry
@@ -133,12 +133,12 @@ type schemaRequest struct {
 }
 
 func readSchema(r *http.Request) (SchemaInput, *Error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, RequestBodyMax+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, RequestBodyBytesMax+1))
 	if err != nil {
 		return SchemaInput{}, errInvalidSchema("cannot read request body: %v", err)
 	}
-	if len(body) > RequestBodyMax {
-		return SchemaInput{}, errInvalidSchema("request body larger than %d bytes", RequestBodyMax)
+	if len(body) > RequestBodyBytesMax {
+		return SchemaInput{}, errInvalidSchema("request body larger than %d bytes", RequestBodyBytesMax)
 	}
 	var req schemaRequest
 	if err := json.Unmarshal(body, &req); err != nil {

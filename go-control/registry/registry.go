@@ -23,10 +23,10 @@ import (
 
 // Limits.
 const (
-	SubjectNameMax = 255 // bytes
-	ReferencesMax  = 64  // references per schema
-	referenceDepth = 32  // nesting of references
-	VersionMax     = 1<<31 - 1
+	SubjectNameBytesMax = 255 // bytes
+	ReferencesMax       = 64  // references per schema
+	referenceDepthMax   = 32  // nesting of references
+	VersionMax          = 1<<31 - 1
 )
 
 // Reference names another subject's version that a schema builds on.
@@ -278,7 +278,7 @@ func identity(t compat.Type, s compat.Schema, refs []Reference) string {
 }
 
 func validSubject(s string) *Error {
-	if s == "" || len(s) > SubjectNameMax || !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0 {
+	if s == "" || len(s) > SubjectNameBytesMax || !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0 {
 		return errInvalidSubject(s)
 	}
 	return nil
@@ -315,8 +315,8 @@ func (r *Registry) resolveRefs(refs []Reference, depth int, visiting map[string]
 	if len(refs) > ReferencesMax {
 		return nil, fmt.Errorf("%d references, more than the limit of %d", len(refs), ReferencesMax)
 	}
-	if depth > referenceDepth {
-		return nil, fmt.Errorf("references nested deeper than %d", referenceDepth)
+	if depth > referenceDepthMax {
+		return nil, fmt.Errorf("references nested deeper than %d", referenceDepthMax)
 	}
 	var deps []compat.Dependency
 	seen := map[string]bool{}

@@ -247,7 +247,7 @@ func TestInputLimits(t *testing.T) {
 	}
 	defer reg.Close()
 	var e *Error
-	for _, subject := range []string{"", strings.Repeat("s", SubjectNameMax+1), "bad\x00name", string([]byte{0xff})} {
+	for _, subject := range []string{"", strings.Repeat("s", SubjectNameBytesMax+1), "bad\x00name", string([]byte{0xff})} {
 		_, _, err := reg.Register(ctx, subject, SchemaInput{Type: compat.Avro, Schema: avroV1})
 		if !errors.As(err, &e) || e.Code != CodeInvalidSubject {
 			t.Fatalf("subject %q: %v", subject, err)

@@ -117,8 +117,8 @@ func matches(r, w avro.Schema) bool {
 }
 
 func (c *avroChecker) check(r, w avro.Schema, path string, depth int) {
-	if depth > nestingMax {
-		c.add("TYPE_MISMATCH", path, "schema nesting deeper than %d levels", nestingMax)
+	if depth > nestingDepthMax {
+		c.add("TYPE_MISMATCH", path, "schema nesting deeper than %d levels", nestingDepthMax)
 		return
 	}
 	r, w = deref(r), deref(w)

@@ -95,8 +95,8 @@ type Schema interface {
 
 // Limits on input size keep a hostile schema from costing unbounded work.
 const (
-	SchemaSizeMax = 1 << 20 // bytes of schema text
-	nestingMax    = 64      // depth of nested types walked by the checkers
+	SchemaBytesMax  = 1 << 20 // bytes of schema text
+	nestingDepthMax = 64      // depth of nested types walked by the checkers
 )
 
 // ErrInvalid wraps every parse failure.
@@ -116,8 +116,8 @@ func Parse(t Type, text string, deps []Dependency) (s Schema, err error) {
 			s, err = nil, invalid("parser failed: %v", p)
 		}
 	}()
-	if len(text) > SchemaSizeMax {
-		return nil, invalid("schema is %d bytes, more than the limit of %d", len(text), SchemaSizeMax)
+	if len(text) > SchemaBytesMax {
+		return nil, invalid("schema is %d bytes, more than the limit of %d", len(text), SchemaBytesMax)
 	}
 	if strings.TrimSpace(text) == "" {
 		return nil, invalid("empty schema")

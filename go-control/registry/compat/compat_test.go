@@ -311,7 +311,7 @@ func TestParseRejectsBadSchemas(t *testing.T) {
 		{Tensor, `{"inputs":[{"name":"x","dtype":"f32","shape":[1]}],"extra":1}`, "unknown field"},
 		{Tensor, `{"inputs":[{"name":"x","dtype":"f32"}]}`, "missing shape"},
 		{Avro, "   ", "empty"},
-		{Avro, strings.Repeat(" ", SchemaSizeMax+1), "limit"},
+		{Avro, strings.Repeat(" ", SchemaBytesMax+1), "limit"},
 	}
 	for _, b := range bad {
 		_, err := Parse(b.typ, b.text, nil)

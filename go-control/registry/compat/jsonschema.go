@@ -110,7 +110,7 @@ func (c *jsonChecker) add(rule, path, format string, args ...any) {
 // resolve follows $ref chains (local pointers and references by name);
 // it returns the schema and the document it lives in.
 func resolveRef(s, doc any, docs map[string]any) (any, any, string) {
-	for range nestingMax {
+	for range nestingDepthMax {
 		m, ok := s.(map[string]any)
 		if !ok {
 			return s, doc, ""
@@ -182,8 +182,8 @@ func typeCovered(readerTypes []string, t string) bool {
 }
 
 func (c *jsonChecker) check(r, w, rDoc, wDoc any, path string, depth int) {
-	if depth > nestingMax {
-		c.add("TYPE_CHANGED", path, "schema nesting deeper than %d levels", nestingMax)
+	if depth > nestingDepthMax {
+		c.add("TYPE_CHANGED", path, "schema nesting deeper than %d levels", nestingDepthMax)
 		return
 	}
 	r, rDoc, rBad := resolveRef(r, rDoc, c.rDocs)

@@ -116,7 +116,7 @@ func protoCanRead(r, w *protoSchema, who roles) []Issue {
 
 func collectProto(msgs protoreflect.MessageDescriptors, enums protoreflect.EnumDescriptors,
 	onMsg func(protoreflect.MessageDescriptor), onEnum func(protoreflect.EnumDescriptor), depth int) {
-	if depth > nestingMax {
+	if depth > nestingDepthMax {
 		return
 	}
 	for i := 0; i < enums.Len(); i++ {

@@ -34,9 +34,9 @@ import (
 var DTypes = []string{"f32", "f16", "bf16", "f64", "i8", "u8", "i16", "u16", "i32", "i64", "u32", "u64", "bool"}
 
 const (
-	tensorCountMax = 64 // tensors per side of a signature
-	tensorRankMax  = 8  // dims per tensor
-	tensorNameMax  = 255
+	tensorCountMax     = 64 // tensors per side of a signature
+	tensorRankMax      = 8  // dims per tensor
+	tensorNameBytesMax = 255
 )
 
 type TensorSpec struct {
@@ -87,8 +87,8 @@ func parseTensor(text string) (Schema, error) {
 		seen := map[string]bool{}
 		for i, t := range list {
 			where := fmt.Sprintf("/%s/%d", side, i)
-			if t.Name == "" || len(t.Name) > tensorNameMax {
-				return nil, invalid("tensor signature %s: name must be 1..%d bytes", where, tensorNameMax)
+			if t.Name == "" || len(t.Name) > tensorNameBytesMax {
+				return nil, invalid("tensor signature %s: name must be 1..%d bytes", where, tensorNameBytesMax)
 			}
 			if seen[t.Name] {
 				return nil, invalid("tensor signature %s: duplicate name %q", where, t.Name)
