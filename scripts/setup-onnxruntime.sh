@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fetches libonnxruntime.so 1.31.1 from the PyPI wheel (Debian 12 ships no
 # ONNX Runtime) into .cache/onnxruntime/ at the repo root and prints its path.
-# Idempotent: a library already in place with the pinned checksum is kept.
+# Idempotent: a library already in place with the pinned checksum is kept;
+# anything else there is replaced.
 #
 # Env: PIP (default: pip3, else pip), SLUICE_ORT_CACHE (default: <repo>/.cache/onnxruntime).
 set -euo pipefail
@@ -10,6 +11,8 @@ ORT_VERSION="1.31.1"
 WHEEL="onnxruntime-${ORT_VERSION}-cp311-cp311-manylinux_2_28_x86_64.whl"
 # sha256 of the wheel above, as published on PyPI.
 WHEEL_SHA256="5752bd508126ae7c49894d3b9d2e83f0c3d487319246d04c444b393308d7ad7f"
+# sha256 of the library inside it.
+LIB_SHA256="fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3"
 MEMBER="onnxruntime/capi/libonnxruntime.so.${ORT_VERSION}"
 LIB_NAME="libonnxruntime.so.${ORT_VERSION}"
 
@@ -18,16 +21,17 @@ die() { echo "setup-onnxruntime: $*" >&2; exit 1; }
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dest="${SLUICE_ORT_CACHE:-$repo_root/.cache/onnxruntime}"
 lib="$dest/$LIB_NAME"
-stamp="$dest/$LIB_NAME.wheel-sha256"
 
-# The library is extracted from a verified wheel; the stamp records which one.
-if [[ -f "$lib" && -f "$stamp" && "$(cat "$stamp")" == "$WHEEL_SHA256" ]]; then
+command -v sha256sum >/dev/null || die "sha256sum not found (coreutils)"
+sha_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+# Already in place and intact: nothing to do.
+if [[ -f "$lib" && "$(sha_of "$lib")" == "$LIB_SHA256" ]]; then
     echo "$lib"
     exit 0
 fi
 
 [[ "$(uname -m)" == "x86_64" ]] || die "only x86_64 Linux is supported (this is $(uname -m))"
-command -v sha256sum >/dev/null || die "sha256sum not found (coreutils)"
 pip="${PIP:-}"
 if [[ -z "$pip" ]]; then
     if command -v pip3 >/dev/null; then pip=pip3
@@ -50,7 +54,7 @@ trap 'rm -rf "$work"' EXIT
     || { cat "$work/pip.log" >&2; die "pip download of onnxruntime==${ORT_VERSION} failed"; }
 
 [[ -f "$work/$WHEEL" ]] || { ls -l "$work" >&2; die "pip did not produce $WHEEL"; }
-got="$(sha256sum "$work/$WHEEL" | cut -d' ' -f1)"
+got="$(sha_of "$work/$WHEEL")"
 [[ "$got" == "$WHEEL_SHA256" ]] || die "checksum mismatch for $WHEEL: got $got, want $WHEEL_SHA256"
 
 "$python" - "$work/$WHEEL" "$MEMBER" "$work/$LIB_NAME" <<'EOF' || die "could not extract $MEMBER from the wheel"
@@ -60,7 +64,9 @@ with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out, "wb") as dst:
     shutil.copyfileobj(src, dst)
 EOF
 
+got="$(sha_of "$work/$LIB_NAME")"
+[[ "$got" == "$LIB_SHA256" ]] || die "checksum mismatch for $MEMBER: got $got, want $LIB_SHA256"
+
 # Move into place atomically so a concurrent reader never sees half a file.
 mv -f "$work/$LIB_NAME" "$lib"
-echo "$WHEEL_SHA256" >"$stamp"
 echo "$lib"
