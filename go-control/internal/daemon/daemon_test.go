@@ -441,6 +441,35 @@ func TestReloadAPI(t *testing.T) {
 	}
 }
 
+func TestReloadRefusedWhenOverrideConflicts(t *testing.T) {
+	dir := t.TempDir()
+	src := testConfig(t, dir)
+	r := start(t, dir, src)
+	r.must("PUT", "/v1/routes", `[{"name":"all","shard":"gddr6-training"}]`, 200)
+	// The new file drops the shard the API's routes use.
+	noGddr := strings.Replace(src, "[[shards]]\nname = \"gddr6-training\"", "[[shards]]\nname = \"gddr7-training\"", 1)
+	noGddr = strings.Replace(noGddr, "shard = \"gddr6-training\"", "shard = \"gddr7-training\"", 1)
+	if noGddr == src {
+		t.Fatal("edit did not apply")
+	}
+	if err := os.WriteFile(r.path, []byte(noGddr), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := r.apiErr("POST", "/v1/reload", "", 422, "invalid_config")
+	if !strings.Contains(e.Error, `unknown shard "gddr6-training"`) || !strings.Contains(e.Error, "overrides made through the API") {
+		t.Fatalf("reason: %s", e.Error)
+	}
+	if c := r.fake.Config(); c.Shards[1].Name != "gddr6-training" || c.Routes[0].Name != "all" {
+		t.Fatalf("running config changed: %+v %+v", c.Shards, c.Routes)
+	}
+	// Dropping the override lets the file through.
+	r.must("DELETE", "/v1/routes", "", 204)
+	r.must("POST", "/v1/reload", "", 200)
+	if c := r.fake.Config(); c.Shards[1].Name != "gddr7-training" {
+		t.Fatalf("after reset and reload: %+v", c.Shards)
+	}
+}
+
 func TestReloadSIGHUP(t *testing.T) {
 	dir := t.TempDir()
 	src := testConfig(t, dir)
