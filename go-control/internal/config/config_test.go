@@ -97,7 +97,7 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"short key", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:00ff\"\n", "t.toml:4: tenants[0].key: key is 2 bytes"},
 		{"tenant id zero", "[[tenants]]\nname = \"t\"\nid = 0\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "t.toml:3: tenants[0].id: 0 is out of range"},
 		{"token needed off loopback", "[control]\nadmin_listen = \"0.0.0.0:7071\"\n", "t.toml:1: control.admin_token: is required when admin_listen"},
-		{"core does not exist", "[engine]\nworkers = [0, 4096]\n", "t.toml:2: engine.workers[1]: core 4096 does not exist"},
+		{"core does not exist", "[engine]\nworkers = [0, 4096]\n", "t.toml:2: engine.workers[1]: core 4096 does not exist or is offline"},
 		{"inline table in an array", "[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\n\nadapters = [{ id = \"a b\", path = \"x\" }]\n", "t.toml:6: models[0].adapters[0].id: \"a b\" must be 1 to 64 printable ASCII"},
 		{"syntax error", "[engine\nworkers = [0]\n", "t.toml:1:"},
 		{"duplicate alias", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\naliases = [\"a\"]\n[[models]]\nname = \"m\"\nversion = \"2\"\nkind = \"null\"\naliases = [\"b\", \"a\"]\n", "t.toml:10: models[1].aliases[1]: alias \"a\" of model m already names version 1"},
@@ -185,6 +185,21 @@ func TestVersionPatterns(t *testing.T) {
 		if err := CheckVersionPattern(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	set, ok := parseCPUList("0-2,5,7-8")
+	if !ok || len(set) != 6 || !set[0] || !set[2] || set[3] || !set[5] || !set[8] {
+		t.Fatalf("parsed %v %v", set, ok)
+	}
+	for _, bad := range []string{"", "a", "3-1", "1,,2", "-1"} {
+		if _, ok := parseCPUList(bad); ok {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if on, _ := OnlineCPUs(); !on[0] {
+		t.Fatal("core 0 not online")
 	}
 }
 

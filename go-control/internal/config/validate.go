@@ -123,11 +123,11 @@ func (c *checker) engine(e *Engine) {
 	if len(e.Workers) == 0 || len(e.Workers) > WorkersMax {
 		c.add("engine.workers", "needs 1..=%d cores, got %d", WorkersMax, len(e.Workers))
 	}
-	ncpu := runtime.NumCPU()
+	online, desc := OnlineCPUs()
 	for i, core := range e.Workers {
 		key := fmt.Sprintf("engine.workers[%d]", i)
-		if core < 0 || core >= ncpu {
-			c.add(key, "core %d does not exist (this host has %d)", core, ncpu)
+		if !online[core] {
+			c.add(key, "core %d does not exist or is offline (online: %s)", core, desc)
 		}
 		if slices.Contains(e.Workers[:i], core) {
 			c.add(key, "core %d listed twice", core)
@@ -138,6 +138,49 @@ func (c *checker) engine(e *Engine) {
 	c.oneOf("engine.hugepages", e.Hugepages, "auto", "required", "off")
 	c.oneOf("engine.poll", e.Poll, "busy", "adaptive")
 	c.rangeInt("engine.spin_us", e.SpinUs, 0, SpinUsMax)
+}
+
+// CPUOnlinePath lists the online CPUs, e.g. "0-3,6".
+const CPUOnlinePath = "/sys/devices/system/cpu/online"
+
+// OnlineCPUs returns the cores that exist and are online. It reads the
+// kernel's list rather than the process's affinity mask: under isolcpus or
+// a unit's CPUAffinity the daemon itself may not run on the worker cores.
+func OnlineCPUs() (map[int]bool, string) {
+	if b, err := os.ReadFile(CPUOnlinePath); err == nil {
+		text := strings.TrimSpace(string(b))
+		if set, ok := parseCPUList(text); ok {
+			return set, text
+		}
+	}
+	n := runtime.NumCPU()
+	set := make(map[int]bool, n)
+	for i := 0; i < n; i++ {
+		set[i] = true
+	}
+	return set, fmt.Sprintf("0-%d", n-1)
+}
+
+// parseCPUList parses the kernel's CPU list format ("0-3,6,8-9").
+func parseCPUList(s string) (map[int]bool, bool) {
+	set := map[int]bool{}
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, false
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 1<<16 {
+				return nil, false
+			}
+		}
+		for i := a; i <= b; i++ {
+			set[i] = true
+		}
+	}
+	return set, len(set) > 0
 }
 
 func isPow2(v int) bool { return v > 0 && v&(v-1) == 0 }
