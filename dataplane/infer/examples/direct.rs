@@ -85,7 +85,8 @@ fn main() -> ExitCode {
         }
     }
     let lib = sluice_infer::library_path(None).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/onnxruntime/libonnxruntime.so.1.31.1")
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../.cache/onnxruntime/libonnxruntime.so.1.31.1")
     });
     if let Err(e) = sluice_infer::init(&lib) {
         eprintln!("direct: {e}");
@@ -93,12 +94,44 @@ fn main() -> ExitCode {
     }
     let models = sluice_models::models_dir();
     let cases = [
-        Case { label: "mlp batch 1", model: "mlp", file: "mlp.onnx", input: "x", dims: vec![1, MLP_IN as u64], adapter: None },
-        Case { label: "mlp batch 1 + LoRA", model: "mlp", file: "mlp.onnx", input: "x", dims: vec![1, MLP_IN as u64], adapter: Some("formal") },
-        Case { label: "mlp batch 32", model: "mlp", file: "mlp.onnx", input: "x", dims: vec![32, MLP_IN as u64], adapter: None },
-        Case { label: "big 512 KiB in", model: "big", file: "big.onnx", input: "x", dims: vec![1, BIG_LEN as u64], adapter: None },
+        Case {
+            label: "mlp batch 1",
+            model: "mlp",
+            file: "mlp.onnx",
+            input: "x",
+            dims: vec![1, MLP_IN as u64],
+            adapter: None,
+        },
+        Case {
+            label: "mlp batch 1 + LoRA",
+            model: "mlp",
+            file: "mlp.onnx",
+            input: "x",
+            dims: vec![1, MLP_IN as u64],
+            adapter: Some("formal"),
+        },
+        Case {
+            label: "mlp batch 32",
+            model: "mlp",
+            file: "mlp.onnx",
+            input: "x",
+            dims: vec![32, MLP_IN as u64],
+            adapter: None,
+        },
+        Case {
+            label: "big 512 KiB in",
+            model: "big",
+            file: "big.onnx",
+            input: "x",
+            dims: vec![1, BIG_LEN as u64],
+            adapter: None,
+        },
     ];
-    println!("sluice-infer direct: {iters} runs per case (big: {}), ONNX Runtime {}", iters / 10, lib.display());
+    println!(
+        "sluice-infer direct: {iters} runs per case (big: {}), ONNX Runtime {}",
+        iters / 10,
+        lib.display()
+    );
     println!(
         "{:<20} {:>9} {:>9} {:>10} | {:>14} {:>14} | {:>7}",
         "case", "p50 ns", "p99 ns", "p99.9 ns", "copy-first p50", "copy-first p99", "ratio"
@@ -108,10 +141,13 @@ fn main() -> ExitCode {
             name: case.model.to_string(),
             version: "1.0.0".to_string(),
             path: models.join(case.file),
-            adapters: vec![AdapterSpec { id: "formal".into(), path: models.join("mlp_formal.onnx_adapter") }]
-                .into_iter()
-                .filter(|_| case.model == "mlp")
-                .collect(),
+            adapters: vec![AdapterSpec {
+                id: "formal".into(),
+                path: models.join("mlp_formal.onnx_adapter"),
+            }]
+            .into_iter()
+            .filter(|_| case.model == "mlp")
+            .collect(),
         };
         let mut model = match OrtModel::load(&spec) {
             Ok(m) => m,
@@ -124,24 +160,45 @@ fn main() -> ExitCode {
         let mut staging = AlignedBuf::new(rx.as_slice().len());
         let mut tx = AlignedBuf::new(64 << 10);
         let mut stats = RunStats::default();
-        let n = if case.model == "big" { iters / 10 } else { iters }.max(100);
-        let mut in_place = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram");
-        let mut copied = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram");
+        let n = if case.model == "big" {
+            iters / 10
+        } else {
+            iters
+        }
+        .max(100);
+        let mut in_place =
+            Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram");
+        let mut copied =
+            Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram");
         // Warm up, then alternate the two paths so both see the same noise.
         for _ in 0..n / 10 {
             let req = Frame::new_checked(rx.as_slice()).expect("frame");
-            black_box(model.run_into(&req, case.adapter, tx.as_mut_slice(), &mut stats).expect("run"));
+            black_box(
+                model
+                    .run_into(&req, case.adapter, tx.as_mut_slice(), &mut stats)
+                    .expect("run"),
+            );
         }
         for _ in 0..n {
             let t = Instant::now();
             let req = Frame::new_checked(rx.as_slice()).expect("frame");
-            black_box(model.run_into(&req, case.adapter, tx.as_mut_slice(), &mut stats).expect("run"));
+            black_box(
+                model
+                    .run_into(&req, case.adapter, tx.as_mut_slice(), &mut stats)
+                    .expect("run"),
+            );
             in_place.saturating_record(t.elapsed().as_nanos() as u64);
 
             let t = Instant::now();
-            staging.as_mut_slice().copy_from_slice(black_box(rx.as_slice()));
+            staging
+                .as_mut_slice()
+                .copy_from_slice(black_box(rx.as_slice()));
             let req = Frame::new_checked(staging.as_slice()).expect("frame");
-            black_box(model.run_into(&req, case.adapter, tx.as_mut_slice(), &mut stats).expect("run"));
+            black_box(
+                model
+                    .run_into(&req, case.adapter, tx.as_mut_slice(), &mut stats)
+                    .expect("run"),
+            );
             copied.saturating_record(t.elapsed().as_nanos() as u64);
         }
         let (a, b) = (summarize(&in_place), summarize(&copied));
@@ -155,8 +212,13 @@ fn main() -> ExitCode {
             b.p99_ns,
             b.p50_ns as f64 / a.p50_ns.max(1) as f64
         );
-        assert_eq!(stats.payload_bytes_copied, 0, "the in-place path copied payload bytes");
+        assert_eq!(
+            stats.payload_bytes_copied, 0,
+            "the in-place path copied payload bytes"
+        );
     }
-    println!("ratio = copy-first p50 / in-place p50 (same process, interleaved); payload_bytes_copied = 0 on every run");
+    println!(
+        "ratio = copy-first p50 / in-place p50 (same process, interleaved); payload_bytes_copied = 0 on every run"
+    );
     ExitCode::SUCCESS
 }

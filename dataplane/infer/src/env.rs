@@ -37,7 +37,8 @@ pub fn library_path(configured: Option<&Path>) -> Option<PathBuf> {
 /// successful init is an error. A missing, foreign or too-old library is an
 /// error, never a panic. Takes about 50 ms and 20 MB once.
 pub fn init(library_path: &Path) -> Result<(), InferError> {
-    let requested = std::path::absolute(library_path).unwrap_or_else(|_| library_path.to_path_buf());
+    let requested =
+        std::path::absolute(library_path).unwrap_or_else(|_| library_path.to_path_buf());
     let _guard = INIT_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(rt) = RUNTIME.get() {
         return if same_file(&rt.library, &requested) {
@@ -86,5 +87,8 @@ pub fn loaded_library() -> Option<&'static Path> {
 }
 
 pub(crate) fn environment() -> Result<&'static Environment, InferError> {
-    RUNTIME.get().map(|r| &r.env).ok_or(InferError::NotInitialized)
+    RUNTIME
+        .get()
+        .map(|r| &r.env)
+        .ok_or(InferError::NotInitialized)
 }

@@ -84,7 +84,11 @@ impl fmt::Display for InferError {
                 crate::LIBRARY_ENV
             ),
             InferError::LibraryLoad { path, reason } => {
-                write!(f, "cannot load ONNX Runtime from {}: {reason}", path.display())
+                write!(
+                    f,
+                    "cannot load ONNX Runtime from {}: {reason}",
+                    path.display()
+                )
             }
             InferError::AlreadyInitialized { loaded, requested } => write!(
                 f,
@@ -92,13 +96,21 @@ impl fmt::Display for InferError {
                 loaded.display(),
                 requested.display()
             ),
-            InferError::Environment(r) => write!(f, "cannot create the ONNX Runtime environment: {r}"),
+            InferError::Environment(r) => {
+                write!(f, "cannot create the ONNX Runtime environment: {r}")
+            }
             InferError::NotInitialized => {
                 f.write_str("ONNX Runtime is not initialized; call sluice_infer::init first")
             }
-            InferError::ModelNotFound { path } => write!(f, "model file not found: {}", path.display()),
+            InferError::ModelNotFound { path } => {
+                write!(f, "model file not found: {}", path.display())
+            }
             InferError::Session { path, reason } => {
-                write!(f, "ONNX Runtime cannot load model {}: {reason}", path.display())
+                write!(
+                    f,
+                    "ONNX Runtime cannot load model {}: {reason}",
+                    path.display()
+                )
             }
             InferError::UnsupportedModel { path, reason } => {
                 write!(f, "model {} cannot be served: {reason}", path.display())
@@ -106,11 +118,19 @@ impl fmt::Display for InferError {
             InferError::Adapter { id, path, reason } => {
                 write!(f, "LoRA adapter {id:?} ({}): {reason}", path.display())
             }
-            InferError::DuplicateAdapter { id } => write!(f, "LoRA adapter id {id:?} is listed twice"),
-            InferError::Warmup { adapter: Some(a), reason } => {
+            InferError::DuplicateAdapter { id } => {
+                write!(f, "LoRA adapter id {id:?} is listed twice")
+            }
+            InferError::Warmup {
+                adapter: Some(a),
+                reason,
+            } => {
                 write!(f, "warm-up run with adapter {a:?} failed: {reason}")
             }
-            InferError::Warmup { adapter: None, reason } => write!(f, "warm-up run failed: {reason}"),
+            InferError::Warmup {
+                adapter: None,
+                reason,
+            } => write!(f, "warm-up run failed: {reason}"),
         }
     }
 }

@@ -44,7 +44,11 @@ impl AlignedBuf {
     pub fn new(len: usize) -> AlignedBuf {
         let storage = vec![0u8; len + Self::ALIGN];
         let start = storage.as_ptr().align_offset(Self::ALIGN);
-        AlignedBuf { storage, start, len }
+        AlignedBuf {
+            storage,
+            start,
+            len,
+        }
     }
 
     /// The bytes.

@@ -9,7 +9,9 @@ use ort::session::builder::GraphOptimizationLevel;
 use ort::session::{Adapter, RunOptions, Session};
 use ort::value::{Outlet, TensorElementType, ValueType};
 use sluice_wire::limits::{RANK_MAX, TENSOR_COUNT_MAX};
-use sluice_wire::{DType, Error as WireError, ErrorCode, Frame, FrameRepr, Kind, TensorDesc, TensorRepr};
+use sluice_wire::{
+    DType, Error as WireError, ErrorCode, Frame, FrameRepr, Kind, TensorDesc, TensorRepr,
+};
 
 use crate::raw::{self, Values};
 use crate::{InferError, Reject};
@@ -213,7 +215,9 @@ fn sig_of(o: &Outlet) -> Result<TensorSig, String> {
             shape,
             dimension_symbols,
         } => {
-            let dtype = dtype_of(*ty).ok_or_else(|| format!("tensor {:?} has unsupported element type {ty:?}", o.name()))?;
+            let dtype = dtype_of(*ty).ok_or_else(|| {
+                format!("tensor {:?} has unsupported element type {ty:?}", o.name())
+            })?;
             let dims: Vec<i64> = shape.iter().copied().collect();
             let dim_names = (0..dims.len())
                 .map(|i| dimension_symbols.get(i).cloned().unwrap_or_default())
@@ -251,15 +255,23 @@ impl OrtModel {
         };
         // Builder errors carry the builder back (large); keep only the text.
         let mut builder = Session::builder(env).map_err(|e| session_err(e.to_string()))?;
-        builder = builder.with_intra_threads(1).map_err(|e| session_err(e.to_string()))?;
-        builder = builder.with_inter_threads(1).map_err(|e| session_err(e.to_string()))?;
-        builder = builder.with_parallel_execution(false).map_err(|e| session_err(e.to_string()))?;
+        builder = builder
+            .with_intra_threads(1)
+            .map_err(|e| session_err(e.to_string()))?;
+        builder = builder
+            .with_inter_threads(1)
+            .map_err(|e| session_err(e.to_string()))?;
+        builder = builder
+            .with_parallel_execution(false)
+            .map_err(|e| session_err(e.to_string()))?;
         builder = builder
             .with_optimization_level(GraphOptimizationLevel::All)
             .map_err(|e| session_err(e.to_string()))?;
         // Loading warns that LoRA parameters are overridable initializers;
         // that is the point, so only errors are logged.
-        builder = builder.with_log_level(LogLevel::Error).map_err(|e| session_err(e.to_string()))?;
+        builder = builder
+            .with_log_level(LogLevel::Error)
+            .map_err(|e| session_err(e.to_string()))?;
         let session = builder
             .commit_from_file(&spec.path)
             .map_err(|e| session_err(e.to_string()))?;
@@ -271,8 +283,13 @@ impl OrtModel {
         };
         let (inputs, outputs, symbols) = compile(&signature).map_err(unsupported)?;
 
-        let memory = MemoryInfo::new(AllocationDevice::CPU, 0, AllocatorType::Device, MemoryType::Default)
-            .map_err(|e| InferError::Environment(e.to_string()))?;
+        let memory = MemoryInfo::new(
+            AllocationDevice::CPU,
+            0,
+            AllocatorType::Device,
+            MemoryType::Default,
+        )
+        .map_err(|e| InferError::Environment(e.to_string()))?;
         let default_options = run_options().map_err(InferError::Environment)?;
 
         let mut adapters: Vec<LoadedAdapter> = Vec::with_capacity(spec.adapters.len());
@@ -291,11 +308,14 @@ impl OrtModel {
             if !a.path.is_file() {
                 return Err(adapter_err("file not found".into()));
             }
-            let adapter = Adapter::from_file(&a.path, None).map_err(|e| adapter_err(e.to_string()))?;
+            let adapter =
+                Adapter::from_file(&a.path, None).map_err(|e| adapter_err(e.to_string()))?;
             let mut options = run_options().map_err(adapter_err)?;
             // The options keep the adapter alive; it is activated on every run
             // that uses these options.
-            options.add_adapter(&adapter).map_err(|e| adapter_err(e.to_string()))?;
+            options
+                .add_adapter(&adapter)
+                .map_err(|e| adapter_err(e.to_string()))?;
             adapters.push(LoadedAdapter {
                 id: a.id.clone(),
                 options,
@@ -331,7 +351,10 @@ impl OrtModel {
                         .unwrap_or_default(),
                     reason: format!("does not fit the model: {reason}"),
                 },
-                None => InferError::Warmup { adapter: None, reason },
+                None => InferError::Warmup {
+                    adapter: None,
+                    reason,
+                },
             })?;
         }
         Ok(model)
@@ -376,7 +399,13 @@ impl OrtModel {
     /// Input data must be aligned for its dtype (the engine's buffers are
     /// 64-byte aligned and frames align tensors to 64): misaligned data is
     /// rejected, never copied. `tx` must be aligned the same way.
-    pub fn run_into(&mut self, req: &Frame<&[u8]>, adapter: Option<&str>, tx: &mut [u8], stats: &mut RunStats) -> Result<usize, Reject> {
+    pub fn run_into(
+        &mut self,
+        req: &Frame<&[u8]>,
+        adapter: Option<&str>,
+        tx: &mut [u8],
+        stats: &mut RunStats,
+    ) -> Result<usize, Reject> {
         let r = self.run_inner(req, adapter, tx, stats);
         match &r {
             Ok(_) => stats.runs += 1,
@@ -424,7 +453,13 @@ impl OrtModel {
         &self,
         req: &'r Frame<&[u8]>,
         shapes: &mut [[i64; RANK_MAX]; TENSOR_COUNT_MAX],
-    ) -> Result<([Option<TensorDesc<'r>>; TENSOR_COUNT_MAX], [Option<u64>; TENSOR_COUNT_MAX * RANK_MAX]), Reject> {
+    ) -> Result<
+        (
+            [Option<TensorDesc<'r>>; TENSOR_COUNT_MAX],
+            [Option<u64>; TENSOR_COUNT_MAX * RANK_MAX],
+        ),
+        Reject,
+    > {
         if req.kind() != Kind::Request {
             return Err(Reject {
                 code: ErrorCode::UnsupportedKind,
@@ -444,7 +479,9 @@ impl OrtModel {
         }
         let mut bound = [None; TENSOR_COUNT_MAX * RANK_MAX];
         for (i, port) in self.inputs.iter().enumerate() {
-            let d = descs[i].as_ref().ok_or(Reject::bad_tensor(msg::MISSING_INPUT))?;
+            let d = descs[i]
+                .as_ref()
+                .ok_or(Reject::bad_tensor(msg::MISSING_INPUT))?;
             if d.dtype != port.dtype {
                 return Err(Reject::bad_tensor(msg::WRONG_DTYPE));
             }
@@ -454,15 +491,20 @@ impl OrtModel {
             }
             for (k, (&have, rule)) in dims.iter().zip(&port.dims).enumerate() {
                 match *rule {
-                    DimRule::Fixed(want) if have != want => return Err(Reject::bad_tensor(msg::WRONG_DIM)),
+                    DimRule::Fixed(want) if have != want => {
+                        return Err(Reject::bad_tensor(msg::WRONG_DIM));
+                    }
                     DimRule::Sym(s) => match bound[s as usize] {
                         None => bound[s as usize] = Some(have),
-                        Some(v) if v != have => return Err(Reject::bad_tensor(msg::INCONSISTENT_DIM)),
+                        Some(v) if v != have => {
+                            return Err(Reject::bad_tensor(msg::INCONSISTENT_DIM));
+                        }
                         Some(_) => {}
                     },
                     _ => {}
                 }
-                shapes[i][k] = i64::try_from(have).map_err(|_| Reject::bad_tensor(msg::DIM_TOO_LARGE))?;
+                shapes[i][k] =
+                    i64::try_from(have).map_err(|_| Reject::bad_tensor(msg::DIM_TOO_LARGE))?;
             }
             let data = req.tensor_data(d);
             // A checked frame guarantees this; it guards ORT from reading
@@ -482,7 +524,13 @@ impl OrtModel {
         Ok((descs, bound))
     }
 
-    fn run_inner(&mut self, req: &Frame<&[u8]>, adapter: Option<&str>, tx: &mut [u8], stats: &mut RunStats) -> Result<usize, Reject> {
+    fn run_inner(
+        &mut self,
+        req: &Frame<&[u8]>,
+        adapter: Option<&str>,
+        tx: &mut [u8],
+        stats: &mut RunStats,
+    ) -> Result<usize, Reject> {
         let options = match adapter {
             None | Some("") => &self.default_options,
             Some(id) => {
@@ -560,7 +608,6 @@ impl OrtModel {
             },
         })?;
 
-
         // Inputs: values over the request's bytes.
         let mut inputs = Values::new();
         let mut in_names = [core::ptr::null::<c_char>(); TENSOR_COUNT_MAX];
@@ -571,10 +618,12 @@ impl OrtModel {
                 return Err(Reject::bad_tensor(msg::MISSING_INPUT));
             };
             let data = req.tensor_data(&d);
-            let got = match inputs.push_input(&self.memory, data, &in_shapes[i][..port.rank], port.dtype) {
-                Ok(p) => p,
-                Err(e) => return Err(ort_failed(&mut self.last_error, e)),
-            };
+            let got =
+                match inputs.push_input(&self.memory, data, &in_shapes[i][..port.rank], port.dtype)
+                {
+                    Ok(p) => p,
+                    Err(e) => return Err(ort_failed(&mut self.last_error, e)),
+                };
             if data.is_empty() || got == data.as_ptr() {
                 in_bytes += data.len() as u64;
             } else {
@@ -605,7 +654,12 @@ impl OrtModel {
             }
             out_ptrs[o] = region.as_ptr();
             out_bytes += len as u64;
-            if let Err(e) = outputs.push_output(&self.memory, region, &out_shapes[o][..port.rank], port.dtype) {
+            if let Err(e) = outputs.push_output(
+                &self.memory,
+                region,
+                &out_shapes[o][..port.rank],
+                port.dtype,
+            ) {
                 return Err(ort_failed(&mut self.last_error, e));
             }
             out_names[o] = port.c_name.as_ptr();
@@ -674,7 +728,9 @@ impl OrtModel {
             tensors: &tensors,
             ..FrameRepr::default()
         };
-        let layout = repr.layout().map_err(|e| format!("cannot build a warm-up request: {e}"))?;
+        let layout = repr
+            .layout()
+            .map_err(|e| format!("cannot build a warm-up request: {e}"))?;
         let mut rx = crate::AlignedBuf::new(layout.frame_len);
         repr.emit(rx.as_mut_slice()).map_err(|e| e.to_string())?;
         drop(tensors);
@@ -704,7 +760,8 @@ impl OrtModel {
 /// [`OrtModel::last_error`] keeps the message.
 fn run_options() -> Result<RunOptions, String> {
     let mut o = RunOptions::new().map_err(|e| e.to_string())?;
-    o.set_log_level(LogLevel::Fatal).map_err(|e| e.to_string())?;
+    o.set_log_level(LogLevel::Fatal)
+        .map_err(|e| e.to_string())?;
     Ok(o)
 }
 
@@ -735,13 +792,20 @@ fn compile(sig: &Signature) -> Result<(Vec<Port>, Vec<Port>, usize), String> {
     let mut symbols: Vec<String> = Vec::new();
     let mut port = |t: &TensorSig, is_input: bool| -> Result<Port, String> {
         if t.dims.len() > RANK_MAX {
-            return Err(format!("{:?} has rank {} (limit {RANK_MAX})", t.name, t.dims.len()));
+            return Err(format!(
+                "{:?} has rank {} (limit {RANK_MAX})",
+                t.name,
+                t.dims.len()
+            ));
         }
         if t.name.is_empty()
             || t.name.len() > sluice_wire::limits::TENSOR_NAME_LEN_MAX
             || !t.name.bytes().all(|c| (0x21..=0x7e).contains(&c))
         {
-            return Err(format!("tensor name {:?} cannot be carried in a frame", t.name));
+            return Err(format!(
+                "tensor name {:?} cannot be carried in a frame",
+                t.name
+            ));
         }
         let mut dims = [DimRule::Any; RANK_MAX];
         for (k, (&d, sym)) in t.dims.iter().zip(&t.dim_names).enumerate() {
@@ -773,14 +837,23 @@ fn compile(sig: &Signature) -> Result<(Vec<Port>, Vec<Port>, usize), String> {
         }
         Ok(Port {
             name: t.name.clone(),
-            c_name: CString::new(t.name.as_str()).map_err(|_| format!("tensor name {:?} has a NUL byte", t.name))?,
+            c_name: CString::new(t.name.as_str())
+                .map_err(|_| format!("tensor name {:?} has a NUL byte", t.name))?,
             dtype: t.dtype,
             rank: t.dims.len(),
             dims,
         })
     };
-    let inputs = sig.inputs.iter().map(|t| port(t, true)).collect::<Result<Vec<_>, _>>()?;
-    let outputs = sig.outputs.iter().map(|t| port(t, false)).collect::<Result<Vec<_>, _>>()?;
+    let inputs = sig
+        .inputs
+        .iter()
+        .map(|t| port(t, true))
+        .collect::<Result<Vec<_>, _>>()?;
+    let outputs = sig
+        .outputs
+        .iter()
+        .map(|t| port(t, false))
+        .collect::<Result<Vec<_>, _>>()?;
     let n = symbols.len();
     Ok((inputs, outputs, n))
 }

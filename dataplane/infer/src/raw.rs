@@ -88,9 +88,18 @@ impl<'buf> Values<'buf> {
     /// The caller has checked that `data.len()` equals the element count of
     /// `shape` times the dtype size, that `data` is aligned for the dtype, and
     /// that there is room (at most [`TENSOR_COUNT_MAX`] values).
-    fn push(&mut self, mem: &MemoryInfo<'static>, data: *mut u8, len: usize, shape: &[i64], dtype: DType) -> Result<*const u8, OrtFailure> {
+    fn push(
+        &mut self,
+        mem: &MemoryInfo<'static>,
+        data: *mut u8,
+        len: usize,
+        shape: &[i64],
+        dtype: DType,
+    ) -> Result<*const u8, OrtFailure> {
         if self.len == TENSOR_COUNT_MAX {
-            return Err(OrtFailure("more tensors than the frame format allows".into()));
+            return Err(OrtFailure(
+                "more tensors than the frame format allows".into(),
+            ));
         }
         let api = ort::api();
         let mut value: *mut OrtValue = ptr::null_mut();
@@ -111,7 +120,9 @@ impl<'buf> Values<'buf> {
             )
         })?;
         if value.is_null() {
-            return Err(OrtFailure("CreateTensorWithDataAsOrtValue returned no value".into()));
+            return Err(OrtFailure(
+                "CreateTensorWithDataAsOrtValue returned no value".into(),
+            ));
         }
         self.ptrs[self.len] = value;
         self.len += 1;
@@ -119,14 +130,26 @@ impl<'buf> Values<'buf> {
     }
 
     /// An input tensor over request bytes. ORT only reads inputs.
-    pub(crate) fn push_input(&mut self, mem: &MemoryInfo<'static>, data: &'buf [u8], shape: &[i64], dtype: DType) -> Result<*const u8, OrtFailure> {
+    pub(crate) fn push_input(
+        &mut self,
+        mem: &MemoryInfo<'static>,
+        data: &'buf [u8],
+        shape: &[i64],
+        dtype: DType,
+    ) -> Result<*const u8, OrtFailure> {
         // The C API takes `void*` for inputs and outputs alike; inputs are
         // never written (ORT treats feeds as const), so the shared borrow holds.
         self.push(mem, data.as_ptr().cast_mut(), data.len(), shape, dtype)
     }
 
     /// An output tensor over reply bytes that ORT will write.
-    pub(crate) fn push_output(&mut self, mem: &MemoryInfo<'static>, data: &'buf mut [u8], shape: &[i64], dtype: DType) -> Result<*const u8, OrtFailure> {
+    pub(crate) fn push_output(
+        &mut self,
+        mem: &MemoryInfo<'static>,
+        data: &'buf mut [u8],
+        shape: &[i64],
+        dtype: DType,
+    ) -> Result<*const u8, OrtFailure> {
         self.push(mem, data.as_mut_ptr(), data.len(), shape, dtype)
     }
 
@@ -203,7 +226,9 @@ pub(crate) fn run(
         }
     }
     if replaced {
-        return Err(OrtFailure("ONNX Runtime replaced a pre-allocated output".into()));
+        return Err(OrtFailure(
+            "ONNX Runtime replaced a pre-allocated output".into(),
+        ));
     }
     Ok(())
 }

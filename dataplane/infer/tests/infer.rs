@@ -16,12 +16,16 @@ fn load(spec: &ModelSpec) -> OrtModel {
 fn run_mlp(model: &mut OrtModel, x: &[f32], adapter: Option<&str>) -> (Vec<f32>, RunStats) {
     let batch = (x.len() / MLP_IN) as u64;
     let data = f32_bytes(x);
-    let rx = request("mlp", adapter.unwrap_or(""), &[Input {
-        name: "x",
-        dtype: DType::F32,
-        dims: &[batch, MLP_IN as u64],
-        data: &data,
-    }]);
+    let rx = request(
+        "mlp",
+        adapter.unwrap_or(""),
+        &[Input {
+            name: "x",
+            dtype: DType::F32,
+            dims: &[batch, MLP_IN as u64],
+            data: &data,
+        }],
+    );
     let req = Frame::new_checked(rx.as_slice()).unwrap();
     let mut tx = AlignedBuf::new(64 << 10);
     let mut stats = RunStats::default();
@@ -40,7 +44,11 @@ fn run_mlp(model: &mut OrtModel, x: &[f32], adapter: Option<&str>) -> (Vec<f32>,
 fn signature_is_read_from_the_model() {
     let model = load(&mlp_spec());
     let sig = model.signature();
-    assert_eq!(sig.inputs.len(), 1, "LoRA initializers are not request inputs");
+    assert_eq!(
+        sig.inputs.len(),
+        1,
+        "LoRA initializers are not request inputs"
+    );
     assert_eq!(sig.inputs[0].name, "x");
     assert_eq!(sig.inputs[0].dtype, DType::F32);
     assert_eq!(sig.inputs[0].dims, [-1, 4]);
@@ -98,14 +106,30 @@ fn two_io_writes_both_outputs() {
     let b = sixteenths(n, 5);
     let (ab, bb) = (f32_bytes(&a), f32_bytes(&b));
     let dims = [batch, TWO_IO_WIDTH as u64];
-    let rx = request("two_io", "", &[
-        Input { name: "b", dtype: DType::F32, dims: &dims, data: &bb },
-        Input { name: "a", dtype: DType::F32, dims: &dims, data: &ab },
-    ]);
+    let rx = request(
+        "two_io",
+        "",
+        &[
+            Input {
+                name: "b",
+                dtype: DType::F32,
+                dims: &dims,
+                data: &bb,
+            },
+            Input {
+                name: "a",
+                dtype: DType::F32,
+                dims: &dims,
+                data: &ab,
+            },
+        ],
+    );
     let req = Frame::new_checked(rx.as_slice()).unwrap();
     let mut tx = AlignedBuf::new(4096);
     let mut stats = RunStats::default();
-    let len = model.run_into(&req, None, tx.as_mut_slice(), &mut stats).unwrap();
+    let len = model
+        .run_into(&req, None, tx.as_mut_slice(), &mut stats)
+        .unwrap();
     let resp = Frame::new_checked(&tx.as_slice()[..len]).unwrap();
     let names: Vec<&str> = resp.tensors().map(|t| t.name).collect();
     assert_eq!(names, ["sum", "prod"], "outputs in model order");
@@ -124,7 +148,16 @@ fn zero_copy_both_ways() {
     let mut model = load(&mlp_spec());
     let x = sixteenths(4 * MLP_IN, 6);
     let data = f32_bytes(&x);
-    let rx = request("mlp", "", &[Input { name: "x", dtype: DType::F32, dims: &[4, 4], data: &data }]);
+    let rx = request(
+        "mlp",
+        "",
+        &[Input {
+            name: "x",
+            dtype: DType::F32,
+            dims: &[4, 4],
+            data: &data,
+        }],
+    );
     let req = Frame::new_checked(rx.as_slice()).unwrap();
     let x_desc = req.tensor("x").unwrap();
     let x_in_rx = req.tensor_data(&x_desc);
@@ -142,8 +175,14 @@ fn zero_copy_both_ways() {
     tx.as_mut_slice().fill(0xAB);
     let mut stats = RunStats::default();
     let rx_before = rx.as_slice().to_vec();
-    let len = model.run_into(&req, None, tx.as_mut_slice(), &mut stats).unwrap();
-    assert_eq!(rx.as_slice(), &rx_before[..], "ORT must only read the request buffer");
+    let len = model
+        .run_into(&req, None, tx.as_mut_slice(), &mut stats)
+        .unwrap();
+    assert_eq!(
+        rx.as_slice(),
+        &rx_before[..],
+        "ORT must only read the request buffer"
+    );
     assert_eq!(stats.payload_bytes_copied, 0);
     assert_eq!(stats.payload_bytes_in_place, 64);
     assert_eq!(stats.output_bytes_in_place, 4 * 3 * 4);
@@ -163,14 +202,27 @@ fn zero_copy_both_ways() {
 #[test]
 fn big_input_is_summed_in_place() {
     let mut model = load(&spec("big.onnx", "big"));
-    let x: Vec<f32> = (0..BIG_LEN).map(|i| ((i % 5) as f32 - 2.0) / 16.0 + 0.25).collect();
+    let x: Vec<f32> = (0..BIG_LEN)
+        .map(|i| ((i % 5) as f32 - 2.0) / 16.0 + 0.25)
+        .collect();
     let want: f32 = x.iter().sum();
     let data = f32_bytes(&x);
-    let rx = request("big", "", &[Input { name: "x", dtype: DType::F32, dims: &[1, BIG_LEN as u64], data: &data }]);
+    let rx = request(
+        "big",
+        "",
+        &[Input {
+            name: "x",
+            dtype: DType::F32,
+            dims: &[1, BIG_LEN as u64],
+            data: &data,
+        }],
+    );
     let req = Frame::new_checked(rx.as_slice()).unwrap();
     let mut tx = AlignedBuf::new(4096);
     let mut stats = RunStats::default();
-    let len = model.run_into(&req, None, tx.as_mut_slice(), &mut stats).unwrap();
+    let len = model
+        .run_into(&req, None, tx.as_mut_slice(), &mut stats)
+        .unwrap();
     let resp = Frame::new_checked(&tx.as_slice()[..len]).unwrap();
     let total = resp.tensor("total").unwrap();
     assert_eq!(total.dims(), [1, 1]);
@@ -181,11 +233,18 @@ fn big_input_is_summed_in_place() {
 
 /// Runs a request that must be rejected; returns the reject and checks that
 /// nothing ran.
-fn reject(model: &mut OrtModel, rx: &[u8], adapter: Option<&str>, tx_len: usize) -> sluice_infer::Reject {
+fn reject(
+    model: &mut OrtModel,
+    rx: &[u8],
+    adapter: Option<&str>,
+    tx_len: usize,
+) -> sluice_infer::Reject {
     let req = Frame::new_checked(rx).unwrap();
     let mut tx = AlignedBuf::new(tx_len);
     let mut stats = RunStats::default();
-    let r = model.run_into(&req, adapter, tx.as_mut_slice(), &mut stats).unwrap_err();
+    let r = model
+        .run_into(&req, adapter, tx.as_mut_slice(), &mut stats)
+        .unwrap_err();
     assert_eq!(stats.runs, 0);
     assert_eq!(stats.rejects, 1);
     r
@@ -204,41 +263,143 @@ fn every_bad_request_is_rejected_with_a_code() {
 
     // Missing input.
     let w = f32_bytes(&sixteenths(TWO_IO_WIDTH, 1));
-    let rx = request("two_io", "", &[Input { name: "a", dtype: DType::F32, dims: &[1, 8], data: &w }]);
-    bad(ErrorCode::BadTensor, "a model input is missing", reject(&mut two, rx.as_slice(), None, 4096));
+    let rx = request(
+        "two_io",
+        "",
+        &[Input {
+            name: "a",
+            dtype: DType::F32,
+            dims: &[1, 8],
+            data: &w,
+        }],
+    );
+    bad(
+        ErrorCode::BadTensor,
+        "a model input is missing",
+        reject(&mut two, rx.as_slice(), None, 4096),
+    );
 
     // A tensor the model does not have.
-    let rx = request("mlp", "", &[
-        Input { name: "x", dtype: DType::F32, dims: &[1, 4], data: &x4 },
-        Input { name: "z", dtype: DType::F32, dims: &[1, 4], data: &x4 },
-    ]);
-    bad(ErrorCode::BadTensor, "tensor is not an input of the model", reject(&mut mlp, rx.as_slice(), None, 4096));
+    let rx = request(
+        "mlp",
+        "",
+        &[
+            Input {
+                name: "x",
+                dtype: DType::F32,
+                dims: &[1, 4],
+                data: &x4,
+            },
+            Input {
+                name: "z",
+                dtype: DType::F32,
+                dims: &[1, 4],
+                data: &x4,
+            },
+        ],
+    );
+    bad(
+        ErrorCode::BadTensor,
+        "tensor is not an input of the model",
+        reject(&mut mlp, rx.as_slice(), None, 4096),
+    );
 
     // The same input twice.
-    let rx = request("mlp", "", &[
-        Input { name: "x", dtype: DType::F32, dims: &[1, 4], data: &x4 },
-        Input { name: "x", dtype: DType::F32, dims: &[1, 4], data: &x4 },
-    ]);
-    bad(ErrorCode::BadTensor, "input tensor sent twice", reject(&mut mlp, rx.as_slice(), None, 4096));
+    let rx = request(
+        "mlp",
+        "",
+        &[
+            Input {
+                name: "x",
+                dtype: DType::F32,
+                dims: &[1, 4],
+                data: &x4,
+            },
+            Input {
+                name: "x",
+                dtype: DType::F32,
+                dims: &[1, 4],
+                data: &x4,
+            },
+        ],
+    );
+    bad(
+        ErrorCode::BadTensor,
+        "input tensor sent twice",
+        reject(&mut mlp, rx.as_slice(), None, 4096),
+    );
 
     // Wrong dtype (same byte length).
-    let rx = request("mlp", "", &[Input { name: "x", dtype: DType::I32, dims: &[1, 4], data: &x4 }]);
-    bad(ErrorCode::BadTensor, "input dtype does not match the model", reject(&mut mlp, rx.as_slice(), None, 4096));
+    let rx = request(
+        "mlp",
+        "",
+        &[Input {
+            name: "x",
+            dtype: DType::I32,
+            dims: &[1, 4],
+            data: &x4,
+        }],
+    );
+    bad(
+        ErrorCode::BadTensor,
+        "input dtype does not match the model",
+        reject(&mut mlp, rx.as_slice(), None, 4096),
+    );
 
     // Wrong rank.
-    let rx = request("mlp", "", &[Input { name: "x", dtype: DType::F32, dims: &[4], data: &x4 }]);
-    bad(ErrorCode::BadTensor, "input rank does not match the model", reject(&mut mlp, rx.as_slice(), None, 4096));
+    let rx = request(
+        "mlp",
+        "",
+        &[Input {
+            name: "x",
+            dtype: DType::F32,
+            dims: &[4],
+            data: &x4,
+        }],
+    );
+    bad(
+        ErrorCode::BadTensor,
+        "input rank does not match the model",
+        reject(&mut mlp, rx.as_slice(), None, 4096),
+    );
 
     // Wrong fixed dimension: [2, 2] has the right byte length.
-    let rx = request("mlp", "", &[Input { name: "x", dtype: DType::F32, dims: &[2, 2], data: &x4 }]);
-    bad(ErrorCode::BadTensor, "input dimension does not match the model", reject(&mut mlp, rx.as_slice(), None, 4096));
+    let rx = request(
+        "mlp",
+        "",
+        &[Input {
+            name: "x",
+            dtype: DType::F32,
+            dims: &[2, 2],
+            data: &x4,
+        }],
+    );
+    bad(
+        ErrorCode::BadTensor,
+        "input dimension does not match the model",
+        reject(&mut mlp, rx.as_slice(), None, 4096),
+    );
 
     // Inconsistent batch across inputs.
     let w2 = f32_bytes(&sixteenths(2 * TWO_IO_WIDTH, 1));
-    let rx = request("two_io", "", &[
-        Input { name: "a", dtype: DType::F32, dims: &[1, 8], data: &w },
-        Input { name: "b", dtype: DType::F32, dims: &[2, 8], data: &w2 },
-    ]);
+    let rx = request(
+        "two_io",
+        "",
+        &[
+            Input {
+                name: "a",
+                dtype: DType::F32,
+                dims: &[1, 8],
+                data: &w,
+            },
+            Input {
+                name: "b",
+                dtype: DType::F32,
+                dims: &[2, 8],
+                data: &w2,
+            },
+        ],
+    );
     bad(
         ErrorCode::BadTensor,
         "inputs disagree on a shared dimension (e.g. batch)",
@@ -247,11 +408,34 @@ fn every_bad_request_is_rejected_with_a_code() {
 
     // Misaligned: the frame starts 2 bytes past a 64-byte boundary, so the
     // f32 data is not 4-byte aligned in memory.
-    let (buf, range) = request_at(2, "mlp", "", &[Input { name: "x", dtype: DType::F32, dims: &[2, 4], data: &x8 }]);
-    bad(ErrorCode::BadTensor, "input data not aligned for its dtype", reject(&mut mlp, &buf.as_slice()[range], None, 4096));
+    let (buf, range) = request_at(
+        2,
+        "mlp",
+        "",
+        &[Input {
+            name: "x",
+            dtype: DType::F32,
+            dims: &[2, 4],
+            data: &x8,
+        }],
+    );
+    bad(
+        ErrorCode::BadTensor,
+        "input data not aligned for its dtype",
+        reject(&mut mlp, &buf.as_slice()[range], None, 4096),
+    );
 
     // Unknown adapter.
-    let rx = request("mlp", "casual", &[Input { name: "x", dtype: DType::F32, dims: &[1, 4], data: &x4 }]);
+    let rx = request(
+        "mlp",
+        "casual",
+        &[Input {
+            name: "x",
+            dtype: DType::F32,
+            dims: &[1, 4],
+            data: &x4,
+        }],
+    );
     bad(
         ErrorCode::UnknownAdapter,
         "LoRA adapter not loaded for this model",
@@ -259,22 +443,48 @@ fn every_bad_request_is_rejected_with_a_code() {
     );
 
     // Response too large for the reply buffer: the header fits, the output not.
-    let rx = request("mlp", "", &[Input { name: "x", dtype: DType::F32, dims: &[1, 4], data: &x4 }]);
+    let rx = request(
+        "mlp",
+        "",
+        &[Input {
+            name: "x",
+            dtype: DType::F32,
+            dims: &[1, 4],
+            data: &x4,
+        }],
+    );
     bad(
         ErrorCode::ResponseTooLarge,
         "response does not fit the reply buffer",
         reject(&mut mlp, rx.as_slice(), None, 128),
     );
-    bad(ErrorCode::ResponseTooLarge, "response does not fit the reply buffer", reject(&mut mlp, rx.as_slice(), None, 0));
+    bad(
+        ErrorCode::ResponseTooLarge,
+        "response does not fit the reply buffer",
+        reject(&mut mlp, rx.as_slice(), None, 0),
+    );
 
     // Not a request.
     let mut tx = AlignedBuf::new(256);
-    let n = sluice_wire::FrameRepr { kind: Kind::Ping, ..Default::default() }.emit(tx.as_mut_slice()).unwrap().frame_len;
-    bad(ErrorCode::UnsupportedKind, "only request frames can be run", reject(&mut mlp, &tx.as_slice()[..n], None, 4096));
+    let n = sluice_wire::FrameRepr {
+        kind: Kind::Ping,
+        ..Default::default()
+    }
+    .emit(tx.as_mut_slice())
+    .unwrap()
+    .frame_len;
+    bad(
+        ErrorCode::UnsupportedKind,
+        "only request frames can be run",
+        reject(&mut mlp, &tx.as_slice()[..n], None, 4096),
+    );
 
     // After all that, the sessions still answer correctly.
     let x = sixteenths(MLP_IN, 9);
-    assert_eq!(run_mlp(&mut mlp, &x, Some("formal")).0, bundled::mlp_reference(&x, Some(&bundled::formal_lora())));
+    assert_eq!(
+        run_mlp(&mut mlp, &x, Some("formal")).0,
+        bundled::mlp_reference(&x, Some(&bundled::formal_lora()))
+    );
 }
 
 /// A model that loads and whose output shape is known, but which ONNX
@@ -317,7 +527,16 @@ fn onnx_runtime_failure_is_inference_failed_and_the_session_survives() {
     let mut model = OrtModel::load(&spec).unwrap_or_else(|e| panic!("{e}"));
     let run = |model: &mut OrtModel, idx: i64| {
         let data = idx.to_le_bytes();
-        let rx = request("gather", "", &[Input { name: "idx", dtype: DType::I64, dims: &[1], data: &data }]);
+        let rx = request(
+            "gather",
+            "",
+            &[Input {
+                name: "idx",
+                dtype: DType::I64,
+                dims: &[1],
+                data: &data,
+            }],
+        );
         let req = Frame::new_checked(rx.as_slice()).unwrap();
         let mut tx = AlignedBuf::new(1024);
         let mut stats = RunStats::default();
@@ -336,18 +555,30 @@ fn onnx_runtime_failure_is_inference_failed_and_the_session_survives() {
 #[test]
 fn load_errors_are_clear() {
     init();
-    let missing = ModelSpec { path: "/nonexistent/model.onnx".into(), ..spec("mlp.onnx", "mlp") };
-    assert!(matches!(OrtModel::load(&missing), Err(InferError::ModelNotFound { .. })));
+    let missing = ModelSpec {
+        path: "/nonexistent/model.onnx".into(),
+        ..spec("mlp.onnx", "mlp")
+    };
+    assert!(matches!(
+        OrtModel::load(&missing),
+        Err(InferError::ModelNotFound { .. })
+    ));
 
     // Not a model: ORT's parser refuses it.
-    let garbage = ModelSpec { path: model_path("mlp_formal.onnx_adapter"), ..spec("mlp.onnx", "x") };
+    let garbage = ModelSpec {
+        path: model_path("mlp_formal.onnx_adapter"),
+        ..spec("mlp.onnx", "x")
+    };
     let e = OrtModel::load(&garbage).unwrap_err();
     assert!(matches!(e, InferError::Session { .. }), "{e}");
 
     // Adapter file missing, not an adapter, or for another model.
     let mut s = mlp_spec();
     s.adapters[0].path = "/nonexistent.onnx_adapter".into();
-    assert!(matches!(OrtModel::load(&s), Err(InferError::Adapter { .. })));
+    assert!(matches!(
+        OrtModel::load(&s),
+        Err(InferError::Adapter { .. })
+    ));
     let mut s = mlp_spec();
     s.adapters[0].path = model_path("mlp.onnx");
     let e = OrtModel::load(&s).unwrap_err();
@@ -355,11 +586,17 @@ fn load_errors_are_clear() {
     let mut s = spec("two_io.onnx", "two_io");
     s.adapters = mlp_spec().adapters;
     let e = OrtModel::load(&s).unwrap_err();
-    assert!(matches!(&e, InferError::Adapter { id, .. } if id == "formal"), "{e}");
+    assert!(
+        matches!(&e, InferError::Adapter { id, .. } if id == "formal"),
+        "{e}"
+    );
 
     let mut s = mlp_spec();
     s.adapters.push(s.adapters[0].clone());
-    assert!(matches!(OrtModel::load(&s), Err(InferError::DuplicateAdapter { .. })));
+    assert!(matches!(
+        OrtModel::load(&s),
+        Err(InferError::DuplicateAdapter { .. })
+    ));
 }
 
 #[test]
@@ -376,11 +613,24 @@ fn output_shapes_unknown_before_the_run_are_refused_at_load() {
             name: "free".into(),
             nodes: vec![Node::new("Identity", "id", &["x"], &["y"])],
             initializers: vec![],
-            inputs: vec![ValueInfo::new("x", elem::FLOAT, vec![Dim::Param("m".into())])],
-            outputs: vec![ValueInfo::new("y", elem::FLOAT, vec![Dim::Param("n".into())])],
+            inputs: vec![ValueInfo::new(
+                "x",
+                elem::FLOAT,
+                vec![Dim::Param("m".into())],
+            )],
+            outputs: vec![ValueInfo::new(
+                "y",
+                elem::FLOAT,
+                vec![Dim::Param("n".into())],
+            )],
         },
     };
-    let spec = ModelSpec { name: "free".into(), version: "1".into(), path: write_temp("free.onnx", &m.encode()), adapters: vec![] };
+    let spec = ModelSpec {
+        name: "free".into(),
+        version: "1".into(),
+        path: write_temp("free.onnx", &m.encode()),
+        adapters: vec![],
+    };
     let e = OrtModel::load(&spec).unwrap_err();
     assert!(matches!(e, InferError::UnsupportedModel { .. }), "{e}");
 }
@@ -390,7 +640,9 @@ fn model_is_send_and_runs_on_another_thread() {
     let mut model = load(&mlp_spec());
     let x = sixteenths(2 * MLP_IN, 11);
     let want = bundled::mlp_reference(&x, None);
-    let y = std::thread::spawn(move || run_mlp(&mut model, &x, None).0).join().unwrap();
+    let y = std::thread::spawn(move || run_mlp(&mut model, &x, None).0)
+        .join()
+        .unwrap();
     assert_eq!(y, want);
 }
 
@@ -416,31 +668,70 @@ fn a_model_lying_about_its_output_shape_fails_cleanly() {
                 ValueInfo::new("x", elem::FLOAT, vec![batch(), Dim::Fixed(4)]),
                 ValueInfo::new("pads", elem::INT64, vec![Dim::Fixed(4)]),
             ],
-            outputs: vec![ValueInfo::new("y", elem::FLOAT, vec![batch(), Dim::Fixed(4)])],
+            outputs: vec![ValueInfo::new(
+                "y",
+                elem::FLOAT,
+                vec![batch(), Dim::Fixed(4)],
+            )],
         },
     };
-    let spec = ModelSpec { name: "pad".into(), version: "1".into(), path: write_temp("pad.onnx", &m.encode()), adapters: vec![] };
+    let spec = ModelSpec {
+        name: "pad".into(),
+        version: "1".into(),
+        path: write_temp("pad.onnx", &m.encode()),
+        adapters: vec![],
+    };
     let mut model = OrtModel::load(&spec).unwrap_or_else(|e| panic!("{e}"));
     let x = f32_bytes(&sixteenths(8, 1));
-    for (pads, ok) in [([0i64, 0, 0, 0], true), ([0, 0, 0, 4], false), ([0, 0, 5, 0], false), ([0, 0, 0, -2], false)] {
+    for (pads, ok) in [
+        ([0i64, 0, 0, 0], true),
+        ([0, 0, 0, 4], false),
+        ([0, 0, 5, 0], false),
+        ([0, 0, 0, -2], false),
+    ] {
         let p: Vec<u8> = pads.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let rx = request("pad", "", &[
-            Input { name: "x", dtype: DType::F32, dims: &[2, 4], data: &x },
-            Input { name: "pads", dtype: DType::I64, dims: &[4], data: &p },
-        ]);
+        let rx = request(
+            "pad",
+            "",
+            &[
+                Input {
+                    name: "x",
+                    dtype: DType::F32,
+                    dims: &[2, 4],
+                    data: &x,
+                },
+                Input {
+                    name: "pads",
+                    dtype: DType::I64,
+                    dims: &[4],
+                    data: &p,
+                },
+            ],
+        );
         let req = Frame::new_checked(rx.as_slice()).unwrap();
         let mut tx = AlignedBuf::new(4096);
         tx.as_mut_slice().fill(0xEE);
         let mut stats = RunStats::default();
         let r = model.run_into(&req, None, tx.as_mut_slice(), &mut stats);
         // The response is 256 bytes at most (header + 32 bytes of data).
-        assert!(tx.as_slice()[256..].iter().all(|&b| b == 0xEE), "pads {pads:?} wrote past the response");
+        assert!(
+            tx.as_slice()[256..].iter().all(|&b| b == 0xEE),
+            "pads {pads:?} wrote past the response"
+        );
         if ok {
             let n = r.unwrap();
             assert_eq!(&tx.as_slice()[n - 32..n], &x[..]);
         } else {
-            assert_eq!(r.unwrap_err().code, ErrorCode::InferenceFailed, "pads {pads:?}");
-            assert!(model.last_error().contains("shape"), "{}", model.last_error());
+            assert_eq!(
+                r.unwrap_err().code,
+                ErrorCode::InferenceFailed,
+                "pads {pads:?}"
+            );
+            assert!(
+                model.last_error().contains("shape"),
+                "{}",
+                model.last_error()
+            );
         }
     }
 }
@@ -448,7 +739,16 @@ fn a_model_lying_about_its_output_shape_fails_cleanly() {
 #[test]
 fn an_empty_batch_never_crashes() {
     let mut model = load(&mlp_spec());
-    let rx = request("mlp", "", &[Input { name: "x", dtype: DType::F32, dims: &[0, 4], data: &[] }]);
+    let rx = request(
+        "mlp",
+        "",
+        &[Input {
+            name: "x",
+            dtype: DType::F32,
+            dims: &[0, 4],
+            data: &[],
+        }],
+    );
     let req = Frame::new_checked(rx.as_slice()).unwrap();
     let mut tx = AlignedBuf::new(4096);
     let mut stats = RunStats::default();
@@ -461,7 +761,10 @@ fn an_empty_batch_never_crashes() {
     }
     // And the session still serves.
     let x = sixteenths(MLP_IN, 5);
-    assert_eq!(run_mlp(&mut model, &x, None).0, bundled::mlp_reference(&x, None));
+    assert_eq!(
+        run_mlp(&mut model, &x, None).0,
+        bundled::mlp_reference(&x, None)
+    );
 }
 
 #[test]
@@ -481,16 +784,38 @@ fn bool_inputs_must_be_0_or_1() {
             outputs: vec![ValueInfo::new("nb", 9, vec![Dim::Param("n".into())])],
         },
     };
-    let spec = ModelSpec { name: "not".into(), version: "1".into(), path: write_temp("not.onnx", &m.encode()), adapters: vec![] };
+    let spec = ModelSpec {
+        name: "not".into(),
+        version: "1".into(),
+        path: write_temp("not.onnx", &m.encode()),
+        adapters: vec![],
+    };
     let mut model = OrtModel::load(&spec).unwrap_or_else(|e| panic!("{e}"));
     let mut run = |bytes: &[u8]| {
-        let rx = request("not", "", &[Input { name: "b", dtype: DType::Bool, dims: &[bytes.len() as u64], data: bytes }]);
+        let rx = request(
+            "not",
+            "",
+            &[Input {
+                name: "b",
+                dtype: DType::Bool,
+                dims: &[bytes.len() as u64],
+                data: bytes,
+            }],
+        );
         let req = Frame::new_checked(rx.as_slice()).unwrap();
         let mut tx = AlignedBuf::new(1024);
         let mut stats = RunStats::default();
-        model.run_into(&req, None, tx.as_mut_slice(), &mut stats).map(|n| tx.as_slice()[n - bytes.len()..n].to_vec())
+        model
+            .run_into(&req, None, tx.as_mut_slice(), &mut stats)
+            .map(|n| tx.as_slice()[n - bytes.len()..n].to_vec())
     };
     assert_eq!(run(&[0, 1, 1]).unwrap(), [1, 0, 0]);
     let r = run(&[0, 2, 1]).unwrap_err();
-    assert_eq!((r.code, r.message), (ErrorCode::BadTensor, "bool tensor holds a byte other than 0 or 1"));
+    assert_eq!(
+        (r.code, r.message),
+        (
+            ErrorCode::BadTensor,
+            "bool tensor holds a byte other than 0 or 1"
+        )
+    );
 }

@@ -16,7 +16,10 @@ fn bad_library_paths_are_clear_errors_then_the_real_one_loads() {
 
     let e = sluice_infer::init(Path::new("/nonexistent/libonnxruntime.so.1.31.1")).unwrap_err();
     assert!(matches!(e, InferError::LibraryNotFound { .. }), "{e}");
-    assert!(e.to_string().contains("scripts/setup-onnxruntime.sh"), "{e}");
+    assert!(
+        e.to_string().contains("scripts/setup-onnxruntime.sh"),
+        "{e}"
+    );
 
     // A file that is not a shared library.
     let not_lib = common::model_path("mlp.onnx");

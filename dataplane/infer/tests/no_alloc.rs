@@ -55,11 +55,29 @@ fn run_into_does_not_allocate_on_the_rust_side() {
     init();
     let mut model = OrtModel::load(&mlp_spec()).unwrap();
     let data = f32_bytes(&sixteenths(32 * 4, 1));
-    let rx = request("mlp", "formal", &[Input { name: "x", dtype: DType::F32, dims: &[32, 4], data: &data }]);
+    let rx = request(
+        "mlp",
+        "formal",
+        &[Input {
+            name: "x",
+            dtype: DType::F32,
+            dims: &[32, 4],
+            data: &data,
+        }],
+    );
     let mut tx = AlignedBuf::new(64 << 10);
     let mut stats = RunStats::default();
     let x4 = f32_bytes(&sixteenths(4, 2));
-    let bad = request("mlp", "", &[Input { name: "x", dtype: DType::F32, dims: &[2, 2], data: &x4 }]);
+    let bad = request(
+        "mlp",
+        "",
+        &[Input {
+            name: "x",
+            dtype: DType::F32,
+            dims: &[2, 2],
+            data: &x4,
+        }],
+    );
 
     // The counter works: an allocation while armed is seen.
     ARMED.with(|a| a.set(true));
@@ -71,13 +89,21 @@ fn run_into_does_not_allocate_on_the_rust_side() {
     for i in 0..100 {
         let req = Frame::new_checked(rx.as_slice()).unwrap();
         let adapter = if i % 2 == 0 { Some("formal") } else { None };
-        model.run_into(&req, adapter, tx.as_mut_slice(), &mut stats).unwrap();
+        model
+            .run_into(&req, adapter, tx.as_mut_slice(), &mut stats)
+            .unwrap();
         let req = Frame::new_checked(bad.as_slice()).unwrap();
-        model.run_into(&req, None, tx.as_mut_slice(), &mut stats).unwrap_err();
+        model
+            .run_into(&req, None, tx.as_mut_slice(), &mut stats)
+            .unwrap_err();
     }
     ARMED.with(|a| a.set(false));
 
     assert_eq!(stats.runs, 100);
     assert_eq!(stats.rejects, 100);
-    assert_eq!(ALLOCS.with(|c| c.get()), 0, "Rust heap allocations during 200 requests");
+    assert_eq!(
+        ALLOCS.with(|c| c.get()),
+        0,
+        "Rust heap allocations during 200 requests"
+    );
 }

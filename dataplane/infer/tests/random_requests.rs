@@ -36,7 +36,15 @@ fn random_requests_are_answered_or_rejected_never_crash() {
     ];
     let mut rng = Rng(0x5eed_1234_abcd_0001);
     let names = ["x", "a", "b", "z"];
-    let dtypes = [DType::F32, DType::F32, DType::F32, DType::I32, DType::Bool, DType::F64, DType::U8];
+    let dtypes = [
+        DType::F32,
+        DType::F32,
+        DType::F32,
+        DType::I32,
+        DType::Bool,
+        DType::F64,
+        DType::U8,
+    ];
     let adapters = [None, None, Some("formal"), Some("nope"), Some("")];
     let tx_lens = [0usize, 100, 200, 4096, 4096];
     let mut stats = RunStats::default();
@@ -81,14 +89,21 @@ fn random_requests_are_answered_or_rejected_never_crash() {
             .zip(&dims)
             .map(|((_, dt), d)| {
                 let len = dt.byte_len(d).unwrap();
-                (0..len).map(|_| rng.next() as u8 & if *dt == DType::Bool { 1 } else { 0x3f }).collect()
+                (0..len)
+                    .map(|_| rng.next() as u8 & if *dt == DType::Bool { 1 } else { 0x3f })
+                    .collect()
             })
             .collect();
         let tensors: Vec<TensorRepr<'_>> = meta
             .iter()
             .zip(&dims)
             .zip(&data)
-            .map(|(((name, dtype), d), bytes)| TensorRepr { name, dtype: *dtype, dims: d, data: Some(bytes) })
+            .map(|(((name, dtype), d), bytes)| TensorRepr {
+                name,
+                dtype: *dtype,
+                dims: d,
+                data: Some(bytes),
+            })
             .collect();
         let adapter = *rng.pick(&adapters);
         let repr = FrameRepr {
@@ -121,7 +136,10 @@ fn random_requests_are_answered_or_rejected_never_crash() {
                 assert!(
                     matches!(
                         r.code,
-                        ErrorCode::BadTensor | ErrorCode::UnknownAdapter | ErrorCode::ResponseTooLarge | ErrorCode::InferenceFailed
+                        ErrorCode::BadTensor
+                            | ErrorCode::UnknownAdapter
+                            | ErrorCode::ResponseTooLarge
+                            | ErrorCode::InferenceFailed
                     ),
                     "{r}"
                 );
@@ -140,11 +158,25 @@ fn random_requests_are_answered_or_rejected_never_crash() {
 
     let x = sixteenths(4 * 4, 3);
     let data = f32_bytes(&x);
-    let rx = request("mlp", "", &[Input { name: "x", dtype: DType::F32, dims: &[4, 4], data: &data }]);
+    let rx = request(
+        "mlp",
+        "",
+        &[Input {
+            name: "x",
+            dtype: DType::F32,
+            dims: &[4, 4],
+            data: &data,
+        }],
+    );
     let req = Frame::new_checked(rx.as_slice()).unwrap();
     let mut tx = AlignedBuf::new(4096);
-    let n = models[0].run_into(&req, Some("formal"), tx.as_mut_slice(), &mut stats).unwrap();
+    let n = models[0]
+        .run_into(&req, Some("formal"), tx.as_mut_slice(), &mut stats)
+        .unwrap();
     let resp = Frame::new_checked(&tx.as_slice()[..n]).unwrap();
     let y = resp.tensor("y").unwrap();
-    assert_eq!(f32s(resp.tensor_data(&y)), bundled::mlp_reference(&x, Some(&bundled::formal_lora())));
+    assert_eq!(
+        f32s(resp.tensor_data(&y)),
+        bundled::mlp_reference(&x, Some(&bundled::formal_lora()))
+    );
 }

@@ -105,7 +105,11 @@ impl Fb {
 }
 
 /// Encodes an adapter file.
-pub fn encode_adapter(adapter_version: i32, model_version: i32, params: &[AdapterParam]) -> Vec<u8> {
+pub fn encode_adapter(
+    adapter_version: i32,
+    model_version: i32,
+    params: &[AdapterParam],
+) -> Vec<u8> {
     let mut fb = Fb { buf: Vec::new() };
     fb.u32(0); // root uoffset, linked below
     fb.buf.extend_from_slice(ADAPTER_FILE_ID);
@@ -188,7 +192,9 @@ pub enum AdapterDecodeError {
 impl std::fmt::Display for AdapterDecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            AdapterDecodeError::NotAnAdapter => "not an ONNX Runtime adapter file (identifier TORT)",
+            AdapterDecodeError::NotAnAdapter => {
+                "not an ONNX Runtime adapter file (identifier TORT)"
+            }
             AdapterDecodeError::Malformed => "malformed adapter flatbuffer",
         })
     }
@@ -210,15 +216,22 @@ pub fn decode_adapter(b: &[u8]) -> Result<DecodedAdapter, AdapterDecodeError> {
             .ok_or(Malformed)
     };
     let u16_at = |at: usize| -> Result<u16, AdapterDecodeError> {
-        b.get(at..at + 2).map(|s| u16::from_le_bytes([s[0], s[1]])).ok_or(Malformed)
+        b.get(at..at + 2)
+            .map(|s| u16::from_le_bytes([s[0], s[1]]))
+            .ok_or(Malformed)
     };
     let deref = |slot: usize| -> Result<usize, AdapterDecodeError> {
-        slot.checked_add(u32_at(slot)? as usize).filter(|&t| t < b.len()).ok_or(Malformed)
+        slot.checked_add(u32_at(slot)? as usize)
+            .filter(|&t| t < b.len())
+            .ok_or(Malformed)
     };
     // Returns the absolute position of field `i` of the table at `t`, if set.
     let field = |t: usize, i: usize| -> Result<Option<usize>, AdapterDecodeError> {
         let soff = u32_at(t)? as i32 as isize;
-        let vt = (t as isize).checked_sub(soff).filter(|&v| v >= 0).ok_or(Malformed)? as usize;
+        let vt = (t as isize)
+            .checked_sub(soff)
+            .filter(|&v| v >= 0)
+            .ok_or(Malformed)? as usize;
         let vt_len = u16_at(vt)? as usize;
         if 4 + 2 * i + 2 > vt_len {
             return Ok(None);
@@ -231,7 +244,10 @@ pub fn decode_adapter(b: &[u8]) -> Result<DecodedAdapter, AdapterDecodeError> {
     let vector = |slot: usize, elem: usize| -> Result<(usize, usize), AdapterDecodeError> {
         let v = deref(slot)?;
         let n = u32_at(v)? as usize;
-        let end = n.checked_mul(elem).and_then(|l| l.checked_add(v + 4)).ok_or(Malformed)?;
+        let end = n
+            .checked_mul(elem)
+            .and_then(|l| l.checked_add(v + 4))
+            .ok_or(Malformed)?;
         if end > b.len() {
             return Err(Malformed);
         }
@@ -310,7 +326,10 @@ mod tests {
         let bytes = encode_adapter(7, 9, &params);
         assert_eq!(&bytes[4..8], b"TORT");
         let d = decode_adapter(&bytes).unwrap();
-        assert_eq!((d.format_version, d.adapter_version, d.model_version), (1, 7, 9));
+        assert_eq!(
+            (d.format_version, d.adapter_version, d.model_version),
+            (1, 7, 9)
+        );
         assert_eq!(d.params.len(), 2);
         for (p, q) in params.iter().zip(&d.params) {
             assert_eq!(p.name, q.name);
@@ -323,7 +342,10 @@ mod tests {
 
     #[test]
     fn decoder_rejects_garbage_without_panicking() {
-        assert_eq!(decode_adapter(b"short"), Err(AdapterDecodeError::NotAnAdapter));
+        assert_eq!(
+            decode_adapter(b"short"),
+            Err(AdapterDecodeError::NotAnAdapter)
+        );
         let good = encode_adapter(1, 1, &[AdapterParam::f32("x", &[1], &[1.0])]);
         // Every truncation and every single-byte corruption decodes or errors,
         // never panics.

@@ -146,7 +146,12 @@ fn batch() -> Dim {
 /// adapter that supplies them adds `(x·lora_a)·lora_b` to the output.
 pub fn mlp_model() -> Model {
     let w = mlp_weights();
-    let (i, h, o, r) = (MLP_IN as i64, MLP_HIDDEN as i64, MLP_OUT as i64, LORA_RANK as i64);
+    let (i, h, o, r) = (
+        MLP_IN as i64,
+        MLP_HIDDEN as i64,
+        MLP_OUT as i64,
+        LORA_RANK as i64,
+    );
     let zeros_a = vec![0.0; MLP_IN * LORA_RANK];
     let zeros_b = vec![0.0; LORA_RANK * MLP_OUT];
     Model {
@@ -177,7 +182,11 @@ pub fn mlp_model() -> Model {
                 ValueInfo::new(LORA_A, elem::FLOAT, vec![Dim::Fixed(i), Dim::Fixed(r)]),
                 ValueInfo::new(LORA_B, elem::FLOAT, vec![Dim::Fixed(r), Dim::Fixed(o)]),
             ],
-            outputs: vec![ValueInfo::new(MLP_OUTPUT, elem::FLOAT, vec![batch(), Dim::Fixed(o)])],
+            outputs: vec![ValueInfo::new(
+                MLP_OUTPUT,
+                elem::FLOAT,
+                vec![batch(), Dim::Fixed(o)],
+            )],
         },
     }
 }
@@ -220,14 +229,20 @@ pub fn big_model() -> Model {
         doc: "Sluice bundled 512 KiB-input model: total = sum(x)".to_string(),
         graph: Graph {
             name: "big".to_string(),
-            nodes: vec![Node::new("ReduceSum", "sum", &["x"], &["total"]).attr("keepdims", Attr::Int(1))],
+            nodes: vec![
+                Node::new("ReduceSum", "sum", &["x"], &["total"]).attr("keepdims", Attr::Int(1)),
+            ],
             initializers: vec![],
             inputs: vec![ValueInfo::new(
                 "x",
                 elem::FLOAT,
                 vec![Dim::Fixed(1), Dim::Fixed(BIG_LEN as i64)],
             )],
-            outputs: vec![ValueInfo::new("total", elem::FLOAT, vec![Dim::Fixed(1), Dim::Fixed(1)])],
+            outputs: vec![ValueInfo::new(
+                "total",
+                elem::FLOAT,
+                vec![Dim::Fixed(1), Dim::Fixed(1)],
+            )],
         },
     }
 }

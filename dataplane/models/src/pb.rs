@@ -73,7 +73,10 @@ mod tests {
     #[test]
     fn varints_match_the_protobuf_spec() {
         // The spec's own example: field 1 = 150 encodes as 08 96 01.
-        assert_eq!(Msg::new().int(1, 150).clone().into_bytes(), [0x08, 0x96, 0x01]);
+        assert_eq!(
+            Msg::new().int(1, 150).clone().into_bytes(),
+            [0x08, 0x96, 0x01]
+        );
         // -1 is ten bytes of sign extension.
         let neg = Msg::new().int(1, -1).clone().into_bytes();
         assert_eq!(neg.len(), 11);

@@ -9,7 +9,10 @@ fn checked_in_models_regenerate_byte_identical() {
     for (name, bytes) in bundled::bundled_files() {
         let path = dir.join(name);
         let on_disk = std::fs::read(&path).unwrap_or_else(|e| {
-            panic!("{}: {e}; run `cargo run -p sluice-models --bin gen-models`", path.display())
+            panic!(
+                "{}: {e}; run `cargo run -p sluice-models --bin gen-models`",
+                path.display()
+            )
         });
         assert!(
             on_disk == bytes,
@@ -27,7 +30,9 @@ fn formal_adapter_carries_the_lora_matrices() {
     assert_eq!(d.format_version, 1);
     let lora = bundled::formal_lora();
     let f32s = |raw: &[u8]| -> Vec<f32> {
-        raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+        raw.chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
     };
     assert_eq!(d.params.len(), 2);
     assert_eq!(d.params[0].name, LORA_A);
@@ -48,7 +53,9 @@ fn reference_mlp_lora_is_linear_in_the_adapter() {
     assert_ne!(base, with);
     // Row 0: x0·A·B by hand.
     let x0 = &x[..4];
-    let xa: Vec<f32> = (0..2).map(|r| (0..4).map(|i| x0[i] * lora.a[i * 2 + r]).sum()).collect();
+    let xa: Vec<f32> = (0..2)
+        .map(|r| (0..4).map(|i| x0[i] * lora.a[i * 2 + r]).sum())
+        .collect();
     for k in 0..3 {
         let delta: f32 = (0..2).map(|r| xa[r] * lora.b[r * 3 + k]).sum();
         assert_eq!(with[k], base[k] + delta);

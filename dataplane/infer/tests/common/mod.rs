@@ -11,7 +11,8 @@ use sluice_wire::{DType, FrameRepr, Kind, TensorRepr, TraceContext};
 /// test (never skips) when it is absent.
 pub fn lib_path() -> PathBuf {
     let path = sluice_infer::library_path(None).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/onnxruntime/libonnxruntime.so.1.31.1")
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../.cache/onnxruntime/libonnxruntime.so.1.31.1")
     });
     assert!(
         path.is_file(),
@@ -54,12 +55,16 @@ pub fn f32_bytes(v: &[f32]) -> Vec<u8> {
 }
 
 pub fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 /// Small multiples of 1/16: every MLP product and sum stays exact in f32.
 pub fn sixteenths(n: usize, seed: i64) -> Vec<f32> {
-    (0..n as i64).map(|i| (((i * 7 + seed * 3) % 13) - 6) as f32 / 16.0).collect()
+    (0..n as i64)
+        .map(|i| (((i * 7 + seed * 3) % 13) - 6) as f32 / 16.0)
+        .collect()
 }
 
 pub struct Input<'a> {
@@ -77,7 +82,12 @@ pub const TRACE: TraceContext = TraceContext {
 
 /// A request frame emitted at `offset` bytes past a 64-byte boundary;
 /// returns the buffer and the frame's byte range within it.
-pub fn request_at(offset: usize, model: &str, adapter: &str, inputs: &[Input<'_>]) -> (AlignedBuf, std::ops::Range<usize>) {
+pub fn request_at(
+    offset: usize,
+    model: &str,
+    adapter: &str,
+    inputs: &[Input<'_>],
+) -> (AlignedBuf, std::ops::Range<usize>) {
     let tensors: Vec<TensorRepr<'_>> = inputs
         .iter()
         .map(|i| TensorRepr {
