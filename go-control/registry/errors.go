@@ -33,9 +33,13 @@ type Error struct {
 	Message string
 	// Messages lists what breaks, for CodeIncompatibleSchema.
 	Messages []string
+	cause    error
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s (error code %d)", e.Message, e.Code) }
+
+// Unwrap exposes the store failure behind a CodeStoreError.
+func (e *Error) Unwrap() error { return e.cause }
 
 func newErr(code, status int, format string, args ...any) *Error {
 	return &Error{Code: code, Status: status, Message: fmt.Sprintf(format, args...)}
@@ -106,5 +110,7 @@ func errReferenceExists(s string, v int, by []string) *Error {
 }
 
 func errStore(err error) *Error {
-	return newErr(CodeStoreError, http.StatusInternalServerError, "Error while storing: %v", err)
+	e := newErr(CodeStoreError, http.StatusInternalServerError, "Error while storing: %v", err)
+	e.cause = err
+	return e
 }

@@ -189,7 +189,11 @@ func Open(ctx context.Context, store Store, opts Options) (*Registry, error) {
 	return r, nil
 }
 
+// load replaces the in-memory state with the store's. Caller holds mu (or
+// owns r exclusively).
 func (r *Registry) load(ctx context.Context) error {
+	r.schemas, r.byKey, r.subjects = map[int]*schemaRec{}, map[string]int{}, map[string]*subjectRec{}
+	r.global, r.globalRev, r.nextID, r.nextIDRev = "", 0, 1, 0
 	entries, err := r.store.List(ctx, "")
 	if err != nil {
 		return err
@@ -457,6 +461,92 @@ func (r *Registry) unlockAndNotify(changes []Change) {
 	}
 }
 
+// writeAttempts bounds how often a write is retried after another writer
+// on the same store changed it first.
+const writeAttempts = 3
+
+// write runs op under the write lock. When the store reports that another
+// writer (another registry on a shared store) got there first, it reloads
+// the state, notifies what changed, and runs op again.
+func (r *Registry) write(ctx context.Context, op func(changes *[]Change) error) error {
+	r.mu.Lock()
+	var changes []Change
+	defer func() { r.unlockAndNotify(changes) }()
+	for attempt := 1; ; attempt++ {
+		err := op(&changes)
+		if err == nil || !errors.Is(err, ErrRevisionMismatch) || attempt == writeAttempts {
+			return err
+		}
+		diff, rerr := r.reload(ctx)
+		changes = append(changes, diff...)
+		if rerr != nil {
+			return errStore(rerr)
+		}
+	}
+}
+
+// Refresh reloads the state from the store and notifies subscribers of
+// what other writers changed. A shared store (e.g. JetStream KV) calls it
+// from its watch; writes refresh by themselves on conflict.
+func (r *Registry) Refresh(ctx context.Context) error {
+	r.mu.Lock()
+	diff, err := r.reload(ctx)
+	r.unlockAndNotify(diff)
+	if err != nil {
+		return errStore(err)
+	}
+	return nil
+}
+
+// reload replaces the state with the store's and returns the changes
+// between the two. On failure the old state stays. Caller holds mu.
+func (r *Registry) reload(ctx context.Context) ([]Change, error) {
+	type key struct {
+		subject string
+		version int
+	}
+	before := map[key]Change{}
+	for name, sub := range r.subjects {
+		for _, v := range sub.versions {
+			c := r.change(ChangeRegistered, name, v)
+			c.Retired = v.deleted
+			before[key{name, v.version}] = c
+		}
+	}
+	schemas, byKey, subjects := r.schemas, r.byKey, r.subjects
+	global, globalRev, nextID, nextIDRev := r.global, r.globalRev, r.nextID, r.nextIDRev
+	if err := r.load(ctx); err != nil {
+		r.schemas, r.byKey, r.subjects = schemas, byKey, subjects
+		r.global, r.globalRev, r.nextID, r.nextIDRev = global, globalRev, nextID, nextIDRev
+		return nil, err
+	}
+	var diff []Change
+	for _, name := range r.subjectNames(true) {
+		for _, v := range r.subjects[name].versions {
+			old, had := before[key{name, v.version}]
+			delete(before, key{name, v.version})
+			switch {
+			case !v.deleted && (!had || old.Retired || old.SchemaID != v.id):
+				diff = append(diff, r.change(ChangeRegistered, name, v))
+			case v.deleted && had && !old.Retired:
+				diff = append(diff, r.change(ChangeRetired, name, v))
+			}
+		}
+	}
+	var gone []Change
+	for _, c := range before {
+		c.Kind, c.Retired = ChangeDeleted, true
+		gone = append(gone, c)
+	}
+	sort.Slice(gone, func(i, j int) bool {
+		if gone[i].Subject != gone[j].Subject {
+			return gone[i].Subject < gone[j].Subject
+		}
+		return gone[i].Version < gone[j].Version
+	})
+	return append(diff, gone...), nil
+}
+
 // Subscribe calls fn first with a ChangeRegistered for every live subject
 // version (subject, then version order), then with every change as it is
 // committed, in commit order, until cancel is called. fn runs on the
@@ -511,10 +601,15 @@ func (r *Registry) Register(ctx context.Context, subject string, in SchemaInput)
 	if e := validSubject(subject); e != nil {
 		return 0, 0, e
 	}
-	r.mu.Lock()
-	var changes []Change
-	defer func() { r.unlockAndNotify(changes) }()
+	err = r.write(ctx, func(changes *[]Change) error {
+		var err error
+		id, version, err = r.register(ctx, subject, in, changes)
+		return err
+	})
+	return id, version, err
+}
 
+func (r *Registry) register(ctx context.Context, subject string, in SchemaInput, changes *[]Change) (int, int, error) {
 	parsed, refs, err := r.prepare(in)
 	if err != nil {
 		return 0, 0, err
@@ -578,7 +673,7 @@ func (r *Registry) Register(ctx context.Context, subject string, in SchemaInput)
 	sub = r.subject(subject, true)
 	v := &versionRec{version: next, id: existingID, rev: vrev}
 	sub.versions = append(sub.versions, v)
-	changes = append(changes, r.change(ChangeRegistered, subject, v))
+	*changes = append(*changes, r.change(ChangeRegistered, subject, v))
 	return existingID, next, nil
 }
 
@@ -784,10 +879,16 @@ func (r *Registry) checkUnreferenced(subject string, version int, liveOnly bool)
 // DeleteSubject soft-deletes every live version of subject, or, with
 // permanent, removes a soft-deleted subject for good. It returns the
 // versions affected.
-func (r *Registry) DeleteSubject(ctx context.Context, subject string, permanent bool) ([]int, error) {
-	r.mu.Lock()
-	var changes []Change
-	defer func() { r.unlockAndNotify(changes) }()
+func (r *Registry) DeleteSubject(ctx context.Context, subject string, permanent bool) (versions []int, err error) {
+	err = r.write(ctx, func(changes *[]Change) error {
+		var err error
+		versions, err = r.deleteSubject(ctx, subject, permanent, changes)
+		return err
+	})
+	return versions, err
+}
+
+func (r *Registry) deleteSubject(ctx context.Context, subject string, permanent bool, changes *[]Change) ([]int, error) {
 	sub := r.subjects[subject]
 	if sub == nil || len(sub.versions) == 0 {
 		return nil, errSubjectNotFound(subject)
@@ -808,7 +909,7 @@ func (r *Registry) DeleteSubject(ctx context.Context, subject string, permanent 
 				return out, err
 			}
 			out = append(out, v.version)
-			changes = append(changes, r.change(ChangeRetired, subject, v))
+			*changes = append(*changes, r.change(ChangeRetired, subject, v))
 		}
 		return out, nil
 	}
@@ -826,7 +927,7 @@ func (r *Registry) DeleteSubject(ctx context.Context, subject string, permanent 
 			return out, err
 		}
 		out = append(out, v.version)
-		changes = append(changes, c)
+		*changes = append(*changes, c)
 	}
 	if sub.levelRev != 0 {
 		if err := r.store.Delete(ctx, keyConfigSubject+subjectKey(subject), sub.levelRev); err != nil && !errors.Is(err, ErrNotFound) {
@@ -876,10 +977,16 @@ func (r *Registry) remove(ctx context.Context, sub *subjectRec, v *versionRec) e
 
 // DeleteVersion soft-deletes one version, or with permanent removes a
 // soft-deleted one. version may be Latest.
-func (r *Registry) DeleteVersion(ctx context.Context, subject string, version int, permanent bool) (int, error) {
-	r.mu.Lock()
-	var changes []Change
-	defer func() { r.unlockAndNotify(changes) }()
+func (r *Registry) DeleteVersion(ctx context.Context, subject string, version int, permanent bool) (deleted int, err error) {
+	err = r.write(ctx, func(changes *[]Change) error {
+		var err error
+		deleted, err = r.deleteVersion(ctx, subject, version, permanent, changes)
+		return err
+	})
+	return deleted, err
+}
+
+func (r *Registry) deleteVersion(ctx context.Context, subject string, version int, permanent bool, changes *[]Change) (int, error) {
 	sub := r.subjects[subject]
 	if sub == nil || len(sub.versions) == 0 {
 		return 0, errSubjectNotFound(subject)
@@ -909,7 +1016,7 @@ func (r *Registry) DeleteVersion(ctx context.Context, subject string, version in
 		if err := r.retire(ctx, subject, v); err != nil {
 			return 0, err
 		}
-		changes = append(changes, r.change(ChangeRetired, subject, v))
+		*changes = append(*changes, r.change(ChangeRetired, subject, v))
 		return v.version, nil
 	}
 	if !v.deleted {
@@ -922,7 +1029,7 @@ func (r *Registry) DeleteVersion(ctx context.Context, subject string, version in
 	if err := r.remove(ctx, sub, v); err != nil {
 		return 0, err
 	}
-	changes = append(changes, c)
+	*changes = append(*changes, c)
 	return v.version, nil
 }
 
@@ -981,8 +1088,10 @@ func (r *Registry) SetCompatibility(ctx context.Context, subject string, level c
 	if _, ok := compat.ParseLevel(string(level)); !ok {
 		return errInvalidLevel()
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	return r.write(ctx, func(*[]Change) error { return r.setCompatibility(ctx, subject, level) })
+}
+
+func (r *Registry) setCompatibility(ctx context.Context, subject string, level compat.Level) error {
 	if subject == "" {
 		rev, err := r.putJSON(ctx, keyConfigGlobal, configVal{Compatibility: level}, r.globalRev)
 		if err != nil {
@@ -1005,9 +1114,16 @@ func (r *Registry) SetCompatibility(ctx context.Context, subject string, level c
 
 // DeleteCompatibility removes subject's own level (or resets the global
 // one to the default) and returns the level it had.
-func (r *Registry) DeleteCompatibility(ctx context.Context, subject string) (compat.Level, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (r *Registry) DeleteCompatibility(ctx context.Context, subject string) (prev compat.Level, err error) {
+	err = r.write(ctx, func(*[]Change) error {
+		var err error
+		prev, err = r.deleteCompatibility(ctx, subject)
+		return err
+	})
+	return prev, err
+}
+
+func (r *Registry) deleteCompatibility(ctx context.Context, subject string) (compat.Level, error) {
 	if subject == "" {
 		prev := r.global
 		if prev == "" {

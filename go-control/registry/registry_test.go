@@ -300,3 +300,64 @@ func TestStoreFailureIs50001(t *testing.T) {
 	fs.fail = false
 	mustRegister(t, reg, "s", SchemaInput{Type: compat.Avro, Schema: avroV1}, 1, 1)
 }
+
+// Two registries on one store stand for two appliances sharing a KV
+// bucket: each write is a compare-and-set, a stale writer reloads and
+// retries, and Refresh reports what the other one changed.
+func TestTwoRegistriesShareOneStore(t *testing.T) {
+	store := NewMemoryStore()
+	a, err := Open(ctx, store, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(ctx, store, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seenA, seenB []string
+	record := func(dst *[]string) func(Change) {
+		return func(c Change) {
+			mu.Lock()
+			*dst = append(*dst, fmt.Sprintf("%s %s/%d id=%d", c.Kind, c.Subject, c.Version, c.SchemaID))
+			mu.Unlock()
+		}
+	}
+	a.Subscribe(record(&seenA))
+	b.Subscribe(record(&seenB))
+
+	mustRegister(t, a, "s", SchemaInput{Type: compat.Avro, Schema: avroV1}, 1, 1)
+	// b is stale: its id allocation conflicts, it reloads (learning s/1)
+	// and retries.
+	mustRegister(t, b, "t", SchemaInput{Type: compat.JSON, Schema: `{"type":"string"}`}, 2, 1)
+	mustRegister(t, b, "s", SchemaInput{Type: compat.Avro, Schema: avroV2}, 3, 2)
+	// a only knows s/1, against which avroV3 would also fail; use a schema
+	// compatible with v1 but not with v2 (tag changes type) to prove the
+	// retry checks against the real latest version.
+	v1ok := `{"type":"record","name":"Req","namespace":"sluice","fields":[{"name":"id","type":"int"},{"name":"tag","type":"int","default":0}]}`
+	_, _, err = a.Register(ctx, "s", SchemaInput{Type: compat.Avro, Schema: v1ok})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeIncompatibleSchema || !strings.Contains(e.Message, "{oldSchemaVersion: 2}") {
+		t.Fatalf("stale writer: want 409 against version 2, got %v", err)
+	}
+	if _, err := b.DeleteSubject(ctx, "s", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Subjects(false); strings.Join(got, ",") != "t" {
+		t.Fatalf("a after refresh: %v", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// a learns b's writes in one reload, reported in subject order.
+	wantA := "registered s/1 id=1,registered s/2 id=3,registered t/1 id=2,retired s/1 id=1,retired s/2 id=3"
+	wantB := "registered s/1 id=1,registered t/1 id=2,registered s/2 id=3,retired s/1 id=1,retired s/2 id=3"
+	if strings.Join(seenA, ",") != wantA {
+		t.Errorf("a saw %v\nwant %s", seenA, wantA)
+	}
+	if strings.Join(seenB, ",") != wantB {
+		t.Errorf("b saw %v\nwant %s", seenB, wantB)
+	}
+}
