@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -374,5 +375,59 @@ func TestCanonicalIgnoresWhitespace(t *testing.T) {
 	}
 	if _, err := ParseType("xml"); err == nil {
 		t.Fatal("bogus type accepted")
+	}
+}
+
+// Per type: a history v1, v2 and a candidate; which earlier versions each
+// level reports. Transitive levels must look at v1 too.
+func TestTransitiveEveryType(t *testing.T) {
+	type hist struct {
+		typ          Type
+		v1, v2, cand string
+		want         map[Level][]int // versions reported
+	}
+	sig := func(dims string) string {
+		return `{"inputs":[{"name":"x","dtype":"f32","shape":` + dims + `}],"outputs":[]}`
+	}
+	cases := []hist{
+		{typ: Avro, v1: avroWith(fID), v2: avroWith(fID + `,{"name":"n","type":"string","default":""}`),
+			cand: avroWith(fID + `,{"name":"n","type":"string"}`),
+			want: map[Level][]int{Backward: nil, BackwardTransitive: {1}, Forward: nil, ForwardTransitive: nil, Full: nil, FullTransitive: {1}}},
+		// Field 2 removed in v2, then reused with another type.
+		{typ: Protobuf, v1: protoWith("int32 id = 1; string name = 2;", ""), v2: protoWith("int32 id = 1;", ""),
+			cand: protoWith("int32 id = 1; int64 name = 2;", ""),
+			want: map[Level][]int{Backward: nil, BackwardTransitive: {1}, Forward: nil, ForwardTransitive: {1}, Full: nil, FullTransitive: {1}}},
+		// Candidate fixes the batch dim: breaks BACKWARD with both versions.
+		{typ: Tensor, v1: sig(`[-1,4]`), v2: sig(`[-1,-1]`), cand: sig(`[8,-1]`),
+			want: map[Level][]int{Backward: {2}, BackwardTransitive: {2, 1}, Forward: nil, ForwardTransitive: {1}, Full: {2}, FullTransitive: {2, 1}}},
+		{typ: JSON, v1: `{"type":"integer"}`, v2: `{"type":"number"}`, cand: `{"type":"string"}`,
+			want: map[Level][]int{Backward: {2}, BackwardTransitive: {2, 1}, Forward: {2}, ForwardTransitive: {2, 1}, None: nil}},
+	}
+	for _, c := range cases {
+		var prev []Version
+		for i, text := range []string{c.v1, c.v2} {
+			s, err := Parse(c.typ, text, nil)
+			if err != nil {
+				t.Fatalf("%s v%d: %v", c.typ, i+1, err)
+			}
+			prev = append(prev, Version{Version: i + 1, Schema: s, Text: text})
+		}
+		cand, err := Parse(c.typ, c.cand, nil)
+		if err != nil {
+			t.Fatalf("%s candidate: %v", c.typ, err)
+		}
+		for level, want := range c.want {
+			msgs := Check(level, cand, prev)
+			var got []int
+			for _, m := range msgs {
+				var v int
+				if _, err := fmt.Sscanf(m, "{oldSchemaVersion: %d}", &v); err == nil {
+					got = append(got, v)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s %s: reported versions %v, want %v (%v)", c.typ, level, got, want, msgs)
+			}
+		}
 	}
 }
