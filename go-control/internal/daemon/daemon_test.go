@@ -528,6 +528,43 @@ func TestGracefulShutdownOnSIGTERM(t *testing.T) {
 	}
 }
 
+func TestSystemdNotify(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "notify.sock")
+	pc, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	r := start(t, dir, testConfig(t, dir))
+	read := func() string {
+		pc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 256)
+		n, err := pc.Read(buf)
+		if err != nil {
+			t.Fatalf("no notification: %v", err)
+		}
+		return string(buf[:n])
+	}
+	if got := read(); !strings.HasPrefix(got, "READY=1") {
+		t.Fatalf("first notification %q", got)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); !strings.HasPrefix(got, "RELOADING=1\nMONOTONIC_USEC=") {
+		t.Fatalf("on SIGHUP: %q", got)
+	}
+	if got := read(); !strings.HasPrefix(got, "READY=1") {
+		t.Fatalf("after reload: %q", got)
+	}
+	r.shutdown()
+	if got := read(); !strings.HasPrefix(got, "STOPPING=1") {
+		t.Fatalf("on stop: %q", got)
+	}
+}
+
 func TestShutdownTimeout(t *testing.T) {
 	dir := t.TempDir()
 	r := start(t, dir, testConfig(t, dir), func(o *Options) { o.ShutdownTimeout = 50 * time.Millisecond })

@@ -134,6 +134,12 @@ func (d *Daemon) Handler() http.Handler {
 	return requireToken(d.state.eff.Control.AdminToken, mux)
 }
 
+func (d *Daemon) notify(state string) {
+	if err := sdNotify(state); err != nil {
+		d.state.log.Warn("sd_notify", "err", err)
+	}
+}
+
 func listen(addr string) (net.Listener, func(), error) {
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		// A stale socket from a crash would block the bind; remove only a socket.
@@ -198,6 +204,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("sluiced serving", "admin", ln.Addr().String(), "engine", d.engineName, "config", d.state.path)
+	d.notify("READY=1\nSTATUS=serving")
 	if d.opts.Ready != nil {
 		d.opts.Ready(ln.Addr())
 	}
@@ -208,7 +215,13 @@ loop:
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				_, _ = d.state.reload() // logged inside; a bad file leaves the running config
+				d.notify(reloadingState())
+				_, rerr := d.state.reload() // logged inside; a bad file leaves the running config
+				status := "READY=1\nSTATUS=serving"
+				if rerr != nil {
+					status += "; last reload refused"
+				}
+				d.notify(status)
 				continue
 			}
 			log.Info("shutting down", "signal", sig.String())
@@ -221,6 +234,7 @@ loop:
 			break loop
 		}
 	}
+	d.notify("STOPPING=1\nSTATUS=draining")
 	timeout := d.opts.ShutdownTimeout
 	if timeout <= 0 {
 		timeout = ShutdownTimeoutDefault
