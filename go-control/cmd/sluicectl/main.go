@@ -441,7 +441,10 @@ func readRoutes(path string) ([]config.Route, error) {
 	if len(b) > FileSizeMax {
 		return nil, fmt.Errorf("%s: larger than %d bytes", path, FileSizeMax)
 	}
+	// Source is accepted so that `sluicectl -json routes get` output can be
+	// edited and set again.
 	var doc struct {
+		Source string         `toml:"-" json:"source"`
 		Routes []config.Route `toml:"routes" json:"routes"`
 	}
 	if strings.HasSuffix(path, ".toml") {

@@ -108,6 +108,13 @@ func TestCommands(t *testing.T) {
 	if code, _, errs := ctl(t, env, "routes", "set", badTOML); code != 1 || !strings.Contains(errs, "bad.toml") {
 		t.Fatalf("bad toml: %d %s", code, errs)
 	}
+	// The -json output of "routes get" is a valid input of "routes set".
+	jsonFile := filepath.Join(dir, "r.json")
+	os.WriteFile(jsonFile, []byte(mustCtl(t, env, "-json", "routes", "get")), 0o600)
+	mustCtl(t, env, "routes", "set", jsonFile)
+	if r := fake.Config().Routes; len(r) != 1 || r[0].Intent != "x" {
+		t.Fatalf("engine routes after round trip: %+v", r)
+	}
 	mustCtl(t, env, "routes", "reset")
 	if r := fake.Config().Routes; len(r) != 4 {
 		t.Fatalf("after reset: %+v", r)
