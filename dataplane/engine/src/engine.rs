@@ -151,6 +151,9 @@ pub struct Engine {
     listen: Option<SocketAddr>,
     hugepages: bool,
     factory: HandlerFactory,
+    /// Process-wide DPDK state; dropped (port closed, EAL cleaned) at stop.
+    #[cfg(feature = "dpdk")]
+    dpdk: Option<crate::transport::dpdk::DpdkRuntime>,
 }
 
 /// The default handler factory: null, echo and (with feature `onnx`) ONNX Runtime.
@@ -186,6 +189,8 @@ impl Engine {
             control: Mutex::new(Control { live, schemas: Vec::new(), schema_ttl_ms: 60_000, slots }),
             listen: None,
             hugepages: false,
+            #[cfg(feature = "dpdk")]
+            dpdk: None,
             factory,
             opts,
             cfg,
@@ -210,6 +215,9 @@ impl Engine {
         }
         match self.cfg.engine.transport {
             TransportKind::IoUring => {}
+            #[cfg(feature = "dpdk")]
+            TransportKind::Dpdk => {}
+            #[cfg(not(feature = "dpdk"))]
             TransportKind::Dpdk => {
                 return Err(EngineError::Unsupported(
                     "transport \"dpdk\" is not built into this binary (cargo feature `dpdk`)".into(),
@@ -224,6 +232,20 @@ impl Engine {
         self.shared.state.store(state::RUNNING, Ordering::Release);
         let mut listen = self.cfg.listen_addr()?;
         let models = self.control.lock().map_err(|_| EngineError::Start("control lock poisoned".into()))?.live.models.clone();
+        #[cfg(feature = "dpdk")]
+        if self.cfg.engine.transport == TransportKind::Dpdk {
+            use crate::transport::dpdk::{DpdkError, DpdkRuntime};
+            match DpdkRuntime::start(&self.cfg) {
+                Ok(rt) => self.dpdk = Some(rt),
+                Err(e) => {
+                    self.shared.state.store(state::STOPPED, Ordering::Release);
+                    return Err(match e {
+                        DpdkError::Config(c) => EngineError::Config(c),
+                        e => EngineError::Start(e.to_string()),
+                    });
+                }
+            }
+        }
         for (index, &core) in self.cfg.engine.workers.clone().iter().enumerate() {
             let mut handlers: Vec<Option<Box<dyn Handler>>> = Vec::with_capacity(models.len());
             for m in &models {
@@ -238,12 +260,18 @@ impl Engine {
                     }
                 }
             }
-            let uring_cfg = self.cfg.io_uring.clone();
-            let huge_mode = self.cfg.engine.hugepages;
-            let made = self.spawn_worker(index, core, handlers, move || {
-                crate::transport::uring::UringTransport::new(listen, &uring_cfg, huge_mode)
-                    .map_err(|e| e.to_string())
-            });
+            #[cfg(feature = "dpdk")]
+            let dpdk_queue = self.dpdk.as_ref().and_then(|rt| rt.queue(index));
+            #[cfg(feature = "dpdk")]
+            let made = if let Some(q) = dpdk_queue {
+                self.spawn_worker(index, core, handlers, move || {
+                    crate::transport::dpdk::DpdkTransport::new(q).map_err(|e| e.to_string())
+                })
+            } else {
+                self.spawn_uring(index, core, handlers, listen)
+            };
+            #[cfg(not(feature = "dpdk"))]
+            let made = self.spawn_uring(index, core, handlers, listen);
             match made {
                 Ok((addr, huge)) => {
                     // Port 0 binds an ephemeral port; the other workers join it.
@@ -266,6 +294,21 @@ impl Engine {
         Ok(())
     }
 
+    fn spawn_uring(
+        &mut self,
+        index: usize,
+        core: usize,
+        handlers: Vec<Option<Box<dyn Handler>>>,
+        listen: SocketAddr,
+    ) -> Result<(SocketAddr, bool), EngineError> {
+        let uring_cfg = self.cfg.io_uring.clone();
+        let huge_mode = self.cfg.engine.hugepages;
+        self.spawn_worker(index, core, handlers, move || {
+            crate::transport::uring::UringTransport::new(listen, &uring_cfg, huge_mode)
+                .map_err(|e| e.to_string())
+        })
+    }
+
     fn abort_start(&mut self) {
         self.shared.state.store(state::STOPPED, Ordering::Release);
         for w in &mut self.workers {
@@ -274,6 +317,10 @@ impl Engine {
             }
         }
         self.workers.clear();
+        #[cfg(feature = "dpdk")]
+        {
+            self.dpdk = None;
+        }
     }
 
     /// Spawns one pinned worker whose transport `make` builds on the worker
@@ -368,6 +415,11 @@ impl Engine {
             while w.returned.try_recv().is_ok() {}
         }
         self.workers.clear();
+        // Workers are gone: close the port, free the pools, clean EAL up.
+        #[cfg(feature = "dpdk")]
+        {
+            self.dpdk = None;
+        }
     }
 
     fn min_epoch(&self) -> u64 {

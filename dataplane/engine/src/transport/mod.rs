@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod mem;
 pub mod uring;
 

@@ -1,0 +1,306 @@
+//! DPDK transport (cargo feature `dpdk`): poll-mode drivers over physical
+//! NICs (vfio-pci) or virtual devices (AF_XDP, AF_PACKET) on any interface.
+//!
+//! One process-wide [`DpdkRuntime`] initializes EAL from `[dpdk]`, creates
+//! one mbuf pool per worker in hugepages, configures the port with one
+//! RX/TX queue pair per worker (RSS when there are several) and starts it.
+//! Each worker then builds its own [`DpdkTransport`] on its pinned thread.
+//! The runtime's `Drop` stops and closes the port, checks that every mbuf
+//! came back, frees the pools and runs `rte_eal_cleanup`, which returns the
+//! hugepages. DPDK allows EAL to be initialized once per process, so an
+//! engine using DPDK can start once per process.
+//!
+//! `net` is the safe packet layer (Ethernet, ARP, IPv4, UDP); `port` holds
+//! all the unsafe DPDK calls. See `docs/dpdk.md`.
+
+use std::net::Ipv4Addr;
+
+use serde::Deserialize;
+
+use crate::config::{Config, ConfigError};
+
+pub mod net;
+mod port;
+
+pub use port::{DpdkError, DpdkRuntime, DpdkStats, DpdkTransport, QueueStats, StopReport, last_stop_report, stats};
+
+/// Largest mbuf pool per worker.
+pub const MBUFS_PER_WORKER_MAX: u32 = 1 << 20;
+/// Largest per-lcore mempool cache (DPDK's RTE_MEMPOOL_CACHE_MAX_SIZE).
+pub const MBUF_CACHE_MAX: u32 = 512;
+/// Largest descriptor ring.
+pub const DESC_MAX: u16 = 16_384;
+/// Largest mbuf data room after the headroom (fits DPDK's u16 buf_len).
+pub const MBUF_DATA_BYTES_MAX: u32 = 65_535 - 128 - 64;
+/// Smallest mbuf data room: one full 1500-byte Ethernet frame.
+pub const MBUF_DATA_BYTES_MIN: u32 = 1536;
+
+/// How replies get their checksums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TxChecksumCfg {
+    /// Offload when the port can, else software.
+    #[default]
+    Auto,
+    /// Always in software.
+    Software,
+    /// Require the port's offload; refuse to start without it.
+    Offload,
+}
+
+/// `[dpdk]`, parsed from the opaque table in [`Config`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DpdkCfg {
+    /// Core of EAL's main lcore. It only runs EAL set-up: the workers are
+    /// the engine's own pinned threads, registered with EAL.
+    pub main_core: usize,
+    /// Pools in hugepages (false: `--no-huge`, for hosts without them).
+    pub hugepages: bool,
+    /// Memory EAL takes (`-m`), MiB.
+    pub memory_mb: u32,
+    /// `--file-prefix`: unique per DPDK process on the host.
+    pub file_prefix: String,
+    /// Virtual devices (`--vdev`), e.g. `net_af_xdp0,iface=veth0`.
+    pub vdevs: Vec<String>,
+    /// PCI addresses to use (`-a`); empty means `--no-pci`.
+    pub pci: Vec<String>,
+    /// Which of the probed ports carries Sluice.
+    pub port: u16,
+    /// The appliance's IPv4 address (answered in ARP).
+    pub ip: String,
+    /// Sluice UDP port.
+    pub udp_port: u16,
+    /// Mbufs in each worker's pool.
+    pub mbufs_per_worker: u32,
+    /// Per-lcore mempool cache.
+    pub mbuf_cache: u32,
+    /// Data room per mbuf after DPDK's 128-byte headroom, bytes.
+    pub mbuf_data_bytes: u32,
+    /// RX descriptors per queue.
+    pub rx_desc: u16,
+    /// TX descriptors per queue.
+    pub tx_desc: u16,
+    /// Checksum policy for replies.
+    pub tx_checksum: TxChecksumCfg,
+    /// Move a received frame that is not 64-byte aligned to an aligned spot
+    /// in its own mbuf (one memmove of the frame), so tensors can be read in
+    /// place. Off: misaligned tensors are rejected with `bad_tensor`.
+    pub rx_realign: bool,
+    /// Neighbour (IPv4 to MAC) cache entries per worker.
+    pub neighbours_max: u32,
+    /// How long start waits for the link to come up, ms.
+    pub link_wait_ms: u32,
+    /// Longest sleep of an idle worker in adaptive poll mode, us.
+    pub idle_sleep_us: u32,
+    /// EAL log level (`--log-level`).
+    pub log_level: String,
+    /// Extra EAL arguments, appended verbatim.
+    pub eal_args: Vec<String>,
+}
+
+impl Default for DpdkCfg {
+    fn default() -> Self {
+        DpdkCfg {
+            main_core: 0,
+            hugepages: true,
+            memory_mb: 256,
+            file_prefix: "sluice".into(),
+            vdevs: Vec::new(),
+            pci: Vec::new(),
+            port: 0,
+            ip: "10.99.0.1".into(),
+            udp_port: 7070,
+            mbufs_per_worker: 8191,
+            mbuf_cache: 256,
+            mbuf_data_bytes: 2048,
+            rx_desc: 1024,
+            tx_desc: 1024,
+            tx_checksum: TxChecksumCfg::Auto,
+            rx_realign: true,
+            neighbours_max: 1024,
+            link_wait_ms: 5000,
+            idle_sleep_us: 20,
+            log_level: "notice".into(),
+            eal_args: Vec::new(),
+        }
+    }
+}
+
+fn range<T: PartialOrd + std::fmt::Display + Copy>(key: &str, v: T, lo: T, hi: T) -> Result<(), ConfigError> {
+    if v < lo || v > hi {
+        return Err(ConfigError::at(format!("dpdk.{key}"), format!("{v} is out of range {lo}..={hi}")));
+    }
+    Ok(())
+}
+
+fn printable(key: &str, s: &str, allow_empty: bool) -> Result<(), ConfigError> {
+    if (!allow_empty && s.is_empty()) || s.len() > 256 || !s.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ConfigError::at(format!("dpdk.{key}"), "1 to 256 printable ASCII characters, no spaces"));
+    }
+    Ok(())
+}
+
+impl DpdkCfg {
+    /// Parses and checks `[dpdk]` of a config whose transport is DPDK.
+    pub fn from_config(cfg: &Config) -> Result<DpdkCfg, ConfigError> {
+        let table = cfg.dpdk.clone().ok_or_else(|| {
+            ConfigError::at("dpdk", "engine.transport is \"dpdk\" but there is no [dpdk] table")
+        })?;
+        let d: DpdkCfg = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::at("dpdk", e.message().trim().to_string()))?;
+        d.validate(cfg)?;
+        Ok(d)
+    }
+
+    /// Range and consistency checks.
+    pub fn validate(&self, cfg: &Config) -> Result<(), ConfigError> {
+        let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if self.main_core >= ncpu {
+            return Err(ConfigError::at("dpdk.main_core", format!("core {} does not exist (this host has {ncpu})", self.main_core)));
+        }
+        range("memory_mb", self.memory_mb, 16, 1 << 20)?;
+        printable("file_prefix", &self.file_prefix, false)?;
+        if self.vdevs.is_empty() && self.pci.is_empty() {
+            return Err(ConfigError::at("dpdk.vdevs", "no device: list vdevs or pci addresses"));
+        }
+        for (i, v) in self.vdevs.iter().enumerate() {
+            printable(&format!("vdevs[{i}]"), v, false)?;
+        }
+        for (i, p) in self.pci.iter().enumerate() {
+            printable(&format!("pci[{i}]"), p, false)?;
+        }
+        range("port", self.port, 0, 31)?;
+        let ip: Ipv4Addr = self.ip.parse().map_err(|_| ConfigError::at("dpdk.ip", "not an IPv4 address"))?;
+        if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
+            return Err(ConfigError::at("dpdk.ip", "must be a unicast address"));
+        }
+        range("udp_port", self.udp_port, 1, u16::MAX)?;
+        range("mbuf_cache", self.mbuf_cache, 0, MBUF_CACHE_MAX)?;
+        range("rx_desc", self.rx_desc, 64, DESC_MAX)?;
+        range("tx_desc", self.tx_desc, 64, DESC_MAX)?;
+        range("mbuf_data_bytes", self.mbuf_data_bytes, MBUF_DATA_BYTES_MIN, MBUF_DATA_BYTES_MAX)?;
+        // Descriptors, a burst in flight each way, and the caches must fit.
+        let burst = cfg.engine.rx_burst_max;
+        let need = self.rx_desc as u32 + self.tx_desc as u32 + 2 * burst + self.mbuf_cache * 3 / 2;
+        range("mbufs_per_worker", self.mbufs_per_worker, need, MBUFS_PER_WORKER_MAX).map_err(|_| {
+            ConfigError::at(
+                "dpdk.mbufs_per_worker",
+                format!(
+                    "{} is too few: rx_desc + tx_desc + 2 * engine.rx_burst_max + 1.5 * mbuf_cache = {need} (max {MBUFS_PER_WORKER_MAX})",
+                    self.mbufs_per_worker
+                ),
+            )
+        })?;
+        range("neighbours_max", self.neighbours_max, 8, 1 << 20)?;
+        range("link_wait_ms", self.link_wait_ms, 0, 60_000)?;
+        range("idle_sleep_us", self.idle_sleep_us, 0, 10_000)?;
+        if !matches!(self.log_level.as_str(), "emerg" | "alert" | "crit" | "error" | "warning" | "notice" | "info" | "debug") {
+            return Err(ConfigError::at("dpdk.log_level", "one of emerg, alert, crit, error, warning, notice, info, debug"));
+        }
+        for (i, a) in self.eal_args.iter().enumerate() {
+            printable(&format!("eal_args[{i}]"), a, false)?;
+        }
+        Ok(())
+    }
+
+    /// The appliance address (validated).
+    pub fn ipv4(&self) -> Ipv4Addr {
+        self.ip.parse().unwrap_or(Ipv4Addr::UNSPECIFIED)
+    }
+
+    /// EAL's argument vector (argv[0] included).
+    pub fn eal_argv(&self) -> Vec<String> {
+        let mut a = vec![
+            "sluice".to_string(),
+            "-l".into(),
+            self.main_core.to_string(),
+            "--file-prefix".into(),
+            self.file_prefix.clone(),
+            // No shared runtime files; hugepage files are unlinked at once,
+            // so nothing outlives the process.
+            "--in-memory".into(),
+            "-m".into(),
+            self.memory_mb.to_string(),
+            "--log-level".into(),
+            self.log_level.clone(),
+            "--no-telemetry".into(),
+        ];
+        if !self.hugepages {
+            a.push("--no-huge".into());
+        }
+        if self.pci.is_empty() {
+            // Without it EAL probes every PCI device of the host.
+            a.push("--no-pci".into());
+        }
+        for p in &self.pci {
+            a.push("-a".into());
+            a.push(p.clone());
+        }
+        for v in &self.vdevs {
+            a.push("--vdev".into());
+            a.push(v.clone());
+        }
+        a.extend(self.eal_args.iter().cloned());
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(dpdk: &str) -> Config {
+        let text = format!("[engine]\nworkers = [0]\ntransport = \"dpdk\"\n[dpdk]\n{dpdk}\n");
+        Config::parse(&text, std::env::temp_dir()).expect("base config parses")
+    }
+
+    #[test]
+    fn defaults_with_a_vdev_parse_and_make_eal_args() {
+        let c = cfg("vdevs = [\"net_af_xdp0,iface=veth0\"]\nfile_prefix = \"t1\"");
+        let d = DpdkCfg::from_config(&c).unwrap();
+        assert_eq!(d.ipv4(), Ipv4Addr::new(10, 99, 0, 1));
+        let argv = d.eal_argv();
+        let joined = argv.join(" ");
+        assert!(joined.contains("--file-prefix t1"), "{joined}");
+        assert!(joined.contains("--no-pci"), "{joined}");
+        assert!(joined.contains("--vdev net_af_xdp0,iface=veth0"), "{joined}");
+        assert!(!joined.contains("--no-huge"), "{joined}");
+    }
+
+    #[test]
+    fn pci_replaces_no_pci_and_no_huge_is_passed() {
+        let c = cfg("pci = [\"0000:03:00.0\"]\nhugepages = false");
+        let argv = DpdkCfg::from_config(&c).unwrap().eal_argv().join(" ");
+        assert!(argv.contains("-a 0000:03:00.0") && !argv.contains("--no-pci") && argv.contains("--no-huge"), "{argv}");
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let cases = [
+            ("vdevs = [\"x\"]\nbogus = 1", "dpdk"),
+            ("", "dpdk.vdevs"),
+            ("vdevs = [\"x\"]\nip = \"10.99.0\"", "dpdk.ip"),
+            ("vdevs = [\"x\"]\nip = \"224.0.0.1\"", "dpdk.ip"),
+            ("vdevs = [\"x\"]\nrx_desc = 8", "dpdk.rx_desc"),
+            ("vdevs = [\"x\"]\nmbufs_per_worker = 1000", "dpdk.mbufs_per_worker"),
+            ("vdevs = [\"x\"]\nmbuf_data_bytes = 100", "dpdk.mbuf_data_bytes"),
+            ("vdevs = [\"x\"]\nmain_core = 4096", "dpdk.main_core"),
+            ("vdevs = [\"with space\"]", "dpdk.vdevs[0]"),
+            ("vdevs = [\"x\"]\nlog_level = \"loud\"", "dpdk.log_level"),
+            ("vdevs = [\"x\"]\nmbuf_cache = 4096", "dpdk.mbuf_cache"),
+        ];
+        for (text, key) in cases {
+            let e = DpdkCfg::from_config(&cfg(text)).expect_err(text);
+            assert_eq!(e.key, key, "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn missing_table_is_an_error() {
+        let c = Config::parse("[engine]\nworkers = [0]\ntransport = \"dpdk\"\n", std::env::temp_dir()).unwrap();
+        let e = DpdkCfg::from_config(&c).unwrap_err();
+        assert_eq!(e.key, "dpdk");
+    }
+}

@@ -1,0 +1,716 @@
+//! Ethernet, ARP, IPv4 and UDP as the DPDK transport sees them: pure, safe
+//! functions over byte slices, so every rule is unit-tested without DPDK.
+//!
+//! The appliance owns one IPv4 address and one UDP port. Everything else
+//! that reaches the port is garbage, classified by [`Drop`] and counted.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+/// Ethernet header bytes (no VLAN tag).
+pub const ETH_HDR_LEN: usize = 14;
+/// IPv4 header bytes without options.
+pub const IPV4_HDR_LEN: usize = 20;
+/// UDP header bytes.
+pub const UDP_HDR_LEN: usize = 8;
+/// Headers in front of a Sluice frame on transmit.
+pub const HDRS_LEN: usize = ETH_HDR_LEN + IPV4_HDR_LEN + UDP_HDR_LEN;
+/// ARP packet for IPv4 over Ethernet, after the Ethernet header.
+pub const ARP_LEN: usize = 28;
+/// Shortest Ethernet frame without FCS; shorter ones are padded.
+pub const ETH_FRAME_MIN_LEN: usize = 60;
+
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_ARP: u16 = 0x0806;
+const IPPROTO_UDP: u8 = 17;
+const ARP_REQUEST: u16 = 1;
+const ARP_REPLY: u16 = 2;
+/// TTL of replies.
+const TTL: u8 = 64;
+
+/// A MAC address.
+pub type Mac = [u8; 6];
+/// The broadcast MAC.
+pub const BROADCAST: Mac = [0xff; 6];
+
+/// Why a received packet was dropped. The discriminant indexes counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Drop {
+    /// Shorter than the headers it claims.
+    Runt = 0,
+    /// Neither IPv4 nor ARP (IPv6, VLAN, LLDP, ...).
+    Ethertype = 1,
+    /// Unicast to another MAC.
+    NotOurMac = 2,
+    /// Bad IPv4 version, header length or total length.
+    BadIpv4 = 3,
+    /// IPv4 header checksum wrong.
+    Ipv4Checksum = 4,
+    /// IPv4 to another address.
+    NotOurIp = 5,
+    /// IPv4 but not UDP.
+    NotUdp = 6,
+    /// A non-first IPv4 fragment (Sluice does not reassemble).
+    Fragment = 7,
+    /// UDP to another port.
+    WrongPort = 8,
+    /// UDP length field inconsistent with the IPv4 packet.
+    BadUdp = 9,
+    /// UDP to our port without the Sluice magic.
+    NotSluice = 10,
+    /// ARP that is malformed or not about our address.
+    Arp = 11,
+    /// Received in several mbufs but not a Sluice frame.
+    MultiSegment = 12,
+}
+
+impl Drop {
+    /// Number of reasons.
+    pub const COUNT: usize = 13;
+    /// Every reason, in counter order.
+    pub const ALL: [Drop; Drop::COUNT] = [
+        Drop::Runt,
+        Drop::Ethertype,
+        Drop::NotOurMac,
+        Drop::BadIpv4,
+        Drop::Ipv4Checksum,
+        Drop::NotOurIp,
+        Drop::NotUdp,
+        Drop::Fragment,
+        Drop::WrongPort,
+        Drop::BadUdp,
+        Drop::NotSluice,
+        Drop::Arp,
+        Drop::MultiSegment,
+    ];
+
+    /// Metric-style name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Drop::Runt => "runt",
+            Drop::Ethertype => "ethertype",
+            Drop::NotOurMac => "not_our_mac",
+            Drop::BadIpv4 => "bad_ipv4",
+            Drop::Ipv4Checksum => "ipv4_checksum",
+            Drop::NotOurIp => "not_our_ip",
+            Drop::NotUdp => "not_udp",
+            Drop::Fragment => "fragment",
+            Drop::WrongPort => "wrong_port",
+            Drop::BadUdp => "bad_udp",
+            Drop::NotSluice => "not_sluice",
+            Drop::Arp => "arp",
+            Drop::MultiSegment => "multi_segment",
+        }
+    }
+}
+
+/// Who we are on the wire.
+#[derive(Debug, Clone, Copy)]
+pub struct Local {
+    /// Port MAC.
+    pub mac: Mac,
+    /// Appliance address.
+    pub ip: Ipv4Addr,
+    /// Sluice UDP port.
+    pub udp_port: u16,
+}
+
+/// What a received packet is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packet {
+    /// A UDP datagram to our port that starts with the Sluice magic.
+    Sluice {
+        /// Sender MAC (the next hop for the reply).
+        src_mac: Mac,
+        /// Sender address.
+        src: SocketAddrV4,
+        /// Offset of the UDP payload in the packet.
+        off: usize,
+        /// Payload bytes present in this packet.
+        len: usize,
+        /// Only the first part of the datagram is here (first IPv4 fragment).
+        truncated: bool,
+    },
+    /// An ARP request for our address: answer it.
+    ArpRequest {
+        /// Asker MAC.
+        sender_mac: Mac,
+        /// Asker address.
+        sender_ip: Ipv4Addr,
+    },
+    /// An ARP reply or announcement: learn it.
+    ArpLearn {
+        /// Sender MAC.
+        sender_mac: Mac,
+        /// Sender address.
+        sender_ip: Ipv4Addr,
+    },
+    /// Garbage, with the reason.
+    Drop(Drop),
+}
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn mac_at(b: &[u8], at: usize) -> Mac {
+    let mut m = [0u8; 6];
+    m.copy_from_slice(&b[at..at + 6]);
+    m
+}
+
+fn ip_at(b: &[u8], at: usize) -> Ipv4Addr {
+    Ipv4Addr::new(b[at], b[at + 1], b[at + 2], b[at + 3])
+}
+
+/// Classifies one received Ethernet frame (the first segment's bytes).
+pub fn classify(pkt: &[u8], local: &Local) -> Packet {
+    if pkt.len() < ETH_HDR_LEN {
+        return Packet::Drop(Drop::Runt);
+    }
+    let dst = mac_at(pkt, 0);
+    let src_mac = mac_at(pkt, 6);
+    match be16(pkt, 12) {
+        ETHERTYPE_ARP => classify_arp(&pkt[ETH_HDR_LEN..], local),
+        ETHERTYPE_IPV4 => {
+            if dst != local.mac {
+                return Packet::Drop(Drop::NotOurMac);
+            }
+            classify_ipv4(pkt, src_mac, local)
+        }
+        _ => Packet::Drop(Drop::Ethertype),
+    }
+}
+
+fn classify_arp(a: &[u8], local: &Local) -> Packet {
+    if a.len() < ARP_LEN {
+        return Packet::Drop(Drop::Runt);
+    }
+    // Ethernet hardware, IPv4 protocol, 6- and 4-byte addresses.
+    if be16(a, 0) != 1 || be16(a, 2) != ETHERTYPE_IPV4 || a[4] != 6 || a[5] != 4 {
+        return Packet::Drop(Drop::Arp);
+    }
+    let sender_mac = mac_at(a, 8);
+    let sender_ip = ip_at(a, 14);
+    let target_ip = ip_at(a, 24);
+    match be16(a, 6) {
+        ARP_REQUEST if target_ip == local.ip && !sender_ip.is_unspecified() => {
+            Packet::ArpRequest { sender_mac, sender_ip }
+        }
+        // Replies to us, and gratuitous announcements, refresh the table.
+        ARP_REPLY | ARP_REQUEST if sender_ip != local.ip && !sender_ip.is_unspecified() && sender_mac != BROADCAST => {
+            Packet::ArpLearn { sender_mac, sender_ip }
+        }
+        _ => Packet::Drop(Drop::Arp),
+    }
+}
+
+fn classify_ipv4(pkt: &[u8], src_mac: Mac, local: &Local) -> Packet {
+    let ip = &pkt[ETH_HDR_LEN..];
+    if ip.len() < IPV4_HDR_LEN {
+        return Packet::Drop(Drop::Runt);
+    }
+    let ihl = (ip[0] & 0x0f) as usize * 4;
+    let total = be16(ip, 2) as usize;
+    if ip[0] >> 4 != 4 || ihl < IPV4_HDR_LEN || total < ihl || ip.len() < ihl {
+        return Packet::Drop(Drop::BadIpv4);
+    }
+    if checksum(0, &ip[..ihl]) != 0 {
+        return Packet::Drop(Drop::Ipv4Checksum);
+    }
+    if ip_at(ip, 16) != local.ip {
+        return Packet::Drop(Drop::NotOurIp);
+    }
+    if ip[9] != IPPROTO_UDP {
+        return Packet::Drop(Drop::NotUdp);
+    }
+    let frag = be16(ip, 6);
+    let more_fragments = frag & 0x2000 != 0;
+    if frag & 0x1fff != 0 {
+        return Packet::Drop(Drop::Fragment);
+    }
+    // Bytes of this IP packet actually here: Ethernet pads short frames,
+    // and a multi-segment packet shows only its first segment.
+    let present = total.min(ip.len());
+    if present < ihl + UDP_HDR_LEN {
+        return Packet::Drop(Drop::Runt);
+    }
+    let udp = &ip[ihl..present];
+    if be16(udp, 2) != local.udp_port {
+        return Packet::Drop(Drop::WrongPort);
+    }
+    let udp_len = be16(udp, 4) as usize;
+    if udp_len < UDP_HDR_LEN || (!more_fragments && udp_len != total - ihl) {
+        return Packet::Drop(Drop::BadUdp);
+    }
+    let payload = &udp[UDP_HDR_LEN..];
+    if payload.len() < 4 || payload[..4] != sluice_wire::MAGIC {
+        return Packet::Drop(Drop::NotSluice);
+    }
+    let want = udp_len - UDP_HDR_LEN;
+    let len = payload.len().min(want);
+    Packet::Sluice {
+        src_mac,
+        src: SocketAddrV4::new(ip_at(ip, 12), be16(udp, 0)),
+        off: ETH_HDR_LEN + ihl + UDP_HDR_LEN,
+        len,
+        truncated: more_fragments || len < want,
+    }
+}
+
+/// Internet checksum over `data`, continuing from a partial sum; returns
+/// the complemented 16-bit result (0 means a block that includes its
+/// checksum verifies).
+pub fn checksum(start: u32, data: &[u8]) -> u16 {
+    !fold(sum_words(start as u64, data))
+}
+
+fn sum_words(mut acc: u64, data: &[u8]) -> u64 {
+    let mut chunks = data.chunks_exact(4);
+    for c in &mut chunks {
+        acc += u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as u64;
+    }
+    let rest = chunks.remainder();
+    let mut i = 0;
+    while i + 1 < rest.len() {
+        acc += be16(rest, i) as u64;
+        i += 2;
+    }
+    if i < rest.len() {
+        acc += (rest[i] as u64) << 8;
+    }
+    acc
+}
+
+fn fold(mut acc: u64) -> u16 {
+    while acc >> 16 != 0 {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+fn pseudo_header_sum(src: Ipv4Addr, dst: Ipv4Addr, udp_len: u16) -> u64 {
+    let s = src.octets();
+    let d = dst.octets();
+    u16::from_be_bytes([s[0], s[1]]) as u64
+        + u16::from_be_bytes([s[2], s[3]]) as u64
+        + u16::from_be_bytes([d[0], d[1]]) as u64
+        + u16::from_be_bytes([d[2], d[3]]) as u64
+        + IPPROTO_UDP as u64
+        + udp_len as u64
+}
+
+/// How the UDP (and IPv4 header) checksums of a reply are produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxChecksum {
+    /// Computed here, in full.
+    Software,
+    /// The NIC computes both; the UDP field holds the pseudo-header sum and
+    /// the IPv4 field zero, as offloading NICs expect.
+    Offload,
+}
+
+/// Why a reply could not be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildError {
+    /// The buffer is shorter than headers plus payload.
+    Short,
+    /// The datagram does not fit IPv4's 16-bit length.
+    TooLong,
+}
+
+/// Writes Ethernet, IPv4 and UDP headers in front of a `payload_len`-byte
+/// payload already at `pkt[HDRS_LEN..]`; returns the packet length.
+pub fn build_udp(
+    pkt: &mut [u8],
+    payload_len: usize,
+    local: &Local,
+    dst_mac: Mac,
+    dst: SocketAddrV4,
+    ip_id: u16,
+    mode: TxChecksum,
+) -> Result<usize, BuildError> {
+    let total = HDRS_LEN + payload_len;
+    if pkt.len() < total {
+        return Err(BuildError::Short);
+    }
+    let ip_total = IPV4_HDR_LEN + UDP_HDR_LEN + payload_len;
+    if ip_total > u16::MAX as usize {
+        return Err(BuildError::TooLong);
+    }
+    let udp_len = (UDP_HDR_LEN + payload_len) as u16;
+    pkt[0..6].copy_from_slice(&dst_mac);
+    pkt[6..12].copy_from_slice(&local.mac);
+    pkt[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+    let ip = &mut pkt[ETH_HDR_LEN..ETH_HDR_LEN + IPV4_HDR_LEN];
+    ip[0] = 0x45;
+    ip[1] = 0;
+    ip[2..4].copy_from_slice(&(ip_total as u16).to_be_bytes());
+    ip[4..6].copy_from_slice(&ip_id.to_be_bytes());
+    // Don't fragment: replies never exceed the port MTU.
+    ip[6..8].copy_from_slice(&0x4000u16.to_be_bytes());
+    ip[8] = TTL;
+    ip[9] = IPPROTO_UDP;
+    ip[10..12].copy_from_slice(&[0, 0]);
+    ip[12..16].copy_from_slice(&local.ip.octets());
+    ip[16..20].copy_from_slice(&dst.ip().octets());
+    if mode == TxChecksum::Software {
+        let c = checksum(0, ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+    let udp = &mut pkt[ETH_HDR_LEN + IPV4_HDR_LEN..total];
+    udp[0..2].copy_from_slice(&local.udp_port.to_be_bytes());
+    udp[2..4].copy_from_slice(&dst.port().to_be_bytes());
+    udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
+    udp[6..8].copy_from_slice(&[0, 0]);
+    let pseudo = pseudo_header_sum(local.ip, *dst.ip(), udp_len);
+    let field = match mode {
+        TxChecksum::Software => software_udp_field(pseudo, udp),
+        TxChecksum::Offload => fold(pseudo),
+    };
+    udp[6..8].copy_from_slice(&field.to_be_bytes());
+    Ok(total)
+}
+
+fn software_udp_field(pseudo: u64, udp: &[u8]) -> u16 {
+    match !fold(sum_words(pseudo, udp)) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
+/// Turns an ARP request (the whole frame in `pkt`, at least
+/// [`ETH_FRAME_MIN_LEN`] bytes) into our reply, in place; returns its length.
+pub fn arp_reply_in_place(pkt: &mut [u8], local: &Local, asker_mac: Mac, asker_ip: Ipv4Addr) -> Option<usize> {
+    if pkt.len() < ETH_FRAME_MIN_LEN {
+        return None;
+    }
+    pkt[0..6].copy_from_slice(&asker_mac);
+    pkt[6..12].copy_from_slice(&local.mac);
+    pkt[12..14].copy_from_slice(&ETHERTYPE_ARP.to_be_bytes());
+    let a = &mut pkt[ETH_HDR_LEN..ETH_HDR_LEN + ARP_LEN];
+    a[0..2].copy_from_slice(&1u16.to_be_bytes());
+    a[2..4].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+    a[4] = 6;
+    a[5] = 4;
+    a[6..8].copy_from_slice(&ARP_REPLY.to_be_bytes());
+    a[8..14].copy_from_slice(&local.mac);
+    a[14..18].copy_from_slice(&local.ip.octets());
+    a[18..24].copy_from_slice(&asker_mac);
+    a[24..28].copy_from_slice(&asker_ip.octets());
+    pkt[ETH_HDR_LEN + ARP_LEN..ETH_FRAME_MIN_LEN].fill(0);
+    Some(ETH_FRAME_MIN_LEN)
+}
+
+/// IPv4 to MAC, learned from traffic: a fixed-size, open-addressed cache
+/// allocated once. A full probe window overwrites its first slot.
+#[derive(Debug)]
+pub struct Neighbours {
+    ips: Box<[u32]>,
+    macs: Box<[Mac]>,
+    mask: usize,
+}
+
+const PROBE_MAX: usize = 8;
+
+impl Neighbours {
+    /// A table of `slots` entries (rounded up to a power of two).
+    pub fn new(slots: usize) -> Neighbours {
+        let n = slots.max(PROBE_MAX).next_power_of_two();
+        Neighbours { ips: vec![0; n].into_boxed_slice(), macs: vec![[0; 6]; n].into_boxed_slice(), mask: n - 1 }
+    }
+
+    fn home(&self, ip: u32) -> usize {
+        // Fibonacci hashing spreads consecutive addresses.
+        (ip.wrapping_mul(0x9E37_79B9) >> 7) as usize & self.mask
+    }
+
+    /// Records or refreshes `ip`. 0.0.0.0 is never stored (it marks empty).
+    pub fn learn(&mut self, ip: Ipv4Addr, mac: Mac) {
+        let key = u32::from(ip);
+        if key == 0 {
+            return;
+        }
+        let h = self.home(key);
+        let mut empty = None;
+        for k in 0..PROBE_MAX {
+            let i = (h + k) & self.mask;
+            if self.ips[i] == key {
+                self.macs[i] = mac;
+                return;
+            }
+            if self.ips[i] == 0 && empty.is_none() {
+                empty = Some(i);
+            }
+        }
+        let i = empty.unwrap_or(h);
+        self.ips[i] = key;
+        self.macs[i] = mac;
+    }
+
+    /// The MAC of `ip`, if known.
+    pub fn lookup(&self, ip: Ipv4Addr) -> Option<Mac> {
+        let key = u32::from(ip);
+        if key == 0 {
+            return None;
+        }
+        let h = self.home(key);
+        (0..PROBE_MAX).map(|k| (h + k) & self.mask).find(|&i| self.ips[i] == key).map(|i| self.macs[i])
+    }
+}
+
+/// Bytes to skip at `addr` so that `addr + skip + HDRS_LEN` is a multiple of
+/// `align` (a power of two): where to start a transmit packet so its Sluice
+/// frame is aligned.
+pub fn tx_skip(addr: usize, align: usize) -> usize {
+    (align - (addr + HDRS_LEN) % align) % align
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OUR_MAC: Mac = [0x02, 0, 0, 0, 0, 1];
+    const PEER_MAC: Mac = [0x02, 0, 0, 0, 0, 2];
+
+    fn local() -> Local {
+        Local { mac: OUR_MAC, ip: Ipv4Addr::new(10, 99, 0, 1), udp_port: 7070 }
+    }
+
+    /// A request as a peer kernel would send it, built with `build_udp`
+    /// from the peer's point of view.
+    fn request(payload: &[u8]) -> Vec<u8> {
+        let peer = Local { mac: PEER_MAC, ip: Ipv4Addr::new(10, 99, 0, 2), udp_port: 40000 };
+        let mut pkt = vec![0u8; HDRS_LEN + payload.len()];
+        pkt[HDRS_LEN..].copy_from_slice(payload);
+        let dst = SocketAddrV4::new(Ipv4Addr::new(10, 99, 0, 1), 7070);
+        let n = build_udp(&mut pkt, payload.len(), &peer, OUR_MAC, dst, 7, TxChecksum::Software).unwrap();
+        assert_eq!(n, pkt.len());
+        pkt
+    }
+
+    fn sluice_payload(n: usize) -> Vec<u8> {
+        let mut p = vec![0xabu8; n.max(4)];
+        p[..4].copy_from_slice(&sluice_wire::MAGIC);
+        p
+    }
+
+    #[test]
+    fn ipv4_checksum_matches_the_textbook_example() {
+        let hdr = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00,
+            0xc7,
+        ];
+        assert_eq!(checksum(0, &hdr), 0xb861);
+        let mut with = hdr;
+        with[10..12].copy_from_slice(&0xb861u16.to_be_bytes());
+        assert_eq!(checksum(0, &with), 0);
+    }
+
+    #[test]
+    fn odd_lengths_pad_with_zero() {
+        assert_eq!(checksum(0, &[0x12, 0x34, 0x56]), !(0x1234u16 + 0x5600));
+    }
+
+    #[test]
+    fn built_packet_verifies_and_classifies_as_sluice() {
+        let payload = sluice_payload(101);
+        let pkt = request(&payload);
+        // IPv4 header checksum verifies.
+        assert_eq!(checksum(0, &pkt[ETH_HDR_LEN..ETH_HDR_LEN + IPV4_HDR_LEN]), 0);
+        // UDP checksum over pseudo header + datagram verifies.
+        let udp = &pkt[ETH_HDR_LEN + IPV4_HDR_LEN..];
+        let pseudo = pseudo_header_sum(Ipv4Addr::new(10, 99, 0, 2), Ipv4Addr::new(10, 99, 0, 1), udp.len() as u16);
+        assert_eq!(!fold(sum_words(pseudo, udp)), 0);
+        match classify(&pkt, &local()) {
+            Packet::Sluice { src_mac, src, off, len, truncated } => {
+                assert_eq!(src_mac, PEER_MAC);
+                assert_eq!(src, "10.99.0.2:40000".parse().unwrap());
+                assert_eq!(off, HDRS_LEN);
+                assert_eq!(len, payload.len());
+                assert!(!truncated);
+                assert_eq!(&pkt[off..off + len], &payload[..]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn ethernet_padding_is_not_payload() {
+        let payload = sluice_payload(6);
+        let mut pkt = request(&payload);
+        pkt.resize(ETH_FRAME_MIN_LEN, 0);
+        assert!(matches!(classify(&pkt, &local()), Packet::Sluice { len: 6, truncated: false, .. }));
+    }
+
+    #[test]
+    fn garbage_is_classified_by_reason() {
+        let l = local();
+        let good = request(&sluice_payload(32));
+        let mut cases: Vec<(Vec<u8>, Drop)> = Vec::new();
+        cases.push((good[..10].to_vec(), Drop::Runt));
+        let mut v6 = good.clone();
+        v6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        cases.push((v6, Drop::Ethertype));
+        let mut other_mac = good.clone();
+        other_mac[0] = 0x04;
+        cases.push((other_mac, Drop::NotOurMac));
+        let mut bad_ver = good.clone();
+        bad_ver[ETH_HDR_LEN] = 0x65;
+        cases.push((bad_ver, Drop::BadIpv4));
+        let mut bad_sum = good.clone();
+        bad_sum[ETH_HDR_LEN + 10] ^= 1;
+        cases.push((bad_sum, Drop::Ipv4Checksum));
+        let mut frag = good.clone();
+        frag[ETH_HDR_LEN + 6..ETH_HDR_LEN + 8].copy_from_slice(&0x0010u16.to_be_bytes());
+        fix_ip(&mut frag);
+        cases.push((frag, Drop::Fragment));
+        let mut other_ip = good.clone();
+        other_ip[ETH_HDR_LEN + 19] = 9;
+        fix_ip(&mut other_ip);
+        cases.push((other_ip, Drop::NotOurIp));
+        let mut tcp = good.clone();
+        tcp[ETH_HDR_LEN + 9] = 6;
+        fix_ip(&mut tcp);
+        cases.push((tcp, Drop::NotUdp));
+        let mut port = good.clone();
+        port[ETH_HDR_LEN + IPV4_HDR_LEN + 3] ^= 1;
+        cases.push((port, Drop::WrongPort));
+        let mut udp_len = good.clone();
+        udp_len[ETH_HDR_LEN + IPV4_HDR_LEN + 5] ^= 4;
+        cases.push((udp_len, Drop::BadUdp));
+        let mut magic = good.clone();
+        magic[HDRS_LEN] = b'X';
+        cases.push((magic, Drop::NotSluice));
+        // testpmd txonly: UDP 9000 -> 9000, payload of zeros.
+        let mut txonly = vec![0u8; 64];
+        txonly[..6].copy_from_slice(&OUR_MAC);
+        let peer = Local { mac: PEER_MAC, ip: Ipv4Addr::new(10, 99, 0, 2), udp_port: 9000 };
+        build_udp(&mut txonly, 22, &peer, OUR_MAC, "10.99.0.1:9000".parse().unwrap(), 1, TxChecksum::Software).unwrap();
+        cases.push((txonly, Drop::WrongPort));
+        for (pkt, want) in cases {
+            assert_eq!(classify(&pkt, &l), Packet::Drop(want), "{want:?}");
+        }
+    }
+
+    fn fix_ip(pkt: &mut [u8]) {
+        pkt[ETH_HDR_LEN + 10..ETH_HDR_LEN + 12].fill(0);
+        let c = checksum(0, &pkt[ETH_HDR_LEN..ETH_HDR_LEN + IPV4_HDR_LEN]);
+        pkt[ETH_HDR_LEN + 10..ETH_HDR_LEN + 12].copy_from_slice(&c.to_be_bytes());
+    }
+
+    #[test]
+    fn first_fragment_is_a_truncated_sluice_frame() {
+        let mut pkt = request(&sluice_payload(64));
+        // Claim a 3000-byte datagram with more fragments to come.
+        pkt[ETH_HDR_LEN + 6..ETH_HDR_LEN + 8].copy_from_slice(&0x2000u16.to_be_bytes());
+        pkt[ETH_HDR_LEN + IPV4_HDR_LEN + 4..ETH_HDR_LEN + IPV4_HDR_LEN + 6].copy_from_slice(&3008u16.to_be_bytes());
+        fix_ip(&mut pkt);
+        assert!(matches!(classify(&pkt, &local()), Packet::Sluice { len: 64, truncated: true, .. }));
+    }
+
+    #[test]
+    fn only_the_first_segment_present_means_truncated() {
+        let pkt = request(&sluice_payload(1000));
+        // The PMD put the rest in a second segment.
+        let first = &pkt[..HDRS_LEN + 200];
+        assert!(matches!(classify(first, &local()), Packet::Sluice { len: 200, truncated: true, .. }));
+    }
+
+    fn arp(oper: u16, sender_ip: [u8; 4], target_ip: [u8; 4]) -> Vec<u8> {
+        let mut p = vec![0u8; ETH_FRAME_MIN_LEN];
+        p[..6].copy_from_slice(&BROADCAST);
+        p[6..12].copy_from_slice(&PEER_MAC);
+        p[12..14].copy_from_slice(&ETHERTYPE_ARP.to_be_bytes());
+        let a = &mut p[ETH_HDR_LEN..];
+        a[0..2].copy_from_slice(&1u16.to_be_bytes());
+        a[2..4].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+        a[4] = 6;
+        a[5] = 4;
+        a[6..8].copy_from_slice(&oper.to_be_bytes());
+        a[8..14].copy_from_slice(&PEER_MAC);
+        a[14..18].copy_from_slice(&sender_ip);
+        a[24..28].copy_from_slice(&target_ip);
+        p
+    }
+
+    #[test]
+    fn arp_for_us_is_answered_in_place() {
+        let l = local();
+        let mut p = arp(1, [10, 99, 0, 2], [10, 99, 0, 1]);
+        let Packet::ArpRequest { sender_mac, sender_ip } = classify(&p, &l) else { panic!() };
+        assert_eq!((sender_mac, sender_ip), (PEER_MAC, Ipv4Addr::new(10, 99, 0, 2)));
+        let n = arp_reply_in_place(&mut p, &l, sender_mac, sender_ip).unwrap();
+        assert_eq!(n, ETH_FRAME_MIN_LEN);
+        assert_eq!(&p[..6], &PEER_MAC);
+        assert_eq!(&p[6..12], &OUR_MAC);
+        assert_eq!(be16(&p, ETH_HDR_LEN + 6), ARP_REPLY);
+        assert_eq!(&p[ETH_HDR_LEN + 8..ETH_HDR_LEN + 14], &OUR_MAC);
+        assert_eq!(&p[ETH_HDR_LEN + 14..ETH_HDR_LEN + 18], &[10, 99, 0, 1]);
+        assert_eq!(&p[ETH_HDR_LEN + 18..ETH_HDR_LEN + 24], &PEER_MAC);
+        assert_eq!(&p[ETH_HDR_LEN + 24..ETH_HDR_LEN + 28], &[10, 99, 0, 2]);
+        // Our own reply, seen again, is not answered.
+        assert!(!matches!(classify(&p, &l), Packet::ArpRequest { .. }));
+    }
+
+    #[test]
+    fn arp_for_others_learns_or_drops() {
+        let l = local();
+        assert!(matches!(classify(&arp(1, [10, 99, 0, 2], [10, 99, 0, 3]), &l), Packet::ArpLearn { .. }));
+        assert!(matches!(classify(&arp(2, [10, 99, 0, 5], [10, 99, 0, 1]), &l), Packet::ArpLearn { .. }));
+        assert_eq!(classify(&arp(1, [0, 0, 0, 0], [10, 99, 0, 1]), &l), Packet::Drop(Drop::Arp));
+        assert_eq!(classify(&arp(9, [10, 99, 0, 2], [10, 99, 0, 1]), &l), Packet::Drop(Drop::Arp));
+        assert_eq!(classify(&arp(1, [10, 99, 0, 2], [10, 99, 0, 1])[..30], &l), Packet::Drop(Drop::Runt));
+    }
+
+    #[test]
+    fn offload_mode_leaves_pseudo_header_sum_and_zero_ip_checksum() {
+        let mut pkt = vec![0u8; HDRS_LEN + 10];
+        let dst: SocketAddrV4 = "10.99.0.2:5555".parse().unwrap();
+        build_udp(&mut pkt, 10, &local(), PEER_MAC, dst, 1, TxChecksum::Offload).unwrap();
+        assert_eq!(be16(&pkt, ETH_HDR_LEN + 10), 0);
+        let want = fold(pseudo_header_sum(local().ip, *dst.ip(), 18));
+        assert_eq!(be16(&pkt, ETH_HDR_LEN + IPV4_HDR_LEN + 6), want);
+    }
+
+    #[test]
+    fn build_refuses_short_buffers_and_giant_payloads() {
+        let dst: SocketAddrV4 = "10.99.0.2:5555".parse().unwrap();
+        let mut small = vec![0u8; HDRS_LEN + 3];
+        assert_eq!(build_udp(&mut small, 4, &local(), PEER_MAC, dst, 1, TxChecksum::Software), Err(BuildError::Short));
+        let mut big = vec![0u8; HDRS_LEN + 70_000];
+        assert_eq!(build_udp(&mut big, 70_000, &local(), PEER_MAC, dst, 1, TxChecksum::Software), Err(BuildError::TooLong));
+    }
+
+    #[test]
+    fn neighbours_learn_refresh_and_survive_collisions() {
+        let mut n = Neighbours::new(8);
+        assert_eq!(n.lookup(Ipv4Addr::new(10, 99, 0, 2)), None);
+        n.learn(Ipv4Addr::new(10, 99, 0, 2), PEER_MAC);
+        assert_eq!(n.lookup(Ipv4Addr::new(10, 99, 0, 2)), Some(PEER_MAC));
+        n.learn(Ipv4Addr::new(10, 99, 0, 2), OUR_MAC);
+        assert_eq!(n.lookup(Ipv4Addr::new(10, 99, 0, 2)), Some(OUR_MAC));
+        n.learn(Ipv4Addr::UNSPECIFIED, PEER_MAC);
+        assert_eq!(n.lookup(Ipv4Addr::UNSPECIFIED), None);
+        // Far more addresses than slots: lookups return the right MAC or nothing.
+        for i in 0..1000u32 {
+            let ip = Ipv4Addr::from(0x0a63_0000 + i);
+            n.learn(ip, [0, 0, 0, 0, (i >> 8) as u8, i as u8]);
+            assert_eq!(n.lookup(ip), Some([0, 0, 0, 0, (i >> 8) as u8, i as u8]));
+        }
+        for i in 0..1000u32 {
+            if let Some(m) = n.lookup(Ipv4Addr::from(0x0a63_0000 + i)) {
+                assert_eq!(m, [0, 0, 0, 0, (i >> 8) as u8, i as u8]);
+            }
+        }
+    }
+
+    #[test]
+    fn tx_skip_aligns_the_frame() {
+        for addr in (0..256).map(|a| 0x1000 + a) {
+            let s = tx_skip(addr, 64);
+            assert!(s < 64);
+            assert_eq!((addr + s + HDRS_LEN) % 64, 0);
+        }
+    }
+}
