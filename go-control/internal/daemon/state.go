@@ -399,11 +399,12 @@ func (s *state) loadModel(m config.Model) error {
 	if err := s.eng.LoadModel(m); err != nil {
 		return err
 	}
+	// The engine has it now, whatever the store says.
+	s.eff = next
 	if err := s.putJSON(prefixModel+enc(m.Name, m.Version), m); err != nil {
 		s.log.Error("model loaded but not saved: it will be gone after a restart", "model", m.Name, "version", m.Version, "err", err)
 		return fmt.Errorf("loaded but not saved: %w", err)
 	}
-	s.eff = next
 	return nil
 }
 
