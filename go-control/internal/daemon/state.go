@@ -419,20 +419,18 @@ func (s *state) setAlias(model, alias, version string) error {
 	if err := validate(next); err != nil {
 		return err
 	}
-	old := ""
-	for _, m := range s.eff.Models {
-		if m.Name == model && slices.Contains(m.Aliases, alias) {
-			old = m.Version
-		}
-	}
 	if err := s.eng.SetAlias(model, alias, version); err != nil {
 		return err
 	}
 	if err := s.putJSON(prefixAlias+enc(model, alias), aliasRec{model, alias, version}); err != nil {
-		if old != "" {
-			if e2 := s.eng.SetAlias(model, alias, old); e2 != nil {
-				s.log.Error("could not set the alias back after a store failure", "err", e2)
-			}
+		// Re-applying the running models section puts every alias back,
+		// including removing one that did not exist before.
+		doc, e2 := sectionDoc(s.eff, engine.SectionModels)
+		if e2 == nil {
+			e2 = s.eng.Apply(engine.Change{Section: engine.SectionModels, Doc: doc})
+		}
+		if e2 != nil {
+			s.log.Error("could not set the alias back after a store failure", "err", e2)
 		}
 		return fmt.Errorf("not saved, so not applied: %w", err)
 	}
