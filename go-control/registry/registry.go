@@ -192,6 +192,9 @@ func Open(ctx context.Context, store Store, opts Options) (*Registry, error) {
 // load replaces the in-memory state with the store's. Caller holds mu (or
 // owns r exclusively).
 func (r *Registry) load(ctx context.Context) error {
+	// Parsed schemas whose stored revision did not change are reused: a
+	// reload after another writer's change should not re-parse everything.
+	known := r.schemas
 	r.schemas, r.byKey, r.subjects = map[int]*schemaRec{}, map[string]int{}, map[string]*subjectRec{}
 	r.global, r.globalRev, r.nextID, r.nextIDRev = "", 0, 1, 0
 	entries, err := r.store.List(ctx, "")
@@ -245,8 +248,10 @@ func (r *Registry) load(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", e.Key, err)
 		}
 		rec := &schemaRec{SchemaInfo: SchemaInfo{ID: v.ID, Type: v.SchemaType, Schema: v.Schema, References: v.References}, rev: e.Revision}
-		deps, rerr := r.resolveRefs(v.References, 0, map[string]bool{})
-		if rerr == nil {
+		if old := known[v.ID]; old != nil && old.rev == e.Revision && old.parsed != nil {
+			rec.parsed, rec.key = old.parsed, old.key
+			r.byKey[rec.key] = rec.ID
+		} else if deps, rerr := r.resolveRefs(v.References, 0, map[string]bool{}); rerr == nil {
 			if parsed, err := compat.Parse(rec.Type, rec.Schema, deps); err == nil {
 				rec.parsed = parsed
 				rec.key = identity(rec.Type, parsed, rec.References)

@@ -15,63 +15,6 @@ import (
 
 var ctx = context.Background()
 
-// Both stores must honour the same compare-and-set contract.
-func TestStoreContract(t *testing.T) {
-	bolt, err := OpenBoltStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, s := range map[string]Store{"memory": NewMemoryStore(), "bolt": bolt} {
-		t.Run(name, func(t *testing.T) {
-			defer s.Close()
-			if _, err := s.Get(ctx, "a/1"); !errors.Is(err, ErrNotFound) {
-				t.Fatalf("get missing: %v", err)
-			}
-			r1, err := s.Put(ctx, "a/1", []byte("one"), 0)
-			if err != nil || r1 == 0 {
-				t.Fatalf("create: %d %v", r1, err)
-			}
-			if _, err := s.Put(ctx, "a/1", []byte("again"), 0); !errors.Is(err, ErrRevisionMismatch) {
-				t.Fatalf("create over existing: %v", err)
-			}
-			r2, err := s.Put(ctx, "a/1", []byte("two"), r1)
-			if err != nil || r2 <= r1 {
-				t.Fatalf("update: %d %v", r2, err)
-			}
-			if _, err := s.Put(ctx, "a/1", []byte("stale"), r1); !errors.Is(err, ErrRevisionMismatch) {
-				t.Fatalf("stale update: %v", err)
-			}
-			if _, err := s.Put(ctx, "a/2", []byte("x"), 0); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Put(ctx, "b/1", []byte("y"), 0); err != nil {
-				t.Fatal(err)
-			}
-			e, err := s.Get(ctx, "a/1")
-			if err != nil || string(e.Value) != "two" || e.Revision != r2 {
-				t.Fatalf("get: %+v %v", e, err)
-			}
-			list, err := s.List(ctx, "a/")
-			if err != nil || len(list) != 2 || list[0].Key != "a/1" || list[1].Key != "a/2" {
-				t.Fatalf("list: %+v %v", list, err)
-			}
-			if err := s.Delete(ctx, "a/1", r1); !errors.Is(err, ErrRevisionMismatch) {
-				t.Fatalf("stale delete: %v", err)
-			}
-			if err := s.Delete(ctx, "a/1", r2); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Delete(ctx, "a/1", r2); !errors.Is(err, ErrNotFound) {
-				t.Fatalf("delete missing: %v", err)
-			}
-			// A deleted key can be created again.
-			if _, err := s.Put(ctx, "a/1", []byte("three"), 0); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-}
-
 func TestBoltPersistsAcrossReopen(t *testing.T) {
 	dir := t.TempDir()
 	open := func() *Registry {
