@@ -60,6 +60,7 @@ const RECV_TAG: u64 = u64::MAX;
 const CANCEL_TAG: u64 = u64::MAX - 1;
 const BGID: u16 = 0;
 const BUFFER_COUNT_MAX: u16 = 32768;
+const CQ_ENTRIES_MAX: u32 = 65536;
 /// Room for the sender address: a sockaddr_in6 holds IPv4 and IPv6.
 const NAME_LEN: u32 = std::mem::size_of::<libc::sockaddr_in6>() as u32;
 /// recvmsg multishot header that precedes the name in each buffer.
@@ -272,7 +273,13 @@ pub fn run(sock: &UdpSocket, cfg: &UringEchoConfig, stop: &AtomicBool) -> io::Re
         .setup_single_issuer()
         .setup_defer_taskrun()
         .setup_taskrun_flag()
-        .setup_cqsize((u32::from(count) * 4).max(cfg.ring_entries * 2))
+        // Room for a receive and a send completion per buffer; the kernel
+        // caps the completion queue at 65536 entries.
+        .setup_cqsize(
+            (u32::from(count) * 4)
+                .max(cfg.ring_entries * 2)
+                .min(CQ_ENTRIES_MAX),
+        )
         .build(cfg.ring_entries)?;
     // SAFETY: the mapping holds `count` entries and lives (in `bufs`) until
     // after the ring is dropped; it is unregistered on the way out.

@@ -149,8 +149,16 @@ fn bad_uring_settings_are_errors() {
         let e = uring::run(&sock, &cfg, &stop).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{cfg:?}");
     }
-    // Valid settings with `stop` already set: starts and shuts down cleanly.
+    // Valid settings with `stop` already set: starts and shuts down cleanly,
+    // including the largest buffer ring (its completion queue is capped).
     assert_eq!(uring::run(&sock, &blocking(), &stop).unwrap().echoed, 0);
+    let most = UringEchoConfig {
+        buffer_count: 32768,
+        buffer_size: 128,
+        ring_entries: 32768,
+        ..blocking()
+    };
+    assert_eq!(uring::run(&sock, &most, &stop).unwrap().echoed, 0);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Load generator for Sluice and for the raw echo floor.
 #![deny(unsafe_code)]
 
+use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -162,7 +163,7 @@ fn run(args: &Args) -> Result<(), String> {
         }
     };
 
-    if args.json {
+    let text = if args.json {
         let mut v = report.json();
         v["mode"] = serde_json::json!(format!("{:?}", args.mode).to_lowercase());
         v["addr"] = serde_json::json!(addr.to_string());
@@ -177,16 +178,22 @@ fn run(args: &Args) -> Result<(), String> {
         };
         v["spin"] = serde_json::json!(cfg.spin);
         v["extra"] = extra;
-        println!("{v}");
+        format!("{v}\n")
     } else {
-        print!(
-            "{:?} {addr} {:?} spin={}\n{}",
+        format!(
+            "{:?} {addr} {:?} spin={}\n{}{extra}\n",
             args.mode,
             load,
             cfg.spin,
             report.human()
-        );
-        println!("{extra}");
+        )
+    };
+    // A closed pipe (`| head`) is not worth a panic.
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(format!("cannot write the report: {e}"));
+        }
     }
     Ok(())
 }
