@@ -190,10 +190,10 @@ fn run(args: &Args) -> Result<(), String> {
     };
     // A closed pipe (`| head`) is not worth a panic.
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(format!("cannot write the report: {e}"));
-        }
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        return Err(format!("cannot write the report: {e}"));
     }
     Ok(())
 }
