@@ -443,7 +443,7 @@ impl Config {
                 format!("1 to {WORKER_COUNT_MAX} cores"),
             ));
         }
-        let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let ncpu = crate::sys::cores_configured();
         for (i, &c) in e.workers.iter().enumerate() {
             if c >= ncpu {
                 return Err(ConfigError::at(

@@ -28,3 +28,11 @@ pub fn hugepages_free() -> Option<u64> {
         .find_map(|l| l.strip_prefix("HugePages_Free:"))
         .and_then(|v| v.trim().parse().ok())
 }
+
+/// Cores configured on this host, regardless of this process's affinity
+/// mask (a process started under `taskset` still pins workers by number).
+pub fn cores_configured() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    if n > 0 { n as usize } else { 1 }
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 host lacks to build, run and test Sluice:
+# system packages, the Rust nightly toolchain and cargo-fuzz (fuzzing only),
+# and ONNX Runtime (from its PyPI wheel, checksum verified). Idempotent.
+#
+#   scripts/setup.sh            everything
+#   scripts/setup.sh --runtime  only what the main job needs (no fuzzing tools)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+mode=${1:-all}
+log() { echo "setup: $*" >&2; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+apt_pkgs=(clang libclang-dev pkg-config iproute2 ethtool libdpdk-dev dpdk-dev)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+command -v cargo >/dev/null || { log "cargo not found: install Rust with rustup (https://rustup.rs)"; exit 1; }
+command -v go >/dev/null || { log "go not found: install Go >= 1.22"; exit 1; }
+
+"$root/scripts/setup-onnxruntime.sh" >/dev/null
+
+if [ "$mode" != "--runtime" ]; then
+    if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+        log "installing the nightly toolchain (cargo-fuzz needs it)"
+        rustup toolchain install nightly --profile minimal >/dev/null 2>&1
+    fi
+    if ! command -v cargo-fuzz >/dev/null; then
+        log "installing cargo-fuzz"
+        cargo install cargo-fuzz --locked --quiet
+    fi
+fi
+log "ready"

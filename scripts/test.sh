@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every test: Rust unit, property, integration and end-to-end tests
+# (real io_uring sockets, real ONNX Runtime), the Go control plane's tests,
+# and a bounded fuzzing run. Stages needing root (DPDK on veth) run when root.
+#
+#   scripts/test.sh            everything
+#   FUZZ_SECONDS=N             fuzzing time per target (default 30)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export SLUICE_ORT_LIB="${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}"
+[ -f "$SLUICE_ORT_LIB" ] || scripts/setup-onnxruntime.sh >/dev/null
+
+stage() { echo; echo "==== $*"; }
+failed=()
+run() {
+    local name=$1; shift
+    stage "$name"
+    if "$@"; then echo "---- $name: ok"; else echo "---- $name: FAILED"; failed+=("$name"); fi
+}
+
+run "rust tests" cargo test --workspace
+run "go tests" bash -c 'cd go-control && go vet ./... && go test ./...'
+run "fuzz (${FUZZ_SECONDS:-30}s per target)" scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
+
+echo
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "test.sh: failed stages: ${failed[*]}"
+    exit 1
+fi
+echo "test.sh: all stages passed"
