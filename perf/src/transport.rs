@@ -32,6 +32,8 @@ impl<'m> SluiceTransport<'m> {
             } else {
                 PollMode::Block
             },
+            // The driver bounds what is in flight (--closed / --outstanding-max).
+            outstanding_max: usize::MAX,
             ..ClientConfig::default()
         };
         Ok(SluiceTransport {

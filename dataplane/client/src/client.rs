@@ -41,6 +41,12 @@ pub struct ClientConfig {
     pub retry_backoff: Duration,
     /// Blocking or spinning receive.
     pub poll: PollMode,
+    /// Most requests in flight at once; `send` fails with
+    /// `TooManyOutstanding` beyond it. Bounds the client's bookkeeping.
+    pub outstanding_max: usize,
+    /// Most cached schema negotiations; beyond it expired entries are
+    /// dropped, and new answers are not cached while it stays full.
+    pub schema_cache_max: usize,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -52,6 +58,8 @@ impl std::fmt::Debug for ClientConfig {
             .field("retries_max", &self.retries_max)
             .field("retry_backoff", &self.retry_backoff)
             .field("poll", &self.poll)
+            .field("outstanding_max", &self.outstanding_max)
+            .field("schema_cache_max", &self.schema_cache_max)
             .finish()
     }
 }
@@ -65,6 +73,8 @@ impl Default for ClientConfig {
             retries_max: 0,
             retry_backoff: Duration::from_millis(1),
             poll: PollMode::Block,
+            outstanding_max: 4096,
+            schema_cache_max: 1024,
         }
     }
 }
@@ -206,6 +216,7 @@ impl Client {
     /// into a buffer owned by the client: no allocation besides the
     /// bookkeeping of outstanding ids.
     pub fn send(&mut self, req: &Request<'_>) -> Result<u64, ClientError> {
+        self.check_outstanding()?;
         let id = self.take_id();
         let len = req
             .encode(
@@ -351,7 +362,10 @@ impl Client {
             schema_type: body.schema_type,
             bytes: body.schema.to_vec(),
         };
-        if !schema.ttl.is_zero() {
+        if self.schemas.len() >= self.cfg.schema_cache_max {
+            self.schemas.retain(|_, (_, expires)| now < *expires);
+        }
+        if !schema.ttl.is_zero() && self.schemas.len() < self.cfg.schema_cache_max {
             self.schemas
                 .insert(cache_key, (schema.clone(), now + schema.ttl));
         }
@@ -369,7 +383,15 @@ impl Client {
         id
     }
 
+    fn check_outstanding(&self) -> Result<(), ClientError> {
+        if self.pending.len() >= self.cfg.outstanding_max.max(1) {
+            return Err(ClientError::TooManyOutstanding);
+        }
+        Ok(())
+    }
+
     fn send_control(&mut self, repr: &FrameRepr<'_>, expect: Expect) -> Result<(), ClientError> {
+        self.check_outstanding()?;
         let layout = repr.emit(&mut self.send_buf).map_err(datagram_limit)?;
         if let Some(key) = &self.key {
             sign(key, &mut self.send_buf[..layout.frame_len]);

@@ -34,6 +34,8 @@ pub enum ClientError {
     InvalidRequest(sluice_wire::Error),
     /// `recv` was called with no request outstanding.
     NothingPending,
+    /// `send` would exceed `ClientConfig::outstanding_max`; receive first.
+    TooManyOutstanding,
 }
 
 impl ClientError {
@@ -71,6 +73,9 @@ impl fmt::Display for ClientError {
             ClientError::Malformed(why) => write!(f, "malformed answer: {why}"),
             ClientError::InvalidRequest(e) => write!(f, "invalid request: {e}"),
             ClientError::NothingPending => f.write_str("no request is outstanding"),
+            ClientError::TooManyOutstanding => {
+                f.write_str("too many requests outstanding; receive answers first")
+            }
         }
     }
 }

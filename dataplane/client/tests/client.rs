@@ -542,6 +542,62 @@ fn recv_timeout_gives_up_without_losing_the_request() {
 fn debug_output_hides_the_key() {
     let cfg = config(PollMode::Block);
     let text = format!("{cfg:?}");
-    assert!(text.contains("redacted") && text.contains("tenant_id: 7"), "{text}");
-    assert!(!text.contains(&format!("{:?}", KEY.to_vec())) && !text.contains("116, 101, 115, 116"), "{text}");
+    assert!(
+        text.contains("redacted") && text.contains("tenant_id: 7"),
+        "{text}"
+    );
+    assert!(
+        !text.contains(&format!("{:?}", KEY.to_vec())) && !text.contains("116, 101, 115, 116"),
+        "{text}"
+    );
+}
+
+#[test]
+fn outstanding_requests_are_bounded() {
+    let r = Responder::start();
+    let cfg = ClientConfig {
+        outstanding_max: 2,
+        timeout: Duration::from_millis(30),
+        ..config(PollMode::Block)
+    };
+    let mut c = Client::connect(r.addr, cfg).unwrap();
+    let silent = Request::new("silent", "1");
+    c.send(&silent).unwrap();
+    c.send(&silent).unwrap();
+    assert!(matches!(
+        c.send(&silent),
+        Err(ClientError::TooManyOutstanding)
+    ));
+    assert!(matches!(c.ping(), Err(ClientError::TooManyOutstanding)));
+    assert_eq!(c.stats().sent, 2);
+    // Timeouts free the slots.
+    assert!(matches!(c.recv().unwrap().1, Err(ClientError::Timeout)));
+    assert!(matches!(c.recv().unwrap().1, Err(ClientError::Timeout)));
+    assert_eq!(c.call(&Request::new("echo", "1")).unwrap().model(), "echo");
+}
+
+#[test]
+fn schema_cache_is_bounded() {
+    let r = Responder::start();
+    let cfg = ClientConfig {
+        schema_cache_max: 1,
+        ..config(PollMode::Block)
+    };
+    let mut c = Client::connect(r.addr, cfg).unwrap();
+    let t0 = Instant::now();
+    let count = || r.negotiations.load(std::sync::atomic::Ordering::Relaxed);
+    c.negotiate_at("long", 1, t0).unwrap();
+    c.negotiate_at("long", 1, t0).unwrap();
+    assert_eq!(count(), 1, "cached");
+    // The cache is full of a live entry: hint 2 is answered, not cached.
+    c.negotiate_at("long", 2, t0).unwrap();
+    c.negotiate_at("long", 2, t0).unwrap();
+    assert_eq!(count(), 3);
+    c.negotiate_at("long", 1, t0).unwrap();
+    assert_eq!(count(), 3, "hint 1 stayed cached");
+    // Once hint 1 has expired, hint 2 takes its place.
+    let later = t0 + Duration::from_secs(7200);
+    c.negotiate_at("long", 2, later).unwrap();
+    c.negotiate_at("long", 2, later).unwrap();
+    assert_eq!(count(), 4);
 }
