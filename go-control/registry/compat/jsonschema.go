@@ -30,7 +30,11 @@ import (
 //   - ENUM_ARRAY_NARROWED / ENUM_ARRAY_ADDED: the reader's enum misses
 //     values the writer allows;
 //   - MAX_*_ADDED / MAX_*_DECREASED, MIN_*_ADDED / MIN_*_INCREASED for
-//     maximum, maxLength, maxItems, maxProperties and their minimums.
+//     maximum, maxLength, maxItems, maxProperties and their minimums;
+//   - SUM_TYPE_NARROWED: a writer anyOf/oneOf branch no reader branch reads;
+//     COMBINED_TYPE_CHANGED: the reader adds anyOf/oneOf that does not
+//     read the writer; PRODUCT_TYPE_EXTENDED: the reader adds an allOf
+//     constraint.
 // Properties the reader adds to a writer with a closed content model are
 // compatible, as in Confluent.
 
@@ -160,7 +164,8 @@ func pointer(doc any, frag string) (any, bool) {
 
 var allTypes = []string{"array", "boolean", "integer", "null", "number", "object", "string"}
 
-// typeSet returns the types a schema allows (all when "type" is absent).
+// typeSet returns the types a schema allows: its "type", else the union of
+// its anyOf/oneOf branches' types, else all.
 func typeSet(m map[string]any) []string {
 	switch t := m["type"].(type) {
 	case string:
@@ -172,6 +177,26 @@ func typeSet(m map[string]any) []string {
 				out = append(out, s)
 			}
 		}
+		return out
+	}
+	for _, kw := range []string{"anyOf", "oneOf"} {
+		branches, ok := m[kw].([]any)
+		if !ok {
+			continue
+		}
+		var out []string
+		for _, b := range branches {
+			bm, ok := b.(map[string]any)
+			if !ok || bm["$ref"] != nil {
+				return allTypes
+			}
+			for _, t := range typeSet(bm) {
+				if !slices.Contains(out, t) {
+					out = append(out, t)
+				}
+			}
+		}
+		sort.Strings(out)
 		return out
 	}
 	return allTypes
@@ -240,9 +265,10 @@ func (c *jsonChecker) check(r, w, rDoc, wDoc any, path string, depth int) {
 	c.checkEnum(rm, wm, path)
 	c.checkBounds(rm, wm, path)
 
-	if typeCovered(wTypes, "object") || slices.Contains(wTypes, "object") {
+	if slices.Contains(wTypes, "object") {
 		c.checkObject(rm, wm, rDoc, wDoc, path, depth)
 	}
+	c.checkCombined(rm, wm, rDoc, wDoc, path, depth)
 	if slices.Contains(wTypes, "array") {
 		ri, rok := rm["items"]
 		wi, wok := wm["items"]
@@ -251,6 +277,56 @@ func (c *jsonChecker) check(r, w, rDoc, wDoc any, path string, depth int) {
 			c.check(ri, wi, rDoc, wDoc, path+"/items", depth+1)
 		case rok && !wok:
 			c.check(ri, true, rDoc, wDoc, path+"/items", depth+1)
+		}
+	}
+}
+
+// reads reports whether r reads w without issues, in a scratch checker.
+func (c *jsonChecker) reads(r, w, rDoc, wDoc any, path string, depth int) bool {
+	sub := &jsonChecker{who: c.who, rDocs: c.rDocs, wDocs: c.wDocs, seen: map[[2]string]bool{}}
+	sub.check(r, w, rDoc, wDoc, path, depth+1)
+	return len(sub.issues) == 0
+}
+
+// checkCombined handles anyOf/oneOf (sum types: every writer branch must
+// be read by some reader branch) and allOf (product types: every reader
+// branch must read some writer branch). A combinator only the writer has
+// loosens nothing for the reader; one only the reader has must accept the
+// writer's whole schema.
+func (c *jsonChecker) checkCombined(rm, wm map[string]any, rDoc, wDoc any, path string, depth int) {
+	plainW := map[string]any{}
+	for k, v := range wm {
+		if k != "anyOf" && k != "oneOf" && k != "allOf" {
+			plainW[k] = v
+		}
+	}
+	for _, kw := range []string{"anyOf", "oneOf"} {
+		rb, rok := rm[kw].([]any)
+		if !rok {
+			continue
+		}
+		wb, wok := wm[kw].([]any)
+		if !wok {
+			if !slices.ContainsFunc(rb, func(r any) bool { return c.reads(r, plainW, rDoc, wDoc, path, depth) }) {
+				c.add("COMBINED_TYPE_CHANGED", path+"/"+kw, "the %s schema adds %s at '%s' and none of its branches reads the %s schema", c.who.reader, kw, path, c.who.writer)
+			}
+			continue
+		}
+		for i, w := range wb {
+			if !slices.ContainsFunc(rb, func(r any) bool { return c.reads(r, w, rDoc, wDoc, path, depth) }) {
+				c.add("SUM_TYPE_NARROWED", fmt.Sprintf("%s/%s/%d", path, kw, i), "branch %d of %s at '%s' in the %s schema is read by no branch of the %s schema", i, kw, path, c.who.writer, c.who.reader)
+			}
+		}
+	}
+	rb, rok := rm["allOf"].([]any)
+	if !rok {
+		return
+	}
+	wb, _ := wm["allOf"].([]any)
+	for i, r := range rb {
+		if !c.reads(r, plainW, rDoc, wDoc, path, depth) &&
+			!slices.ContainsFunc(wb, func(w any) bool { return c.reads(r, w, rDoc, wDoc, path, depth) }) {
+			c.add("PRODUCT_TYPE_EXTENDED", fmt.Sprintf("%s/allOf/%d", path, i), "branch %d of allOf at '%s' in the %s schema adds a constraint the %s schema does not have", i, path, c.who.reader, c.who.writer)
 		}
 	}
 }
