@@ -58,6 +58,13 @@ func NewHandler(reg *Registry) http.Handler {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "" { // mounted with http.StripPrefix and asked for the prefix itself
+		r2 := *r
+		u := *r.URL
+		u.Path, u.RawPath = "/", ""
+		r2.URL = &u
+		r = &r2
+	}
 	// Unknown routes and wrong methods get a JSON error body like every
 	// other failure; the mux decides which (404 or 405 with Allow).
 	if _, pattern := h.mux.Handler(r); pattern == "" {

@@ -286,3 +286,20 @@ func TestRESTReferences(t *testing.T) {
 	}
 	c.expectErr("POST", "/subjects/mlp/versions", map[string]any{"schemaType": "AVRO", "schema": avroV1}, 409, CodeIncompatibleSchema)
 }
+
+// The daemon mounts the handler under a prefix.
+func TestRESTUnderPrefix(t *testing.T) {
+	reg, err := Open(context.Background(), NewMemoryStore(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.StripPrefix("/registry", NewHandler(reg)))
+	t.Cleanup(func() { srv.Close(); reg.Close() })
+	c := &client{t: t, srv: srv}
+	c.expect("GET", "/registry", nil, 200, map[string]any{})
+	c.expect("POST", "/registry/subjects/a%2Fb/versions", map[string]any{"schema": avroV1}, 200, map[string]int{"id": 1})
+	c.expect("GET", "/registry/subjects", nil, 200, []string{"a/b"})
+	c.expect("GET", "/registry/subjects/a%2Fb/versions/latest", nil, 200,
+		map[string]any{"subject": "a/b", "version": 1, "id": 1, "schema": avroV1})
+	c.expectErr("GET", "/registry/nothing", nil, 404, 404)
+}
