@@ -153,6 +153,8 @@ fn loadgen_binary_measures_the_echo_floor_as_json() {
             "--warmup",
             "50ms",
             "--json",
+            "--timeout",
+            "5s",
             "--mix",
             "perf/mixes/mixed.toml",
         ])
@@ -196,6 +198,8 @@ fn loadgen_binary_drives_sluice_and_prints_text() {
             "--requests",
             "300",
             "--block",
+            "--timeout",
+            "5s",
         ])
         .output()
         .unwrap();

@@ -1,4 +1,5 @@
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, Instant};
@@ -132,9 +133,8 @@ pub struct Client {
     send_buf: Vec<u8>,
     recv_buf: Vec<u8>,
     pending: HashMap<u64, Pending>,
-    // Expiry order equals send order because the timeout is fixed; answered
-    // ids are skipped lazily.
-    expiry: VecDeque<(u64, Instant)>,
+    // Earliest expiry first; answered ids are skipped lazily.
+    expiry: BinaryHeap<Reverse<(Instant, u64)>>,
     // Events that arrived while a synchronous call waited for another id.
     ready: VecDeque<Event>,
     schemas: HashMap<(String, u32), (NegotiatedSchema, Instant)>,
@@ -177,7 +177,7 @@ impl Client {
             send_buf: vec![0; DATAGRAM_LEN_MAX],
             recv_buf: vec![0; 1 << 16],
             pending: HashMap::new(),
-            expiry: VecDeque::new(),
+            expiry: BinaryHeap::new(),
             ready: VecDeque::new(),
             schemas: HashMap::new(),
             nonblocking,
@@ -199,6 +199,11 @@ impl Client {
     /// The configuration.
     pub fn config(&self) -> &ClientConfig {
         &self.cfg
+    }
+
+    /// Changes the timeout of requests sent from now on.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.cfg.timeout = timeout;
     }
 
     /// Counters.
@@ -404,7 +409,7 @@ impl Client {
     fn track(&mut self, id: u64, expect: Expect, key: Option<TenantKey>) {
         self.pending.insert(id, Pending { expect, key });
         self.expiry
-            .push_back((id, Instant::now() + self.cfg.timeout));
+            .push(Reverse((Instant::now() + self.cfg.timeout, id)));
         self.stats.sent += 1;
     }
 
@@ -448,13 +453,13 @@ impl Client {
         loop {
             let now = Instant::now();
             let mut next_expiry = None;
-            while let Some(&(id, at)) = self.expiry.front() {
+            while let Some(&Reverse((at, id))) = self.expiry.peek() {
                 if !self.pending.contains_key(&id) {
-                    self.expiry.pop_front();
+                    self.expiry.pop();
                     continue;
                 }
                 if at <= now {
-                    self.expiry.pop_front();
+                    self.expiry.pop();
                     self.pending.remove(&id);
                     self.stats.timeouts += 1;
                     return Ok(Some((id, Err(ClientError::Timeout))));

@@ -258,6 +258,8 @@ fn request(sock: &UdpSocket, st: &mut State, req: &Frame<&[u8]>, from: SocketAdd
             let mut f = Frame::new_unchecked(&mut st.out[..len]);
             TenantKey::new(b"someone else").sign(&mut f);
             sock.send_to(&st.out[..len], from).unwrap();
+            // Then the genuine answer.
+            echo(sock, st, req, from);
         }
         "wrongkind" => {
             let repr = FrameRepr {
