@@ -57,7 +57,7 @@ pub struct DpdkCfg {
     pub main_core: usize,
     /// Pools in hugepages (false: `--no-huge`, for hosts without them).
     pub hugepages: bool,
-    /// Memory EAL takes (`-m`), MiB.
+    /// Most memory EAL may take, MiB (`--socket-limit`; `-m` without hugepages).
     pub memory_mb: u32,
     /// `--file-prefix`: unique per DPDK process on the host.
     pub file_prefix: String,
@@ -218,17 +218,24 @@ impl DpdkCfg {
             self.main_core.to_string(),
             "--file-prefix".into(),
             self.file_prefix.clone(),
-            // No shared runtime files; hugepage files are unlinked at once,
-            // so nothing outlives the process.
-            "--in-memory".into(),
-            "-m".into(),
-            self.memory_mb.to_string(),
+            // No shared runtime files; hugepage files are unlinked once
+            // mapped, so nothing outlives the process and unmapping a page
+            // returns it (`--in-memory` keeps fds open until exit).
+            "--no-shconf".into(),
+            "--huge-unlink".into(),
             "--log-level".into(),
             self.log_level.clone(),
             "--no-telemetry".into(),
         ];
-        if !self.hugepages {
+        if self.hugepages {
+            // Hugepages are mapped on demand and returned when freed (no
+            // `-m` preallocation, which EAL cleanup would not give back).
+            a.push("--socket-limit".into());
+            a.push(self.memory_mb.to_string());
+        } else {
             a.push("--no-huge".into());
+            a.push("-m".into());
+            a.push(self.memory_mb.to_string());
         }
         if self.pci.is_empty() {
             // Without it EAL probes every PCI device of the host.

@@ -73,8 +73,15 @@ enum EalState {
     Done,
 }
 
-/// EAL life cycle, and the running port for `stats()`.
-static EAL: Mutex<(EalState, Option<u16>)> = Mutex::new((EalState::Fresh, None));
+/// EAL life cycle, and the running port and pools for `stats()`.
+struct EalGlobal {
+    state: EalState,
+    port: Option<u16>,
+    /// Pool addresses (pointers kept as integers: statics must be Sync).
+    pools: Vec<usize>,
+}
+
+static EAL: Mutex<EalGlobal> = Mutex::new(EalGlobal { state: EalState::Fresh, port: None, pools: Vec::new() });
 static LAST_STOP: Mutex<Option<StopReport>> = Mutex::new(None);
 
 fn errno_text(e: c_int) -> String {
@@ -214,6 +221,9 @@ pub struct DpdkStats {
     pub queues: Vec<QueueStats>,
     /// The port, while running.
     pub port: Option<PortStats>,
+    /// Mbufs out of the pools right now (worker slots, PMD rings, caches
+    /// excluded), while running.
+    pub pool_in_use: Option<u64>,
 }
 
 impl DpdkStats {
@@ -246,7 +256,7 @@ pub fn stats() -> DpdkStats {
     let n = QUEUES_USED.load(Ordering::Relaxed) as usize;
     let queues = QUEUE_STATS[..n.min(WORKER_COUNT_MAX)].iter().map(AtomicQueueStats::load).collect();
     let g = EAL.lock().unwrap_or_else(|p| p.into_inner());
-    let port = match *g {
+    let port = match (g.state, g.port) {
         (EalState::Running, Some(p)) => {
             let mut s = sys::rte_eth_stats::default();
             // SAFETY: the port is started (EAL lock held, so it cannot be
@@ -263,7 +273,15 @@ pub fn stats() -> DpdkStats {
         }
         _ => None,
     };
-    DpdkStats { queues, port }
+    let pool_in_use = port.map(|_| {
+        g.pools
+            .iter()
+            // SAFETY: pools listed here are alive until the runtime's Drop
+            // removes them under this lock.
+            .map(|&p| unsafe { sys::rte_mempool_in_use_count(p as *const sys::rte_mempool) } as u64)
+            .sum()
+    });
+    DpdkStats { queues, port, pool_in_use }
 }
 
 /// What one worker needs to drive its queue pair.
@@ -452,7 +470,9 @@ impl DpdkRuntime {
             s.store(&QueueStats::default());
         }
         QUEUES_USED.store(nq as u64, Ordering::Relaxed);
-        EAL.lock().unwrap_or_else(|p| p.into_inner()).1 = Some(port);
+        let mut g = EAL.lock().unwrap_or_else(|p| p.into_inner());
+        g.port = Some(port);
+        g.pools = self.pools.iter().map(|&p| p as usize).collect();
         Ok(())
     }
 
@@ -473,7 +493,7 @@ fn mac_text(m: &[u8; 6]) -> String {
 
 fn eal_init(d: &DpdkCfg) -> Result<(), DpdkError> {
     let mut g = EAL.lock().unwrap_or_else(|p| p.into_inner());
-    match g.0 {
+    match g.state {
         EalState::Fresh => {}
         EalState::Running => return Err(DpdkError::Eal("already running in this process (one DPDK engine per process)".into())),
         EalState::Done => {
@@ -510,21 +530,22 @@ fn eal_init(d: &DpdkCfg) -> Result<(), DpdkError> {
         .map_err(|_| DpdkError::Eal("init thread panicked".into()))?;
     if res.0 < 0 {
         // DPDK does not support a second rte_eal_init after a failed one.
-        g.0 = EalState::Done;
+        g.state = EalState::Done;
         return Err(DpdkError::Eal(format!(
             "rte_eal_init failed: {} (args: {}); see EAL messages above",
             errno_text(res.1),
             args.join(" ")
         )));
     }
-    g.0 = EalState::Running;
+    g.state = EalState::Running;
     Ok(())
 }
 
 impl Drop for DpdkRuntime {
     fn drop(&mut self) {
         let mut g = EAL.lock().unwrap_or_else(|p| p.into_inner());
-        g.1 = None;
+        g.port = None;
+        g.pools.clear();
         if self.started {
             // SAFETY: started port; no worker polls it any more (the engine
             // joins its workers before dropping the runtime).
@@ -558,12 +579,14 @@ impl Drop for DpdkRuntime {
         if report.mbufs_missing > 0 {
             log::error!("dpdk: {} of {} mbufs did not return to their pools", report.mbufs_missing, report.mbufs_total);
         }
-        if g.0 == EalState::Running {
+        if g.state == EalState::Running {
             // SAFETY: nothing uses DPDK any more; after this EAL is gone for
             // the process and the hugepages are returned.
             let r = unsafe { sys::rte_eal_cleanup() };
             report.eal_cleaned = r == 0;
-            g.0 = EalState::Done;
+            g.state = EalState::Done;
+            // EAL leaves its (empty, with --no-shconf) runtime directory.
+            let _ = std::fs::remove_dir(format!("/var/run/dpdk/{}", self.cfg.file_prefix));
         }
         *LAST_STOP.lock().unwrap_or_else(|p| p.into_inner()) = Some(report);
         log::info!("dpdk: stopped: {report:?}");

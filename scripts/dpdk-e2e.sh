@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs the DPDK end-to-end tests for real, as root: reserves hugepages,
+# builds a veth pair with the client end in its own namespace, runs
+# `cargo test --features dpdk --test e2e_dpdk` (AF_XDP and AF_PACKET vdevs),
+# and tears everything down on every exit path, failures included.
+#
+#   sudo scripts/dpdk-e2e.sh [extra cargo test args]
+#
+# Needs: libdpdk-dev pkg-config clang libclang-dev iproute2 (scripts/setup.sh).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+[ "$(id -u)" = 0 ] || { echo "dpdk-e2e: run as root (hugepages, namespaces, AF_XDP)" >&2; exit 1; }
+export SLUICE_NETNS=${SLUICE_NETNS:-sluice-dpdk}
+export SLUICE_IF0=${SLUICE_IF0:-sldpdk0}
+export SLUICE_IF1=${SLUICE_IF1:-sldpdk1}
+export SLUICE_PEER_IP=10.99.0.2 SLUICE_APP_IP=10.99.0.1
+pages=${SLUICE_HUGEPAGES:-256}
+
+cleanup() {
+    rc=$?
+    "$root/scripts/netns-teardown.sh"
+    "$root/scripts/hugepages.sh" release >/dev/null || true
+    echo "dpdk-e2e: cleaned up (HugePages_Free $(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)); exit $rc" >&2
+    exit $rc
+}
+trap cleanup EXIT INT TERM
+
+# A previous run killed hard may have left its topology behind.
+"$root/scripts/netns-teardown.sh"
+"$root/scripts/hugepages.sh" reserve "$pages"
+"$root/scripts/netns-setup.sh"
+
+cd "$root"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+SLUICE_DPDK_E2E=1 cargo test -p sluice-engine --features dpdk --test e2e_dpdk "$@" -- --test-threads=1
