@@ -432,9 +432,14 @@ impl Client {
     }
 
     /// Waits for the answer to `id`, parking answers to other ids.
+    /// On a socket error the request is forgotten, so that its timeout does
+    /// not surface later in `recv`.
     fn wait_for(&mut self, id: u64) -> Result<Frame<Vec<u8>>, ClientError> {
         loop {
-            if let Some((got, res)) = self.next_event(true, None)? {
+            let ev = self.next_event(true, None).inspect_err(|_| {
+                self.pending.remove(&id);
+            });
+            if let Some((got, res)) = ev? {
                 if got == id {
                     return res;
                 }

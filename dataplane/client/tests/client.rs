@@ -514,6 +514,8 @@ fn nothing_listening_is_an_io_error() {
         Err(ClientError::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused),
         other => panic!("expected connection refused, got {other:?}"),
     }
+    // The failed call leaves nothing behind.
+    assert_eq!(c.outstanding(), 0);
 }
 
 #[test]
