@@ -305,6 +305,16 @@ mod tests {
     }
 
     #[test]
+    fn shipped_dpdk_config_is_valid() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cfg/dpdk.toml");
+        let c = Config::load(&path).expect("cfg/dpdk.toml loads");
+        assert_eq!(c.engine.transport, crate::config::TransportKind::Dpdk);
+        let d = DpdkCfg::from_config(&c).expect("[dpdk] validates");
+        assert_eq!(d.vdevs, vec!["net_af_xdp0,iface=sldpdk0".to_string()]);
+        assert!(d.eal_argv().iter().any(|a| a == "--huge-unlink"));
+    }
+
+    #[test]
     fn missing_table_is_an_error() {
         let c = Config::parse("[engine]\nworkers = [0]\ntransport = \"dpdk\"\n", std::env::temp_dir()).unwrap();
         let e = DpdkCfg::from_config(&c).unwrap_err();

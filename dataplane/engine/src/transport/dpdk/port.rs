@@ -543,6 +543,29 @@ fn eal_init(d: &DpdkCfg) -> Result<(), DpdkError> {
 
 impl Drop for DpdkRuntime {
     fn drop(&mut self) {
+        // One line with everything counted, for scripts and operators.
+        let st = stats();
+        let t = st.total();
+        let drops: Vec<String> = Garbage::ALL.iter().map(|r| format!("{}={}", r.name(), t.drops[*r as usize])).collect();
+        let p = st.port.unwrap_or_default();
+        log::info!(
+            "dpdk: totals rx_packets={} rx_sluice={} rx_truncated={} rx_realigned={} dropped={} [{}] arp_replies={} tx_packets={} tx_no_neighbour={} tx_ring_full={} tx_invalid={} port_ipackets={} port_opackets={} port_imissed={} port_rx_nombuf={}",
+            t.rx_packets,
+            t.rx_sluice,
+            t.rx_truncated,
+            t.rx_realigned,
+            t.dropped(),
+            drops.join(" "),
+            t.arp_replies,
+            t.tx_packets,
+            t.tx_no_neighbour,
+            t.tx_ring_full,
+            t.tx_invalid,
+            p.ipackets,
+            p.opackets,
+            p.imissed,
+            p.rx_nombuf
+        );
         let mut g = EAL.lock().unwrap_or_else(|p| p.into_inner());
         g.port = None;
         g.pools.clear();

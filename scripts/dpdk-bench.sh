@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Round trip of a small routed request over DPDK (AF_XDP on the veth pair)
+# against io_uring UDP on loopback, same machine, same run, same engine
+# config apart from the transport; then throughput with pipelining.
+#
+#   sudo scripts/dpdk-bench.sh [--seconds N] [--vdev af_xdp|af_packet]
+#
+# Prints p50/p99 of each and the DPDK/io_uring ratios. Both servers poll
+# busily on core 1; the client spins (loadgen's default).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+[ "$(id -u)" = 0 ] || { echo "dpdk-bench: run as root" >&2; exit 1; }
+seconds=10 vdev=af_xdp
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --seconds) seconds=$2; shift 2 ;;
+    --vdev) vdev=$2; shift 2 ;;
+    *) echo "usage: dpdk-bench.sh [--seconds N] [--vdev af_xdp|af_packet]" >&2; exit 2 ;;
+    esac
+done
+export SLUICE_NETNS=${SLUICE_NETNS:-sluice-dpdk} SLUICE_IF0=${SLUICE_IF0:-sldpdk0} SLUICE_IF1=${SLUICE_IF1:-sldpdk1}
+ns=$SLUICE_NETNS
+target=${CARGO_TARGET_DIR:-$root/target}
+work=$(mktemp -d /tmp/sluice-bench.XXXXXX)
+app_pid=
+
+cleanup() {
+    rc=$?
+    [ -n "$app_pid" ] && kill -INT "$app_pid" 2>/dev/null && wait "$app_pid" 2>/dev/null
+    "$root/scripts/netns-teardown.sh"
+    "$root/scripts/hugepages.sh" release >/dev/null || true
+    echo "dpdk-bench: cleaned up (logs in $work); exit $rc" >&2
+    exit $rc
+}
+trap cleanup EXIT INT TERM
+
+(cd "$root" && CARGO_TARGET_DIR=$target cargo build -q --release -p sluice-engine --features dpdk --bin sluice-engine \
+    && CARGO_TARGET_DIR=$target cargo build -q --release -p sluice-perf --bin loadgen)
+"$root/scripts/netns-teardown.sh"
+"$root/scripts/hugepages.sh" reserve 256 >/dev/null
+"$root/scripts/netns-setup.sh" >/dev/null
+
+# One config per transport, paths made absolute, busy polling for both.
+absolutize() {
+    sed -e "s|^library = \"\.\./|library = \"$root/|" -e "s|^path = \"\.\./|path = \"$root/|" \
+        -e "s|adapters = \[{ id = \"formal\", path = \"\.\./|adapters = [{ id = \"formal\", path = \"$root/|" \
+        -e "s|^data_dir = .*|data_dir = \"$work/data\"|" -e 's|^poll = .*|poll = "busy"|' "$@"
+}
+absolutize -e 's|^listen = .*|listen = "127.0.0.1:7170"|' "$root/cfg/sluice.toml" > "$work/uring.toml"
+absolutize -e "s|^vdevs = .*|vdevs = [\"net_${vdev}0,iface=$SLUICE_IF0\"]|" \
+    -e 's|^file_prefix = .*|file_prefix = "sl-bench"|' "$root/cfg/dpdk.toml" > "$work/dpdk.toml"
+
+serve() { # config name
+    "$target/release/sluice-engine" --config "$1" > "$work/$2.out" 2> "$work/$2.err" &
+    app_pid=$!
+    for _ in $(seq 100); do grep -q "serving on" "$work/$2.out" 2>/dev/null && break; sleep 0.1; done
+    grep -q "serving on" "$work/$2.out" || { cat "$work/$2.err" >&2; exit 1; }
+}
+unserve() { kill -INT "$app_pid"; wait "$app_pid" || true; app_pid=; }
+load() { # name closed netns-prefix... addr
+    local name=$1 closed=$2 addr=$3; shift 3
+    "$@" "$target/release/loadgen" --addr "$addr" --allow-remote --mix "$root/perf/mixes/null-small.toml" \
+        --closed "$closed" --warmup 1s --duration "${seconds}s" --json > "$work/$name.json"
+}
+
+serve "$work/uring.toml" uring
+load uring-1 1 127.0.0.1:7170
+load uring-32 32 127.0.0.1:7170
+unserve
+serve "$work/dpdk.toml" dpdk
+load dpdk-1 1 10.99.0.1:7070 ip netns exec "$ns"
+load dpdk-32 32 10.99.0.1:7070 ip netns exec "$ns"
+unserve
+
+python3 - "$work" "$vdev" <<'PY'
+import json, sys
+work, vdev = sys.argv[1], sys.argv[2]
+r = {n: json.load(open(f"{work}/{n}.json")) for n in ["uring-1", "uring-32", "dpdk-1", "dpdk-32"]}
+for n, v in r.items():
+    l = v["latency_us"]
+    print(f"{n:9} ok={v['ok']:>8} timeouts={v['timeouts']:>4} {v['throughput_per_sec']:>10,.0f} req/s  p50={l['p50']:7.1f}us p99={l['p99']:7.1f}us")
+u, d = r["uring-1"]["latency_us"], r["dpdk-1"]["latency_us"]
+print(f"round trip DPDK({vdev})/io_uring: p50 {d['p50']/u['p50']:.2f}x  p99 {d['p99']/u['p99']:.2f}x  (below 1 = DPDK faster)")
+print(f"throughput DPDK/io_uring at 32 outstanding: {r['dpdk-32']['throughput_per_sec']/r['uring-32']['throughput_per_sec']:.2f}x")
+PY
