@@ -9,6 +9,9 @@ use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, TenantKey, flags}
 use crate::request::sign;
 use crate::{ClientError, NegotiatedSchema, Request, Response};
 
+/// Most outstanding-request slots reserved at connect time.
+const PENDING_RESERVE_MAX: usize = 4096;
+
 /// Largest UDP payload over IPv4; one frame travels in one datagram.
 pub const DATAGRAM_LEN_MAX: usize = 65507;
 
@@ -169,6 +172,7 @@ impl Client {
         let nonblocking = cfg.poll == PollMode::Spin;
         sock.set_nonblocking(nonblocking)?;
         let key = cfg.key.as_deref().map(TenantKey::new);
+        let reserve = cfg.outstanding_max.clamp(1, PENDING_RESERVE_MAX);
         Ok(Client {
             sock,
             server,
@@ -176,8 +180,10 @@ impl Client {
             next_id: initial_request_id(),
             send_buf: vec![0; DATAGRAM_LEN_MAX],
             recv_buf: vec![0; 1 << 16],
-            pending: HashMap::new(),
-            expiry: BinaryHeap::new(),
+            // Sized up front so that sending allocates nothing until this
+            // many requests are in flight.
+            pending: HashMap::with_capacity(reserve),
+            expiry: BinaryHeap::with_capacity(reserve),
             ready: VecDeque::new(),
             schemas: HashMap::new(),
             nonblocking,
