@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/daemon"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"github.com/sluice-ai/sluice/go-control/internal/fleet"
 )
 
 func main() {
@@ -43,12 +44,33 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "sluiced: no data-plane engine is built in; build with the engine (cgo) or pass -engine=fake for tests")
 		return 2
 	}
-	d, err := daemon.New(daemon.Options{ConfigPath: *cfgPath, Engine: *engName, ShutdownTimeout: *timeout, Logger: log})
+	opts := daemon.Options{ConfigPath: *cfgPath, Engine: *engName, ShutdownTimeout: *timeout, Logger: log}
+	// Fleet mode: the control state and the registry live in the cluster.
+	var fl *fleet.Fleet
+	if cfg, err := config.Load(*cfgPath); err == nil && cfg.Control.Store == "nats" {
+		if fl, err = fleet.Connect(context.Background(), cfg.Fleet, log); err != nil {
+			fmt.Fprintf(os.Stderr, "sluiced: %v\n", err)
+			return 1
+		}
+		defer fl.Close()
+		opts.Store, opts.RegistryStore = fl.Store, fl.Registry
+	}
+	d, err := daemon.New(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sluiced: %v\n", err)
 		return 1
 	}
-	if err := d.Run(context.Background()); err != nil {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	if fl != nil {
+		go func() {
+			if err := fl.Run(ctx, d); err != nil {
+				log.Error("fleet watch failed; stopping", "err", err)
+				stop()
+			}
+		}()
+	}
+	if err := d.Run(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "sluiced: %v\n", err)
 		return 1
 	}

@@ -32,11 +32,29 @@ type Config struct {
 	Tenants     []Tenant    `toml:"tenants" json:"tenants"`
 	Peers       []Peer      `toml:"peers" json:"peers"`
 	Control     Control     `toml:"control" json:"control"`
-	// Opaque here: the engine checks [dpdk] and [rdma] (per build feature);
-	// [fleet] is for the NATS store, not built yet.
-	DPDK  map[string]any `toml:"dpdk" json:"dpdk,omitempty"`
-	RDMA  map[string]any `toml:"rdma" json:"rdma,omitempty"`
-	Fleet map[string]any `toml:"fleet" json:"fleet,omitempty"`
+	// Opaque here: the engine checks [dpdk] and [rdma] (per build feature).
+	DPDK map[string]any `toml:"dpdk" json:"dpdk,omitempty"`
+	RDMA map[string]any `toml:"rdma" json:"rdma,omitempty"`
+	// Fleet is read by the daemon when control.store = "nats"; the engine
+	// takes it as an opaque table.
+	Fleet Fleet `toml:"fleet" json:"fleet"`
+}
+
+// Fleet is the [fleet] table: the NATS JetStream cluster whose KV buckets
+// a fleet of appliances shares (see docs/fleet.md).
+type Fleet struct {
+	Servers      []string `toml:"servers" json:"servers"`             // nats:// or tls:// URLs of the cluster
+	Name         string   `toml:"name" json:"name"`                   // this appliance; "" : the host name
+	BucketPrefix string   `toml:"bucket_prefix" json:"bucket_prefix"` // buckets are PREFIX_routes, ...
+	Replicas     int      `toml:"replicas" json:"replicas"`           // bucket replicas (R3 on 3 nodes)
+	CredsFile    string   `toml:"creds_file" json:"creds_file,omitempty"`
+	// Timeouts and intervals, in milliseconds.
+	ConnectTimeoutMs int `toml:"connect_timeout_ms" json:"connect_timeout_ms"`
+	OpTimeoutMs      int `toml:"op_timeout_ms" json:"op_timeout_ms"`
+	// A full resync runs this often even when no change was heard.
+	ResyncIntervalMs int `toml:"resync_interval_ms" json:"resync_interval_ms"`
+	// Changes heard within this window are applied together.
+	SettleMs int `toml:"settle_ms" json:"settle_ms"`
 }
 
 // Engine is the [engine] table.
@@ -146,6 +164,10 @@ func Defaults() Config {
 		Control: Control{
 			AdminListen: "127.0.0.1:7071", Store: "embedded",
 			DataDir: "../.cache/sluice-data",
+		},
+		Fleet: Fleet{
+			Servers: []string{}, BucketPrefix: "sluice", Replicas: 1,
+			ConnectTimeoutMs: 2000, OpTimeoutMs: 5000, ResyncIntervalMs: 5000, SettleMs: 20,
 		},
 	}
 }
@@ -327,6 +349,7 @@ func (c *Config) resolvePaths(dir string) {
 	}
 	c.ONNXRuntime.Library = abs(c.ONNXRuntime.Library)
 	c.Control.DataDir = abs(c.Control.DataDir)
+	c.Fleet.CredsFile = abs(c.Fleet.CredsFile)
 	if sock, ok := strings.CutPrefix(c.Control.AdminListen, "unix:"); ok {
 		c.Control.AdminListen = "unix:" + abs(sock)
 	}

@@ -116,7 +116,44 @@ func Validate(cfg *Config) []Issue {
 	c.tenants(cfg.Tenants)
 	c.peers(cfg.Peers)
 	c.control(&cfg.Control)
+	c.fleet(&cfg.Fleet, cfg.Control.Store == "nats")
 	return c.issues
+}
+
+// Fleet limits.
+const (
+	FleetServersMax     = 16
+	FleetReplicasMax    = 5 // JetStream's own limit
+	BucketPrefixLenMax  = 32
+	FleetTimeoutMsMax   = 60_000
+	ResyncIntervalMsMin = 100
+	ResyncIntervalMsMax = 3_600_000
+	SettleMsMax         = 10_000
+)
+
+var bucketPrefixRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+func (c *checker) fleet(f *Fleet, used bool) {
+	if used && len(f.Servers) == 0 {
+		c.add("fleet.servers", "is required when control.store is \"nats\"")
+	}
+	c.count("fleet.servers", len(f.Servers), FleetServersMax)
+	for i, s := range f.Servers {
+		if !strings.HasPrefix(s, "nats://") && !strings.HasPrefix(s, "tls://") || len(s) <= len("nats://") {
+			c.add(fmt.Sprintf("fleet.servers[%d]", i), "%q is not a nats://host:port or tls://host:port URL", s)
+		}
+	}
+	if len(f.Name) > NameLenMax {
+		c.add("fleet.name", "longer than %d bytes", NameLenMax)
+	}
+	if len(f.BucketPrefix) > BucketPrefixLenMax || !bucketPrefixRe.MatchString(f.BucketPrefix) {
+		c.add("fleet.bucket_prefix", "%q must be 1..=%d of [A-Za-z0-9_-]", f.BucketPrefix, BucketPrefixLenMax)
+	}
+	c.rangeInt("fleet.replicas", f.Replicas, 1, FleetReplicasMax)
+	c.rangeInt("fleet.connect_timeout_ms", f.ConnectTimeoutMs, 1, FleetTimeoutMsMax)
+	c.rangeInt("fleet.op_timeout_ms", f.OpTimeoutMs, 1, FleetTimeoutMsMax)
+	c.rangeInt("fleet.resync_interval_ms", f.ResyncIntervalMs, ResyncIntervalMsMin, ResyncIntervalMsMax)
+	c.rangeInt("fleet.settle_ms", f.SettleMs, 0, SettleMsMax)
 }
 
 func (c *checker) engine(e *Engine) {

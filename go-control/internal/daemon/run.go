@@ -44,6 +44,12 @@ type Options struct {
 	// Mount adds handlers (e.g. the schema registry) under path prefixes;
 	// they sit behind the same token check.
 	Mount map[string]http.Handler
+	// Store, if set, holds the control state instead of the one named by
+	// control.store (fleet mode passes its NATS store); Run closes it.
+	Store store.Store
+	// RegistryStore, if set, holds the schema registry instead of the
+	// bolt file in the data dir (fleet mode shares it through NATS).
+	RegistryStore registry.Store
 }
 
 // Daemon is one running sluiced.
@@ -68,15 +74,16 @@ func New(opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	var st store.Store
-	switch file.Control.Store {
-	case "embedded":
+	st := opts.Store
+	switch {
+	case st != nil:
+	case file.Control.Store == "embedded":
 		st, err = store.OpenBolt(file.Control.DataDir)
 		if err != nil {
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("%w: control.store %q is not available in this build (only \"embedded\")", errs.ErrUnsupported, file.Control.Store)
+		return nil, fmt.Errorf("%w: control.store %q needs its store passed in (sluiced connects to the fleet for \"nats\")", errs.ErrUnsupported, file.Control.Store)
 	}
 	o, err := loadOverrides(st)
 	if err != nil {
@@ -93,7 +100,7 @@ func New(opts Options) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
-	reg, regHandler, err := openRegistry(file.Control.DataDir)
+	reg, regHandler, err := openRegistry(file.Control.DataDir, opts.RegistryStore)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -123,6 +130,10 @@ func (d *Daemon) Engine() engine.Engine { return d.eng }
 
 // Reload re-reads the config file, as SIGHUP does.
 func (d *Daemon) Reload() (ReloadResult, error) { return d.state.reload() }
+
+// RefreshSchemas re-reads the registry from its store; the engine gets the
+// versions other writers (fleet appliances) added or retired.
+func (d *Daemon) RefreshSchemas(ctx context.Context) error { return d.reg.Refresh(ctx) }
 
 // Handler is the admin API with auth, as served.
 func (d *Daemon) Handler() http.Handler {

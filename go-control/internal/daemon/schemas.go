@@ -99,11 +99,14 @@ func (s *schemaSync) run(ctx context.Context, d *Daemon) {
 	}
 }
 
-// openRegistry opens the registry in the data dir and returns its handler.
-func openRegistry(dataDir string) (*registry.Registry, http.Handler, error) {
-	st, err := registry.OpenBoltStore(dataDir)
-	if err != nil {
-		return nil, nil, err
+// openRegistry opens the registry on st, or in the data dir when st is nil,
+// and returns its handler.
+func openRegistry(dataDir string, st registry.Store) (*registry.Registry, http.Handler, error) {
+	if st == nil {
+		var err error
+		if st, err = registry.OpenBoltStore(dataDir); err != nil {
+			return nil, nil, err
+		}
 	}
 	reg, err := registry.Open(context.Background(), st, registry.Options{})
 	if err != nil {
