@@ -38,6 +38,12 @@ pub enum EngineError {
     AlreadyRunning,
     /// A requested transport is not built into this binary.
     Unsupported(String),
+    /// A named model, version, alias or peer does not exist.
+    NotFound(String),
+    /// It exists already.
+    AlreadyExists(String),
+    /// A call argument is malformed.
+    InvalidArgument(String),
 }
 
 impl std::fmt::Display for EngineError {
@@ -49,6 +55,9 @@ impl std::fmt::Display for EngineError {
             EngineError::NotRunning => f.write_str("engine is not running"),
             EngineError::AlreadyRunning => f.write_str("engine is already running"),
             EngineError::Unsupported(m) => write!(f, "unsupported: {m}"),
+            EngineError::NotFound(m) => write!(f, "not found: {m}"),
+            EngineError::AlreadyExists(m) => write!(f, "already exists: {m}"),
+            EngineError::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
         }
     }
 }
@@ -150,6 +159,7 @@ pub struct Engine {
     control: Mutex<Control>,
     listen: Option<SocketAddr>,
     hugepages: bool,
+    running: bool,
     factory: HandlerFactory,
     /// Process-wide DPDK state; dropped (port closed, EAL cleaned) at stop.
     #[cfg(feature = "dpdk")]
@@ -189,6 +199,7 @@ impl Engine {
             control: Mutex::new(Control { live, schemas: Vec::new(), schema_ttl_ms: 60_000, slots }),
             listen: None,
             hugepages: false,
+            running: false,
             #[cfg(feature = "dpdk")]
             dpdk: None,
             factory,
@@ -211,6 +222,8 @@ impl Engine {
     /// returns once all are serving.
     pub fn start(&mut self) -> Result<(), EngineError> {
         if !self.workers.is_empty() {
+            // A stopped engine keeps its workers' counters for reading;
+            // starting again takes a new engine.
             return Err(EngineError::AlreadyRunning);
         }
         match self.cfg.engine.transport {
@@ -231,7 +244,7 @@ impl Engine {
         }
         self.shared.state.store(state::RUNNING, Ordering::Release);
         let mut listen = self.cfg.listen_addr()?;
-        let models = self.control.lock().map_err(|_| EngineError::Start("control lock poisoned".into()))?.live.models.clone();
+        let models = self.lock_control()?.live.models.clone();
         #[cfg(feature = "dpdk")]
         if self.cfg.engine.transport == TransportKind::Dpdk {
             use crate::transport::dpdk::{DpdkError, DpdkRuntime};
@@ -285,6 +298,7 @@ impl Engine {
                 }
             }
         }
+        self.running = true;
         if !self.hugepages {
             log::warn!(
                 "buffer pools use normal pages: no 2 MiB hugepages were free (HugePages_Free={:?})",
@@ -391,7 +405,7 @@ impl Engine {
 
     /// Whether workers run.
     pub fn is_running(&self) -> bool {
-        !self.workers.is_empty()
+        self.running
     }
 
     /// The data-plane address.
@@ -402,9 +416,10 @@ impl Engine {
     /// Stops: new requests are answered `shutting_down` for `drain`, then the
     /// workers finish their burst and exit. Every frame received is answered.
     pub fn stop(&mut self, drain: Duration) {
-        if self.workers.is_empty() {
+        if !self.running {
             return;
         }
+        self.running = false;
         self.shared.state.store(state::DRAINING, Ordering::Release);
         std::thread::sleep(drain);
         self.shared.state.store(state::STOPPED, Ordering::Release);
@@ -472,7 +487,58 @@ impl Engine {
     /// on every worker before the tables that name them are published;
     /// versions no longer named are removed after every worker has moved on.
     pub fn apply(&self, live: LiveConfig) -> Result<u64, EngineError> {
-        let mut ctl = self.control.lock().map_err(|_| EngineError::Start("control lock poisoned".into()))?;
+        let mut ctl = self.lock_control()?;
+        self.apply_locked(&mut ctl, live, None)
+    }
+
+    fn lock_control(&self) -> Result<std::sync::MutexGuard<'_, Control>, EngineError> {
+        // A panic while holding the lock left no half-applied tables (they
+        // are published in one swap), so the state is still usable.
+        Ok(self.control.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Replaces any of the sections `shards`, `routes`, `models`, `tenants`,
+    /// `peers` and `schemas` given in a JSON object, atomically: the merged
+    /// set is validated whole and applied in one publication.
+    pub fn apply_json(&self, doc: &[u8]) -> Result<u64, EngineError> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Sections {
+            shards: Option<Vec<crate::config::ShardCfg>>,
+            routes: Option<Vec<crate::config::RouteCfg>>,
+            models: Option<Vec<ModelCfg>>,
+            tenants: Option<Vec<crate::config::TenantCfg>>,
+            peers: Option<Vec<crate::config::PeerCfg>>,
+            schemas: Option<Vec<SchemaCfg>>,
+        }
+        let s: Sections =
+            serde_json::from_slice(doc).map_err(|e| EngineError::InvalidArgument(format!("sections: {e}")))?;
+        let mut ctl = self.lock_control()?;
+        let mut live = ctl.live.clone();
+        if let Some(v) = s.shards {
+            live.shards = v;
+        }
+        if let Some(v) = s.routes {
+            live.routes = v;
+        }
+        if let Some(v) = s.models {
+            live.models = v;
+        }
+        if let Some(v) = s.tenants {
+            live.tenants = v;
+        }
+        if let Some(v) = s.peers {
+            live.peers = v;
+        }
+        self.apply_locked(&mut ctl, live, s.schemas)
+    }
+
+    fn apply_locked(
+        &self,
+        ctl: &mut Control,
+        live: LiveConfig,
+        new_schemas: Option<Vec<SchemaCfg>>,
+    ) -> Result<u64, EngineError> {
         crate::config::validate_tables(
             &live.shards,
             &live.routes,
@@ -481,7 +547,8 @@ impl Engine {
             &live.peers,
             self.cfg.engine.workers.len(),
         )?;
-        let schemas = SchemaTable::build(&ctl.schemas, ctl.schema_ttl_ms)
+        let schema_list = new_schemas.as_ref().unwrap_or(&ctl.schemas);
+        let schemas = SchemaTable::build(schema_list, ctl.schema_ttl_ms)
             .map_err(|m| ConfigError::at("schemas", m))?;
         // Assign slots: keep existing versions, new ones take free slots.
         let mut slots = HashMap::new();
@@ -559,31 +626,31 @@ impl Engine {
         }
         ctl.slots = slots;
         ctl.live = live;
+        if let Some(v) = new_schemas {
+            ctl.schemas = v;
+        }
         Ok(epoch)
     }
 
     /// Replaces the schemas the data plane validates and negotiates with.
     pub fn set_schemas(&self, schemas: Vec<SchemaCfg>, ttl_ms: u32) -> Result<u64, EngineError> {
-        let live = {
-            let mut ctl = self.control.lock().map_err(|_| EngineError::Start("control lock poisoned".into()))?;
-            SchemaTable::build(&schemas, ttl_ms).map_err(|m| ConfigError::at("schemas", m))?;
-            ctl.schemas = schemas;
-            ctl.schema_ttl_ms = ttl_ms;
-            ctl.live.clone()
-        };
-        self.apply(live)
+        let mut ctl = self.lock_control()?;
+        ctl.schema_ttl_ms = ttl_ms;
+        let live = ctl.live.clone();
+        self.apply_locked(&mut ctl, live, Some(schemas))
     }
 
     /// The live tables now in force.
     pub fn live(&self) -> LiveConfig {
-        self.control.lock().map(|c| c.live.clone()).unwrap_or_default()
+        self.lock_control().map(|c| c.live.clone()).unwrap_or_default()
     }
 
     /// Points an alias of a model at another loaded version.
     pub fn set_alias(&self, model: &str, alias: &str, version: &str) -> Result<u64, EngineError> {
-        let mut live = self.live();
+        let mut ctl = self.lock_control()?;
+        let mut live = ctl.live.clone();
         if !live.models.iter().any(|m| m.name == model && m.version == version) {
-            return Err(EngineError::Model(format!("{model} {version} is not loaded")));
+            return Err(EngineError::NotFound(format!("model {model} version {version} is not loaded")));
         }
         for m in &mut live.models {
             if m.name == model {
@@ -593,7 +660,41 @@ impl Engine {
                 }
             }
         }
-        self.apply(live)
+        self.apply_locked(&mut ctl, live, None)
+    }
+
+    /// Loads one more model version (off the hot path) and publishes it.
+    pub fn load_model(&self, m: ModelCfg) -> Result<u64, EngineError> {
+        let mut ctl = self.lock_control()?;
+        let mut live = ctl.live.clone();
+        if live.models.iter().any(|o| o.name == m.name && o.version == m.version) {
+            return Err(EngineError::AlreadyExists(format!("model {} version {} is loaded", m.name, m.version)));
+        }
+        live.models.push(m);
+        self.apply_locked(&mut ctl, live, None)
+    }
+
+    /// Adds a peer.
+    pub fn add_peer(&self, p: crate::config::PeerCfg) -> Result<u64, EngineError> {
+        let mut ctl = self.lock_control()?;
+        let mut live = ctl.live.clone();
+        if live.peers.iter().any(|o| o.name == p.name) {
+            return Err(EngineError::AlreadyExists(format!("peer {}", p.name)));
+        }
+        live.peers.push(p);
+        self.apply_locked(&mut ctl, live, None)
+    }
+
+    /// Removes a peer.
+    pub fn remove_peer(&self, name: &str) -> Result<u64, EngineError> {
+        let mut ctl = self.lock_control()?;
+        let mut live = ctl.live.clone();
+        let before = live.peers.len();
+        live.peers.retain(|p| p.name != name);
+        if live.peers.len() == before {
+            return Err(EngineError::NotFound(format!("peer {name}")));
+        }
+        self.apply_locked(&mut ctl, live, None)
     }
 
     /// A statistics snapshot. Reads per-worker atomics and the latest
@@ -666,7 +767,7 @@ impl Engine {
 
     /// Status for the admin API.
     pub fn status(&self) -> Status {
-        let ctl = self.control.lock().ok();
+        let ctl = self.lock_control().ok();
         let models = ctl
             .as_ref()
             .map(|c| {

@@ -228,6 +228,8 @@ pub struct Percentiles {
     pub p999_ns: u64,
     /// Maximum.
     pub max_ns: u64,
+    /// Sum of all samples (mean × count), for Prometheus summaries.
+    pub sum_ns: u64,
 }
 
 impl Percentiles {
@@ -243,6 +245,7 @@ impl Percentiles {
             p99_ns: h.value_at_quantile(0.99),
             p999_ns: h.value_at_quantile(0.999),
             max_ns: h.max(),
+            sum_ns: (h.mean() * h.len() as f64) as u64,
         }
     }
 }

@@ -1,0 +1,11 @@
+//! Regenerates ffi/include/sluice.h from this crate with cbindgen.
+fn main() {
+    let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let header = sluice_ffi_header::generate(crate_dir);
+    let out = crate_dir.join("../include/sluice.h");
+    std::fs::write(&out, header).expect("write header");
+    println!("wrote {}", out.display());
+}
+
+#[path = "../tests/header_gen.rs"]
+mod sluice_ffi_header;

@@ -1,0 +1,518 @@
+//! The C ABI of the Sluice engine.
+//!
+//! The Go control plane links this crate as a static library. Every call
+//! returns a [`SluiceStatus`]; on failure a NUL-terminated reason is written
+//! into the caller's `err` buffer. No panic crosses the boundary: each entry
+//! point runs under `catch_unwind` and turns a panic into
+//! [`SluiceStatus::Panic`]. Calls are control-plane calls (batched, never per
+//! packet); the data plane runs on the engine's own pinned threads.
+//!
+//! Memory: handles are created and freed here; JSON answers are allocated
+//! here and released with [`sluice_buf_free`]. Nothing keeps a pointer to
+//! caller memory after a call returns.
+#![allow(unsafe_code)] // this crate is the ABI boundary; every block has a SAFETY note
+
+use std::ffi::{CStr, c_char};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::RwLock;
+use std::time::Duration;
+
+use sluice_engine::config::{ModelCfg, PeerCfg};
+use sluice_engine::{Config, Engine, EngineError, EngineOptions};
+
+/// Version of this ABI; bumped on any incompatible change.
+pub const SLUICE_ABI_VERSION: u32 = 1;
+
+/// Status of every call. The numbers are stable and map one-to-one to the Go
+/// sentinel errors of `go-control/internal/errs`.
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SluiceStatus {
+    /// Success.
+    Ok = 0,
+    /// A call argument is malformed (null pointer, bad UTF-8, bad JSON).
+    InvalidArgument = 1,
+    /// A config set was refused whole; the message says why.
+    InvalidConfig = 2,
+    /// A model, version, alias or peer is unknown.
+    NotFound = 3,
+    /// A model version or peer already exists; or the engine already started.
+    AlreadyExists = 4,
+    /// A conflicting operation is in progress.
+    Busy = 5,
+    /// The engine is draining.
+    ShuttingDown = 6,
+    /// The engine is not running.
+    NotRunning = 7,
+    /// A feature is not built in.
+    Unsupported = 8,
+    /// An OS call failed (bind, mmap, hugepages, model file).
+    Io = 9,
+    /// A deadline passed.
+    Timeout = 10,
+    /// A broken invariant.
+    Internal = 11,
+    /// A Rust panic was caught at the boundary.
+    Panic = 12,
+}
+
+/// What [`sluice_engine_query`] returns, as JSON.
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SluiceQuery {
+    /// The statistics snapshot (per worker, per shard, latency percentiles).
+    Stats = 1,
+    /// Status: workers, transport, hugepages, models, epoch.
+    Status = 2,
+    /// Loaded models.
+    Models = 3,
+    /// Peers.
+    Peers = 4,
+    /// The live tables (shards, routes, models, tenants without keys, peers).
+    Live = 5,
+}
+
+/// Counters summed over workers and the merged latency, as a fixed struct:
+/// the cheapest read for a scrape. Layout checked by tests on both sides.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SluiceTotals {
+    /// [`SLUICE_ABI_VERSION`] of the library that filled it.
+    pub abi_version: u32,
+    /// Workers.
+    pub workers: u32,
+    /// Responses sent.
+    pub ok: u64,
+    /// Error frames sent.
+    pub errors: u64,
+    /// Pings answered.
+    pub pings: u64,
+    /// Foreign datagrams dropped.
+    pub not_sluice: u64,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Receives lost for lack of buffers.
+    pub rx_no_buffers: u64,
+    /// Frames dropped for lack of a transmit buffer.
+    pub tx_no_buffers: u64,
+    /// Payload bytes copied by handlers.
+    pub payload_bytes_copied: u64,
+    /// Buffer allocations that reused a buffer.
+    pub buffer_reuses: u64,
+    /// Snapshot epoch published.
+    pub epoch: u64,
+    /// Latency samples.
+    pub latency_count: u64,
+    /// Median receive-to-reply latency.
+    pub latency_p50_ns: u64,
+    /// 99th percentile.
+    pub latency_p99_ns: u64,
+    /// 99.9th percentile.
+    pub latency_p999_ns: u64,
+    /// Maximum.
+    pub latency_max_ns: u64,
+}
+
+/// An engine handle.
+pub struct SluiceEngine {
+    engine: RwLock<Engine>,
+}
+
+type Outcome = Result<(), (SluiceStatus, String)>;
+
+fn status_of(e: &EngineError) -> SluiceStatus {
+    match e {
+        EngineError::Config(_) | EngineError::Model(_) => SluiceStatus::InvalidConfig,
+        EngineError::Start(_) => SluiceStatus::Io,
+        EngineError::NotRunning => SluiceStatus::NotRunning,
+        EngineError::AlreadyRunning | EngineError::AlreadyExists(_) => SluiceStatus::AlreadyExists,
+        EngineError::Unsupported(_) => SluiceStatus::Unsupported,
+        EngineError::NotFound(_) => SluiceStatus::NotFound,
+        EngineError::InvalidArgument(_) => SluiceStatus::InvalidArgument,
+    }
+}
+
+fn fail(e: EngineError) -> (SluiceStatus, String) {
+    (status_of(&e), e.to_string())
+}
+
+fn bad_arg(msg: impl Into<String>) -> (SluiceStatus, String) {
+    (SluiceStatus::InvalidArgument, msg.into())
+}
+
+/// Writes `msg` as a NUL-terminated string into `err[..cap]`, truncated.
+fn write_err(err: *mut c_char, cap: usize, msg: &str) {
+    if err.is_null() || cap == 0 {
+        return;
+    }
+    let n = msg.len().min(cap - 1);
+    // SAFETY: the caller promises `err` points to `cap` writable bytes; we
+    // write n + 1 <= cap bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(msg.as_ptr(), err.cast::<u8>(), n);
+        *err.add(n) = 0;
+    }
+}
+
+/// Runs `f` with panics caught; maps the outcome to a status.
+fn guard(err: *mut c_char, cap: usize, f: impl FnOnce() -> Outcome) -> i32 {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => {
+            write_err(err, cap, "");
+            SluiceStatus::Ok as i32
+        }
+        Ok(Err((st, msg))) => {
+            write_err(err, cap, &msg);
+            st as i32
+        }
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            write_err(err, cap, &format!("panic in engine: {msg}"));
+            SluiceStatus::Panic as i32
+        }
+    }
+}
+
+fn bytes<'a>(p: *const u8, len: usize) -> Result<&'a [u8], (SluiceStatus, String)> {
+    if p.is_null() {
+        return if len == 0 { Ok(&[]) } else { Err(bad_arg("null buffer")) };
+    }
+    // SAFETY: the caller promises `p` points to `len` readable bytes that
+    // stay valid for the duration of the call.
+    Ok(unsafe { std::slice::from_raw_parts(p, len) })
+}
+
+fn cstr<'a>(p: *const c_char, what: &str) -> Result<&'a str, (SluiceStatus, String)> {
+    if p.is_null() {
+        return Err(bad_arg(format!("{what}: null")));
+    }
+    // SAFETY: the caller promises a NUL-terminated string valid for the call.
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| bad_arg(format!("{what}: not UTF-8")))
+}
+
+fn handle<'a>(e: *const SluiceEngine) -> Result<&'a SluiceEngine, (SluiceStatus, String)> {
+    if e.is_null() {
+        return Err(bad_arg("null engine handle"));
+    }
+    // SAFETY: non-null handles come from sluice_engine_open* and stay valid
+    // until sluice_engine_free, which the caller must not race with calls.
+    Ok(unsafe { &*e })
+}
+
+fn read(e: &SluiceEngine) -> std::sync::RwLockReadGuard<'_, Engine> {
+    e.engine.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write(e: &SluiceEngine) -> std::sync::RwLockWriteGuard<'_, Engine> {
+    e.engine.write().unwrap_or_else(|p| p.into_inner())
+}
+
+fn open(cfg: Config, out: *mut *mut SluiceEngine) -> Outcome {
+    if out.is_null() {
+        return Err(bad_arg("null out pointer"));
+    }
+    let engine = Engine::new(cfg, EngineOptions::default()).map_err(fail)?;
+    let h = Box::new(SluiceEngine { engine: RwLock::new(engine) });
+    // SAFETY: `out` is non-null and points to a writable handle slot.
+    unsafe { *out = Box::into_raw(h) };
+    Ok(())
+}
+
+/// The ABI version of this library.
+#[unsafe(no_mangle)]
+pub extern "C" fn sluice_abi_version() -> u32 {
+    SLUICE_ABI_VERSION
+}
+
+/// Creates an engine from a config file (TOML). Nothing runs until start.
+///
+/// # Safety
+/// `path` is a NUL-terminated string; `out` points to a handle slot; `err`
+/// points to `err_cap` writable bytes (or is null).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_open_file(
+    path: *const c_char,
+    out: *mut *mut SluiceEngine,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        let p = cstr(path, "path")?;
+        let cfg = Config::load(std::path::Path::new(p)).map_err(|e| (SluiceStatus::InvalidConfig, e.to_string()))?;
+        open(cfg, out)
+    })
+}
+
+/// Creates an engine from a config as JSON (the TOML keys; relative paths
+/// resolve against the working directory).
+///
+/// # Safety
+/// `json` points to `len` bytes; `out` to a handle slot; `err` to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_open(
+    json: *const u8,
+    len: usize,
+    out: *mut *mut SluiceEngine,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        let mut cfg: Config =
+            serde_json::from_slice(bytes(json, len)?).map_err(|e| (SluiceStatus::InvalidConfig, format!("config: {e}")))?;
+        cfg.base_dir = std::env::current_dir().unwrap_or_default();
+        cfg.validate().map_err(|e| (SluiceStatus::InvalidConfig, e.to_string()))?;
+        open(cfg, out)
+    })
+}
+
+/// Starts the workers.
+///
+/// # Safety
+/// `e` is a live handle; `err` points to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_start(e: *mut SluiceEngine, err: *mut c_char, err_cap: usize) -> i32 {
+    guard(err, err_cap, || write(handle(e)?).start().map_err(fail))
+}
+
+/// Stops: answers new requests `shutting_down` for up to `drain_ms` (capped
+/// at `timeout_ms`), then the workers finish their burst and exit.
+///
+/// # Safety
+/// `e` is a live handle; `err` points to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_stop(
+    e: *mut SluiceEngine,
+    drain_ms: u64,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        let h = handle(e)?;
+        let mut eng = write(h);
+        if !eng.is_running() {
+            return Err((SluiceStatus::NotRunning, "engine is not running".into()));
+        }
+        eng.stop(Duration::from_millis(drain_ms.min(10_000)));
+        Ok(())
+    })
+}
+
+/// Frees a handle (stopping the engine if it runs). Null is ignored.
+///
+/// # Safety
+/// `e` came from `sluice_engine_open*` and is not used again.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_free(e: *mut SluiceEngine) {
+    if e.is_null() {
+        return;
+    }
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the pointer came from Box::into_raw in `open` and the
+        // caller gives up ownership here.
+        drop(unsafe { Box::from_raw(e) });
+    }));
+}
+
+/// Replaces any of the sections shards, routes, models, tenants, peers and
+/// schemas given in a JSON object, atomically: refused whole with a reason,
+/// or applied at the next burst boundary of every worker.
+///
+/// # Safety
+/// `e` is a live handle; `json` points to `len` bytes; `err` to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_apply(
+    e: *mut SluiceEngine,
+    json: *const u8,
+    len: usize,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        let doc = bytes(json, len)?;
+        read(handle(e)?).apply_json(doc).map(drop).map_err(fail)
+    })
+}
+
+/// Points `alias` of `model` at a loaded `version`.
+///
+/// # Safety
+/// `e` is a live handle; strings are NUL-terminated; `err` points to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_set_alias(
+    e: *mut SluiceEngine,
+    model: *const c_char,
+    alias: *const c_char,
+    version: *const c_char,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        let (m, a, v) = (cstr(model, "model")?, cstr(alias, "alias")?, cstr(version, "version")?);
+        read(handle(e)?).set_alias(m, a, v).map(drop).map_err(fail)
+    })
+}
+
+/// Loads one more model version, given as JSON (a `[[models]]` entry).
+///
+/// # Safety
+/// `e` is a live handle; `json` points to `len` bytes; `err` to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_load_model(
+    e: *mut SluiceEngine,
+    json: *const u8,
+    len: usize,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        let m: ModelCfg = serde_json::from_slice(bytes(json, len)?).map_err(|e| bad_arg(format!("model: {e}")))?;
+        read(handle(e)?).load_model(m).map(drop).map_err(fail)
+    })
+}
+
+/// Adds a peer, given as JSON (a `[[peers]]` entry).
+///
+/// # Safety
+/// `e` is a live handle; `json` points to `len` bytes; `err` to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_add_peer(
+    e: *mut SluiceEngine,
+    json: *const u8,
+    len: usize,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        let p: PeerCfg = serde_json::from_slice(bytes(json, len)?).map_err(|e| bad_arg(format!("peer: {e}")))?;
+        read(handle(e)?).add_peer(p).map(drop).map_err(fail)
+    })
+}
+
+/// Removes a peer by name.
+///
+/// # Safety
+/// `e` is a live handle; `name` is NUL-terminated; `err` points to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_remove_peer(
+    e: *mut SluiceEngine,
+    name: *const c_char,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        let n = cstr(name, "name")?;
+        read(handle(e)?).remove_peer(n).map(drop).map_err(fail)
+    })
+}
+
+/// Answers a query as JSON in a buffer allocated here; release it with
+/// [`sluice_buf_free`].
+///
+/// # Safety
+/// `e` is a live handle; `out` and `out_len` point to writable slots; `err`
+/// points to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_query(
+    e: *mut SluiceEngine,
+    what: i32,
+    out: *mut *mut u8,
+    out_len: *mut usize,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        if out.is_null() || out_len.is_null() {
+            return Err(bad_arg("null out pointer"));
+        }
+        let eng = read(handle(e)?);
+        let json = match what {
+            1 => serde_json::to_vec(&eng.stats()),
+            2 => serde_json::to_vec(&eng.status()),
+            3 => serde_json::to_vec(&eng.status().models),
+            4 => serde_json::to_vec(&eng.live().peers),
+            5 => {
+                let mut live = eng.live();
+                for t in &mut live.tenants {
+                    t.key = "(hidden)".into();
+                }
+                serde_json::to_vec(&live)
+            }
+            _ => return Err(bad_arg(format!("unknown query {what}"))),
+        }
+        .map_err(|e| (SluiceStatus::Internal, format!("encode: {e}")))?;
+        let boxed = json.into_boxed_slice();
+        let len = boxed.len();
+        let p = Box::into_raw(boxed) as *mut u8;
+        // SAFETY: both out pointers are non-null and writable (checked above).
+        unsafe {
+            *out = p;
+            *out_len = len;
+        }
+        Ok(())
+    })
+}
+
+/// Releases a buffer returned by [`sluice_engine_query`]. Null is ignored.
+///
+/// # Safety
+/// `p` and `len` are exactly what a query returned, and `p` is not used again.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_buf_free(p: *mut u8, len: usize) {
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: `p`/`len` describe a Box<[u8]> leaked by sluice_engine_query.
+    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) });
+}
+
+/// Fills `out` with counters summed over workers and the merged latency.
+///
+/// # Safety
+/// `e` is a live handle; `out` points to a writable `SluiceTotals`; `err`
+/// points to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_totals(
+    e: *mut SluiceEngine,
+    out: *mut SluiceTotals,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        if out.is_null() {
+            return Err(bad_arg("null out pointer"));
+        }
+        let eng = read(handle(e)?);
+        let s = eng.stats();
+        let t = SluiceTotals {
+            abi_version: SLUICE_ABI_VERSION,
+            workers: s.workers.len() as u32,
+            ok: s.total(|w| w.ok),
+            errors: s.total(|w| w.errors.iter().map(|(_, v)| v).sum()),
+            pings: s.total(|w| w.pings),
+            not_sluice: s.total(|w| w.not_sluice),
+            rx_frames: s.total(|w| w.rx_frames),
+            tx_frames: s.total(|w| w.tx_frames),
+            rx_no_buffers: s.total(|w| w.rx_no_buffers),
+            tx_no_buffers: s.total(|w| w.tx_no_buffers),
+            payload_bytes_copied: s.total(|w| w.payload_bytes_copied),
+            buffer_reuses: s.total(|w| w.buffer_reuses),
+            epoch: eng.status().epoch,
+            latency_count: s.latency.count,
+            latency_p50_ns: s.latency.p50_ns,
+            latency_p99_ns: s.latency.p99_ns,
+            latency_p999_ns: s.latency.p999_ns,
+            latency_max_ns: s.latency.max_ns,
+        };
+        // SAFETY: `out` is non-null and points to a writable SluiceTotals.
+        unsafe { *out = t };
+        Ok(())
+    })
+}
