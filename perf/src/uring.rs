@@ -54,6 +54,9 @@ pub struct EchoStats {
     pub rearms: u64,
     /// Failed receives or sends.
     pub errors: u64,
+    /// Whether shutdown found nothing in flight (otherwise the buffers were
+    /// leaked rather than freed under the kernel).
+    pub clean_shutdown: bool,
 }
 
 const RECV_TAG: u64 = u64::MAX;
@@ -102,9 +105,9 @@ impl RingMem {
 
 impl Drop for RingMem {
     fn drop(&mut self) {
-        // SAFETY: ptr and len_bytes come from the successful mmap in `new`,
-        // and the ring is unregistered (or the io_uring closed) before this
-        // runs because `run` declares the ring after the memory.
+        // SAFETY: ptr and len_bytes come from the successful mmap in `new`.
+        // `run` drops this only after the ring is gone with nothing in
+        // flight; otherwise it leaks it.
         unsafe {
             libc::munmap(self.ptr.cast(), self.len_bytes);
         }
@@ -253,7 +256,7 @@ pub fn run(sock: &UdpSocket, cfg: &UringEchoConfig, stop: &AtomicBool) -> io::Re
         return Err(invalid("ring_entries must be in 2..=32768"));
     }
 
-    // Declared before the ring so that they are dropped after it.
+    // Declared before the ring so that an early error drops them after it.
     let mut bufs = Buffers {
         ring: RingMem::new(count)?,
         data: vec![0u8; usize::from(count) * cfg.buffer_size as usize],
@@ -265,8 +268,9 @@ pub fn run(sock: &UdpSocket, cfg: &UringEchoConfig, stop: &AtomicBool) -> io::Re
     // SAFETY: plain C structs; all zeros is valid for each.
     let mut slots: Vec<SendSlot> = (0..count).map(|_| unsafe { std::mem::zeroed() }).collect();
     // SAFETY: as above. Only msg_namelen and msg_controllen matter to a
-    // multishot recvmsg; it must stay alive while the receive is armed.
-    let mut recv_msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // multishot recvmsg. Boxed: the kernel keeps its address while the
+    // receive is armed, and an unclean exit leaks it.
+    let mut recv_msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
     recv_msg.msg_namelen = NAME_LEN;
 
     let mut ring: IoUring<squeue::Entry, cqueue::Entry> = IoUring::builder()
@@ -282,7 +286,8 @@ pub fn run(sock: &UdpSocket, cfg: &UringEchoConfig, stop: &AtomicBool) -> io::Re
         )
         .build(cfg.ring_entries)?;
     // SAFETY: the mapping holds `count` entries and lives (in `bufs`) until
-    // after the ring is dropped; it is unregistered on the way out.
+    // after the ring is dropped: unregistered on a clean exit, leaked on any
+    // other.
     unsafe {
         ring.submitter()
             .register_buf_ring_with_flags(bufs.ring.ptr as u64, count, BGID, 0)?
@@ -293,9 +298,45 @@ pub fn run(sock: &UdpSocket, cfg: &UringEchoConfig, stop: &AtomicBool) -> io::Re
     bufs.out = 0;
 
     let fd = Fd(sock.as_raw_fd());
+    let mut clean = true;
+    let res = serve(
+        &mut ring, &mut bufs, &mut slots, &recv_msg, fd, cfg, stop, &mut clean,
+    )
+    .map(|stats| EchoStats {
+        clean_shutdown: clean,
+        ..stats
+    });
+    if clean {
+        let _ = ring.submitter().unregister_buf_ring(BGID);
+    }
+    drop(ring);
+    if !clean {
+        // Operations may still be in flight in the kernel, which tears the
+        // ring down asynchronously: leak the memory they point into rather
+        // than free it under them.
+        std::mem::forget(bufs);
+        std::mem::forget(slots);
+        std::mem::forget(recv_msg);
+    }
+    res
+}
+
+/// The event loop. Sets `clean` when it returns with nothing in flight.
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    ring: &mut IoUring<squeue::Entry, cqueue::Entry>,
+    bufs: &mut Buffers,
+    slots: &mut [SendSlot],
+    recv_msg: &libc::msghdr,
+    fd: Fd,
+    cfg: &UringEchoConfig,
+    stop: &AtomicBool,
+    clean: &mut bool,
+) -> io::Result<EchoStats> {
+    let count = bufs.count;
     let mut stats = EchoStats::default();
     let (submitter, mut sq, mut cq) = ring.split();
-    let recv_entry = opcode::RecvMsgMulti::new(fd, &recv_msg, BGID)
+    let recv_entry = opcode::RecvMsgMulti::new(fd, recv_msg, BGID)
         .build()
         .user_data(RECV_TAG);
     let push = |sq: &mut io_uring::SubmissionQueue<'_>, e: &squeue::Entry| -> io::Result<()> {
@@ -311,6 +352,7 @@ pub fn run(sock: &UdpSocket, cfg: &UringEchoConfig, stop: &AtomicBool) -> io::Re
             sq.sync();
         }
     };
+    *clean = false;
     push(&mut sq, &recv_entry)?;
     let mut armed = true;
     let mut stopping_since: Option<Instant> = None;
@@ -370,8 +412,7 @@ pub fn run(sock: &UdpSocket, cfg: &UringEchoConfig, stop: &AtomicBool) -> io::Re
                         continue;
                     };
                     bufs.out += 1;
-                    let Ok(out) = RecvMsgOut::parse(bufs.slice(bid, res as usize), &recv_msg)
-                    else {
+                    let Ok(out) = RecvMsgOut::parse(bufs.slice(bid, res as usize), recv_msg) else {
                         stats.errors += 1;
                         bufs.give_back(bid);
                         continue;
@@ -420,10 +461,7 @@ pub fn run(sock: &UdpSocket, cfg: &UringEchoConfig, stop: &AtomicBool) -> io::Re
             armed = true;
         }
     }
-    drop(sq);
-    drop(cq);
-    let _ = ring.submitter().unregister_buf_ring(BGID);
-    drop(ring);
+    *clean = !armed && bufs.out == 0;
     Ok(stats)
 }
 
@@ -432,7 +470,10 @@ pub fn run(sock: &UdpSocket, cfg: &UringEchoConfig, stop: &AtomicBool) -> io::Re
 pub fn run_std(sock: &UdpSocket, stop: &AtomicBool) -> io::Result<EchoStats> {
     sock.set_read_timeout(Some(Duration::from_millis(100)))?;
     let mut buf = vec![0u8; 1 << 16];
-    let mut stats = EchoStats::default();
+    let mut stats = EchoStats {
+        clean_shutdown: true,
+        ..EchoStats::default()
+    };
     while !stop.load(Ordering::Relaxed) {
         match sock.recv_from(&mut buf) {
             Ok((n, from)) => match sock.send_to(&buf[..n], from) {

@@ -59,6 +59,7 @@ fn uring_echo_returns_every_datagram() {
     let stats = server.stop().unwrap();
     assert_eq!(stats.echoed, 1500);
     assert_eq!(stats.errors, 0);
+    assert!(stats.clean_shutdown);
 }
 
 #[test]
@@ -66,7 +67,9 @@ fn busy_polling_uring_echo_works() {
     let server = common::uring_echo(UringEchoConfig::default());
     let r = echo_run(server.addr, &closed(4, 300, true));
     assert_eq!(r.ok, 300);
-    assert_eq!(server.stop().unwrap().echoed, 300);
+    let stats = server.stop().unwrap();
+    assert_eq!(stats.echoed, 300);
+    assert!(stats.clean_shutdown);
 }
 
 #[test]
@@ -99,6 +102,7 @@ fn uring_echo_survives_running_out_of_buffers() {
         stats.echoed >= r.ok + 100 && stats.echoed <= r.ok + r.timeouts + 100,
         "{stats:?} {r:?}"
     );
+    assert!(stats.clean_shutdown);
 }
 
 #[test]
