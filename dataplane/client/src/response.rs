@@ -82,6 +82,16 @@ impl Response {
         self.frame.adapter()
     }
 
+    /// Token count reported by the server.
+    pub fn token_count(&self) -> u32 {
+        self.frame.token_count()
+    }
+
+    /// Schema id and version of the answer.
+    pub fn schema(&self) -> (u32, u32) {
+        (self.frame.schema_id(), self.frame.schema_version())
+    }
+
     /// Trace context of the answer.
     pub fn trace(&self) -> TraceContext {
         self.frame.trace()

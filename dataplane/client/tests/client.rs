@@ -59,6 +59,8 @@ fn tensors_and_headers_round_trip() {
     assert_eq!(resp.model_version(), "1.2.3");
     assert_eq!(resp.adapter(), "formal");
     assert_eq!(resp.trace(), trace);
+    assert_eq!(resp.token_count(), 99);
+    assert_eq!(resp.schema(), (42, 3));
     assert_eq!(ext(&resp, "intent"), b"chat");
     assert_eq!(ext(&resp, "x-user"), b"alice");
     assert_eq!(ext(&resp, "tokens"), 99u32.to_le_bytes());
