@@ -163,6 +163,9 @@ func (f *Fleet) watch(ctx context.Context) (context.CancelFunc, error) {
 func (f *Fleet) Run(ctx context.Context, t Target) error {
 	stopWatch, err := f.watch(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
 		return err
 	}
 	defer func() { stopWatch() }()

@@ -93,13 +93,21 @@ func OpenNATS(ctx context.Context, js jetstream.JetStream, o NATSOptions) (*NATS
 	for _, kind := range natsKindNames() {
 		name := o.BucketPrefix + "_" + kind
 		cctx, cancel := context.WithTimeout(ctx, o.OpTimeout)
-		kv, err := js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{
-			Bucket:       name,
-			Description:  "Sluice control state: " + kind,
-			History:      1,
-			Replicas:     o.Replicas,
-			MaxValueSize: ValueSizeMax,
-		})
+		// Look up first: updating an existing stream's config needs every
+		// replica, and one may be down or catching up.
+		kv, err := js.KeyValue(cctx, name)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = js.CreateKeyValue(cctx, jetstream.KeyValueConfig{
+				Bucket:       name,
+				Description:  "Sluice control state: " + kind,
+				History:      1,
+				Replicas:     o.Replicas,
+				MaxValueSize: ValueSizeMax,
+			})
+			if errors.Is(err, jetstream.ErrBucketExists) { // another appliance won the race
+				kv, err = js.KeyValue(cctx, name)
+			}
+		}
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("%w: nats bucket %s: %v", errs.ErrIO, name, err)
