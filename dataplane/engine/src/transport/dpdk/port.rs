@@ -641,6 +641,8 @@ pub struct DpdkTransport {
     garbage: Box<[*mut sys::rte_mbuf]>,
     neigh: Neighbours,
     ip_id: u16,
+    /// Whether the first frame's placement was logged.
+    placement_logged: bool,
     stats: QueueStats,
     counters: TransportCounters,
 }
@@ -674,6 +676,7 @@ impl DpdkTransport {
             garbage: vec![null; RX_BURST_MAX].into_boxed_slice(),
             neigh: Neighbours::new(q.neighbours_max),
             ip_id: 0,
+            placement_logged: false,
             stats: QueueStats::default(),
             counters: TransportCounters {
                 rx_capacity: RX_BURST_MAX as u32,
@@ -773,6 +776,16 @@ impl Transport for DpdkTransport {
                     let truncated = truncated || v.nb_segs > 1;
                     // SAFETY: off + len <= data_len (classify checked it).
                     let mut frame = unsafe { v.data.add(off) };
+                    if !self.placement_logged {
+                        self.placement_logged = true;
+                        log::info!(
+                            "dpdk: queue {}: PMD put the first frame at data_off {} + {off}: {} mod 64 ({})",
+                            self.q.queue,
+                            v.data_off,
+                            frame as usize % FRAME_ALIGN,
+                            if self.q.rx_realign { "realigned in its mbuf when not 0" } else { "rx_realign off" }
+                        );
+                    }
                     if self.q.rx_realign && frame as usize % FRAME_ALIGN != 0 {
                         if let Some(f) = Self::realign(&v, frame, len) {
                             frame = f;
