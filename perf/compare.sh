@@ -2,7 +2,7 @@
 # The raw-echo floor of the io_uring UDP transport on loopback, measured with
 # the same load generator and the same datagrams as Sluice requests.
 #
-#   perf/compare.sh                       # io_uring echo and std echo
+#   perf/compare.sh                       # io_uring echo (busy, blocking), std echo
 #   SLUICE_ENGINE_CMD='...' perf/compare.sh   # plus the engine, with ratios
 #
 # The server runs pinned to core 1, loadgen pinned to core 0, both spinning.
@@ -76,6 +76,11 @@ run uring-closed1 echo "127.0.0.1:$PORT" --closed 1
 run uring-pipelined echo "127.0.0.1:$PORT" --closed "$PIPELINE"
 stop_server
 
+start_server "$OUT/echo-uring-block.log" echo "127.0.0.1:$PORT" "$BIN/echo-uring" --block --listen "127.0.0.1:$PORT"
+run uring-block-closed1 echo "127.0.0.1:$PORT" --closed 1
+run uring-block-pipelined echo "127.0.0.1:$PORT" --closed "$PIPELINE"
+stop_server
+
 start_server "$OUT/echo-std.log" echo "127.0.0.1:$PORT" "$BIN/echo-uring" --std --listen "127.0.0.1:$PORT"
 run std-closed1 echo "127.0.0.1:$PORT" --closed 1
 run std-pipelined echo "127.0.0.1:$PORT" --closed "$PIPELINE"
@@ -95,9 +100,9 @@ out = sys.argv[1]
 def load(name):
     p = os.path.join(out, name + ".json")
     return json.load(open(p)) if os.path.exists(p) else None
-rows = ["uring-closed1", "uring-pipelined", "std-closed1", "std-pipelined", "sluice-closed1", "sluice-pipelined"]
+rows = ["uring-closed1", "uring-pipelined", "uring-block-closed1", "uring-block-pipelined", "std-closed1", "std-pipelined", "sluice-closed1", "sluice-pipelined"]
 base = {"closed1": load("uring-closed1"), "pipelined": load("uring-pipelined")}
-print(f"{'run':<18}{'p50 µs':>10}{'p99 µs':>10}{'p99.9 µs':>10}{'req/s':>12}{'errors':>8}{'p50 ×floor':>12}{'req/s ×floor':>14}")
+print(f"{'run':<22}{'p50 µs':>10}{'p99 µs':>10}{'p99.9 µs':>10}{'req/s':>12}{'errors':>8}{'p50 ×floor':>12}{'req/s ×floor':>14}")
 for name in rows:
     r = load(name)
     if r is None:
@@ -107,6 +112,6 @@ for name in rows:
     errs = sum(r["errors"].values()) + r["timeouts"] + r["malformed"] + r["io_errors"]
     ratio = lat["p50"] / b["latency_us"]["p50"] if b and b["latency_us"]["p50"] else float("nan")
     tput = r["throughput_per_sec"] / b["throughput_per_sec"] if b and b["throughput_per_sec"] else float("nan")
-    print(f"{name:<18}{lat['p50']:>10.1f}{lat['p99']:>10.1f}{lat['p99_9']:>10.1f}{r['throughput_per_sec']:>12.0f}{errs:>8}{ratio:>12.2f}{tput:>14.2f}")
+    print(f"{name:<22}{lat['p50']:>10.1f}{lat['p99']:>10.1f}{lat['p99_9']:>10.1f}{r['throughput_per_sec']:>12.0f}{errs:>8}{ratio:>12.2f}{tput:>14.2f}")
 print(f"raw results: {out}")
 EOF
