@@ -42,6 +42,11 @@ impl<'m> SluiceTransport<'m> {
         })
     }
 
+    /// Sizes the socket buffers; see [`crate::uring::set_socket_buffers`].
+    pub fn set_socket_buffers(&self, bytes: usize) -> std::io::Result<usize> {
+        crate::uring::set_socket_buffers(self.client.socket(), bytes)
+    }
+
     /// The client's counters (stale, malformed, bad tags).
     pub fn client_stats(&self) -> sluice_client::ClientStats {
         self.client.stats()
@@ -133,6 +138,11 @@ impl EchoTransport {
             timeout,
             nonblocking: false,
         })
+    }
+
+    /// Sizes the socket buffers; see [`crate::uring::set_socket_buffers`].
+    pub fn set_socket_buffers(&self, bytes: usize) -> std::io::Result<usize> {
+        crate::uring::set_socket_buffers(&self.sock, bytes)
     }
 
     /// Size of the datagram sent for mix entry `entry`.

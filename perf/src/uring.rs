@@ -198,6 +198,57 @@ pub fn bind_reuse(addr: SocketAddr) -> io::Result<UdpSocket> {
     Ok(UdpSocket::from(owned))
 }
 
+/// Sets a socket's receive and send buffers to `bytes` each, so that a
+/// burst arriving while the process is descheduled is queued, not dropped.
+/// Tries the FORCE options first (root may exceed `net.core.rmem_max`),
+/// then the plain ones. Returns the receive buffer size the kernel granted
+/// (it doubles the request for its bookkeeping).
+pub fn set_socket_buffers(sock: &UdpSocket, bytes: usize) -> io::Result<usize> {
+    let v = libc::c_int::try_from(bytes).map_err(|_| invalid("socket buffer size too large"))?;
+    let fd = sock.as_raw_fd();
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        if setsockopt_int(fd, force, v).is_err() {
+            setsockopt_int(fd, plain, v)?;
+        }
+    }
+    let mut got: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `got` and `len` are live locals of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut got as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(usize::try_from(got).unwrap_or(0))
+}
+
+fn setsockopt_int(fd: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    // SAFETY: the option value points to a live c_int of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: sockaddr_storage is plain old data; all zeros is valid.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };

@@ -173,3 +173,25 @@ fn reuse_bind_allows_an_immediate_rebind() {
     let b = uring::bind_reuse(addr).unwrap();
     assert_eq!(b.local_addr().unwrap(), addr);
 }
+
+#[test]
+fn socket_buffers_are_enlarged() {
+    let sock = uring::bind_reuse("127.0.0.1:0".parse().unwrap()).unwrap();
+    let before = uring::set_socket_buffers(&sock, 64 << 10).unwrap();
+    let granted = uring::set_socket_buffers(&sock, 1 << 20).unwrap();
+    // Root may exceed rmem_max; others get at most rmem_max (doubled).
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    if root || rmem_max >= 1 << 20 {
+        assert!(granted >= 1 << 20, "granted {granted}");
+    }
+    assert!(granted >= before, "{granted} < {before}");
+    assert!(uring::set_socket_buffers(&sock, usize::MAX).is_err());
+}

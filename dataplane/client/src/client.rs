@@ -202,6 +202,12 @@ impl Client {
         Ok(self.sock.local_addr()?)
     }
 
+    /// The socket, for tuning options such as buffer sizes. Reading from
+    /// it or reconnecting it breaks the client.
+    pub fn socket(&self) -> &UdpSocket {
+        &self.sock
+    }
+
     /// The configuration.
     pub fn config(&self) -> &ClientConfig {
         &self.cfg

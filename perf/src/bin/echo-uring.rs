@@ -33,6 +33,10 @@ struct Args {
     /// io_uring: submission queue entries.
     #[arg(long, default_value_t = 512)]
     ring_entries: u32,
+    /// Socket receive and send buffer size, so that bursts that arrive while
+    /// the server is descheduled are queued rather than dropped.
+    #[arg(long, default_value_t = 4 << 20)]
+    socket_buffer_bytes: usize,
     /// Exit after this many seconds (0: run until killed).
     #[arg(long, default_value_t = 0)]
     duration_s: u64,
@@ -47,6 +51,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Err(e) = uring::set_socket_buffers(&sock, args.socket_buffer_bytes) {
+        eprintln!("echo-uring: cannot size the socket buffers: {e}");
+        return ExitCode::FAILURE;
+    }
     let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
     eprintln!(
         "echo-uring: {} echo on {local}",

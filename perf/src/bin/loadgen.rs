@@ -66,10 +66,17 @@ struct Args {
     /// Seed of the mix picker.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Socket receive and send buffer size, so that bursts that arrive while
+    /// the generator is descheduled are queued rather than dropped.
+    #[arg(long, default_value_t = SOCKET_BUFFER_BYTES_DEFAULT)]
+    socket_buffer_bytes: usize,
     /// Allow a non-loopback server address.
     #[arg(long)]
     allow_remote: bool,
 }
+
+/// 4 MiB: the usual `net.core.rmem_max`; root may go beyond.
+const SOCKET_BUFFER_BYTES_DEFAULT: usize = 4 << 20;
 
 /// Longest run accepted, so a typo cannot start a day-long run.
 const DURATION_MAX: Duration = Duration::from_secs(24 * 3600);
@@ -147,6 +154,8 @@ fn run(args: &Args) -> Result<(), String> {
         Mode::Sluice => {
             let mut t = SluiceTransport::connect(addr, &mix, args.timeout, cfg.spin)
                 .map_err(|e| e.to_string())?;
+            t.set_socket_buffers(args.socket_buffer_bytes)
+                .map_err(|e| format!("cannot size the socket buffers: {e}"))?;
             let report = driver::run(&mut t as &mut dyn Transport, &pick, &cfg);
             let s = t.client_stats();
             let extra = serde_json::json!({
@@ -158,6 +167,8 @@ fn run(args: &Args) -> Result<(), String> {
             let mut t =
                 EchoTransport::connect(addr, &mix, args.timeout).map_err(|e| e.to_string())?;
             let sizes: Vec<usize> = (0..mix.entries.len()).map(|i| t.datagram_len(i)).collect();
+            t.set_socket_buffers(args.socket_buffer_bytes)
+                .map_err(|e| format!("cannot size the socket buffers: {e}"))?;
             let report = driver::run(&mut t as &mut dyn Transport, &pick, &cfg);
             (report, serde_json::json!({ "datagram_bytes": sizes }))
         }
