@@ -236,6 +236,9 @@ impl Engine {
                     "transport \"dpdk\" is not built into this binary (cargo feature `dpdk`)".into(),
                 ));
             }
+            #[cfg(feature = "rdma")]
+            TransportKind::Rdma => {}
+            #[cfg(not(feature = "rdma"))]
             TransportKind::Rdma => {
                 return Err(EngineError::Unsupported(
                     "transport \"rdma\" is not built into this binary (cargo feature `rdma`)".into(),
@@ -272,6 +275,26 @@ impl Engine {
                         return Err(e);
                     }
                 }
+            }
+            #[cfg(feature = "rdma")]
+            if self.cfg.engine.transport == TransportKind::Rdma {
+                // Transports are built on the worker thread; the first one
+                // starts the process's rdma_cm listener, the others join it.
+                let (cfg, workers) = (self.cfg.clone(), self.cfg.engine.workers.len());
+                let made = self.spawn_worker(index, core, handlers, move || {
+                    crate::transport::rdma::RdmaTransport::new(index, workers, &cfg).map_err(|e| e.to_string())
+                });
+                match made {
+                    Ok((addr, huge)) => {
+                        self.listen = Some(addr);
+                        self.hugepages = huge;
+                    }
+                    Err(e) => {
+                        self.abort_start();
+                        return Err(e);
+                    }
+                }
+                continue;
             }
             #[cfg(feature = "dpdk")]
             let dpdk_queue = self.dpdk.as_ref().and_then(|rt| rt.queue(index));

@@ -7,6 +7,8 @@ use std::time::Duration;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod mem;
+#[cfg(feature = "rdma")]
+pub mod rdma;
 pub mod uring;
 
 /// A received frame: where it sits and who sent it.

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The RDMA stage: real verbs on Soft-RoCE in a qemu guest.
+#  1. installs rdma-core headers, qemu and debootstrap (scripts/rdma-setup.sh);
+#  2. builds sluice-engine and sluice-rdma-client with the `rdma` feature;
+#  3. builds (or reuses, see --fresh) the guest image;
+#  4. boots it: perftest ib_send_lat / ib_write_bw, then the appliance and
+#     the client (small frames, a 16 MiB tensor by RDMA WRITE, connection
+#     loss, reconnect), all in the same guest run;
+#  5. prints the results and Sluice/perftest ratios (perf/results/rdma.txt).
+#
+#   scripts/rdma-e2e.sh [--fresh]     (SLUICE_RDMA_PROFILE=debug for a debug build)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+PROFILE=${SLUICE_RDMA_PROFILE:-release}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target/rdma}
+t_all=$(date +%s)
+
+bash scripts/rdma-setup.sh
+
+t0=$(date +%s)
+flag=--release
+[[ $PROFILE == debug ]] && flag=
+cargo build $flag -q -p sluice-engine --features rdma --bin sluice-engine --bin sluice-rdma-client
+echo "rdma-e2e: built ($PROFILE) in $(( $(date +%s) - t0 )) s"
+
+t0=$(date +%s)
+bash scripts/rdma-vm-build.sh "$@"
+echo "rdma-e2e: image ready in $(( $(date +%s) - t0 )) s"
+
+SHARE=$ROOT/.cache/rdma-vm/share
+rm -rf "$SHARE"
+mkdir -p "$SHARE/bin"
+cp "$CARGO_TARGET_DIR/$PROFILE/sluice-engine" "$CARGO_TARGET_DIR/$PROFILE/sluice-rdma-client" "$SHARE/bin/"
+cp cfg/rdma.toml "$SHARE/rdma.toml"
+cp scripts/rdma-guest-test.sh "$SHARE/guest-test.sh"
+
+t0=$(date +%s)
+set +e
+bash scripts/rdma-vm-run.sh "$SHARE" "${SLUICE_RDMA_VM_TIMEOUT:-900}"
+rc=$?
+set -e
+echo "rdma-e2e: guest run in $(( $(date +%s) - t0 )) s"
+cat "$SHARE/guest.log" 2>/dev/null || true
+
+# Ratios: only these mean anything under emulation.
+res=$SHARE/results.txt
+get() { sed -n "s/^$1=//p" "$res" 2>/dev/null | tail -1; }
+lat=$(get perftest_send_lat_typical_us)
+bw=$(get perftest_write_bw_mb_s)
+rtt=$(get sluice_small_rtt_p50_us)
+sbw=$(get sluice_large_mb_s)
+mkdir -p perf/results
+{
+    echo "# RDMA on Soft-RoCE (qemu TCG guest), $(date -u +%Y-%m-%dT%H:%MZ), $PROFILE build"
+    echo "perftest ib_send_lat 64 B, typical one-way: ${lat:-NA} us (round trip = 2x)"
+    echo "perftest ib_write_bw 16 MiB: ${bw:-NA} MB/s"
+    echo "sluice small request round trip p50: ${rtt:-NA} us (null model, 64 B tensor)"
+    echo "sluice 16 MiB tensor by RDMA WRITE + 16 MiB reply by RDMA WRITE: ${sbw:-NA} MB/s (both directions counted)"
+    if [[ -n $lat && -n $rtt && $lat != NA ]]; then
+        awk -v r="$rtt" -v l="$lat" 'BEGIN{printf "ratio sluice_rtt / perftest_rtt(2 x send_lat) = %.2f\n", r/(2*l)}'
+    fi
+    if [[ -n $bw && -n $sbw && $bw != NA ]]; then
+        awk -v s="$sbw" -v b="$bw" 'BEGIN{printf "ratio sluice_bw / perftest_write_bw = %.2f\n", s/b}'
+    fi
+} | tee perf/results/rdma.txt
+echo "rdma-e2e: total $(( $(date +%s) - t_all )) s"
+[[ $rc == 0 ]] && grep -q '^sluice_check=pass' "$res" && ! grep -q FAIL "$res"

@@ -1,0 +1,119 @@
+#!/bin/sh
+# Runs inside the Soft-RoCE guest (copied to the 9p share as guest-test.sh
+# by scripts/rdma-e2e.sh). Binaries are in /share/bin, the config is
+# /share/rdma.toml. Writes /share/results.txt with key=value lines.
+# Exit code: 0 when every check passed.
+set -u
+B=/share/bin
+R=/share/results.txt
+IP=10.99.0.1
+KEY=hex:73756963652d64656d6f2d6b65792d30303030303030303030303030303030
+: >"$R"
+fail=0
+note() { echo "== $*"; }
+
+note "devices"
+ibv_devices
+rdma link show
+if ! ibv_devices | grep -q rxe0; then
+    echo "guest: no rxe0 device"
+    exit 1
+fi
+# The IPv4 (RoCE v2) GID of the address: perftest needs its index.
+GID=1
+for f in /sys/class/infiniband/rxe0/ports/1/gids/*; do
+    case "$(cat "$f")" in
+    *ffff:0a63:0001) GID=$(basename "$f") ;;
+    esac
+done
+echo "ipv4 gid index: $GID"
+
+note "perftest ib_send_lat (64 B)"
+ib_send_lat -d rxe0 -x "$GID" -s 64 -n 2000 -F >/tmp/lat_srv.txt 2>&1 &
+sleep 1
+ib_send_lat -d rxe0 -x "$GID" -s 64 -n 2000 -F "$IP" >/tmp/lat.txt 2>&1
+wait
+cat /tmp/lat.txt
+# Columns: bytes iterations t_min t_max t_typical ...
+lat=$(awk '$1 == 64 && NF >= 5 {print $5}' /tmp/lat.txt | tail -1)
+echo "perftest_send_lat_typical_us=${lat:-NA}" >>"$R"
+
+note "perftest ib_write_bw (16 MiB)"
+ib_write_bw -d rxe0 -x "$GID" -s 16777216 -n 8 -F >/tmp/bw_srv.txt 2>&1 &
+sleep 1
+ib_write_bw -d rxe0 -x "$GID" -s 16777216 -n 8 -F "$IP" >/tmp/bw.txt 2>&1
+wait
+cat /tmp/bw.txt
+# Columns: bytes iterations peak avg msgrate
+bw=$(awk '$1 == 16777216 && NF >= 4 {print $4}' /tmp/bw.txt | tail -1)
+echo "perftest_write_bw_mb_s=${bw:-NA}" >>"$R"
+
+start_engine() {
+    "$B/sluice-engine" --config /share/rdma.toml >/tmp/engine.log 2>&1 &
+    EPID=$!
+    i=0
+    while ! grep -q "serving on" /tmp/engine.log; do
+        i=$((i + 1))
+        if [ $i -gt 300 ] || ! kill -0 $EPID 2>/dev/null; then
+            echo "guest: engine did not start"
+            cat /tmp/engine.log
+            return 1
+        fi
+        sleep 0.1
+    done
+    cat /tmp/engine.log
+}
+
+note "sluice: appliance + end-to-end checks"
+start_engine || exit 1
+C="$B/sluice-rdma-client --server $IP:7471 --tenant 1 --key $KEY"
+if $C check; then
+    echo "sluice_check=pass" >>"$R"
+else
+    echo "sluice_check=FAIL" >>"$R"
+    fail=1
+fi
+
+note "sluice: benchmark"
+if $C bench --small 2000 --large 8 --large-mib 16 >/tmp/bench.txt 2>&1; then
+    cat /tmp/bench.txt
+    tr ' ' '\n' </tmp/bench.txt | grep '=' | sed 's/^/sluice_/' >>"$R"
+else
+    cat /tmp/bench.txt
+    echo "sluice_bench=FAIL" >>"$R"
+    fail=1
+fi
+
+note "sluice: connection loss (appliance killed with requests in flight)"
+$C hold --seconds 60 >/tmp/hold.txt 2>&1 &
+HPID=$!
+sleep 3
+kill -9 $EPID
+wait $EPID 2>/dev/null
+if wait $HPID; then
+    echo "sluice_loss=pass" >>"$R"
+else
+    echo "sluice_loss=FAIL" >>"$R"
+    fail=1
+fi
+cat /tmp/hold.txt
+
+note "sluice: a client after restart connects again"
+start_engine || exit 1
+$C hold --seconds 4 >/tmp/hold2.txt 2>&1
+rc=$?
+cat /tmp/hold2.txt
+# hold exits 1 when the connection simply stayed up: what we want here.
+if [ $rc -eq 1 ] && grep -q "still up" /tmp/hold2.txt; then
+    echo "sluice_reconnect=pass" >>"$R"
+else
+    echo "sluice_reconnect=FAIL" >>"$R"
+    fail=1
+fi
+kill -TERM $EPID
+wait $EPID 2>/dev/null
+tail -2 /tmp/engine.log
+
+note "results"
+cat "$R"
+exit $fail
