@@ -93,6 +93,11 @@ pub struct Report {
     pub elapsed: Duration,
 }
 
+/// Quantiles listed in the JSON report for plotting.
+pub const PLOT_QUANTILES: &[f64] = &[
+    0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0,
+];
+
 /// Latency histogram range: 1 ns to 60 s, 3 significant digits.
 pub const LATENCY_NS_MAX: u64 = 60_000_000_000;
 
@@ -170,6 +175,11 @@ impl Report {
                 "mean": self.latency_ns.mean() / 1000.0,
                 "count": self.latency_ns.len(),
             },
+            // For plotting: [quantile, µs] pairs.
+            "percentiles_us": PLOT_QUANTILES
+                .iter()
+                .map(|&q| [q, self.quantile_us(q)])
+                .collect::<Vec<_>>(),
         })
     }
 }

@@ -175,6 +175,11 @@ fn loadgen_binary_measures_the_echo_floor_as_json() {
     let max = v["latency_us"]["max"].as_f64().unwrap();
     assert!(p50 > 0.0 && p50 <= p99 && p99 <= max, "{v}");
     assert!(v["throughput_per_sec"].as_f64().unwrap() > 0.0);
+    let pts = v["percentiles_us"].as_array().unwrap();
+    assert_eq!(pts.len(), sluice_perf::driver::PLOT_QUANTILES.len());
+    let us: Vec<f64> = pts.iter().map(|p| p[1].as_f64().unwrap()).collect();
+    assert!(us.windows(2).all(|w| w[0] <= w[1]), "not monotonic: {us:?}");
+    assert_eq!(us.last(), Some(&max));
     // The echo datagrams are the mix's requests, byte for byte in size.
     let sizes: Vec<u64> = v["extra"]["datagram_bytes"]
         .as_array()
