@@ -608,3 +608,18 @@ fn schema_cache_is_bounded() {
     c.negotiate_at("long", 2, later).unwrap();
     assert_eq!(count(), 4);
 }
+
+#[test]
+fn client_and_answers_can_move_between_threads() {
+    fn send<T: Send>() {}
+    send::<Client>();
+    send::<sluice_client::Response>();
+    send::<ClientError>();
+    let r = Responder::start();
+    let mut c = client(&r);
+    let h = std::thread::spawn(move || {
+        c.call(&Request::new("echo", "1"))
+            .map(|resp| resp.request_id())
+    });
+    assert!(h.join().unwrap().is_ok());
+}
