@@ -29,6 +29,9 @@ pub struct UringEchoConfig {
     /// Spin on the completion queue (lowest latency, owns a core) instead of
     /// sleeping in `io_uring_enter`.
     pub busy_poll: bool,
+    /// Without `busy_poll`: keep spinning this long after the last
+    /// completion before sleeping (the engine's "adaptive" poll mode).
+    pub spin_us: u64,
 }
 
 impl Default for UringEchoConfig {
@@ -38,6 +41,7 @@ impl Default for UringEchoConfig {
             buffer_count: 256,
             buffer_size: 65536 + 128,
             busy_poll: true,
+            spin_us: 0,
         }
     }
 }
@@ -407,6 +411,8 @@ fn serve(
     push(&mut sq, &recv_entry)?;
     let mut armed = true;
     let mut stopping_since: Option<Instant> = None;
+    let spin = Duration::from_micros(cfg.spin_us);
+    let mut last_activity = Instant::now();
     let wait = Timespec::new().nsec(100_000_000);
     let args = SubmitArgs::new().timespec(&wait);
 
@@ -426,7 +432,8 @@ fn serve(
             break;
         }
         sq.sync();
-        if cfg.busy_poll && stopping_since.is_none() {
+        let spinning = cfg.busy_poll || last_activity.elapsed() < spin;
+        if spinning && stopping_since.is_none() {
             // Enter the kernel only with work to submit or completions to reap.
             if !sq.is_empty() || sq.taskrun() {
                 submitter.submit()?;
@@ -443,6 +450,9 @@ fn serve(
             }
         }
         cq.sync();
+        if !cq.is_empty() {
+            last_activity = Instant::now();
+        }
         for cqe in cq.by_ref() {
             let res = cqe.result();
             let flags = cqe.flags();

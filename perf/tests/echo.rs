@@ -73,6 +73,26 @@ fn busy_polling_uring_echo_works() {
 }
 
 #[test]
+fn adaptive_uring_echo_works() {
+    // Spins 200 µs after each datagram, then sleeps: both paths run.
+    let server = common::uring_echo(UringEchoConfig {
+        busy_poll: false,
+        spin_us: 200,
+        ..UringEchoConfig::default()
+    });
+    let mut total = 0;
+    for (outstanding, spin) in [(1, false), (8, true)] {
+        let r = echo_run(server.addr, &closed(outstanding, 200, spin));
+        assert_eq!((r.ok, r.timeouts), (200, 0));
+        total += r.ok;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stats = server.stop().unwrap();
+    assert_eq!(stats.echoed, total);
+    assert!(stats.clean_shutdown);
+}
+
+#[test]
 fn std_echo_returns_every_datagram() {
     let server = common::std_echo();
     let r = echo_run(server.addr, &closed(4, 300, false));

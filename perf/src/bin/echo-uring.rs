@@ -24,6 +24,10 @@ struct Args {
     /// io_uring: sleep in io_uring_enter instead of busy-polling.
     #[arg(long)]
     block: bool,
+    /// io_uring with --block: spin this long after the last datagram before
+    /// sleeping (like the engine's adaptive poll mode).
+    #[arg(long, default_value_t = 0)]
+    spin_us: u64,
     /// io_uring: receive buffers (power of two).
     #[arg(long, default_value_t = 256)]
     buffers: u16,
@@ -77,6 +81,7 @@ fn main() -> ExitCode {
             buffer_count: args.buffers,
             buffer_size: args.buffer_size,
             busy_poll: !args.block,
+            spin_us: args.spin_us,
         };
         uring::run(&sock, &cfg, &stop)
     };
