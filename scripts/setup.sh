@@ -28,6 +28,10 @@ command -v go >/dev/null || { log "go not found: install Go >= 1.22"; exit 1; }
 "$root/scripts/setup-onnxruntime.sh" >/dev/null
 
 if [ "$mode" != "--runtime" ]; then
+    if ! python3 -c "import confluent_kafka" 2>/dev/null; then
+        log "installing confluent-kafka (the registry conformance test uses Confluent's own client)"
+        python3 -m pip install -q "confluent-kafka[avro,schemaregistry]==2.16.1"
+    fi
     if ! rustup run nightly rustc --version >/dev/null 2>&1; then
         log "installing the nightly toolchain (cargo-fuzz needs it)"
         rustup toolchain install nightly --profile minimal >/dev/null 2>&1

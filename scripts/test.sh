@@ -20,7 +20,10 @@ run() {
 }
 
 run "rust tests" cargo test --workspace
+stage "build the engine's C ABI and the Go daemon"
+eval "$(scripts/build-ffi.sh)"
 run "go tests" bash -c 'cd go-control && go vet ./... && go test ./...'
+run "schema registry with Confluent's client" bash -c 'cd go-control && python3 registry/testdata/confluent_client_test.py'
 run "fuzz (${FUZZ_SECONDS:-30}s per target)" scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
 
 echo

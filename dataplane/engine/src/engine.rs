@@ -810,7 +810,12 @@ impl Engine {
         let schemas = ctl.as_ref().map_or(0, |c| c.schemas.len());
         Status {
             running: self.is_running(),
-            transport: format!("{:?}", self.cfg.engine.transport).to_lowercase(),
+            transport: match self.cfg.engine.transport {
+                TransportKind::IoUring => "io_uring",
+                TransportKind::Dpdk => "dpdk",
+                TransportKind::Rdma => "rdma",
+            }
+            .to_string(),
             listen: self.listen,
             workers: self
                 .workers

@@ -14,6 +14,8 @@ import (
 	"github.com/sluice-ai/sluice/go-control/internal/daemon"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
 	"github.com/sluice-ai/sluice/go-control/internal/fleet"
+	// The real data-plane engine, linked through the C ABI.
+	_ "github.com/sluice-ai/sluice/go-control/internal/rustengine"
 )
 
 func main() {

@@ -54,9 +54,9 @@ func TestProcess(t *testing.T) {
 		}
 	})
 
-	t.Run("no engine is never silently the fake", func(t *testing.T) {
-		out, err := exec.Command(bin, "-config", writeConfig(t)).CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "-engine=fake") {
+	t.Run("an engine that is not built in is refused, never replaced by the fake", func(t *testing.T) {
+		out, err := exec.Command(bin, "-engine", "bogus", "-config", writeConfig(t)).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 || !strings.Contains(string(out), "not built in") {
 			t.Fatalf("exit: %v\n%s", err, out)
 		}
 	})

@@ -1,0 +1,158 @@
+package rustengine
+
+// This is the only file that imports "C". It links the Rust engine built by
+// `cargo build --release -p sluice-ffi` (scripts/build-ffi.sh) and wraps each
+// C call in a Go function that returns (status, message).
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../../ffi/include
+#cgo LDFLAGS: ${SRCDIR}/../../../target/release/libsluice_ffi.a -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+#include <stdlib.h>
+#include "sluice.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+const errCap = 1024
+
+type handle = *C.SluiceEngine
+
+// call runs f with a C error buffer and returns the status and message.
+func call(f func(err *C.char, cap C.size_t) C.int32_t) (int32, string) {
+	buf := (*C.char)(C.malloc(errCap))
+	defer C.free(unsafe.Pointer(buf))
+	*buf = 0
+	rc := f(buf, errCap)
+	return int32(rc), C.GoString(buf)
+}
+
+// cBytes copies b into C memory: Rust must never hold Go memory.
+func cBytes(b []byte) (*C.uint8_t, C.size_t, func()) {
+	if len(b) == 0 {
+		return nil, 0, func() {}
+	}
+	p := C.CBytes(b)
+	return (*C.uint8_t)(p), C.size_t(len(b)), func() { C.free(p) }
+}
+
+func abiVersion() uint32 { return uint32(C.sluice_abi_version()) }
+
+func cOpen(configJSON []byte) (handle, int32, string) {
+	var h handle
+	p, n, free := cBytes(configJSON)
+	defer free()
+	rc, msg := call(func(e *C.char, c C.size_t) C.int32_t { return C.sluice_engine_open(p, n, &h, e, c) })
+	return h, rc, msg
+}
+
+func cOpenFile(path string) (handle, int32, string) {
+	var h handle
+	cp := C.CString(path)
+	defer C.free(unsafe.Pointer(cp))
+	rc, msg := call(func(e *C.char, c C.size_t) C.int32_t { return C.sluice_engine_open_file(cp, &h, e, c) })
+	return h, rc, msg
+}
+
+func cStart(h handle) (int32, string) {
+	return call(func(e *C.char, c C.size_t) C.int32_t { return C.sluice_engine_start(h, e, c) })
+}
+
+func cStop(h handle, drainMs uint64) (int32, string) {
+	return call(func(e *C.char, c C.size_t) C.int32_t { return C.sluice_engine_stop(h, C.uint64_t(drainMs), e, c) })
+}
+
+func cFree(h handle) { C.sluice_engine_free(h) }
+
+func cApply(h handle, doc []byte) (int32, string) {
+	p, n, free := cBytes(doc)
+	defer free()
+	return call(func(e *C.char, c C.size_t) C.int32_t { return C.sluice_engine_apply(h, p, n, e, c) })
+}
+
+func cSetAlias(h handle, model, alias, version string) (int32, string) {
+	m, a, v := C.CString(model), C.CString(alias), C.CString(version)
+	defer C.free(unsafe.Pointer(m))
+	defer C.free(unsafe.Pointer(a))
+	defer C.free(unsafe.Pointer(v))
+	return call(func(e *C.char, c C.size_t) C.int32_t { return C.sluice_engine_set_alias(h, m, a, v, e, c) })
+}
+
+func cLoadModel(h handle, doc []byte) (int32, string) {
+	p, n, free := cBytes(doc)
+	defer free()
+	return call(func(e *C.char, c C.size_t) C.int32_t { return C.sluice_engine_load_model(h, p, n, e, c) })
+}
+
+func cAddPeer(h handle, doc []byte) (int32, string) {
+	p, n, free := cBytes(doc)
+	defer free()
+	return call(func(e *C.char, c C.size_t) C.int32_t { return C.sluice_engine_add_peer(h, p, n, e, c) })
+}
+
+func cRemovePeer(h handle, name string) (int32, string) {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	return call(func(e *C.char, c C.size_t) C.int32_t { return C.sluice_engine_remove_peer(h, cn, e, c) })
+}
+
+// cQuery returns a Go copy of the JSON answer; the Rust buffer is freed here.
+func cQuery(h handle, what int32) ([]byte, int32, string) {
+	var p *C.uint8_t
+	var n C.size_t
+	rc, msg := call(func(e *C.char, c C.size_t) C.int32_t {
+		return C.sluice_engine_query(h, C.int32_t(what), &p, &n, e, c)
+	})
+	if rc != 0 {
+		return nil, rc, msg
+	}
+	out := C.GoBytes(unsafe.Pointer(p), C.int(n))
+	C.sluice_buf_free(p, n)
+	return out, 0, ""
+}
+
+// totals mirrors C.SluiceTotals field for field; layout_test.go checks both.
+type totals struct {
+	ABIVersion         uint32
+	Workers            uint32
+	OK                 uint64
+	Errors             uint64
+	Pings              uint64
+	NotSluice          uint64
+	RxFrames           uint64
+	TxFrames           uint64
+	RxNoBuffers        uint64
+	TxNoBuffers        uint64
+	PayloadBytesCopied uint64
+	BufferReuses       uint64
+	Epoch              uint64
+	LatencyCount       uint64
+	LatencyP50Ns       uint64
+	LatencyP99Ns       uint64
+	LatencyP999Ns      uint64
+	LatencyMaxNs       uint64
+}
+
+func cTotals(h handle) (totals, int32, string) {
+	var t C.SluiceTotals
+	rc, msg := call(func(e *C.char, c C.size_t) C.int32_t { return C.sluice_engine_totals(h, &t, e, c) })
+	return *(*totals)(unsafe.Pointer(&t)), rc, msg
+}
+
+// cTotalsLayout reports the C struct's size and a few offsets, for the test.
+func cTotalsLayout() (size, ok, epoch, latencyMax uintptr) {
+	var t C.SluiceTotals
+	return unsafe.Sizeof(t), unsafe.Offsetof(t.ok), unsafe.Offsetof(t.epoch), unsafe.Offsetof(t.latency_max_ns)
+}
+
+// cStatusNames lists the C status constants in numeric order, for the test.
+func cStatusNames() []int32 {
+	return []int32{
+		C.SLUICE_STATUS_OK, C.SLUICE_STATUS_INVALID_ARGUMENT, C.SLUICE_STATUS_INVALID_CONFIG,
+		C.SLUICE_STATUS_NOT_FOUND, C.SLUICE_STATUS_ALREADY_EXISTS, C.SLUICE_STATUS_BUSY,
+		C.SLUICE_STATUS_SHUTTING_DOWN, C.SLUICE_STATUS_NOT_RUNNING, C.SLUICE_STATUS_UNSUPPORTED,
+		C.SLUICE_STATUS_IO, C.SLUICE_STATUS_TIMEOUT, C.SLUICE_STATUS_INTERNAL, C.SLUICE_STATUS_PANIC,
+	}
+}

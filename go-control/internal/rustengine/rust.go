@@ -1,0 +1,276 @@
+// Package rustengine is the real data-plane engine: the Rust engine linked
+// as a static library through the C ABI of ffi/sluice-ffi. Importing it
+// registers the "rust" engine with package engine.
+package rustengine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-ai/sluice/go-control/internal/config"
+	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"github.com/sluice-ai/sluice/go-control/internal/errs"
+)
+
+// ABIVersion is the C ABI this package was written against.
+const ABIVersion = 1
+
+// Query kinds of sluice_engine_query.
+const (
+	queryStats  = 1
+	queryStatus = 2
+	queryModels = 3
+	queryPeers  = 4
+)
+
+// drainMsDefault is how long a stop keeps answering late requests with
+// shutting_down before the workers exit.
+const drainMsDefault = 200
+
+func init() {
+	engine.Register("rust", Open)
+}
+
+// Engine is the Rust engine behind the C ABI. Safe for concurrent use: the
+// Rust side serializes control calls and never blocks its data path on them.
+type Engine struct {
+	mu sync.Mutex // guards h against use after Close
+	h  handle
+}
+
+var _ engine.Engine = (*Engine)(nil)
+
+func toErr(rc int32, msg string) error {
+	if rc == 0 {
+		return nil
+	}
+	return errs.FromStatus(errs.Status(rc), msg)
+}
+
+// Open creates an engine from the full config as JSON; it does not start it.
+func Open(configJSON []byte) (engine.Engine, error) {
+	if v := abiVersion(); v != ABIVersion {
+		return nil, fmt.Errorf("%w: engine library speaks ABI %d, this daemon %d", errs.ErrUnsupported, v, ABIVersion)
+	}
+	configJSON, err := dropNulls(configJSON)
+	if err != nil {
+		return nil, fmt.Errorf("%w: config: %v", errs.ErrInvalidArgument, err)
+	}
+	h, rc, msg := cOpen(configJSON)
+	if err := toErr(rc, msg); err != nil {
+		return nil, err
+	}
+	return &Engine{h: h}, nil
+}
+
+// OpenFile creates an engine from a TOML config file.
+func OpenFile(path string) (*Engine, error) {
+	h, rc, msg := cOpenFile(path)
+	if err := toErr(rc, msg); err != nil {
+		return nil, err
+	}
+	return &Engine{h: h}, nil
+}
+
+func (e *Engine) handle() (handle, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.h == nil {
+		return nil, fmt.Errorf("%w: engine closed", errs.ErrNotRunning)
+	}
+	return e.h, nil
+}
+
+// Close frees the engine (stopping it first if it runs).
+func (e *Engine) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.h != nil {
+		cFree(e.h)
+		e.h = nil
+	}
+}
+
+// Start pins the workers and begins serving.
+func (e *Engine) Start() error {
+	h, err := e.handle()
+	if err != nil {
+		return err
+	}
+	return toErr(cStart(h))
+}
+
+// Stop answers late requests with shutting_down for a short drain, then
+// stops the workers; every frame received is answered.
+func (e *Engine) Stop(ctx context.Context) error {
+	h, err := e.handle()
+	if err != nil {
+		return err
+	}
+	drain := uint64(drainMsDefault)
+	if d, ok := ctx.Deadline(); ok {
+		if left := time.Until(d).Milliseconds() / 2; left < int64(drain) {
+			drain = uint64(max(left, 0))
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- toErr(cStop(h, drain)) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: engine stop: %v", errs.ErrTimeout, ctx.Err())
+	}
+}
+
+// Apply replaces the given sections atomically.
+func (e *Engine) Apply(changes ...engine.Change) error {
+	h, err := e.handle()
+	if err != nil {
+		return err
+	}
+	doc := make(map[string]json.RawMessage, len(changes))
+	for _, c := range changes {
+		doc[string(c.Section)] = json.RawMessage(c.Doc)
+	}
+	b, err := json.Marshal(doc)
+	if err == nil {
+		b, err = dropNulls(b)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", errs.ErrInvalidArgument, err)
+	}
+	return toErr(cApply(h, b))
+}
+
+// SetAlias points an alias at a loaded version.
+func (e *Engine) SetAlias(model, alias, version string) error {
+	h, err := e.handle()
+	if err != nil {
+		return err
+	}
+	return toErr(cSetAlias(h, model, alias, version))
+}
+
+// LoadModel loads one more model version.
+func (e *Engine) LoadModel(spec config.Model) error {
+	h, err := e.handle()
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errs.ErrInvalidArgument, err)
+	}
+	return toErr(cLoadModel(h, b))
+}
+
+func (e *Engine) query(what int32, into any) error {
+	h, err := e.handle()
+	if err != nil {
+		return err
+	}
+	b, rc, msg := cQuery(h, what)
+	if err := toErr(rc, msg); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		return fmt.Errorf("%w: decode engine answer: %v", errs.ErrInternal, err)
+	}
+	return nil
+}
+
+// Models lists loaded model versions.
+func (e *Engine) Models() ([]engine.ModelInfo, error) {
+	var m []engine.ModelInfo
+	return m, e.query(queryModels, &m)
+}
+
+// AddPeer adds a forwarding peer.
+func (e *Engine) AddPeer(p config.Peer) error {
+	h, err := e.handle()
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errs.ErrInvalidArgument, err)
+	}
+	return toErr(cAddPeer(h, b))
+}
+
+// RemovePeer removes a peer.
+func (e *Engine) RemovePeer(name string) error {
+	h, err := e.handle()
+	if err != nil {
+		return err
+	}
+	return toErr(cRemovePeer(h, name))
+}
+
+// Peers lists the peers.
+func (e *Engine) Peers() ([]engine.PeerStatus, error) {
+	var p []engine.PeerStatus
+	return p, e.query(queryPeers, &p)
+}
+
+// Stats reads one snapshot in one call.
+func (e *Engine) Stats() (engine.Stats, error) {
+	var s engine.Stats
+	return s, e.query(queryStats, &s)
+}
+
+// Status describes the running engine.
+func (e *Engine) Status() (engine.Status, error) {
+	var s engine.Status
+	return s, e.query(queryStatus, &s)
+}
+
+// Totals reads the fixed-layout counters: the cheapest read.
+func (e *Engine) Totals() (Totals, error) {
+	h, err := e.handle()
+	if err != nil {
+		return Totals{}, err
+	}
+	t, rc, msg := cTotals(h)
+	return Totals(t), toErr(rc, msg)
+}
+
+// Totals are counters summed over workers and the merged latency.
+type Totals totals
+
+// dropNulls removes null members and elements: Go encodes empty slices and
+// maps as null, which the engine's strict decoder reads as "wrong type"
+// where it expects an omitted key.
+func dropNulls(b []byte) ([]byte, error) {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(prune(v))
+}
+
+func prune(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			if x == nil {
+				delete(t, k)
+			} else {
+				t[k] = prune(x)
+			}
+		}
+	case []any:
+		out := t[:0]
+		for _, x := range t {
+			if x != nil {
+				out = append(out, prune(x))
+			}
+		}
+		return out
+	}
+	return v
+}

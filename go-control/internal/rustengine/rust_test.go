@@ -1,0 +1,177 @@
+package rustengine
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/sluice-ai/sluice/go-control/internal/config"
+	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"github.com/sluice-ai/sluice/go-control/internal/errs"
+)
+
+// The same numbers as ffi/sluice-ffi/tests/abi.rs totals_layout.
+func TestTotalsLayoutMatchesRust(t *testing.T) {
+	size, ok, epoch, latMax := cTotalsLayout()
+	if size != 136 || ok != 8 || epoch != 88 || latMax != 128 {
+		t.Fatalf("C layout: size %d ok@%d epoch@%d latency_max@%d", size, ok, epoch, latMax)
+	}
+	var g totals
+	if unsafe.Sizeof(g) != size || unsafe.Offsetof(g.OK) != ok || unsafe.Offsetof(g.Epoch) != epoch || unsafe.Offsetof(g.LatencyMaxNs) != latMax {
+		t.Fatalf("Go mirror differs from C")
+	}
+}
+
+// Every C status maps to its own sentinel, and back.
+func TestStatusCodesMapOneToOne(t *testing.T) {
+	seen := map[error]int32{}
+	for i, c := range cStatusNames() {
+		if c != int32(i) {
+			t.Fatalf("status %d has value %d", i, c)
+		}
+		if c == 0 {
+			if toErr(c, "") != nil {
+				t.Fatal("ok is an error")
+			}
+			continue
+		}
+		err := toErr(c, "msg")
+		if errs.StatusOf(err) != errs.Status(c) {
+			t.Fatalf("status %d round-trips to %d", c, errs.StatusOf(err))
+		}
+		for s, prev := range seen {
+			if errors.Is(err, s) {
+				t.Fatalf("status %d and %d share a sentinel", c, prev)
+			}
+		}
+		seen[errors.Unwrap(err)] = c
+	}
+}
+
+const testConfig = `{
+  "engine": {"workers": [0], "poll": "adaptive", "rx_burst_max": 16},
+  "io_uring": {"listen": "127.0.0.1:0", "rx_buffers": 16, "tx_buffers": 16, "buffer_size": 4096},
+  "shards": [{"name": "s"}],
+  "routes": [{"name": "null", "model": "null", "shard": "s"}],
+  "models": [{"name": "null", "version": "1", "kind": "null"}]
+}`
+
+func ping(t *testing.T, addr string) {
+	t.Helper()
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f := make([]byte, 96)
+	copy(f, "SLCE")
+	f[4], f[5] = 1, 6 // version 1, kind ping
+	binary.LittleEndian.PutUint16(f[8:], 96)
+	binary.LittleEndian.PutUint64(f[16:], 77)
+	if _, err := c.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 2048)
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatalf("no pong: %v", err)
+	}
+	if n < 96 || string(buf[:4]) != "SLCE" || buf[5] != 7 || binary.LittleEndian.Uint64(buf[16:]) != 77 {
+		t.Fatalf("not a pong for request 77: % x", buf[:min(n, 32)])
+	}
+}
+
+func TestRealEngineThroughTheABI(t *testing.T) {
+	e, err := engine.Open("rust", []byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := e.(*Engine)
+	defer re.Close()
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Status()
+	if err != nil || !st.Running || st.Listen == "" || len(st.Workers) != 1 {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	ping(t, st.Listen)
+
+	// A bad route set is refused whole with the reason; nothing changes.
+	err = e.Apply(engine.Change{Section: engine.SectionRoutes, Doc: []byte(`[{"name":"r","shard":"nope"}]`)})
+	if !errors.Is(err, errs.ErrInvalidConfig) || !strings.Contains(err.Error(), `no shard named "nope"`) {
+		t.Fatalf("bad routes: %v", err)
+	}
+	// Shards and routes together, atomically.
+	err = e.Apply(
+		engine.Change{Section: engine.SectionShards, Doc: []byte(`[{"name":"s"},{"name":"t"}]`)},
+		engine.Change{Section: engine.SectionRoutes, Doc: []byte(`[{"name":"r2","model":"null","shard":"t"}]`)},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetAlias("null", "latest", "9"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("alias to a missing version: %v", err)
+	}
+	if err := e.AddPeer(config.Peer{Name: "b", Address: "127.0.0.1:7170", Labels: map[string]string{"gpu": "gddr6"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AddPeer(config.Peer{Name: "b", Address: "127.0.0.1:7170"}); !errors.Is(err, errs.ErrAlreadyExists) {
+		t.Fatalf("duplicate peer: %v", err)
+	}
+	peers, err := e.Peers()
+	if err != nil || len(peers) != 1 || peers[0].Name != "b" {
+		t.Fatalf("peers %+v %v", peers, err)
+	}
+	if err := e.LoadModel(config.Model{Name: "null", Version: "2", Kind: "null"}); err != nil {
+		t.Fatal(err)
+	}
+	models, err := e.Models()
+	if err != nil || len(models) != 2 {
+		t.Fatalf("models %+v %v", models, err)
+	}
+
+	time.Sleep(120 * time.Millisecond) // histograms are published every 50 ms
+	s, err := e.Stats()
+	if err != nil || len(s.Workers) != 1 || s.Workers[0].Pings != 1 || len(s.Shards) != 2 {
+		b, _ := json.Marshal(s)
+		t.Fatalf("stats %s %v", b, err)
+	}
+	tot, err := re.Totals()
+	if err != nil || tot.Pings != 1 || tot.Workers != 1 || tot.ABIVersion != ABIVersion {
+		t.Fatalf("totals %+v %v", tot, err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Stop(ctx); !errors.Is(err, errs.ErrNotRunning) {
+		t.Fatalf("second stop: %v", err)
+	}
+}
+
+func TestBadConfigIsRefusedWithTheKey(t *testing.T) {
+	_, err := Open([]byte(`{"engine":{"workers":[0],"rx_burst_max":0}}`))
+	if !errors.Is(err, errs.ErrInvalidConfig) || !strings.Contains(err.Error(), "engine.rx_burst_max") {
+		t.Fatalf("%v", err)
+	}
+	if _, err := OpenFile("/nonexistent.toml"); !errors.Is(err, errs.ErrInvalidConfig) {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestNullsAreDropped(t *testing.T) {
+	b, err := dropNulls([]byte(`{"a":null,"b":[1,null,{"c":null,"d":2}],"e":{"f":null}}`))
+	if err != nil || string(b) != `{"b":[1,{"d":2}],"e":{}}` {
+		t.Fatalf("%s %v", b, err)
+	}
+}
