@@ -6,7 +6,7 @@
 #  4. boots it: perftest ib_send_lat / ib_write_bw, then the appliance and
 #     the client (small frames, a 16 MiB tensor by RDMA WRITE, connection
 #     loss, reconnect), all in the same guest run;
-#  5. prints the results and Sluice/perftest ratios (perf/results/rdma.txt).
+#  5. prints the results and Sluice/perftest ratios (.cache/rdma-vm/rdma-results.txt).
 #
 #   scripts/rdma-e2e.sh [--fresh]     (SLUICE_RDMA_PROFILE=debug for a debug build)
 set -euo pipefail
@@ -50,7 +50,6 @@ lat=$(get perftest_send_lat_typical_us)
 bw=$(get perftest_write_bw_mb_s)
 rtt=$(get sluice_small_rtt_p50_us)
 sbw=$(get sluice_large_mb_s)
-mkdir -p perf/results
 {
     echo "# RDMA on Soft-RoCE (qemu TCG guest), $(date -u +%Y-%m-%dT%H:%MZ), $PROFILE build"
     echo "perftest ib_send_lat 64 B, typical one-way: ${lat:-NA} us (round trip = 2x)"
@@ -63,6 +62,6 @@ mkdir -p perf/results
     if [[ -n $bw && -n $sbw && $bw != NA ]]; then
         awk -v s="$sbw" -v b="$bw" 'BEGIN{printf "ratio sluice_bw / perftest_write_bw = %.2f\n", s/b}'
     fi
-} | tee perf/results/rdma.txt
+} | tee "$ROOT/.cache/rdma-vm/rdma-results.txt"
 echo "rdma-e2e: total $(( $(date +%s) - t_all )) s"
 [[ $rc == 0 ]] && grep -q '^sluice_check=pass' "$res" && ! grep -q FAIL "$res"

@@ -48,6 +48,17 @@ cat /tmp/bw.txt
 bw=$(awk '$1 == 16777216 && NF >= 4 {print $4}' /tmp/bw.txt | tail -1)
 echo "perftest_write_bw_mb_s=${bw:-NA}" >>"$R"
 
+note "rdma_cm check: rping"
+rping -s -a "$IP" -C 3 -v >/tmp/rping_srv.txt 2>&1 &
+sleep 1
+if timeout 60 rping -c -a "$IP" -C 3 -v >/tmp/rping.txt 2>&1; then
+    echo "rping: ok"
+else
+    echo "rping: FAILED"
+    cat /tmp/rping.txt /tmp/rping_srv.txt
+fi
+wait
+
 start_engine() {
     "$B/sluice-engine" --config /share/rdma.toml >/tmp/engine.log 2>&1 &
     EPID=$!
@@ -66,6 +77,7 @@ start_engine() {
 
 note "sluice: appliance + end-to-end checks"
 start_engine || exit 1
+rdma resource show
 C="$B/sluice-rdma-client --server $IP:7471 --tenant 1 --key $KEY"
 if $C check; then
     echo "sluice_check=pass" >>"$R"
@@ -114,6 +126,10 @@ kill -TERM $EPID
 wait $EPID 2>/dev/null
 tail -2 /tmp/engine.log
 
+if [ $fail -ne 0 ]; then
+    note "kernel log (on failure)"
+    dmesg | tail -40
+fi
 note "results"
 cat "$R"
 exit $fail

@@ -38,7 +38,7 @@ echo "$KVER" >KVER
 cp kernel/boot/vmlinuz-"$KVER" vmlinuz
 # An uncompressed vmlinux boots about 5 s faster under TCG: find the xz
 # stream inside the bzImage and unpack it (trailing bytes are ignored).
-off=$(grep -obUaP '\xfd7zXZ\x00' vmlinuz | head -1 | cut -d: -f1 || true)
+off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' vmlinuz | head -1 | cut -d: -f1 || true)
 if [[ -n $off ]] && tail -c +$((off + 1)) vmlinuz | xz -dc 2>/dev/null >vmlinux.tmp; [[ -s vmlinux.tmp ]] && head -c4 vmlinux.tmp | grep -q ELF; then
     mv vmlinux.tmp vmlinux
 else

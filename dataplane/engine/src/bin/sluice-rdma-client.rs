@@ -165,7 +165,8 @@ fn judge(bytes: &[u8], id: u64, len: usize, seed: u8, path: ReplyPath) -> Outcom
 
 fn connect(a: &Args, large_mib: u32) -> Result<RdmaClient, ClientError> {
     let slot = ((large_mib + 2).div_ceil(2) * 2) << 20;
-    RdmaClient::connect(a.server, ClientOpts { slot_size: slot, ..ClientOpts::default() })
+    // Generous: emulated RDMA (Soft-RoCE under TCG) is slow to set up.
+    RdmaClient::connect(a.server, ClientOpts { slot_size: slot, connect_timeout_ms: 30_000, ..ClientOpts::default() })
 }
 
 struct Tally {

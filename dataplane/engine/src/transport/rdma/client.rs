@@ -182,10 +182,13 @@ impl RdmaClient {
         };
         let data = hello.encode();
         id.connect(&ConnParams { private_data: &data }).map_err(|e| ClientError::Setup("connect", e))?;
+        // Memory set-up above may take a while on a slow host: the answer
+        // gets its own full timeout.
+        let deadline = Instant::now() + Duration::from_millis(opts.connect_timeout_ms as u64);
         let server = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(ClientError::Refused("no answer in time".into()));
+                return Err(ClientError::Refused("no answer to the connect request in time".into()));
             }
             let Some(ev) = ch.next_timeout(left.as_millis().min(100) as i32) else { continue };
             match ev.kind() {
