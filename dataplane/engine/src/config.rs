@@ -146,6 +146,9 @@ pub struct EngineCfg {
     pub poll: PollMode,
     /// Spin time before sleeping, adaptive mode.
     pub spin_us: u32,
+    /// How long a request forwarded to a peer waits for its answer before
+    /// the client gets a retryable `peer_down` and the peer is avoided.
+    pub forward_timeout_ms: u32,
 }
 
 impl Default for EngineCfg {
@@ -157,6 +160,7 @@ impl Default for EngineCfg {
             hugepages: HugepageMode::Auto,
             poll: PollMode::Adaptive,
             spin_us: 200,
+            forward_timeout_ms: 200,
         }
     }
 }
@@ -460,6 +464,7 @@ impl Config {
         }
         range("engine.rx_burst_max", e.rx_burst_max, 1, RX_BURST_MAX as u32)?;
         range("engine.spin_us", e.spin_us, 0, SPIN_US_MAX)?;
+        range("engine.forward_timeout_ms", e.forward_timeout_ms, 1, 60_000)?;
         let u = &self.io_uring;
         self.listen_addr()?;
         range("io_uring.ring_entries", u.ring_entries, 8, 32_768)?;

@@ -383,6 +383,7 @@ impl Engine {
             rx_burst_max: self.cfg.engine.rx_burst_max as usize,
             poll: self.cfg.engine.poll,
             spin: Duration::from_micros(self.cfg.engine.spin_us as u64),
+            forward_timeout: Duration::from_millis(self.cfg.engine.forward_timeout_ms as u64),
         };
         let shared = Arc::clone(&self.shared);
         let (c2, h2) = (Arc::clone(&counters), Arc::clone(&hist));
@@ -746,6 +747,10 @@ impl Engine {
                 not_sluice: ld(&c.not_sluice),
                 tx_no_buffers: ld(&c.tx_no_buffers),
                 payload_bytes_copied: ld(&c.payload_bytes_copied),
+                forwarded: ld(&c.forwarded),
+                relayed: ld(&c.relayed),
+                forward_timeouts: ld(&c.forward_timeouts),
+                forward_stale: ld(&c.forward_stale),
                 rx_frames: ld(&c.rx_frames),
                 tx_frames: ld(&c.tx_frames),
                 rx_no_buffers: ld(&c.rx_no_buffers),

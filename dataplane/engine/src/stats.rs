@@ -51,6 +51,17 @@ pub struct WorkerCounters {
     pub shard_requests: [AtomicU64; SHARD_COUNT_MAX],
     /// Error frames per shard (after routing).
     pub shard_errors: [AtomicU64; SHARD_COUNT_MAX],
+    /// Requests forwarded to peers.
+    pub forwarded: AtomicU64,
+    /// Peer answers relayed to clients.
+    pub relayed: AtomicU64,
+    /// Forwards whose peer did not answer in time.
+    pub forward_timeouts: AtomicU64,
+    /// Peer answers with no pending request (late or unknown).
+    pub forward_stale: AtomicU64,
+    /// Bytes copied to forward or relay (0 where the transport sends from
+    /// the receive buffer).
+    pub forward_bytes_copied: AtomicU64,
     /// Transport: frames received.
     pub rx_frames: AtomicU64,
     /// Transport: frames sent.
@@ -83,6 +94,11 @@ impl Default for WorkerCounters {
             control_applied: AtomicU64::new(0),
             shard_requests: std::array::from_fn(|_| AtomicU64::new(0)),
             shard_errors: std::array::from_fn(|_| AtomicU64::new(0)),
+            forwarded: AtomicU64::new(0),
+            relayed: AtomicU64::new(0),
+            forward_timeouts: AtomicU64::new(0),
+            forward_stale: AtomicU64::new(0),
+            forward_bytes_copied: AtomicU64::new(0),
             rx_frames: AtomicU64::new(0),
             tx_frames: AtomicU64::new(0),
             rx_no_buffers: AtomicU64::new(0),
@@ -290,6 +306,14 @@ pub struct WorkerStats {
     pub tx_no_buffers: u64,
     /// Payload bytes copied.
     pub payload_bytes_copied: u64,
+    /// Requests forwarded to peers.
+    pub forwarded: u64,
+    /// Peer answers relayed.
+    pub relayed: u64,
+    /// Forwards that timed out.
+    pub forward_timeouts: u64,
+    /// Late or unknown peer answers dropped.
+    pub forward_stale: u64,
     /// Frames received.
     pub rx_frames: u64,
     /// Frames sent.

@@ -17,7 +17,31 @@ use crate::rcu::Rcu;
 use crate::route::RouteKey;
 use crate::stats::{HistExchange, HistSet, WorkerCounters, bump, record};
 use crate::tables::Tables;
-use crate::transport::{RxPacket, Transport, TxPacket};
+use crate::transport::{PORT_FORWARD, RxPacket, Transport, TxPacket};
+
+/// Requests a worker may have forwarded to peers and not yet seen answered.
+pub const FORWARD_PENDING_MAX: usize = 1024;
+/// How long a peer that missed an answer is avoided.
+const PEER_DOWN_BACKOFF: Duration = Duration::from_secs(1);
+/// How often pending forwards are checked for timeouts.
+const FORWARD_SCAN_EVERY: Duration = Duration::from_millis(1);
+
+/// A request forwarded to a peer, waiting for its answer.
+#[derive(Debug, Clone, Copy)]
+struct Forwarded {
+    peer: std::net::SocketAddr,
+    request_id: u64,
+    tenant_id: u32,
+    client: std::net::SocketAddr,
+    sent: Instant,
+}
+
+/// A peer this worker found unresponsive, and until when it is avoided.
+#[derive(Debug, Clone, Copy)]
+struct PeerDown {
+    peer: std::net::SocketAddr,
+    until: Instant,
+}
 
 /// Engine run state, shared by all workers.
 pub mod state {
@@ -68,6 +92,8 @@ pub struct WorkerParams {
     pub poll: PollMode,
     /// Spin before sleeping.
     pub spin: Duration,
+    /// How long a forwarded request waits for its peer.
+    pub forward_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -96,6 +122,11 @@ pub struct Worker<T: Transport> {
     burst_start: Instant,
     now_us: u64,
     last_publish: Instant,
+    /// Forwarded requests by slot; `None` is free. Fixed size.
+    forwarded: Vec<Option<Forwarded>>,
+    forwarded_count: usize,
+    peers_down: Vec<Option<PeerDown>>,
+    last_forward_scan: Instant,
 }
 
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
@@ -135,6 +166,10 @@ impl<T: Transport> Worker<T> {
             burst_start: Instant::now(),
             now_us: 0,
             last_publish: Instant::now(),
+            forwarded: vec![None; FORWARD_PENDING_MAX],
+            forwarded_count: 0,
+            peers_down: vec![None; crate::config::limits::PEER_COUNT_MAX],
+            last_forward_scan: Instant::now(),
         }
     }
 
@@ -148,6 +183,9 @@ impl<T: Transport> Worker<T> {
             }
             self.boundary();
             let n = self.poll_once(st == state::DRAINING);
+            if self.forwarded_count > 0 && self.last_forward_scan.elapsed() >= FORWARD_SCAN_EVERY {
+                self.expire_forwards();
+            }
             if n > 0 {
                 idle_since = None;
                 continue;
@@ -238,6 +276,10 @@ impl<T: Transport> Worker<T> {
     /// answers it at once when it cannot go further.
     fn classify(&mut self, i: usize, draining: bool) {
         let pkt = self.rx[i];
+        if pkt.port == PORT_FORWARD {
+            self.relay_answer(i);
+            return;
+        }
         let verdict = classify_frame(
             self.transport.rx_bytes(&pkt),
             pkt.truncated,
@@ -251,6 +293,10 @@ impl<T: Transport> Worker<T> {
                 self.transport.rx_release(&pkt);
             }
             Verdict::Reply(r) => self.reply(i, r, None),
+            Verdict::Forward { shard } => {
+                bump(&self.counters.shard_requests[shard], 1);
+                self.forward(i, shard);
+            }
             Verdict::Admit { shard, slot } => {
                 bump(&self.counters.shard_requests[shard], 1);
                 let depth = self.tables.shards[shard].queue_depth as usize;
@@ -261,6 +307,135 @@ impl<T: Transport> Worker<T> {
                     q.push(Pending { pkt: i as u16, slot: slot as u16 });
                 }
             }
+        }
+    }
+
+    /// Sends a request for a shard this host does not serve to a peer that
+    /// carries its labels, remembering where the answer must go.
+    fn forward(&mut self, i: usize, shard: usize) {
+        let pkt = self.rx[i];
+        // One hop only: a request that came from a peer is not sent on.
+        let from_peer = self.tables.peers.iter().any(|p| p.addr == pkt.peer);
+        let target = if from_peer { None } else { self.tables.peer_for(&self.tables.shards[shard]).map(|(_, p)| p.addr) };
+        let Some(peer) = target else {
+            self.reply(i, Immediate::Error(ErrorCode::NoRouteToShard, "no route to shard"), Some(shard));
+            return;
+        };
+        let now = Instant::now();
+        if self.peers_down.iter().flatten().any(|d| d.peer == peer && d.until > now) {
+            self.reply(i, Immediate::Error(ErrorCode::PeerDown, "the peer serving this shard is down"), Some(shard));
+            return;
+        }
+        let (rid, tenant) = {
+            let b = self.transport.rx_bytes(&pkt);
+            let f = Frame::new_unchecked(b);
+            (f.request_id(), f.tenant_id())
+        };
+        let dup = self.forwarded.iter().flatten().any(|f| f.peer == peer && f.request_id == rid);
+        let free = self.forwarded.iter().position(Option::is_none);
+        let Some(slot) = free.filter(|_| !dup) else {
+            self.reply(i, Immediate::Error(ErrorCode::Busy, "too many requests in flight to the peer"), Some(shard));
+            return;
+        };
+        // Mark the frame relayed (outside the tag) so the peer never sends
+        // it on: one hop only.
+        if let Some(f) = self.transport.rx_bytes_mut(&pkt).get_mut(6) {
+            *f |= flags::FORWARDED as u8;
+        }
+        match self.transport.forward(&pkt, peer) {
+            Some(copied) => {
+                self.forwarded[slot] = Some(Forwarded { peer, request_id: rid, tenant_id: tenant, client: pkt.peer, sent: now });
+                self.forwarded_count += 1;
+                bump(&self.counters.forwarded, 1);
+                bump(&self.counters.forward_bytes_copied, copied);
+            }
+            None => bump(&self.counters.tx_no_buffers, 1),
+        }
+    }
+
+    /// A peer's answer on the forwarding port: relay it to the client.
+    fn relay_answer(&mut self, i: usize) {
+        let pkt = self.rx[i];
+        let rid = {
+            let b = self.transport.rx_bytes(&pkt);
+            (b.len() >= 24 && b[..4] == sluice_wire::MAGIC)
+                .then(|| u64::from_le_bytes(b[16..24].try_into().unwrap_or([0; 8])))
+        };
+        let found = rid.and_then(|rid| {
+            self.forwarded
+                .iter()
+                .position(|f| f.is_some_and(|f| f.peer == pkt.peer && f.request_id == rid))
+        });
+        let Some(slot) = found else {
+            bump(&self.counters.forward_stale, 1);
+            self.transport.rx_release(&pkt);
+            return;
+        };
+        let Some(f) = self.forwarded[slot].take() else { return };
+        self.forwarded_count -= 1;
+        for d in self.peers_down.iter_mut() {
+            if d.is_some_and(|d| d.peer == f.peer) {
+                *d = None;
+            }
+        }
+        match self.transport.relay(&pkt, f.client) {
+            Some(copied) => {
+                bump(&self.counters.relayed, 1);
+                bump(&self.counters.forward_bytes_copied, copied);
+            }
+            None => bump(&self.counters.tx_no_buffers, 1),
+        }
+    }
+
+    /// Answers forwards whose peer did not answer in time with a retryable
+    /// `peer_down`, and avoids that peer for a while.
+    fn expire_forwards(&mut self) {
+        let now = Instant::now();
+        self.last_forward_scan = now;
+        let timeout = self.p.forward_timeout;
+        for slot in 0..self.forwarded.len() {
+            let Some(f) = self.forwarded[slot] else { continue };
+            if now.duration_since(f.sent) < timeout {
+                continue;
+            }
+            self.forwarded[slot] = None;
+            self.forwarded_count -= 1;
+            bump(&self.counters.forward_timeouts, 1);
+            let until = now + PEER_DOWN_BACKOFF;
+            match self.peers_down.iter().position(|d| d.is_some_and(|d| d.peer == f.peer)) {
+                Some(k) => self.peers_down[k] = Some(PeerDown { peer: f.peer, until }),
+                None => {
+                    if let Some(k) = self.peers_down.iter().position(Option::is_none) {
+                        self.peers_down[k] = Some(PeerDown { peer: f.peer, until });
+                    }
+                }
+            }
+            let Some(tx) = self.transport.tx_alloc() else {
+                bump(&self.counters.tx_no_buffers, 1);
+                continue;
+            };
+            let repr = FrameRepr {
+                kind: Kind::Error,
+                request_id: f.request_id,
+                tenant_id: f.tenant_id,
+                body: BodyRepr::Error { code: ErrorCode::PeerDown, message: "the peer serving this shard did not answer" },
+                ..FrameRepr::default()
+            };
+            match repr.emit(self.transport.tx_bytes(tx)) {
+                Ok(l) => {
+                    self.counters.error(ErrorCode::PeerDown);
+                    self.sends.push(TxPacket { buf: tx, len: l.frame_len as u32, peer: f.client });
+                }
+                Err(_) => self.transport.tx_free(tx),
+            }
+            if self.sends.len() == self.sends.capacity() {
+                self.transport.tx_burst(&self.sends);
+                self.sends.clear();
+            }
+        }
+        if !self.sends.is_empty() {
+            self.transport.tx_burst(&self.sends);
+            self.sends.clear();
         }
     }
 
@@ -394,6 +569,11 @@ pub enum Verdict {
     Drop,
     /// Answer now.
     Reply(Immediate),
+    /// The shard lives on a peer: forward.
+    Forward {
+        /// Shard index.
+        shard: usize,
+    },
     /// Queue for the shard; run on the model slot.
     Admit {
         /// Shard index.
@@ -472,9 +652,10 @@ pub fn classify_frame(bytes: &[u8], truncated: bool, t: &Tables, draining: bool,
     }
     let shard = route.shard;
     if !t.shards[shard].local {
-        // Forwarding to a peer that carries the labels is the control plane's
-        // job (peers); without one the request cannot be served.
-        return Verdict::Reply(E(ErrorCode::NoRouteToShard, "no route to shard"));
+        if frame.flags() & flags::FORWARDED != 0 {
+            return Verdict::Reply(E(ErrorCode::NoRouteToShard, "no route to shard (already forwarded once)"));
+        }
+        return Verdict::Forward { shard };
     }
     let Some(model) = model else {
         return Verdict::Reply(E(ErrorCode::UnknownModel, "unknown model or version"));

@@ -3,7 +3,8 @@
 //! The tag covers every header byte except the tag field itself: the fixed
 //! header, the routing strings, the extension headers and the tensor table
 //! (names, dtypes, shapes, offsets, lengths). Tensor data is not covered, so
-//! the check costs the same for any payload size.
+//! the check costs the same for any payload size. The FORWARDED flag is read
+//! as zero: a relaying appliance sets it without the tenant key.
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -34,13 +35,21 @@ impl TenantKey {
         TenantKey { mac }
     }
 
-    /// Computes the tag of a checked frame.
-    pub fn tag<B: AsRef<[u8]>>(&self, frame: &Frame<B>) -> [u8; AUTH_TAG_LEN] {
+    fn keyed<B: AsRef<[u8]>>(&self, frame: &Frame<B>) -> Hmac<Sha256> {
         let (a, b) = frame.auth_covered();
         let mut mac = self.mac.clone();
-        mac.update(a);
+        // Bytes 6..8 are the flags; FORWARDED is masked out of the MAC.
+        let flags = u16::from_le_bytes([a[6], a[7]]) & !crate::flags::FORWARDED;
+        mac.update(&a[..6]);
+        mac.update(&flags.to_le_bytes());
+        mac.update(&a[8..]);
         mac.update(b);
-        let full = mac.finalize().into_bytes();
+        mac
+    }
+
+    /// Computes the tag of a checked frame.
+    pub fn tag<B: AsRef<[u8]>>(&self, frame: &Frame<B>) -> [u8; AUTH_TAG_LEN] {
+        let full = self.keyed(frame).finalize().into_bytes();
         let mut tag = [0u8; AUTH_TAG_LEN];
         tag.copy_from_slice(&full[..AUTH_TAG_LEN]);
         tag
@@ -48,11 +57,7 @@ impl TenantKey {
 
     /// Verifies the tag of a checked frame in constant time.
     pub fn verify<B: AsRef<[u8]>>(&self, frame: &Frame<B>) -> bool {
-        let (a, b) = frame.auth_covered();
-        let mut mac = self.mac.clone();
-        mac.update(a);
-        mac.update(b);
-        mac.verify_truncated_left(frame.auth_tag()).is_ok()
+        self.keyed(frame).verify_truncated_left(frame.auth_tag()).is_ok()
     }
 
     /// Signs a frame in place: sets the AUTHENTICATED flag, then the tag.

@@ -86,6 +86,9 @@ fn every_covered_header_byte_is_covered() {
     let mut changed = BTreeSet::new();
     for i in (0..80).chain(96..header_len) {
         for x in 1..=255u8 {
+            if i == 6 && x == 0x02 {
+                continue; // FORWARDED alone is outside the tag; tested below
+            }
             let mut buf = orig.clone();
             buf[i] ^= x;
             if let Some(ok) = verifies(&key, &buf) {
@@ -126,4 +129,16 @@ fn tensor_data_is_not_covered() {
         buf[i] ^= 0xff;
     }
     assert_eq!(verifies(&key, &buf), Some(true));
+}
+
+/// A relaying appliance sets FORWARDED without the tenant key; the tag
+/// stays valid, and every other flag bit still breaks it.
+#[test]
+fn forwarded_flag_is_outside_the_tag() {
+    let key = TenantKey::new(EXAMPLE_KEY);
+    let mut buf = signed_request();
+    buf[6] |= 0x02;
+    assert_eq!(verifies(&key, &buf), Some(true));
+    buf[6] ^= 0x01;
+    assert_ne!(verifies(&key, &buf), Some(true));
 }

@@ -85,6 +85,7 @@ impl Transport for MemTransport {
                 len: len as u32,
                 peer,
                 truncated: bytes.len() > self.buf_size,
+                port: super::PORT_SERVICE,
             };
             self.counters.rx_frames += 1;
             n += 1;
@@ -150,5 +151,15 @@ impl Transport for MemTransport {
 
     fn local_addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], 0))
+    }
+
+    fn rx_bytes_mut(&mut self, rx: &RxPacket) -> &mut [u8] {
+        let rb = Self::base(&self.rx_mem) + rx.buf as usize * self.buf_size + rx.off as usize;
+        &mut self.rx_mem[rb..rb + rx.len as usize]
+    }
+
+    fn tx_bytes(&mut self, tx: u32) -> &mut [u8] {
+        let tb = Self::base(&self.tx_mem) + tx as usize * self.buf_size;
+        &mut self.tx_mem[tb..tb + self.buf_size]
     }
 }

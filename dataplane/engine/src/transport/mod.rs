@@ -24,7 +24,15 @@ pub struct RxPacket {
     pub peer: SocketAddr,
     /// The datagram was larger than the buffer; only a prefix is here.
     pub truncated: bool,
+    /// Which local port it arrived on: [`PORT_SERVICE`] or [`PORT_FORWARD`].
+    pub port: u8,
 }
+
+/// The port clients send requests to.
+pub const PORT_SERVICE: u8 = 0;
+/// A worker's own port for requests it forwards to peers: their answers come
+/// back here, to the worker that holds the pending entry.
+pub const PORT_FORWARD: u8 = 1;
 
 impl Default for RxPacket {
     fn default() -> Self {
@@ -34,6 +42,7 @@ impl Default for RxPacket {
             len: 0,
             peer: SocketAddr::from(([0, 0, 0, 0], 0)),
             truncated: false,
+            port: PORT_SERVICE,
         }
     }
 }
@@ -96,4 +105,50 @@ pub trait Transport {
     fn counters(&self) -> TransportCounters;
     /// The local address frames arrive on.
     fn local_addr(&self) -> SocketAddr;
+
+    /// The bytes of a received frame, writable (to mark a frame FORWARDED
+    /// before relaying it). Transports that cannot give one return an empty
+    /// slice; forwarding then relies on peer addresses to stop a second hop.
+    fn rx_bytes_mut(&mut self, _rx: &RxPacket) -> &mut [u8] {
+        &mut []
+    }
+
+    /// A writable transmit buffer, for answers built without a request at
+    /// hand (a peer that timed out). Transports that cannot give one return
+    /// an empty slice and the client sees its own timeout instead.
+    fn tx_bytes(&mut self, _tx: u32) -> &mut [u8] {
+        &mut []
+    }
+
+    /// Sends a received frame unchanged to a peer appliance and releases
+    /// its buffer. Transports with a forwarding port send from it, so the
+    /// answer returns to this worker. Returns the payload bytes copied: the
+    /// default copies into a transmit buffer and sends from the service port.
+    fn forward(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
+        copy_and_send(self, rx, to)
+    }
+
+    /// Sends a received frame unchanged (a peer's answer) to a client from
+    /// the service port and releases its buffer. Returns bytes copied.
+    fn relay(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
+        copy_and_send(self, rx, to)
+    }
+}
+
+/// Forwarding for transports without a zero-copy path: one copy into a
+/// transmit buffer. `None` when no transmit buffer was free (frame dropped).
+fn copy_and_send<T: Transport + ?Sized>(t: &mut T, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
+    let Some(tx) = t.tx_alloc() else {
+        t.rx_release(rx);
+        return None;
+    };
+    let len = {
+        let (r, w) = t.frames(rx, tx);
+        let n = r.len().min(w.len());
+        w[..n].copy_from_slice(&r[..n]);
+        n
+    };
+    t.rx_release(rx);
+    t.tx_burst(&[TxPacket { buf: tx, len: len as u32, peer: to }]);
+    Some(len as u64)
 }

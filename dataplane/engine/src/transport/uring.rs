@@ -31,6 +31,9 @@ const BGID: u16 = 0;
 const TAG_RECV: u64 = 1 << 62;
 const TAG_SEND: u64 = 1 << 61;
 const TAG_CANCEL: u64 = 1 << 60;
+const TAG_RECV_FWD: u64 = 1 << 59;
+/// A send straight from a receive buffer (forward or relay); low bits = bid.
+const TAG_SEND_RX: u64 = 1 << 58;
 /// IORING_ENTER_GETEVENTS, from the kernel ABI.
 const ENTER_GETEVENTS: u32 = 1;
 
@@ -73,11 +76,15 @@ impl std::error::Error for UringError {}
 pub struct UringTransport {
     ring: IoUring,
     socket: UdpSocket,
+    /// This worker's own port for requests forwarded to peers.
+    fwd_socket: UdpSocket,
     /// Provided-buffer ring entries (page aligned).
     buf_ring: MmapMut,
     /// Template header for multishot recvmsg; the kernel reads it per datagram.
     recv_hdr: Box<libc::msghdr>,
     tx_meta: Box<[TxMeta]>,
+    /// Send state for frames sent straight from receive buffers.
+    rx_meta: Box<[TxMeta]>,
     region: Region,
     rx_count: u32,
     tx_count: u32,
@@ -89,6 +96,7 @@ pub struct UringTransport {
     tx_backlog: std::collections::VecDeque<TxPacket>,
     buf_ring_tail: u16,
     recv_armed: bool,
+    fwd_armed: bool,
     local: SocketAddr,
     counters: TransportCounters,
 }
@@ -103,6 +111,7 @@ impl UringTransport {
     pub fn new(listen: SocketAddr, cfg: &UringCfg, huge: HugepageMode) -> Result<UringTransport, UringError> {
         let socket = bind_reuseport(listen).map_err(UringError::Socket)?;
         let local = socket.local_addr().map_err(UringError::Socket)?;
+        let fwd_socket = UdpSocket::bind(SocketAddr::new(local.ip(), 0)).map_err(UringError::Socket)?;
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
@@ -125,13 +134,19 @@ impl UringTransport {
             // SAFETY: TxMeta is plain old data; all-zero is a valid value.
             .map(|_| unsafe { zeroed::<TxMeta>() })
             .collect();
+        let rx_meta: Box<[TxMeta]> = (0..rx_count)
+            // SAFETY: as above.
+            .map(|_| unsafe { zeroed::<TxMeta>() })
+            .collect();
 
         let mut t = UringTransport {
             ring,
             socket,
+            fwd_socket,
             buf_ring,
             recv_hdr,
             tx_meta,
+            rx_meta,
             region,
             rx_count,
             tx_count,
@@ -142,6 +157,7 @@ impl UringTransport {
             tx_backlog: std::collections::VecDeque::with_capacity(tx_count as usize),
             buf_ring_tail: 0,
             recv_armed: false,
+            fwd_armed: false,
             local,
             counters: TransportCounters {
                 rx_capacity: rx_count,
@@ -164,6 +180,7 @@ impl UringTransport {
         }
         t.publish_tail();
         t.arm_recv();
+        t.arm_fwd_recv();
         t.ring.submit().map_err(UringError::Ring)?;
         Ok(t)
     }
@@ -222,6 +239,50 @@ impl UringTransport {
         if unsafe { self.ring.submission().push(&sqe) }.is_ok() {
             self.recv_armed = true;
         }
+    }
+
+    fn arm_fwd_recv(&mut self) {
+        // The kernel only reads the template header, so both sockets share it.
+        let sqe = opcode::RecvMsgMulti::new(
+            types::Fd(self.fwd_socket.as_raw_fd()),
+            &*self.recv_hdr as *const libc::msghdr,
+            BGID,
+        )
+        .build()
+        .user_data(TAG_RECV_FWD);
+        // SAFETY: recv_hdr is boxed (stable address) and lives as long as the ring.
+        if unsafe { self.ring.submission().push(&sqe) }.is_ok() {
+            self.fwd_armed = true;
+        }
+    }
+
+    /// Sends receive buffer `rx` as it is, from `fd`, to `to`; the buffer
+    /// goes back to the kernel when the send completes.
+    fn send_rx(&mut self, rx: &RxPacket, to: SocketAddr, fd: i32) -> bool {
+        let base = self.rx_ptr(rx.buf);
+        // SAFETY: off + len lie within the buffer (checked when received).
+        let data = unsafe { base.add(rx.off as usize) };
+        let meta = &mut self.rx_meta[rx.buf as usize];
+        let namelen = write_sockaddr(&to, &mut meta.addr);
+        meta.iov = libc::iovec { iov_base: data.cast(), iov_len: rx.len as usize };
+        meta.hdr.msg_name = (&mut meta.addr as *mut libc::sockaddr_storage).cast();
+        meta.hdr.msg_namelen = namelen;
+        meta.hdr.msg_iov = &mut meta.iov;
+        meta.hdr.msg_iovlen = 1;
+        let sqe = opcode::SendMsg::new(types::Fd(fd), &meta.hdr)
+            .build()
+            .user_data(TAG_SEND_RX | rx.buf as u64);
+        // SAFETY: the receive buffer and its send state stay untouched until
+        // the completion returns the buffer to the kernel's ring.
+        if unsafe { self.ring.submission().push(&sqe) }.is_err() {
+            self.enter(0, None);
+            // SAFETY: as above.
+            if unsafe { self.ring.submission().push(&sqe) }.is_err() {
+                return false;
+            }
+        }
+        self.tx_inflight += 1;
+        true
     }
 
     fn submit_send(&mut self, p: &TxPacket) -> bool {
@@ -298,9 +359,14 @@ impl UringTransport {
                 }
             }
             for &(ud, res, flags) in &batch[..k] {
-                if ud == TAG_RECV {
+                if ud == TAG_RECV || ud == TAG_RECV_FWD {
+                    let port = if ud == TAG_RECV { super::PORT_SERVICE } else { super::PORT_FORWARD };
                     if !cqueue::more(flags) {
-                        rearm = true;
+                        if ud == TAG_RECV {
+                            rearm = true;
+                        } else {
+                            self.fwd_armed = false;
+                        }
                     }
                     if res < 0 {
                         if -res == libc::ENOBUFS {
@@ -310,7 +376,8 @@ impl UringTransport {
                     }
                     let Some(bid) = cqueue::buffer_select(flags) else { continue };
                     match self.parse_recv(bid, res as u32) {
-                        Some(pkt) => {
+                        Some(mut pkt) => {
+                            pkt.port = port;
                             out[n] = pkt;
                             n += 1;
                             self.rx_in_use += 1;
@@ -322,6 +389,16 @@ impl UringTransport {
                             self.publish_tail();
                         }
                     }
+                } else if ud & TAG_SEND_RX != 0 {
+                    if res < 0 {
+                        self.counters.tx_errors += 1;
+                    } else {
+                        self.counters.tx_frames += 1;
+                    }
+                    self.push_rx_buffer((ud & 0xffff) as u16);
+                    self.publish_tail();
+                    self.rx_in_use -= 1;
+                    self.tx_inflight -= 1;
                 } else if ud & TAG_SEND != 0 {
                     if res < 0 {
                         self.counters.tx_errors += 1;
@@ -342,6 +419,9 @@ impl UringTransport {
         }
         if !self.recv_armed && self.rx_in_use < self.rx_count {
             self.arm_recv();
+        }
+        if !self.fwd_armed && self.rx_in_use < self.rx_count {
+            self.arm_fwd_recv();
         }
         if freed_tx > 0 {
             self.flush_backlog();
@@ -368,6 +448,7 @@ impl UringTransport {
             len,
             peer,
             truncated: flags & libc::MSG_TRUNC as u32 != 0,
+            port: super::PORT_SERVICE,
         })
     }
 
@@ -458,6 +539,43 @@ impl Transport for UringTransport {
     fn local_addr(&self) -> SocketAddr {
         self.local
     }
+
+    fn rx_bytes_mut(&mut self, rx: &RxPacket) -> &mut [u8] {
+        assert!(rx.buf < self.rx_count);
+        assert!(rx.off as usize + rx.len as usize <= self.buf_size as usize);
+        let p = self.rx_ptr(rx.buf);
+        // SAFETY: as in `rx_bytes`: the buffer is ours until released; the
+        // borrow is tied to &mut self.
+        unsafe { std::slice::from_raw_parts_mut(p.add(rx.off as usize), rx.len as usize) }
+    }
+
+    fn tx_bytes(&mut self, tx: u32) -> &mut [u8] {
+        assert!(tx < self.tx_count);
+        let p = self.tx_ptr(tx);
+        // SAFETY: a transmit buffer from the free list, not in flight; the
+        // borrow is tied to &mut self.
+        unsafe { std::slice::from_raw_parts_mut(p, self.buf_size as usize) }
+    }
+
+    fn forward(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
+        let fd = self.fwd_socket.as_raw_fd();
+        if self.send_rx(rx, to, fd) {
+            Some(0)
+        } else {
+            self.rx_release(rx);
+            None
+        }
+    }
+
+    fn relay(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
+        let fd = self.socket.as_raw_fd();
+        if self.send_rx(rx, to, fd) {
+            Some(0)
+        } else {
+            self.rx_release(rx);
+            None
+        }
+    }
 }
 
 impl Drop for UringTransport {
@@ -465,21 +583,26 @@ impl Drop for UringTransport {
         // Cancel the multishot receive and wait (bounded) for it and every
         // send to complete, so the kernel holds no pointer into our memory
         // when the fields below are freed.
-        if self.recv_armed {
-            let sqe = opcode::AsyncCancel::new(TAG_RECV).build().user_data(TAG_CANCEL);
-            // SAFETY: cancel entries reference no memory.
-            let _ = unsafe { self.ring.submission().push(&sqe) };
+        for (armed, tag) in [(self.recv_armed, TAG_RECV), (self.fwd_armed, TAG_RECV_FWD)] {
+            if armed {
+                let sqe = opcode::AsyncCancel::new(tag).build().user_data(TAG_CANCEL);
+                // SAFETY: cancel entries reference no memory.
+                let _ = unsafe { self.ring.submission().push(&sqe) };
+            }
         }
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
         let mut recv_done = !self.recv_armed;
-        while (!recv_done || self.tx_inflight > 0) && std::time::Instant::now() < deadline {
+        let mut fwd_done = !self.fwd_armed;
+        while (!recv_done || !fwd_done || self.tx_inflight > 0) && std::time::Instant::now() < deadline {
             self.enter(1, Some(Duration::from_millis(50)));
             let mut cq = self.ring.completion();
             cq.sync();
             for cqe in &mut cq {
                 if cqe.user_data() == TAG_RECV && !cqueue::more(cqe.flags()) {
                     recv_done = true;
-                } else if cqe.user_data() & TAG_SEND != 0 {
+                } else if cqe.user_data() == TAG_RECV_FWD && !cqueue::more(cqe.flags()) {
+                    fwd_done = true;
+                } else if cqe.user_data() & (TAG_SEND | TAG_SEND_RX) != 0 {
                     self.tx_inflight = self.tx_inflight.saturating_sub(1);
                 }
             }

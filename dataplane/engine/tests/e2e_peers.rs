@@ -1,0 +1,136 @@
+//! Two appliances on loopback: a request for a shard whose labels only the
+//! peer carries is forwarded there, and the peer's answer is relayed back
+//! with its request id; a peer that stops answering gets retryable errors.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use sluice_engine::{Config, Engine, EngineOptions};
+use sluice_wire::{ErrorCode, Frame, Kind};
+
+fn appliance(host_label: &str, peers: &str) -> Engine {
+    let text = format!(
+        r#"
+[engine]
+workers = [0]
+spin_us = 50
+forward_timeout_ms = 150
+[io_uring]
+listen = "127.0.0.1:0"
+rx_buffers = 64
+tx_buffers = 64
+[host]
+labels = {{ "hardware.gpu.memory" = "{host_label}" }}
+[[shards]]
+name = "hbm2"
+labels = {{ "hardware.gpu.memory" = "hbm2" }}
+[[shards]]
+name = "gddr6"
+labels = {{ "hardware.gpu.memory" = "gddr6" }}
+[[routes]]
+name = "training"
+intent = "training"
+shard = "gddr6"
+[[routes]]
+name = "rest"
+shard = "hbm2"
+[[models]]
+name = "null"
+version = "1"
+kind = "null"
+[[tenants]]
+name = "acme"
+id = 7
+key = "hex:{KEY_HEX}"
+{peers}
+"#
+    );
+    let cfg = Config::parse(&text, std::env::temp_dir()).unwrap();
+    let mut e = Engine::new(cfg, EngineOptions { no_pin: true, ..Default::default() }).unwrap();
+    e.start().unwrap();
+    e
+}
+
+#[test]
+fn forwards_to_the_peer_with_the_labels_and_relays_the_answer() {
+    let mut b = appliance("gddr6", "");
+    let b_addr = b.local_addr().unwrap();
+    let a = appliance(
+        "hbm2",
+        &format!("[[peers]]\nname = \"b\"\naddress = \"{b_addr}\"\nlabels = {{ \"hardware.gpu.memory\" = \"gddr6\" }}"),
+    );
+    let a_addr = a.local_addr().unwrap();
+    let s = client();
+    let mut buf = vec![0u8; 4096];
+
+    // Served locally on A.
+    let n = build(&Req { id: 1, version: "1", ..Req::default() }, &mut buf);
+    assert_eq!(answer_kind(&roundtrip(&s, a_addr, &buf[..n])), (Kind::Response, None));
+
+    // Forwarded to B and relayed back, request id preserved.
+    for id in 10..20 {
+        let n = build(&Req { id, version: "1", intent: "training", ..Req::default() }, &mut buf);
+        let ans = roundtrip(&s, a_addr, &buf[..n]);
+        let f = Frame::new_checked(&ans[..]).unwrap();
+        assert_eq!((f.kind(), f.request_id()), (Kind::Response, id), "{:?}", f.error_body());
+    }
+    std::thread::sleep(Duration::from_millis(120));
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!(sa.total(|w| w.forwarded), 10);
+    assert_eq!(sa.total(|w| w.relayed), 10);
+    assert_eq!(sb.total(|w| w.ok), 10, "B ran the forwarded requests");
+    assert_eq!(sa.total(|w| w.ok), 1, "A ran only its own");
+
+    // B stops answering: the client gets a retryable peer_down, quickly.
+    b.stop(Duration::ZERO);
+    drop(b);
+    let n = build(&Req { id: 30, version: "1", intent: "training", ..Req::default() }, &mut buf);
+    let t0 = Instant::now();
+    let ans = roundtrip(&s, a_addr, &buf[..n]);
+    let f = Frame::new_checked(&ans[..]).unwrap();
+    assert_eq!(f.request_id(), 30);
+    let code = f.error_body().and_then(|e| e.code());
+    assert_eq!(code, Some(ErrorCode::PeerDown));
+    assert!(code.unwrap().retryable());
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    // While marked down, requests fail at once, without waiting.
+    let n = build(&Req { id: 31, version: "1", intent: "training", ..Req::default() }, &mut buf);
+    assert_eq!(answer_kind(&roundtrip(&s, a_addr, &buf[..n])), (Kind::Error, Some(ErrorCode::PeerDown)));
+    assert!(a.stats().total(|w| w.forward_timeouts) >= 1);
+}
+
+#[test]
+fn requests_from_a_peer_are_not_forwarded_again() {
+    // A and B both lack gddr6 and name each other as gddr6 peers: a loop
+    // unless the second hop is refused.
+    let mut b = appliance("hbm2", "");
+    let b_addr = b.local_addr().unwrap();
+    let a = appliance(
+        "hbm2",
+        &format!("[[peers]]\nname = \"b\"\naddress = \"{b_addr}\"\nlabels = {{ \"hardware.gpu.memory\" = \"gddr6\" }}"),
+    );
+    let a_addr = a.local_addr().unwrap();
+    // B learns A as a peer through a live change.
+    let mut live = b.live();
+    live.peers.push(sluice_engine::config::PeerCfg {
+        name: "a".into(),
+        address: a_addr.to_string(),
+        labels: [("hardware.gpu.memory".to_string(), "gddr6".to_string())].into(),
+    });
+    b.apply(live).unwrap();
+    // A marks the request FORWARDED (outside the tag); B, which lacks the
+    // labels too, refuses a second hop, and A relays B's answer.
+    let s = client();
+    let mut buf = vec![0u8; 4096];
+    let n = build(&Req { id: 5, version: "1", intent: "training", ..Req::default() }, &mut buf);
+    let ans = roundtrip(&s, a_addr, &buf[..n]);
+    let f = Frame::new_checked(&ans[..]).unwrap();
+    assert_eq!(f.request_id(), 5);
+    assert_eq!(f.error_body().and_then(|e| e.code()), Some(ErrorCode::NoRouteToShard));
+    std::thread::sleep(Duration::from_millis(120));
+    assert_eq!(a.stats().total(|w| w.forwarded), 1, "A forwarded once");
+    assert_eq!(b.stats().total(|w| w.forwarded), 0, "B did not forward again");
+    b.stop(Duration::ZERO);
+}
