@@ -287,7 +287,8 @@ pub fn run(t: &mut dyn Transport, pick: &dyn Fn(u64) -> usize, cfg: &RunConfig) 
             None
         } else {
             match rate {
-                Some(r) if sending => {
+                // Window full: nothing can go out before an answer comes.
+                Some(r) if sending && t.outstanding() < window => {
                     let next = begin + Duration::from_secs_f64(scheduled as f64 / r);
                     Some(
                         next.saturating_duration_since(Instant::now())
