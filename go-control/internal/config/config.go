@@ -65,6 +65,8 @@ type Engine struct {
 	Hugepages  string `toml:"hugepages" json:"hugepages"`
 	Poll       string `toml:"poll" json:"poll"`
 	SpinUs     int    `toml:"spin_us" json:"spin_us"`
+	// ForwardTimeoutMs bounds the wait for a peer's answer to a forwarded request.
+	ForwardTimeoutMs int `toml:"forward_timeout_ms" json:"forward_timeout_ms"`
 }
 
 // IOUring is the [io_uring] table.
@@ -154,7 +156,7 @@ func Defaults() Config {
 	return Config{
 		Engine: Engine{
 			Workers: []int{0}, Transport: "io_uring", RxBurstMax: 32,
-			Hugepages: "auto", Poll: "adaptive", SpinUs: 200,
+			Hugepages: "auto", Poll: "adaptive", SpinUs: 200, ForwardTimeoutMs: 200,
 		},
 		IOUring: IOUring{
 			Listen: "127.0.0.1:7070", RingEntries: 512, RxBuffers: 256,

@@ -175,6 +175,7 @@ func (c *checker) engine(e *Engine) {
 	c.oneOf("engine.hugepages", e.Hugepages, "auto", "required", "off")
 	c.oneOf("engine.poll", e.Poll, "busy", "adaptive")
 	c.rangeInt("engine.spin_us", e.SpinUs, 0, SpinUsMax)
+	c.rangeInt("engine.forward_timeout_ms", e.ForwardTimeoutMs, 1, 60_000)
 }
 
 // CPUOnlinePath lists the online CPUs, e.g. "0-3,6".
