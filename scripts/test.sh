@@ -19,9 +19,9 @@ run() {
     if "$@"; then echo "---- $name: ok"; else echo "---- $name: FAILED"; failed+=("$name"); fi
 }
 
-run "rust tests" cargo test --workspace
-stage "build the engine's C ABI and the Go daemon"
+stage "build the engine's C ABI and the Go daemon (the end-to-end tests run sluiced)"
 eval "$(scripts/build-ffi.sh)"
+run "rust tests" cargo test --workspace
 run "go tests" bash -c 'cd go-control && go vet ./... && go test ./...'
 run "schema registry with Confluent's client" bash -c 'cd go-control && python3 registry/testdata/confluent_client_test.py'
 run "fuzz (${FUZZ_SECONDS:-30}s per target)" scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
