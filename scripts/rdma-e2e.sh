@@ -22,6 +22,11 @@ t0=$(date +%s)
 flag=--release
 [[ $PROFILE == debug ]] && flag=
 cargo build $flag -q -p sluice-engine --features rdma --bin sluice-engine --bin sluice-rdma-client
+# The transport's unit tests (debug build: speed does not matter there)
+# run in the guest too, against the real device.
+tests_bin=$(cargo test -p sluice-engine --features rdma --lib --no-run 2>&1 |
+    sed -n 's/.*Executable unittests src\/lib.rs (\(.*\))/\1/p' | tail -1)
+[[ -x $tests_bin ]] || { echo "rdma-e2e: no unit test binary" >&2; exit 1; }
 echo "rdma-e2e: built ($PROFILE) in $(( $(date +%s) - t0 )) s"
 
 t0=$(date +%s)
@@ -32,6 +37,7 @@ SHARE=$ROOT/.cache/rdma-vm/share
 rm -rf "$SHARE"
 mkdir -p "$SHARE/bin"
 cp "$CARGO_TARGET_DIR/$PROFILE/sluice-engine" "$CARGO_TARGET_DIR/$PROFILE/sluice-rdma-client" "$SHARE/bin/"
+cp "$tests_bin" "$SHARE/bin/engine-tests"
 cp cfg/rdma.toml "$SHARE/rdma.toml"
 cp scripts/rdma-guest-test.sh "$SHARE/guest-test.sh"
 

@@ -59,6 +59,14 @@ else
 fi
 wait
 
+note "transport unit tests on the real device (in-process appliance and client)"
+if SLUICE_RDMA_TEST_IP=$IP "$B/engine-tests" transport::rdma --test-threads=1; then
+    echo "sluice_unit=pass" >>"$R"
+else
+    echo "sluice_unit=FAIL" >>"$R"
+    fail=1
+fi
+
 start_engine() {
     "$B/sluice-engine" --config /share/rdma.toml >/tmp/engine.log 2>&1 &
     EPID=$!

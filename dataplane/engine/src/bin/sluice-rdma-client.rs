@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use sluice_engine::transport::rdma::client::ReplyPath;
 use sluice_engine::transport::rdma::{ClientError, ClientOpts, RdmaClient};
-use sluice_wire::{DType, ErrorCode, Frame, FrameRepr, Kind, TensorRepr, TenantKey};
+use sluice_wire::{DType, ErrorCode, Frame, FrameRepr, Kind, TenantKey, TensorRepr};
 
 const REPLY_WAIT: Duration = Duration::from_secs(10);
 
@@ -47,7 +47,10 @@ fn parse_key(s: &str) -> Option<TenantKey> {
     if hex.len() % 2 != 0 {
         return None;
     }
-    let bytes: Option<Vec<u8>> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok()).collect();
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+        .collect();
     Some(TenantKey::new(&bytes?))
 }
 
@@ -63,12 +66,27 @@ fn args() -> Args {
         seconds: 30,
     };
     let mut it = std::env::args().skip(1);
-    let num = |v: Option<String>, what: &str| -> u64 { v.and_then(|v| v.parse().ok()).unwrap_or_else(|| usage(&format!("{what} needs a number"))) };
+    let num = |v: Option<String>, what: &str| -> u64 {
+        v.and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| usage(&format!("{what} needs a number")))
+    };
     while let Some(s) = it.next() {
         match s.as_str() {
-            "--server" => a.server = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| usage("--server needs IP:PORT")),
+            "--server" => {
+                a.server = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| usage("--server needs IP:PORT"))
+            }
             "--tenant" => a.tenant = num(it.next(), "--tenant") as u32,
-            "--key" => a.key = Some(it.next().as_deref().and_then(parse_key).unwrap_or_else(|| usage("--key needs hex:..."))),
+            "--key" => {
+                a.key = Some(
+                    it.next()
+                        .as_deref()
+                        .and_then(parse_key)
+                        .unwrap_or_else(|| usage("--key needs hex:...")),
+                )
+            }
             "--small" => a.small = num(it.next(), "--small") as u32,
             "--large" => a.large = num(it.next(), "--large") as u32,
             "--large-mib" => a.large_mib = num(it.next(), "--large-mib") as u32,
@@ -86,9 +104,22 @@ fn args() -> Args {
 
 /// Builds a request with one u8 tensor of `len` bytes filled by `fill`
 /// (in place: the buffer is the registered send buffer or staging slot).
-fn build(buf: &mut [u8], a: &Args, id: u64, model: &str, version: &str, len: usize, seed: u8) -> usize {
+fn build(
+    buf: &mut [u8],
+    a: &Args,
+    id: u64,
+    model: &str,
+    version: &str,
+    len: usize,
+    seed: u8,
+) -> usize {
     let dims = [len as u64];
-    let t = [TensorRepr { name: "x", dtype: DType::U8, dims: &dims, data: None }];
+    let t = [TensorRepr {
+        name: "x",
+        dtype: DType::U8,
+        dims: &dims,
+        data: None,
+    }];
     let repr = FrameRepr {
         kind: Kind::Request,
         request_id: id,
@@ -98,7 +129,9 @@ fn build(buf: &mut [u8], a: &Args, id: u64, model: &str, version: &str, len: usi
         tensors: &t,
         ..FrameRepr::default()
     };
-    let Ok(layout) = repr.emit(buf) else { return usize::MAX };
+    let Ok(layout) = repr.emit(buf) else {
+        return usize::MAX;
+    };
     let off = layout.tensor_offsets[0];
     fill(&mut buf[off..off + len], seed);
     if let Some(k) = &a.key {
@@ -137,13 +170,17 @@ fn judge(bytes: &[u8], id: u64, len: usize, seed: u8, path: ReplyPath) -> Outcom
     match f.kind() {
         Kind::Error => Outcome::Error(f.error_body().and_then(|b| b.code())),
         Kind::Response => {
-            let Some(d) = f.tensor("x") else { return Outcome::Mismatch("no tensor x".into()) };
+            let Some(d) = f.tensor("x") else {
+                return Outcome::Mismatch("no tensor x".into());
+            };
             let data = f.tensor_data(&d);
             if data.len() != len {
                 return Outcome::Mismatch(format!("tensor of {} bytes, sent {len}", data.len()));
             }
             if data.as_ptr() as usize % 64 != 0 {
-                return Outcome::Mismatch("reply tensor not 64-byte aligned in the receive memory".into());
+                return Outcome::Mismatch(
+                    "reply tensor not 64-byte aligned in the receive memory".into(),
+                );
             }
             let mut want = vec![0u8; 4096.min(len)];
             // Compare chunk by chunk without a second full-size buffer.
@@ -154,7 +191,11 @@ fn judge(bytes: &[u8], id: u64, len: usize, seed: u8, path: ReplyPath) -> Outcom
                     *x = (i as u8).wrapping_mul(31).wrapping_add(seed) ^ ((i >> 8) as u8);
                 }
                 if chunk != w {
-                    return Outcome::Mismatch(format!("tensor differs in bytes {}..{}", ci * 4096, ci * 4096 + chunk.len()));
+                    return Outcome::Mismatch(format!(
+                        "tensor differs in bytes {}..{}",
+                        ci * 4096,
+                        ci * 4096 + chunk.len()
+                    ));
                 }
             }
             Outcome::Match { path }
@@ -166,7 +207,14 @@ fn judge(bytes: &[u8], id: u64, len: usize, seed: u8, path: ReplyPath) -> Outcom
 fn connect(a: &Args, large_mib: u32) -> Result<RdmaClient, ClientError> {
     let slot = ((large_mib + 2).div_ceil(2) * 2) << 20;
     // Generous: emulated RDMA (Soft-RoCE under TCG) is slow to set up.
-    RdmaClient::connect(a.server, ClientOpts { slot_size: slot, connect_timeout_ms: 30_000, ..ClientOpts::default() })
+    RdmaClient::connect(
+        a.server,
+        ClientOpts {
+            slot_size: slot,
+            connect_timeout_ms: 30_000,
+            ..ClientOpts::default()
+        },
+    )
 }
 
 struct Tally {
@@ -189,14 +237,24 @@ impl Tally {
     }
 }
 
-fn roundtrip_small(c: &mut RdmaClient, a: &Args, id: u64, model: &str, version: &str, len: usize) -> Result<Outcome, ClientError> {
+fn roundtrip_small(
+    c: &mut RdmaClient,
+    a: &Args,
+    id: u64,
+    model: &str,
+    version: &str,
+    len: usize,
+) -> Result<Outcome, ClientError> {
     let seed = id as u8;
     c.send(|b| build(b, a, id, model, version, len, seed))?;
     c.recv(REPLY_WAIT, |bytes, path| judge(bytes, id, len, seed, path))
 }
 
 fn check(a: &Args) -> i32 {
-    let mut t = Tally { passed: 0, failed: 0 };
+    let mut t = Tally {
+        passed: 0,
+        failed: 0,
+    };
     let mut c = match connect(a, a.large_mib) {
         Ok(c) => c,
         Err(e) => {
@@ -209,16 +267,27 @@ fn check(a: &Args) -> i32 {
     t.check(
         "connect",
         if g.slot_count >= 1 && g.slot_size as usize >= (a.large_mib as usize) << 20 {
-            Ok(format!("conn {} granted {} slot(s) of {} MiB, credits {}", g.conn_id, g.slot_count, g.slot_size >> 20, g.credits))
+            Ok(format!(
+                "conn {} granted {} slot(s) of {} MiB, credits {}",
+                g.conn_id,
+                g.slot_count,
+                g.slot_size >> 20,
+                g.credits
+            ))
         } else {
-            Err(format!("grant too small for a {} MiB tensor: {g:?}", a.large_mib))
+            Err(format!(
+                "grant too small for a {} MiB tensor: {g:?}",
+                a.large_mib
+            ))
         },
     );
     // 1. One small frame by SEND, echoed back by SEND.
     t.check(
         "small_echo",
         match roundtrip_small(&mut c, a, 1, "echo", "1", 1000) {
-            Ok(Outcome::Match { path: ReplyPath::Send }) => Ok("1000-byte tensor echoed by SEND".into()),
+            Ok(Outcome::Match {
+                path: ReplyPath::Send,
+            }) => Ok("1000-byte tensor echoed by SEND".into()),
             other => Err(format!("{other:?}")),
         },
     );
@@ -230,25 +299,34 @@ fn check(a: &Args) -> i32 {
         while got < n {
             while sent < n && sent - got < credit {
                 let id = 100 + sent;
-                c.send(|b| build(b, a, id, "echo", "1", 256, id as u8)).map_err(|e| e.to_string())?;
+                c.send(|b| build(b, a, id, "echo", "1", 256, id as u8))
+                    .map_err(|e| e.to_string())?;
                 sent += 1;
             }
             // Replies come back in order on one QP and one worker.
             let id = 100 + got;
-            let o = c.recv(REPLY_WAIT, |bytes, path| judge(bytes, id, 256, id as u8, path)).map_err(|e| e.to_string())?;
+            let o = c
+                .recv(REPLY_WAIT, |bytes, path| {
+                    judge(bytes, id, 256, id as u8, path)
+                })
+                .map_err(|e| e.to_string())?;
             if !matches!(o, Outcome::Match { .. }) {
                 return Err(format!("request {id}: {o:?}"));
             }
             got += 1;
         }
-        Ok(format!("{n} pipelined requests, window {credit}, all matched"))
+        Ok(format!(
+            "{n} pipelined requests, window {credit}, all matched"
+        ))
     })();
     t.check("small_pipelined", r);
     // 3. A request without a model version gets the clear error.
     t.check(
         "error_frame",
         match roundtrip_small(&mut c, a, 2, "echo", "", 64) {
-            Ok(Outcome::Error(Some(ErrorCode::ModelVersionRequired))) => Ok("model_version_required".into()),
+            Ok(Outcome::Error(Some(ErrorCode::ModelVersionRequired))) => {
+                Ok("model_version_required".into())
+            }
             other => Err(format!("{other:?}")),
         },
     );
@@ -260,16 +338,31 @@ fn check(a: &Args) -> i32 {
             let id = 10_000 + i as u64;
             let seed = 7 + i as u8;
             let t0 = Instant::now();
-            c.write_slot(slot, |b| build(b, a, id, "echo", "1", len, seed)).map_err(|e| e.to_string())?;
-            let o = c.recv(Duration::from_secs(60), |bytes, path| judge(bytes, id, len, seed, path)).map_err(|e| e.to_string())?;
+            c.write_slot(slot, |b| build(b, a, id, "echo", "1", len, seed))
+                .map_err(|e| e.to_string())?;
+            let o = c
+                .recv(Duration::from_secs(60), |bytes, path| {
+                    judge(bytes, id, len, seed, path)
+                })
+                .map_err(|e| e.to_string())?;
             match o {
-                Outcome::Match { path: ReplyPath::Slot(k) } if k == slot => {
-                    println!("  slot {slot}: {} MiB round trip in {:.1} ms", a.large_mib, t0.elapsed().as_secs_f64() * 1e3);
+                Outcome::Match {
+                    path: ReplyPath::Slot(k),
+                } if k == slot => {
+                    println!(
+                        "  slot {slot}: {} MiB round trip in {:.1} ms",
+                        a.large_mib,
+                        t0.elapsed().as_secs_f64() * 1e3
+                    );
                 }
                 o => return Err(format!("slot {slot}: {o:?}")),
             }
         }
-        Ok(format!("{} MiB tensor written to each of {} slot(s), reply written back and checked", a.large_mib, c.slot_count()))
+        Ok(format!(
+            "{} MiB tensor written to each of {} slot(s), reply written back and checked",
+            a.large_mib,
+            c.slot_count()
+        ))
     })();
     t.check("large_write", r);
     // 5. A slot index the appliance never granted cannot be used.
@@ -304,7 +397,9 @@ fn bench(a: &Args) -> i32 {
     let mut rtts: Vec<f64> = Vec::with_capacity(a.small as usize);
     for i in 0..(a.small as u64 + 100) {
         let t0 = Instant::now();
-        let r = c.send(|b| build(b, a, i, "null", "1", 64, 0)).and_then(|()| c.recv(REPLY_WAIT, |b, _| Frame::new_checked(b).map(|f| f.kind())));
+        let r = c
+            .send(|b| build(b, a, i, "null", "1", 64, 0))
+            .and_then(|()| c.recv(REPLY_WAIT, |b, _| Frame::new_checked(b).map(|f| f.kind())));
         match r {
             Ok(Ok(Kind::Response)) => {}
             other => {
@@ -317,7 +412,11 @@ fn bench(a: &Args) -> i32 {
         }
     }
     rtts.sort_by(|x, y| x.total_cmp(y));
-    let pct = |p: f64| rtts.get(((rtts.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0.0);
+    let pct = |p: f64| {
+        rtts.get(((rtts.len() as f64 - 1.0) * p) as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
     // Large: write a tensor, wait for the reply (null: zeros of the same size
     // written back), one slot at a time, so bytes moved = 2 x tensor.
     let len = (a.large_mib as usize) << 20;
@@ -326,7 +425,11 @@ fn bench(a: &Args) -> i32 {
         let slot = (i % c.slot_count() as u64) as u32;
         let r = c
             .write_slot(slot, |b| build(b, a, 1_000_000 + i, "null", "1", len, 1))
-            .and_then(|()| c.recv(Duration::from_secs(60), |b, p| (Frame::new_checked(b).map(|f| f.kind()), p)));
+            .and_then(|()| {
+                c.recv(Duration::from_secs(60), |b, p| {
+                    (Frame::new_checked(b).map(|f| f.kind()), p)
+                })
+            });
         match r {
             Ok((Ok(Kind::Response), ReplyPath::Slot(_))) => {}
             other => {
@@ -358,7 +461,10 @@ fn hold(a: &Args) -> i32 {
             return 1;
         }
     };
-    println!("hold: connected as {}; keeping requests in flight", c.server().conn_id);
+    println!(
+        "hold: connected as {}; keeping requests in flight",
+        c.server().conn_id
+    );
     let deadline = Instant::now() + Duration::from_secs(a.seconds);
     let mut ok = 0u64;
     let mut id = 0u64;
@@ -376,7 +482,10 @@ fn hold(a: &Args) -> i32 {
             Err(e) => return lost(e, ok),
         }
     }
-    println!("hold: connection still up after {}s ({ok} replies)", a.seconds);
+    println!(
+        "hold: connection still up after {}s ({ok} replies)",
+        a.seconds
+    );
     1
 }
 

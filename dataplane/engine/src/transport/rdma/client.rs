@@ -8,7 +8,10 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::proto::{ClientHello, IMM_SLOT, ServerHello};
-use super::verbs::{self, Access, CmChannel, CmEventKind, CmId, ConnParams, Cq, Mr, Pd, Qp, QpCaps, SendOp, Wc, WcKind};
+use super::verbs::{
+    self, Access, CmChannel, CmEventKind, CmId, ConnParams, Cq, Mr, Pd, Qp, QpCaps, SendOp, Wc,
+    WcKind,
+};
 use super::{NO_DEVICE_HINT, device_check};
 use crate::config::HugepageMode;
 use crate::pool::{FreeList, PoolError, Region};
@@ -30,7 +33,13 @@ pub struct ClientOpts {
 
 impl Default for ClientOpts {
     fn default() -> Self {
-        ClientOpts { buffer_size: 65536, outstanding_max: 16, slots: 2, slot_size: 18 << 20, connect_timeout_ms: 5000 }
+        ClientOpts {
+            buffer_size: 65536,
+            outstanding_max: 16,
+            slots: 2,
+            slot_size: 18 << 20,
+            connect_timeout_ms: 5000,
+        }
     }
 }
 
@@ -70,7 +79,13 @@ impl ClientError {
     /// Whether the same request may succeed if sent again (perhaps on a
     /// new connection).
     pub fn retryable(&self) -> bool {
-        matches!(self, ClientError::ConnectionLost { .. } | ClientError::Timeout | ClientError::NoCredit | ClientError::SlotBusy(_))
+        matches!(
+            self,
+            ClientError::ConnectionLost { .. }
+                | ClientError::Timeout
+                | ClientError::NoCredit
+                | ClientError::SlotBusy(_)
+        )
     }
 }
 
@@ -81,7 +96,10 @@ impl std::fmt::Display for ClientError {
             ClientError::Setup(s, e) => write!(f, "rdma client {s}: {e}"),
             ClientError::Refused(m) => write!(f, "connection refused: {m}"),
             ClientError::ConnectionLost { outstanding } => {
-                write!(f, "connection lost; {outstanding} request(s) in flight failed (retryable)")
+                write!(
+                    f,
+                    "connection lost; {outstanding} request(s) in flight failed (retryable)"
+                )
             }
             ClientError::Timeout => f.write_str("no reply in time (retryable)"),
             ClientError::TooLarge { len, max } => write!(f, "frame of {len} bytes exceeds {max}"),
@@ -150,7 +168,9 @@ impl RdmaClient {
         id.resolve_route(opts.connect_timeout_ms as i32)
             .map_err(|e| ClientError::Setup("resolve route", e))?;
         expect(&ch, CmEventKind::RouteResolved, deadline)?;
-        let ctx = id.context().ok_or_else(|| ClientError::Refused("route resolved to no RDMA device".into()))?;
+        let ctx = id
+            .context()
+            .ok_or_else(|| ClientError::Refused("route resolved to no RDMA device".into()))?;
         let pd = Pd::new(ctx).map_err(|e| ClientError::Setup("alloc pd", e))?;
         let a = super::limits::SLOT_ALIGN_BYTES as usize;
         let bs = opts.buffer_size as usize;
@@ -159,15 +179,30 @@ impl RdmaClient {
         let staging_off = (rx_off + recv_count as usize * bs).div_ceil(a) * a;
         let slots_bytes = opts.slots as usize * opts.slot_size as usize;
         let reply_off = staging_off + slots_bytes;
-        let mut region = Region::alloc(reply_off + slots_bytes, HugepageMode::Auto).map_err(ClientError::Pool)?;
+        let mut region = Region::alloc(reply_off + slots_bytes, HugepageMode::Auto)
+            .map_err(ClientError::Pool)?;
         let base = region.as_mut_ptr();
-        let local_mr = Mr::register(&pd, base, region.len(), Access::Local).map_err(|e| ClientError::Setup("reg mr", e))?;
-        let reply_mr = Mr::register(&pd, base.wrapping_add(reply_off), slots_bytes.max(a), Access::RemoteWrite)
-            .map_err(|e| ClientError::Setup("reg mr (reply slots)", e))?;
-        let cq = Cq::new(ctx, (opts.outstanding_max + opts.slots) * 2 + recv_count + 16)
-            .map_err(|e| ClientError::Setup("create cq", e))?;
-        let caps = QpCaps { send_wr: opts.outstanding_max + opts.slots + 4, recv_wr: recv_count };
-        let qp = id.create_qp(&pd, &cq, None, caps).map_err(|e| ClientError::Setup("create qp", e))?;
+        let local_mr = Mr::register(&pd, base, region.len(), Access::Local)
+            .map_err(|e| ClientError::Setup("reg mr", e))?;
+        let reply_mr = Mr::register(
+            &pd,
+            base.wrapping_add(reply_off),
+            slots_bytes.max(a),
+            Access::RemoteWrite,
+        )
+        .map_err(|e| ClientError::Setup("reg mr (reply slots)", e))?;
+        let cq = Cq::new(
+            ctx,
+            (opts.outstanding_max + opts.slots) * 2 + recv_count + 16,
+        )
+        .map_err(|e| ClientError::Setup("create cq", e))?;
+        let caps = QpCaps {
+            send_wr: opts.outstanding_max + opts.slots + 4,
+            recv_wr: recv_count,
+        };
+        let qp = id
+            .create_qp(&pd, &cq, None, caps)
+            .map_err(|e| ClientError::Setup("create qp", e))?;
         for i in 0..recv_count {
             let p = base.wrapping_add(rx_off + i as usize * bs);
             qp.post_recv(TAG_RECV | i as u64, p, opts.buffer_size, local_mr.lkey())
@@ -181,26 +216,45 @@ impl RdmaClient {
             buffer_size: opts.buffer_size,
         };
         let data = hello.encode();
-        id.connect(&ConnParams { private_data: &data }).map_err(|e| ClientError::Setup("connect", e))?;
+        id.connect(&ConnParams {
+            private_data: &data,
+        })
+        .map_err(|e| ClientError::Setup("connect", e))?;
         // Memory set-up above may take a while on a slow host: the answer
         // gets its own full timeout.
         let deadline = Instant::now() + Duration::from_millis(opts.connect_timeout_ms as u64);
         let server = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(ClientError::Refused("no answer to the connect request in time".into()));
+                return Err(ClientError::Refused(
+                    "no answer to the connect request in time".into(),
+                ));
             }
-            let Some(ev) = ch.next_timeout(left.as_millis().min(100) as i32) else { continue };
+            let Some(ev) = ch.next_timeout(left.as_millis().min(100) as i32) else {
+                continue;
+            };
             match ev.kind() {
                 CmEventKind::Established => {
-                    break ServerHello::decode(ev.private_data())
-                        .ok_or_else(|| ClientError::Refused("the peer is not a Sluice RDMA appliance".into()))?;
+                    break ServerHello::decode(ev.private_data()).ok_or_else(|| {
+                        ClientError::Refused("the peer is not a Sluice RDMA appliance".into())
+                    })?;
                 }
                 CmEventKind::Rejected => {
-                    let why = String::from_utf8_lossy(ev.private_data()).trim_end_matches('\0').to_string();
-                    return Err(ClientError::Refused(if why.is_empty() { format!("rejected (status {})", ev.status()) } else { why }));
+                    let why = String::from_utf8_lossy(ev.private_data())
+                        .trim_end_matches('\0')
+                        .to_string();
+                    return Err(ClientError::Refused(if why.is_empty() {
+                        format!("rejected (status {})", ev.status())
+                    } else {
+                        why
+                    }));
                 }
-                CmEventKind::Error(e) => return Err(ClientError::Refused(format!("rdma_cm error event {e}, status {}", ev.status()))),
+                CmEventKind::Error(e) => {
+                    return Err(ClientError::Refused(format!(
+                        "rdma_cm error event {e}, status {}",
+                        ev.status()
+                    )));
+                }
                 _ => {}
             }
         };
@@ -275,10 +329,19 @@ impl RdmaClient {
         let len = build(&mut self.region.bytes_mut()[off..off + bs]);
         if len > self.send_max() {
             self.tx_free.free(i);
-            return Err(ClientError::TooLarge { len, max: self.send_max() });
+            return Err(ClientError::TooLarge {
+                len,
+                max: self.send_max(),
+            });
         }
         let p = self.region.as_mut_ptr().wrapping_add(off);
-        if let Err(e) = self.qp.post_send(TAG_SEND | i as u64, p, len as u32, self.local_mr.lkey(), SendOp::Send) {
+        if let Err(e) = self.qp.post_send(
+            TAG_SEND | i as u64,
+            p,
+            len as u32,
+            self.local_mr.lkey(),
+            SendOp::Send,
+        ) {
             self.tx_free.free(i);
             return Err(self.lose_on(e));
         }
@@ -289,7 +352,11 @@ impl RdmaClient {
     /// Builds a frame in staging buffer `slot` with `build` and RDMA WRITEs
     /// it into the appliance's request slot `slot`. The slot is the
     /// caller's again once the reply for that request has arrived.
-    pub fn write_slot(&mut self, slot: u32, build: impl FnOnce(&mut [u8]) -> usize) -> Result<(), ClientError> {
+    pub fn write_slot(
+        &mut self,
+        slot: u32,
+        build: impl FnOnce(&mut [u8]) -> usize,
+    ) -> Result<(), ClientError> {
         self.check_lost()?;
         if slot >= self.slot_count() {
             return Err(ClientError::SlotBusy(slot));
@@ -309,7 +376,13 @@ impl RdmaClient {
             rkey: self.server.slot_rkey,
             imm: IMM_SLOT | slot,
         };
-        if let Err(e) = self.qp.post_send(TAG_WRITE | slot as u64, p, len as u32, self.local_mr.lkey(), op) {
+        if let Err(e) = self.qp.post_send(
+            TAG_WRITE | slot as u64,
+            p,
+            len as u32,
+            self.local_mr.lkey(),
+            op,
+        ) {
             return Err(self.lose_on(e));
         }
         self.staging_busy[slot as usize] = true;
@@ -318,7 +391,11 @@ impl RdmaClient {
     }
 
     /// Waits for the next reply and hands its bytes, in place, to `f`.
-    pub fn recv<R>(&mut self, timeout: Duration, f: impl FnOnce(&[u8], ReplyPath) -> R) -> Result<R, ClientError> {
+    pub fn recv<R>(
+        &mut self,
+        timeout: Duration,
+        f: impl FnOnce(&[u8], ReplyPath) -> R,
+    ) -> Result<R, ClientError> {
         self.check_lost()?;
         let deadline = Instant::now() + timeout;
         let mut empty = 0u32;
@@ -352,11 +429,18 @@ impl RdmaClient {
             let (off, len, path) = match wc.kind {
                 WcKind::RecvWriteImm => {
                     let k = wc.imm & 0xffff;
-                    if wc.imm & IMM_SLOT == 0 || k >= self.opts.slots || wc.byte_len > self.opts.slot_size {
+                    if wc.imm & IMM_SLOT == 0
+                        || k >= self.opts.slots
+                        || wc.byte_len > self.opts.slot_size
+                    {
                         self.repost(b);
                         continue;
                     }
-                    (self.reply_off + k as usize * self.opts.slot_size as usize, wc.byte_len as usize, ReplyPath::Slot(k))
+                    (
+                        self.reply_off + k as usize * self.opts.slot_size as usize,
+                        wc.byte_len as usize,
+                        ReplyPath::Slot(k),
+                    )
                 }
                 _ => (
                     self.rx_off + b as usize * self.opts.buffer_size as usize,
@@ -413,8 +497,15 @@ impl RdmaClient {
             return;
         }
         let bs = self.opts.buffer_size;
-        let p = self.region.as_mut_ptr().wrapping_add(self.rx_off + b as usize * bs as usize);
-        if self.qp.post_recv(TAG_RECV | b as u64, p, bs, self.local_mr.lkey()).is_err() {
+        let p = self
+            .region
+            .as_mut_ptr()
+            .wrapping_add(self.rx_off + b as usize * bs as usize);
+        if self
+            .qp
+            .post_recv(TAG_RECV | b as u64, p, bs, self.local_mr.lkey())
+            .is_err()
+        {
             self.lost = true;
         }
     }
@@ -439,7 +530,9 @@ impl RdmaClient {
     /// Marks the connection lost and fails every request in flight.
     fn lose(&mut self) -> ClientError {
         self.lost = true;
-        ClientError::ConnectionLost { outstanding: std::mem::take(&mut self.outstanding) }
+        ClientError::ConnectionLost {
+            outstanding: std::mem::take(&mut self.outstanding),
+        }
     }
 
     fn lose_on(&mut self, _e: io::Error) -> ClientError {
@@ -467,7 +560,9 @@ fn expect(ch: &CmChannel, want: CmEventKind, deadline: Instant) -> Result<(), Cl
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(ClientError::Refused(format!("timed out waiting for {want:?}")));
+            return Err(ClientError::Refused(format!(
+                "timed out waiting for {want:?}"
+            )));
         }
         if let Some(ev) = ch.next_timeout(left.as_millis().min(100) as i32) {
             let k = ev.kind();
@@ -475,7 +570,10 @@ fn expect(ch: &CmChannel, want: CmEventKind, deadline: Instant) -> Result<(), Cl
                 return Ok(());
             }
             if let CmEventKind::Error(e) = k {
-                return Err(ClientError::Refused(format!("rdma_cm error event {e} (status {}) waiting for {want:?}", ev.status())));
+                return Err(ClientError::Refused(format!(
+                    "rdma_cm error event {e} (status {}) waiting for {want:?}",
+                    ev.status()
+                )));
             }
         }
     }

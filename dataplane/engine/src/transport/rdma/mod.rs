@@ -116,10 +116,12 @@ pub struct RdmaCfg {
 impl RdmaCfg {
     /// Parses and checks the `[rdma]` table of a config.
     pub fn from_config(cfg: &Config) -> Result<RdmaCfg, ConfigError> {
-        let t = cfg
-            .rdma
-            .as_ref()
-            .ok_or_else(|| ConfigError::at("rdma", "transport \"rdma\" needs an [rdma] table with `listen`"))?;
+        let t = cfg.rdma.as_ref().ok_or_else(|| {
+            ConfigError::at(
+                "rdma",
+                "transport \"rdma\" needs an [rdma] table with `listen`",
+            )
+        })?;
         let c: RdmaCfg = toml::Value::Table(t.clone())
             .try_into()
             .map_err(|e: toml::de::Error| ConfigError::at("rdma", e.message().to_string()))?;
@@ -129,7 +131,10 @@ impl RdmaCfg {
 
     /// The listen address.
     pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
-        let a: SocketAddr = self.listen.parse().map_err(|_| ConfigError::at("rdma.listen", "not an IP:port address"))?;
+        let a: SocketAddr = self
+            .listen
+            .parse()
+            .map_err(|_| ConfigError::at("rdma.listen", "not an IP:port address"))?;
         if a.ip().is_unspecified() {
             return Err(ConfigError::at(
                 "rdma.listen",
@@ -144,29 +149,56 @@ impl RdmaCfg {
         self.listen_addr()?;
         let range = |key: &str, v: u32, lo: u32, hi: u32| {
             if v < lo || v > hi {
-                Err(ConfigError::at(format!("rdma.{key}"), format!("{v} is out of range {lo}..={hi}")))
+                Err(ConfigError::at(
+                    format!("rdma.{key}"),
+                    format!("{v} is out of range {lo}..={hi}"),
+                ))
             } else {
                 Ok(())
             }
         };
         range("rx_buffers", self.rx_buffers, 1, BUFFER_COUNT_MAX)?;
         range("tx_buffers", self.tx_buffers, 1, BUFFER_COUNT_MAX)?;
-        range("buffer_size", self.buffer_size, BUFFER_SIZE_MIN, BUFFER_SIZE_MAX)?;
+        range(
+            "buffer_size",
+            self.buffer_size,
+            BUFFER_SIZE_MIN,
+            BUFFER_SIZE_MAX,
+        )?;
         if self.buffer_size % sluice_wire::TENSOR_ALIGN as u32 != 0 {
-            return Err(ConfigError::at("rdma.buffer_size", "must be a multiple of 64 (tensor alignment)"));
+            return Err(ConfigError::at(
+                "rdma.buffer_size",
+                "must be a multiple of 64 (tensor alignment)",
+            ));
         }
         range("connections_max", self.connections_max, 1, CONNECTIONS_MAX)?;
-        range("slots_per_connection", self.slots_per_connection, 0, SLOTS_PER_CONNECTION_MAX)?;
+        range(
+            "slots_per_connection",
+            self.slots_per_connection,
+            0,
+            SLOTS_PER_CONNECTION_MAX,
+        )?;
         range("slot_size", self.slot_size, SLOT_ALIGN_BYTES, SLOT_SIZE_MAX)?;
         if self.slot_size % SLOT_ALIGN_BYTES != 0 {
-            return Err(ConfigError::at("rdma.slot_size", "must be a multiple of 2 MiB (2097152)"));
+            return Err(ConfigError::at(
+                "rdma.slot_size",
+                "must be a multiple of 2 MiB (2097152)",
+            ));
         }
-        range("large_tx_buffers", self.large_tx_buffers, 0, LARGE_TX_BUFFERS_MAX)?;
+        range(
+            "large_tx_buffers",
+            self.large_tx_buffers,
+            0,
+            LARGE_TX_BUFFERS_MAX,
+        )?;
         range("backlog", self.backlog, 1, BACKLOG_MAX)?;
         if self.pool_bytes() > POOL_BYTES_MAX {
             return Err(ConfigError::at(
                 "rdma",
-                format!("pools need {} bytes per worker, more than {POOL_BYTES_MAX}", self.pool_bytes()),
+                format!(
+                    "pools need {} bytes per worker, more than {POOL_BYTES_MAX}",
+                    self.pool_bytes()
+                ),
             ));
         }
         Ok(())
@@ -234,14 +266,18 @@ pub mod proto {
             b[24..28].copy_from_slice(&self.slot_rkey.to_le_bytes());
             b[28..32].copy_from_slice(&self.slot_count.to_le_bytes());
             b[32..36].copy_from_slice(&self.slot_size.to_le_bytes());
-            b[36..38].copy_from_slice(&(self.buffer_size >> 6).min(u16::MAX as u32).to_le_bytes()[..2]);
+            b[36..38]
+                .copy_from_slice(&(self.buffer_size >> 6).min(u16::MAX as u32).to_le_bytes()[..2]);
             b[38..40].copy_from_slice(&self.credits.min(u16::MAX as u32).to_le_bytes()[..2]);
             b
         }
 
         /// Decodes; `None` for a foreign or other-version hello.
         pub fn decode(b: &[u8]) -> Option<ServerHello> {
-            if b.len() < SERVER_HELLO_LEN || b[0..4] != SERVER_MAGIC || u16::from_le_bytes([b[4], b[5]]) != VERSION {
+            if b.len() < SERVER_HELLO_LEN
+                || b[0..4] != SERVER_MAGIC
+                || u16::from_le_bytes([b[4], b[5]]) != VERSION
+            {
                 return None;
             }
             let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
@@ -292,7 +328,10 @@ pub mod proto {
 
         /// Decodes; `None` for a foreign or other-version hello.
         pub fn decode(b: &[u8]) -> Option<ClientHello> {
-            if b.len() < CLIENT_HELLO_LEN || b[0..4] != CLIENT_MAGIC || u16::from_le_bytes([b[4], b[5]]) != VERSION {
+            if b.len() < CLIENT_HELLO_LEN
+                || b[0..4] != CLIENT_MAGIC
+                || u16::from_le_bytes([b[4], b[5]]) != VERSION
+            {
                 return None;
             }
             let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
@@ -312,7 +351,9 @@ pub fn device_check() -> Result<usize, String> {
     match verbs::device_count() {
         Ok(0) => Err("no RDMA device found: ibv_get_device_list lists none".into()),
         Ok(n) => Ok(n),
-        Err(e) => Err(format!("no RDMA device found: ibv_get_device_list failed ({e})")),
+        Err(e) => Err(format!(
+            "no RDMA device found: ibv_get_device_list failed ({e})"
+        )),
     }
 }
 
@@ -358,7 +399,11 @@ mod tests {
         let e = cfg_with("listen = \"10.0.2.15:1\"\nconnections_max = 1024\nslots_per_connection = 64\nslot_size = 268435456")
             .unwrap_err();
         assert_eq!(e.key, "rdma");
-        let cfg = Config::parse("[engine]\nworkers = [0]\ntransport = \"rdma\"\n", std::path::PathBuf::new()).unwrap();
+        let cfg = Config::parse(
+            "[engine]\nworkers = [0]\ntransport = \"rdma\"\n",
+            std::path::PathBuf::new(),
+        )
+        .unwrap();
         assert_eq!(RdmaCfg::from_config(&cfg).unwrap_err().key, "rdma");
     }
 
@@ -374,7 +419,13 @@ mod tests {
             credits: 64,
         };
         assert_eq!(ServerHello::decode(&s.encode()), Some(s));
-        let c = ClientHello { reply_base: 1 << 40, reply_rkey: 7, reply_count: 2, reply_size: 18 << 20, buffer_size: 65536 };
+        let c = ClientHello {
+            reply_base: 1 << 40,
+            reply_rkey: 7,
+            reply_count: 2,
+            reply_size: 18 << 20,
+            buffer_size: 65536,
+        };
         assert_eq!(ClientHello::decode(&c.encode()), Some(c));
         assert!(ServerHello::decode(&c.encode()).is_none());
         assert!(ClientHello::decode(&[0u8; 10]).is_none());
@@ -391,13 +442,19 @@ mod tests {
         let text = "[engine]\nworkers = [0]\ntransport = \"rdma\"\n[rdma]\nlisten = \"127.0.0.1:7471\"\n\
                     slot_size = 2097152\nconnections_max = 1\n";
         let cfg = Config::parse(text, std::path::PathBuf::new()).unwrap();
-        let opts = crate::EngineOptions { no_pin: true, ..Default::default() };
+        let opts = crate::EngineOptions {
+            no_pin: true,
+            ..Default::default()
+        };
         let mut e = crate::Engine::new(cfg, opts).unwrap();
         let err = e.start().unwrap_err().to_string();
         match device_check() {
             Err(_) => {
                 assert!(err.contains("no RDMA device found"), "{err}");
-                assert!(err.contains("rdma link add"), "the error says how to get a device: {err}");
+                assert!(
+                    err.contains("rdma link add"),
+                    "the error says how to get a device: {err}"
+                );
             }
             Ok(_) => assert!(err.contains("rdma.listen 127.0.0.1:7471"), "{err}"),
         }
@@ -411,7 +468,9 @@ mod tests {
             // The guest run covers connecting for real.
             return;
         }
-        let err = RdmaClient::connect("127.0.0.1:7471".parse().unwrap(), ClientOpts::default()).err().unwrap();
+        let err = RdmaClient::connect("127.0.0.1:7471".parse().unwrap(), ClientOpts::default())
+            .err()
+            .unwrap();
         assert!(matches!(err, ClientError::NoDevice(_)), "{err}");
         assert!(!err.retryable());
         assert!(err.to_string().contains("no RDMA device found"), "{err}");
@@ -423,6 +482,124 @@ mod tests {
         assert!(ClientError::Timeout.retryable());
         assert!(!ClientError::TooLarge { len: 2, max: 1 }.retryable());
         assert!(!ClientError::Refused("x".into()).retryable());
-        assert!(ClientError::ConnectionLost { outstanding: 3 }.to_string().contains("3 request(s) in flight failed"));
+        assert!(
+            ClientError::ConnectionLost { outstanding: 3 }
+                .to_string()
+                .contains("3 request(s) in flight failed")
+        );
+    }
+
+    /// With a device (the Soft-RoCE guest sets SLUICE_RDMA_TEST_IP): a real
+    /// appliance in this process, a real client; the connection is listed
+    /// with counters, closed from the control side, and the client's
+    /// request in flight fails with a retryable connection loss.
+    #[test]
+    fn connections_are_listed_counted_and_closed() {
+        let Ok(ip) = std::env::var("SLUICE_RDMA_TEST_IP") else {
+            // No device here: the start-up error is what there is to test.
+            assert!(
+                device_check().is_err()
+                    || RdmaClient::connect("127.0.0.1:1".parse().unwrap(), ClientOpts::default())
+                        .is_err()
+            );
+            return;
+        };
+        let text = format!(
+            "[engine]\nworkers = [0]\ntransport = \"rdma\"\npoll = \"adaptive\"\n\
+             [rdma]\nlisten = \"{ip}:7472\"\nconnections_max = 2\nslots_per_connection = 1\nslot_size = 2097152\n\
+             large_tx_buffers = 1\nrx_buffers = 32\ntx_buffers = 32\n\
+             [[shards]]\nname = \"s\"\nmax_concurrency = 4\nqueue_depth = 16\n\
+             [[routes]]\nname = \"echo\"\nmodel = \"echo\"\nshard = \"s\"\n\
+             [[models]]\nname = \"echo\"\nversion = \"1\"\nkind = \"echo\"\n"
+        );
+        let cfg = Config::parse(&text, std::path::PathBuf::new()).unwrap();
+        let mut e = crate::Engine::new(
+            cfg,
+            crate::EngineOptions {
+                no_pin: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        e.start().unwrap();
+        let server: SocketAddr = format!("{ip}:7472").parse().unwrap();
+        let opts = ClientOpts {
+            slots: 1,
+            slot_size: 2 << 20,
+            connect_timeout_ms: 30_000,
+            ..ClientOpts::default()
+        };
+        let mut c = RdmaClient::connect(server, opts).unwrap();
+        let request = |buf: &mut [u8], id: u64| {
+            let dims = [8u64];
+            let data = [7u8; 8];
+            let t = [sluice_wire::TensorRepr {
+                name: "x",
+                dtype: sluice_wire::DType::U8,
+                dims: &dims,
+                data: Some(&data),
+            }];
+            let repr = sluice_wire::FrameRepr {
+                request_id: id,
+                model: "echo",
+                model_version: "1",
+                tensors: &t,
+                ..sluice_wire::FrameRepr::default()
+            };
+            repr.emit(buf).map(|l| l.frame_len).unwrap_or(usize::MAX)
+        };
+        c.send(|b| request(b, 1)).unwrap();
+        let kind = c
+            .recv(std::time::Duration::from_secs(30), |b, _| {
+                sluice_wire::Frame::new_checked(b).map(|f| f.kind())
+            })
+            .unwrap();
+        assert_eq!(kind, Ok(sluice_wire::Kind::Response));
+        let conn_id = c.server().conn_id;
+        let list = connections();
+        let mine = list
+            .iter()
+            .find(|s| s.id == conn_id)
+            .expect("the connection is listed");
+        assert_eq!(mine.state, "up");
+        assert_eq!(mine.device, "rxe0");
+        assert!(mine.rx_frames >= 1 && mine.tx_frames >= 1, "{mine:?}");
+        assert!(mine.rx_bytes > 0 && mine.tx_bytes > 0, "{mine:?}");
+        assert!(matches!(
+            close_connection(u64::MAX),
+            Err(RdmaError::UnknownConnection(_))
+        ));
+        // A request in flight when the control plane closes the connection.
+        c.send(|b| request(b, 2)).ok();
+        close_connection(conn_id).unwrap();
+        let mut lost = None;
+        for _ in 0..4 {
+            match c.recv(std::time::Duration::from_secs(10), |_, _| ()) {
+                Ok(()) => continue,
+                Err(err) => {
+                    lost = Some(err);
+                    break;
+                }
+            }
+        }
+        let err = lost.expect("the close reached the client");
+        assert!(matches!(err, ClientError::ConnectionLost { .. }), "{err}");
+        assert!(err.retryable());
+        let t = std::time::Instant::now();
+        while connections().iter().any(|s| s.id == conn_id)
+            && t.elapsed() < std::time::Duration::from_secs(20)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(
+            !connections().iter().any(|s| s.id == conn_id),
+            "closed connections leave the list"
+        );
+        // The slot is free again: a new client connects.
+        let c2 = RdmaClient::connect(server, opts).unwrap();
+        assert_ne!(c2.server().conn_id, conn_id);
+        drop(c2);
+        drop(c);
+        e.stop(std::time::Duration::from_millis(10));
     }
 }

@@ -20,7 +20,10 @@ use crossbeam_queue::ArrayQueue;
 use serde::Serialize;
 
 use super::proto::{ClientHello, IMM_SLOT, ServerHello};
-use super::verbs::{self, Access, CmChannel, CmEventKind, CmId, ConnParams, Context, Cq, Mr, Pd, Qp, QpCaps, SendOp, Srq, Wc, WcKind};
+use super::verbs::{
+    self, Access, CmChannel, CmEventKind, CmId, ConnParams, Context, Cq, Mr, Pd, Qp, QpCaps,
+    SendOp, Srq, Wc, WcKind,
+};
 use super::{NO_DEVICE_HINT, RdmaCfg, device_check};
 use crate::config::{Config, ConfigError, HugepageMode};
 use crate::pool::{FreeList, PoolError, Region};
@@ -85,7 +88,15 @@ struct ConnCounters {
 
 impl ConnCounters {
     fn reset(&self) {
-        for a in [&self.rx_frames, &self.rx_bytes, &self.rx_large, &self.tx_frames, &self.tx_bytes, &self.tx_large, &self.errors] {
+        for a in [
+            &self.rx_frames,
+            &self.rx_bytes,
+            &self.rx_large,
+            &self.tx_frames,
+            &self.tx_bytes,
+            &self.tx_large,
+            &self.errors,
+        ] {
             a.store(0, Ordering::Relaxed);
         }
     }
@@ -125,8 +136,17 @@ pub struct ConnStatus {
 }
 
 enum ConnMsg {
-    Up { slot: u32, generation: u32, qp: Qp, peer: SocketAddr, hello: ClientHello },
-    Down { slot: u32, generation: u32 },
+    Up {
+        slot: u32,
+        generation: u32,
+        qp: Qp,
+        peer: SocketAddr,
+        hello: ClientHello,
+    },
+    Down {
+        slot: u32,
+        generation: u32,
+    },
 }
 
 /// What a worker shares with the control thread.
@@ -196,9 +216,15 @@ static RUNTIMES: Mutex<Vec<Weak<Runtime>>> = Mutex::new(Vec::new());
 
 fn runtime_for(cfg: &RdmaCfg, workers: usize) -> Result<Arc<Runtime>, RdmaError> {
     let listen = cfg.listen_addr().map_err(RdmaError::Config)?;
-    let mut reg = RUNTIMES.lock().map_err(|_| RdmaError::Setup("runtime registry poisoned".into()))?;
+    let mut reg = RUNTIMES
+        .lock()
+        .map_err(|_| RdmaError::Setup("runtime registry poisoned".into()))?;
     reg.retain(|w| w.strong_count() > 0);
-    if let Some(rt) = reg.iter().filter_map(Weak::upgrade).find(|r| r.listen == listen) {
+    if let Some(rt) = reg
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|r| r.listen == listen)
+    {
         return Ok(rt);
     }
     let rt = Arc::new(start_runtime(cfg, listen, workers)?);
@@ -211,13 +237,16 @@ fn start_runtime(cfg: &RdmaCfg, listen: SocketAddr, workers: usize) -> Result<Ru
     let channel = CmChannel::new().map_err(|e| RdmaError::Cm("create_event_channel", e))?;
     let mut lid = CmId::new(&channel).map_err(|e| RdmaError::Cm("create_id", e))?;
     lid.bind(listen).map_err(|e| {
-        RdmaError::Setup(format!("cannot bind rdma.listen {listen}: {e} (it must be an IP of an RDMA device's netdev)"))
+        RdmaError::Setup(format!(
+            "cannot bind rdma.listen {listen}: {e} (it must be an IP of an RDMA device's netdev)"
+        ))
     })?;
     let ctx = lid
         .context()
         .ok_or_else(|| RdmaError::Setup(format!("rdma.listen {listen} is on no RDMA device")))?;
     let pd = Pd::new(ctx).map_err(|e| RdmaError::Verbs("alloc_pd", e))?;
-    lid.listen(cfg.backlog as i32).map_err(|e| RdmaError::Cm("listen", e))?;
+    lid.listen(cfg.backlog as i32)
+        .map_err(|e| RdmaError::Cm("listen", e))?;
     let device = ctx.device_name();
     log::info!("rdma: listening on {listen} (device {device})");
     let per = cfg.connections_max as usize;
@@ -238,18 +267,29 @@ fn start_runtime(cfg: &RdmaCfg, listen: SocketAddr, workers: usize) -> Result<Ru
         .name("sluice-rdma-cm".into())
         .spawn(move || control_loop(&i2))
         .map_err(|e| RdmaError::Setup(format!("spawn control thread: {e}")))?;
-    Ok(Runtime { listen, inner, thread: Mutex::new(Some(thread)) })
+    Ok(Runtime {
+        listen,
+        inner,
+        thread: Mutex::new(Some(thread)),
+    })
 }
 
 /// Connections of every RDMA listener in this process, with counters.
 pub fn connections() -> Vec<ConnStatus> {
-    let rts: Vec<Arc<Runtime>> = RUNTIMES.lock().map(|r| r.iter().filter_map(Weak::upgrade).collect()).unwrap_or_default();
+    let rts: Vec<Arc<Runtime>> = RUNTIMES
+        .lock()
+        .map(|r| r.iter().filter_map(Weak::upgrade).collect())
+        .unwrap_or_default();
     let mut out = Vec::new();
     for rt in rts {
         let inner = &rt.inner;
-        let Ok(conns) = inner.conns.lock() else { continue };
+        let Ok(conns) = inner.conns.lock() else {
+            continue;
+        };
         for c in conns.iter().flatten() {
-            let Some(port) = inner.ports[c.worker].get() else { continue };
+            let Some(port) = inner.ports[c.worker].get() else {
+                continue;
+            };
             let k = &port.stats[c.slot as usize];
             let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
             out.push(ConnStatus {
@@ -281,7 +321,10 @@ pub fn close_connection(id: u64) -> Result<(), RdmaError> {
     if !connections().iter().any(|c| c.id == id) {
         return Err(RdmaError::UnknownConnection(id));
     }
-    let rts: Vec<Arc<Runtime>> = RUNTIMES.lock().map(|r| r.iter().filter_map(Weak::upgrade).collect()).unwrap_or_default();
+    let rts: Vec<Arc<Runtime>> = RUNTIMES
+        .lock()
+        .map(|r| r.iter().filter_map(Weak::upgrade).collect())
+        .unwrap_or_default();
     for rt in rts {
         if let Ok(mut q) = rt.inner.close_requests.lock() {
             q.push(id);
@@ -300,13 +343,17 @@ fn control_loop(inner: &Inner) {
             let kind = ev.kind();
             match kind {
                 CmEventKind::ConnectRequest => {
-                    let Some(mut id) = ev.take_new_id() else { continue };
+                    let Some(mut id) = ev.take_new_id() else {
+                        continue;
+                    };
                     let hello = ClientHello::decode(ev.private_data());
                     generation = generation.wrapping_add(1).max(1);
                     match accept(inner, &mut id, hello, &mut next_worker, generation) {
                         Ok((worker, slot, conn_id)) => {
                             let peer = id.peer_addr();
-                            log::info!("rdma: connection {conn_id} from {peer:?} on worker {worker}");
+                            log::info!(
+                                "rdma: connection {conn_id} from {peer:?} on worker {worker}"
+                            );
                             if let Ok(mut conns) = inner.conns.lock() {
                                 conns[worker * per + slot as usize] = Some(Conn {
                                     id,
@@ -320,7 +367,10 @@ fn control_loop(inner: &Inner) {
                             }
                         }
                         Err(why) => {
-                            log::warn!("rdma: refused a connection from {:?}: {why}", id.peer_addr());
+                            log::warn!(
+                                "rdma: refused a connection from {:?}: {why}",
+                                id.peer_addr()
+                            );
                             id.reject(why.as_bytes());
                             // The event must be acked before its id is destroyed.
                             drop(ev);
@@ -349,10 +399,18 @@ fn control_loop(inner: &Inner) {
             drop(ev);
         }
         // Closes asked for by the control plane.
-        let asked: Vec<u64> = inner.close_requests.lock().map(|mut q| std::mem::take(&mut *q)).unwrap_or_default();
+        let asked: Vec<u64> = inner
+            .close_requests
+            .lock()
+            .map(|mut q| std::mem::take(&mut *q))
+            .unwrap_or_default();
         if let Ok(mut conns) = inner.conns.lock() {
             for id in asked {
-                if let Some(c) = conns.iter_mut().flatten().find(|c| c.conn_id == id && c.state != ConnState::Closing) {
+                if let Some(c) = conns
+                    .iter_mut()
+                    .flatten()
+                    .find(|c| c.conn_id == id && c.state != ConnState::Closing)
+                {
                     c.id.disconnect();
                     begin_close(inner, c);
                 }
@@ -362,7 +420,10 @@ fn control_loop(inner: &Inner) {
                 let Some(port) = port.get() else { continue };
                 while let Some((slot, g)) = port.outbox.pop() {
                     let k = w * per + slot as usize;
-                    if conns[k].as_ref().is_some_and(|c| c.generation == g && c.state == ConnState::Closing) {
+                    if conns[k]
+                        .as_ref()
+                        .is_some_and(|c| c.generation == g && c.state == ConnState::Closing)
+                    {
                         if let Some(c) = conns[k].take() {
                             doomed.push(c.id);
                         }
@@ -399,8 +460,19 @@ fn control_loop(inner: &Inner) {
 fn begin_close(inner: &Inner, c: &mut Conn) {
     c.state = ConnState::Closing;
     if let Some(port) = inner.ports[c.worker].get() {
-        if port.inbox.push(ConnMsg::Down { slot: c.slot, generation: c.generation }).is_err() {
-            log::error!("rdma: worker {} inbox full; connection {} closes late", c.worker, c.conn_id);
+        if port
+            .inbox
+            .push(ConnMsg::Down {
+                slot: c.slot,
+                generation: c.generation,
+            })
+            .is_err()
+        {
+            log::error!(
+                "rdma: worker {} inbox full; connection {} closes late",
+                c.worker,
+                c.conn_id
+            );
         }
     }
 }
@@ -417,11 +489,16 @@ fn accept(
     let per = inner.cfg.connections_max as usize;
     let nw = inner.ports.len();
     let (worker, slot) = {
-        let conns = inner.conns.lock().map_err(|_| "connection table poisoned")?;
+        let conns = inner
+            .conns
+            .lock()
+            .map_err(|_| "connection table poisoned")?;
         let mut found = None;
         for step in 0..nw {
             let w = (*next_worker + step) % nw;
-            let Some(port) = inner.ports[w].get() else { continue };
+            let Some(port) = inner.ports[w].get() else {
+                continue;
+            };
             if port.closing.load(Ordering::Acquire) {
                 continue;
             }
@@ -435,16 +512,27 @@ fn accept(
     *next_worker = (worker + 1) % nw;
     let port = inner.ports[worker].get().ok_or("worker not started")?;
     let cfg = &inner.cfg;
-    let caps = QpCaps { send_wr: (cfg.tx_buffers + cfg.large_tx_buffers).min(4096), recv_wr: 0 };
+    let caps = QpCaps {
+        send_wr: (cfg.tx_buffers + cfg.large_tx_buffers).min(4096),
+        recv_wr: 0,
+    };
     let qp = id
         .create_qp(&inner.pd, &port.cq, Some(&port.srq), caps)
         .map_err(|e| format!("create_qp: {e}"))?;
     let conn_id = ((generation as u64) << 32) | (worker * per + slot as usize + 1) as u64;
     id.set_token(conn_id);
     port.stats[slot as usize].reset();
-    let peer = id.peer_addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+    let peer = id
+        .peer_addr()
+        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
     port.inbox
-        .push(ConnMsg::Up { slot, generation, qp, peer, hello })
+        .push(ConnMsg::Up {
+            slot,
+            generation,
+            qp,
+            peer,
+            hello,
+        })
         .map_err(|_| "worker inbox full".to_string())?;
     let (base, rkey) = port.grants[slot as usize];
     let sh = ServerHello {
@@ -457,7 +545,9 @@ fn accept(
         credits: (cfg.rx_buffers / cfg.connections_max).max(1),
     };
     let data = sh.encode();
-    if let Err(e) = id.accept(&ConnParams { private_data: &data }) {
+    if let Err(e) = id.accept(&ConnParams {
+        private_data: &data,
+    }) {
         let _ = port.inbox.push(ConnMsg::Down { slot, generation });
         // The worker acknowledges; the connection entry is not stored, so
         // wait here (bounded) until it has, then the caller rejects.
@@ -488,7 +578,14 @@ struct WConn {
 
 impl Default for WConn {
     fn default() -> Self {
-        WConn { up: false, generation: 0, qp: None, qpn: 0, peer: SocketAddr::from(([0, 0, 0, 0], 0)), hello: ClientHello::default() }
+        WConn {
+            up: false,
+            generation: 0,
+            qp: None,
+            qpn: 0,
+            peer: SocketAddr::from(([0, 0, 0, 0], 0)),
+            hello: ClientHello::default(),
+        }
     }
 }
 
@@ -539,12 +636,19 @@ impl RdmaTransport {
         }
         let runtime = runtime_for(&rc, workers)?;
         if runtime.inner.ports.len() != workers || runtime.inner.cfg != rc {
-            return Err(RdmaError::Setup("another engine in this process listens on the same rdma.listen".into()));
+            return Err(RdmaError::Setup(
+                "another engine in this process listens on the same rdma.listen".into(),
+            ));
         }
         RdmaTransport::with_runtime(index, &rc, cfg.engine.hugepages, runtime)
     }
 
-    fn with_runtime(index: usize, rc: &RdmaCfg, huge: HugepageMode, runtime: Arc<Runtime>) -> Result<RdmaTransport, RdmaError> {
+    fn with_runtime(
+        index: usize,
+        rc: &RdmaCfg,
+        huge: HugepageMode,
+        runtime: Arc<Runtime>,
+    ) -> Result<RdmaTransport, RdmaError> {
         let inner = &runtime.inner;
         let mut region = Region::alloc(rc.pool_bytes() as usize, huge).map_err(RdmaError::Pool)?;
         let a = super::limits::SLOT_ALIGN_BYTES as usize;
@@ -553,7 +657,8 @@ impl RdmaTransport {
         let nslots = rc.connections_max as usize * rc.slots_per_connection as usize;
         let large_tx_off = slots_off + nslots * rc.slot_size as usize;
         let base = region.as_mut_ptr();
-        let local_mr = Mr::register(&inner.pd, base, region.len(), Access::Local).map_err(|e| RdmaError::Verbs("reg_mr", e))?;
+        let local_mr = Mr::register(&inner.pd, base, region.len(), Access::Local)
+            .map_err(|e| RdmaError::Verbs("reg_mr", e))?;
         let mut slot_mrs = Vec::new();
         let mut grants = Vec::with_capacity(rc.connections_max as usize);
         let per_conn = rc.slots_per_connection as usize * rc.slot_size as usize;
@@ -565,13 +670,15 @@ impl RdmaTransport {
                 continue;
             }
             // One MR per connection: its rkey reaches that connection's slots only.
-            let mr = Mr::register(&inner.pd, p, per_conn, Access::RemoteWrite).map_err(|e| RdmaError::Verbs("reg_mr (slots)", e))?;
+            let mr = Mr::register(&inner.pd, p, per_conn, Access::RemoteWrite)
+                .map_err(|e| RdmaError::Verbs("reg_mr (slots)", e))?;
             grants.push((p as u64, mr.rkey()));
             slot_mrs.push(mr);
         }
         let entries = rc.rx_buffers + rc.tx_buffers + rc.large_tx_buffers + 64;
         let cq = Cq::new(inner.ctx, entries).map_err(|e| RdmaError::Verbs("create_cq", e))?;
-        let srq = Srq::new(&inner.pd, rc.rx_buffers).map_err(|e| RdmaError::Verbs("create_srq", e))?;
+        let srq =
+            Srq::new(&inner.pd, rc.rx_buffers).map_err(|e| RdmaError::Verbs("create_srq", e))?;
         for b in 0..rc.rx_buffers {
             let p = base.wrapping_add(b as usize * rc.buffer_size as usize);
             srq.post_recv(TAG_RECV | b as u64, p, rc.buffer_size, local_mr.lkey())
@@ -634,8 +741,21 @@ impl RdmaTransport {
     fn drain_inbox(&mut self) {
         while let Some(m) = self.port.inbox.pop() {
             match m {
-                ConnMsg::Up { slot, generation, qp, peer, hello } => {
-                    self.conns[slot as usize] = WConn { up: true, generation, qp: Some(qp), qpn: qp.num(), peer, hello };
+                ConnMsg::Up {
+                    slot,
+                    generation,
+                    qp,
+                    peer,
+                    hello,
+                } => {
+                    self.conns[slot as usize] = WConn {
+                        up: true,
+                        generation,
+                        qp: Some(qp),
+                        qpn: qp.num(),
+                        peer,
+                        hello,
+                    };
                 }
                 ConnMsg::Down { slot, generation } => {
                     let c = &mut self.conns[slot as usize];
@@ -664,7 +784,12 @@ impl RdmaTransport {
             SocketAddr::V4(a) => a.ip().to_ipv6_mapped(),
             SocketAddr::V6(a) => *a.ip(),
         };
-        SocketAddr::V6(SocketAddrV6::new(ip, c.peer.port(), c.generation, slot as u32 + 1))
+        SocketAddr::V6(SocketAddrV6::new(
+            ip,
+            c.peer.port(),
+            c.generation,
+            slot as u32 + 1,
+        ))
     }
 
     fn slot_of(&self, peer: &SocketAddr) -> Option<usize> {
@@ -676,26 +801,47 @@ impl RdmaTransport {
 
     fn repost(&mut self, b: u32) {
         let lkey = self.local_mr.lkey();
-        let p = self.region_base().wrapping_add(b as usize * self.buf_size as usize);
-        if self.port.srq.post_recv(TAG_RECV | b as u64, p, self.buf_size, lkey).is_err() {
+        let p = self
+            .region_base()
+            .wrapping_add(b as usize * self.buf_size as usize);
+        if self
+            .port
+            .srq
+            .post_recv(TAG_RECV | b as u64, p, self.buf_size, lkey)
+            .is_err()
+        {
             self.counters.rx_no_buffers += 1;
         }
     }
 
     fn region_base(&mut self) -> *mut u8 {
-        self.region.as_mut().map_or(std::ptr::null_mut(), Region::as_mut_ptr)
+        self.region
+            .as_mut()
+            .map_or(std::ptr::null_mut(), Region::as_mut_ptr)
     }
 
     /// Byte range of a received frame in the region.
     fn rx_range(&self, rx: &RxPacket) -> (usize, usize) {
         if rx.buf < self.rx_count {
-            assert!(rx.off as usize + rx.len as usize <= self.buf_size as usize, "frame outside its buffer");
-            (rx.buf as usize * self.buf_size as usize + rx.off as usize, rx.len as usize)
+            assert!(
+                rx.off as usize + rx.len as usize <= self.buf_size as usize,
+                "frame outside its buffer"
+            );
+            (
+                rx.buf as usize * self.buf_size as usize + rx.off as usize,
+                rx.len as usize,
+            )
         } else {
             let k = (rx.buf - self.rx_count) as usize;
             assert!(k < self.large_busy.len(), "receive index out of range");
-            assert!(rx.off as usize + rx.len as usize <= self.slot_size as usize, "frame outside its slot");
-            (self.slots_off + k * self.slot_size as usize + rx.off as usize, rx.len as usize)
+            assert!(
+                rx.off as usize + rx.len as usize <= self.slot_size as usize,
+                "frame outside its slot"
+            );
+            (
+                self.slots_off + k * self.slot_size as usize + rx.off as usize,
+                rx.len as usize,
+            )
         }
     }
 
@@ -703,8 +849,14 @@ impl RdmaTransport {
     fn tx_range(&self, tx: u32) -> (usize, usize) {
         assert!(tx < self.tx_count, "transmit index out of range");
         match self.tx_large_of[tx as usize] {
-            NONE => ((self.rx_count + tx) as usize * self.buf_size as usize, self.buf_size as usize),
-            l => (self.large_tx_off + l as usize * self.slot_size as usize, self.slot_size as usize),
+            NONE => (
+                (self.rx_count + tx) as usize * self.buf_size as usize,
+                self.buf_size as usize,
+            ),
+            l => (
+                self.large_tx_off + l as usize * self.slot_size as usize,
+                self.slot_size as usize,
+            ),
         }
     }
 
@@ -758,7 +910,14 @@ impl RdmaTransport {
             WcKind::Recv => {
                 bump(&stats.rx_frames, 1);
                 bump(&stats.rx_bytes, wc.byte_len as u64);
-                out[*n] = RxPacket { buf: idx, off: 0, len: wc.byte_len.min(self.buf_size), peer, truncated: false };
+                out[*n] = RxPacket {
+                    buf: idx,
+                    off: 0,
+                    len: wc.byte_len.min(self.buf_size),
+                    peer,
+                    truncated: false,
+                    port: crate::transport::PORT_SERVICE,
+                };
                 *n += 1;
                 self.rx_in_use += 1;
                 self.counters.rx_frames += 1;
@@ -776,7 +935,14 @@ impl RdmaTransport {
                     bump(&stats.rx_large, 1);
                     bump(&stats.rx_bytes, wc.byte_len as u64);
                     self.large_busy[g] = true;
-                    out[*n] = RxPacket { buf: self.rx_count + g as u32, off: 0, len: wc.byte_len, peer, truncated: false };
+                    out[*n] = RxPacket {
+                        buf: self.rx_count + g as u32,
+                        off: 0,
+                        len: wc.byte_len,
+                        peer,
+                        truncated: false,
+                        port: crate::transport::PORT_SERVICE,
+                    };
                     *n += 1;
                     self.rx_in_use += 1;
                     self.counters.rx_frames += 1;
@@ -834,7 +1000,9 @@ impl Transport for RdmaTransport {
 
     fn rx_bytes(&self, rx: &RxPacket) -> &[u8] {
         let (o, l) = self.rx_range(rx);
-        self.region.as_ref().map_or(&[][..], |r| &verbs::region_bytes(r)[o..o + l])
+        self.region
+            .as_ref()
+            .map_or(&[][..], |r| &verbs::region_bytes(r)[o..o + l])
     }
 
     fn rx_release(&mut self, rx: &RxPacket) {
@@ -852,7 +1020,10 @@ impl Transport for RdmaTransport {
         let port = Arc::clone(&self.port);
         for p in pkts {
             let (off, cap) = self.tx_range(p.buf);
-            assert!(p.len as usize <= cap, "transmit frame longer than its buffer");
+            assert!(
+                p.len as usize <= cap,
+                "transmit frame longer than its buffer"
+            );
             let Some(slot) = self.slot_of(&p.peer) else {
                 // The connection went away since the request arrived.
                 self.counters.tx_errors += 1;
@@ -913,7 +1084,8 @@ impl Transport for RdmaTransport {
         TransportCounters {
             rx_in_use: self.rx_in_use,
             tx_in_use: self.tx_free.in_use(),
-            buffer_reuses: self.tx_free.reuses + self.counters.rx_frames.saturating_sub(self.rx_count as u64),
+            buffer_reuses: self.tx_free.reuses
+                + self.counters.rx_frames.saturating_sub(self.rx_count as u64),
             ..self.counters
         }
     }
@@ -934,7 +1106,10 @@ impl Drop for RdmaTransport {
             std::thread::sleep(Duration::from_millis(2));
         }
         if !self.port.closed.load(Ordering::Acquire) {
-            log::error!("rdma: worker {} connections not torn down in time; leaking its buffer pool", self.index);
+            log::error!(
+                "rdma: worker {} connections not torn down in time; leaking its buffer pool",
+                self.index
+            );
             std::mem::forget(self.region.take());
         }
         let _ = self.conns_max;

@@ -68,13 +68,21 @@ fn from_sockaddr(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
             // SAFETY: the family says this storage holds a sockaddr_in.
             let v4 = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
             let ip = std::net::Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr));
-            Some(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(v4.sin_port))))
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(v4.sin_port),
+            )))
         }
         libc::AF_INET6 => {
             // SAFETY: the family says this storage holds a sockaddr_in6.
             let v6 = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
             let ip = std::net::Ipv6Addr::from(v6.sin6_addr.s6_addr);
-            Some(SocketAddr::V6(SocketAddrV6::new(ip, u16::from_be(v6.sin6_port), 0, v6.sin6_scope_id)))
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                u16::from_be(v6.sin6_port),
+                0,
+                v6.sin6_scope_id,
+            )))
         }
         _ => None,
     }
@@ -114,7 +122,11 @@ impl CmChannel {
 
     /// Waits up to `timeout_ms` for the channel to become readable.
     pub fn wait(&self, timeout_ms: i32) {
-        let mut p = libc::pollfd { fd: self.fd(), events: libc::POLLIN, revents: 0 };
+        let mut p = libc::pollfd {
+            fd: self.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: one pollfd on the stack.
         unsafe { libc::poll(&mut p, 1, timeout_ms) };
     }
@@ -264,7 +276,12 @@ impl CmId {
         let mut id: *mut sys::rdma_cm_id = null_mut();
         // SAFETY: creates an id bound to a live channel.
         let r = unsafe {
-            sys::rdma_create_id(ch.0.as_ptr(), &mut id, null_mut(), sys::rdma_port_space::RDMA_PS_TCP)
+            sys::rdma_create_id(
+                ch.0.as_ptr(),
+                &mut id,
+                null_mut(),
+                sys::rdma_port_space::RDMA_PS_TCP,
+            )
         };
         if r != 0 {
             return Err(last_err());
@@ -288,14 +305,20 @@ impl CmId {
         let mut ss: libc::sockaddr_storage = unsafe_zeroed_storage();
         to_sockaddr(&addr, &mut ss);
         // SAFETY: the address outlives the call; rdma_cm copies it.
-        let r = unsafe { sys::rdma_bind_addr(self.p(), (&mut ss as *mut libc::sockaddr_storage).cast()) };
+        let r = unsafe {
+            sys::rdma_bind_addr(self.p(), (&mut ss as *mut libc::sockaddr_storage).cast())
+        };
         if r != 0 { Err(last_err()) } else { Ok(()) }
     }
 
     /// Starts listening.
     pub fn listen(&mut self, backlog: i32) -> io::Result<()> {
         // SAFETY: live, bound id.
-        if unsafe { sys::rdma_listen(self.p(), backlog) } != 0 { Err(last_err()) } else { Ok(()) }
+        if unsafe { sys::rdma_listen(self.p(), backlog) } != 0 {
+            Err(last_err())
+        } else {
+            Ok(())
+        }
     }
 
     /// Starts resolving a destination address (AddrResolved follows).
@@ -304,7 +327,12 @@ impl CmId {
         to_sockaddr(&dst, &mut ss);
         // SAFETY: the address outlives the call; rdma_cm copies it.
         let r = unsafe {
-            sys::rdma_resolve_addr(self.p(), null_mut(), (&mut ss as *mut libc::sockaddr_storage).cast(), timeout_ms)
+            sys::rdma_resolve_addr(
+                self.p(),
+                null_mut(),
+                (&mut ss as *mut libc::sockaddr_storage).cast(),
+                timeout_ms,
+            )
         };
         if r != 0 { Err(last_err()) } else { Ok(()) }
     }
@@ -312,7 +340,11 @@ impl CmId {
     /// Starts resolving the route (RouteResolved follows).
     pub fn resolve_route(&mut self, timeout_ms: i32) -> io::Result<()> {
         // SAFETY: live id with a resolved address.
-        if unsafe { sys::rdma_resolve_route(self.p(), timeout_ms) } != 0 { Err(last_err()) } else { Ok(()) }
+        if unsafe { sys::rdma_resolve_route(self.p(), timeout_ms) } != 0 {
+            Err(last_err())
+        } else {
+            Ok(())
+        }
     }
 
     /// The device context the id is bound to, once bound or resolved.
@@ -329,7 +361,13 @@ impl CmId {
     }
 
     /// Creates the id's RC QP on `pd` with the given CQ and optional SRQ.
-    pub fn create_qp(&mut self, pd: &Pd, cq: &Cq, srq: Option<&Srq>, caps: QpCaps) -> io::Result<Qp> {
+    pub fn create_qp(
+        &mut self,
+        pd: &Pd,
+        cq: &Cq,
+        srq: Option<&Srq>,
+        caps: QpCaps,
+    ) -> io::Result<Qp> {
         // SAFETY: ibv_qp_init_attr is plain old data; all-zero is valid.
         let mut attr: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
         attr.send_cq = cq.0.as_ptr();
@@ -370,20 +408,34 @@ impl CmId {
     pub fn accept(&mut self, p: &ConnParams<'_>) -> io::Result<()> {
         let mut c = Self::conn_param(p);
         // SAFETY: the private data outlives the call; rdma_cm copies it.
-        if unsafe { sys::rdma_accept(self.p(), &mut c) } != 0 { Err(last_err()) } else { Ok(()) }
+        if unsafe { sys::rdma_accept(self.p(), &mut c) } != 0 {
+            Err(last_err())
+        } else {
+            Ok(())
+        }
     }
 
     /// Refuses a connect request.
     pub fn reject(&mut self, private: &[u8]) {
         // SAFETY: the data outlives the call; rdma_cm copies it.
-        unsafe { sys::rdma_reject(self.p(), private.as_ptr().cast(), private.len().min(u8::MAX as usize) as u8) };
+        unsafe {
+            sys::rdma_reject(
+                self.p(),
+                private.as_ptr().cast(),
+                private.len().min(u8::MAX as usize) as u8,
+            )
+        };
     }
 
     /// Connects (Established or Rejected follows).
     pub fn connect(&mut self, p: &ConnParams<'_>) -> io::Result<()> {
         let mut c = Self::conn_param(p);
         // SAFETY: the private data outlives the call; rdma_cm copies it.
-        if unsafe { sys::rdma_connect(self.p(), &mut c) } != 0 { Err(last_err()) } else { Ok(()) }
+        if unsafe { sys::rdma_connect(self.p(), &mut c) } != 0 {
+            Err(last_err())
+        } else {
+            Ok(())
+        }
     }
 
     /// Destroys the QP now (before the PD, CQ and MRs it uses go), keeping
@@ -440,7 +492,9 @@ impl Context {
             if dev.is_null() {
                 return String::new();
             }
-            std::ffi::CStr::from_ptr(sys::ibv_get_device_name(dev)).to_string_lossy().into_owned()
+            std::ffi::CStr::from_ptr(sys::ibv_get_device_name(dev))
+                .to_string_lossy()
+                .into_owned()
         }
     }
 }
@@ -457,7 +511,9 @@ impl Pd {
     /// Allocates a PD on `ctx`.
     pub fn new(ctx: Context) -> io::Result<Pd> {
         // SAFETY: live context; null means failure with errno set.
-        NonNull::new(unsafe { sys::ibv_alloc_pd(ctx.0.as_ptr()) }).map(Pd).ok_or_else(last_err)
+        NonNull::new(unsafe { sys::ibv_alloc_pd(ctx.0.as_ptr()) })
+            .map(Pd)
+            .ok_or_else(last_err)
     }
 }
 
@@ -548,7 +604,14 @@ pub struct Wc {
 
 impl Default for Wc {
     fn default() -> Self {
-        Wc { wr_id: 0, ok: false, kind: WcKind::Other, byte_len: 0, imm: 0, qp_num: 0 }
+        Wc {
+            wr_id: 0,
+            ok: false,
+            kind: WcKind::Other,
+            byte_len: 0,
+            imm: 0,
+            qp_num: 0,
+        }
     }
 }
 
@@ -568,7 +631,9 @@ impl Cq {
     /// A CQ of at least `entries` entries.
     pub fn new(ctx: Context, entries: u32) -> io::Result<Cq> {
         // SAFETY: live context; no channel, no vector.
-        let cq = unsafe { sys::ibv_create_cq(ctx.0.as_ptr(), entries as i32, null_mut(), null_mut(), 0) };
+        let cq = unsafe {
+            sys::ibv_create_cq(ctx.0.as_ptr(), entries as i32, null_mut(), null_mut(), 0)
+        };
         NonNull::new(cq).map(Cq).ok_or_else(last_err)
     }
 
@@ -637,7 +702,11 @@ impl Srq {
 
     /// Posts one receive buffer.
     pub fn post_recv(&self, wr_id: u64, addr: *mut u8, len: u32, lkey: u32) -> io::Result<()> {
-        let mut sge = sys::ibv_sge { addr: addr as u64, length: len, lkey };
+        let mut sge = sys::ibv_sge {
+            addr: addr as u64,
+            length: len,
+            lkey,
+        };
         // SAFETY: ibv_recv_wr is plain old data; all-zero is valid.
         let mut wr: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
         wr.wr_id = wr_id;
@@ -663,7 +732,11 @@ pub enum SendOp {
     /// Two-sided SEND into the peer's posted receive.
     Send,
     /// One-sided RDMA WRITE WITH IMM into a slot the peer granted.
-    WriteImm { remote_addr: u64, rkey: u32, imm: u32 },
+    WriteImm {
+        remote_addr: u64,
+        rkey: u32,
+        imm: u32,
+    },
 }
 
 /// A queue pair handle. The QP itself belongs to its `CmId`; the owner of
@@ -683,8 +756,19 @@ impl Qp {
     }
 
     /// Posts one signaled send of `len` bytes at `addr` (in an MR with `lkey`).
-    pub fn post_send(&self, wr_id: u64, addr: *const u8, len: u32, lkey: u32, op: SendOp) -> io::Result<()> {
-        let mut sge = sys::ibv_sge { addr: addr as u64, length: len, lkey };
+    pub fn post_send(
+        &self,
+        wr_id: u64,
+        addr: *const u8,
+        len: u32,
+        lkey: u32,
+        op: SendOp,
+    ) -> io::Result<()> {
+        let mut sge = sys::ibv_sge {
+            addr: addr as u64,
+            length: len,
+            lkey,
+        };
         // SAFETY: ibv_send_wr is plain old data; all-zero is valid.
         let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
         wr.wr_id = wr_id;
@@ -693,7 +777,11 @@ impl Qp {
         wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
         match op {
             SendOp::Send => wr.opcode = sys::ibv_wr_opcode::IBV_WR_SEND,
-            SendOp::WriteImm { remote_addr, rkey, imm } => {
+            SendOp::WriteImm {
+                remote_addr,
+                rkey,
+                imm,
+            } => {
                 wr.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM;
                 wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
                 wr.wr.rdma = sys::rdma_t { remote_addr, rkey };
@@ -707,7 +795,11 @@ impl Qp {
 
     /// Posts one receive buffer (QPs without an SRQ: the client).
     pub fn post_recv(&self, wr_id: u64, addr: *mut u8, len: u32, lkey: u32) -> io::Result<()> {
-        let mut sge = sys::ibv_sge { addr: addr as u64, length: len, lkey };
+        let mut sge = sys::ibv_sge {
+            addr: addr as u64,
+            length: len,
+            lkey,
+        };
         // SAFETY: ibv_recv_wr is plain old data; all-zero is valid.
         let mut wr: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
         wr.wr_id = wr_id;
