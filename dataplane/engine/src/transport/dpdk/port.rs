@@ -262,7 +262,7 @@ pub fn stats() -> DpdkStats {
             // SAFETY: the port is started (EAL lock held, so it cannot be
             // closed meanwhile); `s` is a valid out-parameter.
             let r = unsafe { sys::rte_eth_stats_get(p, &mut s) };
-            (r == 0).then(|| PortStats {
+            (r == 0).then_some(PortStats {
                 ipackets: s.ipackets,
                 opackets: s.opackets,
                 imissed: s.imissed,
@@ -786,16 +786,17 @@ impl Transport for DpdkTransport {
                             if self.q.rx_realign { "realigned in its mbuf when not 0" } else { "rx_realign off" }
                         );
                     }
-                    if self.q.rx_realign && frame as usize % FRAME_ALIGN != 0 {
-                        if let Some(f) = Self::realign(&v, frame, len) {
-                            frame = f;
-                            self.stats.rx_realigned += 1;
-                        }
+                    if self.q.rx_realign
+                        && !(frame as usize).is_multiple_of(FRAME_ALIGN)
+                        && let Some(f) = Self::realign(&v, frame, len)
+                    {
+                        frame = f;
+                        self.stats.rx_realigned += 1;
                     }
                     let slot = self.rx_free.alloc().expect("want <= free RX slots");
                     self.rx_slots[slot as usize] = m;
                     self.rx_frame[slot as usize] = frame;
-                    out[k] = RxPacket { buf: slot, off: 0, len: len as u32, peer: SocketAddr::V4(src), truncated };
+                    out[k] = RxPacket { buf: slot, off: 0, len: len as u32, peer: SocketAddr::V4(src), truncated, port: crate::transport::PORT_SERVICE };
                     k += 1;
                     self.stats.rx_sluice += 1;
                     self.stats.rx_truncated += truncated as u64;
