@@ -8,4 +8,8 @@
 #![allow(clippy::all)]
 #![allow(unsafe_op_in_unsafe_fn)]
 
+#[cfg(not(dpdk_missing))]
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
+
+/// False when the build found no DPDK (the crate is then empty).
+pub const DPDK_FOUND: bool = cfg!(not(dpdk_missing));

@@ -22,6 +22,12 @@ use crate::config::{Config, ConfigError};
 pub mod net;
 mod port;
 
+// dpdk-sys builds empty on hosts without DPDK; say so plainly.
+const _: () = assert!(
+    dpdk_sys::DPDK_FOUND,
+    "the `dpdk` feature needs DPDK: apt-get install libdpdk-dev pkg-config, then rebuild"
+);
+
 pub use port::{DpdkError, DpdkRuntime, DpdkStats, DpdkTransport, QueueStats, StopReport, last_stop_report, stats};
 
 /// Largest mbuf pool per worker.
