@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -51,6 +52,25 @@ type NATS struct {
 
 	mu   sync.Mutex
 	seen map[string]uint64 // key -> revision last read or written; absent: none seen
+	// mirror holds every key's latest value while a Watch runs, so reads
+	// cost no round trip; nil when no Watch is in sync.
+	mirror    map[string]mirrored
+	mirrorGen uint64 // which Watch published mirror
+}
+
+type mirrored struct {
+	value   []byte
+	rev     uint64
+	deleted bool // kept so that an older write arriving late is ignored
+}
+
+// mirrorSet records a write at rev unless the mirror already holds a newer
+// one. Callers hold n.mu.
+func mirrorSet(m map[string]mirrored, key string, value []byte, rev uint64, deleted bool) {
+	if old, ok := m[key]; ok && old.rev >= rev {
+		return
+	}
+	m[key] = mirrored{value: value, rev: rev, deleted: deleted}
 }
 
 var _ Store = (*NATS)(nil)
@@ -159,6 +179,22 @@ func (n *NATS) Get(key string) ([]byte, error) {
 	if err := CheckKey(key); err != nil {
 		return nil, err
 	}
+	n.mu.Lock()
+	if n.mirror != nil {
+		m, ok := n.mirror[key]
+		ok = ok && !m.deleted
+		if ok {
+			n.seen[key] = m.rev
+		} else {
+			delete(n.seen, key)
+		}
+		n.mu.Unlock()
+		if !ok {
+			return nil, fmt.Errorf("%w: key %q", errs.ErrNotFound, key)
+		}
+		return slices.Clone(m.value), nil
+	}
+	n.mu.Unlock()
 	ctx, cancel := n.ctx()
 	defer cancel()
 	e, err := n.buckets[kindOf(key)].Get(ctx, key)
@@ -198,6 +234,11 @@ func (n *NATS) Put(key string, value []byte) error {
 		return ioErr("put", key, err)
 	}
 	n.note(key, rev)
+	n.mu.Lock()
+	if n.mirror != nil {
+		mirrorSet(n.mirror, key, slices.Clone(value), rev, false)
+	}
+	n.mu.Unlock()
 	return nil
 }
 
@@ -229,6 +270,13 @@ func (n *NATS) Delete(key string) error {
 		return ioErr("delete", key, err)
 	}
 	n.note(key, 0)
+	n.mu.Lock()
+	if n.mirror != nil {
+		// The delete marker's revision is not returned; last+1 is a lower
+		// bound, and the watch brings the marker itself.
+		mirrorSet(n.mirror, key, nil, last+1, true)
+	}
+	n.mu.Unlock()
 	return nil
 }
 
@@ -237,7 +285,21 @@ func (n *NATS) Delete(key string) error {
 func (n *NATS) List(prefix string) ([]Entry, error) {
 	var out []Entry
 	seenNow := map[string]uint64{}
+	n.mu.Lock()
+	mirror := n.mirror
+	if mirror != nil {
+		for k, m := range mirror {
+			if !m.deleted && strings.HasPrefix(k, prefix) {
+				out = append(out, Entry{Key: k, Value: slices.Clone(m.value)})
+				seenNow[k] = m.rev
+			}
+		}
+	}
+	n.mu.Unlock()
 	for _, kind := range natsKindNames() {
+		if mirror != nil {
+			break
+		}
 		if !n.kindMayHold(kind, prefix) {
 			continue
 		}
@@ -308,33 +370,85 @@ func (n *NATS) listBucket(kv jetstream.KeyValue, prefix string) ([]jetstream.Key
 	}
 }
 
-// Watch calls onChange after every write to any of the buckets from now on
-// (this appliance's own included) until ctx ends. The callback only signals:
-// the caller re-reads the whole state, so a missed or merged call loses
-// nothing as long as one comes after the last write.
+// Watch mirrors the buckets into memory (reads are then served from the
+// mirror) and calls onChange after every write applied to it from now on,
+// by any appliance, this one included, until ctx ends. It returns once the
+// mirror holds every key's latest value. The callback only signals: the
+// caller re-reads the whole state, so merged calls lose nothing.
 func (n *NATS) Watch(ctx context.Context, onChange func()) error {
+	ctx, cancel := context.WithCancel(ctx)
+	mirror := map[string]mirrored{}
+	synced := make(chan struct{}, len(n.buckets))
+	var wg sync.WaitGroup
+	fail := func(err error) error {
+		cancel()
+		wg.Wait()
+		return err
+	}
 	for _, kind := range natsKindNames() {
-		w, err := n.buckets[kind].WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.MetaOnly())
+		w, err := n.buckets[kind].WatchAll(ctx)
 		if err != nil {
-			return ioErr("watch", kind, err)
+			return fail(ioErr("watch", kind, err))
 		}
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			defer w.Stop()
+			initial := true
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case e, ok := <-w.Updates():
 					if !ok {
+						// The watch ended under us: reads go back to the
+						// server until the caller watches again.
+						cancel()
 						return
 					}
-					if e != nil {
+					if e == nil {
+						if initial {
+							initial = false
+							synced <- struct{}{}
+						}
+						continue
+					}
+					n.mu.Lock()
+					mirrorSet(mirror, e.Key(), e.Value(), e.Revision(), e.Operation() != jetstream.KeyValuePut)
+					n.mu.Unlock()
+					if !initial {
 						onChange()
 					}
 				}
 			}
 		}()
 	}
+	timeout := time.NewTimer(n.opTimeout)
+	defer timeout.Stop()
+	for range n.buckets {
+		select {
+		case <-synced:
+		case <-ctx.Done():
+			return fail(ioErr("watch", "buckets", ctx.Err()))
+		case <-timeout.C:
+			return fail(ioErr("watch", "buckets", errors.New("initial values did not arrive in time")))
+		}
+	}
+	n.mu.Lock()
+	n.mirrorGen++
+	gen := n.mirrorGen
+	n.mirror = mirror
+	n.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		wg.Wait()
+		n.mu.Lock()
+		if n.mirrorGen == gen {
+			n.mirror = nil
+		}
+		n.mu.Unlock()
+		cancel()
+	}()
 	return nil
 }
 

@@ -139,4 +139,50 @@ func TestNATSWatchHearsOtherWriters(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a did not hear b's write")
 	}
+	// Reads come from a's mirror now: b's write is there, with its
+	// revision, so a may update it.
+	if v, err := a.Get("alias.x"); err != nil || string(v) != "1" {
+		t.Fatalf("mirror read: %q %v", v, err)
+	}
+	if err := a.Put("alias.x", []byte("2")); err != nil {
+		t.Fatal(err)
+	}
+	// a's own write is in its mirror at once; b, which did not re-read,
+	// conflicts.
+	if v, _ := a.Get("alias.x"); string(v) != "2" {
+		t.Fatalf("own write not mirrored: %q", v)
+	}
+	if err := b.Put("alias.x", []byte("3")); !errors.Is(err, errs.ErrBusy) {
+		t.Fatalf("stale writer: %v", err)
+	}
+	if err := a.Delete("alias.x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Get("alias.x"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("deleted key still mirrored: %v", err)
+	}
+	if es, _ := a.List("alias."); len(es) != 0 {
+		t.Fatalf("list after delete: %+v", es)
+	}
+	// Once the watch ends, reads go to the server again.
+	cancel()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a.mu.Lock()
+		off := a.mirror == nil
+		a.mu.Unlock()
+		if off {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("mirror outlived its watch")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := b.Put("alias.y", []byte("9")); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := a.Get("alias.y"); err != nil || string(v) != "9" {
+		t.Fatalf("server read after the watch: %q %v", v, err)
+	}
 }
