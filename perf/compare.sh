@@ -12,6 +12,9 @@
 #   DURATION (5s), WARMUP (1s), PIPELINE (32 outstanding for throughput),
 #   MIX (perf/mixes/null-small.toml), PORT (19090), OUT (results dir),
 #   SERVER_CORE (1), CLIENT_CORE (0),
+#   RT=1: run server and loadgen SCHED_FIFO (chrt -f 50), for dedicated
+#   hosts: a busy-polling task then keeps its core against other load
+#   (it starves everything else on those cores while it runs),
 #   SLUICE_ENGINE_CMD: a command that runs the engine in the foreground,
 #   listening on SLUICE_ADDR (127.0.0.1:7070); it is started pinned to
 #   SERVER_CORE and stopped at the end.
@@ -27,6 +30,8 @@ SERVER_CORE=${SERVER_CORE:-1}
 CLIENT_CORE=${CLIENT_CORE:-0}
 SLUICE_ADDR=${SLUICE_ADDR:-127.0.0.1:7070}
 OUT=${OUT:-target/perf-results/$(date -u +%Y%m%dT%H%M%SZ)}
+prio=()
+if [[ ${RT:-0} == 1 ]]; then prio=(chrt -f 50); fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target/perf}
 
 cargo build --release -q -p sluice-perf --bins
@@ -48,7 +53,7 @@ trap stop_server EXIT
 start_server() {
     local log=$1 mode=$2 addr=$3
     shift 3
-    taskset -c "$SERVER_CORE" "$@" >"$log" 2>&1 &
+    taskset -c "$SERVER_CORE" ${prio[@]+"${prio[@]}"} "$@" >"$log" 2>&1 &
     server_pid=$!
     for _ in $(seq 50); do
         if "$BIN/loadgen" --mode "$mode" --addr "$addr" --mix "$MIX" --requests 1 \
@@ -65,7 +70,7 @@ start_server() {
 run() {
     local name=$1 mode=$2 addr=$3
     shift 3
-    taskset -c "$CLIENT_CORE" "$BIN/loadgen" --mode "$mode" --addr "$addr" --mix "$MIX" \
+    taskset -c "$CLIENT_CORE" ${prio[@]+"${prio[@]}"} "$BIN/loadgen" --mode "$mode" --addr "$addr" --mix "$MIX" \
         --duration "$DURATION" --warmup "$WARMUP" --json "$@" >"$OUT/$name.json"
 }
 
