@@ -239,6 +239,9 @@ func staticSections(a, b *config.Config) []string {
 	if !eq(a.Control, b.Control) || a.Control.AdminToken != b.Control.AdminToken {
 		out = append(out, "control")
 	}
+	if !eq(a.Fleet, b.Fleet) {
+		out = append(out, "fleet")
+	}
 	return out
 }
 
@@ -279,8 +282,8 @@ func (s *state) reloadLocked() (ReloadResult, error) {
 	next := compose(file, o)
 	res.RestartRequired = append(res.RestartRequired, staticSections(s.eff, next)...)
 	// Static sections keep their running values until a restart.
-	next.Engine, next.IOUring, next.Host, next.ONNXRuntime, next.Control =
-		s.eff.Engine, s.eff.IOUring, s.eff.Host, s.eff.ONNXRuntime, s.eff.Control
+	next.Engine, next.IOUring, next.Host, next.ONNXRuntime, next.Control, next.Fleet =
+		s.eff.Engine, s.eff.IOUring, s.eff.Host, s.eff.ONNXRuntime, s.eff.Control, s.eff.Fleet
 	if err := validate(next); err != nil {
 		return res, fmt.Errorf("%w (with the overrides made through the API)", err)
 	}

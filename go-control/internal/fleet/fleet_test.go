@@ -458,6 +458,21 @@ func TestFleet(t *testing.T) {
 		eventually(t, "peer after the node is back", apps, func(x *appliance) bool { return hasPeer(x, "after-restart") })
 	})
 
+	t.Run("a reload leaves the fleet link as started", func(t *testing.T) {
+		b, err := os.ReadFile(a.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edited := strings.Replace(string(b), "resync_interval_ms = 1000", "resync_interval_ms = 2000", 1)
+		if err := os.WriteFile(a.path, []byte(edited), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out := a.do(t, "POST", "/v1/reload", nil)
+		if code != 200 || !strings.Contains(string(out), `"restart_required":["fleet"]`) {
+			t.Fatalf("reload: %d %s", code, out)
+		}
+	})
+
 	t.Run("an appliance that was down catches up", func(t *testing.T) {
 		apps[2].shutdown()
 		a.must(t, "PUT", "/v1/routes", routesWith(a, "hbm2-inference"))
