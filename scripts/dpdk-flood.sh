@@ -92,6 +92,7 @@ PKT
     ;;
 *) echo "dpdk-flood: unknown generator $generator" >&2; exit 2 ;;
 esac
+t0=$(date +%s.%N)
 sleep 1
 
 echo "dpdk-flood: $generator flooding, loadgen closed=$closed for ${seconds}s" >&2
@@ -99,15 +100,18 @@ ip netns exec "$ns" "$target/release/loadgen" --addr 10.99.0.1:7070 --allow-remo
     --closed "$closed" --warmup 1s --duration "${seconds}s" --timeout 200ms --json > "$work/loadgen.json" || true
 
 kill -INT "$gen_pid" 2>/dev/null || true
+t1=$(date +%s.%N)
 wait "$gen_pid" 2>/dev/null || true
 gen_pid=
 kill -INT "$app_pid"
 wait "$app_pid" || true
 app_pid=
 
-python3 - "$work" "$seconds" "$generator" <<'PY'
+python3 - "$work" "$(python3 -c "print($t1 - $t0)")" "$generator" <<'PY'
 import json, re, sys
-work, seconds, gen = sys.argv[1], float(sys.argv[2]) + 1.0, sys.argv[3]
+# seconds: how long the generator ran (its EAL start-up included, so the
+# rates below are a lower bound).
+work, seconds, gen = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 err = open(f"{work}/app.err").read()
 m = re.search(r"dpdk: totals (.*)", err)
 tot = dict(kv.split("=") for kv in re.findall(r"\b\w+=\d+", m.group(1))) if m else {}
