@@ -11,7 +11,10 @@
 
 mod common;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -22,6 +25,45 @@ use sluice_engine::{Config, Engine, EngineOptions};
 use sluice_wire::{ErrorCode, Frame, Kind};
 
 const CHILD_ENV: &str = "SLUICE_DPDK_CHILD";
+
+/// Counts heap allocations made on threads marked as workers.
+struct Counting;
+
+static WORKER_ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static IS_WORKER: Cell<bool> = const { Cell::new(false) };
+}
+
+// SAFETY: forwards to the system allocator; the bookkeeping touches only a
+// const-initialised thread-local and an atomic, neither of which allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if IS_WORKER.with(Cell::get) {
+            WORKER_ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if IS_WORKER.with(Cell::get) {
+            WORKER_ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn mark_worker(_: usize) {
+    IS_WORKER.with(|w| w.set(true));
+}
 
 fn env(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
@@ -592,5 +634,53 @@ fn every_mbuf_path_returns_to_the_pool() {
         drop(rt);
         let r = dpdk::last_stop_report().unwrap();
         assert_eq!(r.mbufs_missing, 0, "{r:?}");
+    });
+}
+
+/// After warm-up, the worker's DPDK path (receive, classify, garbage drop,
+/// reply build, send) makes no heap allocation.
+#[test]
+fn dpdk_worker_hot_path_does_not_allocate() {
+    isolated("dpdk_worker_hot_path_does_not_allocate", || {
+        let vdev = format!("net_af_xdp0,iface={}", env("SLUICE_IF0", "sldpdk0"));
+        let opts = EngineOptions { worker_init: Some(mark_worker), no_pin: false };
+        let mut engine = Engine::new(config(&vdev, "sl-e2e-alloc"), opts).unwrap();
+        engine.start().expect("DPDK engine starts");
+        let to = engine.local_addr().unwrap();
+        let sock = peer_socket();
+        let mut frame = vec![0u8; 4096];
+        let mut buf = vec![0u8; 70_000];
+        let traffic = |rounds: u64| {
+            let mut frame = vec![0u8; 4096];
+            for i in 0..rounds {
+                for r in [
+                    Req { id: i, model: "null", version: "1", ..Req::default() },
+                    Req { id: i, model: "echo", version: "1", ..Req::default() },
+                    Req { id: i, sign: false, ..Req::default() },
+                    Req { id: i, model: "nope", ..Req::default() },
+                ] {
+                    let n = build(&r, &mut frame);
+                    sock.send_to(&frame[..n], to).unwrap();
+                    let mut b = [0u8; 4096];
+                    sock.recv_from(&mut b).expect("answered over DPDK");
+                }
+                sock.send_to(b"not a sluice frame", to).unwrap();
+                sock.send_to(&frame[..64], SocketAddr::from(([10, 99, 0, 1], 9000))).unwrap();
+            }
+        };
+        let n = build(&Req::default(), &mut frame);
+        sock.send_to(&frame[..n], to).unwrap();
+        sock.recv_from(&mut buf).expect("first answer (after ARP)");
+        traffic(50);
+        std::thread::sleep(Duration::from_millis(120));
+        let before = WORKER_ALLOCS.load(Ordering::Relaxed);
+        assert!(before > 0, "the counting allocator saw the worker's start-up");
+        traffic(500);
+        std::thread::sleep(Duration::from_millis(120));
+        let after = WORKER_ALLOCS.load(Ordering::Relaxed);
+        let s = dpdk::stats().total();
+        assert!(s.rx_sluice >= 2200 && s.dropped() >= 1000, "traffic flowed: {s:?}");
+        assert_eq!(after - before, 0, "worker allocated {} times during 2000 requests and 1000 garbage packets", after - before);
+        engine.stop(Duration::ZERO);
     });
 }
