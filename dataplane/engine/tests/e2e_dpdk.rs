@@ -96,14 +96,27 @@ fn isolated(name: &str, scenario: fn()) {
     eprintln!("---- child {name} ----\n{text}");
     assert!(out.status.success(), "scenario {name} failed in its child process");
     assert!(text.contains("1 passed"), "scenario {name} did not run");
-    // Whatever the PMD kept, nothing outlives the process.
-    assert_eq!(wait_hugepages(huge_before), huge_before, "hugepages left behind by {name}");
+    // Whatever the PMD kept, nothing outlives the process. (On a shared
+    // host other processes may take or return pages meanwhile: more free
+    // pages than before is fine, fewer is not.)
+    let after = wait_hugepages(huge_before);
+    assert!(after >= huge_before, "hugepages left behind by {name}: {after} free, {huge_before} before");
+}
+
+/// Hugepage memory mapped by this process (kB), from /proc/self/status:
+/// exact, whatever other processes do with the host's pool.
+fn own_hugetlb_kb() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("HugetlbPages:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("HugetlbPages in /proc/self/status")
 }
 
 /// HugePages_Free once it is back to `want`, or after 5 s.
 fn wait_hugepages(want: u64) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(5);
-    while hugepages_free() != want && Instant::now() < deadline {
+    while hugepages_free() < want && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     hugepages_free()
@@ -140,6 +153,10 @@ fn config(vdev: &str, prefix: &str) -> Config {
 /// The test config with either transport (io_uring on loopback gives the
 /// reference answers).
 fn config_for(transport: &str, vdev: &str, prefix: &str) -> Config {
+    Config::parse(&config_text(transport, vdev, prefix), std::env::temp_dir()).expect("dpdk test config parses")
+}
+
+fn config_text(transport: &str, vdev: &str, prefix: &str) -> String {
     let root = common::repo_root();
     let text = format!(
         r#"
@@ -221,7 +238,7 @@ adapters = ["*"]
         lib = common::ort_lib().display(),
         root = root.display(),
     );
-    Config::parse(&text, std::env::temp_dir()).expect("dpdk test config parses")
+    text
 }
 
 /// Mbufs a PMD may still hold for completed sends.
@@ -264,7 +281,7 @@ fn end_to_end(vdev_kind: &str) {
     engine.start().expect("DPDK engine starts");
     let to = engine.local_addr().expect("listening");
     assert_eq!(to, SocketAddr::from(([10, 99, 0, 1], 7070)));
-    assert!(hugepages_free() < huge_before, "pools sit in hugepages");
+    assert!(own_hugetlb_kb() > 0, "pools sit in hugepages");
     // The peer must resolve us afresh through our ARP reply.
     let ns = env("SLUICE_NETNS", "sluice-dpdk");
     let flushed = Command::new("ip").args(["-n", &ns, "neigh", "flush", "all"]).status().expect("run ip");
@@ -392,16 +409,17 @@ fn end_to_end(vdev_kind: &str) {
         assert!(r.mbufs_missing <= in_use_idle + TX_RECLAIM_SLACK, "{r:?}, PMD held {in_use_idle}");
     }
     assert!(r.eal_cleaned, "{r:?}");
+    assert_eq!(own_hugetlb_kb(), 0, "no hugepage mapped after stop");
     let after = wait_hugepages(huge_before);
     eprintln!("HugePages_Free: {huge_before} before start, {after} after stop");
     if vdev_kind == "af_packet" {
-        assert_eq!(after, huge_before, "every hugepage returned after stop");
+        assert!(after >= huge_before, "every hugepage returned after stop: {after} free, {huge_before} before");
     } else {
         // DPDK 22.11's AF_XDP PMD leaves the umem (the mbuf pool's pages)
         // registered with the kernel until the process exits; everything
         // else is back. The parent checks the rest after exit.
         let pool_pages = 4095 * 2560 / (2 << 20) + 1;
-        assert!(huge_before - after <= pool_pages as u64, "{after} of {huge_before} free after stop");
+        assert!(huge_before.saturating_sub(after) <= pool_pages as u64, "{after} of {huge_before} free after stop");
     }
     // EAL cannot come back in this process: a second start says so.
     let mut again = Engine::new(config(&vdev, "sl-e2e-again"), EngineOptions::default()).unwrap();
@@ -431,7 +449,8 @@ fn missing_interface_fails_cleanly() {
         let text = e.to_string();
         assert!(text.contains("dpdk"), "{text}");
         assert!(!engine.is_running());
-        assert_eq!(hugepages_free(), before, "no hugepage kept after a failed start");
+        assert_eq!(own_hugetlb_kb(), 0, "no hugepage mapped after a failed start");
+        assert!(hugepages_free() >= before, "no hugepage kept after a failed start");
     });
 }
 
@@ -682,5 +701,45 @@ fn dpdk_worker_hot_path_does_not_allocate() {
         assert!(s.rx_sluice >= 2200 && s.dropped() >= 1000, "traffic flowed: {s:?}");
         assert_eq!(after - before, 0, "worker allocated {} times during 2000 requests and 1000 garbage packets", after - before);
         engine.stop(Duration::ZERO);
+    });
+}
+
+/// Two workers, two queue pairs (AF_PACKET `qpairs=2`, PACKET_FANOUT):
+/// both start on their own queue, requests from many source ports are all
+/// answered, and stop returns every mbuf of both pools.
+#[test]
+fn two_queue_pairs_af_packet() {
+    isolated("two_queue_pairs_af_packet", || {
+        let vdev = format!("net_af_packet0,iface={},qpairs=2", env("SLUICE_IF0", "sldpdk0"));
+        let text = config_text("dpdk", &vdev, "sl-e2e-2q").replace("workers = [1]", "workers = [0, 1]").replace(
+            "poll = \"busy\"",
+            "poll = \"adaptive\"",
+        );
+        let cfg = Config::parse(&text, std::env::temp_dir()).unwrap();
+        let mut engine = Engine::new(cfg, EngineOptions::default()).unwrap();
+        engine.start().expect("two queue pairs start");
+        assert_eq!(engine.status().workers.len(), 2);
+        let to = engine.local_addr().unwrap();
+        let ns = env("SLUICE_NETNS", "sluice-dpdk");
+        assert!(Command::new("ip").args(["-n", &ns, "neigh", "flush", "all"]).status().unwrap().success());
+        let mut frame = vec![0u8; 4096];
+        for (k, sock) in (0..16).map(|_| peer_socket()).enumerate() {
+            for i in 0..20u64 {
+                let id = k as u64 * 100 + i;
+                let n = build(&Req { id, model: "echo", version: "1", ..Req::default() }, &mut frame);
+                let f = roundtrip(&sock, to, &frame[..n]);
+                assert_eq!(Frame::new_checked(&f[..]).unwrap().request_id(), id);
+            }
+        }
+        let st = dpdk::stats();
+        assert_eq!(st.queues.len(), 2);
+        let per_queue: Vec<u64> = st.queues.iter().map(|q| q.rx_sluice).collect();
+        eprintln!("requests per queue: {per_queue:?}");
+        assert_eq!(per_queue.iter().sum::<u64>(), 320);
+        // 16 flows hashed over 2 queues: all on one has odds 2^-15.
+        assert!(per_queue.iter().all(|&n| n > 0), "both queues served: {per_queue:?}");
+        engine.stop(Duration::from_millis(50));
+        let r = dpdk::last_stop_report().unwrap();
+        assert_eq!((r.mbufs_total, r.mbufs_missing), (2 * 4095, 0), "{r:?}");
     });
 }
