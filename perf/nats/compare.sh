@@ -49,7 +49,9 @@ mkdir -p "$OUT"
 
 pids=()
 stop_all() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    local i
+    # Newest first: the responder goes before the server it talks to.
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
     pids=()
 }
