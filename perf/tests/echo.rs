@@ -215,3 +215,53 @@ fn socket_buffers_are_enlarged() {
     assert!(granted >= before, "{granted} < {before}");
     assert!(uring::set_socket_buffers(&sock, usize::MAX).is_err());
 }
+
+#[test]
+fn echo_uring_binary_echoes_and_reports() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    for mode in [
+        &["--block"][..],
+        &["--std"],
+        &["--block", "--spin-us", "100"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_echo-uring"))
+            .args(["--listen", "127.0.0.1:0", "--duration-s", "1"])
+            .args(mode)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let addr = first.rsplit(' ').next().unwrap().to_string();
+        let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        c.connect(&addr).unwrap();
+        let mut buf = [0u8; 64];
+        for i in 0..5u8 {
+            c.send(&[i; 33]).unwrap();
+            let n = c.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &[i; 33][..], "{mode:?}");
+        }
+        let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+        assert!(child.wait().unwrap().success(), "{mode:?} {rest:?}");
+        let last = rest.last().map(String::as_str).unwrap_or("");
+        assert!(
+            last.contains("echoed: 5,") && last.contains("clean_shutdown: true"),
+            "{mode:?} {last}"
+        );
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_echo-uring"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--buffers",
+            "3",
+            "--duration-s",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("power of two"));
+}
