@@ -64,17 +64,27 @@ func run() int {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	fleetErr := make(chan error, 1)
 	if fl != nil {
 		go func() {
-			if err := fl.Run(ctx, d); err != nil {
+			err := fl.Run(ctx, d)
+			if err != nil {
 				log.Error("fleet watch failed; stopping", "err", err)
 				stop()
 			}
+			fleetErr <- err
 		}()
 	}
 	if err := d.Run(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "sluiced: %v\n", err)
 		return 1
+	}
+	if fl != nil {
+		stop()
+		if err := <-fleetErr; err != nil {
+			fmt.Fprintf(os.Stderr, "sluiced: fleet: %v\n", err)
+			return 1
+		}
 	}
 	return 0
 }
