@@ -427,6 +427,11 @@ impl Engine {
         res.map_err(EngineError::Start)
     }
 
+    /// Number of workers started (running or stopped).
+    pub fn status_workers(&self) -> usize {
+        self.workers.len()
+    }
+
     /// Whether workers run.
     pub fn is_running(&self) -> bool {
         self.running
@@ -474,11 +479,18 @@ impl Engine {
     /// within their sleep bound (10 ms).
     fn wait_epoch(&self, epoch: u64) -> Result<(), EngineError> {
         let deadline = Instant::now() + SLOT_WAIT;
+        let t0 = Instant::now();
         while self.is_running() && self.min_epoch() < epoch {
             if Instant::now() > deadline {
                 return Err(EngineError::Start("a worker did not pick up the change in time".into()));
             }
-            std::thread::sleep(Duration::from_micros(200));
+            // Busy workers see the epoch within a burst: yield briefly first;
+            // sleeping adaptive workers need up to their sleep bound.
+            if t0.elapsed() < Duration::from_micros(500) {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(100));
+            }
         }
         self.shared.tables.reclaim(self.min_epoch());
         self.drain_returned();
@@ -726,7 +738,10 @@ impl Engine {
     pub fn stats(&self) -> StatsSnapshot {
         let (_, tables) = self.shared.tables.load();
         let nshards = tables.shards.len();
-        let mut merged = HistSet::new();
+        // Merge only what exists: histograms cost a few KiB each to set up.
+        let mut merged_total = crate::stats::new_hist();
+        let mut merged_queue: Vec<_> = (0..nshards).map(|_| crate::stats::new_hist()).collect();
+        let mut merged_service: Vec<_> = (0..nshards).map(|_| crate::stats::new_hist()).collect();
         let mut snap = StatsSnapshot::default();
         for (i, w) in self.workers.iter().enumerate() {
             let c = &w.counters;
@@ -763,10 +778,10 @@ impl Engine {
             };
             w.hist.read(|h| {
                 ws.latency = Percentiles::of(&h.total);
-                let _ = merged.total.add(&h.total);
+                let _ = merged_total.add(&h.total);
                 for s in 0..nshards {
-                    let _ = merged.queue[s].add(&h.queue[s]);
-                    let _ = merged.service[s].add(&h.service[s]);
+                    let _ = merged_queue[s].add(&h.queue[s]);
+                    let _ = merged_service[s].add(&h.service[s]);
                     ws.shards.push(ShardStats {
                         name: tables.shards[s].name.clone(),
                         local: tables.shards[s].local,
@@ -779,18 +794,43 @@ impl Engine {
             });
             snap.workers.push(ws);
         }
-        snap.latency = Percentiles::of(&merged.total);
+        snap.latency = Percentiles::of(&merged_total);
         for s in 0..nshards {
             snap.shards.push(ShardStats {
                 name: tables.shards[s].name.clone(),
                 local: tables.shards[s].local,
                 requests: self.workers.iter().map(|w| w.counters.shard_requests[s].load(Ordering::Relaxed)).sum(),
                 errors: self.workers.iter().map(|w| w.counters.shard_errors[s].load(Ordering::Relaxed)).sum(),
-                queue: Percentiles::of(&merged.queue[s]),
-                service: Percentiles::of(&merged.service[s]),
+                queue: Percentiles::of(&merged_queue[s]),
+                service: Percentiles::of(&merged_service[s]),
             });
         }
         snap
+    }
+
+    /// Counters summed over workers and the merged latency, without the
+    /// per-shard breakdown: the cheapest read.
+    pub fn totals(&self) -> (u64, crate::stats::Totals, Percentiles) {
+        let mut t = crate::stats::Totals::default();
+        let mut merged = crate::stats::new_hist();
+        for w in &self.workers {
+            let c = &w.counters;
+            let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+            t.ok += ld(&c.ok);
+            t.errors += c.errors.iter().map(ld).sum::<u64>();
+            t.pings += ld(&c.pings);
+            t.not_sluice += ld(&c.not_sluice);
+            t.rx_frames += ld(&c.rx_frames);
+            t.tx_frames += ld(&c.tx_frames);
+            t.rx_no_buffers += ld(&c.rx_no_buffers);
+            t.tx_no_buffers += ld(&c.tx_no_buffers);
+            t.payload_bytes_copied += ld(&c.payload_bytes_copied);
+            t.buffer_reuses += ld(&c.buffer_reuses);
+            w.hist.read(|h| {
+                let _ = merged.add(&h.total);
+            });
+        }
+        (self.shared.tables.epoch(), t, Percentiles::of(&merged))
     }
 
     /// Status for the admin API.

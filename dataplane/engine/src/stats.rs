@@ -131,7 +131,8 @@ pub struct HistSet {
 
 const HIST_MAX_NS: u64 = 10_000_000_000;
 
-fn new_hist() -> Histogram<u32> {
+/// An empty latency histogram with the engine's bounds.
+pub fn new_hist() -> Histogram<u32> {
     // 2 significant digits keeps each histogram near 10 KiB.
     Histogram::new_with_bounds(1, HIST_MAX_NS, 2).expect("static histogram bounds are valid")
 }
@@ -362,4 +363,29 @@ impl StatsSnapshot {
             .map(|(_, v)| *v)
             .sum()
     }
+}
+
+/// Counters summed over workers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Responses sent.
+    pub ok: u64,
+    /// Error frames sent.
+    pub errors: u64,
+    /// Pings answered.
+    pub pings: u64,
+    /// Foreign datagrams dropped.
+    pub not_sluice: u64,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Receives lost for lack of buffers.
+    pub rx_no_buffers: u64,
+    /// Frames dropped for lack of a transmit buffer.
+    pub tx_no_buffers: u64,
+    /// Payload bytes copied by handlers.
+    pub payload_bytes_copied: u64,
+    /// Buffer reuses.
+    pub buffer_reuses: u64,
 }

@@ -490,26 +490,26 @@ pub unsafe extern "C" fn sluice_engine_totals(
             return Err(bad_arg("null out pointer"));
         }
         let eng = read(handle(e)?);
-        let s = eng.stats();
+        let (epoch, s, lat) = eng.totals();
         let t = SluiceTotals {
             abi_version: SLUICE_ABI_VERSION,
-            workers: s.workers.len() as u32,
-            ok: s.total(|w| w.ok),
-            errors: s.total(|w| w.errors.iter().map(|(_, v)| v).sum()),
-            pings: s.total(|w| w.pings),
-            not_sluice: s.total(|w| w.not_sluice),
-            rx_frames: s.total(|w| w.rx_frames),
-            tx_frames: s.total(|w| w.tx_frames),
-            rx_no_buffers: s.total(|w| w.rx_no_buffers),
-            tx_no_buffers: s.total(|w| w.tx_no_buffers),
-            payload_bytes_copied: s.total(|w| w.payload_bytes_copied),
-            buffer_reuses: s.total(|w| w.buffer_reuses),
-            epoch: eng.status().epoch,
-            latency_count: s.latency.count,
-            latency_p50_ns: s.latency.p50_ns,
-            latency_p99_ns: s.latency.p99_ns,
-            latency_p999_ns: s.latency.p999_ns,
-            latency_max_ns: s.latency.max_ns,
+            workers: eng.status_workers() as u32,
+            ok: s.ok,
+            errors: s.errors,
+            pings: s.pings,
+            not_sluice: s.not_sluice,
+            rx_frames: s.rx_frames,
+            tx_frames: s.tx_frames,
+            rx_no_buffers: s.rx_no_buffers,
+            tx_no_buffers: s.tx_no_buffers,
+            payload_bytes_copied: s.payload_bytes_copied,
+            buffer_reuses: s.buffer_reuses,
+            epoch,
+            latency_count: lat.count,
+            latency_p50_ns: lat.p50_ns,
+            latency_p99_ns: lat.p99_ns,
+            latency_p999_ns: lat.p999_ns,
+            latency_max_ns: lat.max_ns,
         };
         // SAFETY: `out` is non-null and points to a writable SluiceTotals.
         unsafe { *out = t };
