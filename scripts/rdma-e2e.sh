@@ -56,11 +56,13 @@ lat=$(get perftest_send_lat_typical_us)
 bw=$(get perftest_write_bw_mb_s)
 rtt=$(get sluice_small_rtt_p50_us)
 sbw=$(get sluice_large_mb_s)
+eng=$(get sluice_engine_p50_us)
 {
     echo "# RDMA on Soft-RoCE (qemu TCG guest), $(date -u +%Y-%m-%dT%H:%MZ), $PROFILE build"
     echo "perftest ib_send_lat 64 B, typical one-way: ${lat:-NA} us (round trip = 2x)"
     echo "perftest ib_write_bw 16 MiB: ${bw:-NA} MB/s"
     echo "sluice small request round trip p50: ${rtt:-NA} us (null model, 64 B tensor)"
+    echo "sluice time inside the appliance p50: ${eng:-NA} us (burst start to reply queued)"
     echo "sluice 16 MiB tensor by RDMA WRITE + 16 MiB reply by RDMA WRITE: ${sbw:-NA} MB/s (both directions counted)"
     if [[ -n $lat && -n $rtt && $lat != NA ]]; then
         awk -v r="$rtt" -v l="$lat" 'BEGIN{printf "ratio sluice_rtt / perftest_rtt(2 x send_lat) = %.2f\n", r/(2*l)}'

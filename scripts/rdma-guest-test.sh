@@ -15,6 +15,7 @@ note() { echo "== $*"; }
 note "devices"
 ibv_devices
 rdma link show
+echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
 if ! ibv_devices | grep -q rxe0; then
     echo "guest: no rxe0 device"
     exit 1
@@ -68,7 +69,7 @@ else
 fi
 
 start_engine() {
-    "$B/sluice-engine" --config /share/rdma.toml >/tmp/engine.log 2>&1 &
+    "$B/sluice-engine" --config /share/rdma.toml --stats-every 1 >/tmp/engine.log 2>&1 &
     EPID=$!
     i=0
     while ! grep -q "serving on" /tmp/engine.log; do
@@ -80,7 +81,7 @@ start_engine() {
         fi
         sleep 0.1
     done
-    cat /tmp/engine.log
+    grep -v '^ok=' /tmp/engine.log
 }
 
 note "sluice: appliance + end-to-end checks"
@@ -95,9 +96,13 @@ else
 fi
 
 note "sluice: benchmark"
-if $C bench --small 2000 --large 8 --large-mib 16 >/tmp/bench.txt 2>&1; then
+if $C bench --small 1000 --large 4 --large-mib 16 >/tmp/bench.txt 2>&1; then
     cat /tmp/bench.txt
     tr ' ' '\n' </tmp/bench.txt | grep '=' | sed 's/^/sluice_/' >>"$R"
+    sleep 1.5
+    # Time inside the appliance (burst start to reply queued), for contrast.
+    grep '^ok=' /tmp/engine.log | tail -1
+    grep '^ok=' /tmp/engine.log | tail -1 | tr ' ' '\n' | sed -n 's/^p50=\(.*\)us$/sluice_engine_p50_us=\1/p' >>"$R"
 else
     cat /tmp/bench.txt
     echo "sluice_bench=FAIL" >>"$R"

@@ -13,7 +13,7 @@ echo "deb $MIRROR bookworm-backports main" >"$APTDIR/backports.list"
 BP=(-o "Dir::Etc::sourcelist=$APTDIR/backports.list" -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0)
 
 need=()
-for p in clang libclang-dev libibverbs-dev librdmacm-dev debootstrap cpio xz-utils kmod perftest; do
+for p in clang libclang-dev libibverbs-dev librdmacm-dev debootstrap cpio xz-utils kmod; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if ((${#need[@]})); then

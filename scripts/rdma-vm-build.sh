@@ -30,7 +30,7 @@ cd "$OUT"
 t0=$(date +%s)
 pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/{print $2; exit}')
 [[ -n $pkg ]] || { echo "rdma-vm-build: no linux-image-amd64 candidate (apt-get update?)" >&2; exit 1; }
-apt-get download -qq "$pkg"
+apt-get download -qq -o APT::Sandbox::User=root "$pkg"
 dpkg -x ./"$pkg"_*.deb kernel
 rm -f ./"$pkg"_*.deb
 KVER=$(ls kernel/lib/modules | head -1)

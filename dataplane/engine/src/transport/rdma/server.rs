@@ -192,7 +192,8 @@ struct Inner {
     device: String,
     ctx: Context,
     pd: Pd,
-    /// Held for its drop: it owns the listen and the device context.
+    /// The listening id; it owns the device context. Listens once every
+    /// worker is ready.
     _listen_id: Mutex<CmId>,
     channel: CmChannel,
 }
@@ -245,10 +246,9 @@ fn start_runtime(cfg: &RdmaCfg, listen: SocketAddr, workers: usize) -> Result<Ru
         .context()
         .ok_or_else(|| RdmaError::Setup(format!("rdma.listen {listen} is on no RDMA device")))?;
     let pd = Pd::new(ctx).map_err(|e| RdmaError::Verbs("alloc_pd", e))?;
-    lid.listen(cfg.backlog as i32)
-        .map_err(|e| RdmaError::Cm("listen", e))?;
+    // Listening starts once every worker has registered its pools (see
+    // `with_runtime`): a connect request before that would find no worker.
     let device = ctx.device_name();
-    log::info!("rdma: listening on {listen} (device {device})");
     let per = cfg.connections_max as usize;
     let inner = Arc::new(Inner {
         conns: Mutex::new((0..workers * per).map(|_| None).collect()),
@@ -697,6 +697,19 @@ impl RdmaTransport {
         });
         if inner.ports[index].set(Arc::clone(&port)).is_err() {
             return Err(RdmaError::Setup(format!("worker {index} started twice")));
+        }
+        if inner.ports.iter().all(|p| p.get().is_some()) {
+            let mut lid = inner
+                ._listen_id
+                .lock()
+                .map_err(|_| RdmaError::Setup("listen id poisoned".into()))?;
+            lid.listen(rc.backlog as i32)
+                .map_err(|e| RdmaError::Cm("listen", e))?;
+            log::info!(
+                "rdma: listening on {} (device {})",
+                runtime.listen,
+                inner.device
+            );
         }
         let huge_pages = region.is_huge();
         let listen = runtime.listen;
