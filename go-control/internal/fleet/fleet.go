@@ -183,6 +183,10 @@ func (f *Fleet) Run(ctx context.Context, t Target) error {
 		case <-f.schemaDirty:
 			f.markSchemas()
 		case <-tick.C:
+			if !f.Store.Watching() {
+				// The last watch failed or ended under us: try again.
+				stopWatch = f.rewatch(ctx, stopWatch)
+			}
 			f.markControl()
 			f.markSchemas()
 		case <-f.reconnected:
@@ -191,13 +195,7 @@ func (f *Fleet) Run(ctx context.Context, t Target) error {
 			f.mu.Unlock()
 			// Watchers may have missed writes while we were away; start
 			// them afresh and resync everything.
-			stopWatch()
-			if c, err := f.watch(ctx); err != nil {
-				f.log.Warn("fleet watch after reconnect failed; resyncing on the interval", "err", err)
-				stopWatch = func() {}
-			} else {
-				stopWatch = c
-			}
+			stopWatch = f.rewatch(ctx, stopWatch)
 			f.markControl()
 			f.markSchemas()
 		}
@@ -210,6 +208,18 @@ func (f *Fleet) Run(ctx context.Context, t Target) error {
 		}
 		f.apply(ctx, t)
 	}
+}
+
+// rewatch stops the running watch and starts a new one; on failure reads
+// go to the server and the next interval tries again.
+func (f *Fleet) rewatch(ctx context.Context, stop context.CancelFunc) context.CancelFunc {
+	stop()
+	c, err := f.watch(ctx)
+	if err != nil {
+		f.log.Warn("fleet watch failed; resyncing on the interval", "err", err)
+		return func() {}
+	}
+	return c
 }
 
 // apply runs whatever is marked dirty.

@@ -452,5 +452,13 @@ func (n *NATS) Watch(ctx context.Context, onChange func()) error {
 	return nil
 }
 
+// Watching reports whether a Watch is running and in sync (reads are
+// served from its mirror).
+func (n *NATS) Watching() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mirror != nil
+}
+
 // Close implements Store.
 func (n *NATS) Close() error { return nil }
