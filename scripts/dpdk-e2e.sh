@@ -20,6 +20,8 @@ cleanup() {
     rc=$?
     "$root/scripts/netns-teardown.sh"
     "$root/scripts/hugepages.sh" release >/dev/null || true
+    # testpmd (the flood scenario's generator) leaves its EAL runtime dir.
+    rm -rf /var/run/dpdk/sl-e2e-*
     echo "dpdk-e2e: cleaned up (HugePages_Free $(awk '/^HugePages_Free:/ {print $2}' /proc/meminfo)); exit $rc" >&2
     exit $rc
 }
