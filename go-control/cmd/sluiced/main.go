@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 
@@ -56,6 +57,7 @@ func run() int {
 		}
 		defer fl.Close()
 		opts.Store, opts.RegistryStore = fl.Store, fl.Registry
+		opts.Mount = map[string]http.Handler{"/v1/fleet": fl.Handler()}
 	}
 	d, err := daemon.New(opts)
 	if err != nil {

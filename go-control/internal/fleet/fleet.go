@@ -8,9 +8,11 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -43,6 +45,7 @@ var _ Target = (*daemon.Daemon)(nil)
 // Fleet is this appliance's link to the cluster.
 type Fleet struct {
 	cfg      config.Fleet
+	name     string
 	log      *slog.Logger
 	nc       *nats.Conn
 	Store    *store.NATS      // control state; pass as daemon.Options.Store
@@ -79,7 +82,7 @@ func Connect(ctx context.Context, cfg config.Fleet, log *slog.Logger) (*Fleet, e
 		name, _ = os.Hostname()
 	}
 	f := &Fleet{
-		cfg: cfg, log: log.With("fleet", name),
+		cfg: cfg, name: name, log: log.With("fleet", name),
 		ctrlDirty: make(chan struct{}, 1), schemaDirty: make(chan struct{}, 1), reconnected: make(chan struct{}, 1),
 	}
 	opts := []nats.Option{
@@ -259,6 +262,40 @@ func take(ch chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// Status is what GET /v1/fleet answers.
+type Status struct {
+	Name      string   `json:"name"`
+	Servers   []string `json:"servers"`
+	Connected string   `json:"connected"` // the node in use; "" while reconnecting
+	Watching  bool     `json:"watching"`  // buckets mirrored and watched
+	Buckets   []string `json:"buckets"`
+	Stats
+}
+
+// Status describes the link to the cluster.
+func (f *Fleet) Status() Status {
+	st := Status{Name: f.name, Servers: f.cfg.Servers, Watching: f.Store.Watching(), Stats: f.Stats(),
+		Buckets: append(store.BucketNames(f.cfg.BucketPrefix), f.cfg.BucketPrefix+SchemasBucketSuffix)}
+	if f.nc.IsConnected() {
+		st.Connected = f.nc.ConnectedUrlRedacted()
+	}
+	return st
+}
+
+// Handler serves Status as JSON (sluiced mounts it at /v1/fleet, behind
+// the admin token).
+func (f *Fleet) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			http.Error(w, `{"error":"method not allowed","code":"invalid_argument"}`, http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(f.Status())
+	})
 }
 
 // Close drops the connection to the cluster.

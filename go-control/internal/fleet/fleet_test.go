@@ -201,6 +201,7 @@ func startAppliance(t *testing.T, name, path string) *appliance {
 	ready := make(chan net.Addr, 1)
 	d, err := daemon.New(daemon.Options{ConfigPath: path, Engine: "fake", Logger: log,
 		ShutdownTimeout: 5 * time.Second, Store: fl.Store, RegistryStore: fl.Registry,
+		Mount: map[string]http.Handler{"/v1/fleet": fl.Handler()},
 		Ready: func(a net.Addr) { ready <- a }})
 	if err != nil {
 		fl.Close()
@@ -456,6 +457,20 @@ func TestFleet(t *testing.T) {
 		c.start(0)
 		b.must(t, "POST", "/v1/peers", config.Peer{Name: "after-restart", Address: "127.0.0.1:9999"})
 		eventually(t, "peer after the node is back", apps, func(x *appliance) bool { return hasPeer(x, "after-restart") })
+	})
+
+	t.Run("status", func(t *testing.T) {
+		code, out := b.do(t, "GET", "/v1/fleet", nil)
+		var st Status
+		if err := json.Unmarshal(out, &st); code != 200 || err != nil {
+			t.Fatalf("GET /v1/fleet: %d %s %v", code, out, err)
+		}
+		if st.Name != "b" || !st.Watching || st.Connected == "" || len(st.Buckets) != 7 || st.ControlResyncs == 0 {
+			t.Fatalf("status: %+v", st)
+		}
+		if code, _ := b.do(t, "POST", "/v1/fleet", nil); code != http.StatusMethodNotAllowed {
+			t.Fatalf("POST /v1/fleet: %d", code)
+		}
 	})
 
 	t.Run("a reload leaves the fleet link as started", func(t *testing.T) {
