@@ -533,7 +533,9 @@ func (r *Registry) reload(ctx context.Context) ([]Change, error) {
 			switch {
 			case !v.deleted && (!had || old.Retired || old.SchemaID != v.id):
 				diff = append(diff, r.change(ChangeRegistered, name, v))
-			case v.deleted && had && !old.Retired:
+			case v.deleted && (!had || !old.Retired):
+				// Also when it was absent: a refresh that read the store in the
+				// middle of a multi-key write may have seen it missing.
 				diff = append(diff, r.change(ChangeRetired, name, v))
 			}
 		}

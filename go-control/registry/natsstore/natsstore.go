@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -125,6 +126,10 @@ func (s *Store) Close() error { return nil }
 // (by any appliance, this one included) until ctx ends. Wire it to
 // Registry.Refresh so that each appliance's data plane hears of schemas
 // registered elsewhere.
+// resyncEvery bounds how stale a watching registry can be when an update
+// notification is lost.
+const resyncEvery = time.Second
+
 func (s *Store) Watch(ctx context.Context, onChange func()) error {
 	w, err := s.kv.WatchAll(ctx, jetstream.UpdatesOnly())
 	if err != nil {
@@ -132,10 +137,17 @@ func (s *Store) Watch(ctx context.Context, onChange func()) error {
 	}
 	go func() {
 		defer w.Stop()
+		// Anti-entropy: a refresh every resyncEvery as well, so an update
+		// read mid-way through a multi-key write, or missed while the watch
+		// consumer was being (re)created, is still picked up.
+		tick := time.NewTicker(resyncEvery)
+		defer tick.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
+			case <-tick.C:
+				onChange()
 			case e, ok := <-w.Updates():
 				if !ok {
 					return
