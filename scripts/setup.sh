@@ -27,6 +27,12 @@ command -v go >/dev/null || { log "go not found: install Go >= 1.22"; exit 1; }
 
 "$root/scripts/setup-onnxruntime.sh" >/dev/null
 
+# nats-server for fleet mode and its tests (from the Go module proxy).
+if [ ! -x "$root/.cache/bin/nats-server" ]; then
+    log "installing nats-server into .cache/bin"
+    GOBIN="$root/.cache/bin" go install github.com/nats-io/nats-server/v2@v2.15.3
+fi
+
 if [ "$mode" != "--runtime" ]; then
     if ! python3 -c "import confluent_kafka" 2>/dev/null; then
         log "installing confluent-kafka (the registry conformance test uses Confluent's own client)"

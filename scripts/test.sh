@@ -23,6 +23,13 @@ stage "build the engine's C ABI and the Go daemon (the end-to-end tests run slui
 eval "$(scripts/build-ffi.sh)"
 run "rust tests" cargo test --workspace
 run "go tests" bash -c 'cd go-control && go vet ./... && go test ./...'
+run "nats comparison responder" env CARGO_TARGET_DIR="$root/target/perf-nats" cargo test --manifest-path perf/nats-responder/Cargo.toml
+run "dpdk unit tests" cargo test -p sluice-engine --features dpdk --lib transport::dpdk
+if [ "$(id -u)" = 0 ]; then
+    run "dpdk end to end (veth, AF_XDP and AF_PACKET)" scripts/dpdk-e2e.sh
+else
+    stage "dpdk end to end: skipped (needs root for hugepages, namespaces and AF_XDP)"
+fi
 run "schema registry with Confluent's client" bash -c 'cd go-control && python3 registry/testdata/confluent_client_test.py'
 run "fuzz (${FUZZ_SECONDS:-30}s per target)" scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
 
