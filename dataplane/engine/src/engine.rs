@@ -17,7 +17,7 @@ use crate::handler::{EchoHandler, Handler, NullHandler};
 use crate::rcu::Rcu;
 use crate::schema::{SchemaCfg, SchemaTable};
 use crate::stats::{
-    HistExchange, HistSet, Percentiles, ShardStats, StatsSnapshot, WorkerCounters, WorkerStats,
+    HistExchange, Percentiles, ShardStats, StatsSnapshot, WorkerCounters, WorkerStats,
 };
 use crate::tables::{LiveConfig, Tables};
 use crate::transport::Transport;
