@@ -64,10 +64,11 @@ eng=$(get sluice_engine_p50_us)
     echo "sluice small request round trip p50: ${rtt:-NA} us (null model, 64 B tensor)"
     echo "sluice time inside the appliance p50: ${eng:-NA} us (burst start to reply queued)"
     echo "sluice 16 MiB tensor by RDMA WRITE + 16 MiB reply by RDMA WRITE: ${sbw:-NA} MB/s (both directions counted)"
-    if [[ -n $lat && -n $rtt && $lat != NA ]]; then
+    num='^[0-9]+([.][0-9]+)?$'
+    if [[ $lat =~ $num && $rtt =~ $num ]]; then
         awk -v r="$rtt" -v l="$lat" 'BEGIN{printf "ratio sluice_rtt / perftest_rtt(2 x send_lat) = %.2f\n", r/(2*l)}'
     fi
-    if [[ -n $bw && -n $sbw && $bw != NA ]]; then
+    if [[ $bw =~ $num && $sbw =~ $num ]]; then
         awk -v s="$sbw" -v b="$bw" 'BEGIN{printf "ratio sluice_bw / perftest_write_bw = %.2f\n", s/b}'
     fi
 } | tee "$ROOT/.cache/rdma-vm/rdma-results.txt"
