@@ -93,6 +93,14 @@ start_engine() {
 
 note "sluice: appliance + end-to-end checks"
 start_engine || exit 1
+# The pools (and so the registered MRs) must sit in hugepages here.
+if grep -q "hugepages: true" /tmp/engine.log; then
+    echo "sluice_hugepages=pass" >>"$R"
+else
+    echo "sluice_hugepages=FAIL" >>"$R"
+    grep -i huge /proc/meminfo
+    fail=1
+fi
 rdma resource show
 C="$B/sluice-rdma-client --server $IP:7471 --tenant 1 --key $KEY"
 if $C check; then

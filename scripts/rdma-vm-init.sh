@@ -20,6 +20,9 @@ ip addr add 10.99.0.1/24 dev sl0
 ip link set sl0 up
 rdma link add rxe0 type rxe netdev sl0 || echo "guest: rdma link add failed"
 ulimit -l unlimited
+# 2 MiB hugepages for the buffer pools (the appliance registers its MRs
+# over them; 512 MiB leaves the rest of the 3 GiB guest to the tests).
+echo 256 >/proc/sys/vm/nr_hugepages
 rc=1
 if [ -f /share/guest-test.sh ]; then
     cd /share
