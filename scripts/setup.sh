@@ -26,6 +26,10 @@ command -v cargo >/dev/null || { log "cargo not found: install Rust with rustup 
 command -v go >/dev/null || { log "go not found: install Go >= 1.22"; exit 1; }
 
 "$root/scripts/setup-onnxruntime.sh" >/dev/null
+# rdma-core headers and the qemu guest toolchain (Soft-RoCE tests).
+if [ "$mode" != "--runtime" ] && [ "$(id -u)" = 0 ]; then
+    bash "$root/scripts/rdma-setup.sh" >/dev/null
+fi
 
 # nats-server for fleet mode and its tests (from the Go module proxy).
 if [ ! -x "$root/.cache/bin/nats-server" ]; then

@@ -30,6 +30,12 @@ if [ "$(id -u)" = 0 ]; then
 else
     stage "dpdk end to end: skipped (needs root for hugepages, namespaces and AF_XDP)"
 fi
+run "rdma unit tests (no device on the host: start-up must say so)" cargo test -p sluice-engine --features rdma --lib transport::rdma
+if [ "$(id -u)" = 0 ]; then
+    run "rdma end to end (Soft-RoCE in a qemu guest, with perftest)" scripts/rdma-e2e.sh
+else
+    stage "rdma end to end: skipped (needs root for the guest image)"
+fi
 run "schema registry with Confluent's client" bash -c 'cd go-control && python3 registry/testdata/confluent_client_test.py'
 run "fuzz (${FUZZ_SECONDS:-30}s per target)" scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
 
