@@ -32,7 +32,7 @@ else
 fi
 run "rdma unit tests (no device on the host: start-up must say so)" cargo test -p sluice-engine --features rdma --lib transport::rdma
 if [ "$(id -u)" = 0 ]; then
-    run "rdma end to end (Soft-RoCE in a qemu guest, with perftest)" scripts/rdma-e2e.sh
+    run "rdma end to end (Soft-RoCE in a qemu guest, with perftest)" bash scripts/rdma-e2e.sh
 else
     stage "rdma end to end: skipped (needs root for the guest image)"
 fi
