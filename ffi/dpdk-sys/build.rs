@@ -7,16 +7,28 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// DPDK libraries the engine calls into; PMDs are loaded by EAL as plugins.
-const LIBS: &[&str] = &["rte_eal", "rte_mempool", "rte_mbuf", "rte_ethdev", "rte_net", "rte_ring", "rte_kvargs"];
+const LIBS: &[&str] = &[
+    "rte_eal",
+    "rte_mempool",
+    "rte_mbuf",
+    "rte_ethdev",
+    "rte_net",
+    "rte_ring",
+    "rte_kvargs",
+];
 
 /// `pkg-config ARG libdpdk`, or why it failed.
 fn pkg_config(arg: &str) -> Result<Vec<String>, String> {
     let tool = env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".into());
     match Command::new(&tool).args([arg, "libdpdk"]).output() {
-        Ok(o) if o.status.success() => {
-            Ok(String::from_utf8_lossy(&o.stdout).split_whitespace().map(str::to_owned).collect())
-        }
-        Ok(o) => Err(format!("`{tool} {arg} libdpdk` failed: {}", String::from_utf8_lossy(&o.stderr).trim())),
+        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()),
+        Ok(o) => Err(format!(
+            "`{tool} {arg} libdpdk` failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
         Err(e) => Err(format!("cannot run {tool}: {e}")),
     }
 }
@@ -55,7 +67,10 @@ fn main() {
     }
 
     let mut cc = cc::Build::new();
-    cc.file("src/shim.c").include("src").opt_level(2).warnings(true);
+    cc.file("src/shim.c")
+        .include("src")
+        .opt_level(2)
+        .warnings(true);
     for f in &cflags {
         cc.flag(f);
     }

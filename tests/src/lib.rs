@@ -10,14 +10,21 @@ use std::time::{Duration, Instant};
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("repo root")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .expect("repo root")
 }
 
 /// The sluiced binary built by scripts/build-ffi.sh. Missing is a failure
 /// with a hint, never a skip.
 pub fn sluiced_bin() -> PathBuf {
     let p = repo_root().join(".cache/bin/sluiced");
-    assert!(p.is_file(), "{} missing: run scripts/build-ffi.sh", p.display());
+    assert!(
+        p.is_file(),
+        "{} missing: run scripts/build-ffi.sh",
+        p.display()
+    );
     p
 }
 
@@ -26,13 +33,21 @@ pub fn sluiced_bin() -> PathBuf {
 pub fn test_config(dir: &Path, extra: &str) -> PathBuf {
     let root = repo_root();
     let src = std::fs::read_to_string(root.join("cfg/sluice.toml")).expect("cfg/sluice.toml");
-    let text = src
-        .replace("../.cache/onnxruntime/", &format!("{}/.cache/onnxruntime/", root.display()))
+    let text =
+        src.replace(
+            "../.cache/onnxruntime/",
+            &format!("{}/.cache/onnxruntime/", root.display()),
+        )
         .replace("../models/", &format!("{}/models/", root.display()))
         .replace("listen = \"127.0.0.1:7070\"", "listen = \"127.0.0.1:0\"")
-        .replace("admin_listen = \"127.0.0.1:7071\"", "admin_listen = \"127.0.0.1:0\"")
-        .replace("data_dir = \"../.cache/sluice-data\"", &format!("data_dir = \"{}/data\"", dir.display()))
-        + extra;
+        .replace(
+            "admin_listen = \"127.0.0.1:7071\"",
+            "admin_listen = \"127.0.0.1:0\"",
+        )
+        .replace(
+            "data_dir = \"../.cache/sluice-data\"",
+            &format!("data_dir = \"{}/data\"", dir.display()),
+        ) + extra;
     let path = dir.join("sluice.toml");
     std::fs::write(&path, text).expect("write config");
     path
@@ -75,14 +90,21 @@ impl Sluiced {
             .parse()
             .expect("admin address");
         let status = http(admin, "GET", "/v1/status", None).1;
-        let data = status["engine"]["listen"].as_str().expect("listen").parse().expect("data address");
+        let data = status["engine"]["listen"]
+            .as_str()
+            .expect("listen")
+            .parse()
+            .expect("data address");
         Sluiced { child, admin, data }
     }
 
     /// Sends a signal and waits for exit; returns the exit code.
     pub fn signal_and_wait(&mut self, sig: i32, timeout: Duration) -> Option<i32> {
         let pid = self.child.id().to_string();
-        let _ = Command::new("kill").arg(format!("-{sig}")).arg(&pid).status();
+        let _ = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(&pid)
+            .status();
         let t0 = Instant::now();
         while t0.elapsed() < timeout {
             if let Ok(Some(st)) = self.child.try_wait() {
@@ -103,7 +125,12 @@ impl Drop for Sluiced {
 
 /// A minimal HTTP/1.1 request; returns the status and the body as JSON
 /// (or as a JSON string when it is not JSON).
-pub fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&str>) -> (u16, serde_json::Value) {
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> (u16, serde_json::Value) {
     let (code, text) = http_text(addr, method, path, body);
     let v = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
     (code, v)
@@ -112,7 +139,8 @@ pub fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&str>) -> (
 /// Like [`http`], with the raw body.
 pub fn http_text(addr: SocketAddr, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect admin");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
     let body = body.unwrap_or("");
     write!(
         s,
@@ -122,9 +150,23 @@ pub fn http_text(addr: SocketAddr, method: &str, path: &str, body: Option<&str>)
     .expect("send request");
     let mut resp = String::new();
     s.read_to_string(&mut resp).expect("read response");
-    let code = resp.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    let body = if resp.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(&body) } else { body };
+    let code = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    let body = if resp
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(&body)
+    } else {
+        body
+    };
     (code, body)
 }
 

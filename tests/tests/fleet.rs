@@ -30,7 +30,11 @@ fn demo_key() -> Vec<u8> {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 struct Node {
@@ -48,9 +52,17 @@ struct Cluster {
 impl Cluster {
     fn start(dir: &Path, n: usize) -> Cluster {
         let bin = repo_root().join(".cache/bin/nats-server");
-        assert!(bin.is_file(), "{} missing: run perf/nats/compare.sh --setup", bin.display());
+        assert!(
+            bin.is_file(),
+            "{} missing: run perf/nats/compare.sh --setup",
+            bin.display()
+        );
         let routes: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        let route_urls = routes.iter().map(|p| format!("nats://127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+        let route_urls = routes
+            .iter()
+            .map(|p| format!("nats://127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
         let mut c = Cluster { nodes: vec![] };
         for (i, rp) in routes.iter().enumerate() {
             let (client, monitor) = (free_port(), free_port());
@@ -112,18 +124,26 @@ impl Cluster {
         for n in self.nodes.iter().filter(|n| n.child.is_some()) {
             let addr: SocketAddr = format!("127.0.0.1:{}", n.monitor).parse().unwrap();
             loop {
-                let ok = std::net::TcpStream::connect(addr).is_ok() && http(addr, "GET", "/healthz", None).0 == 200;
+                let ok = std::net::TcpStream::connect(addr).is_ok()
+                    && http(addr, "GET", "/healthz", None).0 == 200;
                 if ok {
                     break;
                 }
-                assert!(t0.elapsed() < CONVERGE, "nats node on {} not healthy", n.client);
+                assert!(
+                    t0.elapsed() < CONVERGE,
+                    "nats node on {} not healthy",
+                    n.client
+                );
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
     }
 
     fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| format!("nats://127.0.0.1:{}", n.client)).collect()
+        self.nodes
+            .iter()
+            .map(|n| format!("nats://127.0.0.1:{}", n.client))
+            .collect()
     }
 }
 
@@ -139,7 +159,11 @@ impl Drop for Cluster {
 fn fleet_config(dir: &Path, name: &str, urls: &[String]) -> PathBuf {
     let root = repo_root();
     let src = std::fs::read_to_string(root.join("cfg/fleet.toml")).expect("cfg/fleet.toml");
-    let servers = urls.iter().map(|u| format!("{u:?}")).collect::<Vec<_>>().join(", ");
+    let servers = urls
+        .iter()
+        .map(|u| format!("{u:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let mut text = src
         .replace("../.cache/onnxruntime/", &format!("{}/.cache/onnxruntime/", root.display()))
         .replace("../models/", &format!("{}/models/", root.display()))
@@ -155,7 +179,10 @@ fn fleet_config(dir: &Path, name: &str, urls: &[String]) -> PathBuf {
         )
         .replace("name = \"a\"", &format!("name = {name:?}"))
         .replace("resync_interval_ms = 5000", "resync_interval_ms = 1000");
-    assert!(text.contains(&format!("servers = [{servers}]")), "cfg/fleet.toml changed shape");
+    assert!(
+        text.contains(&format!("servers = [{servers}]")),
+        "cfg/fleet.toml changed shape"
+    );
     // A second local shard for traffic to move to.
     text += "\n[[shards]]\nname = \"hbm2-batch\"\nlabels = { \"hardware.gpu.memory\" = \"hbm2\" }\nmax_concurrency = 4\nqueue_depth = 64\n";
     let path = dir.join(format!("fleet-{name}.toml"));
@@ -180,7 +207,12 @@ impl Appliance {
             ..ClientConfig::default()
         };
         let client = Client::connect(d.data, cfg).expect("client");
-        Appliance { name, config, d, client }
+        Appliance {
+            name,
+            config,
+            d,
+            client,
+        }
     }
 
     /// Sends one request to the null model, naming schema `id` v`version`
@@ -219,12 +251,20 @@ fn register(admin: SocketAddr, subject: &str, schema: &str) -> u32 {
     let body = serde_json::json!({ "schemaType": "TENSOR", "schema": schema }).to_string();
     let t0 = Instant::now();
     loop {
-        let (code, v) = http(admin, "POST", &format!("/registry/subjects/{subject}/versions"), Some(&body));
+        let (code, v) = http(
+            admin,
+            "POST",
+            &format!("/registry/subjects/{subject}/versions"),
+            Some(&body),
+        );
         if code == 200 {
             return v["id"].as_u64().expect("schema id") as u32;
         }
         // A leader election after a node stopped answers 5xx for a moment.
-        assert!(code >= 500 && t0.elapsed() < CONVERGE, "register: {code} {v}");
+        assert!(
+            code >= 500 && t0.elapsed() < CONVERGE,
+            "register: {code} {v}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -243,7 +283,11 @@ fn put_routes(admin: SocketAddr, routes: &str) {
 
 /// Polls `cond` on every appliance until it holds on all; returns when
 /// each first held.
-fn converge(what: &str, apps: &mut [Appliance], mut cond: impl FnMut(&mut Appliance) -> bool) -> Vec<Duration> {
+fn converge(
+    what: &str,
+    apps: &mut [Appliance],
+    mut cond: impl FnMut(&mut Appliance) -> bool,
+) -> Vec<Duration> {
     let t0 = Instant::now();
     let mut took: Vec<Option<Duration>> = vec![None; apps.len()];
     while took.iter().any(Option::is_none) {
@@ -270,10 +314,8 @@ fn ms(d: Duration) -> f64 {
 }
 
 const SIG4: &str = r#"{"inputs":[{"name":"x","dtype":"f32","shape":[-1,4]}]}"#;
-const ROUTES_BATCH: &str =
-    r#"[{"name":"null","model":"null","shard":"hbm2-batch"},{"name":"mlp","model":"mlp","version":"^1","shard":"hbm2-inference"}]"#;
-const ROUTES_BACK: &str =
-    r#"[{"name":"null","model":"null","shard":"hbm2-inference"},{"name":"mlp","model":"mlp","version":"^1","shard":"hbm2-inference"}]"#;
+const ROUTES_BATCH: &str = r#"[{"name":"null","model":"null","shard":"hbm2-batch"},{"name":"mlp","model":"mlp","version":"^1","shard":"hbm2-inference"}]"#;
+const ROUTES_BACK: &str = r#"[{"name":"null","model":"null","shard":"hbm2-inference"},{"name":"mlp","model":"mlp","version":"^1","shard":"hbm2-inference"}]"#;
 
 #[test]
 fn fleet_of_three_on_a_nats_cluster() {
@@ -297,7 +339,9 @@ fn fleet_of_three_on_a_nats_cluster() {
     let t0 = Instant::now();
     let id = register(apps[0].d.admin, &subject, SIG4);
     let reg = t0.elapsed();
-    let took = converge("schema validated", &mut apps, |a| a.call((id, 1), 4).is_ok());
+    let took = converge("schema validated", &mut apps, |a| {
+        a.call((id, 1), 4).is_ok()
+    });
     println!(
         "FLEET-E2E schema_change_to_first_validated_use_ms a={:.1} b={:.1} c={:.1} (after the register call returned; it took {:.1} ms on a)",
         ms(took[0]),
@@ -312,7 +356,10 @@ fn fleet_of_three_on_a_nats_cluster() {
     }
 
     // Route change on b moves the null model's traffic on every appliance.
-    assert!(apps.iter_mut().all(|a| a.routes_null_to("hbm2-inference", "hbm2-batch")));
+    assert!(
+        apps.iter_mut()
+            .all(|a| a.routes_null_to("hbm2-inference", "hbm2-batch"))
+    );
     put_routes(apps[1].d.admin, ROUTES_BATCH);
     let took = converge("route to hbm2-batch", &mut apps, |a| {
         a.routes_null_to("hbm2-batch", "hbm2-inference")
@@ -331,7 +378,9 @@ fn fleet_of_three_on_a_nats_cluster() {
         a.routes_null_to("hbm2-inference", "hbm2-batch")
     });
     let id2 = register(apps[0].d.admin, &format!("{subject}-2"), SIG4);
-    converge("schema with a node down", &mut apps, |a| a.call((id2, 1), 4).is_ok());
+    converge("schema with a node down", &mut apps, |a| {
+        a.call((id2, 1), 4).is_ok()
+    });
     cluster.start_node(0);
 
     // An appliance that was down catches up when it returns.

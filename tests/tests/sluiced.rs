@@ -14,7 +14,10 @@ use sluice_wire::TenantKey;
 const DEMO_KEY_HEX: &str = "73756963652d64656d6f2d6b65792d30303030303030303030303030303030";
 
 fn demo_key() -> Vec<u8> {
-    (0..DEMO_KEY_HEX.len()).step_by(2).map(|i| u8::from_str_radix(&DEMO_KEY_HEX[i..i + 2], 16).unwrap()).collect()
+    (0..DEMO_KEY_HEX.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&DEMO_KEY_HEX[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 fn shard_requests(admin: std::net::SocketAddr, shard: &str) -> u64 {
@@ -46,11 +49,19 @@ fn route_change_under_load_reload_metrics_and_shutdown() {
         std::thread::spawn(move || {
             let key = demo_key();
             let tkey = TenantKey::new(&key);
-            let cfg = ClientConfig { tenant_id: 1, key: Some(key.clone()), timeout: Duration::from_secs(2), ..ClientConfig::default() };
+            let cfg = ClientConfig {
+                tenant_id: 1,
+                key: Some(key.clone()),
+                timeout: Duration::from_secs(2),
+                ..ClientConfig::default()
+            };
             let mut c = Client::connect(data, cfg).expect("client");
             let x = [1.0f32; 4];
             while !stop.load(Ordering::Relaxed) {
-                let req = Request::new("null", "1").tenant(1, Some(&tkey)).tensor_f32("x", &[1, 4], &x);
+                let req =
+                    Request::new("null", "1")
+                        .tenant(1, Some(&tkey))
+                        .tensor_f32("x", &[1, 4], &x);
                 match c.call(&req) {
                     Ok(_) => ok.fetch_add(1, Ordering::Relaxed),
                     Err(e) => {
@@ -66,7 +77,12 @@ fn route_change_under_load_reload_metrics_and_shutdown() {
     assert!(shard_requests(d.admin, "hbm2-inference") > 0);
 
     // A bad route set is refused whole, with the reason.
-    let (code, body) = http(d.admin, "PUT", "/v1/routes", Some(r#"[{"name":"x","shard":"nope"}]"#));
+    let (code, body) = http(
+        d.admin,
+        "PUT",
+        "/v1/routes",
+        Some(r#"[{"name":"x","shard":"nope"}]"#),
+    );
     assert!(code == 400 || code == 422, "{code} {body}");
     assert!(body.to_string().contains("nope"), "{body}");
 
@@ -81,7 +97,11 @@ fn route_change_under_load_reload_metrics_and_shutdown() {
     assert!(moved > 0, "traffic moved to the new shard");
     let old = shard_requests(d.admin, "hbm2-inference");
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(shard_requests(d.admin, "hbm2-inference"), old, "nothing goes to the old shard any more");
+    assert_eq!(
+        shard_requests(d.admin, "hbm2-inference"),
+        old,
+        "nothing goes to the old shard any more"
+    );
 
     // Reload through the API: the file is re-read; the API's routes stay.
     let (code, body) = http(d.admin, "POST", "/v1/reload", None);
@@ -91,16 +111,26 @@ fn route_change_under_load_reload_metrics_and_shutdown() {
     // Metrics carry the shard counters.
     let (code, metrics) = http_text(d.admin, "GET", "/metrics", None);
     assert_eq!(code, 200);
-    assert!(metrics.contains("shard=\"hbm2-batch\""), "metrics name the new shard");
+    assert!(
+        metrics.contains("shard=\"hbm2-batch\""),
+        "metrics name the new shard"
+    );
 
     stop.store(true, Ordering::Relaxed);
     traffic.join().unwrap();
     let (n_ok, n_failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
     assert!(n_ok > 100, "{n_ok} requests answered");
-    assert_eq!(n_failed, 0, "no request lost or failed across the route change and reload");
+    assert_eq!(
+        n_failed, 0,
+        "no request lost or failed across the route change and reload"
+    );
 
     // Graceful shutdown.
-    assert_eq!(d.signal_and_wait(15, Duration::from_secs(10)), Some(0), "sluiced exits 0 on SIGTERM");
+    assert_eq!(
+        d.signal_and_wait(15, Duration::from_secs(10)),
+        Some(0),
+        "sluiced exits 0 on SIGTERM"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -109,9 +139,16 @@ fn bad_config_is_refused_with_file_and_line() {
     let dir = std::env::temp_dir().join(format!("sluice-e2e-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = test_config(&dir, "\n[[shards]]\nname = \"x\"\nqueue_depth = 0\n");
-    let out = std::process::Command::new(sluiced_bin()).arg("-config").arg(&cfg).output().unwrap();
+    let out = std::process::Command::new(sluiced_bin())
+        .arg("-config")
+        .arg(&cfg)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains(&format!("{}:", cfg.display())) && err.contains("queue_depth"), "{err}");
+    assert!(
+        err.contains(&format!("{}:", cfg.display())) && err.contains("queue_depth"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

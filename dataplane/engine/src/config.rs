@@ -462,18 +462,29 @@ impl Config {
                 ));
             }
         }
-        range("engine.rx_burst_max", e.rx_burst_max, 1, RX_BURST_MAX as u32)?;
+        range(
+            "engine.rx_burst_max",
+            e.rx_burst_max,
+            1,
+            RX_BURST_MAX as u32,
+        )?;
         range("engine.spin_us", e.spin_us, 0, SPIN_US_MAX)?;
         range("engine.forward_timeout_ms", e.forward_timeout_ms, 1, 60_000)?;
         let u = &self.io_uring;
         self.listen_addr()?;
         range("io_uring.ring_entries", u.ring_entries, 8, 32_768)?;
         if !u.ring_entries.is_power_of_two() {
-            return Err(ConfigError::at("io_uring.ring_entries", "must be a power of two"));
+            return Err(ConfigError::at(
+                "io_uring.ring_entries",
+                "must be a power of two",
+            ));
         }
         range("io_uring.rx_buffers", u.rx_buffers, 8, POOL_BUFFERS_MAX)?;
         if !u.rx_buffers.is_power_of_two() {
-            return Err(ConfigError::at("io_uring.rx_buffers", "must be a power of two"));
+            return Err(ConfigError::at(
+                "io_uring.rx_buffers",
+                "must be a power of two",
+            ));
         }
         range("io_uring.tx_buffers", u.tx_buffers, 8, POOL_BUFFERS_MAX)?;
         if u.tx_buffers < e.rx_burst_max {
@@ -482,9 +493,17 @@ impl Config {
                 "must be at least engine.rx_burst_max: every received frame gets an answer",
             ));
         }
-        range("io_uring.buffer_size", u.buffer_size, BUFFER_SIZE_MIN, BUFFER_SIZE_MAX)?;
+        range(
+            "io_uring.buffer_size",
+            u.buffer_size,
+            BUFFER_SIZE_MIN,
+            BUFFER_SIZE_MAX,
+        )?;
         if u.buffer_size % 64 != 0 {
-            return Err(ConfigError::at("io_uring.buffer_size", "must be a multiple of 64"));
+            return Err(ConfigError::at(
+                "io_uring.buffer_size",
+                "must be a multiple of 64",
+            ));
         }
         self.validate_tables()
     }
@@ -512,13 +531,19 @@ pub fn validate_tables(
     worker_count: usize,
 ) -> Result<(), ConfigError> {
     if shards.len() > SHARD_COUNT_MAX {
-        return Err(ConfigError::at("shards", format!("at most {SHARD_COUNT_MAX}")));
+        return Err(ConfigError::at(
+            "shards",
+            format!("at most {SHARD_COUNT_MAX}"),
+        ));
     }
     for (i, s) in shards.iter().enumerate() {
         let k = |f: &str| format!("shards[{i}].{f}");
         name_ok(&k("name"), &s.name)?;
         if shards[..i].iter().any(|o| o.name == s.name) {
-            return Err(ConfigError::at(k("name"), format!("duplicate shard {:?}", s.name)));
+            return Err(ConfigError::at(
+                k("name"),
+                format!("duplicate shard {:?}", s.name),
+            ));
         }
         range(&k("max_concurrency"), s.max_concurrency, 1, CONCURRENCY_MAX)?;
         range(&k("queue_depth"), s.queue_depth, 1, QUEUE_DEPTH_MAX)?;
@@ -535,33 +560,56 @@ pub fn validate_tables(
         }
     }
     if routes.len() > ROUTE_COUNT_MAX {
-        return Err(ConfigError::at("routes", format!("at most {ROUTE_COUNT_MAX}")));
+        return Err(ConfigError::at(
+            "routes",
+            format!("at most {ROUTE_COUNT_MAX}"),
+        ));
     }
     for (i, r) in routes.iter().enumerate() {
         let k = |f: &str| format!("routes[{i}].{f}");
         name_ok(&k("name"), &r.name)?;
         if routes[..i].iter().any(|o| o.name == r.name) {
-            return Err(ConfigError::at(k("name"), format!("duplicate route {:?}", r.name)));
+            return Err(ConfigError::at(
+                k("name"),
+                format!("duplicate route {:?}", r.name),
+            ));
         }
         if !shards.iter().any(|s| s.name == r.shard) {
-            return Err(ConfigError::at(k("shard"), format!("no shard named {:?}", r.shard)));
+            return Err(ConfigError::at(
+                k("shard"),
+                format!("no shard named {:?}", r.shard),
+            ));
         }
         if let Some(v) = &r.version {
             crate::route::VersionMatcher::parse(v).map_err(|m| ConfigError::at(k("version"), m))?;
         }
     }
     if models.len() > MODEL_SLOT_COUNT_MAX {
-        return Err(ConfigError::at("models", format!("at most {MODEL_SLOT_COUNT_MAX}")));
+        return Err(ConfigError::at(
+            "models",
+            format!("at most {MODEL_SLOT_COUNT_MAX}"),
+        ));
     }
     for (i, m) in models.iter().enumerate() {
         let k = |f: &str| format!("models[{i}].{f}");
         wire_token(&k("name"), &m.name, sluice_wire::limits::MODEL_NAME_LEN_MAX)?;
-        wire_token(&k("version"), &m.version, sluice_wire::limits::MODEL_VERSION_LEN_MAX)?;
-        if models[..i].iter().any(|o| o.name == m.name && o.version == m.version) {
+        wire_token(
+            &k("version"),
+            &m.version,
+            sluice_wire::limits::MODEL_VERSION_LEN_MAX,
+        )?;
+        if models[..i]
+            .iter()
+            .any(|o| o.name == m.name && o.version == m.version)
+        {
             return Err(ConfigError::at(k("version"), "duplicate model version"));
         }
         for (j, a) in m.aliases.iter().enumerate() {
-            wire_token(&format!("models[{i}].aliases[{j}]"), a, sluice_wire::limits::MODEL_VERSION_LEN_MAX)?;
+            wire_token(
+                &format!("models[{i}].aliases[{j}]"),
+                a,
+                sluice_wire::limits::MODEL_VERSION_LEN_MAX,
+            )?;
             let clash = models.iter().enumerate().any(|(oi, o)| {
                 o.name == m.name && (o.version == *a || (oi != i && o.aliases.contains(a)))
             });
@@ -576,14 +624,24 @@ pub fn validate_tables(
             return Err(ConfigError::at(k("path"), "an onnx model needs a path"));
         }
         if m.adapters.len() > ADAPTER_COUNT_MAX {
-            return Err(ConfigError::at(k("adapters"), format!("at most {ADAPTER_COUNT_MAX}")));
+            return Err(ConfigError::at(
+                k("adapters"),
+                format!("at most {ADAPTER_COUNT_MAX}"),
+            ));
         }
         for (j, a) in m.adapters.iter().enumerate() {
-            wire_token(&format!("models[{i}].adapters[{j}].id"), &a.id, sluice_wire::limits::ADAPTER_LEN_MAX)?;
+            wire_token(
+                &format!("models[{i}].adapters[{j}].id"),
+                &a.id,
+                sluice_wire::limits::ADAPTER_LEN_MAX,
+            )?;
         }
     }
     if tenants.len() > TENANT_COUNT_MAX {
-        return Err(ConfigError::at("tenants", format!("at most {TENANT_COUNT_MAX}")));
+        return Err(ConfigError::at(
+            "tenants",
+            format!("at most {TENANT_COUNT_MAX}"),
+        ));
     }
     for (i, t) in tenants.iter().enumerate() {
         let k = |f: &str| format!("tenants[{i}].{f}");
@@ -591,13 +649,19 @@ pub fn validate_tables(
         if t.id == 0 {
             return Err(ConfigError::at(k("id"), "tenant id 0 is reserved"));
         }
-        if tenants[..i].iter().any(|o| o.id == t.id || o.name == t.name) {
+        if tenants[..i]
+            .iter()
+            .any(|o| o.id == t.id || o.name == t.name)
+        {
             return Err(ConfigError::at(k("id"), "duplicate tenant id or name"));
         }
         decode_key(&t.key).map_err(|m| ConfigError::at(k("key"), m))?;
     }
     if peers.len() > PEER_COUNT_MAX {
-        return Err(ConfigError::at("peers", format!("at most {PEER_COUNT_MAX}")));
+        return Err(ConfigError::at(
+            "peers",
+            format!("at most {PEER_COUNT_MAX}"),
+        ));
     }
     for (i, p) in peers.iter().enumerate() {
         let k = |f: &str| format!("peers[{i}].{f}");
@@ -637,14 +701,20 @@ pub fn decode_key(spec: &str) -> Result<Vec<u8>, String> {
 
 fn range(key: &str, v: u32, lo: u32, hi: u32) -> Result<(), ConfigError> {
     if v < lo || v > hi {
-        return Err(ConfigError::at(key, format!("{v} is out of range {lo}..={hi}")));
+        return Err(ConfigError::at(
+            key,
+            format!("{v} is out of range {lo}..={hi}"),
+        ));
     }
     Ok(())
 }
 
 fn name_ok(key: &str, v: &str) -> Result<(), ConfigError> {
     if v.is_empty() || v.len() > 64 || !v.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(ConfigError::at(key, "1 to 64 printable ASCII characters, no spaces"));
+        return Err(ConfigError::at(
+            key,
+            "1 to 64 printable ASCII characters, no spaces",
+        ));
     }
     Ok(())
 }
@@ -660,7 +730,11 @@ fn wire_token(key: &str, v: &str, max: usize) -> Result<(), ConfigError> {
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
 }
 
 /// Finds the line of a key path like `shards[1].queue_depth` in the TOML text:
@@ -678,7 +752,12 @@ pub fn locate(text: &str, path: &str) -> Option<usize> {
     let mut best = None;
     for part in path.split('.') {
         let (name, index) = match part.find('[') {
-            Some(b) => (&part[..b], part[b + 1..part.len().saturating_sub(1)].parse::<usize>().ok()),
+            Some(b) => (
+                &part[..b],
+                part[b + 1..part.len().saturating_sub(1)]
+                    .parse::<usize>()
+                    .ok(),
+            ),
             None => (part, None),
         };
         let table = match node {
@@ -690,7 +769,9 @@ pub fn locate(text: &str, path: &str) -> Option<usize> {
                 best = Some(s.start);
             }
             t.get(name).map(Node::Item)
-        } else if let Node::Item(Item::Value(Value::InlineTable(t))) | Node::Value(Value::InlineTable(t)) = node {
+        } else if let Node::Item(Item::Value(Value::InlineTable(t)))
+        | Node::Value(Value::InlineTable(t)) = node
+        {
             if let Some(s) = t.key(name).and_then(|k| k.span()) {
                 best = Some(s.start);
             }
@@ -710,15 +791,17 @@ pub fn locate(text: &str, path: &str) -> Option<usize> {
                     }
                     None => break,
                 },
-                Node::Item(Item::Value(Value::Array(a))) | Node::Value(Value::Array(a)) => match a.get(i) {
-                    Some(v) => {
-                        if let Some(s) = v.span() {
-                            best = Some(s.start);
+                Node::Item(Item::Value(Value::Array(a))) | Node::Value(Value::Array(a)) => {
+                    match a.get(i) {
+                        Some(v) => {
+                            if let Some(s) = v.span() {
+                                best = Some(s.start);
+                            }
+                            Node::Value(v)
                         }
-                        Node::Value(v)
+                        None => break,
                     }
-                    None => break,
-                },
+                }
                 _ => break,
             };
         }
@@ -761,9 +844,17 @@ mod tests {
     #[test]
     fn range_errors_name_line_and_key() {
         let e = err("[engine]\nworkers = [0]\nrx_burst_max = 9999\n");
-        assert_eq!((e.line, e.key.as_str()), (Some(3), "engine.rx_burst_max"), "{e}");
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(3), "engine.rx_burst_max"),
+            "{e}"
+        );
         let e = err("[engine]\nworkers = [0]\n[io_uring]\nrx_buffers = 100\n");
-        assert_eq!((e.line, e.key.as_str()), (Some(4), "io_uring.rx_buffers"), "{e}");
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(4), "io_uring.rx_buffers"),
+            "{e}"
+        );
         assert!(e.message.contains("power of two"));
         let e = err("[engine]\nworkers = [4096]\n");
         assert_eq!(e.key, "engine.workers[0]");
@@ -775,16 +866,27 @@ mod tests {
     #[test]
     fn cross_references_are_checked() {
         let e = err("[[shards]]\nname = \"a\"\n[[routes]]\nname = \"r\"\nshard = \"b\"\n");
-        assert_eq!((e.line, e.key.as_str()), (Some(5), "routes[0].shard"), "{e}");
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(5), "routes[0].shard"),
+            "{e}"
+        );
         let e = err("[[shards]]\nname = \"a\"\n[[shards]]\nname = \"a\"\n");
         assert_eq!(e.key, "shards[1].name");
-        let e = err("[[routes]]\nname = \"r\"\nversion = \"^x\"\nshard = \"a\"\n[[shards]]\nname = \"a\"\n");
-        assert_eq!((e.line, e.key.as_str()), (Some(3), "routes[0].version"), "{e}");
+        let e = err(
+            "[[routes]]\nname = \"r\"\nversion = \"^x\"\nshard = \"a\"\n[[shards]]\nname = \"a\"\n",
+        );
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(3), "routes[0].version"),
+            "{e}"
+        );
         let e = err("[[tenants]]\nname = \"t\"\nid = 1\nkey = \"hex:00\"\n");
         assert!(e.message.contains("at least 16 bytes"), "{e}");
         let e = err("[[models]]\nname = \"m\"\nversion = \"1\"\n");
         assert_eq!(e.key, "models[0].path", "{e}");
-        let e = err("[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\naliases = [\"1\"]\n");
+        let e =
+            err("[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\naliases = [\"1\"]\n");
         assert!(e.message.contains("already names"), "{e}");
     }
 
@@ -801,7 +903,13 @@ mod tests {
         let p = dir.join("bad.toml");
         std::fs::write(&p, "[engine]\nworkers = [0]\nspin_us = 5000000\n").unwrap();
         let e = Config::load(&p).unwrap_err();
-        assert_eq!(e.to_string(), format!("{}:3: engine.spin_us: 5000000 is out of range 0..=1000000", p.display()));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}:3: engine.spin_us: 5000000 is out of range 0..=1000000",
+                p.display()
+            )
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -184,7 +184,11 @@ impl Engine {
     }
 
     /// Builds an engine with a custom handler factory.
-    pub fn with_factory(cfg: Config, opts: EngineOptions, factory: HandlerFactory) -> Result<Engine, EngineError> {
+    pub fn with_factory(
+        cfg: Config,
+        opts: EngineOptions,
+        factory: HandlerFactory,
+    ) -> Result<Engine, EngineError> {
         cfg.validate()?;
         let live = LiveConfig::of(&cfg);
         let mut slots = HashMap::new();
@@ -192,11 +196,25 @@ impl Engine {
         for (i, m) in live.models.iter().enumerate() {
             slots.insert((m.name.clone(), m.version.clone()), i);
         }
-        let tables = Tables::build(&live, &cfg.host.labels, cfg.engine.workers.len(), &slot_list, SchemaTable::default())?;
+        let tables = Tables::build(
+            &live,
+            &cfg.host.labels,
+            cfg.engine.workers.len(),
+            &slot_list,
+            SchemaTable::default(),
+        )?;
         Ok(Engine {
-            shared: Arc::new(Shared { tables: Rcu::new(tables), state: AtomicU8::new(state::STOPPED) }),
+            shared: Arc::new(Shared {
+                tables: Rcu::new(tables),
+                state: AtomicU8::new(state::STOPPED),
+            }),
             workers: Vec::new(),
-            control: Mutex::new(Control { live, schemas: Vec::new(), schema_ttl_ms: 60_000, slots }),
+            control: Mutex::new(Control {
+                live,
+                schemas: Vec::new(),
+                schema_ttl_ms: 60_000,
+                slots,
+            }),
             listen: None,
             hugepages: false,
             running: false,
@@ -233,7 +251,8 @@ impl Engine {
             #[cfg(not(feature = "dpdk"))]
             TransportKind::Dpdk => {
                 return Err(EngineError::Unsupported(
-                    "transport \"dpdk\" is not built into this binary (cargo feature `dpdk`)".into(),
+                    "transport \"dpdk\" is not built into this binary (cargo feature `dpdk`)"
+                        .into(),
                 ));
             }
             #[cfg(feature = "rdma")]
@@ -241,7 +260,8 @@ impl Engine {
             #[cfg(not(feature = "rdma"))]
             TransportKind::Rdma => {
                 return Err(EngineError::Unsupported(
-                    "transport \"rdma\" is not built into this binary (cargo feature `rdma`)".into(),
+                    "transport \"rdma\" is not built into this binary (cargo feature `rdma`)"
+                        .into(),
                 ));
             }
         }
@@ -265,9 +285,8 @@ impl Engine {
         for (index, &core) in self.cfg.engine.workers.clone().iter().enumerate() {
             let mut handlers: Vec<Option<Box<dyn Handler>>> = Vec::with_capacity(models.len());
             for m in &models {
-                let h = (self.factory)(m, &self.cfg).map_err(|e| {
-                    EngineError::Model(format!("{} {}: {e}", m.name, m.version))
-                });
+                let h = (self.factory)(m, &self.cfg)
+                    .map_err(|e| EngineError::Model(format!("{} {}: {e}", m.name, m.version)));
                 match h {
                     Ok(h) => handlers.push(Some(h)),
                     Err(e) => {
@@ -282,7 +301,8 @@ impl Engine {
                 // starts the process's rdma_cm listener, the others join it.
                 let (cfg, workers) = (self.cfg.clone(), self.cfg.engine.workers.len());
                 let made = self.spawn_worker(index, core, handlers, move || {
-                    crate::transport::rdma::RdmaTransport::new(index, workers, &cfg).map_err(|e| e.to_string())
+                    crate::transport::rdma::RdmaTransport::new(index, workers, &cfg)
+                        .map_err(|e| e.to_string())
                 });
                 match made {
                     Ok((addr, huge)) => {
@@ -393,7 +413,9 @@ impl Engine {
             .spawn(move || {
                 if !opts.no_pin {
                     if let Err(e) = crate::sys::pin_to_core(core) {
-                        let _ = ready_tx.send(Err(format!("worker {index}: cannot pin to core {core}: {e}")));
+                        let _ = ready_tx.send(Err(format!(
+                            "worker {index}: cannot pin to core {core}: {e}"
+                        )));
                         return;
                     }
                 }
@@ -409,7 +431,8 @@ impl Engine {
                 };
                 let c = transport.counters();
                 let _ = ready_tx.send(Ok((transport.local_addr(), c.hugepages)));
-                let mut w = Worker::new(params, transport, shared, handlers, ctrl_rx, ret_tx, c2, h2);
+                let mut w =
+                    Worker::new(params, transport, shared, handlers, ctrl_rx, ret_tx, c2, h2);
                 w.run();
             })
             .map_err(|e| EngineError::Start(format!("spawn worker {index}: {e}")))?;
@@ -482,7 +505,9 @@ impl Engine {
         let t0 = Instant::now();
         while self.is_running() && self.min_epoch() < epoch {
             if Instant::now() > deadline {
-                return Err(EngineError::Start("a worker did not pick up the change in time".into()));
+                return Err(EngineError::Start(
+                    "a worker did not pick up the change in time".into(),
+                ));
             }
             // Busy workers see the epoch within a burst: yield briefly first;
             // sleeping adaptive workers need up to their sleep bound.
@@ -510,7 +535,9 @@ impl Engine {
         for (w, &t) in self.workers.iter().zip(targets) {
             while w.counters.control_applied.load(Ordering::Acquire) < t {
                 if Instant::now() > deadline {
-                    return Err(EngineError::Start("a worker did not apply a control message in time".into()));
+                    return Err(EngineError::Start(
+                        "a worker did not apply a control message in time".into(),
+                    ));
                 }
                 std::thread::sleep(Duration::from_micros(200));
             }
@@ -547,8 +574,8 @@ impl Engine {
             peers: Option<Vec<crate::config::PeerCfg>>,
             schemas: Option<Vec<SchemaCfg>>,
         }
-        let s: Sections =
-            serde_json::from_slice(doc).map_err(|e| EngineError::InvalidArgument(format!("sections: {e}")))?;
+        let s: Sections = serde_json::from_slice(doc)
+            .map_err(|e| EngineError::InvalidArgument(format!("sections: {e}")))?;
         let mut ctl = self.lock_control()?;
         let mut live = ctl.live.clone();
         if let Some(v) = s.shards {
@@ -601,7 +628,9 @@ impl Engine {
             let slot = match ctl.slots.get(&key) {
                 Some(&s) => s,
                 None => {
-                    let s = free.next().ok_or_else(|| EngineError::Model("no free model slot".into()))?;
+                    let s = free
+                        .next()
+                        .ok_or_else(|| EngineError::Model("no free model slot".into()))?;
                     fresh.push((s, m.clone()));
                     s
                 }
@@ -613,7 +642,13 @@ impl Engine {
             .iter()
             .map(|m| slots[&(m.name.clone(), m.version.clone())])
             .collect();
-        let tables = Tables::build(&live, &self.cfg.host.labels, self.cfg.engine.workers.len(), &slot_list, schemas)?;
+        let tables = Tables::build(
+            &live,
+            &self.cfg.host.labels,
+            self.cfg.engine.workers.len(),
+            &slot_list,
+            schemas,
+        )?;
 
         // 1. Load new versions for every worker (off the hot path) and install.
         if self.is_running() && !fresh.is_empty() {
@@ -621,8 +656,9 @@ impl Engine {
             for _ in &self.workers {
                 let mut v = Vec::new();
                 for (slot, m) in &fresh {
-                    let h = (self.factory)(m, &self.cfg)
-                        .map_err(|e| EngineError::Model(format!("{} {}: {e}", m.name, m.version)))?;
+                    let h = (self.factory)(m, &self.cfg).map_err(|e| {
+                        EngineError::Model(format!("{} {}: {e}", m.name, m.version))
+                    })?;
                     v.push((*slot, h));
                 }
                 per_worker.push(v);
@@ -678,15 +714,23 @@ impl Engine {
 
     /// The live tables now in force.
     pub fn live(&self) -> LiveConfig {
-        self.lock_control().map(|c| c.live.clone()).unwrap_or_default()
+        self.lock_control()
+            .map(|c| c.live.clone())
+            .unwrap_or_default()
     }
 
     /// Points an alias of a model at another loaded version.
     pub fn set_alias(&self, model: &str, alias: &str, version: &str) -> Result<u64, EngineError> {
         let mut ctl = self.lock_control()?;
         let mut live = ctl.live.clone();
-        if !live.models.iter().any(|m| m.name == model && m.version == version) {
-            return Err(EngineError::NotFound(format!("model {model} version {version} is not loaded")));
+        if !live
+            .models
+            .iter()
+            .any(|m| m.name == model && m.version == version)
+        {
+            return Err(EngineError::NotFound(format!(
+                "model {model} version {version} is not loaded"
+            )));
         }
         for m in &mut live.models {
             if m.name == model {
@@ -703,8 +747,15 @@ impl Engine {
     pub fn load_model(&self, m: ModelCfg) -> Result<u64, EngineError> {
         let mut ctl = self.lock_control()?;
         let mut live = ctl.live.clone();
-        if live.models.iter().any(|o| o.name == m.name && o.version == m.version) {
-            return Err(EngineError::AlreadyExists(format!("model {} version {} is loaded", m.name, m.version)));
+        if live
+            .models
+            .iter()
+            .any(|o| o.name == m.name && o.version == m.version)
+        {
+            return Err(EngineError::AlreadyExists(format!(
+                "model {} version {} is loaded",
+                m.name, m.version
+            )));
         }
         live.models.push(m);
         self.apply_locked(&mut ctl, live, None)
@@ -799,8 +850,16 @@ impl Engine {
             snap.shards.push(ShardStats {
                 name: tables.shards[s].name.clone(),
                 local: tables.shards[s].local,
-                requests: self.workers.iter().map(|w| w.counters.shard_requests[s].load(Ordering::Relaxed)).sum(),
-                errors: self.workers.iter().map(|w| w.counters.shard_errors[s].load(Ordering::Relaxed)).sum(),
+                requests: self
+                    .workers
+                    .iter()
+                    .map(|w| w.counters.shard_requests[s].load(Ordering::Relaxed))
+                    .sum(),
+                errors: self
+                    .workers
+                    .iter()
+                    .map(|w| w.counters.shard_errors[s].load(Ordering::Relaxed))
+                    .sum(),
                 queue: Percentiles::of(&merged_queue[s]),
                 service: Percentiles::of(&merged_service[s]),
             });
@@ -866,7 +925,11 @@ impl Engine {
                 .workers
                 .iter()
                 .enumerate()
-                .map(|(i, w)| WorkerStatus { index: i, core: w.core, epoch: w.counters.epoch.load(Ordering::Relaxed) })
+                .map(|(i, w)| WorkerStatus {
+                    index: i,
+                    core: w.core,
+                    epoch: w.counters.epoch.load(Ordering::Relaxed),
+                })
                 .collect(),
             hugepages: self.hugepages,
             hugepages_note: (!self.hugepages && self.is_running())

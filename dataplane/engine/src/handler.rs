@@ -71,7 +71,12 @@ fn emit_like_inputs(
     acct: &mut RunAccount,
 ) -> Result<usize, Reject> {
     let (descs, n) = descs(req);
-    let empty = TensorRepr { name: "_", dtype: sluice_wire::DType::U8, dims: &[], data: None };
+    let empty = TensorRepr {
+        name: "_",
+        dtype: sluice_wire::DType::U8,
+        dims: &[],
+        data: None,
+    };
     let mut reprs = [empty; limits::TENSOR_COUNT_MAX];
     for (r, d) in reprs.iter_mut().zip(descs.iter().take(n).flatten()) {
         *r = TensorRepr {
@@ -81,11 +86,15 @@ fn emit_like_inputs(
             data: copy_data.then(|| req.tensor_data(d)),
         };
     }
-    let repr = FrameRepr { tensors: &reprs[..n], ..response_base(req) };
+    let repr = FrameRepr {
+        tensors: &reprs[..n],
+        ..response_base(req)
+    };
     let layout = repr.emit(tx).map_err(|e| match e {
-        sluice_wire::Error::BufferTooSmall => {
-            Reject::new(ErrorCode::ResponseTooLarge, "response does not fit the reply buffer")
-        }
+        sluice_wire::Error::BufferTooSmall => Reject::new(
+            ErrorCode::ResponseTooLarge,
+            "response does not fit the reply buffer",
+        ),
         _ => Reject::new(ErrorCode::Internal, "response could not be built"),
     })?;
     for (i, d) in descs.iter().take(n).flatten().enumerate() {

@@ -26,11 +26,17 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
         adapters: m
             .adapters
             .iter()
-            .map(|a| AdapterSpec { id: a.id.clone(), path: cfg.resolve(&a.path) })
+            .map(|a| AdapterSpec {
+                id: a.id.clone(),
+                path: cfg.resolve(&a.path),
+            })
             .collect(),
     };
     let model = OrtModel::load(&spec).map_err(|e| e.to_string())?;
-    Ok(Box::new(OrtHandler { model, stats: sluice_infer::RunStats::default() }))
+    Ok(Box::new(OrtHandler {
+        model,
+        stats: sluice_infer::RunStats::default(),
+    }))
 }
 
 /// Without the `onnx` feature, onnx models are refused at load.

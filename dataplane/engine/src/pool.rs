@@ -44,13 +44,22 @@ impl Region {
     pub fn alloc(bytes: usize, mode: HugepageMode) -> Result<Region, PoolError> {
         let len = bytes.div_ceil(HUGE_PAGE_BYTES).max(1) * HUGE_PAGE_BYTES;
         if mode != HugepageMode::Off {
-            match MmapOptions::new().len(len).huge(Some(21)).populate().map_anon() {
+            match MmapOptions::new()
+                .len(len)
+                .huge(Some(21))
+                .populate()
+                .map_anon()
+            {
                 Ok(map) => return Ok(Region { map, huge: true }),
                 Err(e) if mode == HugepageMode::Required => return Err(PoolError::NoHugepages(e)),
                 Err(_) => {}
             }
         }
-        let mut map = MmapOptions::new().len(len).populate().map_anon().map_err(PoolError::Map)?;
+        let mut map = MmapOptions::new()
+            .len(len)
+            .populate()
+            .map_anon()
+            .map_err(PoolError::Map)?;
         // Normal pages: ask for transparent hugepages and pre-fault.
         let _ = map.advise(memmap2::Advice::HugePage);
         for page in map.chunks_mut(4096) {
@@ -127,7 +136,10 @@ impl FreeList {
     pub fn free(&mut self, i: u32) {
         assert!(i < self.capacity, "buffer index out of range");
         debug_assert!(!self.free.contains(&i), "double free of buffer {i}");
-        assert!(self.free.len() < self.capacity as usize, "free list overflow");
+        assert!(
+            self.free.len() < self.capacity as usize,
+            "free list overflow"
+        );
         self.free.push(i);
     }
 

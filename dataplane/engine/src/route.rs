@@ -143,7 +143,11 @@ impl Route {
         Ok(Route {
             name: cfg.name.clone(),
             model: cfg.model.as_deref().map(Pattern::new),
-            version: cfg.version.as_deref().map(VersionMatcher::parse).transpose()?,
+            version: cfg
+                .version
+                .as_deref()
+                .map(VersionMatcher::parse)
+                .transpose()?,
             adapter: cfg.adapter.as_deref().map(Pattern::new),
             intent: cfg.intent.as_deref().map(Pattern::new),
             tenant: cfg.tenant.as_deref().map(Pattern::new),
@@ -221,7 +225,10 @@ mod tests {
         assert!(r.matches("1"));
         assert!(r.matches("v1.5"));
         assert!(!r.matches("2"));
-        assert_eq!(VersionMatcher::parse("1.0.0").unwrap(), VersionMatcher::Text(Pattern::new("1.0.0")));
+        assert_eq!(
+            VersionMatcher::parse("1.0.0").unwrap(),
+            VersionMatcher::Text(Pattern::new("1.0.0"))
+        );
         assert!(VersionMatcher::parse("1.*").unwrap().matches("1.4"));
         assert!(VersionMatcher::parse("^x").is_err());
     }
@@ -236,14 +243,26 @@ mod tests {
             ..RouteCfg::default()
         };
         let t = RouteTable::compile(
-            &[cfg("a", Some("mlp"), Some("chat"), "s1"), cfg("b", Some("mlp"), None, "s2")],
+            &[
+                cfg("a", Some("mlp"), Some("chat"), "s1"),
+                cfg("b", Some("mlp"), None, "s2"),
+            ],
             &["s1", "s2"],
         )
         .unwrap();
-        let k = |intent| RouteKey { model: "mlp", version: "1", adapter: "", intent, tenant: "" };
+        let k = |intent| RouteKey {
+            model: "mlp",
+            version: "1",
+            adapter: "",
+            intent,
+            tenant: "",
+        };
         assert_eq!(t.find(&k("chat")).unwrap().1.name, "a");
         assert_eq!(t.find(&k("other")).unwrap().1.shard, 1);
-        let other = RouteKey { model: "x", ..k("chat") };
+        let other = RouteKey {
+            model: "x",
+            ..k("chat")
+        };
         assert!(t.find(&other).is_none());
     }
 }

@@ -111,12 +111,19 @@ impl SchemaTable {
         if list.len() > limits::SCHEMA_COUNT_MAX {
             return Err(format!("at most {} schemas", limits::SCHEMA_COUNT_MAX));
         }
-        let mut t = SchemaTable { ttl_ms, ..SchemaTable::default() };
+        let mut t = SchemaTable {
+            ttl_ms,
+            ..SchemaTable::default()
+        };
         for s in list {
             let schema_type = parse_type(&s.schema_type)
                 .ok_or_else(|| format!("schema {}: unknown type {:?}", s.id, s.schema_type))?;
             if s.schema.len() > sluice_wire::limits::SCHEMA_LEN_MAX {
-                return Err(format!("schema {}: longer than {} bytes", s.id, sluice_wire::limits::SCHEMA_LEN_MAX));
+                return Err(format!(
+                    "schema {}: longer than {} bytes",
+                    s.id,
+                    sluice_wire::limits::SCHEMA_LEN_MAX
+                ));
             }
             let sig = if schema_type == SchemaType::Tensor {
                 let sig: Signature = serde_json::from_str(&s.schema)
@@ -128,7 +135,9 @@ impl SchemaTable {
                 for i in &sig.inputs {
                     let d = DType::parse(&i.dtype)
                         .ok_or_else(|| format!("schema {}: unknown dtype {:?}", s.id, i.dtype))?;
-                    if i.shape.len() > sluice_wire::limits::RANK_MAX || i.shape.iter().any(|&d| d < -1) {
+                    if i.shape.len() > sluice_wire::limits::RANK_MAX
+                        || i.shape.iter().any(|&d| d < -1)
+                    {
                         return Err(format!("schema {}: bad shape for {:?}", s.id, i.name));
                     }
                     inputs.push((i.name.clone(), d, i.shape.clone()));
@@ -198,14 +207,20 @@ impl SchemaTable {
             return Err(mismatch("tensor count differs from the schema"));
         }
         for (name, dtype, shape) in &sig.inputs {
-            let t = req.tensor(name).ok_or(mismatch("a tensor named by the schema is missing"))?;
+            let t = req
+                .tensor(name)
+                .ok_or(mismatch("a tensor named by the schema is missing"))?;
             if t.dtype != *dtype {
                 return Err(mismatch("tensor dtype differs from the schema"));
             }
             if t.dims().len() != shape.len() {
                 return Err(mismatch("tensor rank differs from the schema"));
             }
-            if t.dims().iter().zip(shape).any(|(&d, &s)| s >= 0 && d != s as u64) {
+            if t.dims()
+                .iter()
+                .zip(shape)
+                .any(|(&d, &s)| s >= 0 && d != s as u64)
+            {
                 return Err(mismatch("tensor dimension differs from the schema"));
             }
         }

@@ -188,7 +188,10 @@ pub struct HistExchange {
 impl HistExchange {
     /// Allocates both buffers.
     pub fn new() -> HistExchange {
-        let x = HistExchange { free: ArrayQueue::new(2), ready: ArrayQueue::new(2) };
+        let x = HistExchange {
+            free: ArrayQueue::new(2),
+            ready: ArrayQueue::new(2),
+        };
         let _ = x.free.push(Box::new(HistSet::new()));
         let _ = x.free.push(Box::new(HistSet::new()));
         x

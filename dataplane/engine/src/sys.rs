@@ -6,7 +6,10 @@ use std::io;
 /// Pins the calling thread to one core.
 pub fn pin_to_core(core: usize) -> io::Result<()> {
     if core >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "core out of range"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "core out of range",
+        ));
     }
     // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write within it for
     // core < CPU_SETSIZE; sched_setaffinity reads it for the calling thread.

@@ -104,7 +104,9 @@ impl ModelTable {
     /// Resolves a name and a version or alias.
     pub fn resolve(&self, name: &str, version: &str) -> Option<&ModelEntry> {
         let v = self.by_name.get(name)?;
-        v.iter().find(|(k, _)| k == version).map(|&(_, i)| &self.entries[i])
+        v.iter()
+            .find(|(k, _)| k == version)
+            .map(|&(_, i)| &self.entries[i])
     }
 
     /// Every entry.
@@ -190,7 +192,11 @@ impl Tables {
             &live.peers,
             worker_count,
         )?;
-        let all_workers = if worker_count >= 64 { u64::MAX } else { (1u64 << worker_count) - 1 };
+        let all_workers = if worker_count >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << worker_count) - 1
+        };
         let shards: Vec<Shard> = live
             .shards
             .iter()

@@ -150,7 +150,9 @@ impl<T: Transport> Worker<T> {
         counters.epoch.store(epoch, Ordering::Release);
         Worker {
             rx: vec![RxPacket::default(); p.rx_burst_max],
-            queues: (0..SHARD_COUNT_MAX).map(|_| Vec::with_capacity(p.rx_burst_max)).collect(),
+            queues: (0..SHARD_COUNT_MAX)
+                .map(|_| Vec::with_capacity(p.rx_burst_max))
+                .collect(),
             sends: Vec::with_capacity(p.rx_burst_max),
             p,
             transport,
@@ -209,7 +211,8 @@ impl<T: Transport> Worker<T> {
         while let Ok(msg) = self.ctrl.try_recv() {
             match msg {
                 WorkerMsg::Install { slot, handler } => {
-                    if let Some(old) = self.handlers.get_mut(slot).and_then(|s| s.replace(handler)) {
+                    if let Some(old) = self.handlers.get_mut(slot).and_then(|s| s.replace(handler))
+                    {
                         let _ = self.returned.send(old);
                     }
                 }
@@ -302,9 +305,16 @@ impl<T: Transport> Worker<T> {
                 let depth = self.tables.shards[shard].queue_depth as usize;
                 let q = &mut self.queues[shard];
                 if q.len() >= depth.min(q.capacity()) {
-                    self.reply(i, Immediate::Error(ErrorCode::Busy, "shard queue full"), Some(shard));
+                    self.reply(
+                        i,
+                        Immediate::Error(ErrorCode::Busy, "shard queue full"),
+                        Some(shard),
+                    );
                 } else {
-                    q.push(Pending { pkt: i as u16, slot: slot as u16 });
+                    q.push(Pending {
+                        pkt: i as u16,
+                        slot: slot as u16,
+                    });
                 }
             }
         }
@@ -316,14 +326,33 @@ impl<T: Transport> Worker<T> {
         let pkt = self.rx[i];
         // One hop only: a request that came from a peer is not sent on.
         let from_peer = self.tables.peers.iter().any(|p| p.addr == pkt.peer);
-        let target = if from_peer { None } else { self.tables.peer_for(&self.tables.shards[shard]).map(|(_, p)| p.addr) };
+        let target = if from_peer {
+            None
+        } else {
+            self.tables
+                .peer_for(&self.tables.shards[shard])
+                .map(|(_, p)| p.addr)
+        };
         let Some(peer) = target else {
-            self.reply(i, Immediate::Error(ErrorCode::NoRouteToShard, "no route to shard"), Some(shard));
+            self.reply(
+                i,
+                Immediate::Error(ErrorCode::NoRouteToShard, "no route to shard"),
+                Some(shard),
+            );
             return;
         };
         let now = Instant::now();
-        if self.peers_down.iter().flatten().any(|d| d.peer == peer && d.until > now) {
-            self.reply(i, Immediate::Error(ErrorCode::PeerDown, "the peer serving this shard is down"), Some(shard));
+        if self
+            .peers_down
+            .iter()
+            .flatten()
+            .any(|d| d.peer == peer && d.until > now)
+        {
+            self.reply(
+                i,
+                Immediate::Error(ErrorCode::PeerDown, "the peer serving this shard is down"),
+                Some(shard),
+            );
             return;
         }
         let (rid, tenant) = {
@@ -331,10 +360,18 @@ impl<T: Transport> Worker<T> {
             let f = Frame::new_unchecked(b);
             (f.request_id(), f.tenant_id())
         };
-        let dup = self.forwarded.iter().flatten().any(|f| f.peer == peer && f.request_id == rid);
+        let dup = self
+            .forwarded
+            .iter()
+            .flatten()
+            .any(|f| f.peer == peer && f.request_id == rid);
         let free = self.forwarded.iter().position(Option::is_none);
         let Some(slot) = free.filter(|_| !dup) else {
-            self.reply(i, Immediate::Error(ErrorCode::Busy, "too many requests in flight to the peer"), Some(shard));
+            self.reply(
+                i,
+                Immediate::Error(ErrorCode::Busy, "too many requests in flight to the peer"),
+                Some(shard),
+            );
             return;
         };
         // Mark the frame relayed (outside the tag) so the peer never sends
@@ -344,7 +381,13 @@ impl<T: Transport> Worker<T> {
         }
         match self.transport.forward(&pkt, peer) {
             Some(copied) => {
-                self.forwarded[slot] = Some(Forwarded { peer, request_id: rid, tenant_id: tenant, client: pkt.peer, sent: now });
+                self.forwarded[slot] = Some(Forwarded {
+                    peer,
+                    request_id: rid,
+                    tenant_id: tenant,
+                    client: pkt.peer,
+                    sent: now,
+                });
                 self.forwarded_count += 1;
                 bump(&self.counters.forwarded, 1);
                 bump(&self.counters.forward_bytes_copied, copied);
@@ -371,7 +414,9 @@ impl<T: Transport> Worker<T> {
             self.transport.rx_release(&pkt);
             return;
         };
-        let Some(f) = self.forwarded[slot].take() else { return };
+        let Some(f) = self.forwarded[slot].take() else {
+            return;
+        };
         self.forwarded_count -= 1;
         for d in self.peers_down.iter_mut() {
             if d.is_some_and(|d| d.peer == f.peer) {
@@ -394,7 +439,9 @@ impl<T: Transport> Worker<T> {
         self.last_forward_scan = now;
         let timeout = self.p.forward_timeout;
         for slot in 0..self.forwarded.len() {
-            let Some(f) = self.forwarded[slot] else { continue };
+            let Some(f) = self.forwarded[slot] else {
+                continue;
+            };
             if now.duration_since(f.sent) < timeout {
                 continue;
             }
@@ -402,11 +449,23 @@ impl<T: Transport> Worker<T> {
             self.forwarded_count -= 1;
             bump(&self.counters.forward_timeouts, 1);
             let until = now + PEER_DOWN_BACKOFF;
-            match self.peers_down.iter().position(|d| d.is_some_and(|d| d.peer == f.peer)) {
-                Some(k) => self.peers_down[k] = Some(PeerDown { peer: f.peer, until }),
+            match self
+                .peers_down
+                .iter()
+                .position(|d| d.is_some_and(|d| d.peer == f.peer))
+            {
+                Some(k) => {
+                    self.peers_down[k] = Some(PeerDown {
+                        peer: f.peer,
+                        until,
+                    })
+                }
                 None => {
                     if let Some(k) = self.peers_down.iter().position(Option::is_none) {
-                        self.peers_down[k] = Some(PeerDown { peer: f.peer, until });
+                        self.peers_down[k] = Some(PeerDown {
+                            peer: f.peer,
+                            until,
+                        });
                     }
                 }
             }
@@ -418,13 +477,20 @@ impl<T: Transport> Worker<T> {
                 kind: Kind::Error,
                 request_id: f.request_id,
                 tenant_id: f.tenant_id,
-                body: BodyRepr::Error { code: ErrorCode::PeerDown, message: "the peer serving this shard did not answer" },
+                body: BodyRepr::Error {
+                    code: ErrorCode::PeerDown,
+                    message: "the peer serving this shard did not answer",
+                },
                 ..FrameRepr::default()
             };
             match repr.emit(self.transport.tx_bytes(tx)) {
                 Ok(l) => {
                     self.counters.error(ErrorCode::PeerDown);
-                    self.sends.push(TxPacket { buf: tx, len: l.frame_len as u32, peer: f.client });
+                    self.sends.push(TxPacket {
+                        buf: tx,
+                        len: l.frame_len as u32,
+                        peer: f.client,
+                    });
                 }
                 Err(_) => self.transport.tx_free(tx),
             }
@@ -483,17 +549,30 @@ impl<T: Transport> Worker<T> {
             tx_len = txb.len();
             let req = Frame::new_unchecked(rxb);
             if req.deadline_us() != 0 && now_us > req.deadline_us() {
-                Err(Reject::new(ErrorCode::DeadlineExceeded, "deadline passed before the request ran"))
+                Err(Reject::new(
+                    ErrorCode::DeadlineExceeded,
+                    "deadline passed before the request ran",
+                ))
             } else {
-                match self.handlers.get_mut(p.slot as usize).and_then(Option::as_mut) {
+                match self
+                    .handlers
+                    .get_mut(p.slot as usize)
+                    .and_then(Option::as_mut)
+                {
                     Some(h) => {
                         let adapter = Some(req.adapter()).filter(|a| !a.is_empty());
                         let mut acct = RunAccount::default();
                         let r = h.handle(&req, adapter, txb, &mut acct);
-                        bump(&self.counters.payload_bytes_copied, acct.payload_bytes_copied);
+                        bump(
+                            &self.counters.payload_bytes_copied,
+                            acct.payload_bytes_copied,
+                        );
                         r
                     }
-                    None => Err(Reject::new(ErrorCode::UnknownModel, "model is not loaded on this worker")),
+                    None => Err(Reject::new(
+                        ErrorCode::UnknownModel,
+                        "model is not loaded on this worker",
+                    )),
                 }
             }
         };
@@ -502,15 +581,26 @@ impl<T: Transport> Worker<T> {
         record(&mut self.hist.service[shard], done - started);
         match result {
             Ok(len) => {
-                assert!(len <= tx_len, "handler claims a frame longer than its buffer");
+                assert!(
+                    len <= tx_len,
+                    "handler claims a frame longer than its buffer"
+                );
                 bump(&self.counters.ok, 1);
-                self.sends.push(TxPacket { buf: tx, len: len as u32, peer: pkt.peer });
+                self.sends.push(TxPacket {
+                    buf: tx,
+                    len: len as u32,
+                    peer: pkt.peer,
+                });
                 self.transport.rx_release(&pkt);
                 record(&mut self.hist.total, done - self.burst_start);
             }
             Err(r) => {
                 self.transport.tx_free(tx);
-                self.reply(p.pkt as usize, Immediate::Error(r.code, r.message), Some(shard));
+                self.reply(
+                    p.pkt as usize,
+                    Immediate::Error(r.code, r.message),
+                    Some(shard),
+                );
             }
         }
     }
@@ -540,7 +630,11 @@ impl<T: Transport> Worker<T> {
         self.transport.rx_release(&pkt);
         match len {
             Some(len) => {
-                self.sends.push(TxPacket { buf: tx, len: len as u32, peer: pkt.peer });
+                self.sends.push(TxPacket {
+                    buf: tx,
+                    len: len as u32,
+                    peer: pkt.peer,
+                });
                 record(&mut self.hist.total, self.burst_start.elapsed());
             }
             None => self.transport.tx_free(tx),
@@ -585,13 +679,22 @@ pub enum Verdict {
 
 /// Steps 2 to 6 of the data path for one frame: parse, authenticate,
 /// validate, route, admit. Pure: no I/O, no allocation.
-pub fn classify_frame(bytes: &[u8], truncated: bool, t: &Tables, draining: bool, now_us: u64) -> Verdict {
+pub fn classify_frame(
+    bytes: &[u8],
+    truncated: bool,
+    t: &Tables,
+    draining: bool,
+    now_us: u64,
+) -> Verdict {
     use Immediate::Error as E;
     if bytes.len() < 4 || bytes[..4] != sluice_wire::MAGIC {
         return Verdict::Drop;
     }
     if truncated {
-        return Verdict::Reply(E(ErrorCode::FrameTooLarge, "frame larger than the receive buffer"));
+        return Verdict::Reply(E(
+            ErrorCode::FrameTooLarge,
+            "frame larger than the receive buffer",
+        ));
     }
     let frame = match Frame::new_checked(bytes) {
         Ok(f) => f,
@@ -607,7 +710,12 @@ pub fn classify_frame(bytes: &[u8], truncated: bool, t: &Tables, draining: bool,
                 .is_some();
             return Verdict::Reply(Immediate::Negotiate { found });
         }
-        _ => return Verdict::Reply(E(ErrorCode::UnsupportedKind, "this endpoint accepts requests, pings and negotiations")),
+        _ => {
+            return Verdict::Reply(E(
+                ErrorCode::UnsupportedKind,
+                "this endpoint accepts requests, pings and negotiations",
+            ));
+        }
     }
     if draining {
         return Verdict::Reply(E(ErrorCode::ShuttingDown, "appliance is shutting down"));
@@ -615,7 +723,9 @@ pub fn classify_frame(bytes: &[u8], truncated: bool, t: &Tables, draining: bool,
     let mut tenant_name = "";
     let tenant = if t.auth_required() {
         let auth = Verdict::Reply(E(ErrorCode::Unauthenticated, "authentication failed"));
-        let Some(tenant) = t.tenant(frame.tenant_id()) else { return auth };
+        let Some(tenant) = t.tenant(frame.tenant_id()) else {
+            return auth;
+        };
         if frame.flags() & flags::AUTHENTICATED == 0 || !tenant.key.verify(&frame) {
             return auth;
         }
@@ -628,7 +738,10 @@ pub fn classify_frame(bytes: &[u8], truncated: bool, t: &Tables, draining: bool,
         return Verdict::Reply(E(ErrorCode::ModelVersionRequired, "model version required"));
     }
     if frame.deadline_us() != 0 && now_us > frame.deadline_us() {
-        return Verdict::Reply(E(ErrorCode::DeadlineExceeded, "deadline passed before the request ran"));
+        return Verdict::Reply(E(
+            ErrorCode::DeadlineExceeded,
+            "deadline passed before the request ran",
+        ));
     }
     let model = t.models.resolve(frame.model(), frame.model_version());
     let key = RouteKey {
@@ -653,7 +766,10 @@ pub fn classify_frame(bytes: &[u8], truncated: bool, t: &Tables, draining: bool,
     let shard = route.shard;
     if !t.shards[shard].local {
         if frame.flags() & flags::FORWARDED != 0 {
-            return Verdict::Reply(E(ErrorCode::NoRouteToShard, "no route to shard (already forwarded once)"));
+            return Verdict::Reply(E(
+                ErrorCode::NoRouteToShard,
+                "no route to shard (already forwarded once)",
+            ));
         }
         return Verdict::Forward { shard };
     }
@@ -661,32 +777,50 @@ pub fn classify_frame(bytes: &[u8], truncated: bool, t: &Tables, draining: bool,
         return Verdict::Reply(E(ErrorCode::UnknownModel, "unknown model or version"));
     };
     if !frame.adapter().is_empty() && !model.adapters.iter().any(|a| a == frame.adapter()) {
-        return Verdict::Reply(E(ErrorCode::UnknownAdapter, "unknown adapter for this model"));
+        return Verdict::Reply(E(
+            ErrorCode::UnknownAdapter,
+            "unknown adapter for this model",
+        ));
     }
     if frame.schema_id() != 0 {
         if let Err(r) = t.schemas.validate(&frame) {
             return Verdict::Reply(E(r.code, r.message));
         }
     }
-    Verdict::Admit { shard, slot: model.slot }
+    Verdict::Admit {
+        shard,
+        slot: model.slot,
+    }
 }
 
 /// Writes an immediate answer to `req` into `tx`. `None` when even the error
 /// frame cannot be built (cannot happen with buffers of at least 2 KiB).
 fn build_immediate(req: &[u8], tx: &mut [u8], r: &Immediate, t: &Tables) -> Option<usize> {
     // The request may be malformed: echo only the fields that are readable.
-    let rid = req.get(16..24).map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
-    let tenant = req.get(12..16).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap_or([0; 4])));
+    let rid = req
+        .get(16..24)
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+    let tenant = req
+        .get(12..16)
+        .map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap_or([0; 4])));
     let checked = Frame::new_checked(req).ok();
     let trace = checked.as_ref().map(|f| f.trace()).unwrap_or_default();
-    let base = FrameRepr { request_id: rid, tenant_id: tenant, trace, ..FrameRepr::default() };
+    let base = FrameRepr {
+        request_id: rid,
+        tenant_id: tenant,
+        trace,
+        ..FrameRepr::default()
+    };
     let repr = match *r {
         Immediate::Error(code, message) => FrameRepr {
             kind: Kind::Error,
             body: BodyRepr::Error { code, message },
             ..base
         },
-        Immediate::Pong => FrameRepr { kind: Kind::Pong, ..base },
+        Immediate::Pong => FrameRepr {
+            kind: Kind::Pong,
+            ..base
+        },
         Immediate::Negotiate { .. } => {
             let found = checked
                 .as_ref()
@@ -708,7 +842,10 @@ fn build_immediate(req: &[u8], tx: &mut [u8], r: &Immediate, t: &Tables) -> Opti
                 },
                 None => FrameRepr {
                     kind: Kind::Error,
-                    body: BodyRepr::Error { code: ErrorCode::UnknownSubject, message: "unknown subject or version" },
+                    body: BodyRepr::Error {
+                        code: ErrorCode::UnknownSubject,
+                        message: "unknown subject or version",
+                    },
                     ..base
                 },
             }

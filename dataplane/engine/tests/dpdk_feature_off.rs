@@ -14,7 +14,8 @@ transport = "dpdk"
 [dpdk]
 vdevs = ["net_af_xdp0,iface=veth0"]
 "#;
-    let cfg = Config::parse(text, std::env::temp_dir()).expect("config parses: [dpdk] is opaque here");
+    let cfg =
+        Config::parse(text, std::env::temp_dir()).expect("config parses: [dpdk] is opaque here");
     let mut e = Engine::new(cfg, EngineOptions::default()).unwrap();
     match e.start() {
         Err(EngineError::Unsupported(m)) => {

@@ -14,9 +14,9 @@ mod common;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::os::fd::AsRawFd;
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Req, answer_kind, build};
@@ -92,15 +92,25 @@ fn isolated(name: &str, scenario: fn()) {
         .env(CHILD_ENV, name)
         .output()
         .expect("spawn test child");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     eprintln!("---- child {name} ----\n{text}");
-    assert!(out.status.success(), "scenario {name} failed in its child process");
+    assert!(
+        out.status.success(),
+        "scenario {name} failed in its child process"
+    );
     assert!(text.contains("1 passed"), "scenario {name} did not run");
     // Whatever the PMD kept, nothing outlives the process. (On a shared
     // host other processes may take or return pages meanwhile: more free
     // pages than before is fine, fewer is not.)
     let after = wait_hugepages(huge_before);
-    assert!(after >= huge_before, "hugepages left behind by {name}: {after} free, {huge_before} before");
+    assert!(
+        after >= huge_before,
+        "hugepages left behind by {name}: {after} free, {huge_before} before"
+    );
 }
 
 /// Hugepage memory mapped by this process (kB), from /proc/self/status:
@@ -124,7 +134,12 @@ fn wait_hugepages(want: u64) -> u64 {
 
 fn hugepages_free() -> u64 {
     let s = std::fs::read_to_string("/proc/meminfo").unwrap();
-    s.lines().find_map(|l| l.strip_prefix("HugePages_Free:")).unwrap().trim().parse().unwrap()
+    s.lines()
+        .find_map(|l| l.strip_prefix("HugePages_Free:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// A UDP socket bound inside the peer namespace: `setns` applies to the
@@ -153,7 +168,8 @@ fn config(vdev: &str, prefix: &str) -> Config {
 /// The test config with either transport (io_uring on loopback gives the
 /// reference answers).
 fn config_for(transport: &str, vdev: &str, prefix: &str) -> Config {
-    Config::parse(&config_text(transport, vdev, prefix), std::env::temp_dir()).expect("dpdk test config parses")
+    Config::parse(&config_text(transport, vdev, prefix), std::env::temp_dir())
+        .expect("dpdk test config parses")
 }
 
 fn config_text(transport: &str, vdev: &str, prefix: &str) -> String {
@@ -277,14 +293,21 @@ fn end_to_end(vdev_kind: &str) {
     let iface = env("SLUICE_IF0", "sldpdk0");
     let vdev = format!("net_{vdev_kind}0,iface={iface}");
     let huge_before = hugepages_free();
-    let mut engine = Engine::new(config(&vdev, &format!("sl-e2e-{vdev_kind}")), EngineOptions::default()).unwrap();
+    let mut engine = Engine::new(
+        config(&vdev, &format!("sl-e2e-{vdev_kind}")),
+        EngineOptions::default(),
+    )
+    .unwrap();
     engine.start().expect("DPDK engine starts");
     let to = engine.local_addr().expect("listening");
     assert_eq!(to, SocketAddr::from(([10, 99, 0, 1], 7070)));
     assert!(own_hugetlb_kb() > 0, "pools sit in hugepages");
     // The peer must resolve us afresh through our ARP reply.
     let ns = env("SLUICE_NETNS", "sluice-dpdk");
-    let flushed = Command::new("ip").args(["-n", &ns, "neigh", "flush", "all"]).status().expect("run ip");
+    let flushed = Command::new("ip")
+        .args(["-n", &ns, "neigh", "flush", "all"])
+        .status()
+        .expect("run ip");
     assert!(flushed.success());
     let sock = peer_socket();
     // Mbufs out of the pools before traffic: what the PMD keeps in its rings
@@ -295,13 +318,26 @@ fn end_to_end(vdev_kind: &str) {
     // 1. A request: the peer kernel resolves 10.99.0.1 through our ARP reply.
     let mut frame = vec![0u8; 8192];
     let data: Vec<f32> = (0..64).map(|i| i as f32 * 0.5).collect();
-    let n = build(&Req { id: 1, model: "echo", version: "1", data: &data, ..Req::default() }, &mut frame);
+    let n = build(
+        &Req {
+            id: 1,
+            model: "echo",
+            version: "1",
+            data: &data,
+            ..Req::default()
+        },
+        &mut frame,
+    );
     let answer = roundtrip(&sock, to, &frame[..n]);
     let f = Frame::new_checked(&answer[..]).expect("reply parses");
     assert_eq!(f.kind(), Kind::Response);
     assert_eq!(f.request_id(), 1);
     let t = f.tensors().next().expect("echo returns the tensor");
-    let got: Vec<f32> = f.tensor_data(&t).chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let got: Vec<f32> = f
+        .tensor_data(&t)
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
     assert_eq!(got, data);
     let s = wait_stats(|s| s.arp_replies >= 1);
     assert!(s.arp_replies >= 1, "answered ARP: {s:?}");
@@ -310,26 +346,61 @@ fn end_to_end(vdev_kind: &str) {
     //    dropped; the engine keeps serving.
     for _ in 0..200 {
         sock.send_to(b"definitely not sluice", to).unwrap();
-        sock.send_to(&frame[..n], SocketAddr::from(([10, 99, 0, 1], 9000))).unwrap();
+        sock.send_to(&frame[..n], SocketAddr::from(([10, 99, 0, 1], 9000)))
+            .unwrap();
     }
     let answer = roundtrip(&sock, to, &frame[..n]);
     assert_eq!(answer_kind(&answer).0, Kind::Response);
-    let s = wait_stats(|s| s.drops[Garbage::NotSluice as usize] >= 200 && s.drops[Garbage::WrongPort as usize] >= 200);
+    let s = wait_stats(|s| {
+        s.drops[Garbage::NotSluice as usize] >= 200 && s.drops[Garbage::WrongPort as usize] >= 200
+    });
     assert!(s.drops[Garbage::NotSluice as usize] >= 200, "{s:?}");
     assert!(s.drops[Garbage::WrongPort as usize] >= 200, "{s:?}");
 
     // 3. Errors are answered (and their mbufs freed): bad tag, unknown model.
-    let n2 = build(&Req { id: 2, sign: false, model: "echo", version: "1", ..Req::default() }, &mut frame);
+    let n2 = build(
+        &Req {
+            id: 2,
+            sign: false,
+            model: "echo",
+            version: "1",
+            ..Req::default()
+        },
+        &mut frame,
+    );
     let (kind, code) = answer_kind(&roundtrip(&sock, to, &frame[..n2]));
-    assert_eq!((kind, code), (Kind::Error, Some(ErrorCode::Unauthenticated)));
-    let n3 = build(&Req { id: 3, model: "nope", version: "1", ..Req::default() }, &mut frame);
-    assert_eq!(answer_kind(&roundtrip(&sock, to, &frame[..n3])).0, Kind::Error);
+    assert_eq!(
+        (kind, code),
+        (Kind::Error, Some(ErrorCode::Unauthenticated))
+    );
+    let n3 = build(
+        &Req {
+            id: 3,
+            model: "nope",
+            version: "1",
+            ..Req::default()
+        },
+        &mut frame,
+    );
+    assert_eq!(
+        answer_kind(&roundtrip(&sock, to, &frame[..n3])).0,
+        Kind::Error
+    );
 
     // 4. A datagram larger than the MTU arrives as IPv4 fragments: the first
     //    is answered frame_too_large, the others are dropped and counted.
     let big: Vec<f32> = vec![1.0; 2000];
     let mut big_frame = vec![0u8; 16384];
-    let nb = build(&Req { id: 4, model: "echo", version: "1", data: &big, ..Req::default() }, &mut big_frame);
+    let nb = build(
+        &Req {
+            id: 4,
+            model: "echo",
+            version: "1",
+            data: &big,
+            ..Req::default()
+        },
+        &mut big_frame,
+    );
     let (kind, code) = answer_kind(&roundtrip(&sock, to, &big_frame[..nb]));
     assert_eq!((kind, code), (Kind::Error, Some(ErrorCode::FrameTooLarge)));
     // The second fragment may land in a later burst than the answer.
@@ -345,15 +416,37 @@ fn end_to_end(vdev_kind: &str) {
     //    (realigned) receive mbuf and writes into the reply mbuf; the answer
     //    is bit-identical to the same request over io_uring.
     let x: Vec<f32> = (0..4).map(|i| i as f32 * 0.25 - 1.0).collect();
-    let nm = build(&Req { id: 5, model: "mlp", version: "1.0.0", data: &x, ..Req::default() }, &mut frame);
+    let nm = build(
+        &Req {
+            id: 5,
+            model: "mlp",
+            version: "1.0.0",
+            data: &x,
+            ..Req::default()
+        },
+        &mut frame,
+    );
     let over_dpdk = roundtrip(&sock, to, &frame[..nm]);
-    let mut reference = Engine::new(config_for("io_uring", &vdev, "unused"), EngineOptions::default()).unwrap();
+    let mut reference = Engine::new(
+        config_for("io_uring", &vdev, "unused"),
+        EngineOptions::default(),
+    )
+    .unwrap();
     reference.start().expect("io_uring reference engine");
-    let over_uring = common::roundtrip(&common::client(), reference.local_addr().unwrap(), &frame[..nm]);
+    let over_uring = common::roundtrip(
+        &common::client(),
+        reference.local_addr().unwrap(),
+        &frame[..nm],
+    );
     reference.stop(Duration::ZERO);
     let y = |a: &[u8]| {
         let f = Frame::new_checked(a).expect("reply parses");
-        assert_eq!(f.kind(), Kind::Response, "{:?}", f.error_body().and_then(|b| b.code()));
+        assert_eq!(
+            f.kind(),
+            Kind::Response,
+            "{:?}",
+            f.error_body().and_then(|b| b.code())
+        );
         let t = f.tensor("y").expect("output y");
         f.tensor_data(&t).to_vec()
     };
@@ -369,9 +462,21 @@ fn end_to_end(vdev_kind: &str) {
     let mut buf = vec![0u8; 70_000];
     let deadline = Instant::now() + Duration::from_secs(30);
     while (got.len() as u64) < total {
-        assert!(Instant::now() < deadline, "burst stalled at {} of {total}", got.len());
+        assert!(
+            Instant::now() < deadline,
+            "burst stalled at {} of {total}",
+            got.len()
+        );
         while sent < total && sent - got.len() as u64 <= window {
-            let k = build(&Req { id: 1000 + sent, model: "null", version: "1", ..Req::default() }, &mut frame);
+            let k = build(
+                &Req {
+                    id: 1000 + sent,
+                    model: "null",
+                    version: "1",
+                    ..Req::default()
+                },
+                &mut frame,
+            );
             sock.send_to(&frame[..k], to).unwrap();
             sent += 1;
         }
@@ -389,13 +494,19 @@ fn end_to_end(vdev_kind: &str) {
     eprintln!("dpdk stats before stop: {:?}", s.total());
     eprintln!("port stats: {:?}", s.port);
     let realigned = s.total().rx_realigned;
-    eprintln!("frames realigned to 64 B: {realigned} of {}", s.total().rx_sluice);
+    eprintln!(
+        "frames realigned to 64 B: {realigned} of {}",
+        s.total().rx_sluice
+    );
     // Quiet again: no mbuf leaked on any path above (2000+ requests, 400
     // garbage packets, errors, fragments). The slack covers transmitted
     // mbufs a PMD reclaims lazily on its next send.
     std::thread::sleep(Duration::from_millis(200));
     let in_use = dpdk::stats().pool_in_use.unwrap();
-    assert!(in_use <= in_use_idle + TX_RECLAIM_SLACK, "mbufs in use {in_use}, at start {in_use_idle}");
+    assert!(
+        in_use <= in_use_idle + TX_RECLAIM_SLACK,
+        "mbufs in use {in_use}, at start {in_use_idle}"
+    );
 
     // 7. Stop: every mbuf back in its pool, EAL cleaned, hugepages returned.
     engine.stop(Duration::from_millis(50));
@@ -406,24 +517,35 @@ fn end_to_end(vdev_kind: &str) {
     } else {
         // AF_XDP zero-copy: DPDK 22.11 does not return the fill ring's mbufs
         // on close; nothing beyond them may be missing.
-        assert!(r.mbufs_missing <= in_use_idle + TX_RECLAIM_SLACK, "{r:?}, PMD held {in_use_idle}");
+        assert!(
+            r.mbufs_missing <= in_use_idle + TX_RECLAIM_SLACK,
+            "{r:?}, PMD held {in_use_idle}"
+        );
     }
     assert!(r.eal_cleaned, "{r:?}");
     assert_eq!(own_hugetlb_kb(), 0, "no hugepage mapped after stop");
     let after = wait_hugepages(huge_before);
     eprintln!("HugePages_Free: {huge_before} before start, {after} after stop");
     if vdev_kind == "af_packet" {
-        assert!(after >= huge_before, "every hugepage returned after stop: {after} free, {huge_before} before");
+        assert!(
+            after >= huge_before,
+            "every hugepage returned after stop: {after} free, {huge_before} before"
+        );
     } else {
         // DPDK 22.11's AF_XDP PMD leaves the umem (the mbuf pool's pages)
         // registered with the kernel until the process exits; everything
         // else is back. The parent checks the rest after exit.
         let pool_pages = 4095 * 2560 / (2 << 20) + 1;
-        assert!(huge_before.saturating_sub(after) <= pool_pages as u64, "{after} of {huge_before} free after stop");
+        assert!(
+            huge_before.saturating_sub(after) <= pool_pages as u64,
+            "{after} of {huge_before} free after stop"
+        );
     }
     // EAL cannot come back in this process: a second start says so.
     let mut again = Engine::new(config(&vdev, "sl-e2e-again"), EngineOptions::default()).unwrap();
-    let e = again.start().expect_err("second EAL in one process is refused");
+    let e = again
+        .start()
+        .expect_err("second EAL in one process is refused");
     assert!(e.to_string().contains("cannot initialize it twice"), "{e}");
 }
 
@@ -443,14 +565,24 @@ fn af_packet_end_to_end() {
 fn missing_interface_fails_cleanly() {
     isolated("missing_interface_fails_cleanly", || {
         let before = hugepages_free();
-        let mut engine =
-            Engine::new(config("net_af_packet0,iface=sl-nonexistent", "sl-e2e-missing"), EngineOptions::default()).unwrap();
+        let mut engine = Engine::new(
+            config("net_af_packet0,iface=sl-nonexistent", "sl-e2e-missing"),
+            EngineOptions::default(),
+        )
+        .unwrap();
         let e = engine.start().expect_err("no such interface");
         let text = e.to_string();
         assert!(text.contains("dpdk"), "{text}");
         assert!(!engine.is_running());
-        assert_eq!(own_hugetlb_kb(), 0, "no hugepage mapped after a failed start");
-        assert!(hugepages_free() >= before, "no hugepage kept after a failed start");
+        assert_eq!(
+            own_hugetlb_kb(),
+            0,
+            "no hugepage mapped after a failed start"
+        );
+        assert!(
+            hugepages_free() >= before,
+            "no hugepage kept after a failed start"
+        );
     });
 }
 
@@ -463,13 +595,39 @@ impl Generator {
     fn testpmd(log: &std::path::Path) -> Generator {
         let ns = env("SLUICE_NETNS", "sluice-dpdk");
         let if1 = env("SLUICE_IF1", "sldpdk1");
-        let mac0 = std::fs::read_to_string(format!("/sys/class/net/{}/address", env("SLUICE_IF0", "sldpdk0"))).unwrap();
+        let mac0 = std::fs::read_to_string(format!(
+            "/sys/class/net/{}/address",
+            env("SLUICE_IF0", "sldpdk0")
+        ))
+        .unwrap();
         let out = std::fs::File::create(log).unwrap();
         let child = Command::new("ip")
-            .args(["netns", "exec", &ns, "dpdk-testpmd", "--lcores=0@0,1@0", "--no-pci", "--no-huge", "-m", "256"])
-            .args(["--file-prefix=sl-e2e-gen", &format!("--vdev=net_af_packet1,iface={if1}"), "--"])
-            .args(["--total-num-mbufs=8192", "--forward-mode=txonly", "--tx-ip=10.99.0.2,10.99.0.1"])
-            .args(["--tx-udp=9000,9000", &format!("--eth-peer=0,{}", mac0.trim()), "--stats-period=1"])
+            .args([
+                "netns",
+                "exec",
+                &ns,
+                "dpdk-testpmd",
+                "--lcores=0@0,1@0",
+                "--no-pci",
+                "--no-huge",
+                "-m",
+                "256",
+            ])
+            .args([
+                "--file-prefix=sl-e2e-gen",
+                &format!("--vdev=net_af_packet1,iface={if1}"),
+                "--",
+            ])
+            .args([
+                "--total-num-mbufs=8192",
+                "--forward-mode=txonly",
+                "--tx-ip=10.99.0.2,10.99.0.1",
+            ])
+            .args([
+                "--tx-udp=9000,9000",
+                &format!("--eth-peer=0,{}", mac0.trim()),
+                "--stats-period=1",
+            ])
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .spawn()
@@ -505,22 +663,43 @@ impl Drop for Generator {
 fn testpmd_flood_while_serving() {
     isolated("testpmd_flood_while_serving", || {
         let vdev = format!("net_af_xdp0,iface={}", env("SLUICE_IF0", "sldpdk0"));
-        let mut engine = Engine::new(config(&vdev, "sl-e2e-flood"), EngineOptions::default()).unwrap();
+        let mut engine =
+            Engine::new(config(&vdev, "sl-e2e-flood"), EngineOptions::default()).unwrap();
         engine.start().expect("DPDK engine starts");
         let to = engine.local_addr().unwrap();
         let ns = env("SLUICE_NETNS", "sluice-dpdk");
-        assert!(Command::new("ip").args(["-n", &ns, "neigh", "flush", "all"]).status().unwrap().success());
+        assert!(
+            Command::new("ip")
+                .args(["-n", &ns, "neigh", "flush", "all"])
+                .status()
+                .unwrap()
+                .success()
+        );
         let sock = peer_socket();
-        sock.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
         let mut frame = vec![0u8; 4096];
-        let n = build(&Req { id: 1, model: "null", version: "1", ..Req::default() }, &mut frame);
-        assert_eq!(answer_kind(&roundtrip(&sock, to, &frame[..n])).0, Kind::Response);
+        let n = build(
+            &Req {
+                id: 1,
+                model: "null",
+                version: "1",
+                ..Req::default()
+            },
+            &mut frame,
+        );
+        assert_eq!(
+            answer_kind(&roundtrip(&sock, to, &frame[..n])).0,
+            Kind::Response
+        );
         let idle = dpdk::stats().pool_in_use.unwrap();
 
         let log = std::env::temp_dir().join("sluice-e2e-testpmd.log");
         let mut generator = Generator::testpmd(&log);
         // testpmd's own EAL start takes seconds on a busy host.
-        let s = wait_stats_for(Duration::from_secs(30), |s| s.drops[Garbage::WrongPort as usize] >= 1000);
+        let s = wait_stats_for(Duration::from_secs(30), |s| {
+            s.drops[Garbage::WrongPort as usize] >= 1000
+        });
         assert!(
             s.drops[Garbage::WrongPort as usize] >= 1000,
             "the flood arrives: {s:?}\n{}",
@@ -533,12 +712,22 @@ fn testpmd_flood_while_serving() {
         let mut id = 10u64;
         while start.elapsed() < Duration::from_secs(3) {
             id += 1;
-            let k = build(&Req { id, model: "null", version: "1", ..Req::default() }, &mut frame);
+            let k = build(
+                &Req {
+                    id,
+                    model: "null",
+                    version: "1",
+                    ..Req::default()
+                },
+                &mut frame,
+            );
             sock.send_to(&frame[..k], to).unwrap();
             // Skip stale answers of requests that timed out earlier.
             loop {
                 match sock.recv_from(&mut buf) {
-                    Ok((m, _)) if Frame::new_checked(&buf[..m]).map(|f| f.request_id()) == Ok(id) => {
+                    Ok((m, _))
+                        if Frame::new_checked(&buf[..m]).map(|f| f.request_id()) == Ok(id) =>
+                    {
                         ok += 1;
                         break;
                     }
@@ -553,7 +742,8 @@ fn testpmd_flood_while_serving() {
         let secs = start.elapsed().as_secs_f64();
         let after = dpdk::stats().total();
         generator.stop();
-        let flood = after.drops[Garbage::WrongPort as usize] - before.drops[Garbage::WrongPort as usize];
+        let flood =
+            after.drops[Garbage::WrongPort as usize] - before.drops[Garbage::WrongPort as usize];
         eprintln!(
             "under flood: {ok} answered, {lost} lost in {secs:.1} s ({:.0} req/s); appliance counted {:.0} pkt/s, dropped {:.0} garbage pkt/s",
             ok as f64 / secs,
@@ -561,16 +751,28 @@ fn testpmd_flood_while_serving() {
             flood as f64 / secs
         );
         eprintln!("port: {:?}", dpdk::stats().port);
-        assert!(ok >= 50, "requests answered under the flood: {ok} ok, {lost} lost");
-        assert!(flood >= 1000, "garbage kept arriving and was counted: {flood}");
+        assert!(
+            ok >= 50,
+            "requests answered under the flood: {ok} ok, {lost} lost"
+        );
+        assert!(
+            flood >= 1000,
+            "garbage kept arriving and was counted: {flood}"
+        );
         assert_eq!(after.tx_invalid + after.tx_no_neighbour, 0, "{after:?}");
 
         std::thread::sleep(Duration::from_millis(200));
         let in_use = dpdk::stats().pool_in_use.unwrap();
-        assert!(in_use <= idle + TX_RECLAIM_SLACK, "mbufs in use {in_use}, idle {idle}: leak under flood");
+        assert!(
+            in_use <= idle + TX_RECLAIM_SLACK,
+            "mbufs in use {in_use}, idle {idle}: leak under flood"
+        );
         engine.stop(Duration::from_millis(50));
         let r = dpdk::last_stop_report().unwrap();
-        assert!(r.eal_cleaned && r.mbufs_missing <= idle + TX_RECLAIM_SLACK, "{r:?}");
+        assert!(
+            r.eal_cleaned && r.mbufs_missing <= idle + TX_RECLAIM_SLACK,
+            "{r:?}"
+        );
     });
 }
 
@@ -603,8 +805,19 @@ fn every_mbuf_path_returns_to_the_pool() {
         // Unknown neighbour, IPv6 peer, oversize: refused, freed, counted.
         let unknown: SocketAddr = "10.99.0.77:5000".parse().unwrap();
         let v6: SocketAddr = "[fd00::1]:5000".parse().unwrap();
-        let mut pkts: Vec<TxPacket> = held.drain(..100).map(|b| TxPacket { buf: b, len: 64, peer: unknown }).collect();
-        pkts.extend(held.drain(..100).map(|b| TxPacket { buf: b, len: 64, peer: v6 }));
+        let mut pkts: Vec<TxPacket> = held
+            .drain(..100)
+            .map(|b| TxPacket {
+                buf: b,
+                len: 64,
+                peer: unknown,
+            })
+            .collect();
+        pkts.extend(held.drain(..100).map(|b| TxPacket {
+            buf: b,
+            len: 64,
+            peer: v6,
+        }));
         t.tx_burst(&pkts);
         assert_eq!(in_use(), 56);
         let s = dpdk::stats().total();
@@ -613,10 +826,24 @@ fn every_mbuf_path_returns_to_the_pool() {
         // Receive: garbage is freed in the burst, frames on release.
         let sock = peer_socket();
         let ns = env("SLUICE_NETNS", "sluice-dpdk");
-        assert!(Command::new("ip").args(["-n", &ns, "neigh", "flush", "all"]).status().unwrap().success());
+        assert!(
+            Command::new("ip")
+                .args(["-n", &ns, "neigh", "flush", "all"])
+                .status()
+                .unwrap()
+                .success()
+        );
         let to = rt.local_addr();
         let mut frame = vec![0u8; 4096];
-        let n = build(&Req { id: 1, model: "null", version: "1", ..Req::default() }, &mut frame);
+        let n = build(
+            &Req {
+                id: 1,
+                model: "null",
+                version: "1",
+                ..Req::default()
+            },
+            &mut frame,
+        );
         // The first send waits for ARP, which the transport answers in rx_burst.
         sock.send_to(&frame[..n], to).unwrap();
         for _ in 0..20 {
@@ -638,7 +865,11 @@ fn every_mbuf_path_returns_to_the_pool() {
         let (req, out) = t.frames(&got[0], tx);
         out[..req.len()].copy_from_slice(req);
         let len = req.len() as u32;
-        t.tx_burst(&[TxPacket { buf: tx, len, peer: got[0].peer }]);
+        t.tx_burst(&[TxPacket {
+            buf: tx,
+            len,
+            peer: got[0].peer,
+        }]);
         let mut buf = [0u8; 4096];
         let (m, from) = sock.recv_from(&mut buf).expect("the reply arrives");
         assert_eq!((&buf[..m], from), (&frame[..n], to));
@@ -662,7 +893,10 @@ fn every_mbuf_path_returns_to_the_pool() {
 fn dpdk_worker_hot_path_does_not_allocate() {
     isolated("dpdk_worker_hot_path_does_not_allocate", || {
         let vdev = format!("net_af_xdp0,iface={}", env("SLUICE_IF0", "sldpdk0"));
-        let opts = EngineOptions { worker_init: Some(mark_worker), no_pin: false };
+        let opts = EngineOptions {
+            worker_init: Some(mark_worker),
+            no_pin: false,
+        };
         let mut engine = Engine::new(config(&vdev, "sl-e2e-alloc"), opts).unwrap();
         engine.start().expect("DPDK engine starts");
         let to = engine.local_addr().unwrap();
@@ -673,10 +907,28 @@ fn dpdk_worker_hot_path_does_not_allocate() {
             let mut frame = vec![0u8; 4096];
             for i in 0..rounds {
                 for r in [
-                    Req { id: i, model: "null", version: "1", ..Req::default() },
-                    Req { id: i, model: "echo", version: "1", ..Req::default() },
-                    Req { id: i, sign: false, ..Req::default() },
-                    Req { id: i, model: "nope", ..Req::default() },
+                    Req {
+                        id: i,
+                        model: "null",
+                        version: "1",
+                        ..Req::default()
+                    },
+                    Req {
+                        id: i,
+                        model: "echo",
+                        version: "1",
+                        ..Req::default()
+                    },
+                    Req {
+                        id: i,
+                        sign: false,
+                        ..Req::default()
+                    },
+                    Req {
+                        id: i,
+                        model: "nope",
+                        ..Req::default()
+                    },
                 ] {
                     let n = build(&r, &mut frame);
                     sock.send_to(&frame[..n], to).unwrap();
@@ -684,7 +936,8 @@ fn dpdk_worker_hot_path_does_not_allocate() {
                     sock.recv_from(&mut b).expect("answered over DPDK");
                 }
                 sock.send_to(b"not a sluice frame", to).unwrap();
-                sock.send_to(&frame[..64], SocketAddr::from(([10, 99, 0, 1], 9000))).unwrap();
+                sock.send_to(&frame[..64], SocketAddr::from(([10, 99, 0, 1], 9000)))
+                    .unwrap();
             }
         };
         let n = build(&Req::default(), &mut frame);
@@ -693,13 +946,24 @@ fn dpdk_worker_hot_path_does_not_allocate() {
         traffic(50);
         std::thread::sleep(Duration::from_millis(120));
         let before = WORKER_ALLOCS.load(Ordering::Relaxed);
-        assert!(before > 0, "the counting allocator saw the worker's start-up");
+        assert!(
+            before > 0,
+            "the counting allocator saw the worker's start-up"
+        );
         traffic(500);
         std::thread::sleep(Duration::from_millis(120));
         let after = WORKER_ALLOCS.load(Ordering::Relaxed);
         let s = dpdk::stats().total();
-        assert!(s.rx_sluice >= 2200 && s.dropped() >= 1000, "traffic flowed: {s:?}");
-        assert_eq!(after - before, 0, "worker allocated {} times during 2000 requests and 1000 garbage packets", after - before);
+        assert!(
+            s.rx_sluice >= 2200 && s.dropped() >= 1000,
+            "traffic flowed: {s:?}"
+        );
+        assert_eq!(
+            after - before,
+            0,
+            "worker allocated {} times during 2000 requests and 1000 garbage packets",
+            after - before
+        );
         engine.stop(Duration::ZERO);
     });
 }
@@ -710,23 +974,39 @@ fn dpdk_worker_hot_path_does_not_allocate() {
 #[test]
 fn two_queue_pairs_af_packet() {
     isolated("two_queue_pairs_af_packet", || {
-        let vdev = format!("net_af_packet0,iface={},qpairs=2", env("SLUICE_IF0", "sldpdk0"));
-        let text = config_text("dpdk", &vdev, "sl-e2e-2q").replace("workers = [1]", "workers = [0, 1]").replace(
-            "poll = \"busy\"",
-            "poll = \"adaptive\"",
+        let vdev = format!(
+            "net_af_packet0,iface={},qpairs=2",
+            env("SLUICE_IF0", "sldpdk0")
         );
+        let text = config_text("dpdk", &vdev, "sl-e2e-2q")
+            .replace("workers = [1]", "workers = [0, 1]")
+            .replace("poll = \"busy\"", "poll = \"adaptive\"");
         let cfg = Config::parse(&text, std::env::temp_dir()).unwrap();
         let mut engine = Engine::new(cfg, EngineOptions::default()).unwrap();
         engine.start().expect("two queue pairs start");
         assert_eq!(engine.status().workers.len(), 2);
         let to = engine.local_addr().unwrap();
         let ns = env("SLUICE_NETNS", "sluice-dpdk");
-        assert!(Command::new("ip").args(["-n", &ns, "neigh", "flush", "all"]).status().unwrap().success());
+        assert!(
+            Command::new("ip")
+                .args(["-n", &ns, "neigh", "flush", "all"])
+                .status()
+                .unwrap()
+                .success()
+        );
         let mut frame = vec![0u8; 4096];
         for (k, sock) in (0..16).map(|_| peer_socket()).enumerate() {
             for i in 0..20u64 {
                 let id = k as u64 * 100 + i;
-                let n = build(&Req { id, model: "echo", version: "1", ..Req::default() }, &mut frame);
+                let n = build(
+                    &Req {
+                        id,
+                        model: "echo",
+                        version: "1",
+                        ..Req::default()
+                    },
+                    &mut frame,
+                );
                 let f = roundtrip(&sock, to, &frame[..n]);
                 assert_eq!(Frame::new_checked(&f[..]).unwrap().request_id(), id);
             }
@@ -737,7 +1017,10 @@ fn two_queue_pairs_af_packet() {
         eprintln!("requests per queue: {per_queue:?}");
         assert_eq!(per_queue.iter().sum::<u64>(), 320);
         // 16 flows hashed over 2 queues: all on one has odds 2^-15.
-        assert!(per_queue.iter().all(|&n| n > 0), "both queues served: {per_queue:?}");
+        assert!(
+            per_queue.iter().all(|&n| n > 0),
+            "both queues served: {per_queue:?}"
+        );
         engine.stop(Duration::from_millis(50));
         let r = dpdk::last_stop_report().unwrap();
         assert_eq!((r.mbufs_total, r.mbufs_missing), (2 * 4095, 0), "{r:?}");

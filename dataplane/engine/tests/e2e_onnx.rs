@@ -46,9 +46,16 @@ key = "hex:{KEY_HEX}"
 }
 
 fn request(id: u64, version: &str, adapter: &str, batch: usize, buf: &mut [u8]) -> usize {
-    let x: Vec<u8> = (0..batch * 4).flat_map(|i| (i as f32 * 0.25 - 1.0).to_le_bytes()).collect();
+    let x: Vec<u8> = (0..batch * 4)
+        .flat_map(|i| (i as f32 * 0.25 - 1.0).to_le_bytes())
+        .collect();
     let dims = [batch as u64, 4];
-    let t = [TensorRepr { name: "x", dtype: DType::F32, dims: &dims, data: Some(&x) }];
+    let t = [TensorRepr {
+        name: "x",
+        dtype: DType::F32,
+        dims: &dims,
+        data: Some(&x),
+    }];
     let repr = FrameRepr {
         kind: Kind::Request,
         request_id: id,
@@ -68,12 +75,22 @@ fn outputs(a: &[u8]) -> Vec<f32> {
     let f = Frame::new_checked(a).unwrap();
     assert_eq!(f.kind(), Kind::Response, "{:?}", f.error_body());
     let y = f.tensor("y").expect("output y");
-    f.tensor_data(&y).chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    f.tensor_data(&y)
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
 }
 
 #[test]
 fn mlp_runs_in_place_with_adapters_and_batches() {
-    let mut e = Engine::new(config(), EngineOptions { no_pin: true, ..Default::default() }).unwrap();
+    let mut e = Engine::new(
+        config(),
+        EngineOptions {
+            no_pin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     e.start().unwrap();
     let addr = e.local_addr().unwrap();
     let s = client();
@@ -88,22 +105,43 @@ fn mlp_runs_in_place_with_adapters_and_batches() {
     let n = request(3, "1", "", 32, &mut buf);
     let batch = outputs(&roundtrip(&s, addr, &buf[..n]));
     assert_eq!(batch.len(), 32 * 3);
-    assert_eq!(&batch[..3], &base[..], "row 0 of the batch equals the batch-1 answer");
+    assert_eq!(
+        &batch[..3],
+        &base[..],
+        "row 0 of the batch equals the batch-1 answer"
+    );
 
     let n = request(4, "1", "unknown-adapter", 1, &mut buf);
-    assert_eq!(answer_kind(&roundtrip(&s, addr, &buf[..n])), (Kind::Error, Some(ErrorCode::UnknownAdapter)));
+    assert_eq!(
+        answer_kind(&roundtrip(&s, addr, &buf[..n])),
+        (Kind::Error, Some(ErrorCode::UnknownAdapter))
+    );
     let n = request(5, "3.0.0", "", 1, &mut buf);
-    assert_eq!(answer_kind(&roundtrip(&s, addr, &buf[..n])), (Kind::Error, Some(ErrorCode::UnknownModel)));
+    assert_eq!(
+        answer_kind(&roundtrip(&s, addr, &buf[..n])),
+        (Kind::Error, Some(ErrorCode::UnknownModel))
+    );
 
     let st = e.stats();
     assert_eq!(st.total(|w| w.ok), 3);
-    assert_eq!(st.total(|w| w.payload_bytes_copied), 0, "no payload byte copied");
+    assert_eq!(
+        st.total(|w| w.payload_bytes_copied),
+        0,
+        "no payload byte copied"
+    );
     e.stop(std::time::Duration::ZERO);
 }
 
 #[test]
 fn alias_switch_under_traffic_loses_nothing() {
-    let mut e = Engine::new(config(), EngineOptions { no_pin: true, ..Default::default() }).unwrap();
+    let mut e = Engine::new(
+        config(),
+        EngineOptions {
+            no_pin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     e.start().unwrap();
     let addr = e.local_addr().unwrap();
     let e = std::sync::Arc::new(e);

@@ -48,7 +48,14 @@ key = "hex:{KEY_HEX}"
 "#
     );
     let cfg = Config::parse(&text, std::env::temp_dir()).unwrap();
-    let mut e = Engine::new(cfg, EngineOptions { no_pin: true, ..Default::default() }).unwrap();
+    let mut e = Engine::new(
+        cfg,
+        EngineOptions {
+            no_pin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     e.start().unwrap();
     e
 }
@@ -59,22 +66,47 @@ fn forwards_to_the_peer_with_the_labels_and_relays_the_answer() {
     let b_addr = b.local_addr().unwrap();
     let a = appliance(
         "hbm2",
-        &format!("[[peers]]\nname = \"b\"\naddress = \"{b_addr}\"\nlabels = {{ \"hardware.gpu.memory\" = \"gddr6\" }}"),
+        &format!(
+            "[[peers]]\nname = \"b\"\naddress = \"{b_addr}\"\nlabels = {{ \"hardware.gpu.memory\" = \"gddr6\" }}"
+        ),
     );
     let a_addr = a.local_addr().unwrap();
     let s = client();
     let mut buf = vec![0u8; 4096];
 
     // Served locally on A.
-    let n = build(&Req { id: 1, version: "1", ..Req::default() }, &mut buf);
-    assert_eq!(answer_kind(&roundtrip(&s, a_addr, &buf[..n])), (Kind::Response, None));
+    let n = build(
+        &Req {
+            id: 1,
+            version: "1",
+            ..Req::default()
+        },
+        &mut buf,
+    );
+    assert_eq!(
+        answer_kind(&roundtrip(&s, a_addr, &buf[..n])),
+        (Kind::Response, None)
+    );
 
     // Forwarded to B and relayed back, request id preserved.
     for id in 10..20 {
-        let n = build(&Req { id, version: "1", intent: "training", ..Req::default() }, &mut buf);
+        let n = build(
+            &Req {
+                id,
+                version: "1",
+                intent: "training",
+                ..Req::default()
+            },
+            &mut buf,
+        );
         let ans = roundtrip(&s, a_addr, &buf[..n]);
         let f = Frame::new_checked(&ans[..]).unwrap();
-        assert_eq!((f.kind(), f.request_id()), (Kind::Response, id), "{:?}", f.error_body());
+        assert_eq!(
+            (f.kind(), f.request_id()),
+            (Kind::Response, id),
+            "{:?}",
+            f.error_body()
+        );
     }
     std::thread::sleep(Duration::from_millis(120));
     let (sa, sb) = (a.stats(), b.stats());
@@ -86,7 +118,15 @@ fn forwards_to_the_peer_with_the_labels_and_relays_the_answer() {
     // B stops answering: the client gets a retryable peer_down, quickly.
     b.stop(Duration::ZERO);
     drop(b);
-    let n = build(&Req { id: 30, version: "1", intent: "training", ..Req::default() }, &mut buf);
+    let n = build(
+        &Req {
+            id: 30,
+            version: "1",
+            intent: "training",
+            ..Req::default()
+        },
+        &mut buf,
+    );
     let t0 = Instant::now();
     let ans = roundtrip(&s, a_addr, &buf[..n]);
     let f = Frame::new_checked(&ans[..]).unwrap();
@@ -96,8 +136,19 @@ fn forwards_to_the_peer_with_the_labels_and_relays_the_answer() {
     assert!(code.unwrap().retryable());
     assert!(t0.elapsed() < Duration::from_secs(2));
     // While marked down, requests fail at once, without waiting.
-    let n = build(&Req { id: 31, version: "1", intent: "training", ..Req::default() }, &mut buf);
-    assert_eq!(answer_kind(&roundtrip(&s, a_addr, &buf[..n])), (Kind::Error, Some(ErrorCode::PeerDown)));
+    let n = build(
+        &Req {
+            id: 31,
+            version: "1",
+            intent: "training",
+            ..Req::default()
+        },
+        &mut buf,
+    );
+    assert_eq!(
+        answer_kind(&roundtrip(&s, a_addr, &buf[..n])),
+        (Kind::Error, Some(ErrorCode::PeerDown))
+    );
     assert!(a.stats().total(|w| w.forward_timeouts) >= 1);
 }
 
@@ -109,7 +160,9 @@ fn requests_from_a_peer_are_not_forwarded_again() {
     let b_addr = b.local_addr().unwrap();
     let a = appliance(
         "hbm2",
-        &format!("[[peers]]\nname = \"b\"\naddress = \"{b_addr}\"\nlabels = {{ \"hardware.gpu.memory\" = \"gddr6\" }}"),
+        &format!(
+            "[[peers]]\nname = \"b\"\naddress = \"{b_addr}\"\nlabels = {{ \"hardware.gpu.memory\" = \"gddr6\" }}"
+        ),
     );
     let a_addr = a.local_addr().unwrap();
     // B learns A as a peer through a live change.
@@ -124,13 +177,28 @@ fn requests_from_a_peer_are_not_forwarded_again() {
     // labels too, refuses a second hop, and A relays B's answer.
     let s = client();
     let mut buf = vec![0u8; 4096];
-    let n = build(&Req { id: 5, version: "1", intent: "training", ..Req::default() }, &mut buf);
+    let n = build(
+        &Req {
+            id: 5,
+            version: "1",
+            intent: "training",
+            ..Req::default()
+        },
+        &mut buf,
+    );
     let ans = roundtrip(&s, a_addr, &buf[..n]);
     let f = Frame::new_checked(&ans[..]).unwrap();
     assert_eq!(f.request_id(), 5);
-    assert_eq!(f.error_body().and_then(|e| e.code()), Some(ErrorCode::NoRouteToShard));
+    assert_eq!(
+        f.error_body().and_then(|e| e.code()),
+        Some(ErrorCode::NoRouteToShard)
+    );
     std::thread::sleep(Duration::from_millis(120));
     assert_eq!(a.stats().total(|w| w.forwarded), 1, "A forwarded once");
-    assert_eq!(b.stats().total(|w| w.forwarded), 0, "B did not forward again");
+    assert_eq!(
+        b.stats().total(|w| w.forwarded),
+        0,
+        "B did not forward again"
+    );
     b.stop(Duration::ZERO);
 }

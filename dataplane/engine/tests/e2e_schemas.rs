@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use common::*;
 use sluice_engine::schema::SchemaCfg;
 use sluice_engine::{Engine, EngineOptions};
-use sluice_wire::{DType, ErrorCode, Frame, FrameRepr, Kind, SchemaType, TenantKey, TensorRepr, BodyRepr};
+use sluice_wire::{
+    BodyRepr, DType, ErrorCode, Frame, FrameRepr, Kind, SchemaType, TenantKey, TensorRepr,
+};
 
 fn sig(id: u32, version: u32, width: i64) -> SchemaCfg {
     SchemaCfg {
@@ -22,12 +24,20 @@ fn sig(id: u32, version: u32, width: i64) -> SchemaCfg {
     }
 }
 
-fn negotiate(s: &std::net::UdpSocket, addr: std::net::SocketAddr, subject: &str, hint: u32) -> Vec<u8> {
+fn negotiate(
+    s: &std::net::UdpSocket,
+    addr: std::net::SocketAddr,
+    subject: &str,
+    hint: u32,
+) -> Vec<u8> {
     let mut buf = vec![0u8; 1024];
     let repr = FrameRepr {
         kind: Kind::NegotiateRequest,
         request_id: 9,
-        body: BodyRepr::NegotiateRequest { subject, version_hint: hint },
+        body: BodyRepr::NegotiateRequest {
+            subject,
+            version_hint: hint,
+        },
         ..FrameRepr::default()
     };
     let n = repr.emit(&mut buf).unwrap().frame_len;
@@ -37,7 +47,12 @@ fn negotiate(s: &std::net::UdpSocket, addr: std::net::SocketAddr, subject: &str,
 fn with_schema(id: u32, version: u32, data: &[f32], buf: &mut [u8]) -> usize {
     let bytes: Vec<u8> = data.iter().flat_map(|f| f.to_le_bytes()).collect();
     let dims = [1u64, data.len() as u64];
-    let t = [TensorRepr { name: "x", dtype: DType::F32, dims: &dims, data: Some(&bytes) }];
+    let t = [TensorRepr {
+        name: "x",
+        dtype: DType::F32,
+        dims: &dims,
+        data: Some(&bytes),
+    }];
     let repr = FrameRepr {
         kind: Kind::Request,
         request_id: 1,
@@ -56,9 +71,17 @@ fn with_schema(id: u32, version: u32, data: &[f32], buf: &mut [u8]) -> usize {
 
 #[test]
 fn negotiation_and_validation() {
-    let mut e = Engine::new(test_config(""), EngineOptions { no_pin: true, ..Default::default() }).unwrap();
+    let mut e = Engine::new(
+        test_config(""),
+        EngineOptions {
+            no_pin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     e.start().unwrap();
-    e.set_schemas(vec![sig(11, 1, 4), sig(12, 2, 8)], 30_000).unwrap();
+    e.set_schemas(vec![sig(11, 1, 4), sig(12, 2, 8)], 30_000)
+        .unwrap();
     let addr = e.local_addr().unwrap();
     let s = client();
 
@@ -66,33 +89,65 @@ fn negotiation_and_validation() {
     let a = negotiate(&s, addr, "null-input", 0);
     let f = Frame::new_checked(&a[..]).unwrap();
     let n = f.negotiate_response().expect("negotiate response");
-    assert_eq!((n.schema_id, n.version, n.ttl_ms, n.schema_type), (12, 2, 30_000, SchemaType::Tensor));
+    assert_eq!(
+        (n.schema_id, n.version, n.ttl_ms, n.schema_type),
+        (12, 2, 30_000, SchemaType::Tensor)
+    );
     assert!(std::str::from_utf8(n.schema).unwrap().contains("[-1,8]"));
     let a = negotiate(&s, addr, "null-input", 1);
-    assert_eq!(Frame::new_checked(&a[..]).unwrap().negotiate_response().unwrap().schema_id, 11);
+    assert_eq!(
+        Frame::new_checked(&a[..])
+            .unwrap()
+            .negotiate_response()
+            .unwrap()
+            .schema_id,
+        11
+    );
     let a = negotiate(&s, addr, "nope", 0);
-    assert_eq!(answer_kind(&a), (Kind::Error, Some(ErrorCode::UnknownSubject)));
+    assert_eq!(
+        answer_kind(&a),
+        (Kind::Error, Some(ErrorCode::UnknownSubject))
+    );
 
     // Validation: matching, mismatching shape, unknown id.
     let mut buf = vec![0u8; 4096];
     let n = with_schema(11, 1, &[1.0; 4], &mut buf);
-    assert_eq!(answer_kind(&roundtrip(&s, addr, &buf[..n])), (Kind::Response, None));
+    assert_eq!(
+        answer_kind(&roundtrip(&s, addr, &buf[..n])),
+        (Kind::Response, None)
+    );
     let n = with_schema(12, 2, &[1.0; 4], &mut buf);
-    assert_eq!(answer_kind(&roundtrip(&s, addr, &buf[..n])), (Kind::Error, Some(ErrorCode::SchemaMismatch)));
+    assert_eq!(
+        answer_kind(&roundtrip(&s, addr, &buf[..n])),
+        (Kind::Error, Some(ErrorCode::SchemaMismatch))
+    );
     let n = with_schema(99, 1, &[1.0; 4], &mut buf);
-    assert_eq!(answer_kind(&roundtrip(&s, addr, &buf[..n])), (Kind::Error, Some(ErrorCode::UnknownSchema)));
+    assert_eq!(
+        answer_kind(&roundtrip(&s, addr, &buf[..n])),
+        (Kind::Error, Some(ErrorCode::UnknownSchema))
+    );
 
     // Retiring a version makes it unknown.
     let mut retired = sig(11, 1, 4);
     retired.retired = true;
     e.set_schemas(vec![retired, sig(12, 2, 8)], 30_000).unwrap();
     let n = with_schema(11, 1, &[1.0; 4], &mut buf);
-    assert_eq!(answer_kind(&roundtrip(&s, addr, &buf[..n])), (Kind::Error, Some(ErrorCode::UnknownSchema)));
+    assert_eq!(
+        answer_kind(&roundtrip(&s, addr, &buf[..n])),
+        (Kind::Error, Some(ErrorCode::UnknownSchema))
+    );
 }
 
 #[test]
 fn registering_versions_under_load_loses_nothing() {
-    let mut e = Engine::new(test_config(""), EngineOptions { no_pin: true, ..Default::default() }).unwrap();
+    let mut e = Engine::new(
+        test_config(""),
+        EngineOptions {
+            no_pin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     e.start().unwrap();
     e.set_schemas(vec![sig(11, 1, 4)], 30_000).unwrap();
     let addr = e.local_addr().unwrap();
@@ -127,11 +182,16 @@ fn registering_versions_under_load_loses_nothing() {
         e.set_schemas(list.clone(), 30_000).unwrap();
         let data = vec![0.5f32; 4 + v as usize];
         let n = with_schema(100 + v, v, &data, &mut buf);
-        assert_eq!(answer_kind(&roundtrip(&s, addr, &buf[..n])), (Kind::Response, None));
+        assert_eq!(
+            answer_kind(&roundtrip(&s, addr, &buf[..n])),
+            (Kind::Response, None)
+        );
         worst = worst.max(t0.elapsed());
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let n_ok = traffic.join().unwrap();
     assert!(n_ok > 0);
-    eprintln!("registration to first validated use: worst {worst:?} over 19 versions; {n_ok} requests, none lost");
+    eprintln!(
+        "registration to first validated use: worst {worst:?} over 19 versions; {n_ok} requests, none lost"
+    );
 }

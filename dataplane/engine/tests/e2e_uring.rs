@@ -9,7 +9,14 @@ use sluice_engine::{Engine, EngineOptions};
 use sluice_wire::{ErrorCode, Frame, FrameRepr, Kind};
 
 fn start(extra: &str) -> Engine {
-    let mut e = Engine::new(test_config(extra), EngineOptions { no_pin: true, ..Default::default() }).unwrap();
+    let mut e = Engine::new(
+        test_config(extra),
+        EngineOptions {
+            no_pin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     e.start().unwrap();
     e
 }
@@ -19,7 +26,13 @@ fn null_model_answers_with_zeros_shaped_like_input() {
     let e = start("");
     let s = client();
     let mut buf = vec![0u8; 4096];
-    let n = build(&Req { id: 42, ..Req::default() }, &mut buf);
+    let n = build(
+        &Req {
+            id: 42,
+            ..Req::default()
+        },
+        &mut buf,
+    );
     let a = roundtrip(&s, e.local_addr().unwrap(), &buf[..n]);
     let f = Frame::new_checked(&a[..]).unwrap();
     assert_eq!(f.kind(), Kind::Response);
@@ -38,11 +51,23 @@ fn echo_model_returns_input_and_counts_the_copy() {
     let s = client();
     let mut buf = vec![0u8; 4096];
     let data = [5.0f32, 6.0, 7.0];
-    let n = build(&Req { model: "echo", version: "1", data: &data, ..Req::default() }, &mut buf);
+    let n = build(
+        &Req {
+            model: "echo",
+            version: "1",
+            data: &data,
+            ..Req::default()
+        },
+        &mut buf,
+    );
     let a = roundtrip(&s, e.local_addr().unwrap(), &buf[..n]);
     let f = Frame::new_checked(&a[..]).unwrap();
     let t = f.tensor("x").unwrap();
-    let got: Vec<f32> = f.tensor_data(&t).chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let got: Vec<f32> = f
+        .tensor_data(&t)
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
     assert_eq!(got, data);
     assert_eq!(e.stats().total(|w| w.payload_bytes_copied), 12);
 }
@@ -53,35 +78,123 @@ fn every_error_path_answers_with_its_code() {
     let addr = e.local_addr().unwrap();
     let s = client();
     let mut buf = vec![0u8; 4096];
-    let now_us = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64;
+    let now_us = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
     let cases: Vec<(Req<'_>, ErrorCode)> = vec![
-        (Req { version: "", ..Req::default() }, ErrorCode::ModelVersionRequired),
-        (Req { model: "nope", ..Req::default() }, ErrorCode::NoRoute),
-        (Req { version: "1.9.0", ..Req::default() }, ErrorCode::UnknownModel),
-        (Req { sign: false, ..Req::default() }, ErrorCode::Unauthenticated),
-        (Req { tenant: 99, ..Req::default() }, ErrorCode::Unauthenticated),
-        (Req { tenant: 8, ..Req::default() }, ErrorCode::Forbidden),
-        (Req { tenant: 8, model: "echo", adapter: "formal", ..Req::default() }, ErrorCode::Forbidden),
-        (Req { adapter: "casual", ..Req::default() }, ErrorCode::Forbidden),
-        (Req { model: "echo", adapter: "formal", ..Req::default() }, ErrorCode::UnknownAdapter),
-        (Req { intent: "training", ..Req::default() }, ErrorCode::NoRouteToShard),
-        (Req { deadline_us: now_us - 1_000, ..Req::default() }, ErrorCode::DeadlineExceeded),
+        (
+            Req {
+                version: "",
+                ..Req::default()
+            },
+            ErrorCode::ModelVersionRequired,
+        ),
+        (
+            Req {
+                model: "nope",
+                ..Req::default()
+            },
+            ErrorCode::NoRoute,
+        ),
+        (
+            Req {
+                version: "1.9.0",
+                ..Req::default()
+            },
+            ErrorCode::UnknownModel,
+        ),
+        (
+            Req {
+                sign: false,
+                ..Req::default()
+            },
+            ErrorCode::Unauthenticated,
+        ),
+        (
+            Req {
+                tenant: 99,
+                ..Req::default()
+            },
+            ErrorCode::Unauthenticated,
+        ),
+        (
+            Req {
+                tenant: 8,
+                ..Req::default()
+            },
+            ErrorCode::Forbidden,
+        ),
+        (
+            Req {
+                tenant: 8,
+                model: "echo",
+                adapter: "formal",
+                ..Req::default()
+            },
+            ErrorCode::Forbidden,
+        ),
+        (
+            Req {
+                adapter: "casual",
+                ..Req::default()
+            },
+            ErrorCode::Forbidden,
+        ),
+        (
+            Req {
+                model: "echo",
+                adapter: "formal",
+                ..Req::default()
+            },
+            ErrorCode::UnknownAdapter,
+        ),
+        (
+            Req {
+                intent: "training",
+                ..Req::default()
+            },
+            ErrorCode::NoRouteToShard,
+        ),
+        (
+            Req {
+                deadline_us: now_us - 1_000,
+                ..Req::default()
+            },
+            ErrorCode::DeadlineExceeded,
+        ),
     ];
     for (i, (req, code)) in cases.iter().enumerate() {
-        let n = build(&Req { id: i as u64 + 100, ..*req }, &mut buf);
+        let n = build(
+            &Req {
+                id: i as u64 + 100,
+                ..*req
+            },
+            &mut buf,
+        );
         let a = roundtrip(&s, addr, &buf[..n]);
         let f = Frame::new_checked(&a[..]).unwrap();
         assert_eq!(f.request_id(), i as u64 + 100, "case {i}");
         assert_eq!(answer_kind(&a), (Kind::Error, Some(*code)), "case {i}");
-        assert_eq!(f.error_body().unwrap().code().unwrap().retryable(), code.retryable());
+        assert_eq!(
+            f.error_body().unwrap().code().unwrap().retryable(),
+            code.retryable()
+        );
     }
     // A malformed frame (corrupt the tensor table) is answered, not dropped.
     let n = build(&Req::default(), &mut buf);
     buf[78] = 3; // tensor count 3: the table no longer fits the header
     let a = roundtrip(&s, addr, &buf[..n]);
-    assert_eq!(answer_kind(&a), (Kind::Error, Some(ErrorCode::MalformedFrame)));
+    assert_eq!(
+        answer_kind(&a),
+        (Kind::Error, Some(ErrorCode::MalformedFrame))
+    );
     // A ping gets a pong.
-    let ping = FrameRepr { kind: Kind::Ping, request_id: 9, ..FrameRepr::default() };
+    let ping = FrameRepr {
+        kind: Kind::Ping,
+        request_id: 9,
+        ..FrameRepr::default()
+    };
     let n = ping.emit(&mut buf).unwrap().frame_len;
     let a = roundtrip(&s, addr, &buf[..n]);
     assert_eq!(answer_kind(&a), (Kind::Pong, None));
@@ -105,7 +218,13 @@ fn full_shard_queue_answers_busy_and_loses_nothing() {
     // The hbm2 queue holds 8 per burst; send 64 back to back, many land in one burst.
     const N: u64 = 64;
     for id in 0..N {
-        let n = build(&Req { id, ..Req::default() }, &mut buf);
+        let n = build(
+            &Req {
+                id,
+                ..Req::default()
+            },
+            &mut buf,
+        );
         s.send_to(&buf[..n], addr).unwrap();
     }
     let mut seen = std::collections::HashSet::new();
@@ -138,7 +257,10 @@ fn stop_answers_new_requests_with_shutting_down() {
     std::thread::sleep(Duration::from_millis(150));
     let n = build(&Req::default(), &mut buf);
     let a = roundtrip(&s, addr, &buf[..n]);
-    assert_eq!(answer_kind(&a), (Kind::Error, Some(ErrorCode::ShuttingDown)));
+    assert_eq!(
+        answer_kind(&a),
+        (Kind::Error, Some(ErrorCode::ShuttingDown))
+    );
     let e = h.join().unwrap();
     assert!(!e.is_running());
 }

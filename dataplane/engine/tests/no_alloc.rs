@@ -56,15 +56,42 @@ fn traffic(e: &Engine, rounds: u64) {
     let s = client();
     let mut buf = vec![0u8; 4096];
     let mut rbuf = vec![0u8; 70_000];
-    let ping = FrameRepr { kind: Kind::Ping, ..FrameRepr::default() };
+    let ping = FrameRepr {
+        kind: Kind::Ping,
+        ..FrameRepr::default()
+    };
     for i in 0..rounds {
         let reqs = [
-            Req { id: i, ..Req::default() },
-            Req { id: i, model: "echo", version: "1", ..Req::default() },
-            Req { id: i, sign: false, ..Req::default() },
-            Req { id: i, model: "nope", ..Req::default() },
-            Req { id: i, version: "", ..Req::default() },
-            Req { id: i, intent: "training", ..Req::default() },
+            Req {
+                id: i,
+                ..Req::default()
+            },
+            Req {
+                id: i,
+                model: "echo",
+                version: "1",
+                ..Req::default()
+            },
+            Req {
+                id: i,
+                sign: false,
+                ..Req::default()
+            },
+            Req {
+                id: i,
+                model: "nope",
+                ..Req::default()
+            },
+            Req {
+                id: i,
+                version: "",
+                ..Req::default()
+            },
+            Req {
+                id: i,
+                intent: "training",
+                ..Req::default()
+            },
         ];
         for r in &reqs {
             let n = build(r, &mut buf);
@@ -80,7 +107,10 @@ fn traffic(e: &Engine, rounds: u64) {
 
 #[test]
 fn worker_hot_path_does_not_allocate() {
-    let opts = EngineOptions { worker_init: Some(mark_worker), no_pin: true };
+    let opts = EngineOptions {
+        worker_init: Some(mark_worker),
+        no_pin: true,
+    };
     let mut e = Engine::new(test_config(""), opts).unwrap();
     e.start().unwrap();
     // Warm up: first touches of thread-locals, histogram publication, epoch loads.
@@ -88,12 +118,24 @@ fn worker_hot_path_does_not_allocate() {
     std::thread::sleep(Duration::from_millis(120));
     let before = WORKER_ALLOCS.load(Ordering::Relaxed);
     // The counter works: start-up on the worker thread (pools, queues) allocated.
-    assert!(before > 0, "the counting allocator saw the worker's start-up");
+    assert!(
+        before > 0,
+        "the counting allocator saw the worker's start-up"
+    );
     traffic(&e, 500);
     std::thread::sleep(Duration::from_millis(120));
     let after = WORKER_ALLOCS.load(Ordering::Relaxed);
     let st = e.stats();
-    assert!(st.total(|w| w.ok) >= 1100, "traffic flowed: {}", st.total(|w| w.ok));
-    assert_eq!(after - before, 0, "worker threads allocated {} times during 4400 requests", after - before);
+    assert!(
+        st.total(|w| w.ok) >= 1100,
+        "traffic flowed: {}",
+        st.total(|w| w.ok)
+    );
+    assert_eq!(
+        after - before,
+        0,
+        "worker threads allocated {} times during 4400 requests",
+        after - before
+    );
     e.stop(Duration::ZERO);
 }

@@ -57,7 +57,9 @@ impl TenantKey {
 
     /// Verifies the tag of a checked frame in constant time.
     pub fn verify<B: AsRef<[u8]>>(&self, frame: &Frame<B>) -> bool {
-        self.keyed(frame).verify_truncated_left(frame.auth_tag()).is_ok()
+        self.keyed(frame)
+            .verify_truncated_left(frame.auth_tag())
+            .is_ok()
     }
 
     /// Signs a frame in place: sets the AUTHENTICATED flag, then the tag.

@@ -4,7 +4,12 @@
 //!
 //! Everything here is `unsafe` to call; the safe layer is the engine's
 //! `transport::dpdk` module.
-#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code)]
+#![allow(
+    non_camel_case_types,
+    non_snake_case,
+    non_upper_case_globals,
+    dead_code
+)]
 #![allow(clippy::all)]
 #![allow(unsafe_op_in_unsafe_fn)]
 

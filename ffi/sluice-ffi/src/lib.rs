@@ -181,7 +181,11 @@ fn guard(err: *mut c_char, cap: usize, f: impl FnOnce() -> Outcome) -> i32 {
 
 fn bytes<'a>(p: *const u8, len: usize) -> Result<&'a [u8], (SluiceStatus, String)> {
     if p.is_null() {
-        return if len == 0 { Ok(&[]) } else { Err(bad_arg("null buffer")) };
+        return if len == 0 {
+            Ok(&[])
+        } else {
+            Err(bad_arg("null buffer"))
+        };
     }
     // SAFETY: the caller promises `p` points to `len` readable bytes that
     // stay valid for the duration of the call.
@@ -220,7 +224,9 @@ fn open(cfg: Config, out: *mut *mut SluiceEngine) -> Outcome {
         return Err(bad_arg("null out pointer"));
     }
     let engine = Engine::new(cfg, EngineOptions::default()).map_err(fail)?;
-    let h = Box::new(SluiceEngine { engine: RwLock::new(engine) });
+    let h = Box::new(SluiceEngine {
+        engine: RwLock::new(engine),
+    });
     // SAFETY: `out` is non-null and points to a writable handle slot.
     unsafe { *out = Box::into_raw(h) };
     Ok(())
@@ -246,7 +252,8 @@ pub unsafe extern "C" fn sluice_engine_open_file(
 ) -> i32 {
     guard(err, err_cap, || {
         let p = cstr(path, "path")?;
-        let cfg = Config::load(std::path::Path::new(p)).map_err(|e| (SluiceStatus::InvalidConfig, e.to_string()))?;
+        let cfg = Config::load(std::path::Path::new(p))
+            .map_err(|e| (SluiceStatus::InvalidConfig, e.to_string()))?;
         open(cfg, out)
     })
 }
@@ -265,10 +272,11 @@ pub unsafe extern "C" fn sluice_engine_open(
     err_cap: usize,
 ) -> i32 {
     guard(err, err_cap, || {
-        let mut cfg: Config =
-            serde_json::from_slice(bytes(json, len)?).map_err(|e| (SluiceStatus::InvalidConfig, format!("config: {e}")))?;
+        let mut cfg: Config = serde_json::from_slice(bytes(json, len)?)
+            .map_err(|e| (SluiceStatus::InvalidConfig, format!("config: {e}")))?;
         cfg.base_dir = std::env::current_dir().unwrap_or_default();
-        cfg.validate().map_err(|e| (SluiceStatus::InvalidConfig, e.to_string()))?;
+        cfg.validate()
+            .map_err(|e| (SluiceStatus::InvalidConfig, e.to_string()))?;
         open(cfg, out)
     })
 }
@@ -278,7 +286,11 @@ pub unsafe extern "C" fn sluice_engine_open(
 /// # Safety
 /// `e` is a live handle; `err` points to `err_cap` bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn sluice_engine_start(e: *mut SluiceEngine, err: *mut c_char, err_cap: usize) -> i32 {
+pub unsafe extern "C" fn sluice_engine_start(
+    e: *mut SluiceEngine,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
     guard(err, err_cap, || write(handle(e)?).start().map_err(fail))
 }
 
@@ -355,7 +367,11 @@ pub unsafe extern "C" fn sluice_engine_set_alias(
     err_cap: usize,
 ) -> i32 {
     guard(err, err_cap, || {
-        let (m, a, v) = (cstr(model, "model")?, cstr(alias, "alias")?, cstr(version, "version")?);
+        let (m, a, v) = (
+            cstr(model, "model")?,
+            cstr(alias, "alias")?,
+            cstr(version, "version")?,
+        );
         read(handle(e)?).set_alias(m, a, v).map(drop).map_err(fail)
     })
 }
@@ -373,7 +389,8 @@ pub unsafe extern "C" fn sluice_engine_load_model(
     err_cap: usize,
 ) -> i32 {
     guard(err, err_cap, || {
-        let m: ModelCfg = serde_json::from_slice(bytes(json, len)?).map_err(|e| bad_arg(format!("model: {e}")))?;
+        let m: ModelCfg = serde_json::from_slice(bytes(json, len)?)
+            .map_err(|e| bad_arg(format!("model: {e}")))?;
         read(handle(e)?).load_model(m).map(drop).map_err(fail)
     })
 }
@@ -391,7 +408,8 @@ pub unsafe extern "C" fn sluice_engine_add_peer(
     err_cap: usize,
 ) -> i32 {
     guard(err, err_cap, || {
-        let p: PeerCfg = serde_json::from_slice(bytes(json, len)?).map_err(|e| bad_arg(format!("peer: {e}")))?;
+        let p: PeerCfg =
+            serde_json::from_slice(bytes(json, len)?).map_err(|e| bad_arg(format!("peer: {e}")))?;
         read(handle(e)?).add_peer(p).map(drop).map_err(fail)
     })
 }

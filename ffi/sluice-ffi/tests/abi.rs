@@ -12,7 +12,9 @@ fn err_buf() -> [c_char; 512] {
 
 fn msg(e: &[c_char; 512]) -> String {
     // SAFETY: the library always NUL-terminates within the buffer.
-    unsafe { CStr::from_ptr(e.as_ptr()) }.to_string_lossy().into_owned()
+    unsafe { CStr::from_ptr(e.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// The layout the Go side checks too (go-control/internal/rustengine).
@@ -41,7 +43,15 @@ fn open() -> *mut SluiceEngine {
     let mut e = ptr::null_mut();
     let mut err = err_buf();
     // SAFETY: valid buffers and out pointer.
-    let rc = unsafe { sluice_engine_open(CONFIG.as_ptr(), CONFIG.len(), &mut e, err.as_mut_ptr(), err.len()) };
+    let rc = unsafe {
+        sluice_engine_open(
+            CONFIG.as_ptr(),
+            CONFIG.len(),
+            &mut e,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
     assert_eq!(rc, SluiceStatus::Ok as i32, "{}", msg(&err));
     e
 }
@@ -50,7 +60,8 @@ fn query(e: *mut SluiceEngine, what: SluiceQuery) -> serde_json::Value {
     let (mut p, mut n) = (ptr::null_mut(), 0usize);
     let mut err = err_buf();
     // SAFETY: live handle, valid out pointers.
-    let rc = unsafe { sluice_engine_query(e, what as i32, &mut p, &mut n, err.as_mut_ptr(), err.len()) };
+    let rc =
+        unsafe { sluice_engine_query(e, what as i32, &mut p, &mut n, err.as_mut_ptr(), err.len()) };
     assert_eq!(rc, 0, "{}", msg(&err));
     // SAFETY: p/n returned by the query.
     let v = serde_json::from_slice(unsafe { std::slice::from_raw_parts(p, n) }).unwrap();
@@ -65,52 +76,123 @@ fn lifecycle_apply_query_and_errors() {
     let mut err = err_buf();
     // SAFETY (whole test): `e` is live until freed at the end; buffers valid.
     unsafe {
-        assert_eq!(sluice_engine_start(e, err.as_mut_ptr(), err.len()), 0, "{}", msg(&err));
-        assert_eq!(sluice_engine_start(e, err.as_mut_ptr(), err.len()), SluiceStatus::AlreadyExists as i32);
+        assert_eq!(
+            sluice_engine_start(e, err.as_mut_ptr(), err.len()),
+            0,
+            "{}",
+            msg(&err)
+        );
+        assert_eq!(
+            sluice_engine_start(e, err.as_mut_ptr(), err.len()),
+            SluiceStatus::AlreadyExists as i32
+        );
 
         // A bad route set is refused whole, with the reason.
         let bad = br#"{"routes": [{"name": "r", "shard": "missing"}]}"#;
         let rc = sluice_engine_apply(e, bad.as_ptr(), bad.len(), err.as_mut_ptr(), err.len());
         assert_eq!(rc, SluiceStatus::InvalidConfig as i32);
-        assert!(msg(&err).contains("no shard named \"missing\""), "{}", msg(&err));
+        assert!(
+            msg(&err).contains("no shard named \"missing\""),
+            "{}",
+            msg(&err)
+        );
         let garbage = b"{not json";
-        let rc = sluice_engine_apply(e, garbage.as_ptr(), garbage.len(), err.as_mut_ptr(), err.len());
+        let rc = sluice_engine_apply(
+            e,
+            garbage.as_ptr(),
+            garbage.len(),
+            err.as_mut_ptr(),
+            err.len(),
+        );
         assert_eq!(rc, SluiceStatus::InvalidArgument as i32);
 
         // A good one is applied, and visible in the live tables.
         let good = br#"{"shards": [{"name": "s"}, {"name": "t"}], "routes": [{"name": "r2", "model": "null", "shard": "t"}]}"#;
-        assert_eq!(sluice_engine_apply(e, good.as_ptr(), good.len(), err.as_mut_ptr(), err.len()), 0, "{}", msg(&err));
+        assert_eq!(
+            sluice_engine_apply(e, good.as_ptr(), good.len(), err.as_mut_ptr(), err.len()),
+            0,
+            "{}",
+            msg(&err)
+        );
         let live = query(e, SluiceQuery::Live);
         assert_eq!(live["routes"][0]["name"], "r2");
 
         // Peers.
         let peer = br#"{"name": "b", "address": "127.0.0.1:7170", "labels": {"gpu": "gddr6"}}"#;
-        assert_eq!(sluice_engine_add_peer(e, peer.as_ptr(), peer.len(), err.as_mut_ptr(), err.len()), 0);
-        assert_eq!(sluice_engine_add_peer(e, peer.as_ptr(), peer.len(), err.as_mut_ptr(), err.len()), SluiceStatus::AlreadyExists as i32);
+        assert_eq!(
+            sluice_engine_add_peer(e, peer.as_ptr(), peer.len(), err.as_mut_ptr(), err.len()),
+            0
+        );
+        assert_eq!(
+            sluice_engine_add_peer(e, peer.as_ptr(), peer.len(), err.as_mut_ptr(), err.len()),
+            SluiceStatus::AlreadyExists as i32
+        );
         assert_eq!(query(e, SluiceQuery::Peers)[0]["name"], "b");
         let name = CString::new("b").unwrap();
-        assert_eq!(sluice_engine_remove_peer(e, name.as_ptr(), err.as_mut_ptr(), err.len()), 0);
-        assert_eq!(sluice_engine_remove_peer(e, name.as_ptr(), err.as_mut_ptr(), err.len()), SluiceStatus::NotFound as i32);
+        assert_eq!(
+            sluice_engine_remove_peer(e, name.as_ptr(), err.as_mut_ptr(), err.len()),
+            0
+        );
+        assert_eq!(
+            sluice_engine_remove_peer(e, name.as_ptr(), err.as_mut_ptr(), err.len()),
+            SluiceStatus::NotFound as i32
+        );
 
         // Aliases.
-        let (m, a, v) = (CString::new("null").unwrap(), CString::new("latest").unwrap(), CString::new("9").unwrap());
-        assert_eq!(sluice_engine_set_alias(e, m.as_ptr(), a.as_ptr(), v.as_ptr(), err.as_mut_ptr(), err.len()), SluiceStatus::NotFound as i32);
+        let (m, a, v) = (
+            CString::new("null").unwrap(),
+            CString::new("latest").unwrap(),
+            CString::new("9").unwrap(),
+        );
+        assert_eq!(
+            sluice_engine_set_alias(
+                e,
+                m.as_ptr(),
+                a.as_ptr(),
+                v.as_ptr(),
+                err.as_mut_ptr(),
+                err.len()
+            ),
+            SluiceStatus::NotFound as i32
+        );
 
         // Status and totals.
         let st = query(e, SluiceQuery::Status);
         assert_eq!(st["running"], true);
         let mut t = SluiceTotals::default();
-        assert_eq!(sluice_engine_totals(e, &mut t, err.as_mut_ptr(), err.len()), 0);
+        assert_eq!(
+            sluice_engine_totals(e, &mut t, err.as_mut_ptr(), err.len()),
+            0
+        );
         assert_eq!(t.abi_version, SLUICE_ABI_VERSION);
         assert_eq!(t.workers, 1);
 
         // Null arguments are refused, not dereferenced.
-        assert_eq!(sluice_engine_totals(e, ptr::null_mut(), err.as_mut_ptr(), err.len()), SluiceStatus::InvalidArgument as i32);
-        assert_eq!(sluice_engine_start(ptr::null_mut(), err.as_mut_ptr(), err.len()), SluiceStatus::InvalidArgument as i32);
-        assert_eq!(sluice_engine_query(e, 99, &mut ptr::null_mut(), &mut 0, err.as_mut_ptr(), err.len()), SluiceStatus::InvalidArgument as i32);
+        assert_eq!(
+            sluice_engine_totals(e, ptr::null_mut(), err.as_mut_ptr(), err.len()),
+            SluiceStatus::InvalidArgument as i32
+        );
+        assert_eq!(
+            sluice_engine_start(ptr::null_mut(), err.as_mut_ptr(), err.len()),
+            SluiceStatus::InvalidArgument as i32
+        );
+        assert_eq!(
+            sluice_engine_query(
+                e,
+                99,
+                &mut ptr::null_mut(),
+                &mut 0,
+                err.as_mut_ptr(),
+                err.len()
+            ),
+            SluiceStatus::InvalidArgument as i32
+        );
 
         assert_eq!(sluice_engine_stop(e, 0, err.as_mut_ptr(), err.len()), 0);
-        assert_eq!(sluice_engine_stop(e, 0, err.as_mut_ptr(), err.len()), SluiceStatus::NotRunning as i32);
+        assert_eq!(
+            sluice_engine_stop(e, 0, err.as_mut_ptr(), err.len()),
+            SluiceStatus::NotRunning as i32
+        );
         sluice_engine_free(e);
     }
 }
@@ -121,7 +203,8 @@ fn bad_config_names_the_key() {
     let mut err = err_buf();
     let cfg = br#"{"engine": {"workers": [0], "rx_burst_max": 0}}"#;
     // SAFETY: valid buffers and out pointer.
-    let rc = unsafe { sluice_engine_open(cfg.as_ptr(), cfg.len(), &mut e, err.as_mut_ptr(), err.len()) };
+    let rc =
+        unsafe { sluice_engine_open(cfg.as_ptr(), cfg.len(), &mut e, err.as_mut_ptr(), err.len()) };
     assert_eq!(rc, SluiceStatus::InvalidConfig as i32);
     assert!(msg(&err).contains("engine.rx_burst_max"), "{}", msg(&err));
     assert!(e.is_null());
@@ -138,7 +221,15 @@ fn error_text_is_truncated_and_terminated() {
     let mut small = [1 as c_char; 8];
     let cfg = b"{bad";
     // SAFETY: `small` has 8 writable bytes.
-    let rc = unsafe { sluice_engine_open(cfg.as_ptr(), cfg.len(), &mut e, small.as_mut_ptr(), small.len()) };
+    let rc = unsafe {
+        sluice_engine_open(
+            cfg.as_ptr(),
+            cfg.len(),
+            &mut e,
+            small.as_mut_ptr(),
+            small.len(),
+        )
+    };
     assert_eq!(rc, SluiceStatus::InvalidConfig as i32);
     assert_eq!(small[7], 0);
 }

@@ -2,7 +2,8 @@
 #![allow(dead_code)]
 
 pub fn generate(crate_dir: &std::path::Path) -> String {
-    let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    let config =
+        cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
     let mut out = Vec::new();
     cbindgen::Builder::new()
         .with_crate(crate_dir)

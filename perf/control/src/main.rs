@@ -42,7 +42,16 @@ fn main() {
     let mut e = ptr::null_mut();
     // SAFETY (whole function): valid buffers; `e` lives until freed at the end.
     unsafe {
-        check(sluice_engine_open(CONFIG.as_ptr(), CONFIG.len(), &mut e, err.as_mut_ptr(), err.len()), &err);
+        check(
+            sluice_engine_open(
+                CONFIG.as_ptr(),
+                CONFIG.len(),
+                &mut e,
+                err.as_mut_ptr(),
+                err.len(),
+            ),
+            &err,
+        );
         check(sluice_engine_start(e, err.as_mut_ptr(), err.len()), &err);
     }
     let routes = [
@@ -57,38 +66,85 @@ fn main() {
         let t0 = Instant::now();
         // SAFETY: as above.
         unsafe {
-            check(sluice_engine_query(e, SluiceQuery::Stats as i32, &mut p, &mut n, err.as_mut_ptr(), err.len()), &err);
+            check(
+                sluice_engine_query(
+                    e,
+                    SluiceQuery::Stats as i32,
+                    &mut p,
+                    &mut n,
+                    err.as_mut_ptr(),
+                    err.len(),
+                ),
+                &err,
+            );
             sluice_buf_free(p, n);
         }
         stats_h.record(t0.elapsed().as_nanos() as u64).unwrap();
         let mut t = SluiceTotals::default();
         let t0 = Instant::now();
         // SAFETY: as above.
-        unsafe { check(sluice_engine_totals(e, &mut t, err.as_mut_ptr(), err.len()), &err) };
+        unsafe {
+            check(
+                sluice_engine_totals(e, &mut t, err.as_mut_ptr(), err.len()),
+                &err,
+            )
+        };
         totals_h.record(t0.elapsed().as_nanos() as u64).unwrap();
         if i < 500 {
             let doc = routes[i % 2];
             let t0 = Instant::now();
             // SAFETY: as above.
-            unsafe { check(sluice_engine_apply(e, doc.as_ptr(), doc.len(), err.as_mut_ptr(), err.len()), &err) };
+            unsafe {
+                check(
+                    sluice_engine_apply(e, doc.as_ptr(), doc.len(), err.as_mut_ptr(), err.len()),
+                    &err,
+                )
+            };
             apply_h.record(t0.elapsed().as_nanos() as u64).unwrap();
         }
     }
     println!("control call            p50 µs   p99 µs");
-    println!("stats snapshot (JSON) {:>9.1}{:>9.1}", pct(&stats_h, 0.5), pct(&stats_h, 0.99));
-    println!("totals (fixed struct) {:>9.1}{:>9.1}", pct(&totals_h, 0.5), pct(&totals_h, 0.99));
-    println!("route replace         {:>9.1}{:>9.1}", pct(&apply_h, 0.5), pct(&apply_h, 0.99));
+    println!(
+        "stats snapshot (JSON) {:>9.1}{:>9.1}",
+        pct(&stats_h, 0.5),
+        pct(&stats_h, 0.99)
+    );
+    println!(
+        "totals (fixed struct) {:>9.1}{:>9.1}",
+        pct(&totals_h, 0.5),
+        pct(&totals_h, 0.99)
+    );
+    println!(
+        "route replace         {:>9.1}{:>9.1}",
+        pct(&apply_h, 0.5),
+        pct(&apply_h, 0.99)
+    );
 
     // Latency of a closed-loop client before and during route replaces.
     let (mut p, mut n) = (ptr::null_mut(), 0usize);
     // SAFETY: as above.
     let status = unsafe {
-        check(sluice_engine_query(e, SluiceQuery::Status as i32, &mut p, &mut n, err.as_mut_ptr(), err.len()), &err);
+        check(
+            sluice_engine_query(
+                e,
+                SluiceQuery::Status as i32,
+                &mut p,
+                &mut n,
+                err.as_mut_ptr(),
+                err.len(),
+            ),
+            &err,
+        );
         let s = String::from_utf8_lossy(std::slice::from_raw_parts(p, n)).into_owned();
         sluice_buf_free(p, n);
         s
     };
-    let addr = status.split("\"listen\":\"").nth(1).and_then(|s| s.split('"').next()).expect("listen").to_string();
+    let addr = status
+        .split("\"listen\":\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("listen")
+        .to_string();
     let phase = |changing: bool| -> Histogram<u64> {
         let stop = Arc::new(AtomicBool::new(false));
         let replacer = {
@@ -102,14 +158,27 @@ fn main() {
                     k += 1;
                     // SAFETY: the engine outlives this thread (joined below).
                     unsafe {
-                        check(sluice_engine_apply(ep as *mut SluiceEngine, doc.as_ptr(), doc.len(), err.as_mut_ptr(), err.len()), &err)
+                        check(
+                            sluice_engine_apply(
+                                ep as *mut SluiceEngine,
+                                doc.as_ptr(),
+                                doc.len(),
+                                err.as_mut_ptr(),
+                                err.len(),
+                            ),
+                            &err,
+                        )
                     };
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 k
             })
         };
-        let cfg = ClientConfig { poll: PollMode::Spin, timeout: Duration::from_secs(1), ..ClientConfig::default() };
+        let cfg = ClientConfig {
+            poll: PollMode::Spin,
+            timeout: Duration::from_secs(1),
+            ..ClientConfig::default()
+        };
         let mut c = Client::connect(addr.as_str(), cfg).expect("client");
         let x = [1.0f32; 4];
         let mut h = Histogram::<u64>::new(3).unwrap();
@@ -130,9 +199,24 @@ fn main() {
     let before = phase(false);
     let during = phase(true);
     println!("null request round trip   p50 µs   p99 µs  p99.9 µs  requests");
-    println!("before route replaces {:>9.1}{:>9.1}{:>10.1}{:>10}", pct(&before, 0.5), pct(&before, 0.99), pct(&before, 0.999), before.len());
-    println!("during route replaces {:>9.1}{:>9.1}{:>10.1}{:>10}", pct(&during, 0.5), pct(&during, 0.99), pct(&during, 0.999), during.len());
-    println!("p99 ratio during/before: {:.2}", pct(&during, 0.99) / pct(&before, 0.99));
+    println!(
+        "before route replaces {:>9.1}{:>9.1}{:>10.1}{:>10}",
+        pct(&before, 0.5),
+        pct(&before, 0.99),
+        pct(&before, 0.999),
+        before.len()
+    );
+    println!(
+        "during route replaces {:>9.1}{:>9.1}{:>10.1}{:>10}",
+        pct(&during, 0.5),
+        pct(&during, 0.99),
+        pct(&during, 0.999),
+        during.len()
+    );
+    println!(
+        "p99 ratio during/before: {:.2}",
+        pct(&during, 0.99) / pct(&before, 0.99)
+    );
     // SAFETY: as above.
     unsafe {
         check(sluice_engine_stop(e, 0, err.as_mut_ptr(), err.len()), &err);

@@ -16,9 +16,18 @@ fn main() {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--config" | "-c" => config = args.next().map(PathBuf::from).unwrap_or_else(|| usage("--config needs a path")),
+            "--config" | "-c" => {
+                config = args
+                    .next()
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| usage("--config needs a path"))
+            }
             "--stats-every" => {
-                stats_every = Some(args.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| usage("--stats-every needs seconds")))
+                stats_every = Some(
+                    args.next()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or_else(|| usage("--stats-every needs seconds")),
+                )
             }
             "--help" | "-h" => usage(""),
             other => usage(&format!("unknown argument {other}")),
@@ -64,7 +73,11 @@ fn main() {
                 println!(
                     "ok={} errors={} p50={}us p99={}us",
                     snap.total(|w| w.ok),
-                    snap.workers.iter().flat_map(|w| w.errors.iter()).map(|(_, v)| v).sum::<u64>(),
+                    snap.workers
+                        .iter()
+                        .flat_map(|w| w.errors.iter())
+                        .map(|(_, v)| v)
+                        .sum::<u64>(),
                     snap.latency.p50_ns / 1000,
                     snap.latency.p99_ns / 1000
                 );
@@ -76,7 +89,11 @@ fn main() {
     println!(
         "sluice-engine: stopped; {} responses, {} error frames",
         snap.total(|w| w.ok),
-        snap.workers.iter().flat_map(|w| w.errors.iter()).map(|(_, v)| v).sum::<u64>()
+        snap.workers
+            .iter()
+            .flat_map(|w| w.errors.iter())
+            .map(|(_, v)| v)
+            .sum::<u64>()
     );
 }
 
@@ -96,7 +113,11 @@ impl log::Log for StderrLog {
     }
     fn log(&self, r: &log::Record<'_>) {
         if self.enabled(r.metadata()) {
-            eprintln!("sluice-engine: {}: {}", r.level().as_str().to_lowercase(), r.args());
+            eprintln!(
+                "sluice-engine: {}: {}",
+                r.level().as_str().to_lowercase(),
+                r.args()
+            );
         }
     }
     fn flush(&self) {}

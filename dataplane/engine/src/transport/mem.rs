@@ -56,7 +56,13 @@ impl MemTransport {
                 ..TransportCounters::default()
             },
         };
-        (t, MemPort { tx: to_engine, rx: from_engine })
+        (
+            t,
+            MemPort {
+                tx: to_engine,
+                rx: from_engine,
+            },
+        )
     }
 
     fn base(mem: &[u8]) -> usize {
@@ -71,7 +77,9 @@ impl Transport for MemTransport {
         }
         let mut n = 0;
         while n < out.len() {
-            let Some((peer, bytes)) = self.pending.pop_front() else { break };
+            let Some((peer, bytes)) = self.pending.pop_front() else {
+                break;
+            };
             let Some(buf) = self.rx_free.alloc() else {
                 self.counters.rx_no_buffers += 1;
                 continue;

@@ -149,6 +149,10 @@ fn copy_and_send<T: Transport + ?Sized>(t: &mut T, rx: &RxPacket, to: SocketAddr
         n
     };
     t.rx_release(rx);
-    t.tx_burst(&[TxPacket { buf: tx, len: len as u32, peer: to }]);
+    t.tx_burst(&[TxPacket {
+        buf: tx,
+        len: len as u32,
+        peer: to,
+    }]);
     Some(len as u64)
 }

@@ -108,10 +108,15 @@ unsafe impl Send for UringTransport {}
 
 impl UringTransport {
     /// Binds `listen` with SO_REUSEPORT and sets up the ring and pools.
-    pub fn new(listen: SocketAddr, cfg: &UringCfg, huge: HugepageMode) -> Result<UringTransport, UringError> {
+    pub fn new(
+        listen: SocketAddr,
+        cfg: &UringCfg,
+        huge: HugepageMode,
+    ) -> Result<UringTransport, UringError> {
         let socket = bind_reuseport(listen).map_err(UringError::Socket)?;
         let local = socket.local_addr().map_err(UringError::Socket)?;
-        let fwd_socket = UdpSocket::bind(SocketAddr::new(local.ip(), 0)).map_err(UringError::Socket)?;
+        let fwd_socket =
+            UdpSocket::bind(SocketAddr::new(local.ip(), 0)).map_err(UringError::Socket)?;
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
@@ -188,7 +193,11 @@ impl UringTransport {
     fn rx_ptr(&mut self, bid: u32) -> *mut u8 {
         debug_assert!(bid < self.rx_count);
         // SAFETY: bid < rx_count, so the offset lies inside the region.
-        unsafe { self.region.as_mut_ptr().add(bid as usize * self.buf_size as usize) }
+        unsafe {
+            self.region
+                .as_mut_ptr()
+                .add(bid as usize * self.buf_size as usize)
+        }
     }
 
     fn tx_ptr(&mut self, i: u32) -> *mut u8 {
@@ -264,7 +273,10 @@ impl UringTransport {
         let data = unsafe { base.add(rx.off as usize) };
         let meta = &mut self.rx_meta[rx.buf as usize];
         let namelen = write_sockaddr(&to, &mut meta.addr);
-        meta.iov = libc::iovec { iov_base: data.cast(), iov_len: rx.len as usize };
+        meta.iov = libc::iovec {
+            iov_base: data.cast(),
+            iov_len: rx.len as usize,
+        };
         meta.hdr.msg_name = (&mut meta.addr as *mut libc::sockaddr_storage).cast();
         meta.hdr.msg_namelen = namelen;
         meta.hdr.msg_iov = &mut meta.iov;
@@ -289,7 +301,10 @@ impl UringTransport {
         let buf_ptr = self.tx_ptr(p.buf);
         let meta = &mut self.tx_meta[p.buf as usize];
         let namelen = write_sockaddr(&p.peer, &mut meta.addr);
-        meta.iov = libc::iovec { iov_base: buf_ptr.cast(), iov_len: p.len as usize };
+        meta.iov = libc::iovec {
+            iov_base: buf_ptr.cast(),
+            iov_len: p.len as usize,
+        };
         meta.hdr.msg_name = (&mut meta.addr as *mut libc::sockaddr_storage).cast();
         meta.hdr.msg_namelen = namelen;
         meta.hdr.msg_iov = &mut meta.iov;
@@ -360,7 +375,11 @@ impl UringTransport {
             }
             for &(ud, res, flags) in &batch[..k] {
                 if ud == TAG_RECV || ud == TAG_RECV_FWD {
-                    let port = if ud == TAG_RECV { super::PORT_SERVICE } else { super::PORT_FORWARD };
+                    let port = if ud == TAG_RECV {
+                        super::PORT_SERVICE
+                    } else {
+                        super::PORT_FORWARD
+                    };
                     if !cqueue::more(flags) {
                         if ud == TAG_RECV {
                             rearm = true;
@@ -374,7 +393,9 @@ impl UringTransport {
                         }
                         continue;
                     }
-                    let Some(bid) = cqueue::buffer_select(flags) else { continue };
+                    let Some(bid) = cqueue::buffer_select(flags) else {
+                        continue;
+                    };
                     match self.parse_recv(bid, res as u32) {
                         Some(mut pkt) => {
                             pkt.port = port;
@@ -508,7 +529,10 @@ impl Transport for UringTransport {
 
     fn tx_burst(&mut self, pkts: &[TxPacket]) {
         for p in pkts {
-            assert!(p.len <= self.buf_size, "transmit frame longer than its buffer");
+            assert!(
+                p.len <= self.buf_size,
+                "transmit frame longer than its buffer"
+            );
             if !self.tx_backlog.is_empty() || !self.submit_send(p) {
                 self.tx_backlog.push_back(*p);
             }
@@ -531,7 +555,8 @@ impl Transport for UringTransport {
         TransportCounters {
             rx_in_use: self.rx_in_use,
             tx_in_use: self.tx_free.in_use(),
-            buffer_reuses: self.tx_free.reuses + self.counters.rx_frames.saturating_sub(self.rx_count as u64),
+            buffer_reuses: self.tx_free.reuses
+                + self.counters.rx_frames.saturating_sub(self.rx_count as u64),
             ..self.counters
         }
     }
@@ -593,7 +618,9 @@ impl Drop for UringTransport {
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
         let mut recv_done = !self.recv_armed;
         let mut fwd_done = !self.fwd_armed;
-        while (!recv_done || !fwd_done || self.tx_inflight > 0) && std::time::Instant::now() < deadline {
+        while (!recv_done || !fwd_done || self.tx_inflight > 0)
+            && std::time::Instant::now() < deadline
+        {
             self.enter(1, Some(Duration::from_millis(50)));
             let mut cq = self.ring.completion();
             cq.sync();
@@ -612,7 +639,11 @@ impl Drop for UringTransport {
 }
 
 fn bind_reuseport(addr: SocketAddr) -> io::Result<UdpSocket> {
-    let domain = if addr.is_ipv4() { socket2::Domain::IPV4 } else { socket2::Domain::IPV6 };
+    let domain = if addr.is_ipv4() {
+        socket2::Domain::IPV4
+    } else {
+        socket2::Domain::IPV6
+    };
     let s = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
     s.set_reuse_address(true)?;
     s.set_reuse_port(true)?;
@@ -662,7 +693,12 @@ fn read_sockaddr(b: &[u8], len: u32) -> Option<SocketAddr> {
             o.copy_from_slice(&b[8..24]);
             let flow = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
             let scope = u32::from_ne_bytes([b[24], b[25], b[26], b[27]]);
-            Some(SocketAddr::V6(SocketAddrV6::new(o.into(), port, flow, scope)))
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                o.into(),
+                port,
+                flow,
+                scope,
+            )))
         }
         _ => None,
     }

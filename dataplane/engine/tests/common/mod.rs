@@ -120,7 +120,12 @@ impl Default for Req<'_> {
 pub fn build(r: &Req<'_>, buf: &mut [u8]) -> usize {
     let bytes: Vec<u8> = r.data.iter().flat_map(|f| f.to_le_bytes()).collect();
     let dims = [1u64, r.data.len() as u64];
-    let t = [TensorRepr { name: "x", dtype: DType::F32, dims: &dims, data: Some(&bytes) }];
+    let t = [TensorRepr {
+        name: "x",
+        dtype: DType::F32,
+        dims: &dims,
+        data: Some(&bytes),
+    }];
     let repr = FrameRepr {
         kind: Kind::Request,
         request_id: r.id,
@@ -163,7 +168,10 @@ pub fn answer_kind(bytes: &[u8]) -> (Kind, Option<sluice_wire::ErrorCode>) {
 
 /// The repository root (for bundled models and the ONNX Runtime library).
 pub fn repo_root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// The ONNX Runtime library fetched by scripts/setup-onnxruntime.sh; tests
@@ -173,6 +181,10 @@ pub fn ort_lib() -> std::path::PathBuf {
         return p.into();
     }
     let p = repo_root().join(".cache/onnxruntime/libonnxruntime.so.1.31.1");
-    assert!(p.is_file(), "ONNX Runtime missing at {}: run scripts/setup-onnxruntime.sh", p.display());
+    assert!(
+        p.is_file(),
+        "ONNX Runtime missing at {}: run scripts/setup-onnxruntime.sh",
+        p.display()
+    );
     p
 }

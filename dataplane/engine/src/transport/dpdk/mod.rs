@@ -28,7 +28,10 @@ const _: () = assert!(
     "the `dpdk` feature needs DPDK: apt-get install libdpdk-dev pkg-config, then rebuild"
 );
 
-pub use port::{DpdkError, DpdkRuntime, DpdkStats, DpdkTransport, QueueStats, StopReport, last_stop_report, stats};
+pub use port::{
+    DpdkError, DpdkRuntime, DpdkStats, DpdkTransport, QueueStats, StopReport, last_stop_report,
+    stats,
+};
 
 /// Largest mbuf pool per worker.
 pub const MBUFS_PER_WORKER_MAX: u32 = 1 << 20;
@@ -133,16 +136,27 @@ impl Default for DpdkCfg {
     }
 }
 
-fn range<T: PartialOrd + std::fmt::Display + Copy>(key: &str, v: T, lo: T, hi: T) -> Result<(), ConfigError> {
+fn range<T: PartialOrd + std::fmt::Display + Copy>(
+    key: &str,
+    v: T,
+    lo: T,
+    hi: T,
+) -> Result<(), ConfigError> {
     if v < lo || v > hi {
-        return Err(ConfigError::at(format!("dpdk.{key}"), format!("{v} is out of range {lo}..={hi}")));
+        return Err(ConfigError::at(
+            format!("dpdk.{key}"),
+            format!("{v} is out of range {lo}..={hi}"),
+        ));
     }
     Ok(())
 }
 
 fn printable(key: &str, s: &str, allow_empty: bool) -> Result<(), ConfigError> {
     if (!allow_empty && s.is_empty()) || s.len() > 256 || !s.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(ConfigError::at(format!("dpdk.{key}"), "1 to 256 printable ASCII characters, no spaces"));
+        return Err(ConfigError::at(
+            format!("dpdk.{key}"),
+            "1 to 256 printable ASCII characters, no spaces",
+        ));
     }
     Ok(())
 }
@@ -151,11 +165,16 @@ impl DpdkCfg {
     /// Parses and checks `[dpdk]` of a config whose transport is DPDK.
     pub fn from_config(cfg: &Config) -> Result<DpdkCfg, ConfigError> {
         let table = cfg.dpdk.clone().ok_or_else(|| {
-            ConfigError::at("dpdk", "engine.transport is \"dpdk\" but there is no [dpdk] table")
+            ConfigError::at(
+                "dpdk",
+                "engine.transport is \"dpdk\" but there is no [dpdk] table",
+            )
         })?;
         let d: DpdkCfg = toml::Value::Table(table)
             .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::at("dpdk", e.message().trim().to_string()))?;
+            .map_err(|e: toml::de::Error| {
+                ConfigError::at("dpdk", e.message().trim().to_string())
+            })?;
         d.validate(cfg)?;
         Ok(d)
     }
@@ -164,12 +183,21 @@ impl DpdkCfg {
     pub fn validate(&self, cfg: &Config) -> Result<(), ConfigError> {
         let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
         if self.main_core >= ncpu {
-            return Err(ConfigError::at("dpdk.main_core", format!("core {} does not exist (this host has {ncpu})", self.main_core)));
+            return Err(ConfigError::at(
+                "dpdk.main_core",
+                format!(
+                    "core {} does not exist (this host has {ncpu})",
+                    self.main_core
+                ),
+            ));
         }
         range("memory_mb", self.memory_mb, 16, 1 << 20)?;
         printable("file_prefix", &self.file_prefix, false)?;
         if self.vdevs.is_empty() && self.pci.is_empty() {
-            return Err(ConfigError::at("dpdk.vdevs", "no device: list vdevs or pci addresses"));
+            return Err(ConfigError::at(
+                "dpdk.vdevs",
+                "no device: list vdevs or pci addresses",
+            ));
         }
         for (i, v) in self.vdevs.iter().enumerate() {
             printable(&format!("vdevs[{i}]"), v, false)?;
@@ -178,7 +206,10 @@ impl DpdkCfg {
             printable(&format!("pci[{i}]"), p, false)?;
         }
         range("port", self.port, 0, 31)?;
-        let ip: Ipv4Addr = self.ip.parse().map_err(|_| ConfigError::at("dpdk.ip", "not an IPv4 address"))?;
+        let ip: Ipv4Addr = self
+            .ip
+            .parse()
+            .map_err(|_| ConfigError::at("dpdk.ip", "not an IPv4 address"))?;
         if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
             return Err(ConfigError::at("dpdk.ip", "must be a unicast address"));
         }
@@ -186,7 +217,12 @@ impl DpdkCfg {
         range("mbuf_cache", self.mbuf_cache, 0, MBUF_CACHE_MAX)?;
         range("rx_desc", self.rx_desc, 64, DESC_MAX)?;
         range("tx_desc", self.tx_desc, 64, DESC_MAX)?;
-        range("mbuf_data_bytes", self.mbuf_data_bytes, MBUF_DATA_BYTES_MIN, MBUF_DATA_BYTES_MAX)?;
+        range(
+            "mbuf_data_bytes",
+            self.mbuf_data_bytes,
+            MBUF_DATA_BYTES_MIN,
+            MBUF_DATA_BYTES_MAX,
+        )?;
         // Descriptors, a burst in flight each way, and the caches must fit.
         let burst = cfg.engine.rx_burst_max;
         let need = self.rx_desc as u32 + self.tx_desc as u32 + 2 * burst + self.mbuf_cache * 3 / 2;
@@ -202,8 +238,14 @@ impl DpdkCfg {
         range("neighbours_max", self.neighbours_max, 8, 1 << 20)?;
         range("link_wait_ms", self.link_wait_ms, 0, 60_000)?;
         range("idle_sleep_us", self.idle_sleep_us, 0, 10_000)?;
-        if !matches!(self.log_level.as_str(), "emerg" | "alert" | "crit" | "error" | "warning" | "notice" | "info" | "debug") {
-            return Err(ConfigError::at("dpdk.log_level", "one of emerg, alert, crit, error, warning, notice, info, debug"));
+        if !matches!(
+            self.log_level.as_str(),
+            "emerg" | "alert" | "crit" | "error" | "warning" | "notice" | "info" | "debug"
+        ) {
+            return Err(ConfigError::at(
+                "dpdk.log_level",
+                "one of emerg, alert, crit, error, warning, notice, info, debug",
+            ));
         }
         for (i, a) in self.eal_args.iter().enumerate() {
             printable(&format!("eal_args[{i}]"), a, false)?;
@@ -278,7 +320,10 @@ mod tests {
         let joined = argv.join(" ");
         assert!(joined.contains("--file-prefix t1"), "{joined}");
         assert!(joined.contains("--no-pci"), "{joined}");
-        assert!(joined.contains("--vdev net_af_xdp0,iface=veth0"), "{joined}");
+        assert!(
+            joined.contains("--vdev net_af_xdp0,iface=veth0"),
+            "{joined}"
+        );
         assert!(!joined.contains("--no-huge"), "{joined}");
     }
 
@@ -286,7 +331,12 @@ mod tests {
     fn pci_replaces_no_pci_and_no_huge_is_passed() {
         let c = cfg("pci = [\"0000:03:00.0\"]\nhugepages = false");
         let argv = DpdkCfg::from_config(&c).unwrap().eal_argv().join(" ");
-        assert!(argv.contains("-a 0000:03:00.0") && !argv.contains("--no-pci") && argv.contains("--no-huge"), "{argv}");
+        assert!(
+            argv.contains("-a 0000:03:00.0")
+                && !argv.contains("--no-pci")
+                && argv.contains("--no-huge"),
+            "{argv}"
+        );
     }
 
     #[test]
@@ -297,8 +347,14 @@ mod tests {
             ("vdevs = [\"x\"]\nip = \"10.99.0\"", "dpdk.ip"),
             ("vdevs = [\"x\"]\nip = \"224.0.0.1\"", "dpdk.ip"),
             ("vdevs = [\"x\"]\nrx_desc = 8", "dpdk.rx_desc"),
-            ("vdevs = [\"x\"]\nmbufs_per_worker = 1000", "dpdk.mbufs_per_worker"),
-            ("vdevs = [\"x\"]\nmbuf_data_bytes = 100", "dpdk.mbuf_data_bytes"),
+            (
+                "vdevs = [\"x\"]\nmbufs_per_worker = 1000",
+                "dpdk.mbufs_per_worker",
+            ),
+            (
+                "vdevs = [\"x\"]\nmbuf_data_bytes = 100",
+                "dpdk.mbuf_data_bytes",
+            ),
             ("vdevs = [\"x\"]\nmain_core = 4096", "dpdk.main_core"),
             ("vdevs = [\"with space\"]", "dpdk.vdevs[0]"),
             ("vdevs = [\"x\"]\nlog_level = \"loud\"", "dpdk.log_level"),
@@ -322,7 +378,11 @@ mod tests {
 
     #[test]
     fn missing_table_is_an_error() {
-        let c = Config::parse("[engine]\nworkers = [0]\ntransport = \"dpdk\"\n", std::env::temp_dir()).unwrap();
+        let c = Config::parse(
+            "[engine]\nworkers = [0]\ntransport = \"dpdk\"\n",
+            std::env::temp_dir(),
+        )
+        .unwrap();
         let e = DpdkCfg::from_config(&c).unwrap_err();
         assert_eq!(e.key, "dpdk");
     }

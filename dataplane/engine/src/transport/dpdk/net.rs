@@ -194,12 +194,18 @@ fn classify_arp(a: &[u8], local: &Local) -> Packet {
     let sender_ip = ip_at(a, 14);
     let target_ip = ip_at(a, 24);
     match be16(a, 6) {
-        ARP_REQUEST if target_ip == local.ip && !sender_ip.is_unspecified() => {
-            Packet::ArpRequest { sender_mac, sender_ip }
-        }
+        ARP_REQUEST if target_ip == local.ip && !sender_ip.is_unspecified() => Packet::ArpRequest {
+            sender_mac,
+            sender_ip,
+        },
         // Replies to us, and gratuitous announcements, refresh the table.
-        ARP_REPLY | ARP_REQUEST if sender_ip != local.ip && !sender_ip.is_unspecified() && sender_mac != BROADCAST => {
-            Packet::ArpLearn { sender_mac, sender_ip }
+        ARP_REPLY | ARP_REQUEST
+            if sender_ip != local.ip && !sender_ip.is_unspecified() && sender_mac != BROADCAST =>
+        {
+            Packet::ArpLearn {
+                sender_mac,
+                sender_ip,
+            }
         }
         _ => Packet::Drop(Drop::Arp),
     }
@@ -381,7 +387,12 @@ fn software_udp_field(pseudo: u64, udp: &[u8]) -> u16 {
 
 /// Turns an ARP request (the whole frame in `pkt`, at least
 /// [`ETH_FRAME_MIN_LEN`] bytes) into our reply, in place; returns its length.
-pub fn arp_reply_in_place(pkt: &mut [u8], local: &Local, asker_mac: Mac, asker_ip: Ipv4Addr) -> Option<usize> {
+pub fn arp_reply_in_place(
+    pkt: &mut [u8],
+    local: &Local,
+    asker_mac: Mac,
+    asker_ip: Ipv4Addr,
+) -> Option<usize> {
     if pkt.len() < ETH_FRAME_MIN_LEN {
         return None;
     }
@@ -417,7 +428,11 @@ impl Neighbours {
     /// A table of `slots` entries (rounded up to a power of two).
     pub fn new(slots: usize) -> Neighbours {
         let n = slots.max(PROBE_MAX).next_power_of_two();
-        Neighbours { ips: vec![0; n].into_boxed_slice(), macs: vec![[0; 6]; n].into_boxed_slice(), mask: n - 1 }
+        Neighbours {
+            ips: vec![0; n].into_boxed_slice(),
+            macs: vec![[0; 6]; n].into_boxed_slice(),
+            mask: n - 1,
+        }
     }
 
     fn home(&self, ip: u32) -> usize {
@@ -455,7 +470,10 @@ impl Neighbours {
             return None;
         }
         let h = self.home(key);
-        (0..PROBE_MAX).map(|k| (h + k) & self.mask).find(|&i| self.ips[i] == key).map(|i| self.macs[i])
+        (0..PROBE_MAX)
+            .map(|k| (h + k) & self.mask)
+            .find(|&i| self.ips[i] == key)
+            .map(|i| self.macs[i])
     }
 }
 
@@ -474,17 +492,34 @@ mod tests {
     const PEER_MAC: Mac = [0x02, 0, 0, 0, 0, 2];
 
     fn local() -> Local {
-        Local { mac: OUR_MAC, ip: Ipv4Addr::new(10, 99, 0, 1), udp_port: 7070 }
+        Local {
+            mac: OUR_MAC,
+            ip: Ipv4Addr::new(10, 99, 0, 1),
+            udp_port: 7070,
+        }
     }
 
     /// A request as a peer kernel would send it, built with `build_udp`
     /// from the peer's point of view.
     fn request(payload: &[u8]) -> Vec<u8> {
-        let peer = Local { mac: PEER_MAC, ip: Ipv4Addr::new(10, 99, 0, 2), udp_port: 40000 };
+        let peer = Local {
+            mac: PEER_MAC,
+            ip: Ipv4Addr::new(10, 99, 0, 2),
+            udp_port: 40000,
+        };
         let mut pkt = vec![0u8; HDRS_LEN + payload.len()];
         pkt[HDRS_LEN..].copy_from_slice(payload);
         let dst = SocketAddrV4::new(Ipv4Addr::new(10, 99, 0, 1), 7070);
-        let n = build_udp(&mut pkt, payload.len(), &peer, OUR_MAC, dst, 7, TxChecksum::Software).unwrap();
+        let n = build_udp(
+            &mut pkt,
+            payload.len(),
+            &peer,
+            OUR_MAC,
+            dst,
+            7,
+            TxChecksum::Software,
+        )
+        .unwrap();
         assert_eq!(n, pkt.len());
         pkt
     }
@@ -498,8 +533,8 @@ mod tests {
     #[test]
     fn ipv4_checksum_matches_the_textbook_example() {
         let hdr = [
-            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00,
-            0xc7,
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
         ];
         assert_eq!(checksum(0, &hdr), 0xb861);
         let mut with = hdr;
@@ -517,13 +552,26 @@ mod tests {
         let payload = sluice_payload(101);
         let pkt = request(&payload);
         // IPv4 header checksum verifies.
-        assert_eq!(checksum(0, &pkt[ETH_HDR_LEN..ETH_HDR_LEN + IPV4_HDR_LEN]), 0);
+        assert_eq!(
+            checksum(0, &pkt[ETH_HDR_LEN..ETH_HDR_LEN + IPV4_HDR_LEN]),
+            0
+        );
         // UDP checksum over pseudo header + datagram verifies.
         let udp = &pkt[ETH_HDR_LEN + IPV4_HDR_LEN..];
-        let pseudo = pseudo_header_sum(Ipv4Addr::new(10, 99, 0, 2), Ipv4Addr::new(10, 99, 0, 1), udp.len() as u16);
+        let pseudo = pseudo_header_sum(
+            Ipv4Addr::new(10, 99, 0, 2),
+            Ipv4Addr::new(10, 99, 0, 1),
+            udp.len() as u16,
+        );
         assert_eq!(!fold(sum_words(pseudo, udp)), 0);
         match classify(&pkt, &local()) {
-            Packet::Sluice { src_mac, src, off, len, truncated } => {
+            Packet::Sluice {
+                src_mac,
+                src,
+                off,
+                len,
+                truncated,
+            } => {
                 assert_eq!(src_mac, PEER_MAC);
                 assert_eq!(src, "10.99.0.2:40000".parse().unwrap());
                 assert_eq!(off, HDRS_LEN);
@@ -540,7 +588,14 @@ mod tests {
         let payload = sluice_payload(6);
         let mut pkt = request(&payload);
         pkt.resize(ETH_FRAME_MIN_LEN, 0);
-        assert!(matches!(classify(&pkt, &local()), Packet::Sluice { len: 6, truncated: false, .. }));
+        assert!(matches!(
+            classify(&pkt, &local()),
+            Packet::Sluice {
+                len: 6,
+                truncated: false,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -585,8 +640,21 @@ mod tests {
         // testpmd txonly: UDP 9000 -> 9000, payload of zeros.
         let mut txonly = vec![0u8; 64];
         txonly[..6].copy_from_slice(&OUR_MAC);
-        let peer = Local { mac: PEER_MAC, ip: Ipv4Addr::new(10, 99, 0, 2), udp_port: 9000 };
-        build_udp(&mut txonly, 22, &peer, OUR_MAC, "10.99.0.1:9000".parse().unwrap(), 1, TxChecksum::Software).unwrap();
+        let peer = Local {
+            mac: PEER_MAC,
+            ip: Ipv4Addr::new(10, 99, 0, 2),
+            udp_port: 9000,
+        };
+        build_udp(
+            &mut txonly,
+            22,
+            &peer,
+            OUR_MAC,
+            "10.99.0.1:9000".parse().unwrap(),
+            1,
+            TxChecksum::Software,
+        )
+        .unwrap();
         cases.push((txonly, Drop::WrongPort));
         for (pkt, want) in cases {
             assert_eq!(classify(&pkt, &l), Packet::Drop(want), "{want:?}");
@@ -604,9 +672,17 @@ mod tests {
         let mut pkt = request(&sluice_payload(64));
         // Claim a 3000-byte datagram with more fragments to come.
         pkt[ETH_HDR_LEN + 6..ETH_HDR_LEN + 8].copy_from_slice(&0x2000u16.to_be_bytes());
-        pkt[ETH_HDR_LEN + IPV4_HDR_LEN + 4..ETH_HDR_LEN + IPV4_HDR_LEN + 6].copy_from_slice(&3008u16.to_be_bytes());
+        pkt[ETH_HDR_LEN + IPV4_HDR_LEN + 4..ETH_HDR_LEN + IPV4_HDR_LEN + 6]
+            .copy_from_slice(&3008u16.to_be_bytes());
         fix_ip(&mut pkt);
-        assert!(matches!(classify(&pkt, &local()), Packet::Sluice { len: 64, truncated: true, .. }));
+        assert!(matches!(
+            classify(&pkt, &local()),
+            Packet::Sluice {
+                len: 64,
+                truncated: true,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -614,7 +690,14 @@ mod tests {
         let pkt = request(&sluice_payload(1000));
         // The PMD put the rest in a second segment.
         let first = &pkt[..HDRS_LEN + 200];
-        assert!(matches!(classify(first, &local()), Packet::Sluice { len: 200, truncated: true, .. }));
+        assert!(matches!(
+            classify(first, &local()),
+            Packet::Sluice {
+                len: 200,
+                truncated: true,
+                ..
+            }
+        ));
     }
 
     fn arp(oper: u16, sender_ip: [u8; 4], target_ip: [u8; 4]) -> Vec<u8> {
@@ -638,8 +721,17 @@ mod tests {
     fn arp_for_us_is_answered_in_place() {
         let l = local();
         let mut p = arp(1, [10, 99, 0, 2], [10, 99, 0, 1]);
-        let Packet::ArpRequest { sender_mac, sender_ip } = classify(&p, &l) else { panic!() };
-        assert_eq!((sender_mac, sender_ip), (PEER_MAC, Ipv4Addr::new(10, 99, 0, 2)));
+        let Packet::ArpRequest {
+            sender_mac,
+            sender_ip,
+        } = classify(&p, &l)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (sender_mac, sender_ip),
+            (PEER_MAC, Ipv4Addr::new(10, 99, 0, 2))
+        );
         let n = arp_reply_in_place(&mut p, &l, sender_mac, sender_ip).unwrap();
         assert_eq!(n, ETH_FRAME_MIN_LEN);
         assert_eq!(&p[..6], &PEER_MAC);
@@ -656,18 +748,42 @@ mod tests {
     #[test]
     fn arp_for_others_learns_or_drops() {
         let l = local();
-        assert!(matches!(classify(&arp(1, [10, 99, 0, 2], [10, 99, 0, 3]), &l), Packet::ArpLearn { .. }));
-        assert!(matches!(classify(&arp(2, [10, 99, 0, 5], [10, 99, 0, 1]), &l), Packet::ArpLearn { .. }));
-        assert_eq!(classify(&arp(1, [0, 0, 0, 0], [10, 99, 0, 1]), &l), Packet::Drop(Drop::Arp));
-        assert_eq!(classify(&arp(9, [10, 99, 0, 2], [10, 99, 0, 1]), &l), Packet::Drop(Drop::Arp));
-        assert_eq!(classify(&arp(1, [10, 99, 0, 2], [10, 99, 0, 1])[..30], &l), Packet::Drop(Drop::Runt));
+        assert!(matches!(
+            classify(&arp(1, [10, 99, 0, 2], [10, 99, 0, 3]), &l),
+            Packet::ArpLearn { .. }
+        ));
+        assert!(matches!(
+            classify(&arp(2, [10, 99, 0, 5], [10, 99, 0, 1]), &l),
+            Packet::ArpLearn { .. }
+        ));
+        assert_eq!(
+            classify(&arp(1, [0, 0, 0, 0], [10, 99, 0, 1]), &l),
+            Packet::Drop(Drop::Arp)
+        );
+        assert_eq!(
+            classify(&arp(9, [10, 99, 0, 2], [10, 99, 0, 1]), &l),
+            Packet::Drop(Drop::Arp)
+        );
+        assert_eq!(
+            classify(&arp(1, [10, 99, 0, 2], [10, 99, 0, 1])[..30], &l),
+            Packet::Drop(Drop::Runt)
+        );
     }
 
     #[test]
     fn offload_mode_leaves_pseudo_header_sum_and_zero_ip_checksum() {
         let mut pkt = vec![0u8; HDRS_LEN + 10];
         let dst: SocketAddrV4 = "10.99.0.2:5555".parse().unwrap();
-        build_udp(&mut pkt, 10, &local(), PEER_MAC, dst, 1, TxChecksum::Offload).unwrap();
+        build_udp(
+            &mut pkt,
+            10,
+            &local(),
+            PEER_MAC,
+            dst,
+            1,
+            TxChecksum::Offload,
+        )
+        .unwrap();
         assert_eq!(be16(&pkt, ETH_HDR_LEN + 10), 0);
         let want = fold(pseudo_header_sum(local().ip, *dst.ip(), 18));
         assert_eq!(be16(&pkt, ETH_HDR_LEN + IPV4_HDR_LEN + 6), want);
@@ -677,9 +793,31 @@ mod tests {
     fn build_refuses_short_buffers_and_giant_payloads() {
         let dst: SocketAddrV4 = "10.99.0.2:5555".parse().unwrap();
         let mut small = vec![0u8; HDRS_LEN + 3];
-        assert_eq!(build_udp(&mut small, 4, &local(), PEER_MAC, dst, 1, TxChecksum::Software), Err(BuildError::Short));
+        assert_eq!(
+            build_udp(
+                &mut small,
+                4,
+                &local(),
+                PEER_MAC,
+                dst,
+                1,
+                TxChecksum::Software
+            ),
+            Err(BuildError::Short)
+        );
         let mut big = vec![0u8; HDRS_LEN + 70_000];
-        assert_eq!(build_udp(&mut big, 70_000, &local(), PEER_MAC, dst, 1, TxChecksum::Software), Err(BuildError::TooLong));
+        assert_eq!(
+            build_udp(
+                &mut big,
+                70_000,
+                &local(),
+                PEER_MAC,
+                dst,
+                1,
+                TxChecksum::Software
+            ),
+            Err(BuildError::TooLong)
+        );
     }
 
     #[test]

@@ -81,7 +81,11 @@ struct EalGlobal {
     pools: Vec<usize>,
 }
 
-static EAL: Mutex<EalGlobal> = Mutex::new(EalGlobal { state: EalState::Fresh, port: None, pools: Vec::new() });
+static EAL: Mutex<EalGlobal> = Mutex::new(EalGlobal {
+    state: EalState::Fresh,
+    port: None,
+    pools: Vec::new(),
+});
 static LAST_STOP: Mutex<Option<StopReport>> = Mutex::new(None);
 
 fn errno_text(e: c_int) -> String {
@@ -155,7 +159,9 @@ struct AtomicQueueStats {
 
 impl AtomicQueueStats {
     const fn new() -> Self {
-        AtomicQueueStats { v: [const { AtomicU64::new(0) }; 10 + Garbage::COUNT] }
+        AtomicQueueStats {
+            v: [const { AtomicU64::new(0) }; 10 + Garbage::COUNT],
+        }
     }
 
     fn store(&self, s: &QueueStats) {
@@ -198,7 +204,8 @@ impl AtomicQueueStats {
     }
 }
 
-static QUEUE_STATS: [AtomicQueueStats; WORKER_COUNT_MAX] = [const { AtomicQueueStats::new() }; WORKER_COUNT_MAX];
+static QUEUE_STATS: [AtomicQueueStats; WORKER_COUNT_MAX] =
+    [const { AtomicQueueStats::new() }; WORKER_COUNT_MAX];
 
 /// Port counters from the PMD.
 #[derive(Debug, Clone, Copy, Default)]
@@ -257,7 +264,10 @@ static QUEUES_USED: AtomicU64 = AtomicU64::new(0);
 /// Counters of the current (or last) DPDK run in this process.
 pub fn stats() -> DpdkStats {
     let n = QUEUES_USED.load(Ordering::Relaxed) as usize;
-    let queues = QUEUE_STATS[..n.min(WORKER_COUNT_MAX)].iter().map(AtomicQueueStats::load).collect();
+    let queues = QUEUE_STATS[..n.min(WORKER_COUNT_MAX)]
+        .iter()
+        .map(AtomicQueueStats::load)
+        .collect();
     let g = EAL.lock().unwrap_or_else(|p| p.into_inner());
     let port = match (g.state, g.port) {
         (EalState::Running, Some(p)) => {
@@ -284,7 +294,11 @@ pub fn stats() -> DpdkStats {
             .map(|&p| unsafe { sys::rte_mempool_in_use_count(p as *const sys::rte_mempool) } as u64)
             .sum()
     });
-    DpdkStats { queues, port, pool_in_use }
+    DpdkStats {
+        queues,
+        port,
+        pool_in_use,
+    }
 }
 
 /// What one worker needs to drive its queue pair.
@@ -333,7 +347,15 @@ impl DpdkRuntime {
         let d = DpdkCfg::from_config(cfg).map_err(DpdkError::Config)?;
         let workers = cfg.engine.workers.len();
         eal_init(&d)?;
-        let mut rt = DpdkRuntime { port: d.port, cfg: d, configured: false, started: false, pools: Vec::new(), params: Vec::new(), pmd_held_at_start: 0 };
+        let mut rt = DpdkRuntime {
+            port: d.port,
+            cfg: d,
+            configured: false,
+            started: false,
+            pools: Vec::new(),
+            params: Vec::new(),
+            pmd_held_at_start: 0,
+        };
         // On error `rt` drops here and undoes whatever was done.
         rt.bring_up(workers, cfg.engine.rx_burst_max)?;
         Ok(rt)
@@ -367,7 +389,8 @@ impl DpdkRuntime {
         if nq > 1 {
             conf.rxmode.mq_mode = sys::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
             // SAFETY: pure function.
-            conf.rx_adv_conf.rss_conf.rss_hf = unsafe { sys::sl_rss_hf_ip_udp() } & info.flow_type_rss_offloads;
+            conf.rx_adv_conf.rss_conf.rss_hf =
+                unsafe { sys::sl_rss_hf_ip_udp() } & info.flow_type_rss_offloads;
         }
         // SAFETY: pure function.
         let csum = unsafe { sys::sl_tx_offload_ipv4_udp_cksum() };
@@ -387,7 +410,10 @@ impl DpdkRuntime {
         // SAFETY: valid port, queue counts checked against dev_info, conf valid.
         let r = unsafe { sys::rte_eth_dev_configure(port, nq, nq, &conf) };
         if r != 0 {
-            return Err(DpdkError::Port(format!("configure {nq} queue pair(s): {}", errno_text(-r))));
+            return Err(DpdkError::Port(format!(
+                "configure {nq} queue pair(s): {}",
+                errno_text(-r)
+            )));
         }
         self.configured = true;
         let (mut rx_desc, mut tx_desc) = (d.rx_desc, d.tx_desc);
@@ -399,16 +425,28 @@ impl DpdkRuntime {
         // SAFETY: valid port.
         let socket = unsafe { sys::rte_eth_dev_socket_id(port) };
         let data_room = (sys::RTE_PKTMBUF_HEADROOM + d.mbuf_data_bytes) as u16;
-        let tx_frame_max = (mtu as usize - IP_UDP_LEN).min(d.mbuf_data_bytes as usize + 64 - HDRS_LEN - FRAME_ALIGN);
+        let tx_frame_max = (mtu as usize - IP_UDP_LEN)
+            .min(d.mbuf_data_bytes as usize + 64 - HDRS_LEN - FRAME_ALIGN);
         let mut mac = sys::rte_ether_addr::default();
         // SAFETY: valid port and out-parameter.
         unsafe { sys::rte_eth_macaddr_get(port, &mut mac) };
-        let local = Local { mac: mac.addr_bytes, ip: d.ipv4(), udp_port: d.udp_port };
+        let local = Local {
+            mac: mac.addr_bytes,
+            ip: d.ipv4(),
+            udp_port: d.udp_port,
+        };
         for q in 0..nq {
             let name = CString::new(format!("sl_p{port}_q{q}")).expect("no NUL in pool name");
             // SAFETY: EAL is up; name is a valid C string copied by DPDK.
             let pool = unsafe {
-                sys::rte_pktmbuf_pool_create(name.as_ptr(), d.mbufs_per_worker, d.mbuf_cache, 0, data_room, socket)
+                sys::rte_pktmbuf_pool_create(
+                    name.as_ptr(),
+                    d.mbufs_per_worker,
+                    d.mbuf_cache,
+                    0,
+                    data_room,
+                    socket,
+                )
             };
             if pool.is_null() {
                 let e = rte_errno();
@@ -421,12 +459,16 @@ impl DpdkRuntime {
             self.pools.push(pool);
             // SAFETY: configured port, queue < nq, default rxconf (NULL),
             // pool outlives the queue (freed after close in Drop).
-            let r = unsafe { sys::rte_eth_rx_queue_setup(port, q, rx_desc, socket as u32, ptr::null(), pool) };
+            let r = unsafe {
+                sys::rte_eth_rx_queue_setup(port, q, rx_desc, socket as u32, ptr::null(), pool)
+            };
             if r != 0 {
                 return Err(DpdkError::Port(format!("rx queue {q}: {}", errno_text(-r))));
             }
             // SAFETY: as above, default txconf.
-            let r = unsafe { sys::rte_eth_tx_queue_setup(port, q, tx_desc, socket as u32, ptr::null()) };
+            let r = unsafe {
+                sys::rte_eth_tx_queue_setup(port, q, tx_desc, socket as u32, ptr::null())
+            };
             if r != 0 {
                 return Err(DpdkError::Port(format!("tx queue {q}: {}", errno_text(-r))));
             }
@@ -466,7 +508,10 @@ impl DpdkRuntime {
                 break;
             }
             if Instant::now() >= deadline {
-                return Err(DpdkError::Link(format!("port {port} link still down after {} ms", d.link_wait_ms)));
+                return Err(DpdkError::Link(format!(
+                    "port {port} link still down after {} ms",
+                    d.link_wait_ms
+                )));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -498,14 +543,21 @@ impl DpdkRuntime {
 }
 
 fn mac_text(m: &[u8; 6]) -> String {
-    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
 }
 
 fn eal_init(d: &DpdkCfg) -> Result<(), DpdkError> {
     let mut g = EAL.lock().unwrap_or_else(|p| p.into_inner());
     match g.state {
         EalState::Fresh => {}
-        EalState::Running => return Err(DpdkError::Eal("already running in this process (one DPDK engine per process)".into())),
+        EalState::Running => {
+            return Err(DpdkError::Eal(
+                "already running in this process (one DPDK engine per process)".into(),
+            ));
+        }
         EalState::Done => {
             return Err(DpdkError::Eal(
                 "EAL was already initialized and cleaned up in this process; DPDK cannot initialize it twice: restart the process".into(),
@@ -556,7 +608,10 @@ impl Drop for DpdkRuntime {
         // One line with everything counted, for scripts and operators.
         let st = stats();
         let t = st.total();
-        let drops: Vec<String> = Garbage::ALL.iter().map(|r| format!("{}={}", r.name(), t.drops[*r as usize])).collect();
+        let drops: Vec<String> = Garbage::ALL
+            .iter()
+            .map(|r| format!("{}={}", r.name(), t.drops[*r as usize]))
+            .collect();
         let p = st.port.unwrap_or_default();
         log::info!(
             "dpdk: totals rx_packets={} rx_sluice={} rx_truncated={} rx_realigned={} dropped={} [{}] arp_replies={} tx_packets={} tx_no_neighbour={} tx_ring_full={} tx_invalid={} port_ipackets={} port_opackets={} port_imissed={} port_rx_nombuf={}",
@@ -595,7 +650,10 @@ impl Drop for DpdkRuntime {
                 log::warn!("dpdk: close port {}: {}", self.port, errno_text(-r));
             }
         }
-        let mut report = StopReport { pmd_held_at_start: self.pmd_held_at_start, ..StopReport::default() };
+        let mut report = StopReport {
+            pmd_held_at_start: self.pmd_held_at_start,
+            ..StopReport::default()
+        };
         for &pool in &self.pools {
             // SAFETY: live pool; counts include per-lcore caches.
             let avail = unsafe { sys::rte_mempool_avail_count(pool) } as u64;
@@ -603,7 +661,9 @@ impl Drop for DpdkRuntime {
             report.mbufs_total += total;
             report.mbufs_missing += total.saturating_sub(avail);
             if avail > total {
-                log::error!("dpdk: pool holds {avail} mbufs but has {total}: an mbuf was freed twice");
+                log::error!(
+                    "dpdk: pool holds {avail} mbufs but has {total}: an mbuf was freed twice"
+                );
                 report.mbufs_missing += avail - total;
             }
             // SAFETY: no queue or worker references the pool any more.
@@ -728,7 +788,12 @@ impl DpdkTransport {
             // SAFETY: tx_out[done..len] are mbufs owned by us; the PMD takes
             // ownership of the first `sent` of them.
             let sent = unsafe {
-                sys::sl_tx_burst(self.q.port, self.q.queue, self.tx_out.as_mut_ptr().add(done), (self.tx_out_len - done) as u16)
+                sys::sl_tx_burst(
+                    self.q.port,
+                    self.q.queue,
+                    self.tx_out.as_mut_ptr().add(done),
+                    (self.tx_out_len - done) as u16,
+                )
             };
             done += sent as usize;
             tries += 1;
@@ -780,7 +845,14 @@ impl Transport for DpdkTransport {
         }
         // SAFETY: rx_burst has RX_BURST_MAX >= want slots; the PMD hands us
         // ownership of `n` mbufs.
-        let n = unsafe { sys::sl_rx_burst(self.q.port, self.q.queue, self.rx_burst.as_mut_ptr(), want as u16) } as usize;
+        let n = unsafe {
+            sys::sl_rx_burst(
+                self.q.port,
+                self.q.queue,
+                self.rx_burst.as_mut_ptr(),
+                want as u16,
+            )
+        } as usize;
         if n == 0 {
             return 0;
         }
@@ -796,7 +868,13 @@ impl Transport for DpdkTransport {
             let bytes = unsafe { std::slice::from_raw_parts(v.data, v.data_len as usize) };
             let class = net::classify(bytes, &local);
             match class {
-                Packet::Sluice { src_mac, src, off, len, truncated } => {
+                Packet::Sluice {
+                    src_mac,
+                    src,
+                    off,
+                    len,
+                    truncated,
+                } => {
                     self.neigh.learn(*src.ip(), src_mac);
                     let truncated = truncated || v.nb_segs > 1;
                     // SAFETY: off + len <= data_len (classify checked it).
@@ -808,7 +886,11 @@ impl Transport for DpdkTransport {
                             self.q.queue,
                             v.data_off,
                             frame as usize % FRAME_ALIGN,
-                            if self.q.rx_realign { "realigned in its mbuf when not 0" } else { "rx_realign off" }
+                            if self.q.rx_realign {
+                                "realigned in its mbuf when not 0"
+                            } else {
+                                "rx_realign off"
+                            }
                         );
                     }
                     if self.q.rx_realign
@@ -821,12 +903,22 @@ impl Transport for DpdkTransport {
                     let slot = self.rx_free.alloc().expect("want <= free RX slots");
                     self.rx_slots[slot as usize] = m;
                     self.rx_frame[slot as usize] = frame;
-                    out[k] = RxPacket { buf: slot, off: 0, len: len as u32, peer: SocketAddr::V4(src), truncated, port: crate::transport::PORT_SERVICE };
+                    out[k] = RxPacket {
+                        buf: slot,
+                        off: 0,
+                        len: len as u32,
+                        peer: SocketAddr::V4(src),
+                        truncated,
+                        port: crate::transport::PORT_SERVICE,
+                    };
                     k += 1;
                     self.stats.rx_sluice += 1;
                     self.stats.rx_truncated += truncated as u64;
                 }
-                Packet::ArpRequest { sender_mac, sender_ip } if v.nb_segs == 1 => {
+                Packet::ArpRequest {
+                    sender_mac,
+                    sender_ip,
+                } if v.nb_segs == 1 => {
                     self.neigh.learn(sender_ip, sender_mac);
                     let room = (v.buf_len - v.data_off) as usize;
                     // SAFETY: the whole data room after data_off is this mbuf's.
@@ -846,7 +938,10 @@ impl Transport for DpdkTransport {
                         }
                     }
                 }
-                Packet::ArpLearn { sender_mac, sender_ip } => {
+                Packet::ArpLearn {
+                    sender_mac,
+                    sender_ip,
+                } => {
                     self.neigh.learn(sender_ip, sender_mac);
                     self.stats.arp_learned += 1;
                     self.garbage[ng] = m;
@@ -898,7 +993,10 @@ impl Transport for DpdkTransport {
 
     fn frames(&mut self, rx: &RxPacket, tx: u32) -> (&[u8], &mut [u8]) {
         let (r, t) = (rx.buf as usize, tx as usize);
-        assert!(!self.rx_slots[r].is_null() && !self.tx_slots[t].is_null(), "frames of a free slot");
+        assert!(
+            !self.rx_slots[r].is_null() && !self.tx_slots[t].is_null(),
+            "frames of a free slot"
+        );
         // SAFETY: the RX frame (len bytes, checked by classify) and the TX
         // frame area (tx_frame_max bytes) lie in two different mbufs we own
         // until rx_release / tx_burst; borrows are tied to &mut self.
@@ -955,15 +1053,29 @@ impl Transport for DpdkTransport {
                     // SAFETY: the packet area starts HDRS_LEN before the frame
                     // in this mbuf's data room and spans len bytes (checked
                     // against tx_frame_max above).
-                    let pkt = unsafe { std::slice::from_raw_parts_mut(self.tx_frame[t].sub(HDRS_LEN), len) };
+                    let pkt = unsafe {
+                        std::slice::from_raw_parts_mut(self.tx_frame[t].sub(HDRS_LEN), len)
+                    };
                     self.ip_id = self.ip_id.wrapping_add(1);
-                    match net::build_udp(pkt, p.len as usize, &local, mac, dst, self.ip_id, self.q.tx_mode) {
+                    match net::build_udp(
+                        pkt,
+                        p.len as usize,
+                        &local,
+                        mac,
+                        dst,
+                        self.ip_id,
+                        self.q.tx_mode,
+                    ) {
                         Ok(len) => {
                             // SAFETY: fresh single-segment mbuf; fits its room.
                             unsafe {
                                 sys::sl_mbuf_set_data(m, self.tx_data_off[t], len as u16);
                                 if self.q.tx_mode == TxChecksum::Offload {
-                                    sys::sl_mbuf_tx_offload_ipv4_udp(m, net::ETH_HDR_LEN as u8, net::IPV4_HDR_LEN as u8);
+                                    sys::sl_mbuf_tx_offload_ipv4_udp(
+                                        m,
+                                        net::ETH_HDR_LEN as u8,
+                                        net::IPV4_HDR_LEN as u8,
+                                    );
                                 }
                             }
                             true
