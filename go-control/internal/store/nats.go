@@ -112,6 +112,25 @@ func OpenNATS(ctx context.Context, js jetstream.JetStream, o NATSOptions) (*NATS
 	n := &NATS{buckets: map[string]jetstream.KeyValue{}, opTimeout: o.OpTimeout, seen: map[string]uint64{}}
 	for _, kind := range natsKindNames() {
 		name := o.BucketPrefix + "_" + kind
+		kv, err := openBucket(ctx, js, name, kind, o)
+		if err != nil {
+			return nil, fmt.Errorf("%w: nats bucket %s: %v", errs.ErrIO, name, err)
+		}
+		n.buckets[kind] = kv
+	}
+	return n, nil
+}
+
+// openRetryMax bounds how long opening the buckets waits out a cluster that
+// is electing a leader (a node just stopped or restarted).
+const openRetryMax = 20 * time.Second
+
+// openBucket looks a bucket up, creating it when missing, and retries
+// transient cluster errors with backoff until openRetryMax has passed.
+func openBucket(ctx context.Context, js jetstream.JetStream, name, kind string, o NATSOptions) (jetstream.KeyValue, error) {
+	deadline := time.Now().Add(openRetryMax)
+	backoff := 100 * time.Millisecond
+	for {
 		cctx, cancel := context.WithTimeout(ctx, o.OpTimeout)
 		// Look up first: updating an existing stream's config needs every
 		// replica, and one may be down or catching up.
@@ -129,12 +148,12 @@ func OpenNATS(ctx context.Context, js jetstream.JetStream, o NATSOptions) (*NATS
 			}
 		}
 		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("%w: nats bucket %s: %v", errs.ErrIO, name, err)
+		if err == nil || ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+			return kv, err
 		}
-		n.buckets[kind] = kv
+		time.Sleep(backoff)
+		backoff = min(backoff*2, 2*time.Second)
 	}
-	return n, nil
 }
 
 func kindOf(key string) string {
