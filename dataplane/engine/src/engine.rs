@@ -616,13 +616,10 @@ impl Engine {
         // Assign slots: keep existing versions, new ones take free slots.
         let mut slots = HashMap::new();
         let mut fresh = Vec::new();
-        let used: Vec<usize> = live
-            .models
-            .iter()
-            .filter_map(|m| ctl.slots.get(&(m.name.clone(), m.version.clone())).copied())
-            .collect();
+        // A slot is free when no loaded version holds it (versions being
+        // removed keep theirs until every worker has moved on).
         let mut free = (0..crate::config::limits::MODEL_SLOT_COUNT_MAX)
-            .filter(|s| !used.contains(s) && !ctl.slots.values().any(|v| v == s));
+            .filter(|s| !ctl.slots.values().any(|v| v == s));
         for m in &live.models {
             let key = (m.name.clone(), m.version.clone());
             let slot = match ctl.slots.get(&key) {

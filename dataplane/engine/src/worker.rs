@@ -625,7 +625,7 @@ impl<T: Transport> Worker<T> {
                 }
             }
             Immediate::Pong => bump(&self.counters.pings, 1),
-            Immediate::Negotiate { .. } => bump(&self.counters.negotiations, 1),
+            Immediate::Negotiate => bump(&self.counters.negotiations, 1),
         }
         self.transport.rx_release(&pkt);
         match len {
@@ -649,11 +649,9 @@ pub enum Immediate {
     Error(ErrorCode, &'static str),
     /// A pong.
     Pong,
-    /// A negotiation answer for the subject in the request.
-    Negotiate {
-        /// Index of the schema entry that answers it.
-        found: bool,
-    },
+    /// A negotiation answer (or unknown_subject) for the request's subject,
+    /// looked up once, when the answer is built.
+    Negotiate,
 }
 
 /// The outcome of classifying a frame.
@@ -703,13 +701,7 @@ pub fn classify_frame(
     match frame.kind() {
         Kind::Request => {}
         Kind::Ping => return Verdict::Reply(Immediate::Pong),
-        Kind::NegotiateRequest => {
-            let found = frame
-                .negotiate_request()
-                .and_then(|n| t.schemas.negotiate(n.subject, n.version_hint))
-                .is_some();
-            return Verdict::Reply(Immediate::Negotiate { found });
-        }
+        Kind::NegotiateRequest => return Verdict::Reply(Immediate::Negotiate),
         _ => {
             return Verdict::Reply(E(
                 ErrorCode::UnsupportedKind,
@@ -821,7 +813,7 @@ fn build_immediate(req: &[u8], tx: &mut [u8], r: &Immediate, t: &Tables) -> Opti
             kind: Kind::Pong,
             ..base
         },
-        Immediate::Negotiate { .. } => {
+        Immediate::Negotiate => {
             let found = checked
                 .as_ref()
                 .and_then(|f| f.negotiate_request())
