@@ -106,7 +106,10 @@ type Route struct {
 	Adapter string `toml:"adapter" json:"adapter,omitempty"`
 	Intent  string `toml:"intent" json:"intent,omitempty"`
 	Tenant  string `toml:"tenant" json:"tenant,omitempty"`
-	Shard   string `toml:"shard" json:"shard"`
+	// Content holds conditions on the request's validated JSON section,
+	// all of which must hold, e.g. `$.intent == "reasoning"`.
+	Content []string `toml:"content" json:"content,omitempty"`
+	Shard   string   `toml:"shard" json:"shard"`
 }
 
 // Model is one [[models]] entry.

@@ -92,6 +92,7 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"bad type", "[engine]\nworkers = [0]\nspin_us = \"fast\"\n", "t.toml:3: engine.spin_us:"},
 		{"bad enum", "[engine]\nworkers = [0]\ntransport = \"tcp\"\n", "t.toml:3: engine.transport: \"tcp\" is not one of"},
 		{"unknown shard in route", "[[routes]]\nname = \"r\"\nshard = \"nope\"\n", "t.toml:3: routes[0].shard: unknown shard \"nope\""},
+		{"bad content condition", "[[shards]]\nname = \"s\"\nmax_concurrency = 1\nqueue_depth = 1\n[[routes]]\nname = \"r\"\nshard = \"s\"\ncontent = ['$.intent == \"a\"', '$.x ~ 1']\n", "t.toml:8: routes[0].content[1]: content \"$.x ~ 1\": want PATH"},
 		{"bad version pattern", "[[shards]]\nname = \"s\"\nmax_concurrency = 1\nqueue_depth = 1\n[[routes]]\nname = \"r\"\nversion = \">>1\"\nshard = \"s\"\n", "t.toml:7: routes[0].version:"},
 		{"bad key hex", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:zz\"\n", "t.toml:4: tenants[0].key: key is not an even number of hex digits"},
 		{"short key", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:00ff\"\n", "t.toml:4: tenants[0].key: key is 2 bytes"},
@@ -210,6 +211,25 @@ func TestIsLocalListen(t *testing.T) {
 	} {
 		if IsLocalListen(l) != want {
 			t.Errorf("IsLocalListen(%q) != %v", l, want)
+		}
+	}
+}
+
+func TestContentConditions(t *testing.T) {
+	for _, ok := range []string{
+		`$.intent == "reasoning"`, `$.meta.tier != 3`, `$.flags[0] == true`, `$.x == null`,
+		`$["odd key"].y == -1.5e3`, `$ == "whole"`, ` $.a_b-c==false `,
+	} {
+		if err := CheckContent(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{
+		``, `intent == "x"`, `$.intent = "x"`, `$.intent == reasoning`, `$.a == {"b":1}`,
+		`$.a == [1]`, `$.a..b == 1`, `$.a.b.c.d.e.f.g.h.i == 1`, `$.a == "unterminated`,
+	} {
+		if err := CheckContent(bad); err == nil {
+			t.Errorf("%q: accepted", bad)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -16,30 +17,32 @@ import (
 // Limits, mirrored from the engine's config (dataplane/engine/src/config.rs)
 // and the wire format: the daemon must accept exactly what the engine does.
 const (
-	WorkersMax         = 64
-	RxBurstMax         = 256
-	SpinUsMax          = 1_000_000
-	RingEntriesMin     = 8
-	RingEntriesMax     = 32768
-	PoolBuffersMin     = 8
-	PoolBuffersMax     = 32768 // rx_buffers and tx_buffers, per worker
-	BufferSizeMin      = 2048
-	BufferSizeMax      = 1 << 20
-	BufferAlign        = 64
-	ShardsMax          = 32
-	RoutesMax          = 1024
-	TenantsMax         = 4096
-	ModelsMax          = 64 // loaded model versions
-	AdaptersMax        = 32 // per model
-	PeersMax           = 256
-	MaxConcurrencyMax  = 4096
-	QueueDepthMax      = 65536
-	NameLenMax         = 64 // shard, route, tenant and peer names
-	ModelNameLenMax    = 64
-	ModelVersionLenMax = 32
-	AdapterLenMax      = 64
-	TenantKeyLenMin    = 16 // bytes of HMAC key
-	TenantIDMax        = 1<<32 - 1
+	WorkersMax          = 64
+	RxBurstMax          = 256
+	SpinUsMax           = 1_000_000
+	RingEntriesMin      = 8
+	RingEntriesMax      = 32768
+	PoolBuffersMin      = 8
+	PoolBuffersMax      = 32768 // rx_buffers and tx_buffers, per worker
+	BufferSizeMin       = 2048
+	BufferSizeMax       = 1 << 20
+	BufferAlign         = 64
+	ShardsMax           = 32
+	RoutesMax           = 1024
+	ContentMax          = 8 // content conditions per route
+	ContentPathDepthMax = 8
+	TenantsMax          = 4096
+	ModelsMax           = 64 // loaded model versions
+	AdaptersMax         = 32 // per model
+	PeersMax            = 256
+	MaxConcurrencyMax   = 4096
+	QueueDepthMax       = 65536
+	NameLenMax          = 64 // shard, route, tenant and peer names
+	ModelNameLenMax     = 64
+	ModelVersionLenMax  = 32
+	AdapterLenMax       = 64
+	TenantKeyLenMin     = 16 // bytes of HMAC key
+	TenantIDMax         = 1<<32 - 1
 )
 
 // Defaults of keys inside array tables, as the engine applies them.
@@ -332,7 +335,40 @@ func (c *checker) routes(list []Route, shards map[string]bool) {
 		if !shards[r.Shard] {
 			c.add(key+".shard", "unknown shard %q", r.Shard)
 		}
+		c.count(key+".content", len(r.Content), ContentMax)
+		for j, e := range r.Content {
+			if err := CheckContent(e); err != nil {
+				c.add(fmt.Sprintf("%s.content[%d]", key, j), "%v", err)
+			}
+		}
 	}
+}
+
+var (
+	contentRe = regexp.MustCompile(`^\s*(\$(?:\.[A-Za-z0-9_-]+|\[[0-9]+\]|\["(?:[^"\\]|\\.)*"\])*)\s*(==|!=)\s*(.*?)\s*$`)
+	segmentRe = regexp.MustCompile(`\.[A-Za-z0-9_-]+|\[[0-9]+\]|\["(?:[^"\\]|\\.)*"\]`)
+)
+
+// CheckContent checks a route's content condition: a JSON path ($, .name,
+// [index], ["any name"]), == or !=, and a JSON scalar literal. The engine
+// compiles the same grammar; this check only makes errors point at the file.
+func CheckContent(e string) error {
+	m := contentRe.FindStringSubmatch(e)
+	if m == nil {
+		return fmt.Errorf("content %q: want PATH == LITERAL or PATH != LITERAL, PATH like $.intent", e)
+	}
+	if n := len(segmentRe.FindAllString(m[1], -1)); n > ContentPathDepthMax {
+		return fmt.Errorf("content %q: path deeper than %d", e, ContentPathDepthMax)
+	}
+	var v any
+	if err := json.Unmarshal([]byte(m[3]), &v); err != nil {
+		return fmt.Errorf("content %q: literal is not JSON: %v", e, err)
+	}
+	switch v.(type) {
+	case string, float64, bool, nil:
+		return nil
+	}
+	return fmt.Errorf("content %q: literal must be a string, number, true, false or null", e)
 }
 
 func (c *checker) models(list []Model) {

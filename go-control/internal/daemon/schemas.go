@@ -21,19 +21,27 @@ const RegistryPrefix = "/registry"
 // for a passing reason (busy).
 const SchemaRetryInterval = time.Second
 
+// pushedSchema is a schema version as the engine's SchemaCfg takes it: the
+// engine resolves references against the same pushed set, so the data plane
+// can compile schemas that import others.
+type pushedSchema struct {
+	engine.Schema
+	References []registry.Reference `json:"references,omitempty"`
+}
+
 // schemaSync keeps the engine's hot-path schema set equal to the registry's
 // versions (retired ones marked). The registry calls note on its writer goroutine; pushes
 // happen on our own goroutine so a slow engine never stalls a registration.
 type schemaSync struct {
 	mu      sync.Mutex
-	live    map[[2]any]engine.Schema // (subject, version) -> schema
+	live    map[[2]any]pushedSchema // (subject, version) -> schema
 	dirty   chan struct{}
 	pushed  int // successful pushes, for tests and status
 	lastErr error
 }
 
 func newSchemaSync() *schemaSync {
-	return &schemaSync{live: map[[2]any]engine.Schema{}, dirty: make(chan struct{}, 1)}
+	return &schemaSync{live: map[[2]any]pushedSchema{}, dirty: make(chan struct{}, 1)}
 }
 
 func (s *schemaSync) note(c registry.Change) {
@@ -44,8 +52,8 @@ func (s *schemaSync) note(c registry.Change) {
 	} else {
 		// Retired (soft-deleted) versions stay, marked, so the engine can
 		// answer unknown_schema for them.
-		s.live[k] = engine.Schema{ID: c.SchemaID, Subject: c.Subject, Version: c.Version,
-			SchemaType: string(c.Type), Schema: c.Schema, Retired: c.Retired}
+		s.live[k] = pushedSchema{Schema: engine.Schema{ID: c.SchemaID, Subject: c.Subject, Version: c.Version,
+			SchemaType: string(c.Type), Schema: c.Schema, Retired: c.Retired}, References: c.References}
 	}
 	s.mu.Unlock()
 	select {
@@ -56,7 +64,7 @@ func (s *schemaSync) note(c registry.Change) {
 
 func (s *schemaSync) doc() ([]byte, error) {
 	s.mu.Lock()
-	list := make([]engine.Schema, 0, len(s.live))
+	list := make([]pushedSchema, 0, len(s.live))
 	for _, v := range s.live {
 		list = append(list, v)
 	}
