@@ -232,6 +232,15 @@ impl<'a> Request<'a> {
         self.tensor(name, dims, TensorData::Raw(dtype, data))
     }
 
+    /// Adds the structured section (JSON, Avro or Protobuf bytes) that the
+    /// appliance checks against the schema named by [`Request::schema`], and
+    /// that routes may match on (JSON only). It travels as the rank-1 uint8
+    /// tensor `$section`; see docs/wire.md, "Structured section".
+    pub fn section(self, bytes: &'a [u8]) -> Self {
+        let n = bytes.len() as u64;
+        self.tensor(sluice_wire::SECTION_TENSOR_NAME, &[n], TensorData::Raw(DType::U8, bytes))
+    }
+
     /// The input tensors.
     pub fn tensors(&self) -> &[TensorInput<'a>] {
         &self.tensors

@@ -468,11 +468,14 @@ impl OrtModel {
         }
         let mut descs: [Option<TensorDesc<'r>>; TENSOR_COUNT_MAX] = [None; TENSOR_COUNT_MAX];
         for t in req.tensors() {
-            let i = self
-                .inputs
-                .iter()
-                .position(|p| p.name == t.name)
-                .ok_or(Reject::bad_tensor(msg::UNEXPECTED_INPUT))?;
+            let Some(i) = self.inputs.iter().position(|p| p.name == t.name) else {
+                // The structured section is for validation and routing;
+                // the model sees it only if it declares an input so named.
+                if t.name == sluice_wire::SECTION_TENSOR_NAME {
+                    continue;
+                }
+                return Err(Reject::bad_tensor(msg::UNEXPECTED_INPUT));
+            };
             if descs[i].replace(t).is_some() {
                 return Err(Reject::bad_tensor(msg::DUPLICATE_INPUT));
             }

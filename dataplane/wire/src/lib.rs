@@ -40,6 +40,11 @@ pub const MAGIC: [u8; 4] = *b"SLCE";
 pub const FIXED_HEADER_LEN: usize = 96;
 /// Alignment of tensor data, relative to the frame start.
 pub const TENSOR_ALIGN: usize = 64;
+/// Name of the tensor-table entry that carries a request's structured
+/// section (JSON, Avro or Protobuf bytes, checked against the schema the
+/// header names). It is a rank-1 `UINT8` tensor; models never see it unless
+/// they declare an input of this name.
+pub const SECTION_TENSOR_NAME: &str = "$section";
 
 /// Explicit limits. Every one is checked on parse and on build.
 pub mod limits {
