@@ -112,6 +112,14 @@ enum SluiceQuery
    * The live tables (shards, routes, models, tenants without keys, peers).
    */
   SLUICE_QUERY_LIVE = 5,
+  /**
+   * Connections of connection-oriented transports (RDMA), with counters:
+   * an array of objects with id, transport, listen, worker, peer, device,
+   * state, rx/tx frames and bytes, rx/tx_large (frames by RDMA WRITE into
+   * a slot) and errors. Empty for io_uring and DPDK, and in a library
+   * built without the `rdma` feature.
+   */
+  SLUICE_QUERY_CONNECTIONS = 6,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -319,6 +327,18 @@ int32_t sluice_engine_add_peer(SluiceEngine *e,
  * `e` is a live handle; `name` is NUL-terminated; `err` points to `err_cap` bytes.
  */
 int32_t sluice_engine_remove_peer(SluiceEngine *e, const char *name, char *err, size_t err_cap);
+
+/**
+ * Closes a connection by the id [`SluiceQuery::Connections`] lists: the
+ * peer is disconnected, its requests in flight fail on its side with a
+ * retryable connection loss, and the connection leaves the list once its
+ * worker has let go of it. `NOT_FOUND` for an id this engine does not
+ * serve (always, on io_uring and DPDK or without the `rdma` feature).
+ *
+ * # Safety
+ * `e` is a live handle; `err` points to `err_cap` bytes.
+ */
+int32_t sluice_engine_close_connection(SluiceEngine *e, uint64_t id, char *err, size_t err_cap);
 
 /**
  * Answers a query as JSON in a buffer allocated here; release it with

@@ -70,6 +70,12 @@ pub enum SluiceQuery {
     Peers = 4,
     /// The live tables (shards, routes, models, tenants without keys, peers).
     Live = 5,
+    /// Connections of connection-oriented transports (RDMA), with counters:
+    /// an array of objects with id, transport, listen, worker, peer, device,
+    /// state, rx/tx frames and bytes, rx/tx_large (frames by RDMA WRITE into
+    /// a slot) and errors. Empty for io_uring and DPDK, and in a library
+    /// built without the `rdma` feature.
+    Connections = 6,
 }
 
 /// Counters summed over workers and the merged latency, as a fixed struct:
@@ -431,6 +437,85 @@ pub unsafe extern "C" fn sluice_engine_remove_peer(
     })
 }
 
+/// Closes a connection by the id [`SluiceQuery::Connections`] lists: the
+/// peer is disconnected, its requests in flight fail on its side with a
+/// retryable connection loss, and the connection leaves the list once its
+/// worker has let go of it. `NOT_FOUND` for an id this engine does not
+/// serve (always, on io_uring and DPDK or without the `rdma` feature).
+///
+/// # Safety
+/// `e` is a live handle; `err` points to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_close_connection(
+    e: *mut SluiceEngine,
+    id: u64,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || conns::close(&read(handle(e)?), id))
+}
+
+/// Connection management. Only the RDMA transport has connections; the
+/// RDMA runtime is per process, so lists are narrowed to this engine's
+/// listen address.
+mod conns {
+    use super::{Outcome, SluiceStatus};
+    use sluice_engine::Engine;
+    use sluice_engine::config::TransportKind;
+
+    #[cfg(feature = "rdma")]
+    fn mine(eng: &Engine) -> Vec<sluice_engine::transport::rdma::ConnStatus> {
+        use sluice_engine::transport::rdma::{RdmaCfg, connections};
+        if eng.config().engine.transport != TransportKind::Rdma || !eng.is_running() {
+            return Vec::new();
+        }
+        let Some(listen) = RdmaCfg::from_config(eng.config())
+            .ok()
+            .and_then(|c| c.listen_addr().ok())
+        else {
+            return Vec::new();
+        };
+        let mut v = connections();
+        v.retain(|c| c.listen == listen);
+        v.sort_by_key(|c| c.id);
+        v
+    }
+
+    pub(super) fn list_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
+        #[cfg(feature = "rdma")]
+        return serde_json::to_vec(&mine(eng));
+        #[cfg(not(feature = "rdma"))]
+        {
+            let _ = eng;
+            Ok(b"[]".to_vec())
+        }
+    }
+
+    pub(super) fn close(eng: &Engine, id: u64) -> Outcome {
+        #[cfg(feature = "rdma")]
+        if mine(eng).iter().any(|c| c.id == id) {
+            use sluice_engine::transport::rdma::{RdmaError, close_connection};
+            return close_connection(id).map_err(|e| match e {
+                // Gone between the list and the close.
+                RdmaError::UnknownConnection(_) => {
+                    (SluiceStatus::NotFound, format!("no connection {id}"))
+                }
+                e => (SluiceStatus::Internal, e.to_string()),
+            });
+        }
+        let why = if !cfg!(feature = "rdma") {
+            " (this library is built without the `rdma` feature: no transport has connections)"
+        } else if eng.config().engine.transport != TransportKind::Rdma {
+            " (only the rdma transport has connections)"
+        } else if !eng.is_running() {
+            " (the engine is not running)"
+        } else {
+            ""
+        };
+        Err((SluiceStatus::NotFound, format!("no connection {id}{why}")))
+    }
+}
+
 /// Answers a query as JSON in a buffer allocated here; release it with
 /// [`sluice_buf_free`].
 ///
@@ -463,6 +548,7 @@ pub unsafe extern "C" fn sluice_engine_query(
                 }
                 serde_json::to_vec(&live)
             }
+            6 => conns::list_json(&eng),
             _ => return Err(bad_arg(format!("unknown query {what}"))),
         }
         .map_err(|e| (SluiceStatus::Internal, format!("encode: {e}")))?;

@@ -111,6 +111,10 @@ fn bump(a: &AtomicU64, v: u64) {
 pub struct ConnStatus {
     /// Id for `close_connection`.
     pub id: u64,
+    /// Always "rdma": lists from several transports stay self-describing.
+    pub transport: &'static str,
+    /// The listen address (this appliance's side) it was accepted on.
+    pub listen: SocketAddr,
     /// Worker serving it.
     pub worker: usize,
     /// Remote address.
@@ -294,6 +298,8 @@ pub fn connections() -> Vec<ConnStatus> {
             let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
             out.push(ConnStatus {
                 id: c.conn_id,
+                transport: "rdma",
+                listen: rt.listen,
                 worker: c.worker,
                 peer: c.peer,
                 device: inner.device.clone(),

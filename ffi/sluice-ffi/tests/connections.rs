@@ -1,0 +1,239 @@
+//! Connection management through the C ABI: `SluiceQuery::Connections` and
+//! `sluice_engine_close_connection`.
+//!
+//! On io_uring (and without the `rdma` feature) the list is empty and every
+//! id is unknown. With the `rdma` feature and a device (the Soft-RoCE guest
+//! sets SLUICE_RDMA_TEST_IP), a real appliance and a real client: the
+//! connection is listed with counters, closed through the ABI, and the
+//! client's request in flight fails with a retryable connection loss.
+
+use std::ffi::{CStr, c_char};
+use std::ptr;
+
+use sluice_ffi::*;
+
+fn msg(e: &[c_char]) -> String {
+    // SAFETY: the library always NUL-terminates within the buffer.
+    unsafe { CStr::from_ptr(e.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn open(cfg: &str) -> *mut SluiceEngine {
+    let mut e = ptr::null_mut();
+    let mut err = [0 as c_char; 512];
+    // SAFETY: valid buffers and out pointer.
+    let rc =
+        unsafe { sluice_engine_open(cfg.as_ptr(), cfg.len(), &mut e, err.as_mut_ptr(), err.len()) };
+    assert_eq!(rc, SluiceStatus::Ok as i32, "{}", msg(&err));
+    e
+}
+
+fn connections(e: *mut SluiceEngine) -> Vec<serde_json::Value> {
+    let (mut p, mut n) = (ptr::null_mut(), 0usize);
+    let mut err = [0 as c_char; 512];
+    // SAFETY: live handle, valid out pointers.
+    let rc = unsafe {
+        sluice_engine_query(
+            e,
+            SluiceQuery::Connections as i32,
+            &mut p,
+            &mut n,
+            err.as_mut_ptr(),
+            err.len(),
+        )
+    };
+    assert_eq!(rc, 0, "{}", msg(&err));
+    // SAFETY: p/n returned by the query.
+    let v: serde_json::Value =
+        serde_json::from_slice(unsafe { std::slice::from_raw_parts(p, n) }).unwrap();
+    // SAFETY: exactly what the query returned.
+    unsafe { sluice_buf_free(p, n) };
+    v.as_array().expect("connections is a JSON array").clone()
+}
+
+fn close(e: *mut SluiceEngine, id: u64) -> (i32, String) {
+    let mut err = [0 as c_char; 512];
+    // SAFETY: `e` is live or null (refused); the buffer is valid.
+    let rc = unsafe { sluice_engine_close_connection(e, id, err.as_mut_ptr(), err.len()) };
+    (rc, msg(&err))
+}
+
+const UDP: &str = r#"{
+  "engine": {"workers": [0], "poll": "adaptive", "rx_burst_max": 16},
+  "io_uring": {"listen": "127.0.0.1:0", "rx_buffers": 16, "tx_buffers": 16, "buffer_size": 4096},
+  "shards": [{"name": "s"}],
+  "routes": [{"name": "null", "model": "null", "shard": "s"}],
+  "models": [{"name": "null", "version": "1", "kind": "null"}]
+}"#;
+
+#[test]
+fn udp_engine_has_no_connections_and_close_says_not_found() {
+    let e = open(UDP);
+    let mut err = [0 as c_char; 512];
+    // SAFETY: live handle, valid buffer.
+    let rc = unsafe { sluice_engine_start(e, err.as_mut_ptr(), err.len()) };
+    assert_eq!(rc, 0, "{}", msg(&err));
+    assert!(connections(e).is_empty());
+    let (rc, m) = close(e, 7);
+    assert_eq!(rc, SluiceStatus::NotFound as i32, "{m}");
+    assert!(m.starts_with("no connection 7"), "{m}");
+    let why = if cfg!(feature = "rdma") {
+        "only the rdma transport has connections"
+    } else {
+        "built without the `rdma` feature"
+    };
+    assert!(m.contains(why), "{m}");
+    // A null handle is refused, not dereferenced.
+    let (rc, m) = close(ptr::null_mut(), 7);
+    assert_eq!(rc, SluiceStatus::InvalidArgument as i32, "{m}");
+    // SAFETY: live handle; freed once.
+    unsafe {
+        assert_eq!(sluice_engine_stop(e, 0, err.as_mut_ptr(), err.len()), 0);
+        // Stopped: still an empty list, still not found.
+        assert!(connections(e).is_empty());
+        assert_eq!(close(e, 0).0, SluiceStatus::NotFound as i32);
+        sluice_engine_free(e);
+    }
+}
+
+#[cfg(feature = "rdma")]
+mod rdma {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    use sluice_engine::transport::rdma::{ClientError, ClientOpts, RdmaClient, device_check};
+
+    fn config(ip: &str, port: u16) -> String {
+        format!(
+            r#"{{
+  "engine": {{"workers": [0], "transport": "rdma", "poll": "adaptive"}},
+  "rdma": {{"listen": "{ip}:{port}", "connections_max": 2, "slots_per_connection": 1,
+            "slot_size": 2097152, "large_tx_buffers": 1, "rx_buffers": 32, "tx_buffers": 32}},
+  "shards": [{{"name": "s"}}],
+  "routes": [{{"name": "echo", "model": "echo", "shard": "s"}}],
+  "models": [{{"name": "echo", "version": "1", "kind": "echo"}}]
+}}"#
+        )
+    }
+
+    fn request(buf: &mut [u8], id: u64) -> usize {
+        let dims = [8u64];
+        let data = [7u8; 8];
+        let t = [sluice_wire::TensorRepr {
+            name: "x",
+            dtype: sluice_wire::DType::U8,
+            dims: &dims,
+            data: Some(&data),
+        }];
+        let repr = sluice_wire::FrameRepr {
+            request_id: id,
+            model: "echo",
+            model_version: "1",
+            tensors: &t,
+            ..sluice_wire::FrameRepr::default()
+        };
+        repr.emit(buf).map(|l| l.frame_len).unwrap_or(usize::MAX)
+    }
+
+    /// Without a device the engine does not start; the list stays empty and
+    /// the close says the engine is not running.
+    #[test]
+    fn rdma_engine_that_did_not_start_lists_nothing() {
+        if device_check().is_ok() {
+            return; // the guest run below covers a device
+        }
+        let e = open(&config("127.0.0.1", 7473));
+        let mut err = [0 as c_char; 512];
+        // SAFETY: live handle, valid buffer.
+        let rc = unsafe { sluice_engine_start(e, err.as_mut_ptr(), err.len()) };
+        assert_eq!(rc, SluiceStatus::Io as i32, "{}", msg(&err));
+        assert!(msg(&err).contains("no RDMA device found"), "{}", msg(&err));
+        assert!(connections(e).is_empty());
+        let (rc, m) = close(e, 1);
+        assert_eq!(rc, SluiceStatus::NotFound as i32, "{m}");
+        assert!(m.contains("not running"), "{m}");
+        // SAFETY: freed once.
+        unsafe { sluice_engine_free(e) };
+    }
+
+    #[test]
+    fn rdma_connection_is_listed_and_closed_through_the_abi() {
+        let Ok(ip) = std::env::var("SLUICE_RDMA_TEST_IP") else {
+            return; // needs the Soft-RoCE guest (scripts/rdma-e2e.sh)
+        };
+        let e = open(&config(&ip, 7473));
+        let mut err = [0 as c_char; 512];
+        // SAFETY: live handle, valid buffer.
+        let rc = unsafe { sluice_engine_start(e, err.as_mut_ptr(), err.len()) };
+        assert_eq!(rc, 0, "{}", msg(&err));
+        let server = format!("{ip}:7473").parse().unwrap();
+        let opts = ClientOpts {
+            slots: 1,
+            slot_size: 2 << 20,
+            connect_timeout_ms: 30_000,
+            ..ClientOpts::default()
+        };
+        let mut c = RdmaClient::connect(server, opts).unwrap();
+        c.send(|b| request(b, 1)).unwrap();
+        c.recv(Duration::from_secs(30), |_, _| ()).unwrap();
+
+        let list = connections(e);
+        let id = c.server().conn_id;
+        let mine = list
+            .iter()
+            .find(|v| v["id"] == id)
+            .unwrap_or_else(|| panic!("connection {id} is listed: {list:?}"));
+        assert_eq!(mine["transport"], "rdma");
+        assert_eq!(mine["state"], "up");
+        assert_eq!(mine["device"], "rxe0");
+        assert_eq!(mine["listen"], format!("{ip}:7473"));
+        assert_eq!(mine["worker"], 0);
+        for k in ["rx_frames", "tx_frames", "rx_bytes", "tx_bytes"] {
+            assert!(mine[k].as_u64().unwrap() >= 1, "{k}: {mine}");
+        }
+        assert_eq!(mine["errors"], 0);
+        assert!(mine["peer"].as_str().unwrap().starts_with(&ip), "{mine}");
+
+        let (rc, m) = close(e, id.wrapping_add(1000));
+        assert_eq!(rc, SluiceStatus::NotFound as i32, "{m}");
+
+        // A request in flight when the control plane closes the connection.
+        c.send(|b| request(b, 2)).ok();
+        let (rc, m) = close(e, id);
+        assert_eq!(rc, 0, "{m}");
+        let mut lost = None;
+        for _ in 0..4 {
+            if let Err(err) = c.recv(Duration::from_secs(10), |_, _| ()) {
+                lost = Some(err);
+                break;
+            }
+        }
+        let lost = lost.expect("the close reached the client");
+        assert!(matches!(lost, ClientError::ConnectionLost { .. }), "{lost}");
+        assert!(lost.retryable());
+        let t = Instant::now();
+        while connections(e).iter().any(|v| v["id"] == id) && t.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!connections(e).iter().any(|v| v["id"] == id));
+        // Served again on a new connection.
+        let mut c2 = RdmaClient::connect(server, opts).unwrap();
+        c2.send(|b| request(b, 3)).unwrap();
+        c2.recv(Duration::from_secs(30), |_, _| ()).unwrap();
+        assert!(
+            connections(e)
+                .iter()
+                .any(|v| v["id"] == c2.server().conn_id)
+        );
+        drop(c2);
+        drop(c);
+        // SAFETY: live handle; freed once.
+        unsafe {
+            assert_eq!(sluice_engine_stop(e, 10, err.as_mut_ptr(), err.len()), 0);
+            assert!(connections(e).is_empty());
+            sluice_engine_free(e);
+        }
+    }
+}
