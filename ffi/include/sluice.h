@@ -120,6 +120,13 @@ enum SluiceQuery
    * built without the `rdma` feature.
    */
   SLUICE_QUERY_CONNECTIONS = 6,
+  /**
+   * Per-worker connection counters since start (closed connections
+   * included, so they only grow): an array of objects with transport,
+   * listen, worker, open, accepted, closed, rx/tx frames and bytes,
+   * rx/tx_large and errors. Empty where [`SluiceQuery::Connections`] is.
+   */
+  SLUICE_QUERY_CONNECTION_TOTALS = 7,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

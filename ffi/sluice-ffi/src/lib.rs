@@ -76,6 +76,11 @@ pub enum SluiceQuery {
     /// a slot) and errors. Empty for io_uring and DPDK, and in a library
     /// built without the `rdma` feature.
     Connections = 6,
+    /// Per-worker connection counters since start (closed connections
+    /// included, so they only grow): an array of objects with transport,
+    /// listen, worker, open, accepted, closed, rx/tx frames and bytes,
+    /// rx/tx_large and errors. Empty where [`SluiceQuery::Connections`] is.
+    ConnectionTotals = 7,
 }
 
 /// Counters summed over workers and the merged latency, as a fixed struct:
@@ -463,19 +468,24 @@ mod conns {
     use sluice_engine::Engine;
     use sluice_engine::config::TransportKind;
 
+    /// The RDMA listen address of a running RDMA engine.
     #[cfg(feature = "rdma")]
-    fn mine(eng: &Engine) -> Vec<sluice_engine::transport::rdma::ConnStatus> {
-        use sluice_engine::transport::rdma::{RdmaCfg, connections};
+    fn rdma_listen(eng: &Engine) -> Option<std::net::SocketAddr> {
+        use sluice_engine::transport::rdma::RdmaCfg;
         if eng.config().engine.transport != TransportKind::Rdma || !eng.is_running() {
-            return Vec::new();
+            return None;
         }
-        let Some(listen) = RdmaCfg::from_config(eng.config())
+        RdmaCfg::from_config(eng.config())
             .ok()
             .and_then(|c| c.listen_addr().ok())
-        else {
+    }
+
+    #[cfg(feature = "rdma")]
+    fn mine(eng: &Engine) -> Vec<sluice_engine::transport::rdma::ConnStatus> {
+        let Some(listen) = rdma_listen(eng) else {
             return Vec::new();
         };
-        let mut v = connections();
+        let mut v = sluice_engine::transport::rdma::connections();
         v.retain(|c| c.listen == listen);
         v.sort_by_key(|c| c.id);
         v
@@ -484,6 +494,24 @@ mod conns {
     pub(super) fn list_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
         #[cfg(feature = "rdma")]
         return serde_json::to_vec(&mine(eng));
+        #[cfg(not(feature = "rdma"))]
+        {
+            let _ = eng;
+            Ok(b"[]".to_vec())
+        }
+    }
+
+    pub(super) fn totals_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
+        #[cfg(feature = "rdma")]
+        {
+            let Some(listen) = rdma_listen(eng) else {
+                return Ok(b"[]".to_vec());
+            };
+            let mut v = sluice_engine::transport::rdma::connection_totals();
+            v.retain(|t| t.listen == listen);
+            v.sort_by_key(|t| t.worker);
+            serde_json::to_vec(&v)
+        }
         #[cfg(not(feature = "rdma"))]
         {
             let _ = eng;
@@ -549,6 +577,7 @@ pub unsafe extern "C" fn sluice_engine_query(
                 serde_json::to_vec(&live)
             }
             6 => conns::list_json(&eng),
+            7 => conns::totals_json(&eng),
             _ => return Err(bad_arg(format!("unknown query {what}"))),
         }
         .map_err(|e| (SluiceStatus::Internal, format!("encode: {e}")))?;

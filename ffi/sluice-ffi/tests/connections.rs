@@ -30,26 +30,26 @@ fn open(cfg: &str) -> *mut SluiceEngine {
 }
 
 fn connections(e: *mut SluiceEngine) -> Vec<serde_json::Value> {
+    query(e, SluiceQuery::Connections)
+}
+
+fn totals(e: *mut SluiceEngine) -> Vec<serde_json::Value> {
+    query(e, SluiceQuery::ConnectionTotals)
+}
+
+fn query(e: *mut SluiceEngine, what: SluiceQuery) -> Vec<serde_json::Value> {
     let (mut p, mut n) = (ptr::null_mut(), 0usize);
     let mut err = [0 as c_char; 512];
     // SAFETY: live handle, valid out pointers.
-    let rc = unsafe {
-        sluice_engine_query(
-            e,
-            SluiceQuery::Connections as i32,
-            &mut p,
-            &mut n,
-            err.as_mut_ptr(),
-            err.len(),
-        )
-    };
+    let rc =
+        unsafe { sluice_engine_query(e, what as i32, &mut p, &mut n, err.as_mut_ptr(), err.len()) };
     assert_eq!(rc, 0, "{}", msg(&err));
     // SAFETY: p/n returned by the query.
     let v: serde_json::Value =
         serde_json::from_slice(unsafe { std::slice::from_raw_parts(p, n) }).unwrap();
     // SAFETY: exactly what the query returned.
     unsafe { sluice_buf_free(p, n) };
-    v.as_array().expect("connections is a JSON array").clone()
+    v.as_array().expect("the answer is a JSON array").clone()
 }
 
 fn close(e: *mut SluiceEngine, id: u64) -> (i32, String) {
@@ -75,6 +75,7 @@ fn udp_engine_has_no_connections_and_close_says_not_found() {
     let rc = unsafe { sluice_engine_start(e, err.as_mut_ptr(), err.len()) };
     assert_eq!(rc, 0, "{}", msg(&err));
     assert!(connections(e).is_empty());
+    assert!(totals(e).is_empty());
     let (rc, m) = close(e, 7);
     assert_eq!(rc, SluiceStatus::NotFound as i32, "{m}");
     assert!(m.starts_with("no connection 7"), "{m}");
@@ -150,6 +151,7 @@ mod rdma {
         assert_eq!(rc, SluiceStatus::Io as i32, "{}", msg(&err));
         assert!(msg(&err).contains("no RDMA device found"), "{}", msg(&err));
         assert!(connections(e).is_empty());
+        assert!(totals(e).is_empty());
         let (rc, m) = close(e, 1);
         assert_eq!(rc, SluiceStatus::NotFound as i32, "{m}");
         assert!(m.contains("not running"), "{m}");
@@ -218,10 +220,25 @@ mod rdma {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(!connections(e).iter().any(|v| v["id"] == id));
+        // Its counts stay in worker 0's totals.
+        let t = totals(e);
+        assert_eq!(t.len(), 1, "{t:?}");
+        let n = |k: &str| t[0][k].as_u64().unwrap();
+        assert_eq!(
+            (n("worker"), n("accepted"), n("closed"), n("open")),
+            (0, 1, 1, 0),
+            "{t:?}"
+        );
+        assert!(
+            n("rx_frames") >= mine["rx_frames"].as_u64().unwrap(),
+            "{t:?}"
+        );
+        assert!(n("tx_bytes") >= mine["tx_bytes"].as_u64().unwrap(), "{t:?}");
         // Served again on a new connection.
         let mut c2 = RdmaClient::connect(server, opts).unwrap();
         c2.send(|b| request(b, 3)).unwrap();
         c2.recv(Duration::from_secs(30), |_, _| ()).unwrap();
+        assert_eq!(totals(e)[0]["open"], 1);
         assert!(
             connections(e)
                 .iter()

@@ -29,7 +29,10 @@ mod server;
 mod verbs;
 
 pub use client::{ClientError, ClientOpts, RdmaClient};
-pub use server::{ConnStatus, RdmaError, RdmaTransport, close_connection, connections};
+pub use server::{
+    ConnStatus, ConnTotals, RdmaError, RdmaTransport, close_connection, connection_totals,
+    connections,
+};
 
 /// Limits of the `[rdma]` table.
 pub mod limits {
@@ -460,6 +463,7 @@ mod tests {
         }
         assert!(!e.is_running());
         assert!(connections().is_empty());
+        assert!(connection_totals().is_empty());
     }
 
     #[test]
@@ -594,6 +598,17 @@ mod tests {
         assert!(
             !connections().iter().any(|s| s.id == conn_id),
             "closed connections leave the list"
+        );
+        // Their counts stay in the worker's totals: counters only grow.
+        let listen: SocketAddr = format!("{ip}:7472").parse().unwrap();
+        let t = connection_totals()
+            .into_iter()
+            .find(|t| t.listen == listen && t.worker == 0)
+            .expect("worker 0 has totals");
+        assert_eq!((t.accepted, t.closed, t.open), (1, 1, 0), "{t:?}");
+        assert!(
+            t.rx_frames >= mine.rx_frames && t.tx_bytes >= mine.tx_bytes,
+            "{t:?}"
         );
         // The slot is free again: a new client connects.
         let c2 = RdmaClient::connect(server, opts).unwrap();

@@ -87,8 +87,8 @@ struct ConnCounters {
 }
 
 impl ConnCounters {
-    fn reset(&self) {
-        for a in [
+    fn fields(&self) -> [&AtomicU64; 7] {
+        [
             &self.rx_frames,
             &self.rx_bytes,
             &self.rx_large,
@@ -96,8 +96,20 @@ impl ConnCounters {
             &self.tx_bytes,
             &self.tx_large,
             &self.errors,
-        ] {
+        ]
+    }
+
+    fn reset(&self) {
+        for a in self.fields() {
             a.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Moves these counts into `into` (control thread, under the
+    /// connection table lock, once the worker has let go of the slot).
+    fn retire_into(&self, into: &ConnCounters) {
+        for (from, to) in self.fields().into_iter().zip(into.fields()) {
+            bump(to, from.swap(0, Ordering::Relaxed));
         }
     }
 }
@@ -153,6 +165,39 @@ enum ConnMsg {
     },
 }
 
+/// One worker's connection counters since start: the final counts of its
+/// closed connections plus the counts of its open ones, so they only grow
+/// (Prometheus counters). In `connection_totals()`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnTotals {
+    /// Always "rdma".
+    pub transport: &'static str,
+    /// The listen address of the runtime.
+    pub listen: SocketAddr,
+    /// Worker index.
+    pub worker: usize,
+    /// Connections open now (any state).
+    pub open: u64,
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections closed and released.
+    pub closed: u64,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames received by RDMA WRITE into a slot.
+    pub rx_large: u64,
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Frames sent by RDMA WRITE into a reply slot.
+    pub tx_large: u64,
+    /// Failed or refused operations.
+    pub errors: u64,
+}
+
 /// What a worker shares with the control thread.
 struct Port {
     cq: Cq,
@@ -163,6 +208,10 @@ struct Port {
     /// Per connection slot: address and rkey of its request slots.
     grants: Box<[(u64, u32)]>,
     stats: Box<[ConnCounters]>,
+    /// Counts of released connections (written by the control thread).
+    retired: ConnCounters,
+    accepted: AtomicU64,
+    closed_conns: AtomicU64,
     closing: AtomicBool,
     closed: AtomicBool,
 }
@@ -321,6 +370,54 @@ pub fn connections() -> Vec<ConnStatus> {
     out
 }
 
+/// Per-worker connection counters of every RDMA listener in this process
+/// (closed connections included: the values only grow while it runs).
+pub fn connection_totals() -> Vec<ConnTotals> {
+    let rts: Vec<Arc<Runtime>> = RUNTIMES
+        .lock()
+        .map(|r| r.iter().filter_map(Weak::upgrade).collect())
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for rt in rts {
+        let inner = &rt.inner;
+        let per = inner.cfg.connections_max as usize;
+        // Held while reading: a release moves counts under this lock, so
+        // nothing is seen twice or missed.
+        let Ok(conns) = inner.conns.lock() else {
+            continue;
+        };
+        for (w, port) in inner.ports.iter().enumerate() {
+            let Some(port) = port.get() else { continue };
+            let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            let mut sum = [0u64; 7];
+            for k in port.stats.iter().chain(std::iter::once(&port.retired)) {
+                for (s, a) in sum.iter_mut().zip(k.fields()) {
+                    *s += ld(a);
+                }
+            }
+            let open = conns
+                .get(w * per..(w + 1) * per)
+                .map_or(0, |c| c.iter().flatten().count());
+            out.push(ConnTotals {
+                transport: "rdma",
+                listen: rt.listen,
+                worker: w,
+                open: open as u64,
+                accepted: ld(&port.accepted),
+                closed: ld(&port.closed_conns),
+                rx_frames: sum[0],
+                rx_bytes: sum[1],
+                rx_large: sum[2],
+                tx_frames: sum[3],
+                tx_bytes: sum[4],
+                tx_large: sum[5],
+                errors: sum[6],
+            });
+        }
+    }
+    out
+}
+
 /// Disconnects a connection; its in-flight requests are dropped and the
 /// client sees a retryable connection loss.
 pub fn close_connection(id: u64) -> Result<(), RdmaError> {
@@ -361,6 +458,9 @@ fn control_loop(inner: &Inner) {
                                 "rdma: connection {conn_id} from {peer:?} on worker {worker}"
                             );
                             if let Ok(mut conns) = inner.conns.lock() {
+                                if let Some(p) = inner.ports[worker].get() {
+                                    bump(&p.accepted, 1);
+                                }
                                 conns[worker * per + slot as usize] = Some(Conn {
                                     id,
                                     worker,
@@ -431,6 +531,7 @@ fn control_loop(inner: &Inner) {
                         .is_some_and(|c| c.generation == g && c.state == ConnState::Closing)
                     {
                         if let Some(c) = conns[k].take() {
+                            retire(port, slot);
                             doomed.push(c.id);
                         }
                     }
@@ -439,6 +540,7 @@ fn control_loop(inner: &Inner) {
                 if port.closing.load(Ordering::Acquire) && !port.closed.load(Ordering::Acquire) {
                     for c in conns[w * per..(w + 1) * per].iter_mut() {
                         if let Some(mut c) = c.take() {
+                            retire(port, c.slot);
                             c.id.disconnect();
                             c.id.destroy_qp();
                             doomed.push(c.id);
@@ -461,6 +563,14 @@ fn control_loop(inner: &Inner) {
     for p in inner.ports.iter().filter_map(OnceLock::get) {
         p.closed.store(true, Ordering::Release);
     }
+}
+
+/// A connection slot is released: its counts join the worker's totals.
+fn retire(port: &Port, slot: u32) {
+    if let Some(k) = port.stats.get(slot as usize) {
+        k.retire_into(&port.retired);
+    }
+    bump(&port.closed_conns, 1);
 }
 
 fn begin_close(inner: &Inner, c: &mut Conn) {
@@ -698,6 +808,9 @@ impl RdmaTransport {
             outbox: ArrayQueue::new(cm * 2 + 8),
             grants: grants.into_boxed_slice(),
             stats: (0..cm).map(|_| ConnCounters::default()).collect(),
+            retired: ConnCounters::default(),
+            accepted: AtomicU64::new(0),
+            closed_conns: AtomicU64::new(0),
             closing: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         });
