@@ -1,0 +1,241 @@
+//! JSON Schema validation of a request's JSON section, and JSON content
+//! predicates for routing (issue 8).
+//!
+//! [`JsonSchema::compile`] runs on the control path: it parses the schema
+//! with serde_json and flattens it into a node table (indices, no boxed
+//! tree). [`JsonSchema::validate`] runs on a worker: one strict RFC 8259
+//! pass over the section that checks the node table while it parses, with
+//! no allocation and no lock, not even on error paths. Applicators (`allOf`,
+//! `anyOf`, `oneOf`, `not`, `if`, `$ref` next to other keywords) re-scan the
+//! value's span, which the enclosing pass has already checked for syntax.
+//!
+//! Bounded work: a validation takes at most
+//! `WORK_STEPS_BASE + WORK_STEPS_PER_BYTE * section.len()` steps (a step is
+//! a value visited, a byte of string, number or whitespace scanned, or a
+//! member compared); past that it returns [`Invalid`] with
+//! [`BUDGET_EXCEEDED`], never hangs. Recursion is bounded by
+//! `DEPTH_MAX * (APPLICATOR_DEPTH_MAX + 1)` frames: values nest at most
+//! `DEPTH_MAX` deep and, on one value, applicators chain at most
+//! `APPLICATOR_DEPTH_MAX` deep (checked at compile time, which also refuses
+//! `$ref` cycles that consume no input).
+//!
+//! Numbers compare as f64. Integer literals of any size are integers; with
+//! a fraction or exponent, integrality is decided on the f64 value (so
+//! beyond 2^53 every such value is an integer, and `1.0` is one).
+//! `multipleOf` is exact for integers below 2^53 and uses a relative
+//! tolerance of 1e-9 on the quotient otherwise.
+
+mod compile;
+mod predicate;
+mod scan;
+mod validate;
+
+pub use predicate::Predicate;
+
+use crate::{CompileError, Invalid, Reference};
+
+/// Most properties (declared plus required) one object schema may name.
+pub const PROPERTIES_MAX: usize = 1024;
+/// Most names one `required` may list (a u64 bitmask tracks them).
+pub const REQUIRED_MAX: usize = 64;
+/// Longest property name, in bytes (escaped keys are decoded into a stack
+/// buffer of this size to be compared).
+pub const PROPERTY_NAME_BYTES_MAX: usize = 256;
+/// Most values one `enum` may list.
+pub const ENUM_VALUES_MAX: usize = 256;
+/// Most subschemas in one `allOf`, `anyOf` or `oneOf`.
+pub const SUBSCHEMAS_MAX: usize = 64;
+/// Most positional schemas in `prefixItems` (or array-form `items`).
+pub const PREFIX_ITEMS_MAX: usize = 256;
+/// Longest chain of applicators (`$ref`, `allOf`, `anyOf`, `oneOf`, `not`,
+/// `if`/`then`/`else`) applied to one value without descending into it.
+pub const APPLICATOR_DEPTH_MAX: usize = 32;
+/// Largest schema text accepted, in bytes.
+pub const SCHEMA_BYTES_MAX: usize = 1 << 20;
+/// Validation steps allowed per section byte (see the module docs).
+pub const WORK_STEPS_PER_BYTE: usize = 64;
+/// Validation steps allowed whatever the section size.
+pub const WORK_STEPS_BASE: usize = 1 << 16;
+/// Most segments in a predicate path.
+pub const PATH_SEGMENTS_MAX: usize = 8;
+
+/// Message of the [`Invalid`] returned when the work budget runs out.
+pub const BUDGET_EXCEEDED: &str = "validation work budget exceeded";
+
+/// Sentinel node index: no schema (anything is valid).
+pub(crate) const NONE: u32 = u32::MAX;
+
+pub(crate) const T_NULL: u8 = 1;
+pub(crate) const T_BOOL: u8 = 2;
+pub(crate) const T_OBJ: u8 = 4;
+pub(crate) const T_ARR: u8 = 8;
+pub(crate) const T_NUM: u8 = 16;
+pub(crate) const T_INT: u8 = 32;
+pub(crate) const T_STR: u8 = 64;
+pub(crate) const T_ANY: u8 = 127;
+
+/// A half-open range into one of the schema's side tables.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Span {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+    pub fn is_empty(self) -> bool {
+        self.start == self.end
+    }
+}
+
+/// One compiled (sub)schema. Absent keywords hold neutral values.
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    pub types: u8,
+    pub type_msg: &'static str,
+    /// The `false` schema.
+    pub falsy: bool,
+    /// Only a `$ref`: followed in a loop, without a frame.
+    pub pure_ref: bool,
+    /// Any keyword that needs more than a syntax check of the value.
+    pub checks: bool,
+    pub applicators: bool,
+    pub numeric: bool,
+    pub minimum: f64,
+    pub ex_minimum: f64,
+    pub maximum: f64,
+    pub ex_maximum: f64,
+    pub multiple_of: f64,
+    pub min_length: usize,
+    pub max_length: usize,
+    pub min_items: usize,
+    pub max_items: usize,
+    pub unique_items: bool,
+    /// Positional item schemas (edges).
+    pub prefix: Span,
+    /// Schema of items past `prefix`.
+    pub items: u32,
+    pub contains: u32,
+    pub min_contains: usize,
+    pub max_contains: usize,
+    /// Property entries, sorted by name bytes.
+    pub props: Span,
+    pub required_mask: u64,
+    pub additional: u32,
+    pub property_names: u32,
+    pub min_properties: usize,
+    pub max_properties: usize,
+    /// `enum` values (ranges into `const_bytes`, via `consts`).
+    pub enum_values: Span,
+    /// `const` value index into `consts`.
+    pub konst: u32,
+    pub ref_: u32,
+    pub all_of: Span,
+    pub any_of: Span,
+    pub one_of: Span,
+    pub not: u32,
+    pub if_: u32,
+    pub then_: u32,
+    pub else_: u32,
+}
+
+impl Node {
+    pub(crate) fn any() -> Self {
+        Node {
+            types: T_ANY,
+            type_msg: "type mismatch",
+            falsy: false,
+            pure_ref: false,
+            checks: false,
+            applicators: false,
+            numeric: false,
+            minimum: f64::NEG_INFINITY,
+            ex_minimum: f64::NEG_INFINITY,
+            maximum: f64::INFINITY,
+            ex_maximum: f64::INFINITY,
+            multiple_of: 0.0,
+            min_length: 0,
+            max_length: usize::MAX,
+            min_items: 0,
+            max_items: usize::MAX,
+            unique_items: false,
+            prefix: Span::default(),
+            items: NONE,
+            contains: NONE,
+            min_contains: 1,
+            max_contains: usize::MAX,
+            props: Span::default(),
+            required_mask: 0,
+            additional: NONE,
+            property_names: NONE,
+            min_properties: 0,
+            max_properties: usize::MAX,
+            enum_values: Span::default(),
+            konst: NONE,
+            ref_: NONE,
+            all_of: Span::default(),
+            any_of: Span::default(),
+            one_of: Span::default(),
+            not: NONE,
+            if_: NONE,
+            then_: NONE,
+            else_: NONE,
+        }
+    }
+}
+
+/// One entry of an object schema's property table.
+#[derive(Debug, Clone)]
+pub(crate) struct Prop {
+    pub name: Box<[u8]>,
+    /// Schema from `properties` (NONE: any value).
+    pub node: u32,
+    /// Bit in `required_mask`, or `u8::MAX` when not required.
+    pub bit: u8,
+    /// Named in `properties` (otherwise only in `required`, and
+    /// `additionalProperties` still applies).
+    pub declared: bool,
+}
+
+/// A JSON Schema compiled for the data plane.
+#[derive(Debug, Clone)]
+pub struct JsonSchema {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) edges: Vec<u32>,
+    pub(crate) props: Vec<Prop>,
+    /// Byte ranges of canonical `enum`/`const` values in `const_bytes`.
+    pub(crate) consts: Vec<(u32, u32)>,
+    pub(crate) const_bytes: Vec<u8>,
+    pub(crate) root: u32,
+    pub(crate) unenforced: Vec<String>,
+}
+
+impl JsonSchema {
+    /// Compiles `text` (drafts 4, 6, 7, 2019-09 and 2020-12, chosen by
+    /// `$schema`; 2020-12 when absent). `refs` are schemas a `$ref` may name
+    /// (the ref string is the reference name, optionally followed by
+    /// `#/pointer`).
+    pub fn compile(text: &str, refs: &[Reference<'_>]) -> Result<JsonSchema, CompileError> {
+        compile::compile(text, refs)
+    }
+
+    /// Checks that `section` is one well-formed JSON value (RFC 8259,
+    /// UTF-8) that the schema accepts. Allocates nothing and takes no lock.
+    pub fn validate(&self, section: &[u8]) -> Result<(), Invalid> {
+        validate::validate(self, section)
+    }
+
+    /// Keywords present in the schema that `validate` does not enforce,
+    /// each as `"<keyword> at <JSON pointer>"`, so the engine can report
+    /// them.
+    pub fn unenforced(&self) -> &[String] {
+        &self.unenforced
+    }
+
+    /// Number of nodes in the compiled table (at most `limits::NODES_MAX`).
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+}

@@ -1,0 +1,239 @@
+//! Content predicates for routing: `$.intent == "reasoning"`.
+
+use std::fmt;
+
+use serde_json::Value;
+
+use super::PATH_SEGMENTS_MAX;
+use super::scan::{self, skip_ws};
+use crate::CompileError;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Key(Box<str>),
+    Index(usize),
+}
+
+/// A comparison of the value at a path of a JSON section with a scalar.
+/// Parsed on the control path; [`Predicate::matches`] allocates nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Predicate {
+    path: String,
+    segments: Vec<Segment>,
+    negated: bool,
+    /// The literal as canonical JSON text.
+    literal: Vec<u8>,
+}
+
+fn fail(expr: &str, what: &str) -> CompileError {
+    CompileError(format!("predicate {expr:?}: {what}"))
+}
+
+impl Predicate {
+    /// Parses `PATH OP LITERAL`: PATH is `$` then `.name` (names of
+    /// `[A-Za-z0-9_-]`), `["any name"]` or `[N]` segments, at most
+    /// `PATH_SEGMENTS_MAX`; OP is `==` or `!=`; LITERAL a JSON string,
+    /// number, `true`, `false` or `null`.
+    pub fn parse(expr: &str) -> Result<Predicate, CompileError> {
+        let e = expr.trim();
+        let b = e.as_bytes();
+        if b.first() != Some(&b'$') {
+            return Err(fail(expr, "path must start with '$'"));
+        }
+        let mut i = 1;
+        let mut segments = Vec::new();
+        loop {
+            match b.get(i) {
+                Some(b'.') => {
+                    let start = i + 1;
+                    i = start;
+                    while b.get(i).is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-') {
+                        i += 1;
+                    }
+                    if i == start {
+                        return Err(fail(expr, "empty name after '.'"));
+                    }
+                    segments.push(Segment::Key(e[start..i].into()));
+                }
+                Some(b'[') => {
+                    i += 1;
+                    if b.get(i) == Some(&b'"') {
+                        let t = scan::scan_string(b, i).map_err(|_| fail(expr, "bad quoted name in path"))?;
+                        let name: String =
+                            serde_json::from_str(&e[i..t.end]).map_err(|_| fail(expr, "bad quoted name in path"))?;
+                        segments.push(Segment::Key(name.into()));
+                        i = t.end;
+                    } else {
+                        let start = i;
+                        while b.get(i).is_some_and(u8::is_ascii_digit) {
+                            i += 1;
+                        }
+                        let n = e[start..i].parse().map_err(|_| fail(expr, "expected an index or a quoted name in []"))?;
+                        segments.push(Segment::Index(n));
+                    }
+                    if b.get(i) != Some(&b']') {
+                        return Err(fail(expr, "expected ']'"));
+                    }
+                    i += 1;
+                }
+                _ => break,
+            }
+            if segments.len() > PATH_SEGMENTS_MAX {
+                return Err(fail(expr, "path has more than PATH_SEGMENTS_MAX (8) segments"));
+            }
+        }
+        let path = e[..i].to_string();
+        let rest = e[i..].trim_start();
+        let negated = if rest.starts_with("==") {
+            false
+        } else if rest.starts_with("!=") {
+            true
+        } else {
+            return Err(fail(expr, "expected '==' or '!=' after the path"));
+        };
+        let lit = rest[2..].trim();
+        let v: Value = serde_json::from_str(lit).map_err(|_| fail(expr, "literal is not a JSON value"))?;
+        if v.is_array() || v.is_object() {
+            return Err(fail(expr, "literal must be a string, number, true, false or null"));
+        }
+        let literal = serde_json::to_vec(&v).map_err(|_| fail(expr, "literal cannot be encoded"))?;
+        Ok(Predicate {
+            path,
+            segments,
+            negated,
+            literal,
+        })
+    }
+
+    /// The path, for diagnostics (`$.meta.priority`).
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Whether the section satisfies the predicate. A missing path makes
+    /// `==` false and `!=` true; malformed JSON met on the way makes both
+    /// false. Never panics, allocates nothing; work is linear in the
+    /// section length.
+    pub fn matches(&self, section: &[u8]) -> bool {
+        match self.find(section) {
+            Found::At(i) => {
+                let mut budget = usize::MAX;
+                scan::equal(section, i, &self.literal, 0, &mut budget) != self.negated
+            }
+            Found::Missing => self.negated,
+            Found::Malformed => false,
+        }
+    }
+
+    fn find(&self, s: &[u8]) -> Found {
+        let mut i = skip_ws(s, 0);
+        for (depth, seg) in self.segments.iter().enumerate() {
+            let next = match seg {
+                Segment::Key(name) => member(s, i, name.as_bytes(), depth),
+                Segment::Index(n) => element(s, i, *n, depth),
+            };
+            match next {
+                Found::At(j) => i = j,
+                other => return other,
+            }
+        }
+        // Check the target's syntax before comparing it.
+        match scan::skip_value(s, i, self.segments.len()) {
+            Ok(_) => Found::At(i),
+            Err(_) => Found::Malformed,
+        }
+    }
+}
+
+impl fmt::Display for Predicate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = if self.negated { "!=" } else { "==" };
+        write!(f, "{} {op} {}", self.path, String::from_utf8_lossy(&self.literal))
+    }
+}
+
+enum Found {
+    At(usize),
+    Missing,
+    Malformed,
+}
+
+/// After a value, the next element or member of its container.
+enum Next {
+    More(usize),
+    End,
+}
+
+fn after(s: &[u8], j: usize, close: u8) -> Result<Next, ()> {
+    let j = skip_ws(s, j);
+    match s.get(j) {
+        Some(b',') => Ok(Next::More(skip_ws(s, j + 1))),
+        Some(&c) if c == close => Ok(Next::End),
+        _ => Err(()),
+    }
+}
+
+/// The value of the first member named `name` of the object at `i`.
+fn member(s: &[u8], i: usize, name: &[u8], depth: usize) -> Found {
+    match s.get(i) {
+        Some(b'{') => {}
+        Some(b'[' | b'"' | b't' | b'f' | b'n' | b'-' | b'0'..=b'9') => return Found::Missing,
+        _ => return Found::Malformed,
+    }
+    let mut k = skip_ws(s, i + 1);
+    if s.get(k) == Some(&b'}') {
+        return Found::Missing;
+    }
+    loop {
+        if s.get(k) != Some(&b'"') {
+            return Found::Malformed;
+        }
+        let Ok(key) = scan::scan_string(s, k) else {
+            return Found::Malformed;
+        };
+        let c = skip_ws(s, key.end);
+        if s.get(c) != Some(&b':') {
+            return Found::Malformed;
+        }
+        let v = skip_ws(s, c + 1);
+        if scan::string_eq_bytes(s, k, name) {
+            return Found::At(v);
+        }
+        let Ok(end) = scan::skip_value(s, v, depth + 1) else {
+            return Found::Malformed;
+        };
+        match after(s, end, b'}') {
+            Ok(Next::More(n)) => k = n,
+            Ok(Next::End) => return Found::Missing,
+            Err(()) => return Found::Malformed,
+        }
+    }
+}
+
+/// Element `n` of the array at `i`.
+fn element(s: &[u8], i: usize, n: usize, depth: usize) -> Found {
+    match s.get(i) {
+        Some(b'[') => {}
+        Some(b'{' | b'"' | b't' | b'f' | b'n' | b'-' | b'0'..=b'9') => return Found::Missing,
+        _ => return Found::Malformed,
+    }
+    let mut k = skip_ws(s, i + 1);
+    if s.get(k) == Some(&b']') {
+        return Found::Missing;
+    }
+    let mut idx = 0;
+    loop {
+        if idx == n {
+            return Found::At(k);
+        }
+        let Ok(end) = scan::skip_value(s, k, depth + 1) else {
+            return Found::Malformed;
+        };
+        idx += 1;
+        match after(s, end, b']') {
+            Ok(Next::More(x)) => k = x,
+            Ok(Next::End) => return Found::Missing,
+            Err(()) => return Found::Malformed,
+        }
+    }
+}
