@@ -40,6 +40,8 @@ commands:
   models load -name N -version V -kind K [-path P] [-alias A]...
   alias set MODEL ALIAS VERSION   point an alias at a version
   peers ls | add NAME ADDR [LABEL=VALUE]... | rm NAME
+  connections                     client connections (RDMA) with their counters
+  connections close ID            disconnect one; its requests in flight fail, retryably
   stats                           counters and latency per worker and shard
   reload                          re-read the config file on the daemon
 
@@ -266,6 +268,14 @@ func dispatch(c *client, p *printer, args []string) error {
 		return nil
 	case "peers":
 		return peers(c, p, rest)
+	case "connections":
+		switch {
+		case len(rest) == 0:
+			return connections(c, p)
+		case len(rest) == 2 && rest[0] == "close":
+			return connectionClose(c, p, rest[1])
+		}
+		return usageError("usage: sluicectl connections [close ID]")
 	case "stats":
 		return stats(c, p)
 	case "reload":
@@ -288,6 +298,39 @@ func dispatch(c *client, p *printer, args []string) error {
 		return nil
 	}
 	return usageError(fmt.Sprintf("unknown command %q", cmd))
+}
+
+func connections(c *client, p *printer) error {
+	var cs []engine.Connection
+	raw, err := c.call("GET", "/v1/connections", nil, &cs)
+	if err != nil || p.json {
+		if err == nil {
+			p.raw(raw)
+		}
+		return err
+	}
+	var rows [][]string
+	for _, k := range cs {
+		rows = append(rows, []string{fmt.Sprint(k.ID), k.Transport, fmt.Sprint(k.Worker), or(k.Peer, "-"), or(k.Device, "-"), k.State,
+			fmt.Sprint(k.RxFrames), fmt.Sprint(k.RxBytes), fmt.Sprint(k.TxFrames), fmt.Sprint(k.TxBytes),
+			fmt.Sprintf("%d/%d", k.RxLarge, k.TxLarge), fmt.Sprint(k.Errors)})
+	}
+	p.table("ID\tTRANSPORT\tWORKER\tPEER\tDEVICE\tSTATE\tRX_FRAMES\tRX_BYTES\tTX_FRAMES\tTX_BYTES\tWRITES_RX/TX\tERRORS", rows)
+	fmt.Fprintf(p.w, "(%d connections)\n", len(cs))
+	return nil
+}
+
+func connectionClose(c *client, p *printer, id string) error {
+	raw, err := c.call("DELETE", "/v1/connections/"+url.PathEscape(id), nil, nil)
+	if err != nil {
+		return err
+	}
+	if p.json {
+		p.raw(raw)
+	} else {
+		fmt.Fprintf(p.w, "connection %s: closing (requests in flight fail on the client with a retryable connection loss)\n", id)
+	}
+	return nil
 }
 
 func listOr(l []string, empty string) string {

@@ -145,6 +145,34 @@ func TestCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustCtl(t, env, "-json", "stats")), &st); err != nil || st.Workers[0].Errors["busy"] != 1 || st.Shards[0].Errors != 1 {
 		t.Fatalf("stats -json: %v %+v", err, st)
 	}
+	// Connections: listed with counters, closed by id.
+	if out := mustCtl(t, env, "connections"); !strings.Contains(out, "(0 connections)") {
+		t.Fatalf("no connections:\n%s", out)
+	}
+	id, err := fake.Connect(engine.Connection{Transport: "rdma", Listen: "10.99.0.1:7471", Worker: 0, Peer: "10.99.0.2:40000", Device: "rxe0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.CountConnection(id, 7, 700, 6, 600, 0)
+	out = mustCtl(t, env, "connections")
+	if !strings.Contains(out, "1   rdma       0       10.99.0.2:40000  rxe0    up     7          700       6          600") || !strings.Contains(out, "(1 connections)") {
+		t.Fatalf("connections:\n%s", out)
+	}
+	if code, _, errs := ctl(t, env, "connections", "close", "x"); code != 1 || !strings.Contains(errs, "(invalid_argument)") {
+		t.Fatalf("close x: %d %s", code, errs)
+	}
+	if code, _, errs := ctl(t, env, "connections", "close", "99"); code != 1 || !strings.Contains(errs, "no connection 99 (not_found)") {
+		t.Fatalf("close 99: %d %s", code, errs)
+	}
+	if out := mustCtl(t, env, "connections", "close", "1"); !strings.Contains(out, "connection 1: closing") {
+		t.Fatalf("close:\n%s", out)
+	}
+	if cs, _ := fake.Connections(); len(cs) != 0 {
+		t.Fatalf("still open: %+v", cs)
+	}
+	if code, _, _ := ctl(t, env, "connections", "drop", "1"); code != 2 {
+		t.Fatalf("bad subcommand: %d", code)
+	}
 	if out := mustCtl(t, env, "reload"); !strings.Contains(out, "reloaded") {
 		t.Fatalf("reload:\n%s", out)
 	}

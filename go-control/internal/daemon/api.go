@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/sluice-ai/sluice/go-control/internal/config"
@@ -351,6 +352,29 @@ func (d *Daemon) routes() *http.ServeMux {
 			writeErr(w, err)
 			return
 		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /v1/connections", func(w http.ResponseWriter, r *http.Request) {
+		cs, err := d.eng.Connections()
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, nonNil(cs))
+	})
+	mux.HandleFunc("DELETE /v1/connections/{id}", func(w http.ResponseWriter, r *http.Request) {
+		raw := r.PathValue("id")
+		id, err := strconv.ParseUint(raw, 10, 64)
+		if err != nil {
+			writeErr(w, fmt.Errorf("%w: connection id %q is not a decimal id from GET /v1/connections", errs.ErrInvalidArgument, raw))
+			return
+		}
+		if err := d.eng.CloseConnection(id); err != nil {
+			writeErr(w, err)
+			return
+		}
+		// The disconnect is under way; the connection may be listed as
+		// "closing" until its worker has let go of it.
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {

@@ -289,6 +289,37 @@ func TestPeers(t *testing.T) {
 	r.apiErr("DELETE", "/v1/peers/east", "", 404, "not_found")
 }
 
+func TestConnections(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""))
+	if b := r.must("GET", "/v1/connections", "", 200); strings.TrimSpace(string(b)) != "[]" {
+		t.Fatalf("no connections: %s", b)
+	}
+	id, err := r.fake.Connect(engine.Connection{Transport: "rdma", Listen: "10.99.0.1:7471", Worker: 0, Peer: "10.99.0.2:40000", Device: "rxe0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.fake.CountConnection(id, 3, 300, 3, 330, 0)
+	cs := decodeAs[[]engine.Connection](t, r.must("GET", "/v1/connections", "", 200))
+	if len(cs) != 1 || cs[0].ID != id || cs[0].State != "up" || cs[0].Peer != "10.99.0.2:40000" || cs[0].RxFrames != 3 || cs[0].TxBytes != 330 {
+		t.Fatalf("connections: %+v", cs)
+	}
+	for _, bad := range []string{"abc", "-1", "1.5", "18446744073709551616"} {
+		e := r.apiErr("DELETE", "/v1/connections/"+bad, "", 400, "invalid_argument")
+		if !strings.Contains(e.Error, strconv.Quote(bad)) {
+			t.Fatalf("error for %q does not name it: %s", bad, e.Error)
+		}
+	}
+	e := r.apiErr("DELETE", "/v1/connections/"+strconv.FormatUint(id+100, 10), "", 404, "not_found")
+	if !strings.Contains(e.Error, "no connection") {
+		t.Fatalf("not found: %s", e.Error)
+	}
+	r.must("DELETE", "/v1/connections/"+strconv.FormatUint(id, 10), "", 204)
+	if cs := decodeAs[[]engine.Connection](t, r.must("GET", "/v1/connections", "", 200)); len(cs) != 0 {
+		t.Fatalf("after close: %+v", cs)
+	}
+	r.apiErr("DELETE", "/v1/connections/"+strconv.FormatUint(id, 10), "", 404, "not_found")
+}
+
 func TestStatsEndpoint(t *testing.T) {
 	r := start(t, t.TempDir(), testConfig(t, ""))
 	r.fake.Record(0, "hbm2-inference", "", 1000, 5000)

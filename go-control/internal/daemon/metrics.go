@@ -32,10 +32,14 @@ type collector struct {
 	sRequests, sErrors                  *prometheus.Desc
 	sQueue, sQueueHist, sQueueMax       *prometheus.Desc
 	sService, sServiceHist, sServiceMax *prometheus.Desc
+
+	cOpen, cAccepted, cClosed, cRx, cRxBytes, cRxLarge, cTx, cTxBytes, cTxLarge, cErrors *prometheus.Desc
 }
 
 func newCollector(d *Daemon) *collector {
 	w, wp, s := []string{"worker", "core"}, []string{"worker", "core", "pool"}, []string{"shard", "local"}
+	// Per transport and worker, never per connection: bounded cardinality.
+	cw := []string{"transport", "worker"}
 	return &collector{
 		d:       d,
 		up:      desc("engine_stats_up", "1 if the engine answered the stats call of this scrape."),
@@ -68,6 +72,17 @@ func newCollector(d *Daemon) *collector {
 		sService:     desc("shard_service_seconds", "Time in the handler (quantiles).", s...),
 		sServiceHist: desc("shard_service_hist_seconds", "Time in the handler, as a histogram.", s...),
 		sServiceMax:  desc("shard_service_max_seconds", "Longest time in the handler.", s...),
+
+		cOpen:     desc("connections_open", "Connections open now (RDMA), by transport.", "transport"),
+		cAccepted: desc("connections_accepted_total", "Connections accepted by the worker.", cw...),
+		cClosed:   desc("connections_closed_total", "Connections closed (by either side) and released by the worker.", cw...),
+		cRx:       desc("connection_rx_frames_total", "Frames received on the worker's connections.", cw...),
+		cRxBytes:  desc("connection_rx_bytes_total", "Bytes received on the worker's connections.", cw...),
+		cRxLarge:  desc("connection_rx_large_frames_total", "Frames received by RDMA WRITE into a granted slot.", cw...),
+		cTx:       desc("connection_tx_frames_total", "Frames sent on the worker's connections.", cw...),
+		cTxBytes:  desc("connection_tx_bytes_total", "Bytes sent on the worker's connections.", cw...),
+		cTxLarge:  desc("connection_tx_large_frames_total", "Frames sent by RDMA WRITE into a client's reply slot.", cw...),
+		cErrors:   desc("connection_errors_total", "Failed or refused operations on the worker's connections.", cw...),
 	}
 }
 
@@ -75,7 +90,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.wRequests, c.wErrors, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
 		c.wTxErr, c.wForeign, c.wPings, c.wNegotiations, c.wCopied, c.wSleeps, c.wPool, c.wPoolUse, c.wReuse,
 		c.wLat, c.wLatHist, c.wLatMax, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
-		c.sService, c.sServiceHist, c.sServiceMax} {
+		c.sService, c.sServiceHist, c.sServiceMax,
+		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors} {
 		ch <- d
 	}
 }
@@ -120,6 +136,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ok, ko := c.d.state.reloadCounts()
 	counter(ch, c.reloads, ok, "ok")
 	counter(ch, c.reloads, ko, "error")
+	c.connections(ch)
 	st, err := c.d.eng.Stats() // one batched call per scrape
 	if err != nil {
 		gauge(ch, c.up, 0)
@@ -161,6 +178,32 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, c.sErrors, s.Errors, l...)
 		latency(ch, c.sQueue, c.sQueueHist, c.sQueueMax, s.Queue, l...)
 		latency(ch, c.sService, c.sServiceHist, c.sServiceMax, s.Service, l...)
+	}
+}
+
+// connections exports the per-worker connection totals (one engine call);
+// an engine that cannot answer leaves them out of this scrape.
+func (c *collector) connections(ch chan<- prometheus.Metric) {
+	tot, err := c.d.eng.ConnectionTotals()
+	if err != nil {
+		return
+	}
+	open := map[string]uint64{}
+	for _, t := range tot {
+		open[t.Transport] += t.Open
+		l := []string{t.Transport, strconv.Itoa(t.Worker)}
+		counter(ch, c.cAccepted, t.Accepted, l...)
+		counter(ch, c.cClosed, t.Closed, l...)
+		counter(ch, c.cRx, t.RxFrames, l...)
+		counter(ch, c.cRxBytes, t.RxBytes, l...)
+		counter(ch, c.cRxLarge, t.RxLarge, l...)
+		counter(ch, c.cTx, t.TxFrames, l...)
+		counter(ch, c.cTxBytes, t.TxBytes, l...)
+		counter(ch, c.cTxLarge, t.TxLarge, l...)
+		counter(ch, c.cErrors, t.Errors, l...)
+	}
+	for tr, n := range open {
+		gauge(ch, c.cOpen, float64(n), tr)
 	}
 }
 

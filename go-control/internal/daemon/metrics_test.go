@@ -8,6 +8,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/sluice-ai/sluice/go-control/internal/engine"
 )
 
 func scrape(t *testing.T, r *running) map[string]*dto.MetricFamily {
@@ -141,5 +143,52 @@ func TestMetrics(t *testing.T) {
 	fams = scrape(t, r)
 	if v := find(t, fams, "sluice_shard_requests_total", hbm).GetCounter().GetValue(); v != 101 {
 		t.Fatalf("after one more: %v", v)
+	}
+}
+
+func TestConnectionMetrics(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""))
+	// io_uring: no connections, so no connection series at all.
+	fams := scrape(t, r)
+	if _, ok := fams["sluice_connections_open"]; ok {
+		t.Fatal("connections_open exported with no connection-oriented transport")
+	}
+	rdma := func(worker int) engine.Connection {
+		return engine.Connection{Transport: "rdma", Listen: "10.99.0.1:7471", Worker: worker, Device: "rxe0"}
+	}
+	a, _ := r.fake.Connect(rdma(0))
+	b, _ := r.fake.Connect(rdma(0))
+	c, _ := r.fake.Connect(rdma(1))
+	r.fake.CountConnection(a, 10, 1000, 10, 2000, 0)
+	r.fake.CountConnection(b, 5, 500, 4, 400, 1)
+	r.fake.CountConnection(c, 1, 100, 1, 100, 0)
+	fams = scrape(t, r)
+	if v := find(t, fams, "sluice_connections_open", map[string]string{"transport": "rdma"}).GetGauge().GetValue(); v != 3 {
+		t.Fatalf("open = %v", v)
+	}
+	w0 := map[string]string{"transport": "rdma", "worker": "0"}
+	if v := find(t, fams, "sluice_connection_rx_frames_total", w0).GetCounter().GetValue(); v != 15 {
+		t.Fatalf("worker 0 rx frames = %v", v)
+	}
+	// A closed connection's counts stay: the counters never go down.
+	if err := r.fake.CloseConnection(a); err != nil {
+		t.Fatal(err)
+	}
+	fams = scrape(t, r)
+	if v := find(t, fams, "sluice_connections_open", map[string]string{"transport": "rdma"}).GetGauge().GetValue(); v != 2 {
+		t.Fatalf("open after close = %v", v)
+	}
+	for name, want := range map[string]float64{
+		"sluice_connection_rx_frames_total": 15, "sluice_connection_rx_bytes_total": 1500,
+		"sluice_connection_tx_frames_total": 14, "sluice_connection_tx_bytes_total": 2400,
+		"sluice_connection_errors_total": 1, "sluice_connections_accepted_total": 2, "sluice_connections_closed_total": 1,
+	} {
+		if v := find(t, fams, name, w0).GetCounter().GetValue(); v != want {
+			t.Fatalf("%s = %v, want %v", name, v, want)
+		}
+	}
+	// One series per worker, not per connection.
+	if f := fams["sluice_connection_rx_frames_total"]; len(f.Metric) != 2 {
+		t.Fatalf("rx frames series: %d", len(f.Metric))
 	}
 }

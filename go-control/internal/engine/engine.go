@@ -66,6 +66,63 @@ type Engine interface {
 	Stats() (Stats, error)
 	// Status describes the running engine.
 	Status() (Status, error)
+	// Connections lists the connections of connection-oriented transports
+	// (RDMA) with their counters; empty for io_uring and DPDK.
+	Connections() ([]Connection, error)
+	// CloseConnection disconnects one connection by id: its requests in
+	// flight fail on the client's side with a retryable connection loss.
+	// An id the engine does not serve is errs.ErrNotFound.
+	CloseConnection(id uint64) error
+	// ConnectionTotals returns per-worker connection counters since Start,
+	// closed connections included (they only grow); empty where
+	// Connections always is.
+	ConnectionTotals() ([]ConnectionTotals, error)
+}
+
+// Connection is one client or peer connection (the engine's ConnStatus).
+type Connection struct {
+	ID        uint64 `json:"id"`
+	Transport string `json:"transport"` // "rdma"
+	Listen    string `json:"listen"`    // local listen address it came in on
+	Worker    int    `json:"worker"`    // worker index serving it
+	Peer      string `json:"peer"`      // remote IP:port; "" if unknown
+	Device    string `json:"device"`    // RDMA device, e.g. "mlx5_0"
+	State     string `json:"state"`     // "accepting", "up" or "closing"
+	RxFrames  uint64 `json:"rx_frames"`
+	RxBytes   uint64 `json:"rx_bytes"`
+	RxLarge   uint64 `json:"rx_large"` // frames received by RDMA WRITE into a slot
+	TxFrames  uint64 `json:"tx_frames"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	TxLarge   uint64 `json:"tx_large"` // frames sent by RDMA WRITE into a reply slot
+	Errors    uint64 `json:"errors"`   // failed or refused operations
+}
+
+// ConnectionTotals are one worker's connection counters since Start.
+type ConnectionTotals struct {
+	Transport string `json:"transport"`
+	Listen    string `json:"listen"`
+	Worker    int    `json:"worker"`
+	Open      uint64 `json:"open"` // connections open now
+	Accepted  uint64 `json:"accepted"`
+	Closed    uint64 `json:"closed"`
+	RxFrames  uint64 `json:"rx_frames"`
+	RxBytes   uint64 `json:"rx_bytes"`
+	RxLarge   uint64 `json:"rx_large"`
+	TxFrames  uint64 `json:"tx_frames"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	TxLarge   uint64 `json:"tx_large"`
+	Errors    uint64 `json:"errors"`
+}
+
+// add counts c's traffic into t.
+func (t *ConnectionTotals) add(c *Connection) {
+	t.RxFrames += c.RxFrames
+	t.RxBytes += c.RxBytes
+	t.RxLarge += c.RxLarge
+	t.TxFrames += c.TxFrames
+	t.TxBytes += c.TxBytes
+	t.TxLarge += c.TxLarge
+	t.Errors += c.Errors
 }
 
 // Schema is one registered schema version pushed to the hot-path validator

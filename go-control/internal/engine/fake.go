@@ -30,6 +30,14 @@ type Fake struct {
 	applies  int
 	stats    int // Stats calls
 	schemas  []Schema
+	conns    map[uint64]*Connection
+	connSeq  uint64
+	retired  map[connKey]*ConnectionTotals // per transport and worker: closed connections
+}
+
+type connKey struct {
+	transport string
+	worker    int
 }
 
 type fakeWorker struct {
@@ -62,7 +70,7 @@ func NewFake(configJSON []byte) (*Fake, error) {
 		return nil, refusal(issues)
 	}
 	f := &Fake{cfg: &cfg, state: "created", models: map[string]*ModelInfo{}, peers: map[string]*PeerStatus{},
-		workers: map[int]*fakeWorker{}, shards: map[string]*fakeShard{}}
+		workers: map[int]*fakeWorker{}, shards: map[string]*fakeShard{}, conns: map[uint64]*Connection{}, retired: map[connKey]*ConnectionTotals{}}
 	f.syncModels()
 	f.syncPeers()
 	return f, nil
@@ -150,11 +158,15 @@ func (f *Fake) Stop(ctx context.Context) error {
 	case <-drained:
 		f.mu.Lock()
 		f.state = "stopped"
+		clear(f.conns) // the real engine tears its transport down
+		clear(f.retired)
 		f.mu.Unlock()
 		return nil
 	case <-ctx.Done():
 		f.mu.Lock()
 		f.state = "stopped"
+		clear(f.conns)
+		clear(f.retired)
 		n := f.inFlight
 		f.mu.Unlock()
 		return fmt.Errorf("%w: %d requests dropped: %v", errs.ErrTimeout, n, ctx.Err())
@@ -487,6 +499,103 @@ func (f *Fake) Status() (Status, error) {
 		return key(st.Models[i].Name, st.Models[i].Version) < key(st.Models[j].Name, st.Models[j].Version)
 	})
 	return st, nil
+}
+
+// Connect adds a connection as a connection-oriented transport would on
+// accept, and returns its id. Only a running engine accepts.
+func (f *Fake) Connect(c Connection) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.live(); err != nil {
+		return 0, err
+	}
+	f.connSeq++
+	c.ID = f.connSeq
+	if c.State == "" {
+		c.State = "up"
+	}
+	f.conns[c.ID] = &c
+	f.totalsOf(c.Transport, c.Listen, c.Worker).Accepted++
+	return c.ID, nil
+}
+
+// CountConnection adds traffic to a connection's counters, as its worker
+// would; false if the id is unknown.
+func (f *Fake) CountConnection(id, rxFrames, rxBytes, txFrames, txBytes, errors uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.conns[id]
+	if ok {
+		c.RxFrames += rxFrames
+		c.RxBytes += rxBytes
+		c.TxFrames += txFrames
+		c.TxBytes += txBytes
+		c.Errors += errors
+	}
+	return ok
+}
+
+// Connections implements Engine.
+func (f *Fake) Connections() ([]Connection, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Connection, 0, len(f.conns))
+	for _, c := range f.conns {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// CloseConnection implements Engine. The real engine lists a closed
+// connection as "closing" until its worker lets go; the Fake drops it at once.
+func (f *Fake) CloseConnection(id uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.conns[id]
+	if !ok {
+		return fmt.Errorf("%w: no connection %d", errs.ErrNotFound, id)
+	}
+	t := f.totalsOf(c.Transport, c.Listen, c.Worker)
+	t.add(c)
+	t.Closed++
+	delete(f.conns, id)
+	return nil
+}
+
+func (f *Fake) totalsOf(transport, listen string, worker int) *ConnectionTotals {
+	k := connKey{transport, worker}
+	t := f.retired[k]
+	if t == nil {
+		t = &ConnectionTotals{Transport: transport, Listen: listen, Worker: worker}
+		f.retired[k] = t
+	}
+	return t
+}
+
+// ConnectionTotals implements Engine: closed connections' counts plus the
+// open ones', per transport and worker.
+func (f *Fake) ConnectionTotals() ([]ConnectionTotals, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]ConnectionTotals, 0, len(f.retired))
+	for k, r := range f.retired {
+		t := *r
+		for _, c := range f.conns {
+			if c.Transport == k.transport && c.Worker == k.worker {
+				t.add(c)
+				t.Open++
+			}
+		}
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Transport != out[j].Transport {
+			return out[i].Transport < out[j].Transport
+		}
+		return out[i].Worker < out[j].Worker
+	})
+	return out, nil
 }
 
 func nonNil[T any](s []T) []T {

@@ -150,3 +150,70 @@ func TestDecodeEngineJSON(t *testing.T) {
 		t.Fatal("bad pairs accepted")
 	}
 }
+
+func TestFakeConnections(t *testing.T) {
+	f := newFake(t)
+	if cs, err := f.Connections(); err != nil || len(cs) != 0 {
+		t.Fatalf("fresh engine lists %v, %v", cs, err)
+	}
+	a, err := f.Connect(Connection{Transport: "rdma", Worker: 0, Peer: "10.0.0.2:50000", Device: "rxe0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := f.Connect(Connection{Transport: "rdma", Worker: 1, Peer: "10.0.0.3:50001", Device: "rxe0"})
+	if a == b || !f.CountConnection(a, 3, 300, 3, 600, 1) || f.CountConnection(99, 1, 1, 1, 1, 0) {
+		t.Fatalf("ids %d %d or counting misbehaved", a, b)
+	}
+	cs, _ := f.Connections()
+	if len(cs) != 2 || cs[0].ID != a || cs[0].State != "up" || cs[0].RxFrames != 3 || cs[0].TxBytes != 600 || cs[0].Errors != 1 || cs[1].RxFrames != 0 {
+		t.Fatalf("connections: %+v", cs)
+	}
+	if err := f.CloseConnection(99); !errors.Is(err, errs.ErrNotFound) || !strings.Contains(err.Error(), "no connection 99") {
+		t.Fatalf("unknown id: %v", err)
+	}
+	if err := f.CloseConnection(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CloseConnection(a); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("second close: %v", err)
+	}
+	if cs, _ := f.Connections(); len(cs) != 1 || cs[0].ID != b {
+		t.Fatalf("after close: %+v", cs)
+	}
+	// The closed connection's counts stay in worker 0's totals.
+	tot, _ := f.ConnectionTotals()
+	if len(tot) != 2 || tot[0].Worker != 0 || tot[0].Open != 0 || tot[0].Accepted != 1 || tot[0].Closed != 1 ||
+		tot[0].RxFrames != 3 || tot[0].TxBytes != 600 || tot[0].Errors != 1 || tot[1].Worker != 1 || tot[1].Open != 1 {
+		t.Fatalf("totals: %+v", tot)
+	}
+	// Stopping tears the transport down; a stopped engine accepts nothing.
+	if err := f.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if cs, _ := f.Connections(); len(cs) != 0 {
+		t.Fatalf("after stop: %+v", cs)
+	}
+	if tot, _ := f.ConnectionTotals(); len(tot) != 0 {
+		t.Fatalf("totals after stop: %+v", tot)
+	}
+	if _, err := f.Connect(Connection{Transport: "rdma"}); !errors.Is(err, errs.ErrNotRunning) {
+		t.Fatalf("connect after stop: %v", err)
+	}
+}
+
+func TestDecodeEngineConnections(t *testing.T) {
+	// The shape sluice_engine_query(6) returns (the engine's ConnStatus).
+	js := `[{"id":7,"transport":"rdma","listen":"10.99.0.1:7471","worker":0,"peer":"10.99.0.1:43210","device":"rxe0",
+	"state":"up","rx_frames":5,"rx_bytes":5120,"rx_large":1,"tx_frames":5,"tx_bytes":5200,"tx_large":1,"errors":0},
+	{"id":8,"transport":"rdma","listen":"10.99.0.1:7471","worker":1,"peer":null,"device":"rxe0","state":"accepting",
+	"rx_frames":0,"rx_bytes":0,"rx_large":0,"tx_frames":0,"tx_bytes":0,"tx_large":0,"errors":0}]`
+	var cs []Connection
+	d := json.NewDecoder(strings.NewReader(js))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&cs); err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 2 || cs[0].ID != 7 || cs[0].RxLarge != 1 || cs[0].Peer != "10.99.0.1:43210" || cs[1].Peer != "" || cs[1].State != "accepting" {
+		t.Fatalf("decoded %+v", cs)
+	}
+}

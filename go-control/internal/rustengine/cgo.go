@@ -3,10 +3,15 @@ package rustengine
 // This is the only file that imports "C". It links the Rust engine built by
 // `cargo build --release -p sluice-ffi` (scripts/build-ffi.sh) and wraps each
 // C call in a Go function that returns (status, message).
+//
+// The library is found by -L: a directory given first in the environment
+// (CGO_LDFLAGS="-L/other/target/release ...") wins over target/release, so a
+// differently-featured build (rdma, dpdk) can be linked without replacing
+// the default one.
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../../ffi/include
-#cgo LDFLAGS: ${SRCDIR}/../../../target/release/libsluice_ffi.a -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+#cgo LDFLAGS: -L${SRCDIR}/../../../target/release -lsluice_ffi -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 #include <stdlib.h>
 #include "sluice.h"
 */
@@ -96,6 +101,12 @@ func cRemovePeer(h handle, name string) (int32, string) {
 	cn := C.CString(name)
 	defer C.free(unsafe.Pointer(cn))
 	return call(func(e *C.char, c C.size_t) C.int32_t { return C.sluice_engine_remove_peer(h, cn, e, c) })
+}
+
+func cCloseConnection(h handle, id uint64) (int32, string) {
+	return call(func(e *C.char, c C.size_t) C.int32_t {
+		return C.sluice_engine_close_connection(h, C.uint64_t(id), e, c)
+	})
 }
 
 // cQuery returns a Go copy of the JSON answer; the Rust buffer is freed here.

@@ -24,6 +24,8 @@ const (
 	queryStatus = 2
 	queryModels = 3
 	queryPeers  = 4
+	queryConns  = 6
+	queryTotals = 7
 )
 
 // drainMsDefault is how long a stop keeps answering late requests with
@@ -227,6 +229,28 @@ func (e *Engine) Stats() (engine.Stats, error) {
 func (e *Engine) Status() (engine.Status, error) {
 	var s engine.Status
 	return s, e.query(queryStatus, &s)
+}
+
+// Connections lists the RDMA connections with counters (empty on other
+// transports and in a library built without the rdma feature).
+func (e *Engine) Connections() ([]engine.Connection, error) {
+	c := []engine.Connection{}
+	return c, e.query(queryConns, &c)
+}
+
+// ConnectionTotals returns per-worker connection counters since Start.
+func (e *Engine) ConnectionTotals() ([]engine.ConnectionTotals, error) {
+	t := []engine.ConnectionTotals{}
+	return t, e.query(queryTotals, &t)
+}
+
+// CloseConnection disconnects a connection by id.
+func (e *Engine) CloseConnection(id uint64) error {
+	h, err := e.handle()
+	if err != nil {
+		return err
+	}
+	return toErr(cCloseConnection(h, id))
 }
 
 // Totals reads the fixed-layout counters: the cheapest read.

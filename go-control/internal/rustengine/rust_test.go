@@ -149,6 +149,18 @@ func TestRealEngineThroughTheABI(t *testing.T) {
 		t.Fatalf("totals %+v %v", tot, err)
 	}
 
+	// io_uring has no connections: an empty list (not null), unknown ids.
+	conns, err := e.Connections()
+	if err != nil || conns == nil || len(conns) != 0 {
+		t.Fatalf("connections %+v %v", conns, err)
+	}
+	if err := e.CloseConnection(42); !errors.Is(err, errs.ErrNotFound) || !strings.Contains(err.Error(), "no connection 42") {
+		t.Fatalf("close of an unknown connection: %v", err)
+	}
+	if tot, err := e.ConnectionTotals(); err != nil || tot == nil || len(tot) != 0 {
+		t.Fatalf("connection totals %+v %v", tot, err)
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := e.Stop(ctx); err != nil {
