@@ -63,6 +63,8 @@ struct Doc<'v> {
     value: &'v Value,
     /// Drafts 4 to 7: `$ref` overrides its siblings.
     legacy_ref: bool,
+    /// Draft 4: `1.0` is not an integer (it is from draft 6 on).
+    draft4: bool,
     id: Option<&'v str>,
 }
 
@@ -146,10 +148,9 @@ pub(crate) fn compile(text: &str, refs: &[Reference<'_>]) -> Result<JsonSchema, 
         values.push(v);
     }
     fn doc<'v>(name: &'v str, value: &'v Value) -> Doc<'v> {
-        let legacy_ref = value
-            .get("$schema")
-            .and_then(Value::as_str)
-            .is_some_and(|s| ["draft-04", "draft-06", "draft-07"].iter().any(|d| s.contains(d)));
+        let dialect = value.get("$schema").and_then(Value::as_str).unwrap_or("");
+        let legacy_ref = ["draft-04", "draft-06", "draft-07"].iter().any(|d| dialect.contains(d));
+        let draft4 = dialect.contains("draft-04");
         let id = value
             .get("$id")
             .or_else(|| value.get("id"))
@@ -159,6 +160,7 @@ pub(crate) fn compile(text: &str, refs: &[Reference<'_>]) -> Result<JsonSchema, 
             name,
             value,
             legacy_ref,
+            draft4,
             id,
         }
     }
@@ -357,6 +359,7 @@ impl<'v> Compiler<'v> {
                 _ => return Err(bad()),
             };
             n.type_msg = type_msg(n.types);
+            n.integer_literal_only = self.docs[doc].draft4;
         }
 
         // Numbers. exclusiveMinimum/Maximum: boolean modifier in draft 4,

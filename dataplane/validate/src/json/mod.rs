@@ -95,6 +95,8 @@ impl Span {
 pub(crate) struct Node {
     pub types: u8,
     pub type_msg: &'static str,
+    /// Draft 4: `integer` accepts only literals without fraction or exponent.
+    pub integer_literal_only: bool,
     /// The `false` schema.
     pub falsy: bool,
     /// Only a `$ref`: followed in a loop, without a frame.
@@ -146,6 +148,7 @@ impl Node {
         Node {
             types: T_ANY,
             type_msg: "type mismatch",
+            integer_literal_only: false,
             falsy: false,
             pure_ref: false,
             checks: false,

@@ -143,7 +143,9 @@ impl Walker<'_> {
                 let t = scan::scan_number(self.s, i)?;
                 self.charge(t.end - i, i)?;
                 if n.types & T_NUM == 0
-                    && (n.types & T_INT == 0 || !scan::number_is_integer(self.s, &t, i))
+                    && (n.types & T_INT == 0
+                        || !(t.integer_literal
+                            || !n.integer_literal_only && scan::number_is_integer(self.s, &t, i)))
                 {
                     return Err(err(n.type_msg, i));
                 }
