@@ -238,7 +238,11 @@ impl<'a> Request<'a> {
     /// tensor `$section`; see docs/wire.md, "Structured section".
     pub fn section(self, bytes: &'a [u8]) -> Self {
         let n = bytes.len() as u64;
-        self.tensor(sluice_wire::SECTION_TENSOR_NAME, &[n], TensorData::Raw(DType::U8, bytes))
+        self.tensor(
+            sluice_wire::SECTION_TENSOR_NAME,
+            &[n],
+            TensorData::Raw(DType::U8, bytes),
+        )
     }
 
     /// The input tensors.

@@ -1,44 +1,15 @@
 //! The send path allocates nothing: requests are encoded into the client's
 //! own buffer and the bookkeeping is sized at connect time.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::time::Duration;
 
 use sluice_client::{Client, ClientConfig, PollMode, Request, TenantKey};
 
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-struct Counting;
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the
-// counter is a const-initialised thread local without a destructor, so
-// touching it never allocates or re-enters the allocator.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: sluice_testkit::CountingAlloc = sluice_testkit::CountingAlloc;
 
 fn allocs() -> u64 {
-    ALLOCS.with(|c| c.get())
+    sluice_testkit::thread_allocs()
 }
 
 #[test]

@@ -257,6 +257,10 @@ pub struct RouteCfg {
     /// Tenant name, exact or glob.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+    /// Conditions on the request's validated JSON section, all of which
+    /// must hold: `$.intent == "reasoning"`, `$.meta.tier != 3`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<String>,
     /// Target shard.
     pub shard: String,
 }

@@ -100,6 +100,10 @@ pub struct Status {
     pub models: Vec<ModelStatus>,
     /// Schemas held by the data plane.
     pub schemas: usize,
+    /// Live schemas the data plane does not fully enforce: "id 7 v2: why".
+    /// Requests naming a schema it cannot compile at all are refused.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub schemas_unenforced: Vec<String>,
 }
 
 /// One worker in `status`.
@@ -639,7 +643,8 @@ impl Engine {
             .iter()
             .map(|m| slots[&(m.name.clone(), m.version.clone())])
             .collect();
-        let tables = Tables::build(
+        // Validated above, before any model was loaded.
+        let tables = Tables::compile(
             &live,
             &self.cfg.host.labels,
             self.cfg.engine.workers.len(),
@@ -909,6 +914,13 @@ impl Engine {
             })
             .unwrap_or_default();
         let schemas = ctl.as_ref().map_or(0, |c| c.schemas.len());
+        let (_, tables) = self.shared.tables.load();
+        let schemas_unenforced = tables
+            .schemas
+            .unenforced()
+            .into_iter()
+            .map(|(id, v, why)| format!("id {id} v{v}: {}", why.join("; ")))
+            .collect();
         Status {
             running: self.is_running(),
             transport: match self.cfg.engine.transport {
@@ -934,6 +946,7 @@ impl Engine {
             epoch: self.shared.tables.epoch(),
             models,
             schemas,
+            schemas_unenforced,
         }
     }
 }

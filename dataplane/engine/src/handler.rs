@@ -40,11 +40,15 @@ pub trait Handler: Send {
     ) -> Result<usize, Reject>;
 }
 
-/// Collects a request's tensor table into a fixed array.
+/// Collects a request's input tensors into a fixed array.
 fn descs<'a>(req: &'a Frame<&[u8]>) -> ([Option<TensorDesc<'a>>; limits::TENSOR_COUNT_MAX], usize) {
     let mut out = [None; limits::TENSOR_COUNT_MAX];
     let mut n = 0;
-    for (slot, d) in out.iter_mut().zip(req.tensors()) {
+    // The structured section is request metadata, not a model input.
+    let inputs = req
+        .tensors()
+        .filter(|d| d.name != sluice_wire::SECTION_TENSOR_NAME);
+    for (slot, d) in out.iter_mut().zip(inputs) {
         *slot = Some(d);
         n += 1;
     }

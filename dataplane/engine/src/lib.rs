@@ -11,6 +11,7 @@ pub mod config;
 pub mod engine;
 pub mod handler;
 pub mod onnx;
+pub mod pending;
 pub mod pool;
 pub mod rcu;
 pub mod route;

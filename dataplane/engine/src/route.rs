@@ -1,5 +1,7 @@
 //! Routing on semantic headers: first match wins. Matching never allocates.
 
+use sluice_validate::json::Predicate;
+
 use crate::config::RouteCfg;
 
 /// Matches a string exactly, or as a glob with `*` and `?`.
@@ -108,6 +110,21 @@ fn lenient_version(v: &str) -> Option<semver::Version> {
     (n > 0).then(|| semver::Version::new(parts[0], parts[1], parts[2]))
 }
 
+/// Most content conditions on one route.
+pub const CONTENT_CONDITIONS_MAX: usize = 8;
+
+fn compile_content(exprs: &[String]) -> Result<Vec<Predicate>, String> {
+    if exprs.len() > CONTENT_CONDITIONS_MAX {
+        return Err(format!(
+            "at most {CONTENT_CONDITIONS_MAX} content conditions"
+        ));
+    }
+    exprs
+        .iter()
+        .map(|e| Predicate::parse(e).map_err(|err| format!("content {e:?}: {err}")))
+        .collect()
+}
+
 /// A compiled route.
 #[derive(Debug, Clone)]
 pub struct Route {
@@ -118,6 +135,7 @@ pub struct Route {
     adapter: Option<Pattern>,
     intent: Option<Pattern>,
     tenant: Option<Pattern>,
+    content: Vec<Predicate>,
     /// Index of the target shard.
     pub shard: usize,
 }
@@ -135,6 +153,8 @@ pub struct RouteKey<'a> {
     pub intent: &'a str,
     /// Tenant name, "" when authentication is off.
     pub tenant: &'a str,
+    /// The request's structured section, when it was validated as JSON.
+    pub json: Option<&'a [u8]>,
 }
 
 impl Route {
@@ -151,6 +171,7 @@ impl Route {
             adapter: cfg.adapter.as_deref().map(Pattern::new),
             intent: cfg.intent.as_deref().map(Pattern::new),
             tenant: cfg.tenant.as_deref().map(Pattern::new),
+            content: compile_content(&cfg.content)?,
             shard,
         })
     }
@@ -162,6 +183,9 @@ impl Route {
             && self.adapter.as_ref().is_none_or(|p| p.matches(k.adapter))
             && self.intent.as_ref().is_none_or(|p| p.matches(k.intent))
             && self.tenant.as_ref().is_none_or(|p| p.matches(k.tenant))
+            && (self.content.is_empty()
+                || k.json
+                    .is_some_and(|j| self.content.iter().all(|p| p.matches(j))))
     }
 }
 
@@ -256,6 +280,7 @@ mod tests {
             adapter: "",
             intent,
             tenant: "",
+            json: None,
         };
         assert_eq!(t.find(&k("chat")).unwrap().1.name, "a");
         assert_eq!(t.find(&k("other")).unwrap().1.shard, 1);

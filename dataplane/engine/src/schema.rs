@@ -6,7 +6,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use sluice_wire::{DType, Frame, SchemaType};
+use sluice_validate::Reference;
+use sluice_validate::avro::AvroSchema;
+use sluice_validate::json::JsonSchema;
+use sluice_validate::protobuf::ProtobufSchema;
+use sluice_wire::{DType, Frame, SECTION_TENSOR_NAME, SchemaType};
 
 use crate::handler::Reject;
 use sluice_wire::ErrorCode;
@@ -17,6 +21,10 @@ pub mod limits {
     pub const SCHEMA_COUNT_MAX: usize = 65_536;
     /// Most tensors in a signature.
     pub const SIGNATURE_TENSORS_MAX: usize = sluice_wire::limits::TENSOR_COUNT_MAX;
+    /// Deepest chain of references (a references b references c ...).
+    pub const REFERENCE_DEPTH_MAX: usize = 16;
+    /// Most schemas one schema may pull in through references.
+    pub const REFERENCES_MAX: usize = 64;
 }
 
 /// One schema version, as pushed by the control plane.
@@ -36,6 +44,21 @@ pub struct SchemaCfg {
     /// Retired versions answer unknown_schema.
     #[serde(default)]
     pub retired: bool,
+    /// Other schemas this one uses (Confluent references), resolved against
+    /// the same pushed set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<SchemaRefCfg>,
+}
+
+/// A reference from one schema to another version of a subject.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaRefCfg {
+    /// The name the referring schema uses (import path, `$ref`, type name).
+    pub name: String,
+    /// Subject of the referenced schema.
+    pub subject: String,
+    /// Its version.
+    pub version: u32,
 }
 
 /// One tensor of a signature; -1 is a dynamic dimension.
@@ -66,6 +89,19 @@ struct CompiledSig {
     inputs: Vec<(String, DType, Vec<i64>)>,
 }
 
+/// What the hot path checks a request against, compiled once per push.
+#[derive(Debug)]
+enum Check {
+    Tensor(CompiledSig),
+    Json(JsonSchema),
+    Avro(AvroSchema),
+    Protobuf(ProtobufSchema),
+    /// The registry accepted the schema but the data plane cannot compile
+    /// it (an unsupported feature); requests naming it are refused rather
+    /// than passed unchecked.
+    Unenforceable(String),
+}
+
 /// A compiled schema entry.
 #[derive(Debug, Clone)]
 pub struct SchemaEntry {
@@ -81,7 +117,20 @@ pub struct SchemaEntry {
     pub text: Arc<[u8]>,
     /// Retired.
     pub retired: bool,
-    sig: Option<CompiledSig>,
+    check: Arc<Check>,
+}
+
+impl SchemaEntry {
+    /// What of this schema the data plane does not enforce: the reason it
+    /// could not be compiled, or JSON Schema keywords it skips. Empty when
+    /// the whole schema is enforced.
+    pub fn unenforced(&self) -> Vec<String> {
+        match &*self.check {
+            Check::Unenforceable(r) => vec![r.clone()],
+            Check::Json(j) => j.unenforced().to_vec(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// All schemas, indexed for the hot path.
@@ -105,8 +154,87 @@ fn parse_type(t: &str) -> Option<SchemaType> {
     })
 }
 
+fn compile_signature(s: &SchemaCfg) -> Result<CompiledSig, String> {
+    let sig: Signature = serde_json::from_str(&s.schema)
+        .map_err(|e| format!("schema {}: bad tensor signature: {e}", s.id))?;
+    if sig.inputs.len() > limits::SIGNATURE_TENSORS_MAX {
+        return Err(format!("schema {}: too many tensors", s.id));
+    }
+    let mut inputs = Vec::new();
+    for i in &sig.inputs {
+        let d = DType::parse(&i.dtype)
+            .ok_or_else(|| format!("schema {}: unknown dtype {:?}", s.id, i.dtype))?;
+        if i.shape.len() > sluice_wire::limits::RANK_MAX || i.shape.iter().any(|&d| d < -1) {
+            return Err(format!("schema {}: bad shape for {:?}", s.id, i.name));
+        }
+        inputs.push((i.name.clone(), d, i.shape.clone()));
+    }
+    Ok(CompiledSig { inputs })
+}
+
+/// The texts of every schema `s` references, transitively, by the names the
+/// referring schemas use. Bounded by `REFERENCE_DEPTH_MAX` and
+/// `REFERENCES_MAX`.
+fn resolve_refs<'a>(
+    s: &'a SchemaCfg,
+    by_key: &HashMap<(&'a str, u32), &'a SchemaCfg>,
+) -> Result<Vec<(&'a str, &'a str)>, String> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    let mut stack: Vec<(&SchemaCfg, usize)> = vec![(s, 0)];
+    while let Some((cur, depth)) = stack.pop() {
+        for r in &cur.references {
+            if out.iter().any(|(n, _)| *n == r.name) {
+                continue;
+            }
+            if depth >= limits::REFERENCE_DEPTH_MAX || out.len() >= limits::REFERENCES_MAX {
+                return Err(format!(
+                    "references nest deeper than {}",
+                    limits::REFERENCE_DEPTH_MAX
+                ));
+            }
+            let target = by_key
+                .get(&(r.subject.as_str(), r.version))
+                .ok_or_else(|| {
+                    format!(
+                        "reference {:?}: {} version {} not pushed",
+                        r.name, r.subject, r.version
+                    )
+                })?;
+            out.push((r.name.as_str(), target.schema.as_str()));
+            stack.push((target, depth + 1));
+        }
+    }
+    Ok(out)
+}
+
+fn compile_structured(
+    t: SchemaType,
+    s: &SchemaCfg,
+    by_key: &HashMap<(&str, u32), &SchemaCfg>,
+) -> Check {
+    let refs = match resolve_refs(s, by_key) {
+        Ok(r) => r,
+        Err(e) => return Check::Unenforceable(e),
+    };
+    let refs: Vec<Reference<'_>> = refs
+        .iter()
+        .map(|&(name, schema)| Reference { name, schema })
+        .collect();
+    let r = match t {
+        SchemaType::Json => JsonSchema::compile(&s.schema, &refs).map(Check::Json),
+        SchemaType::Avro => AvroSchema::compile(&s.schema, &refs).map(Check::Avro),
+        SchemaType::Protobuf => {
+            ProtobufSchema::compile(&s.schema, &refs, None).map(Check::Protobuf)
+        }
+        SchemaType::Tensor => unreachable!("tensor signatures compile elsewhere"),
+    };
+    r.unwrap_or_else(|e| Check::Unenforceable(e.to_string()))
+}
+
 impl SchemaTable {
-    /// Compiles pushed schemas. A tensor signature that does not parse is refused.
+    /// Compiles pushed schemas. A tensor signature that does not parse is
+    /// refused (the registry checks nothing about it); a structured schema
+    /// the data plane cannot compile is kept and refuses its requests.
     pub fn build(list: &[SchemaCfg], ttl_ms: u32) -> Result<SchemaTable, String> {
         if list.len() > limits::SCHEMA_COUNT_MAX {
             return Err(format!("at most {} schemas", limits::SCHEMA_COUNT_MAX));
@@ -115,6 +243,10 @@ impl SchemaTable {
             ttl_ms,
             ..SchemaTable::default()
         };
+        let by_key: HashMap<(&str, u32), &SchemaCfg> = list
+            .iter()
+            .map(|s| ((s.subject.as_str(), s.version), s))
+            .collect();
         for s in list {
             let schema_type = parse_type(&s.schema_type)
                 .ok_or_else(|| format!("schema {}: unknown type {:?}", s.id, s.schema_type))?;
@@ -125,27 +257,24 @@ impl SchemaTable {
                     sluice_wire::limits::SCHEMA_LEN_MAX
                 ));
             }
-            let sig = if schema_type == SchemaType::Tensor {
-                let sig: Signature = serde_json::from_str(&s.schema)
-                    .map_err(|e| format!("schema {}: bad tensor signature: {e}", s.id))?;
-                if sig.inputs.len() > limits::SIGNATURE_TENSORS_MAX {
-                    return Err(format!("schema {}: too many tensors", s.id));
-                }
-                let mut inputs = Vec::new();
-                for i in &sig.inputs {
-                    let d = DType::parse(&i.dtype)
-                        .ok_or_else(|| format!("schema {}: unknown dtype {:?}", s.id, i.dtype))?;
-                    if i.shape.len() > sluice_wire::limits::RANK_MAX
-                        || i.shape.iter().any(|&d| d < -1)
-                    {
-                        return Err(format!("schema {}: bad shape for {:?}", s.id, i.name));
-                    }
-                    inputs.push((i.name.clone(), d, i.shape.clone()));
-                }
-                Some(CompiledSig { inputs })
+            let check = if schema_type == SchemaType::Tensor {
+                Check::Tensor(compile_signature(s)?)
+            } else if s.retired {
+                // Never checked against: refused before its check is read.
+                Check::Unenforceable("retired".into())
             } else {
-                None
+                compile_structured(schema_type, s, &by_key)
             };
+            if let Check::Unenforceable(why) = &check {
+                if !s.retired {
+                    log::warn!(
+                        "schema {} ({} v{}): not enforceable on the data plane, its requests are refused: {why}",
+                        s.id,
+                        s.subject,
+                        s.version
+                    );
+                }
+            }
             let idx = t.entries.len();
             t.entries.push(SchemaEntry {
                 id: s.id,
@@ -154,7 +283,7 @@ impl SchemaTable {
                 schema_type,
                 text: Arc::from(s.schema.as_bytes()),
                 retired: s.retired,
-                sig,
+                check: Arc::new(check),
             });
             t.by_id.entry(s.id).or_default().push(idx);
             t.by_subject.entry(s.subject.clone()).or_default().push(idx);
@@ -175,6 +304,17 @@ impl SchemaTable {
         self.entries.is_empty()
     }
 
+    /// Every live schema version with something the data plane does not
+    /// enforce, for status and logs.
+    pub fn unenforced(&self) -> Vec<(u32, u32, Vec<String>)> {
+        self.entries
+            .iter()
+            .filter(|e| !e.retired)
+            .map(|e| (e.id, e.version, e.unenforced()))
+            .filter(|(_, _, u)| !u.is_empty())
+            .collect()
+    }
+
     /// Answers a negotiation: the latest live version, or the hinted one.
     pub fn negotiate(&self, subject: &str, version_hint: u32) -> Option<&SchemaEntry> {
         let v = self.by_subject.get(subject)?;
@@ -186,44 +326,71 @@ impl SchemaTable {
         }
     }
 
-    /// Validates a request that names a schema. O(tensors), independent of
-    /// the payload size.
-    pub fn validate(&self, req: &Frame<&[u8]>) -> Result<(), Reject> {
+    /// Validates a request that names a schema: its tensor table against a
+    /// tensor signature (O(tensors), independent of the payload size), or
+    /// its structured section against a JSON, Avro or Protobuf schema
+    /// (O(section length)). Returns the section when it is validated JSON,
+    /// for content routing. Never allocates.
+    pub fn validate<'f>(&self, req: &'f Frame<&[u8]>) -> Result<Option<&'f [u8]>, Reject> {
         let unknown = Reject::new(ErrorCode::UnknownSchema, "unknown or retired schema");
         let ids = self.by_id.get(&req.schema_id()).ok_or(unknown)?;
         let v = req.schema_version();
+        // Version 0: the newest live version of the id.
         let e = ids
             .iter()
+            .rev()
             .map(|&i| &self.entries[i])
             .find(|e| !e.retired && (v == 0 || e.version == v))
             .ok_or(unknown)?;
-        let Some(sig) = &e.sig else {
-            // Structured payload sections are validated by the control plane's
-            // registry; the data plane checks tensor signatures only.
-            return Ok(());
-        };
         let mismatch = |m| Reject::new(ErrorCode::SchemaMismatch, m);
-        if req.tensor_count() != sig.inputs.len() {
-            return Err(mismatch("tensor count differs from the schema"));
+        let section = || -> Result<&'f [u8], Reject> {
+            let d = req.tensor(SECTION_TENSOR_NAME).ok_or(mismatch(
+                "the schema is structured but the request has no $section",
+            ))?;
+            if d.dtype != DType::U8 || d.dims().len() != 1 {
+                return Err(mismatch("$section must be a rank-1 uint8 tensor"));
+            }
+            Ok(req.tensor_data(&d))
+        };
+        let invalid = |i: sluice_validate::Invalid| mismatch(i.message);
+        match &*e.check {
+            Check::Tensor(sig) => check_signature(sig, req).map(|()| None),
+            Check::Json(j) => {
+                let b = section()?;
+                j.validate(b).map_err(invalid)?;
+                Ok(Some(b))
+            }
+            Check::Avro(a) => a.validate(section()?).map_err(invalid).map(|()| None),
+            Check::Protobuf(p) => p.validate(section()?).map_err(invalid).map(|()| None),
+            Check::Unenforceable(_) => Err(mismatch(
+                "the data plane cannot enforce this schema; see the appliance's status",
+            )),
         }
-        for (name, dtype, shape) in &sig.inputs {
-            let t = req
-                .tensor(name)
-                .ok_or(mismatch("a tensor named by the schema is missing"))?;
-            if t.dtype != *dtype {
-                return Err(mismatch("tensor dtype differs from the schema"));
-            }
-            if t.dims().len() != shape.len() {
-                return Err(mismatch("tensor rank differs from the schema"));
-            }
-            if t.dims()
-                .iter()
-                .zip(shape)
-                .any(|(&d, &s)| s >= 0 && d != s as u64)
-            {
-                return Err(mismatch("tensor dimension differs from the schema"));
-            }
-        }
-        Ok(())
     }
+}
+
+fn check_signature(sig: &CompiledSig, req: &Frame<&[u8]>) -> Result<(), Reject> {
+    let mismatch = |m| Reject::new(ErrorCode::SchemaMismatch, m);
+    if req.tensor_count() != sig.inputs.len() {
+        return Err(mismatch("tensor count differs from the schema"));
+    }
+    for (name, dtype, shape) in &sig.inputs {
+        let t = req
+            .tensor(name)
+            .ok_or(mismatch("a tensor named by the schema is missing"))?;
+        if t.dtype != *dtype {
+            return Err(mismatch("tensor dtype differs from the schema"));
+        }
+        if t.dims().len() != shape.len() {
+            return Err(mismatch("tensor rank differs from the schema"));
+        }
+        if t.dims()
+            .iter()
+            .zip(shape)
+            .any(|(&d, &s)| s >= 0 && d != s as u64)
+        {
+            return Err(mismatch("tensor dimension differs from the schema"));
+        }
+    }
+    Ok(())
 }

@@ -192,6 +192,17 @@ impl Tables {
             &live.peers,
             worker_count,
         )?;
+        Tables::compile(live, host_labels, worker_count, slots, schemas)
+    }
+
+    /// [`Tables::build`] for a set `config::validate_tables` already passed.
+    pub(crate) fn compile(
+        live: &LiveConfig,
+        host_labels: &BTreeMap<String, String>,
+        worker_count: usize,
+        slots: &[usize],
+        schemas: SchemaTable,
+    ) -> Result<Tables, config::ConfigError> {
         let all_workers = if worker_count >= 64 {
             u64::MAX
         } else {

@@ -13,6 +13,7 @@ use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, flags};
 use crate::config::PollMode;
 use crate::config::limits::{MODEL_SLOT_COUNT_MAX, SHARD_COUNT_MAX};
 use crate::handler::{Handler, Reject, RunAccount};
+use crate::pending::{Forwarded, PendingForwards};
 use crate::rcu::Rcu;
 use crate::route::RouteKey;
 use crate::stats::{HistExchange, HistSet, WorkerCounters, bump, record};
@@ -25,16 +26,6 @@ pub const FORWARD_PENDING_MAX: usize = 1024;
 const PEER_DOWN_BACKOFF: Duration = Duration::from_secs(1);
 /// How often pending forwards are checked for timeouts.
 const FORWARD_SCAN_EVERY: Duration = Duration::from_millis(1);
-
-/// A request forwarded to a peer, waiting for its answer.
-#[derive(Debug, Clone, Copy)]
-struct Forwarded {
-    peer: std::net::SocketAddr,
-    request_id: u64,
-    tenant_id: u32,
-    client: std::net::SocketAddr,
-    sent: Instant,
-}
 
 /// A peer this worker found unresponsive, and until when it is avoided.
 #[derive(Debug, Clone, Copy)]
@@ -122,9 +113,8 @@ pub struct Worker<T: Transport> {
     burst_start: Instant,
     now_us: u64,
     last_publish: Instant,
-    /// Forwarded requests by slot; `None` is free. Fixed size.
-    forwarded: Vec<Option<Forwarded>>,
-    forwarded_count: usize,
+    /// Forwarded requests awaiting their answer. Fixed size.
+    forwarded: PendingForwards,
     peers_down: Vec<Option<PeerDown>>,
     last_forward_scan: Instant,
 }
@@ -168,8 +158,7 @@ impl<T: Transport> Worker<T> {
             burst_start: Instant::now(),
             now_us: 0,
             last_publish: Instant::now(),
-            forwarded: vec![None; FORWARD_PENDING_MAX],
-            forwarded_count: 0,
+            forwarded: PendingForwards::new(FORWARD_PENDING_MAX),
             peers_down: vec![None; crate::config::limits::PEER_COUNT_MAX],
             last_forward_scan: Instant::now(),
         }
@@ -185,7 +174,8 @@ impl<T: Transport> Worker<T> {
             }
             self.boundary();
             let n = self.poll_once(st == state::DRAINING);
-            if self.forwarded_count > 0 && self.last_forward_scan.elapsed() >= FORWARD_SCAN_EVERY {
+            if !self.forwarded.is_empty() && self.last_forward_scan.elapsed() >= FORWARD_SCAN_EVERY
+            {
                 self.expire_forwards();
             }
             if n > 0 {
@@ -360,20 +350,24 @@ impl<T: Transport> Worker<T> {
             let f = Frame::new_unchecked(b);
             (f.request_id(), f.tenant_id())
         };
-        let dup = self
-            .forwarded
-            .iter()
-            .flatten()
-            .any(|f| f.peer == peer && f.request_id == rid);
-        let free = self.forwarded.iter().position(Option::is_none);
-        let Some(slot) = free.filter(|_| !dup) else {
+        let entry = Forwarded {
+            peer,
+            request_id: rid,
+            tenant_id: tenant,
+            client: pkt.peer,
+            sent: now,
+        };
+        // Recorded before sending. Refused when full, or when the same id
+        // already waits on this peer (the two answers could not be told
+        // apart).
+        if self.forwarded.insert(entry).is_err() {
             self.reply(
                 i,
                 Immediate::Error(ErrorCode::Busy, "too many requests in flight to the peer"),
                 Some(shard),
             );
             return;
-        };
+        }
         // Mark the frame relayed (outside the tag) so the peer never sends
         // it on: one hop only.
         if let Some(f) = self.transport.rx_bytes_mut(&pkt).get_mut(6) {
@@ -381,18 +375,13 @@ impl<T: Transport> Worker<T> {
         }
         match self.transport.forward(&pkt, peer) {
             Some(copied) => {
-                self.forwarded[slot] = Some(Forwarded {
-                    peer,
-                    request_id: rid,
-                    tenant_id: tenant,
-                    client: pkt.peer,
-                    sent: now,
-                });
-                self.forwarded_count += 1;
                 bump(&self.counters.forwarded, 1);
                 bump(&self.counters.forward_bytes_copied, copied);
             }
-            None => bump(&self.counters.tx_no_buffers, 1),
+            None => {
+                self.forwarded.take(&peer, rid);
+                bump(&self.counters.tx_no_buffers, 1);
+            }
         }
     }
 
@@ -404,20 +393,11 @@ impl<T: Transport> Worker<T> {
             (b.len() >= 24 && b[..4] == sluice_wire::MAGIC)
                 .then(|| u64::from_le_bytes(b[16..24].try_into().unwrap_or([0; 8])))
         };
-        let found = rid.and_then(|rid| {
-            self.forwarded
-                .iter()
-                .position(|f| f.is_some_and(|f| f.peer == pkt.peer && f.request_id == rid))
-        });
-        let Some(slot) = found else {
+        let Some(f) = rid.and_then(|rid| self.forwarded.take(&pkt.peer, rid)) else {
             bump(&self.counters.forward_stale, 1);
             self.transport.rx_release(&pkt);
             return;
         };
-        let Some(f) = self.forwarded[slot].take() else {
-            return;
-        };
-        self.forwarded_count -= 1;
         for d in self.peers_down.iter_mut() {
             if d.is_some_and(|d| d.peer == f.peer) {
                 *d = None;
@@ -438,15 +418,8 @@ impl<T: Transport> Worker<T> {
         let now = Instant::now();
         self.last_forward_scan = now;
         let timeout = self.p.forward_timeout;
-        for slot in 0..self.forwarded.len() {
-            let Some(f) = self.forwarded[slot] else {
-                continue;
-            };
-            if now.duration_since(f.sent) < timeout {
-                continue;
-            }
-            self.forwarded[slot] = None;
-            self.forwarded_count -= 1;
+        let mut cursor = 0;
+        while let Some(f) = self.forwarded.next_expired(&mut cursor, now, timeout) {
             bump(&self.counters.forward_timeouts, 1);
             let until = now + PEER_DOWN_BACKOFF;
             match self
@@ -735,6 +708,14 @@ pub fn classify_frame(
             "deadline passed before the request ran",
         ));
     }
+    // Validation comes before routing: routes may look into the section.
+    let mut json = None;
+    if frame.schema_id() != 0 {
+        match t.schemas.validate(&frame) {
+            Ok(j) => json = j,
+            Err(r) => return Verdict::Reply(E(r.code, r.message)),
+        }
+    }
     let model = t.models.resolve(frame.model(), frame.model_version());
     let key = RouteKey {
         model: frame.model(),
@@ -742,6 +723,7 @@ pub fn classify_frame(
         adapter: frame.adapter(),
         intent: frame.intent(),
         tenant: tenant_name,
+        json,
     };
     let Some((_, route)) = t.routes.find(&key) else {
         return Verdict::Reply(E(ErrorCode::NoRoute, "no route matches the request"));
@@ -773,11 +755,6 @@ pub fn classify_frame(
             ErrorCode::UnknownAdapter,
             "unknown adapter for this model",
         ));
-    }
-    if frame.schema_id() != 0 {
-        if let Err(r) = t.schemas.validate(&frame) {
-            return Verdict::Reply(E(r.code, r.message));
-        }
     }
     Verdict::Admit {
         shard,

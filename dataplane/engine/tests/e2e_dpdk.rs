@@ -11,12 +11,9 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Req, answer_kind, build};
@@ -27,42 +24,11 @@ use sluice_wire::{ErrorCode, Frame, Kind};
 const CHILD_ENV: &str = "SLUICE_DPDK_CHILD";
 
 /// Counts heap allocations made on threads marked as workers.
-struct Counting;
-
-static WORKER_ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    static IS_WORKER: Cell<bool> = const { Cell::new(false) };
-}
-
-// SAFETY: forwards to the system allocator; the bookkeeping touches only a
-// const-initialised thread-local and an atomic, neither of which allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if IS_WORKER.with(Cell::get) {
-            WORKER_ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if IS_WORKER.with(Cell::get) {
-            WORKER_ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: sluice_testkit::CountingAlloc = sluice_testkit::CountingAlloc;
 
 fn mark_worker(_: usize) {
-    IS_WORKER.with(|w| w.set(true));
+    sluice_testkit::watch_this_thread();
 }
 
 fn env(name: &str, default: &str) -> String {
@@ -945,14 +911,14 @@ fn dpdk_worker_hot_path_does_not_allocate() {
         sock.recv_from(&mut buf).expect("first answer (after ARP)");
         traffic(50);
         std::thread::sleep(Duration::from_millis(120));
-        let before = WORKER_ALLOCS.load(Ordering::Relaxed);
+        let before = sluice_testkit::watched_allocs();
         assert!(
             before > 0,
             "the counting allocator saw the worker's start-up"
         );
         traffic(500);
         std::thread::sleep(Duration::from_millis(120));
-        let after = WORKER_ALLOCS.load(Ordering::Relaxed);
+        let after = sluice_testkit::watched_allocs();
         let s = dpdk::stats().total();
         assert!(
             s.rx_sluice >= 2200 && s.dropped() >= 1000,

@@ -21,6 +21,7 @@ fn sig(id: u32, version: u32, width: i64) -> SchemaCfg {
         schema_type: "TENSOR".into(),
         schema: format!(r#"{{"inputs":[{{"name":"x","dtype":"f32","shape":[-1,{width}]}}]}}"#),
         retired: false,
+        references: Vec::new(),
     }
 }
 

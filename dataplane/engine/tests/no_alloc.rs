@@ -4,51 +4,17 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::*;
 use sluice_engine::{Engine, EngineOptions};
 use sluice_wire::{FrameRepr, Kind};
 
-struct Counting;
-
-static WORKER_ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    static IS_WORKER: Cell<bool> = const { Cell::new(false) };
-}
-
-// SAFETY: forwards to the system allocator; the bookkeeping touches only a
-// const-initialised thread-local and an atomic, neither of which allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if IS_WORKER.with(Cell::get) {
-            WORKER_ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if IS_WORKER.with(Cell::get) {
-            WORKER_ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: sluice_testkit::CountingAlloc = sluice_testkit::CountingAlloc;
 
 fn mark_worker(_: usize) {
-    IS_WORKER.with(|w| w.set(true));
+    sluice_testkit::watch_this_thread();
 }
 
 fn traffic(e: &Engine, rounds: u64) {
@@ -98,6 +64,23 @@ fn traffic(e: &Engine, rounds: u64) {
             s.send_to(&buf[..n], addr).unwrap();
             s.recv_from(&mut rbuf).expect("answered");
         }
+        // Structured sections: validated, routed by content, refused.
+        let sections: [(u32, &[u8]); 6] = [
+            (
+                21,
+                br#"{"intent":"reasoning","text":"why \u00e9?","priority":2}"#,
+            ),
+            (21, br#"{"intent":"chat","text":"hi"}"#),
+            (21, br#"{"intent":"chat"}"#),
+            (22, b"\x08chat\x0a"),
+            (23, b"\x0a\x04chat\x10\x05"),
+            (23, b"\x08\x01"),
+        ];
+        for (id, section) in sections {
+            let n = build_section(id, Some(section), &mut buf);
+            s.send_to(&buf[..n], addr).unwrap();
+            s.recv_from(&mut rbuf).expect("answered");
+        }
         let n = ping.emit(&mut buf).unwrap().frame_len;
         s.send_to(&buf[..n], addr).unwrap();
         s.recv_from(&mut rbuf).expect("pong");
@@ -113,10 +96,27 @@ fn worker_hot_path_does_not_allocate() {
     };
     let mut e = Engine::new(test_config(""), opts).unwrap();
     e.start().unwrap();
+    let mut routes = e.live().routes;
+    routes.insert(
+        0,
+        serde_json::from_str(
+            r#"{"name":"think","content":["$.intent == \"reasoning\""],"shard":"hbm2"}"#,
+        )
+        .unwrap(),
+    );
+    let doc = serde_json::json!({
+        "routes": routes,
+        "schemas": [
+            schema(21, "llm-out", "JSON", JSON_SCHEMA),
+            schema(22, "req-avro", "AVRO", AVRO_SCHEMA),
+            schema(23, "req-proto", "PROTOBUF", PROTO_SCHEMA),
+        ],
+    });
+    e.apply_json(doc.to_string().as_bytes()).unwrap();
     // Warm up: first touches of thread-locals, histogram publication, epoch loads.
     traffic(&e, 50);
     std::thread::sleep(Duration::from_millis(120));
-    let before = WORKER_ALLOCS.load(Ordering::Relaxed);
+    let before = sluice_testkit::watched_allocs();
     // The counter works: start-up on the worker thread (pools, queues) allocated.
     assert!(
         before > 0,
@@ -124,7 +124,7 @@ fn worker_hot_path_does_not_allocate() {
     );
     traffic(&e, 500);
     std::thread::sleep(Duration::from_millis(120));
-    let after = WORKER_ALLOCS.load(Ordering::Relaxed);
+    let after = sluice_testkit::watched_allocs();
     let st = e.stats();
     assert!(
         st.total(|w| w.ok) >= 1100,
@@ -134,7 +134,7 @@ fn worker_hot_path_does_not_allocate() {
     assert_eq!(
         after - before,
         0,
-        "worker threads allocated {} times during 4400 requests",
+        "worker threads allocated {} times during 7400 requests",
         after - before
     );
     e.stop(Duration::ZERO);

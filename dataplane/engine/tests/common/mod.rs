@@ -5,7 +5,8 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
 use sluice_engine::config::Config;
-use sluice_wire::{DType, Frame, FrameRepr, Kind, TenantKey, TensorRepr};
+use sluice_engine::schema::SchemaCfg;
+use sluice_wire::{DType, Frame, FrameRepr, Kind, SECTION_TENSOR_NAME, TenantKey, TensorRepr};
 
 pub const KEY_HEX: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 
@@ -187,4 +188,68 @@ pub fn ort_lib() -> std::path::PathBuf {
         p.display()
     );
     p
+}
+
+/// Schemas of structured sections used by several tests.
+pub const JSON_SCHEMA: &str = r#"{
+  "type": "object",
+  "properties": {
+    "intent": {"enum": ["reasoning", "chat"]},
+    "text": {"type": "string", "maxLength": 2000},
+    "priority": {"type": "integer", "minimum": 0}
+  },
+  "required": ["intent", "text"],
+  "additionalProperties": false
+}"#;
+pub const AVRO_SCHEMA: &str = r#"{"type":"record","name":"Req","fields":[
+  {"name":"intent","type":"string"},{"name":"n","type":"int"}]}"#;
+pub const PROTO_SCHEMA: &str =
+    "syntax = \"proto3\";\nmessage Req {\n  string intent = 1;\n  int32 n = 2;\n}\n";
+
+/// Version 1 of `subject`.
+pub fn schema(id: u32, subject: &str, ty: &str, text: &str) -> SchemaCfg {
+    SchemaCfg {
+        id,
+        subject: subject.into(),
+        version: 1,
+        schema_type: ty.into(),
+        schema: text.into(),
+        retired: false,
+        references: Vec::new(),
+    }
+}
+
+/// A signed request to the null model naming `schema_id` with one f32 input and, if given, a
+/// section.
+pub fn build_section(schema_id: u32, section: Option<&[u8]>, buf: &mut [u8]) -> usize {
+    let x: Vec<u8> = [1.0f32; 4].iter().flat_map(|f| f.to_le_bytes()).collect();
+    let dims_x = [1u64, 4];
+    let dims_s = [section.map_or(0, |s| s.len() as u64)];
+    let mut t = vec![TensorRepr {
+        name: "x",
+        dtype: DType::F32,
+        dims: &dims_x,
+        data: Some(&x),
+    }];
+    if let Some(s) = section {
+        t.push(TensorRepr {
+            name: SECTION_TENSOR_NAME,
+            dtype: DType::U8,
+            dims: &dims_s,
+            data: Some(s),
+        });
+    }
+    let repr = FrameRepr {
+        kind: Kind::Request,
+        request_id: 5,
+        tenant_id: 7,
+        model: "null",
+        model_version: "1",
+        schema_id,
+        tensors: &t,
+        ..FrameRepr::default()
+    };
+    let n = repr.emit(buf).unwrap().frame_len;
+    TenantKey::new(&key_bytes()).sign(&mut Frame::new_unchecked(&mut buf[..n]));
+    n
 }
