@@ -200,6 +200,18 @@ impl UringTransport {
         }
     }
 
+    /// Where a received frame starts in the region, after checking that
+    /// it lies inside its buffer (every view of received bytes goes
+    /// through here).
+    fn rx_offset(&self, rx: &RxPacket) -> usize {
+        assert!(rx.buf < self.rx_count, "receive buffer id out of range");
+        assert!(
+            rx.off as usize + rx.len as usize <= self.buf_size as usize,
+            "received frame outside its buffer"
+        );
+        rx.buf as usize * self.buf_size as usize + rx.off as usize
+    }
+
     fn tx_ptr(&mut self, i: u32) -> *mut u8 {
         debug_assert!(i < self.tx_count);
         let off = (self.rx_count + i) as usize * self.buf_size as usize;
@@ -494,9 +506,9 @@ impl Transport for UringTransport {
     }
 
     fn frames(&mut self, rx: &RxPacket, tx: u32) -> (&[u8], &mut [u8]) {
-        assert!(rx.buf < self.rx_count && tx < self.tx_count);
-        assert!(rx.off as usize + rx.len as usize <= self.buf_size as usize);
-        let rp = self.rx_ptr(rx.buf);
+        assert!(tx < self.tx_count);
+        let off = self.rx_offset(rx);
+        let rp = self.region.as_mut_ptr();
         let tp = self.tx_ptr(tx);
         let size = self.buf_size as usize;
         // SAFETY: the receive buffer was handed to us by a completion and is
@@ -506,16 +518,14 @@ impl Transport for UringTransport {
         // borrows are tied to &mut self.
         unsafe {
             (
-                std::slice::from_raw_parts(rp.add(rx.off as usize), rx.len as usize),
+                std::slice::from_raw_parts(rp.add(off), rx.len as usize),
                 std::slice::from_raw_parts_mut(tp, size),
             )
         }
     }
 
     fn rx_bytes(&self, rx: &RxPacket) -> &[u8] {
-        assert!(rx.buf < self.rx_count);
-        assert!(rx.off as usize + rx.len as usize <= self.buf_size as usize);
-        let off = rx.buf as usize * self.buf_size as usize + rx.off as usize;
+        let off = self.rx_offset(rx);
         // SAFETY: as in `frames`: the buffer is ours until rx_release, and
         // the range lies inside it.
         unsafe { std::slice::from_raw_parts(self.region.as_ptr().add(off), rx.len as usize) }
@@ -566,12 +576,12 @@ impl Transport for UringTransport {
     }
 
     fn rx_bytes_mut(&mut self, rx: &RxPacket) -> &mut [u8] {
-        assert!(rx.buf < self.rx_count);
-        assert!(rx.off as usize + rx.len as usize <= self.buf_size as usize);
-        let p = self.rx_ptr(rx.buf);
-        // SAFETY: as in `rx_bytes`: the buffer is ours until released; the
-        // borrow is tied to &mut self.
-        unsafe { std::slice::from_raw_parts_mut(p.add(rx.off as usize), rx.len as usize) }
+        let off = self.rx_offset(rx);
+        // SAFETY: as in `rx_bytes`: the buffer is ours until released, the
+        // range lies inside it, and the borrow is tied to &mut self.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.region.as_mut_ptr().add(off), rx.len as usize)
+        }
     }
 
     fn tx_bytes(&mut self, tx: u32) -> &mut [u8] {
