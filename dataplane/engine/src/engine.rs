@@ -615,7 +615,8 @@ impl Engine {
             self.cfg.engine.workers.len(),
         )?;
         let schema_list = new_schemas.as_ref().unwrap_or(&ctl.schemas);
-        let schemas = SchemaTable::build(schema_list, ctl.schema_ttl_ms)
+        let (_, current) = self.shared.tables.load();
+        let schemas = SchemaTable::build_reusing(schema_list, ctl.schema_ttl_ms, &current.schemas)
             .map_err(|m| ConfigError::at("schemas", m))?;
         // Assign slots: keep existing versions, new ones take free slots.
         let mut slots = HashMap::new();

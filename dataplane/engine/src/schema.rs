@@ -118,6 +118,8 @@ pub struct SchemaEntry {
     /// Retired.
     pub retired: bool,
     check: Arc<Check>,
+    /// Hash of what the check was compiled from (see `fingerprint`).
+    fingerprint: u64,
 }
 
 impl SchemaEntry {
@@ -207,6 +209,19 @@ fn resolve_refs<'a>(
     Ok(out)
 }
 
+/// What a compiled check depends on: type, text, state and the texts of
+/// its resolved references.
+fn fingerprint(s: &SchemaCfg, by_key: &HashMap<(&str, u32), &SchemaCfg>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&s.schema_type, &s.schema, s.retired).hash(&mut h);
+    match resolve_refs(s, by_key) {
+        Ok(refs) => refs.hash(&mut h),
+        Err(e) => e.hash(&mut h),
+    }
+    h.finish()
+}
+
 fn compile_structured(
     t: SchemaType,
     s: &SchemaCfg,
@@ -236,6 +251,18 @@ impl SchemaTable {
     /// refused (the registry checks nothing about it); a structured schema
     /// the data plane cannot compile is kept and refuses its requests.
     pub fn build(list: &[SchemaCfg], ttl_ms: u32) -> Result<SchemaTable, String> {
+        SchemaTable::build_reusing(list, ttl_ms, &SchemaTable::default())
+    }
+
+    /// [`SchemaTable::build`], reusing what `prev` compiled for versions
+    /// whose type, text, references and state are unchanged: a push
+    /// carries the whole set, and compiling a Protobuf schema takes
+    /// milliseconds, so a new version should cost only itself.
+    pub fn build_reusing(
+        list: &[SchemaCfg],
+        ttl_ms: u32,
+        prev: &SchemaTable,
+    ) -> Result<SchemaTable, String> {
         if list.len() > limits::SCHEMA_COUNT_MAX {
             return Err(format!("at most {} schemas", limits::SCHEMA_COUNT_MAX));
         }
@@ -247,6 +274,8 @@ impl SchemaTable {
             .iter()
             .map(|s| ((s.subject.as_str(), s.version), s))
             .collect();
+        let prev_by_fp: HashMap<u64, &SchemaEntry> =
+            prev.entries.iter().map(|e| (e.fingerprint, e)).collect();
         for s in list {
             let schema_type = parse_type(&s.schema_type)
                 .ok_or_else(|| format!("schema {}: unknown type {:?}", s.id, s.schema_type))?;
@@ -257,16 +286,24 @@ impl SchemaTable {
                     sluice_wire::limits::SCHEMA_LEN_MAX
                 ));
             }
-            let check = if schema_type == SchemaType::Tensor {
-                Check::Tensor(compile_signature(s)?)
+            let fingerprint = fingerprint(s, &by_key);
+            let before = prev_by_fp.get(&fingerprint);
+            let reused = before
+                .filter(|e| *e.text == *s.schema.as_bytes())
+                .map(|e| e.check.clone());
+            let check = if let Some(c) = reused {
+                c
+            } else if schema_type == SchemaType::Tensor {
+                Arc::new(Check::Tensor(compile_signature(s)?))
             } else if s.retired {
                 // Never checked against: refused before its check is read.
-                Check::Unenforceable("retired".into())
+                Arc::new(Check::Unenforceable("retired".into()))
             } else {
-                compile_structured(schema_type, s, &by_key)
+                Arc::new(compile_structured(schema_type, s, &by_key))
             };
-            if let Check::Unenforceable(why) = &check {
-                if !s.retired {
+            if let Check::Unenforceable(why) = &*check {
+                // Warn once per schema, not on every push.
+                if !s.retired && before.is_none() {
                     log::warn!(
                         "schema {} ({} v{}): not enforceable on the data plane, its requests are refused: {why}",
                         s.id,
@@ -283,7 +320,8 @@ impl SchemaTable {
                 schema_type,
                 text: Arc::from(s.schema.as_bytes()),
                 retired: s.retired,
-                check: Arc::new(check),
+                check,
+                fingerprint,
             });
             t.by_id.entry(s.id).or_default().push(idx);
             t.by_subject.entry(s.subject.clone()).or_default().push(idx);
@@ -393,4 +431,41 @@ fn check_signature(sig: &CompiledSig, req: &Frame<&[u8]>) -> Result<(), Reject> 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(id: u32, version: u32, text: &str) -> SchemaCfg {
+        SchemaCfg {
+            id,
+            subject: "s".into(),
+            version,
+            schema_type: "PROTOBUF".into(),
+            schema: text.into(),
+            retired: false,
+            references: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_push_recompiles_only_what_changed() {
+        let a = cfg(1, 1, "syntax = \"proto3\";\nmessage A { string x = 1; }\n");
+        let b = cfg(2, 2, "syntax = \"proto3\";\nmessage B { int32 y = 1; }\n");
+        let t1 = SchemaTable::build(&[a.clone()], 1000).unwrap();
+        let t2 = SchemaTable::build_reusing(&[a.clone(), b.clone()], 1000, &t1).unwrap();
+        assert!(Arc::ptr_eq(&t1.entries[0].check, &t2.entries[0].check));
+        assert!(matches!(*t2.entries[1].check, Check::Protobuf(_)));
+        // A changed text, or the same text retired, is compiled anew.
+        let mut a2 = a.clone();
+        a2.schema.push_str("message C { bool z = 1; }\n");
+        let t3 = SchemaTable::build_reusing(&[a2, b.clone()], 1000, &t2).unwrap();
+        assert!(!Arc::ptr_eq(&t2.entries[0].check, &t3.entries[0].check));
+        assert!(Arc::ptr_eq(&t2.entries[1].check, &t3.entries[1].check));
+        let mut gone = b;
+        gone.retired = true;
+        let t4 = SchemaTable::build_reusing(&[a, gone], 1000, &t3).unwrap();
+        assert!(matches!(*t4.entries[1].check, Check::Unenforceable(_)));
+    }
 }
