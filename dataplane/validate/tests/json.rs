@@ -102,7 +102,10 @@ fn multiple_of() {
     ok(&f, "0.07");
     ok(&f, "19.99");
     bad(&f, "0.075", "number not a multiple of multipleOf");
-    compile_err(r#"{"multipleOf":0}"#, "multipleOf must be a number above 0 at #/multipleOf");
+    compile_err(
+        r#"{"multipleOf":0}"#,
+        "multipleOf must be a number above 0 at #/multipleOf",
+    );
 }
 
 #[test]
@@ -135,7 +138,11 @@ fn object_keywords() {
     ok(&s, r#"{"b":"x","a":1,"z":null}"#);
     assert_eq!(bad(&s, r#" {"a":1,"z":2}"#, "required property missing"), 1);
     bad(&s, r#"{"a":1,"b":2}"#, "type mismatch: expected string");
-    bad(&s, r#"{"a":1,"b":"x","c":1,"d":2}"#, "more properties than maxProperties");
+    bad(
+        &s,
+        r#"{"a":1,"b":"x","c":1,"d":2}"#,
+        "more properties than maxProperties",
+    );
     let m = schema(r#"{"minProperties":2}"#);
     bad(&m, r#"{"a":1}"#, "fewer properties than minProperties");
     let a = schema(r#"{"properties":{"a":true},"additionalProperties":{"type":"boolean"}}"#);
@@ -151,10 +158,16 @@ fn object_keywords() {
 
 #[test]
 fn escaped_keys_match_properties() {
-    let s = schema(r#"{"properties":{"a/b":{"type":"integer"},"é":{"type":"string"}},"required":["a/b","é"],"additionalProperties":false}"#);
+    let s = schema(
+        r#"{"properties":{"a/b":{"type":"integer"},"é":{"type":"string"}},"required":["a/b","é"],"additionalProperties":false}"#,
+    );
     ok(&s, r#"{"a\/b":1,"\u00e9":"x"}"#);
     ok(&s, r#"{"a/b":1,"é":"x"}"#);
-    bad(&s, r#"{"a\/b":"1","\u00e9":"x"}"#, "type mismatch: expected integer");
+    bad(
+        &s,
+        r#"{"a\/b":"1","\u00e9":"x"}"#,
+        "type mismatch: expected integer",
+    );
     bad(&s, r#"{"a\u002fc":1}"#, "additional property not allowed");
     // An escaped key longer than any property name is simply additional.
     let long = format!(r#"{{"{}":1}}"#, "\\u0041".repeat(300));
@@ -170,8 +183,15 @@ fn array_keywords() {
     assert_eq!(bad(&s, "[1,2,1.0]", "uniqueItems: duplicate item"), 5);
     bad(&s, "[1,\"2\"]", "type mismatch: expected integer");
     let u = schema(r#"{"uniqueItems":true}"#);
-    ok(&u, r#"[{"a":1,"b":2},{"a":1,"b":3},[1],"1",1,true,null,false]"#);
-    bad(&u, r#"[{"a":1,"b":[2,{"c":"\u0078"}]},{"b":[2,{"c":"x"}],"a":1.0}]"#, "uniqueItems: duplicate item");
+    ok(
+        &u,
+        r#"[{"a":1,"b":2},{"a":1,"b":3},[1],"1",1,true,null,false]"#,
+    );
+    bad(
+        &u,
+        r#"[{"a":1,"b":[2,{"c":"\u0078"}]},{"b":[2,{"c":"x"}],"a":1.0}]"#,
+        "uniqueItems: duplicate item",
+    );
     bad(&u, r#"["é","\u00e9"]"#, "uniqueItems: duplicate item");
     ok(&u, r#"[[1,2],[2,1],{"a":1},{"a":1,"b":1}]"#);
 }
@@ -200,7 +220,11 @@ fn contains() {
     let s = schema(r#"{"contains":{"type":"string"},"minContains":2,"maxContains":3}"#);
     ok(&s, r#"[1,"a","b"]"#);
     bad(&s, r#"[1,"a"]"#, "contains: too few matching items");
-    bad(&s, r#"["a","b","c","d"]"#, "contains: too many matching items");
+    bad(
+        &s,
+        r#"["a","b","c","d"]"#,
+        "contains: too many matching items",
+    );
     let plain = schema(r#"{"contains":{"const":5}}"#);
     ok(&plain, "[1,5]");
     bad(&plain, "[1,2]", "contains: too few matching items");
@@ -269,11 +293,22 @@ fn local_refs_and_recursion() {
              "kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"]}},
              "$ref":"#/$defs/node"}"##,
     );
-    ok(&tree, r#"{"v":1,"kids":[{"v":2,"kids":[{"v":3}]},{"v":4}]}"#);
-    bad(&tree, r#"{"v":1,"kids":[{"v":2,"kids":[{"w":3}]}]}"#, "required property missing");
+    ok(
+        &tree,
+        r#"{"v":1,"kids":[{"v":2,"kids":[{"v":3}]},{"v":4}]}"#,
+    );
+    bad(
+        &tree,
+        r#"{"v":1,"kids":[{"v":2,"kids":[{"w":3}]}]}"#,
+        "required property missing",
+    );
     let root_rec = schema(r##"{"properties":{"next":{"$ref":"#"}},"type":"object"}"##);
     ok(&root_rec, r#"{"next":{"next":{}}}"#);
-    bad(&root_rec, r#"{"next":{"next":1}}"#, "type mismatch: expected object");
+    bad(
+        &root_rec,
+        r#"{"next":{"next":1}}"#,
+        "type mismatch: expected object",
+    );
     let defs = schema(
         r##"{"definitions":{"a~b":{"type":"string"},"c/d":{"type":"integer"},"p%":{"type":"null"}},
              "properties":{"x":{"$ref":"#/definitions/a~0b"},"y":{"$ref":"#/definitions/c~1d"},
@@ -284,26 +319,47 @@ fn local_refs_and_recursion() {
     bad(&defs, r#"{"w":1}"#, "type mismatch: expected string");
     bad(&defs, r#"{"z":1}"#, "type mismatch: expected null");
     // Draft 7 ignores $ref siblings; 2020-12 applies both.
-    let d7 = schema(r##"{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"i":{"type":"integer"}},"properties":{"a":{"$ref":"#/definitions/i","maximum":1}}}"##);
+    let d7 = schema(
+        r##"{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"i":{"type":"integer"}},"properties":{"a":{"$ref":"#/definitions/i","maximum":1}}}"##,
+    );
     ok(&d7, r#"{"a":5}"#);
-    let d2020 = schema(r##"{"$defs":{"i":{"type":"integer"}},"properties":{"a":{"$ref":"#/$defs/i","maximum":1}}}"##);
+    let d2020 = schema(
+        r##"{"$defs":{"i":{"type":"integer"}},"properties":{"a":{"$ref":"#/$defs/i","maximum":1}}}"##,
+    );
     bad(&d2020, r#"{"a":5}"#, "number above maximum");
     bad(&d2020, r#"{"a":0.5}"#, "type mismatch: expected integer");
     // $id of the root names the same document.
-    let id = schema(r#"{"$id":"http://example.com/s.json","definitions":{"a":{"type":"null"}},"properties":{"n":{"$ref":"http://example.com/s.json#/definitions/a"}}}"#);
+    let id = schema(
+        r#"{"$id":"http://example.com/s.json","definitions":{"a":{"type":"null"}},"properties":{"n":{"$ref":"http://example.com/s.json#/definitions/a"}}}"#,
+    );
     bad(&id, r#"{"n":0}"#, "type mismatch: expected null");
 }
 
 #[test]
 fn bad_refs_do_not_compile() {
     compile_err(r##"{"$ref":"#"}"##, "cycle that consumes no input");
-    compile_err(r##"{"allOf":[{"$ref":"#/allOf/1"},{"anyOf":[{"$ref":"#"}]}]}"##, "cycle");
-    compile_err(r##"{"$ref":"#/definitions/missing"}"##, "points to nothing at #/$ref");
-    compile_err(r##"{"properties":{"a":{"$ref":"other.json"}}}"##, "unresolvable $ref \"other.json\"");
+    compile_err(
+        r##"{"allOf":[{"$ref":"#/allOf/1"},{"anyOf":[{"$ref":"#"}]}]}"##,
+        "cycle",
+    );
+    compile_err(
+        r##"{"$ref":"#/definitions/missing"}"##,
+        "points to nothing at #/$ref",
+    );
+    compile_err(
+        r##"{"properties":{"a":{"$ref":"other.json"}}}"##,
+        "unresolvable $ref \"other.json\"",
+    );
     compile_err(r##"{"$ref":"#anchor"}"##, "anchor");
     compile_err(r#"{"type":"strin"}"#, "at #/type");
-    compile_err(r#"{"properties":{"a":{"minLength":-1}}}"#, "minLength must be a non-negative integer at #/properties/a/minLength");
-    compile_err(r#"{"properties":{"a":5}}"#, "a schema must be an object or a boolean at #/properties/a");
+    compile_err(
+        r#"{"properties":{"a":{"minLength":-1}}}"#,
+        "minLength must be a non-negative integer at #/properties/a/minLength",
+    );
+    compile_err(
+        r#"{"properties":{"a":5}}"#,
+        "a schema must be an object or a boolean at #/properties/a",
+    );
     compile_err("{", "not valid JSON");
     let mut deep = String::from("true");
     for _ in 0..(json::APPLICATOR_DEPTH_MAX + 1) {
@@ -326,9 +382,20 @@ fn references_by_name() {
     .unwrap();
     ok(&s, r#"{"home":{"zip":"12345"},"zip":"1"}"#);
     bad(&s, r#"{"home":{}}"#, "required property missing");
-    bad(&s, r#"{"home":{"zip":"123456"}}"#, "string longer than maxLength");
+    bad(
+        &s,
+        r#"{"home":{"zip":"123456"}}"#,
+        "string longer than maxLength",
+    );
     bad(&s, r#"{"zip":"123456"}"#, "string longer than maxLength");
-    let e = JsonSchema::compile(r#"{"$ref":"address.json"}"#, &[Reference { name: "address.json", schema: "{" }]).unwrap_err();
+    let e = JsonSchema::compile(
+        r#"{"$ref":"address.json"}"#,
+        &[Reference {
+            name: "address.json",
+            schema: "{",
+        }],
+    )
+    .unwrap_err();
     assert!(e.0.contains("address.json"), "{e}");
 }
 
@@ -352,7 +419,11 @@ fn unenforced_keywords_are_listed() {
     );
     // The other keywords still apply.
     bad(&s, r#"{"name":1}"#, "type mismatch: expected string");
-    assert!(schema(r#"{"type":"string","x-unknown":1}"#).unenforced().is_empty());
+    assert!(
+        schema(r#"{"type":"string","x-unknown":1}"#)
+            .unenforced()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -392,11 +463,18 @@ fn strict_parser() {
         (b"{} x", "trailing characters after the value", 3),
         (b"[1]]", "trailing characters after the value", 3),
     ];
-    let obj = schema(r#"{"type":["object","array","string","number","boolean","null"],"properties":{"a":{"type":"integer"}},"items":{"type":"integer"}}"#);
+    let obj = schema(
+        r#"{"type":["object","array","string","number","boolean","null"],"properties":{"a":{"type":"integer"}},"items":{"type":"integer"}}"#,
+    );
     for &(doc, msg, off) in cases {
         for s in [&t, &obj] {
             let e = s.validate(doc).expect_err(&String::from_utf8_lossy(doc));
-            assert_eq!((e.message, e.offset), (msg, off), "{:?}", String::from_utf8_lossy(doc));
+            assert_eq!(
+                (e.message, e.offset),
+                (msg, off),
+                "{:?}",
+                String::from_utf8_lossy(doc)
+            );
         }
     }
     for doc in [
@@ -412,7 +490,10 @@ fn depth_limit() {
     let t = schema("true");
     let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
     ok(&t, &nested(DEPTH_MAX));
-    assert_eq!(bad(&t, &nested(DEPTH_MAX + 1), "nesting deeper than DEPTH_MAX"), DEPTH_MAX);
+    assert_eq!(
+        bad(&t, &nested(DEPTH_MAX + 1), "nesting deeper than DEPTH_MAX"),
+        DEPTH_MAX
+    );
     let objs = |n: usize| format!("{}1{}", r#"{"a":"#.repeat(n), "}".repeat(n));
     let rec = schema(r##"{"type":["object","integer"],"properties":{"a":{"$ref":"#"}}}"##);
     ok(&rec, &objs(DEPTH_MAX));
@@ -455,27 +536,51 @@ fn budget_is_not_mistaken_for_a_mismatch() {
 
 #[test]
 fn limits_are_enforced_at_compile() {
-    let names: Vec<String> = (0..=json::REQUIRED_MAX).map(|k| format!("\"p{k}\"")).collect();
-    compile_err(&format!(r#"{{"required":[{}]}}"#, names.join(",")), "REQUIRED_MAX");
+    let names: Vec<String> = (0..=json::REQUIRED_MAX)
+        .map(|k| format!("\"p{k}\""))
+        .collect();
+    compile_err(
+        &format!(r#"{{"required":[{}]}}"#, names.join(",")),
+        "REQUIRED_MAX",
+    );
     let long = "n".repeat(json::PROPERTY_NAME_BYTES_MAX + 1);
-    compile_err(&format!(r#"{{"properties":{{"{long}":true}}}}"#), "PROPERTY_NAME_BYTES_MAX");
+    compile_err(
+        &format!(r#"{{"properties":{{"{long}":true}}}}"#),
+        "PROPERTY_NAME_BYTES_MAX",
+    );
     let values: Vec<String> = (0..=json::ENUM_VALUES_MAX).map(|k| k.to_string()).collect();
-    compile_err(&format!(r#"{{"enum":[{}]}}"#, values.join(",")), "ENUM_VALUES_MAX");
+    compile_err(
+        &format!(r#"{{"enum":[{}]}}"#, values.join(",")),
+        "ENUM_VALUES_MAX",
+    );
     let subs = vec!["true"; json::SUBSCHEMAS_MAX + 1].join(",");
     compile_err(&format!(r#"{{"anyOf":[{subs}]}}"#), "SUBSCHEMAS_MAX");
     // 64 required names fit the bitmask; each one is tracked.
-    let names: Vec<String> = (0..json::REQUIRED_MAX).map(|k| format!("\"p{k}\"")).collect();
+    let names: Vec<String> = (0..json::REQUIRED_MAX)
+        .map(|k| format!("\"p{k}\""))
+        .collect();
     let s = schema(&format!(r#"{{"required":[{}]}}"#, names.join(",")));
-    let full: Vec<String> = (0..json::REQUIRED_MAX).map(|k| format!("\"p{k}\":{k}")).collect();
+    let full: Vec<String> = (0..json::REQUIRED_MAX)
+        .map(|k| format!("\"p{k}\":{k}"))
+        .collect();
     ok(&s, &format!("{{{}}}", full.join(",")));
     let missing_last: Vec<String> = full[..json::REQUIRED_MAX - 1].to_vec();
-    bad(&s, &format!("{{{}}}", missing_last.join(",")), "required property missing");
+    bad(
+        &s,
+        &format!("{{{}}}", missing_last.join(",")),
+        "required property missing",
+    );
 }
 
 #[test]
 fn many_properties_use_binary_search() {
-    let props: Vec<String> = (0..500).map(|k| format!(r#""k{k}":{{"const":{k}}}"#)).collect();
-    let s = schema(&format!(r#"{{"properties":{{{}}},"additionalProperties":false}}"#, props.join(",")));
+    let props: Vec<String> = (0..500)
+        .map(|k| format!(r#""k{k}":{{"const":{k}}}"#))
+        .collect();
+    let s = schema(&format!(
+        r#"{{"properties":{{{}}},"additionalProperties":false}}"#,
+        props.join(",")
+    ));
     ok(&s, r#"{"k0":0,"k499":499,"k250":250}"#);
     bad(&s, r#"{"k17":18}"#, "value not equal to const");
     bad(&s, r#"{"k500":500}"#, "additional property not allowed");
@@ -551,7 +656,7 @@ fn predicates_on_garbage_are_false() {
         assert!(!eq.matches(doc), "{:?}", String::from_utf8_lossy(doc));
         assert!(!ne.matches(doc), "{:?}", String::from_utf8_lossy(doc));
     }
-    let deep = format!("{}", "[".repeat(1_000_000));
+    let deep = "[".repeat(1_000_000);
     assert!(!pred("$[0][0] == 1").matches(deep.as_bytes()));
     assert!(!pred("$[0][0] != 1").matches(deep.as_bytes()));
 }
@@ -576,4 +681,59 @@ fn predicate_parse_errors() {
     }
     assert!(Predicate::parse("$.a.b.c.d.e.f.g.h == 1").is_ok());
     assert!(Predicate::parse("$ == 1").unwrap().matches(b"1.0"));
+}
+
+#[test]
+fn draft4_integers_are_literals() {
+    let d4 = schema(r#"{"$schema":"http://json-schema.org/draft-04/schema#","type":"integer"}"#);
+    ok(&d4, "12");
+    bad(&d4, "1.0", "type mismatch: expected integer");
+    bad(&d4, "1e2", "type mismatch: expected integer");
+    let d6 = schema(r#"{"$schema":"http://json-schema.org/draft-06/schema#","type":"integer"}"#);
+    ok(&d6, "1.0");
+}
+
+#[test]
+fn ref_chains_resolve() {
+    let s = schema(
+        r##"{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/c"},"c":{"type":"integer"}}}"##,
+    );
+    ok(&s, "3");
+    bad(&s, "\"3\"", "type mismatch: expected integer");
+}
+
+/// Worst case for recursion: nesting at DEPTH_MAX with, at every level, an
+/// applicator chain of APPLICATOR_DEPTH_MAX. Measured need: under 256 KiB
+/// optimised, up to 4 MiB unoptimised; the test gives each twice that.
+#[test]
+fn worst_case_recursion_fits_a_small_stack() {
+    let stack_bytes: usize = if cfg!(debug_assertions) {
+        8 << 20
+    } else {
+        512 << 10
+    };
+    let mut chain =
+        r##"{"type":["object","integer"],"properties":{"a":{"$ref":"#/$defs/n"}}}"##.to_string();
+    for _ in 0..(json::APPLICATOR_DEPTH_MAX - 1) {
+        chain = format!(r#"{{"allOf":[{chain}]}}"#);
+    }
+    let text = format!(r##"{{"$defs":{{"n":{chain}}},"$ref":"#/$defs/n"}}"##);
+    let s = JsonSchema::compile(&text, &[]).unwrap();
+    let doc = format!("{}1{}", r#"{"a":"#.repeat(DEPTH_MAX), "}".repeat(DEPTH_MAX));
+    let too_deep = format!(
+        "{}1{}",
+        r#"{"a":"#.repeat(DEPTH_MAX + 1),
+        "}".repeat(DEPTH_MAX + 1)
+    );
+    let verdicts = std::thread::Builder::new()
+        .stack_size(stack_bytes)
+        .spawn(move || (s.validate(doc.as_bytes()), s.validate(too_deep.as_bytes())))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(verdicts.0, Ok(()));
+    assert_eq!(
+        verdicts.1.unwrap_err().message,
+        "nesting deeper than DEPTH_MAX"
+    );
 }

@@ -61,7 +61,8 @@ fn leaf() -> impl Strategy<Value = Value> {
 }
 
 fn key() -> impl Strategy<Value = String> {
-    prop::sample::select(vec!["a", "b", "c", "v", "x", "tags", "kids", "é", "ab"]).prop_map(str::to_string)
+    prop::sample::select(vec!["a", "b", "c", "v", "x", "tags", "kids", "é", "ab"])
+        .prop_map(str::to_string)
 }
 
 /// Documents valid for some schema, to be mutated: random documents alone
@@ -96,7 +97,10 @@ fn mutate(v: &mut Value, k: &mut usize, with: &Value) {
 
 fn document() -> impl Strategy<Value = Value> {
     let any = value();
-    let seeds: Vec<Value> = SEEDS.iter().map(|s| serde_json::from_str(s).unwrap()).collect();
+    let seeds: Vec<Value> = SEEDS
+        .iter()
+        .map(|s| serde_json::from_str(s).unwrap())
+        .collect();
     prop_oneof![
         1 => any.clone(),
         1 => prop::collection::vec((key(), any.clone()), 0..5)
@@ -216,6 +220,9 @@ fn generated_documents_exercise_both_verdicts() {
     }
     eprintln!("(valid, invalid) per schema: {seen:?}");
     for (k, (valid, invalid)) in seen.iter().enumerate() {
-        assert!(*valid >= 20 && *invalid >= 20, "schema {k}: {valid} valid, {invalid} invalid");
+        assert!(
+            *valid >= 20 && *invalid >= 20,
+            "schema {k}: {valid} valid, {invalid} invalid"
+        );
     }
 }

@@ -143,13 +143,18 @@ pub(crate) fn compile(text: &str, refs: &[Reference<'_>]) -> Result<JsonSchema, 
             )));
         }
         let v: Value = serde_json::from_str(r.schema).map_err(|e| {
-            CompileError(format!("referenced schema {:?} is not valid JSON: {e}", r.name))
+            CompileError(format!(
+                "referenced schema {:?} is not valid JSON: {e}",
+                r.name
+            ))
         })?;
         values.push(v);
     }
     fn doc<'v>(name: &'v str, value: &'v Value) -> Doc<'v> {
         let dialect = value.get("$schema").and_then(Value::as_str).unwrap_or("");
-        let legacy_ref = ["draft-04", "draft-06", "draft-07"].iter().any(|d| dialect.contains(d));
+        let legacy_ref = ["draft-04", "draft-06", "draft-07"]
+            .iter()
+            .any(|d| dialect.contains(d));
         let draft4 = dialect.contains("draft-04");
         let id = value
             .get("$id")
@@ -208,7 +213,11 @@ impl<'v> Compiler<'v> {
             return Ok(id);
         }
         if self.out.nodes.len() >= NODES_MAX {
-            return Err(self.fail(doc, &ptr, format!("more than NODES_MAX ({NODES_MAX}) schema nodes")));
+            return Err(self.fail(
+                doc,
+                &ptr,
+                format!("more than NODES_MAX ({NODES_MAX}) schema nodes"),
+            ));
         }
         let id = self.out.nodes.len() as u32;
         self.out.nodes.push(Node::any());
@@ -233,13 +242,21 @@ impl<'v> Compiler<'v> {
                 .or_else(|| self.docs.iter().position(|d| d.id == Some(base)))
         };
         let Some(target) = target else {
-            return Err(self.fail(doc, at, format!("unresolvable $ref {r:?} (not local, not a reference name)")));
+            return Err(self.fail(
+                doc,
+                at,
+                format!("unresolvable $ref {r:?} (not local, not a reference name)"),
+            ));
         };
         let Some(frag) = percent_decode(frag) else {
             return Err(self.fail(doc, at, format!("bad percent-encoding in $ref {r:?}")));
         };
         if !frag.is_empty() && !frag.starts_with('/') {
-            return Err(self.fail(doc, at, format!("$ref {r:?} names an anchor: not supported")));
+            return Err(self.fail(
+                doc,
+                at,
+                format!("$ref {r:?} names an anchor: not supported"),
+            ));
         }
         let mut v = self.docs[target].value;
         let mut canon = String::from("#");
@@ -260,33 +277,64 @@ impl<'v> Compiler<'v> {
         self.node_for(target, canon, v)
     }
 
-    fn number(&self, doc: usize, ptr: &str, m: &Map<String, Value>, kw: &str) -> Result<Option<f64>, CompileError> {
+    fn number(
+        &self,
+        doc: usize,
+        ptr: &str,
+        m: &Map<String, Value>,
+        kw: &str,
+    ) -> Result<Option<f64>, CompileError> {
         match m.get(kw) {
             None => Ok(None),
-            Some(v) => v
-                .as_f64()
-                .map(Some)
-                .ok_or_else(|| self.fail(doc, &format!("{ptr}/{kw}"), format!("{kw} must be a number"))),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| {
+                self.fail(
+                    doc,
+                    &format!("{ptr}/{kw}"),
+                    format!("{kw} must be a number"),
+                )
+            }),
         }
     }
 
-    fn count(&self, doc: usize, ptr: &str, m: &Map<String, Value>, kw: &str) -> Result<Option<usize>, CompileError> {
+    fn count(
+        &self,
+        doc: usize,
+        ptr: &str,
+        m: &Map<String, Value>,
+        kw: &str,
+    ) -> Result<Option<usize>, CompileError> {
         match self.number(doc, ptr, m, kw)? {
             None => Ok(None),
             Some(x) if x >= 0.0 && x.fract() == 0.0 => Ok(Some(x as usize)),
-            Some(_) => Err(self.fail(doc, &format!("{ptr}/{kw}"), format!("{kw} must be a non-negative integer"))),
+            Some(_) => Err(self.fail(
+                doc,
+                &format!("{ptr}/{kw}"),
+                format!("{kw} must be a non-negative integer"),
+            )),
         }
     }
 
     /// Compiles the members of a schema array (`allOf`, `prefixItems`...)
     /// into consecutive edges.
-    fn list(&mut self, doc: usize, ptr: &str, kw: &str, v: &'v Value, max: usize, max_name: &str) -> Result<Span, CompileError> {
+    fn list(
+        &mut self,
+        doc: usize,
+        ptr: &str,
+        kw: &str,
+        v: &'v Value,
+        max: usize,
+        max_name: &str,
+    ) -> Result<Span, CompileError> {
         let at = format!("{ptr}/{kw}");
         let Value::Array(a) = v else {
             return Err(self.fail(doc, &at, format!("{kw} must be an array of schemas")));
         };
         if a.len() > max {
-            return Err(self.fail(doc, &at, format!("{kw} has more than {max_name} ({max}) entries")));
+            return Err(self.fail(
+                doc,
+                &at,
+                format!("{kw} has more than {max_name} ({max}) entries"),
+            ));
         }
         let mut ids = Vec::with_capacity(a.len());
         for (k, s) in a.iter().enumerate() {
@@ -305,11 +353,19 @@ impl<'v> Compiler<'v> {
         // Serializing a Value cannot fail (string keys only).
         let bytes = serde_json::to_vec(v).unwrap_or_default();
         self.out.const_bytes.extend(bytes);
-        self.out.consts.push((start, self.out.const_bytes.len() as u32));
+        self.out
+            .consts
+            .push((start, self.out.const_bytes.len() as u32));
         (self.out.consts.len() - 1) as u32
     }
 
-    fn compile_node(&mut self, id: u32, doc: usize, v: &'v Value, ptr: &str) -> Result<(), CompileError> {
+    fn compile_node(
+        &mut self,
+        id: u32,
+        doc: usize,
+        v: &'v Value,
+        ptr: &str,
+    ) -> Result<(), CompileError> {
         let mut n = Node::any();
         match v {
             Value::Bool(true) => {}
@@ -321,7 +377,13 @@ impl<'v> Compiler<'v> {
         Ok(())
     }
 
-    fn object(&mut self, n: &mut Node, doc: usize, m: &'v Map<String, Value>, ptr: &str) -> Result<(), CompileError> {
+    fn object(
+        &mut self,
+        n: &mut Node,
+        doc: usize,
+        m: &'v Map<String, Value>,
+        ptr: &str,
+    ) -> Result<(), CompileError> {
         let at = |kw: &str| format!("{ptr}/{kw}");
         // Drafts 4-7 ignore the siblings of $ref, so they are not reported.
         if !(self.docs[doc].legacy_ref && m.contains_key("$ref")) {
@@ -346,7 +408,13 @@ impl<'v> Compiler<'v> {
         n.checks = CHECKS.iter().any(|k| m.contains_key(*k));
 
         if let Some(t) = m.get("type") {
-            let bad = || self.fail(doc, &at("type"), "type must be a type name or an array of them");
+            let bad = || {
+                self.fail(
+                    doc,
+                    &at("type"),
+                    "type must be a type name or an array of them",
+                )
+            };
             n.types = match t {
                 Value::String(s) => type_bit(s).ok_or_else(bad)?,
                 Value::Array(a) => {
@@ -390,12 +458,22 @@ impl<'v> Compiler<'v> {
                         n.ex_maximum = x;
                     }
                 }
-                Some(_) => return Err(self.fail(doc, &at(kw), format!("{kw} must be a number or a boolean"))),
+                Some(_) => {
+                    return Err(self.fail(
+                        doc,
+                        &at(kw),
+                        format!("{kw} must be a number or a boolean"),
+                    ));
+                }
             }
         }
         if let Some(x) = self.number(doc, ptr, m, "multipleOf")? {
             if !(x > 0.0 && x.is_finite()) {
-                return Err(self.fail(doc, &at("multipleOf"), "multipleOf must be a number above 0"));
+                return Err(self.fail(
+                    doc,
+                    &at("multipleOf"),
+                    "multipleOf must be a number above 0",
+                ));
             }
             n.multiple_of = x;
         }
@@ -415,19 +493,35 @@ impl<'v> Compiler<'v> {
         match m.get("uniqueItems") {
             None => {}
             Some(Value::Bool(b)) => n.unique_items = *b,
-            Some(_) => return Err(self.fail(doc, &at("uniqueItems"), "uniqueItems must be a boolean")),
+            Some(_) => {
+                return Err(self.fail(doc, &at("uniqueItems"), "uniqueItems must be a boolean"));
+            }
         }
         match (m.get("prefixItems"), m.get("items")) {
             (_, Some(items @ Value::Array(_))) => {
                 // Tuple form (drafts 4 to 2019-09): the rest is additionalItems.
-                n.prefix = self.list(doc, ptr, "items", items, PREFIX_ITEMS_MAX, "PREFIX_ITEMS_MAX")?;
+                n.prefix = self.list(
+                    doc,
+                    ptr,
+                    "items",
+                    items,
+                    PREFIX_ITEMS_MAX,
+                    "PREFIX_ITEMS_MAX",
+                )?;
                 if let Some(rest) = m.get("additionalItems") {
                     n.items = self.sub(doc, &at("additionalItems"), rest)?;
                 }
             }
             (prefix, items) => {
                 if let Some(p) = prefix {
-                    n.prefix = self.list(doc, ptr, "prefixItems", p, PREFIX_ITEMS_MAX, "PREFIX_ITEMS_MAX")?;
+                    n.prefix = self.list(
+                        doc,
+                        ptr,
+                        "prefixItems",
+                        p,
+                        PREFIX_ITEMS_MAX,
+                        "PREFIX_ITEMS_MAX",
+                    )?;
                 }
                 if let Some(items) = items {
                     n.items = self.sub(doc, &at("items"), items)?;
@@ -437,12 +531,16 @@ impl<'v> Compiler<'v> {
         if let Some(c) = m.get("contains") {
             n.contains = self.sub(doc, &at("contains"), c)?;
             n.min_contains = self.count(doc, ptr, m, "minContains")?.unwrap_or(1);
-            n.max_contains = self.count(doc, ptr, m, "maxContains")?.unwrap_or(usize::MAX);
+            n.max_contains = self
+                .count(doc, ptr, m, "maxContains")?
+                .unwrap_or(usize::MAX);
         }
 
         // Objects.
         n.min_properties = self.count(doc, ptr, m, "minProperties")?.unwrap_or(0);
-        n.max_properties = self.count(doc, ptr, m, "maxProperties")?.unwrap_or(usize::MAX);
+        n.max_properties = self
+            .count(doc, ptr, m, "maxProperties")?
+            .unwrap_or(usize::MAX);
         // name -> (schema, required bit, declared)
         let mut table: BTreeMap<&[u8], (u32, u8, bool)> = BTreeMap::new();
         if let Some(p) = m.get("properties") {
@@ -469,12 +567,18 @@ impl<'v> Compiler<'v> {
                 if name.len() > PROPERTY_NAME_BYTES_MAX {
                     return Err(self.fail(doc, &at("required"), format!("required name longer than PROPERTY_NAME_BYTES_MAX ({PROPERTY_NAME_BYTES_MAX})")));
                 }
-                let e = table.entry(name.as_bytes()).or_insert((NONE, u8::MAX, false));
+                let e = table
+                    .entry(name.as_bytes())
+                    .or_insert((NONE, u8::MAX, false));
                 if e.1 != u8::MAX {
                     continue; // listed twice
                 }
                 if usize::from(bit) >= REQUIRED_MAX {
-                    return Err(self.fail(doc, &at("required"), format!("more than REQUIRED_MAX ({REQUIRED_MAX}) required names")));
+                    return Err(self.fail(
+                        doc,
+                        &at("required"),
+                        format!("more than REQUIRED_MAX ({REQUIRED_MAX}) required names"),
+                    ));
                 }
                 e.1 = bit;
                 n.required_mask |= 1u64 << bit;
@@ -482,7 +586,11 @@ impl<'v> Compiler<'v> {
             }
         }
         if table.len() > PROPERTIES_MAX {
-            return Err(self.fail(doc, ptr, format!("more than PROPERTIES_MAX ({PROPERTIES_MAX}) properties")));
+            return Err(self.fail(
+                doc,
+                ptr,
+                format!("more than PROPERTIES_MAX ({PROPERTIES_MAX}) properties"),
+            ));
         }
         let start = self.out.props.len() as u32;
         for (name, (node, bit, declared)) in table {
@@ -510,7 +618,11 @@ impl<'v> Compiler<'v> {
                 return Err(self.fail(doc, &at("enum"), "enum must be an array"));
             };
             if e.is_empty() || e.len() > ENUM_VALUES_MAX {
-                return Err(self.fail(doc, &at("enum"), format!("enum must have 1 to ENUM_VALUES_MAX ({ENUM_VALUES_MAX}) values")));
+                return Err(self.fail(
+                    doc,
+                    &at("enum"),
+                    format!("enum must have 1 to ENUM_VALUES_MAX ({ENUM_VALUES_MAX}) values"),
+                ));
             }
             let start = self.out.consts.len() as u32;
             for x in e {
@@ -535,7 +647,11 @@ impl<'v> Compiler<'v> {
         if let Some(a) = m.get("oneOf") {
             n.one_of = self.list(doc, ptr, "oneOf", a, SUBSCHEMAS_MAX, "SUBSCHEMAS_MAX")?;
         }
-        for (kw, span) in [("allOf", n.all_of), ("anyOf", n.any_of), ("oneOf", n.one_of)] {
+        for (kw, span) in [
+            ("allOf", n.all_of),
+            ("anyOf", n.any_of),
+            ("oneOf", n.one_of),
+        ] {
             if m.contains_key(kw) && span.is_empty() {
                 return Err(self.fail(doc, &at(kw), format!("{kw} must not be empty")));
             }
@@ -558,6 +674,10 @@ impl<'v> Compiler<'v> {
             || !n.one_of.is_empty()
             || n.not != NONE
             || n.if_ != NONE;
+        n.own = CHECKS
+            .iter()
+            .filter(|k| !matches!(**k, "allOf" | "anyOf" | "oneOf" | "not" | "if"))
+            .any(|k| m.contains_key(*k));
         n.checks |= n.applicators;
         Ok(())
     }
@@ -565,7 +685,9 @@ impl<'v> Compiler<'v> {
     /// Nodes applied to the same value as `n` (no descent into it).
     fn same_span(&self, n: &Node) -> Vec<u32> {
         let e = &self.out.edges;
-        let mut v: Vec<u32> = [n.ref_, n.not, n.if_, n.then_, n.else_].into_iter().collect();
+        let mut v: Vec<u32> = [n.ref_, n.not, n.if_, n.then_, n.else_]
+            .into_iter()
+            .collect();
         v.extend(&e[n.all_of.range()]);
         v.extend(&e[n.any_of.range()]);
         v.extend(&e[n.one_of.range()]);
@@ -606,7 +728,11 @@ impl<'v> Compiler<'v> {
                         _ => {}
                     }
                 } else {
-                    chain[v] = adj[v].iter().map(|&c| chain[c as usize] + 1).max().unwrap_or(0);
+                    chain[v] = adj[v]
+                        .iter()
+                        .map(|&c| chain[c as usize] + 1)
+                        .max()
+                        .unwrap_or(0);
                     if chain[v] > APPLICATOR_DEPTH_MAX {
                         return Err(CompileError(format!(
                             "applicators nested deeper than APPLICATOR_DEPTH_MAX ({APPLICATOR_DEPTH_MAX}) at {}",

@@ -47,7 +47,10 @@ impl Predicate {
                 Some(b'.') => {
                     let start = i + 1;
                     i = start;
-                    while b.get(i).is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-') {
+                    while b
+                        .get(i)
+                        .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-')
+                    {
                         i += 1;
                     }
                     if i == start {
@@ -58,9 +61,10 @@ impl Predicate {
                 Some(b'[') => {
                     i += 1;
                     if b.get(i) == Some(&b'"') {
-                        let t = scan::scan_string(b, i).map_err(|_| fail(expr, "bad quoted name in path"))?;
-                        let name: String =
-                            serde_json::from_str(&e[i..t.end]).map_err(|_| fail(expr, "bad quoted name in path"))?;
+                        let t = scan::scan_string(b, i)
+                            .map_err(|_| fail(expr, "bad quoted name in path"))?;
+                        let name: String = serde_json::from_str(&e[i..t.end])
+                            .map_err(|_| fail(expr, "bad quoted name in path"))?;
                         segments.push(Segment::Key(name.into()));
                         i = t.end;
                     } else {
@@ -68,7 +72,9 @@ impl Predicate {
                         while b.get(i).is_some_and(u8::is_ascii_digit) {
                             i += 1;
                         }
-                        let n = e[start..i].parse().map_err(|_| fail(expr, "expected an index or a quoted name in []"))?;
+                        let n = e[start..i]
+                            .parse()
+                            .map_err(|_| fail(expr, "expected an index or a quoted name in []"))?;
                         segments.push(Segment::Index(n));
                     }
                     if b.get(i) != Some(&b']') {
@@ -79,7 +85,10 @@ impl Predicate {
                 _ => break,
             }
             if segments.len() > PATH_SEGMENTS_MAX {
-                return Err(fail(expr, "path has more than PATH_SEGMENTS_MAX (8) segments"));
+                return Err(fail(
+                    expr,
+                    "path has more than PATH_SEGMENTS_MAX (8) segments",
+                ));
             }
         }
         let path = e[..i].to_string();
@@ -92,11 +101,16 @@ impl Predicate {
             return Err(fail(expr, "expected '==' or '!=' after the path"));
         };
         let lit = rest[2..].trim();
-        let v: Value = serde_json::from_str(lit).map_err(|_| fail(expr, "literal is not a JSON value"))?;
+        let v: Value =
+            serde_json::from_str(lit).map_err(|_| fail(expr, "literal is not a JSON value"))?;
         if v.is_array() || v.is_object() {
-            return Err(fail(expr, "literal must be a string, number, true, false or null"));
+            return Err(fail(
+                expr,
+                "literal must be a string, number, true, false or null",
+            ));
         }
-        let literal = serde_json::to_vec(&v).map_err(|_| fail(expr, "literal cannot be encoded"))?;
+        let literal =
+            serde_json::to_vec(&v).map_err(|_| fail(expr, "literal cannot be encoded"))?;
         Ok(Predicate {
             path,
             segments,
@@ -148,7 +162,12 @@ impl Predicate {
 impl fmt::Display for Predicate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let op = if self.negated { "!=" } else { "==" };
-        write!(f, "{} {op} {}", self.path, String::from_utf8_lossy(&self.literal))
+        write!(
+            f,
+            "{} {op} {}",
+            self.path,
+            String::from_utf8_lossy(&self.literal)
+        )
     }
 }
 

@@ -3,7 +3,9 @@
 
 use super::scan::{self, err, msg, skip_ws};
 use super::{BUDGET_EXCEEDED, JsonSchema, NONE, Node, PROPERTY_NAME_BYTES_MAX};
-use super::{T_ARR, T_BOOL, T_INT, T_NULL, T_NUM, T_OBJ, T_STR, WORK_STEPS_BASE, WORK_STEPS_PER_BYTE};
+use super::{
+    T_ARR, T_BOOL, T_INT, T_NULL, T_NUM, T_OBJ, T_STR, WORK_STEPS_BASE, WORK_STEPS_PER_BYTE,
+};
 use crate::Invalid;
 use crate::limits::DEPTH_MAX;
 
@@ -122,6 +124,28 @@ impl Walker<'_> {
             self.charge(end - i, i)?;
             return Ok(end);
         }
+        if !n.own {
+            // Only applicators: a subschema that must match (`$ref`, first
+            // of `allOf`) doubles as the syntax pass, saving a scan per
+            // level of a chain. Its success proves the span well-formed,
+            // which the other applicators rely on.
+            let first = if n.ref_ != NONE {
+                n.ref_
+            } else if !n.all_of.is_empty() {
+                self.schema.edges[n.all_of.start as usize]
+            } else {
+                NONE
+            };
+            let end = if first == NONE {
+                let end = scan::skip_value(self.s, i, depth)?;
+                self.charge(end - i, i)?;
+                end
+            } else {
+                self.value(i, first, depth)?
+            };
+            self.applicators(i, n, depth, first != NONE)?;
+            return Ok(end);
+        }
         let end = match self.s.get(i) {
             Some(b'{') => self.object(i, n, depth)?,
             Some(b'[') => self.array(i, n, depth)?,
@@ -181,7 +205,7 @@ impl Walker<'_> {
             }
         }
         if n.applicators {
-            self.applicators(i, n, depth)?;
+            self.applicators(i, n, depth, false)?;
         }
         Ok(end)
     }
@@ -231,12 +255,25 @@ impl Walker<'_> {
         }
     }
 
-    fn applicators(&mut self, i: usize, n: &Node, depth: usize) -> Result<(), Invalid> {
+    /// `first_done`: the `$ref`, or else the first `allOf` entry, has
+    /// already been applied.
+    fn applicators(
+        &mut self,
+        i: usize,
+        n: &Node,
+        depth: usize,
+        first_done: bool,
+    ) -> Result<(), Invalid> {
         let edges = &self.schema.edges;
+        let mut skip_all_of = 0;
         if n.ref_ != NONE {
-            self.value(i, n.ref_, depth)?;
+            if !first_done {
+                self.value(i, n.ref_, depth)?;
+            }
+        } else if first_done {
+            skip_all_of = 1;
         }
-        for &e in &edges[n.all_of.range()] {
+        for &e in &edges[n.all_of.range()][skip_all_of..] {
             self.value(i, e, depth)?;
         }
         if !n.any_of.is_empty() {
@@ -303,15 +340,15 @@ impl Walker<'_> {
             } else {
                 Some(&self.s[k + 1..key.end - 1])
             };
-            if let Some(name) = name {
-                if let Ok(p) = props.binary_search_by(|p| (*p.name).cmp(name)) {
-                    let p = &props[p];
-                    let bit = if p.bit == u8::MAX { 0 } else { 1u64 << p.bit };
-                    if p.declared {
-                        return (p.node, bit, false);
-                    }
-                    return (n.additional, bit, true);
+            if let Some(name) = name
+                && let Ok(p) = props.binary_search_by(|p| (*p.name).cmp(name))
+            {
+                let p = &props[p];
+                let bit = if p.bit == u8::MAX { 0 } else { 1u64 << p.bit };
+                if p.declared {
+                    return (p.node, bit, false);
                 }
+                return (n.additional, bit, true);
             }
         }
         (n.additional, 0, true)
@@ -405,9 +442,7 @@ impl Walker<'_> {
         } else {
             loop {
                 let child = prefix.get(count).copied().unwrap_or(n.items);
-                if count >= prefix.len()
-                    && child != NONE
-                    && self.schema.nodes[child as usize].falsy
+                if count >= prefix.len() && child != NONE && self.schema.nodes[child as usize].falsy
                 {
                     return Err(err(rule::ADDITIONAL_ITEM, j));
                 }
