@@ -245,6 +245,11 @@ impl AvroSchema {
                         c.long()?;
                     }
                 }
+                (false, Node::Int) => {
+                    for _ in 0..count {
+                        c.int()?;
+                    }
+                }
                 _ => {
                     for _ in 0..count {
                         if is_map {
@@ -311,6 +316,13 @@ impl Cursor<'_> {
     #[inline]
     fn long(&mut self) -> Result<i64, Invalid> {
         let start = self.pos;
+        // One-byte values are the common case.
+        if let Some(&b) = self.s.get(start)
+            && b < 0x80
+        {
+            self.pos = start + 1;
+            return Ok(i64::from(b >> 1) ^ -i64::from(b & 1));
+        }
         let mut v: u64 = 0;
         for i in 0..10 {
             let Some(&b) = self.s.get(start + i) else {

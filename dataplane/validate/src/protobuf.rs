@@ -204,16 +204,7 @@ impl ProtobufSchema {
                 (Kind::Fixed64, WIRE_FIXED64) => fixed(s, pos, end, 8)?,
                 (Kind::Varint, WIRE_LEN) if f.packable => {
                     let (start, stop) = len(s, pos, end)?;
-                    let mut p = start;
-                    while p < stop {
-                        p = match varint(s, p, stop) {
-                            Ok((_, next)) => next,
-                            Err(e) if e.message == TRUNCATED => {
-                                return Err(invalid("packed varint runs past its length", p));
-                            }
-                            Err(e) => return Err(e),
-                        };
-                    }
+                    packed_varints(s, start, stop)?;
                     stop
                 }
                 (Kind::Fixed32, WIRE_LEN) if f.packable => packed_fixed(s, pos, end, 4)?,
@@ -261,6 +252,10 @@ fn enter(depth: usize, at: usize) -> Result<usize, Invalid> {
 /// A varint in `s[pos..end]`: the value and the position after it.
 #[inline]
 fn varint(s: &[u8], pos: usize, end: usize) -> Result<(u64, usize), Invalid> {
+    // One-byte values (small numbers, most tags) are the common case.
+    if pos < end && s[pos] < 0x80 {
+        return Ok((u64::from(s[pos]), pos + 1));
+    }
     let mut v: u64 = 0;
     for i in 0..10 {
         if pos + i >= end {
@@ -323,6 +318,28 @@ fn len(s: &[u8], pos: usize, end: usize) -> Result<(usize, usize), Invalid> {
         ));
     }
     Ok((start, start + n as usize))
+}
+
+/// A packed run of varints: each at most 10 bytes (the tenth holding only
+/// bit 63), the last one ending exactly at `stop`. Only the continuation
+/// bits matter, so no value is assembled.
+fn packed_varints(s: &[u8], start: usize, stop: usize) -> Result<(), Invalid> {
+    let mut value_at = start;
+    for (i, &b) in s[start..stop].iter().enumerate() {
+        let p = start + i;
+        if b < 0x80 {
+            if p - value_at == 9 && b > 1 {
+                return Err(invalid("varint overflows 64 bits", value_at));
+            }
+            value_at = p + 1;
+        } else if p - value_at == 9 {
+            return Err(invalid("varint longer than 10 bytes", value_at));
+        }
+    }
+    if value_at != stop {
+        return Err(invalid("packed varint runs past its length", value_at));
+    }
+    Ok(())
 }
 
 fn packed_fixed(s: &[u8], pos: usize, end: usize, width: usize) -> Result<usize, Invalid> {
