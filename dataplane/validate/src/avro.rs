@@ -237,9 +237,9 @@ impl AvroSchema {
             match (is_map, node) {
                 // Fixed-width items: one bounds check for the whole block.
                 (false, Node::Zero) => {}
-                (false, Node::Float) => c.skip(count as usize * 4)?,
-                (false, Node::Double) => c.skip(count as usize * 8)?,
-                (false, Node::Fixed { size }) => c.skip(count as usize * size as usize)?,
+                (false, Node::Float) => c.skip_items(count, 4)?,
+                (false, Node::Double) => c.skip_items(count, 8)?,
+                (false, Node::Fixed { size }) => c.skip_items(count, u64::from(size))?,
                 (false, Node::Long) => {
                     for _ in 0..count {
                         c.long()?;
@@ -298,6 +298,18 @@ impl Cursor<'_> {
         }
         self.pos += n;
         Ok(())
+    }
+
+    /// `count` items of `width` bytes each.
+    #[inline]
+    fn skip_items(&mut self, count: u64, width: u64) -> Result<(), Invalid> {
+        match count.checked_mul(width) {
+            Some(n) if n <= self.remaining() as u64 => {
+                self.pos += n as usize;
+                Ok(())
+            }
+            _ => Err(invalid(TRUNCATED, self.pos)),
+        }
     }
 
     #[inline]
@@ -557,7 +569,7 @@ impl Compiler {
                 }
                 let n =
                     u32::try_from(symbols.len()).map_err(|_| err(path, "too many enum symbols"))?;
-                self.finish_named(&full, Draft::Enum(n), path)
+                self.finish_named(&full, Draft::Enum(n))
             }
             "fixed" => {
                 let (full, _) = self.define(obj, ns, path)?;
@@ -571,7 +583,7 @@ impl Compiler {
                         format!("fixed size {size} exceeds FIXED_SIZE_MAX_BYTES"),
                     ));
                 }
-                self.finish_named(&full, Draft::Fixed(size as u32), path)
+                self.finish_named(&full, Draft::Fixed(size as u32))
             }
             "array" => {
                 let items = obj
@@ -686,7 +698,7 @@ impl Compiler {
         Ok((full, slot))
     }
 
-    fn finish_named(&mut self, full: &str, d: Draft, _path: &str) -> Result<u32, CompileError> {
+    fn finish_named(&mut self, full: &str, d: Draft) -> Result<u32, CompileError> {
         let slot = self.names[full];
         self.drafts[slot as usize] = d;
         Ok(slot)

@@ -662,6 +662,11 @@ impl<'a> Builder<'a> {
             required_mask,
         };
         self.out.fields.extend(fields);
+        if self.out.messages.len() + self.out.fields.len() > NODES_MAX {
+            return Err(CompileError(format!(
+                "protobuf schema reaches more than {NODES_MAX} messages and fields (limits::NODES_MAX)"
+            )));
+        }
         Ok(())
     }
 }

@@ -619,3 +619,16 @@ fn schemas_are_bounded_in_nodes() {
     );
     assert!(compile_err(&text).contains("limits::NODES_MAX"));
 }
+
+#[test]
+fn compiled_schemas_can_be_shared_across_workers() {
+    fn shared<T: Send + Sync + 'static>(_: &T) {}
+    let s = schema(r#""string""#);
+    shared(&s);
+    let s = std::sync::Arc::new(s);
+    let worker = {
+        let s = s.clone();
+        std::thread::spawn(move || s.validate(&string(b"from a worker")))
+    };
+    assert_eq!(worker.join().unwrap(), Ok(()));
+}

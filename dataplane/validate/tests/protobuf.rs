@@ -489,3 +489,24 @@ fn bad_schemas_are_refused() {
     .unwrap_err();
     assert!(e.0.contains("REQUIRED_FIELDS_MAX"), "{e}");
 }
+
+#[test]
+fn compiled_schemas_can_be_shared_across_workers() {
+    let s = std::sync::Arc::new(shop());
+    let worker = {
+        let s = s.clone();
+        std::thread::spawn(move || s.validate(&full_order()))
+    };
+    assert_eq!(worker.join().unwrap(), Ok(()));
+}
+
+#[test]
+fn schemas_are_bounded_in_nodes() {
+    // A chain of messages M0 -> M1 -> ... : each one message and one field.
+    let chain: String = (0..8200)
+        .map(|i| format!("message M{i} {{ M{} next = 1; }}", i + 1))
+        .collect();
+    let text = format!("syntax = \"proto3\"; {chain} message M8200 {{}}");
+    let e = ProtobufSchema::compile(&text, &[], None).unwrap_err();
+    assert!(e.0.contains("limits::NODES_MAX"), "{e}");
+}
