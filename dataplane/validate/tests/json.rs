@@ -737,3 +737,22 @@ fn worst_case_recursion_fits_a_small_stack() {
         "nesting deeper than DEPTH_MAX"
     );
 }
+
+proptest::proptest! {
+    /// Code point counting (word-at-a-time scan, escapes, multi-byte UTF-8)
+    /// agrees with std on arbitrary strings, at every alignment.
+    #[test]
+    fn string_length_matches_std(s in "\\PC{0,40}|[a-z\"\\\\\u{1}é😀]{0,40}", pad in 0usize..9) {
+        let n = s.chars().count();
+        let doc = format!("{}{}", " ".repeat(pad), serde_json::to_string(&s).unwrap());
+        let exact = schema(&format!(r#"{{"minLength":{n},"maxLength":{n}}}"#));
+        proptest::prop_assert_eq!(exact.validate(doc.as_bytes()), Ok(()));
+        if n > 0 {
+            let shorter = schema(&format!(r#"{{"maxLength":{}}}"#, n - 1));
+            proptest::prop_assert_eq!(shorter.validate(doc.as_bytes()).unwrap_err().message, "string longer than maxLength");
+        }
+        // Unterminated: always an error, never a panic.
+        let cut = &doc.as_bytes()[..doc.len() - 1];
+        proptest::prop_assert!(exact.validate(cut).is_err());
+    }
+}

@@ -63,6 +63,22 @@ fn hex4(s: &[u8], i: usize) -> Option<u32> {
     Some(v)
 }
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Whether any byte of `w` is `"`, `\\`, a control character or not ASCII
+/// (bit tricks: each term is exact as a yes/no answer).
+#[inline]
+fn special_or_non_ascii(w: u64) -> bool {
+    let zero_in = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
+    (zero_in(w ^ (ONES * u64::from(b'"')))
+        | zero_in(w ^ (ONES * u64::from(b'\\')))
+        | below_space
+        | (w & HIGHS))
+        != 0
+}
+
 /// Scans the string whose opening quote is at `i`.
 #[inline]
 pub(crate) fn scan_string(s: &[u8], i: usize) -> Result<Str, Invalid> {
@@ -70,13 +86,27 @@ pub(crate) fn scan_string(s: &[u8], i: usize) -> Result<Str, Invalid> {
     let mut chars = 0usize;
     let mut escaped = false;
     loop {
-        // Plain run: the common case, kept branch-light.
-        while let Some(&b) = s.get(j) {
+        // Plain ASCII run, 8 bytes at a time: the common case.
+        while let Some(w) = s.get(j..j + 8) {
+            let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+            if special_or_non_ascii(w) {
+                break;
+            }
+            chars += 8;
+            j += 8;
+        }
+        // Byte by byte through the next 8 bytes, then back to words.
+        let stop = (j + 8).min(s.len());
+        while j < stop {
+            let b = s[j];
             if b == b'"' || b == b'\\' || b < 0x20 {
                 break;
             }
             chars += usize::from(b & 0xC0 != 0x80);
             j += 1;
+        }
+        if j == stop && j < s.len() {
+            continue;
         }
         match s.get(j) {
             None => return Err(err(msg::EOF, j)),
@@ -451,8 +481,13 @@ pub(crate) fn equal(a: &[u8], ai: usize, b: &[u8], bi: usize, budget: &mut usize
     };
     match (x, y) {
         (b'"', b'"') => {
-            let cost = scan_string(a, ai).map_or(0, |t| t.end - ai);
-            *budget = budget.saturating_sub(cost);
+            let (Ok(p), Ok(q)) = (scan_string(a, ai), scan_string(b, bi)) else {
+                return false;
+            };
+            *budget = budget.saturating_sub(p.end - ai);
+            if !p.escaped && !q.escaped {
+                return a[ai..p.end] == b[bi..q.end];
+            }
             string_eq(a, ai, b, bi)
         }
         (b'-' | b'0'..=b'9', b'-' | b'0'..=b'9') => {

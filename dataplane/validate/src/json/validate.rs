@@ -68,6 +68,24 @@ struct Walker<'a> {
     fatal: bool,
 }
 
+/// Looks up a key that has escapes: decoded into a stack buffer first. A key
+/// longer than any property name (PROPERTY_NAME_BYTES_MAX) matches none.
+#[cold]
+#[inline(never)]
+fn find_escaped(s: &[u8], k: usize, props: &[super::Prop]) -> Option<usize> {
+    let mut buf = [0u8; PROPERTY_NAME_BYTES_MAX];
+    let mut len = 0;
+    let mut it = scan::StrBytes::new(s, k);
+    for b in it.by_ref() {
+        *buf.get_mut(len)? = b;
+        len += 1;
+    }
+    if it.bad {
+        return None;
+    }
+    props.binary_search_by(|p| (*p.name).cmp(&buf[..len])).ok()
+}
+
 /// `multipleOf` test: exact on integers below 2^53, else a relative
 /// tolerance on the quotient (decimal fractions are not exact in f64).
 fn is_multiple(v: f64, m: f64) -> bool {
@@ -320,29 +338,18 @@ impl Walker<'_> {
 
     /// The schema for the member whose key token starts at `k`, the
     /// required bit it sets (0 when none), and whether it is additional.
+    #[inline]
     fn lookup(&self, k: usize, key: &scan::Str, n: &Node) -> (u32, u64, bool) {
         let props = &self.schema.props[n.props.range()];
         if !props.is_empty() {
-            let mut buf = [0u8; PROPERTY_NAME_BYTES_MAX];
-            let name: Option<&[u8]> = if key.escaped {
-                let mut len = 0;
-                let mut it = scan::StrBytes::new(self.s, k);
-                let mut fits = true;
-                for b in it.by_ref() {
-                    if len == buf.len() {
-                        fits = false;
-                        break;
-                    }
-                    buf[len] = b;
-                    len += 1;
-                }
-                (fits && !it.bad).then_some(&buf[..len])
+            let found = if key.escaped {
+                find_escaped(self.s, k, props)
             } else {
-                Some(&self.s[k + 1..key.end - 1])
+                props
+                    .binary_search_by(|p| (*p.name).cmp(&self.s[k + 1..key.end - 1]))
+                    .ok()
             };
-            if let Some(name) = name
-                && let Ok(p) = props.binary_search_by(|p| (*p.name).cmp(name))
-            {
+            if let Some(p) = found {
                 let p = &props[p];
                 let bit = if p.bit == u8::MAX { 0 } else { 1u64 << p.bit };
                 if p.declared {
