@@ -266,6 +266,12 @@ impl AvroSchema {
     }
 }
 
+/// Most strings are ASCII, which `is_ascii` checks a word at a time inline.
+#[inline]
+fn is_utf8(b: &[u8]) -> bool {
+    b.is_ascii() || std::str::from_utf8(b).is_ok()
+}
+
 fn invalid(message: &'static str, offset: usize) -> Invalid {
     Invalid { message, offset }
 }
@@ -361,6 +367,12 @@ impl Cursor<'_> {
     #[inline]
     fn int(&mut self) -> Result<i32, Invalid> {
         let start = self.pos;
+        if let Some(&b) = self.s.get(start)
+            && b < 0x80
+        {
+            self.pos = start + 1;
+            return Ok(i32::from(b >> 1) ^ -i32::from(b & 1));
+        }
         let mut v: u64 = 0;
         for i in 0..5 {
             let Some(&b) = self.s.get(start + i) else {
@@ -395,7 +407,7 @@ impl Cursor<'_> {
     #[inline]
     fn string(&mut self, message: &'static str) -> Result<(), Invalid> {
         let start = self.len_prefixed()?;
-        if std::str::from_utf8(&self.s[start..self.pos]).is_err() {
+        if !is_utf8(&self.s[start..self.pos]) {
             return Err(invalid(message, start));
         }
         Ok(())

@@ -211,7 +211,9 @@ impl ProtobufSchema {
                 (Kind::Fixed64, WIRE_LEN) if f.packable => packed_fixed(s, pos, end, 8)?,
                 (Kind::String { utf8 }, WIRE_LEN) => {
                     let (start, stop) = len(s, pos, end)?;
-                    if utf8 && std::str::from_utf8(&s[start..stop]).is_err() {
+                    let b = &s[start..stop];
+                    // Most strings are ASCII, which `is_ascii` checks a word at a time inline.
+                    if utf8 && !b.is_ascii() && std::str::from_utf8(b).is_err() {
                         return Err(invalid("string is not valid UTF-8", start));
                     }
                     stop
@@ -250,12 +252,17 @@ fn enter(depth: usize, at: usize) -> Result<usize, Invalid> {
 }
 
 /// A varint in `s[pos..end]`: the value and the position after it.
-#[inline]
+#[inline(always)]
 fn varint(s: &[u8], pos: usize, end: usize) -> Result<(u64, usize), Invalid> {
     // One-byte values (small numbers, most tags) are the common case.
     if pos < end && s[pos] < 0x80 {
         return Ok((u64::from(s[pos]), pos + 1));
     }
+    varint_long(s, pos, end)
+}
+
+#[inline(never)]
+fn varint_long(s: &[u8], pos: usize, end: usize) -> Result<(u64, usize), Invalid> {
     let mut v: u64 = 0;
     for i in 0..10 {
         if pos + i >= end {
@@ -279,7 +286,7 @@ fn varint(s: &[u8], pos: usize, end: usize) -> Result<(u64, usize), Invalid> {
 }
 
 /// A tag: field number and wire type; advances `pos`.
-#[inline]
+#[inline(always)]
 fn tag(s: &[u8], pos: &mut usize, end: usize) -> Result<(u32, u64), Invalid> {
     let at = *pos;
     let (key, next) = varint(s, at, end)?;
@@ -308,7 +315,7 @@ fn fixed(s: &[u8], pos: usize, end: usize, n: usize) -> Result<usize, Invalid> {
 }
 
 /// A length prefix and the bytes it covers: `(start, stop)` of the bytes.
-#[inline]
+#[inline(always)]
 fn len(s: &[u8], pos: usize, end: usize) -> Result<(usize, usize), Invalid> {
     let (n, start) = varint(s, pos, end)?;
     if n > (end - start) as u64 {
