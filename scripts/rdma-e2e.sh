@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The RDMA stage: real verbs on Soft-RoCE in a qemu guest.
 #  1. installs rdma-core headers, qemu and debootstrap (scripts/rdma-setup.sh);
-#  2. builds sluice-engine and sluice-rdma-client with the `rdma` feature;
+#  2. builds sluice-engine and sluice-rdma-client with the `rdma` feature,
+#     and sluiced/sluicectl linked with an rdma-enabled sluice-ffi built in
+#     this script's own target dir (target/release stays as it is);
 #  3. builds (or reuses, see --fresh) the guest image;
 #  4. boots it: perftest ib_send_lat / ib_write_bw, then the appliance and
 #     the client (small frames, a 16 MiB tensor by RDMA WRITE, connection
-#     loss, reconnect), all in the same guest run;
+#     loss, reconnect), then sluiced: connections listed, counted and closed
+#     through the admin API, all in the same guest run;
 #  5. prints the results and Sluice/perftest ratios (.cache/rdma-vm/rdma-results.txt).
 #
 #   scripts/rdma-e2e.sh [--fresh]     (SLUICE_RDMA_PROFILE=debug for a debug build)
@@ -27,6 +30,23 @@ cargo build $flag -q -p sluice-engine --features rdma --bin sluice-engine --bin 
 tests_bin=$(cargo test -p sluice-engine --features rdma --lib --no-run 2>&1 |
     sed -n 's/.*Executable unittests src\/lib.rs (\(.*\))/\1/p' | tail -1)
 [[ -x $tests_bin ]] || { echo "rdma-e2e: no unit test binary" >&2; exit 1; }
+# The C ABI's connection tests, run in the guest against the device.
+ffi_tests_bin=$(cargo test -p sluice-ffi --features rdma --test connections --no-run 2>&1 |
+    sed -n 's/.*Executable tests\/connections.rs (\(.*\))/\1/p' | tail -1)
+[[ -x $ffi_tests_bin ]] || { echo "rdma-e2e: no ffi test binary" >&2; exit 1; }
+# sluiced with the rdma-enabled engine: cgo finds libsluice_ffi.a by -L, and
+# a directory given in CGO_LDFLAGS wins over the default target/release.
+cargo build $flag -q -p sluice-ffi --features rdma
+ffi_lib=$CARGO_TARGET_DIR/$PROFILE/libsluice_ffi.a
+gobin=$CARGO_TARGET_DIR/go-bin
+mkdir -p "$gobin"
+(
+    cd go-control
+    export CGO_LDFLAGS="-L$CARGO_TARGET_DIR/$PROFILE $(pkg-config --libs libibverbs librdmacm)"
+    export CGO_CFLAGS="-g -O2 -DSLUICE_FFI_SHA=$(sha256sum "$ffi_lib" | cut -c1-16)"
+    go build -o "$gobin/sluiced" ./cmd/sluiced
+    go build -o "$gobin/sluicectl" ./cmd/sluicectl
+)
 echo "rdma-e2e: built ($PROFILE) in $(( $(date +%s) - t0 )) s"
 
 t0=$(date +%s)
@@ -38,12 +58,14 @@ rm -rf "$SHARE"
 mkdir -p "$SHARE/bin"
 cp "$CARGO_TARGET_DIR/$PROFILE/sluice-engine" "$CARGO_TARGET_DIR/$PROFILE/sluice-rdma-client" "$SHARE/bin/"
 cp "$tests_bin" "$SHARE/bin/engine-tests"
+cp "$ffi_tests_bin" "$SHARE/bin/ffi-connection-tests"
+cp "$gobin/sluiced" "$gobin/sluicectl" "$SHARE/bin/"
 cp cfg/rdma.toml "$SHARE/rdma.toml"
 cp scripts/rdma-guest-test.sh "$SHARE/guest-test.sh"
 
 t0=$(date +%s)
 set +e
-bash scripts/rdma-vm-run.sh "$SHARE" "${SLUICE_RDMA_VM_TIMEOUT:-900}"
+bash scripts/rdma-vm-run.sh "$SHARE" "${SLUICE_RDMA_VM_TIMEOUT:-1200}"
 rc=$?
 set -e
 echo "rdma-e2e: guest run in $(( $(date +%s) - t0 )) s"

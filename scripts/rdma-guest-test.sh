@@ -154,6 +154,136 @@ kill -TERM $EPID
 wait $EPID 2>/dev/null
 tail -2 /tmp/engine.log
 
+note "C ABI: connections listed and closed through sluice_engine_query / _close_connection"
+if SLUICE_RDMA_TEST_IP=$IP "$B/ffi-connection-tests" rdma:: --test-threads=1; then
+    echo "sluice_ffi_connections=pass" >>"$R"
+else
+    echo "sluice_ffi_connections=FAIL" >>"$R"
+    fail=1
+fi
+
+note "sluiced: connections managed from the control plane"
+# The Go daemon linked with the rdma-enabled engine, serving the same config
+# (echo and null models: no ONNX Runtime needed) with its admin API here.
+mkdir -p /tmp/sluiced
+# Adaptive polling: sluicectl and the client need the guest's two vCPUs.
+sed 's/^poll = "busy"/poll = "adaptive"/' /share/rdma.toml >/tmp/sluiced/sluice.toml
+printf '\n[control]\nadmin_listen = "127.0.0.1:7071"\ndata_dir = "/tmp/sluiced/data"\n' >>/tmp/sluiced/sluice.toml
+API=http://127.0.0.1:7071
+CTL="$B/sluicectl -addr 127.0.0.1:7071"
+"$B/sluiced" -config /tmp/sluiced/sluice.toml >/tmp/sluiced.log 2>&1 &
+DPID=$!
+# Loops below are bounded in time: everything is slow under emulation.
+now() { date +%s; }
+t_end=$(($(now) + 120))
+until $CTL status >/tmp/ctl-status.txt 2>&1; do
+    if [ "$(now)" -gt $t_end ] || ! kill -0 $DPID 2>/dev/null; then
+        echo "guest: sluiced did not start"
+        cat /tmp/sluiced.log
+        break
+    fi
+    sleep 0.1
+done
+cat /tmp/ctl-status.txt
+if grep -q "transport  rdma" /tmp/ctl-status.txt; then
+    echo "sluiced_start=pass" >>"$R"
+
+    # A client that keeps requests in flight, and reconnects when it loses
+    # its connection (what a client does with a retryable error).
+    echo "sluiced up at $(now)"
+    $C hold --seconds 120 --reconnect 40 >/tmp/hold3.txt 2>&1 &
+    HPID=$!
+    # Listed, up, with traffic counted both ways.
+    conn=
+    t_end=$(($(now) + 90))
+    while [ -z "$conn" ] && [ "$(now)" -le $t_end ]; do
+        $CTL connections >/tmp/conns.txt 2>&1
+        # ID TRANSPORT WORKER PEER DEVICE STATE RX_FRAMES RX_BYTES TX_FRAMES ...
+        conn=$(awk 'NR > 1 && $2 == "rdma" && $5 == "rxe0" && $6 == "up" && $7 > 0 && $9 > 0 {print $1; exit}' /tmp/conns.txt)
+        [ -n "$conn" ] || sleep 0.2
+    done
+    echo "listed at $(now)"
+    cat /tmp/conns.txt
+    curl -sS "$API/v1/connections"
+    if [ -n "$conn" ]; then
+        echo "sluiced_list=pass" >>"$R"
+    else
+        echo "sluiced_list=FAIL" >>"$R"
+        fail=1
+    fi
+
+    # Unknown and malformed ids: 404 and 400, each with a JSON error.
+    c404=$(curl -sS -o /tmp/del404.txt -w '%{http_code}' -X DELETE "$API/v1/connections/999999999")
+    c400=$(curl -sS -o /tmp/del400.txt -w '%{http_code}' -X DELETE "$API/v1/connections/abc")
+    cat /tmp/del404.txt /tmp/del400.txt
+    if [ "$c404" = 404 ] && grep -q '"code":"not_found"' /tmp/del404.txt &&
+        [ "$c400" = 400 ] && grep -q '"code":"invalid_argument"' /tmp/del400.txt; then
+        echo "sluiced_close_errors=pass" >>"$R"
+    else
+        echo "sluiced_close_errors=FAIL ($c404 $c400)" >>"$R"
+        fail=1
+    fi
+
+    # Closed from the control plane: the client's requests in flight fail
+    # with the retryable connection loss; it reconnects and is served.
+    if [ -n "$conn" ] && $CTL connections close "$conn"; then
+        echo "sluiced_close=pass" >>"$R"
+    else
+        echo "sluiced_close=FAIL" >>"$R"
+        fail=1
+    fi
+    echo "closed at $(now)"
+    # The client reconnects (and holds the new connection for 40 s).
+    new=
+    t_end=$(($(now) + 90))
+    while [ -z "$new" ] && [ -n "$conn" ] && [ "$(now)" -le $t_end ]; do
+        $CTL connections >/tmp/conns2.txt 2>&1
+        new=$(awk -v old="$conn" 'NR > 1 && $1 != old && $6 == "up" && $7 > 0 {print $1; exit}' /tmp/conns2.txt)
+        [ -n "$new" ] || sleep 0.2
+    done
+    echo "reconnection listed at $(now)"
+    cat /tmp/conns2.txt
+    wait $HPID
+    hrc=$?
+    cat /tmp/hold3.txt
+    if [ $hrc -eq 0 ] && grep -q "connection loss surfaced as a retryable error" /tmp/hold3.txt &&
+        grep -q "served again" /tmp/hold3.txt && [ -n "$new" ]; then
+        echo "sluiced_reconnect=pass" >>"$R"
+    else
+        echo "sluiced_reconnect=FAIL" >>"$R"
+        fail=1
+    fi
+
+    # Per-worker counters outlive the connections: both were accepted, and
+    # the closed ones' traffic is still counted.
+    sleep 1
+    curl -sS "$API/metrics" | grep -E '^sluice_connection' >/tmp/metrics.txt
+    cat /tmp/metrics.txt
+    msum() { awk -v m="$1" 'index($1, m "{") == 1 {s += $2} END {printf "%d", s}' /tmp/metrics.txt; }
+    acc=$(msum sluice_connections_accepted_total)
+    clo=$(msum sluice_connections_closed_total)
+    rxf=$(msum sluice_connection_rx_frames_total)
+    if [ "$acc" -ge 2 ] && [ "$clo" -ge 1 ] && [ "$rxf" -gt 0 ] &&
+        grep -q '^sluice_connections_open{transport="rdma"}' /tmp/metrics.txt; then
+        echo "sluiced_metrics=pass" >>"$R"
+    else
+        echo "sluiced_metrics=FAIL (accepted $acc closed $clo rx_frames $rxf)" >>"$R"
+        fail=1
+    fi
+    if [ -n "$conn" ] && ! $CTL connections | grep -q "^$conn "; then
+        echo "sluiced_closed_gone=pass" >>"$R"
+    else
+        echo "sluiced_closed_gone=FAIL" >>"$R"
+        fail=1
+    fi
+else
+    echo "sluiced_start=FAIL" >>"$R"
+    fail=1
+fi
+kill -TERM $DPID 2>/dev/null
+wait $DPID 2>/dev/null
+tail -5 /tmp/sluiced.log
+
 if [ $fail -ne 0 ]; then
     note "kernel log (on failure)"
     dmesg | tail -40

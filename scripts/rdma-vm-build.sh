@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Soft-RoCE test guest: a Debian 12 kernel (which has rdma_rxe)
-# and a minimal Debian userland with rdma-core and perftest, packed as one
+# and a minimal Debian userland with rdma-core, perftest and curl (for
+# sluiced's admin API and metrics), packed as one
 # initramfs whose /init is scripts/rdma-vm-init.sh. Host-built binaries
 # reach the guest through a 9p share at run time, so the image does not
 # change when Sluice does.
@@ -49,7 +50,7 @@ echo "rdma-vm-build: kernel $KVER ($(( $(date +%s) - t0 )) s)"
 # 2. The userland.
 t0=$(date +%s)
 debootstrap --variant=minbase \
-    --include=rdma-core,ibverbs-providers,ibverbs-utils,rdmacm-utils,perftest,iproute2,kmod,libibverbs1,librdmacm1,procps \
+    --include=rdma-core,ibverbs-providers,ibverbs-utils,rdmacm-utils,perftest,iproute2,kmod,libibverbs1,librdmacm1,procps,curl \
     bookworm rootfs "$MIRROR" >debootstrap.log 2>&1 || { tail -20 debootstrap.log >&2; exit 1; }
 rm -rf rootfs/usr/share/{doc,man,locale,info} rootfs/var/cache/apt/* rootfs/var/lib/apt/lists/*
 echo "rdma-vm-build: userland ($(( $(date +%s) - t0 )) s)"

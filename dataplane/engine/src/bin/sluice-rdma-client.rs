@@ -3,12 +3,14 @@
 //!
 //! sluice-rdma-client --server IP:PORT [--tenant ID --key hex:..] check
 //! sluice-rdma-client --server IP:PORT [..] bench [--small N] [--large N] [--large-mib M]
-//! sluice-rdma-client --server IP:PORT [..] hold [--seconds S]
+//! sluice-rdma-client --server IP:PORT [..] hold [--seconds S] [--reconnect S]
 //!
 //! `check` prints one line per check and a closing "N passed, N failed".
 //! `bench` prints `rdma_bench key=value ...` (round trip in µs, MB/s).
 //! `hold` keeps requests in flight until the connection drops and exits 0
-//! only if that surfaced as a retryable connection-loss error.
+//! only if that surfaced as a retryable connection-loss error; with
+//! `--reconnect S` the same client then connects again and must be served
+//! for S seconds (what a client does with a retryable error).
 
 use std::net::SocketAddr;
 use std::process::exit;
@@ -29,6 +31,7 @@ struct Args {
     large: u32,
     large_mib: u32,
     seconds: u64,
+    reconnect_s: u64,
 }
 
 fn usage(msg: &str) -> ! {
@@ -37,7 +40,7 @@ fn usage(msg: &str) -> ! {
     }
     eprintln!(
         "usage: sluice-rdma-client --server IP:PORT [--tenant ID --key hex:..] \
-         (check | bench [--small N] [--large N] [--large-mib M] | hold [--seconds S])"
+         (check | bench [--small N] [--large N] [--large-mib M] | hold [--seconds S] [--reconnect S])"
     );
     exit(2)
 }
@@ -64,6 +67,7 @@ fn args() -> Args {
         large: 8,
         large_mib: 16,
         seconds: 30,
+        reconnect_s: 0,
     };
     let mut it = std::env::args().skip(1);
     let num = |v: Option<String>, what: &str| -> u64 {
@@ -91,6 +95,7 @@ fn args() -> Args {
             "--large" => a.large = num(it.next(), "--large") as u32,
             "--large-mib" => a.large_mib = num(it.next(), "--large-mib") as u32,
             "--seconds" => a.seconds = num(it.next(), "--seconds"),
+            "--reconnect" => a.reconnect_s = num(it.next(), "--reconnect"),
             "-h" | "--help" => usage(""),
             c if a.cmd.is_empty() && !c.starts_with('-') => a.cmd = c.to_string(),
             other => usage(&format!("unknown argument {other}")),
@@ -465,28 +470,72 @@ fn hold(a: &Args) -> i32 {
         "hold: connected as {}; keeping requests in flight",
         c.server().conn_id
     );
-    let deadline = Instant::now() + Duration::from_secs(a.seconds);
+    let first = c.server().conn_id;
+    let code = match pump(&mut c, a, Duration::from_secs(a.seconds), 0) {
+        Ok(ok) => {
+            println!(
+                "hold: connection still up after {}s ({ok} replies)",
+                a.seconds
+            );
+            return 1;
+        }
+        Err((e, ok)) => lost(e, ok),
+    };
+    if code != 0 || a.reconnect_s == 0 {
+        return code;
+    }
+    // What a client does with a retryable error: connect again, resend.
+    drop(c);
+    let mut c = match connect(a, 2) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("hold: reconnect failed: {e}");
+            return 1;
+        }
+    };
+    let again = c.server().conn_id;
+    println!("hold: reconnected as {again} (was {first})");
+    match pump(&mut c, a, Duration::from_secs(a.reconnect_s), 1 << 32) {
+        Ok(ok) if ok > 0 && again != first => {
+            println!("hold: served again: {ok} replies on connection {again}");
+            0
+        }
+        Ok(ok) => {
+            println!("hold: after reconnecting: {ok} replies on connection {again}");
+            1
+        }
+        Err((e, ok)) => {
+            println!("hold: after reconnecting and {ok} replies: {e}");
+            1
+        }
+    }
+}
+
+/// Keeps up to 4 requests in flight for `span`; the number of replies, or
+/// the first error other than a timeout with the replies before it.
+fn pump(
+    c: &mut RdmaClient,
+    a: &Args,
+    span: Duration,
+    id_base: u64,
+) -> Result<u64, (ClientError, u64)> {
+    let deadline = Instant::now() + span;
     let mut ok = 0u64;
-    let mut id = 0u64;
+    let mut id = id_base;
     while Instant::now() < deadline {
         while c.outstanding() < 4 {
             id += 1;
             let i = id;
-            if let Err(e) = c.send(|b| build(b, a, i, "echo", "1", 512, i as u8)) {
-                return lost(e, ok);
-            }
+            c.send(|b| build(b, a, i, "echo", "1", 512, i as u8))
+                .map_err(|e| (e, ok))?;
         }
         match c.recv(Duration::from_secs(5), |_, _| ()) {
             Ok(()) => ok += 1,
             Err(ClientError::Timeout) => {}
-            Err(e) => return lost(e, ok),
+            Err(e) => return Err((e, ok)),
         }
     }
-    println!(
-        "hold: connection still up after {}s ({ok} replies)",
-        a.seconds
-    );
-    1
+    Ok(ok)
 }
 
 fn lost(e: ClientError, ok: u64) -> i32 {
