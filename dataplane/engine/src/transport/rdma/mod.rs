@@ -466,6 +466,76 @@ mod tests {
         assert!(connection_totals().is_empty());
     }
 
+    /// With a device: a request for a shard only a peer carries cannot be
+    /// forwarded over RDMA (peers are UDP); the client gets a retryable
+    /// `peer_down` after `forward_timeout_ms`, never silence.
+    #[test]
+    fn requests_for_peer_shards_fail_with_peer_down() {
+        let Ok(ip) = std::env::var("SLUICE_RDMA_TEST_IP") else {
+            return; // needs the Soft-RoCE guest (scripts/rdma-e2e.sh)
+        };
+        let text = format!(
+            "[engine]\nworkers = [0]\ntransport = \"rdma\"\npoll = \"adaptive\"\nforward_timeout_ms = 50\n\
+             [rdma]\nlisten = \"{ip}:7474\"\nconnections_max = 1\nslots_per_connection = 0\nslot_size = 2097152\n\
+             large_tx_buffers = 0\nrx_buffers = 16\ntx_buffers = 16\n\
+             [[shards]]\nname = \"far\"\nlabels = {{ gpu = \"x\" }}\n\
+             [[routes]]\nname = \"echo\"\nmodel = \"echo\"\nshard = \"far\"\n\
+             [[models]]\nname = \"echo\"\nversion = \"1\"\nkind = \"echo\"\n\
+             [[peers]]\nname = \"p\"\naddress = \"127.0.0.1:9\"\nlabels = {{ gpu = \"x\" }}\n"
+        );
+        let cfg = Config::parse(&text, std::path::PathBuf::new()).unwrap();
+        let mut e = crate::Engine::new(
+            cfg,
+            crate::EngineOptions {
+                no_pin: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        e.start().unwrap();
+        let opts = ClientOpts {
+            slots: 0,
+            connect_timeout_ms: 30_000,
+            ..ClientOpts::default()
+        };
+        let mut c = RdmaClient::connect(format!("{ip}:7474").parse().unwrap(), opts).unwrap();
+        for id in [41u64, 42] {
+            c.send(|b| {
+                let dims = [4u64];
+                let data = [1u8; 4];
+                let t = [sluice_wire::TensorRepr {
+                    name: "x",
+                    dtype: sluice_wire::DType::U8,
+                    dims: &dims,
+                    data: Some(&data),
+                }];
+                sluice_wire::FrameRepr {
+                    request_id: id,
+                    model: "echo",
+                    model_version: "1",
+                    tensors: &t,
+                    ..sluice_wire::FrameRepr::default()
+                }
+                .emit(b)
+                .map(|l| l.frame_len)
+                .unwrap_or(usize::MAX)
+            })
+            .unwrap();
+            let (rid, code) = c
+                .recv(std::time::Duration::from_secs(30), |b, _| {
+                    let f = sluice_wire::Frame::new_checked(b).unwrap();
+                    (f.request_id(), f.error_body().and_then(|e| e.code()))
+                })
+                .unwrap();
+            assert_eq!(rid, id);
+            let code = code.expect("an error frame");
+            assert_eq!(code, sluice_wire::ErrorCode::PeerDown);
+            assert!(code.retryable());
+        }
+        drop(c);
+        e.stop(std::time::Duration::from_millis(10));
+    }
+
     #[test]
     fn client_without_device_says_so() {
         if device_check().is_ok() {

@@ -1207,6 +1207,19 @@ impl Transport for RdmaTransport {
         self.release_tx(tx);
     }
 
+    /// Lets the worker build an answer with no request at hand: the
+    /// `peer_down` it sends when a forward gets no answer. (An RDMA
+    /// appliance cannot reach peers: see docs/rdma.md.)
+    fn tx_bytes(&mut self, tx: u32) -> &mut [u8] {
+        if tx >= self.tx_count {
+            return &mut [];
+        }
+        let (o, l) = self.tx_range(tx);
+        self.region
+            .as_mut()
+            .map_or(&mut [][..], |r| &mut r.bytes_mut()[o..o + l])
+    }
+
     fn wait(&mut self, timeout: Duration) {
         // No completion channel: a short nap bounds the added latency.
         std::thread::sleep(timeout.min(Duration::from_micros(100)));
