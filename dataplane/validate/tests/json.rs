@@ -756,3 +756,30 @@ proptest::proptest! {
         proptest::prop_assert!(exact.validate(cut).is_err());
     }
 }
+
+#[test]
+fn long_property_names_sharing_a_prefix() {
+    let s = schema(
+        r#"{"properties":{"abcdefgh_1":{"type":"integer"},"abcdefgh_2":{"type":"string"},
+            "abcdefgh":{"type":"null"},"abcdefghi":{"type":"boolean"},"b":{"const":1}},
+            "additionalProperties":false}"#,
+    );
+    ok(
+        &s,
+        r#"{"abcdefgh_1":1,"abcdefgh_2":"x","abcdefgh":null,"abcdefghi":true,"b":1}"#,
+    );
+    ok(&s, r#"{"abcdefgh\u005f2":"x","\u0061bcdefgh":null}"#);
+    bad(&s, r#"{"abcdefgh_2":1}"#, "type mismatch: expected string");
+    bad(
+        &s,
+        r#"{"abcdefgh_1":"x"}"#,
+        "type mismatch: expected integer",
+    );
+    bad(
+        &s,
+        r#"{"abcdefghi":null}"#,
+        "type mismatch: expected boolean",
+    );
+    bad(&s, r#"{"abcdefgh_3":1}"#, "additional property not allowed");
+    bad(&s, r#"{"abcdefgh_":1}"#, "additional property not allowed");
+}

@@ -352,10 +352,11 @@ impl<'v> Compiler<'v> {
         let start = self.out.const_bytes.len() as u32;
         // Serializing a Value cannot fail (string keys only).
         let bytes = serde_json::to_vec(v).unwrap_or_default();
+        let plain_string = v.is_string() && !bytes.contains(&b'\\');
         self.out.const_bytes.extend(bytes);
         self.out
             .consts
-            .push((start, self.out.const_bytes.len() as u32));
+            .push((start, self.out.const_bytes.len() as u32, plain_string));
         (self.out.consts.len() - 1) as u32
     }
 
@@ -593,9 +594,12 @@ impl<'v> Compiler<'v> {
             ));
         }
         let start = self.out.props.len() as u32;
-        for (name, (node, bit, declared)) in table {
+        let mut entries: Vec<_> = table.into_iter().collect();
+        entries.sort_by(|a, b| name_order(a.0, name_head(a.0), b.0, name_head(b.0)));
+        for (name, (node, bit, declared)) in entries {
             self.out.props.push(Prop {
                 name: name.into(),
+                head: name_head(name),
                 node,
                 bit,
                 declared,

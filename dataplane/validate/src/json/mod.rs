@@ -126,7 +126,7 @@ pub(crate) struct Node {
     pub contains: u32,
     pub min_contains: usize,
     pub max_contains: usize,
-    /// Property entries, sorted by name bytes.
+    /// Property entries, sorted by `name_order`.
     pub props: Span,
     pub required_mask: u64,
     pub additional: u32,
@@ -194,10 +194,32 @@ impl Node {
     }
 }
 
+/// The first 8 bytes of a name, zero-padded, as an integer.
+#[inline]
+pub(crate) fn name_head(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    let n = b.len().min(8);
+    a[..n].copy_from_slice(&b[..n]);
+    u64::from_le_bytes(a)
+}
+
+/// Order of an object schema's property table: by length, then the first
+/// 8 bytes as an integer, then the rest, so a lookup mostly compares
+/// integers (`a_head`, `b_head` are `name_head` of `a`, `b`).
+#[inline]
+pub(crate) fn name_order(a: &[u8], a_head: u64, b: &[u8], b_head: u64) -> std::cmp::Ordering {
+    a.len()
+        .cmp(&b.len())
+        .then(a_head.cmp(&b_head))
+        .then_with(|| a.get(8..).cmp(&b.get(8..)))
+}
+
 /// One entry of an object schema's property table.
 #[derive(Debug, Clone)]
 pub(crate) struct Prop {
     pub name: Box<[u8]>,
+    /// `name_head(name)`.
+    pub head: u64,
     /// Schema from `properties` (NONE: any value).
     pub node: u32,
     /// Bit in `required_mask`, or `u8::MAX` when not required.
@@ -214,7 +236,8 @@ pub struct JsonSchema {
     pub(crate) edges: Vec<u32>,
     pub(crate) props: Vec<Prop>,
     /// Byte ranges of canonical `enum`/`const` values in `const_bytes`.
-    pub(crate) consts: Vec<(u32, u32)>,
+    /// (and whether the value is a string without escapes).
+    pub(crate) consts: Vec<(u32, u32, bool)>,
     pub(crate) const_bytes: Vec<u8>,
     pub(crate) root: u32,
     pub(crate) unenforced: Vec<String>,

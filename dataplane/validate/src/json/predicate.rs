@@ -215,7 +215,12 @@ fn member(s: &[u8], i: usize, name: &[u8], depth: usize) -> Found {
             return Found::Malformed;
         }
         let v = skip_ws(s, c + 1);
-        if scan::string_eq_bytes(s, k, name) {
+        let same = if key.escaped {
+            scan::string_eq_bytes(s, k, name)
+        } else {
+            &s[k + 1..key.end - 1] == name
+        };
+        if same {
             return Found::At(v);
         }
         let Ok(end) = scan::skip_value(s, v, depth + 1) else {

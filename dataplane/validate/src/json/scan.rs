@@ -66,17 +66,17 @@ fn hex4(s: &[u8], i: usize) -> Option<u32> {
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
-/// Whether any byte of `w` is `"`, `\\`, a control character or not ASCII
-/// (bit tricks: each term is exact as a yes/no answer).
+/// One flag bit (0x80) per byte of `w` that is `"`, `\\`, a control
+/// character or not ASCII. The lowest flag is exact (borrows only run
+/// upwards), so `trailing_zeros` finds the first such byte.
 #[inline]
-fn special_or_non_ascii(w: u64) -> bool {
+fn special_mask(w: u64) -> u64 {
     let zero_in = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
     let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
-    (zero_in(w ^ (ONES * u64::from(b'"')))
+    zero_in(w ^ (ONES * u64::from(b'"')))
         | zero_in(w ^ (ONES * u64::from(b'\\')))
         | below_space
-        | (w & HIGHS))
-        != 0
+        | (w & HIGHS)
 }
 
 /// Scans the string whose opening quote is at `i`.
@@ -86,27 +86,26 @@ pub(crate) fn scan_string(s: &[u8], i: usize) -> Result<Str, Invalid> {
     let mut chars = 0usize;
     let mut escaped = false;
     loop {
-        // Plain ASCII run, 8 bytes at a time: the common case.
-        while let Some(w) = s.get(j..j + 8) {
+        // Plain ASCII runs, 8 bytes at a time: the common case.
+        if let Some(w) = s.get(j..j + 8) {
             let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
-            if special_or_non_ascii(w) {
-                break;
+            let m = special_mask(w);
+            if m == 0 {
+                chars += 8;
+                j += 8;
+                continue;
             }
-            chars += 8;
-            j += 8;
-        }
-        // Byte by byte through the next 8 bytes, then back to words.
-        let stop = (j + 8).min(s.len());
-        while j < stop {
-            let b = s[j];
-            if b == b'"' || b == b'\\' || b < 0x20 {
-                break;
+            let k = (m.trailing_zeros() / 8) as usize;
+            chars += k;
+            j += k;
+        } else {
+            while let Some(&b) = s.get(j) {
+                if b == b'"' || b == b'\\' || b < 0x20 || b >= 0x80 {
+                    break;
+                }
+                chars += 1;
+                j += 1;
             }
-            chars += usize::from(b & 0xC0 != 0x80);
-            j += 1;
-        }
-        if j == stop && j < s.len() {
-            continue;
         }
         match s.get(j) {
             None => return Err(err(msg::EOF, j)),
@@ -121,6 +120,11 @@ pub(crate) fn scan_string(s: &[u8], i: usize) -> Result<Str, Invalid> {
                 escaped = true;
                 chars += 1;
                 j = escape_end(s, j)?;
+            }
+            Some(&b) if b >= 0x80 => {
+                // Validity of UTF-8 is checked elsewhere; count lead bytes.
+                chars += usize::from(b & 0xC0 != 0x80);
+                j += 1;
             }
             Some(_) => return Err(err(msg::CONTROL, j)),
         }

@@ -83,7 +83,11 @@ fn find_escaped(s: &[u8], k: usize, props: &[super::Prop]) -> Option<usize> {
     if it.bad {
         return None;
     }
-    props.binary_search_by(|p| (*p.name).cmp(&buf[..len])).ok()
+    let key = &buf[..len];
+    let head = super::name_head(key);
+    props
+        .binary_search_by(|p| super::name_order(&p.name, p.head, key, head))
+        .ok()
 }
 
 /// `multipleOf` test: exact on integers below 2^53, else a relative
@@ -164,6 +168,7 @@ impl Walker<'_> {
             self.applicators(i, n, depth, first != NONE)?;
             return Ok(end);
         }
+        let mut plain = false;
         let end = match self.s.get(i) {
             Some(b'{') => self.object(i, n, depth)?,
             Some(b'[') => self.array(i, n, depth)?,
@@ -173,6 +178,7 @@ impl Walker<'_> {
                 }
                 let t = scan::scan_string(self.s, i)?;
                 self.charge(t.end - i, i)?;
+                plain = !t.escaped;
                 if t.chars < n.min_length {
                     return Err(err(rule::MIN_LENGTH, i));
                 }
@@ -213,12 +219,12 @@ impl Walker<'_> {
             None => return Err(err(msg::EOF, i)),
             Some(_) => return Err(err(msg::UNEXPECTED, i)),
         };
-        if !n.enum_values.is_empty() && !self.in_consts(i, n.enum_values.range())? {
+        if !n.enum_values.is_empty() && !self.in_consts(i, end, plain, n.enum_values.range())? {
             return Err(err(rule::ENUM, i));
         }
         if n.konst != NONE {
             let k = n.konst as usize;
-            if !self.in_consts(i, k..k + 1)? {
+            if !self.in_consts(i, end, plain, k..k + 1)? {
                 return Err(err(rule::CONST, i));
             }
         }
@@ -248,10 +254,30 @@ impl Walker<'_> {
         Ok(())
     }
 
-    fn in_consts(&mut self, i: usize, which: std::ops::Range<usize>) -> Result<bool, Invalid> {
+    /// Whether the value at `i..end` equals one of the `which` consts.
+    /// `plain`: the value is a string without escapes, so it compares as
+    /// bytes with the consts that are too, and differs from non-strings.
+    fn in_consts(
+        &mut self,
+        i: usize,
+        end: usize,
+        plain: bool,
+        which: std::ops::Range<usize>,
+    ) -> Result<bool, Invalid> {
         let schema = self.schema;
-        for &(a, b) in &schema.consts[which] {
+        for &(a, b, plain_const) in &schema.consts[which] {
             let c = &schema.const_bytes[a as usize..b as usize];
+            if plain {
+                if plain_const {
+                    if c == &self.s[i..end] {
+                        return Ok(true);
+                    }
+                    continue;
+                }
+                if c.first() != Some(&b'"') {
+                    continue;
+                }
+            }
             if scan::equal(self.s, i, c, 0, &mut self.budget) {
                 return Ok(true);
             }
@@ -345,9 +371,13 @@ impl Walker<'_> {
             let found = if key.escaped {
                 find_escaped(self.s, k, props)
             } else {
-                props
-                    .binary_search_by(|p| (*p.name).cmp(&self.s[k + 1..key.end - 1]))
-                    .ok()
+                {
+                    let name = &self.s[k + 1..key.end - 1];
+                    let head = super::name_head(name);
+                    props
+                        .binary_search_by(|p| super::name_order(&p.name, p.head, name, head))
+                        .ok()
+                }
             };
             if let Some(p) = found {
                 let p = &props[p];
