@@ -24,6 +24,10 @@
 //! Numbers compare as f64. Integer literals of any size are integers; with
 //! a fraction or exponent, integrality is decided on the f64 value (so
 //! beyond 2^53 every such value is an integer, and `1.0` is one).
+//! Duplicate object keys (RFC 8259 leaves them to the implementation) are
+//! each checked against their property's schema, and counted as written by
+//! `minProperties`/`maxProperties`.
+//!
 //! `multipleOf` is exact for integers below 2^53 and uses a relative
 //! tolerance of 1e-9 on the quotient otherwise.
 

@@ -100,7 +100,7 @@ pub(crate) fn scan_string(s: &[u8], i: usize) -> Result<Str, Invalid> {
             j += k;
         } else {
             while let Some(&b) = s.get(j) {
-                if b == b'"' || b == b'\\' || b < 0x20 || b >= 0x80 {
+                if b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b) {
                     break;
                 }
                 chars += 1;
