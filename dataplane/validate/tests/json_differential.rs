@@ -226,3 +226,68 @@ fn generated_documents_exercise_both_verdicts() {
         );
     }
 }
+
+/// Nesting depth of a parsed value (containers count one each).
+fn depth(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+        Value::Object(m) => 1 + m.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// A document's text with a few bytes replaced, inserted or removed, from
+/// an alphabet rich in JSON syntax, escapes and broken UTF-8.
+fn mutated() -> impl Strategy<Value = Vec<u8>> {
+    let edit = (
+        0usize..3,
+        any::<prop::sample::Index>(),
+        prop::sample::select(
+            b"{}[]\":,\\u0aeE+-.1 \t\nntf\xc3\xa9\xff\xed\x01/"
+                .iter()
+                .copied()
+                .collect::<Vec<u8>>(),
+        ),
+    );
+    (document(), prop::collection::vec(edit, 0..4)).prop_map(|(doc, edits)| {
+        let mut b = serde_json::to_vec(&doc).unwrap();
+        for (kind, at, byte) in edits {
+            let k = at.index(b.len() + 1);
+            match kind {
+                0 if k < b.len() => b[k] = byte,
+                1 => b.insert(k, byte),
+                _ if k < b.len() => {
+                    b.remove(k);
+                }
+                _ => {}
+            }
+        }
+        b
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(5000))]
+    /// The strict parser agrees with serde_json on well-formedness, except
+    /// for serde_json's own limits (nesting 128, numbers beyond f64) and
+    /// ours (DEPTH_MAX).
+    #[test]
+    fn well_formedness_agrees_with_serde_json(bytes in mutated()) {
+        let any = JsonSchema::compile("true", &[]).unwrap();
+        let ours = any.validate(&bytes);
+        if let Err(e) = ours {
+            prop_assert!(e.offset <= bytes.len());
+        }
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(v) => prop_assert_eq!(
+                ours.is_ok(),
+                depth(&v) <= sluice_validate::limits::DEPTH_MAX,
+                "{:?}", String::from_utf8_lossy(&bytes)
+            ),
+            Err(e) => {
+                let limit = ["recursion limit", "number out of range"].iter().any(|m| e.to_string().contains(m));
+                prop_assert!(ours.is_err() || limit, "{:?} accepted, serde_json: {}", String::from_utf8_lossy(&bytes), e);
+            }
+        }
+    }
+}
