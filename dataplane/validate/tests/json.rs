@@ -783,3 +783,25 @@ fn long_property_names_sharing_a_prefix() {
     bad(&s, r#"{"abcdefgh_3":1}"#, "additional property not allowed");
     bad(&s, r#"{"abcdefgh_":1}"#, "additional property not allowed");
 }
+
+#[test]
+fn unique_items_short_and_long_arrays() {
+    let u = schema(r#"{"uniqueItems":true}"#);
+    for n in [2usize, 31, 32, 33, 100] {
+        let items: Vec<String> = (0..n).map(|k| format!("\"s{k}\"")).collect();
+        ok(&u, &format!("[{}]", items.join(",")));
+        let with_dup = format!("[{},\"s{}\"]", items.join(","), n - 1);
+        bad(&u, &with_dup, "uniqueItems: duplicate item");
+        let escaped_dup = format!("[{},\"\\u0073{}\"]", items.join(","), n / 2);
+        bad(&u, &escaped_dup, "uniqueItems: duplicate item");
+        let numbers: Vec<String> = (0..n).map(|k| k.to_string()).collect();
+        ok(&u, &format!("[{}]", numbers.join(",")));
+        bad(
+            &u,
+            &format!("[{},{}.0]", numbers.join(","), n - 1),
+            "uniqueItems: duplicate item",
+        );
+    }
+    ok(&u, "[true,false,null,0,\"\",[],{}]");
+    bad(&u, "[false,null,false]", "uniqueItems: duplicate item");
+}

@@ -527,27 +527,47 @@ impl Walker<'_> {
     }
 
     /// Pairwise comparison of the items of the (valid) array at `open`:
-    /// quadratic, paid from the work budget.
+    /// quadratic, paid from the work budget. Up to UNIQUE_SPANS_MAX items
+    /// are located once in a stack table; longer arrays are re-walked.
     fn unique(&mut self, open: usize, d: usize) -> Result<(), Invalid> {
+        const UNIQUE_SPANS_MAX: usize = 32;
         let s = self.s;
-        let next = |w: &mut Self, at: usize| -> Result<Option<usize>, Invalid> {
+        let next = |w: &mut Self, at: usize| -> Result<(usize, Option<usize>), Invalid> {
             let end = scan::skip_value(s, at, d)?;
             w.charge(end - at, at)?;
             let k = w.ws(end);
-            Ok((s.get(k) == Some(&b',')).then(|| skip_ws(s, k + 1)))
+            Ok((end, (s.get(k) == Some(&b',')).then(|| skip_ws(s, k + 1))))
         };
+        let mut spans = [(0usize, 0usize); UNIQUE_SPANS_MAX];
+        let mut count = 0;
+        let mut at = Some(skip_ws(s, open + 1));
+        while let Some(a) = at
+            && count < UNIQUE_SPANS_MAX
+        {
+            let (end, following) = next(self, a)?;
+            spans[count] = (a, end);
+            count += 1;
+            at = following;
+        }
+        if at.is_none() {
+            let spans = &spans[..count];
+            for (x, &p) in spans.iter().enumerate() {
+                for &q in &spans[x + 1..] {
+                    if self.same(p, q)? {
+                        return Err(err(rule::UNIQUE, q.0));
+                    }
+                }
+            }
+            return Ok(());
+        }
         let mut a = skip_ws(s, open + 1);
-        while let Some(mut b) = next(self, a)? {
+        while let (_, Some(mut b)) = next(self, a)? {
             let following = b;
             loop {
-                if scan::equal(s, a, s, b, &mut self.budget) {
+                if self.same((a, usize::MAX), (b, usize::MAX))? {
                     return Err(err(rule::UNIQUE, b));
                 }
-                if self.budget == 0 {
-                    self.fatal = true;
-                    return Err(err(BUDGET_EXCEEDED, b));
-                }
-                match next(self, b)? {
+                match next(self, b)?.1 {
                     Some(x) => b = x,
                     None => break,
                 }
@@ -555,5 +575,37 @@ impl Walker<'_> {
             a = following;
         }
         Ok(())
+    }
+
+    /// Whether the values at `p.0` and `q.0` are equal. When both ends are
+    /// known (not usize::MAX), scalars are decided without `equal`.
+    fn same(&mut self, p: (usize, usize), q: (usize, usize)) -> Result<bool, Invalid> {
+        let s = self.s;
+        let (x, y) = (s[p.0], s[q.0]);
+        let kind = |b: u8| match b {
+            b'-' | b'0'..=b'9' => b'0',
+            other => other,
+        };
+        if kind(x) != kind(y) {
+            return Ok(false);
+        }
+        if matches!(x, b't' | b'f' | b'n') {
+            return Ok(true);
+        }
+        if x == b'"' && p.1 != usize::MAX && q.1 != usize::MAX {
+            let (a, b) = (&s[p.0..p.1], &s[q.0..q.1]);
+            if !a.contains(&b'\\') && !b.contains(&b'\\') {
+                self.charge(a.len().min(b.len()), q.0)?;
+                return Ok(a == b);
+            }
+        }
+        if scan::equal(s, p.0, s, q.0, &mut self.budget) {
+            return Ok(true);
+        }
+        if self.budget == 0 {
+            self.fatal = true;
+            return Err(err(BUDGET_EXCEEDED, q.0));
+        }
+        Ok(false)
     }
 }
