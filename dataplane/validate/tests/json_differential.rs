@@ -242,12 +242,7 @@ fn mutated() -> impl Strategy<Value = Vec<u8>> {
     let edit = (
         0usize..3,
         any::<prop::sample::Index>(),
-        prop::sample::select(
-            b"{}[]\":,\\u0aeE+-.1 \t\nntf\xc3\xa9\xff\xed\x01/"
-                .iter()
-                .copied()
-                .collect::<Vec<u8>>(),
-        ),
+        prop::sample::select(b"{}[]\":,\\u0aeE+-.1 \t\nntf\xc3\xa9\xff\xed\x01/".to_vec()),
     );
     (document(), prop::collection::vec(edit, 0..4)).prop_map(|(doc, edits)| {
         let mut b = serde_json::to_vec(&doc).unwrap();
