@@ -529,6 +529,7 @@ impl Walker<'_> {
     /// Pairwise comparison of the items of the (valid) array at `open`:
     /// quadratic, paid from the work budget. Up to UNIQUE_SPANS_MAX items
     /// are located once in a stack table; longer arrays are re-walked.
+    #[inline(never)] // keeps the span table out of the recursive frames
     fn unique(&mut self, open: usize, d: usize) -> Result<(), Invalid> {
         const UNIQUE_SPANS_MAX: usize = 32;
         let s = self.s;
