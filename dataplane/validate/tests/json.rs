@@ -805,3 +805,26 @@ fn unique_items_short_and_long_arrays() {
     ok(&u, "[true,false,null,0,\"\",[],{}]");
     bad(&u, "[false,null,false]", "uniqueItems: duplicate item");
 }
+
+#[test]
+fn compiled_schemas_and_predicates_are_shared_across_workers() {
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<JsonSchema>();
+    shared::<Predicate>();
+    let s = std::sync::Arc::new(schema(r#"{"required":["a"]}"#));
+    let p = std::sync::Arc::new(pred(r#"$.a == 1"#));
+    let handles: Vec<_> = (0..2)
+        .map(|k| {
+            let (s, p) = (s.clone(), p.clone());
+            std::thread::spawn(move || {
+                let doc = format!(r#"{{"a":{k}}}"#);
+                (
+                    s.validate(doc.as_bytes()).is_ok(),
+                    p.matches(doc.as_bytes()),
+                )
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(results, [(true, false), (true, true)]);
+}
