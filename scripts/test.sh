@@ -31,6 +31,7 @@ else
     stage "dpdk end to end: skipped (needs root for hugepages, namespaces and AF_XDP)"
 fi
 run "rdma unit tests (no device on the host: start-up must say so)" cargo test -p sluice-engine --features rdma --lib transport::rdma
+run "rdma connection management through the C ABI (host: empty list, not-found close)" cargo test -p sluice-ffi --features rdma --test connections
 if [ "$(id -u)" = 0 ]; then
     run "rdma end to end (Soft-RoCE in a qemu guest, with perftest)" bash scripts/rdma-e2e.sh
 else
