@@ -19,7 +19,7 @@ esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(parse_frame roundtrip)
+    targets=(parse_frame roundtrip validate_json validate_avro validate_protobuf)
 fi
 if ! command -v cargo-fuzz >/dev/null; then
     echo "cargo-fuzz missing: cargo install cargo-fuzz --locked" >&2
@@ -32,7 +32,6 @@ fi
 
 target_dir=${FUZZ_TARGET_DIR:-$root/target/fuzz}
 max_len=${FUZZ_MAX_LEN_BYTES:-8192}
-seeds=$root/fuzz/corpus/parse_frame
 cd "$root/fuzz"
 cargo +nightly fuzz build --target-dir "$target_dir"
 
@@ -41,6 +40,9 @@ for t in "${targets[@]}"; do
     # New inputs go to a scratch corpus under target/; the checked-in seeds
     # are only read.
     work=$target_dir/corpus/$t
+    # Checked-in seeds: the target's own, else the wire examples.
+    seeds=$root/fuzz/corpus/$t
+    [ -d "$seeds" ] || seeds=$root/fuzz/corpus/parse_frame
     artifacts=$root/fuzz/artifacts/$t
     mkdir -p "$work" "$artifacts"
     echo "== fuzz $t for ${seconds}s"
