@@ -166,6 +166,10 @@ type Status struct {
 	Workers       []WorkerInfo `json:"workers"`
 	Models        []ModelInfo  `json:"models"`
 	Schemas       int          `json:"schemas"` // schema versions held
+	// SchemasUnenforced lists live schema versions the data plane does not
+	// fully enforce ("id 7 v2: why"): keywords it skips, or schemas it could
+	// not compile (their requests are refused).
+	SchemasUnenforced []string `json:"schemas_unenforced,omitempty"`
 	// Versions of the engine, wire format and ONNX Runtime, when reported.
 	Versions map[string]string `json:"versions,omitempty"`
 }

@@ -149,6 +149,22 @@ func TestRealEngineThroughTheABI(t *testing.T) {
 		t.Fatalf("totals %+v %v", tot, err)
 	}
 
+	// Schemas with references; one the data plane cannot compile shows up
+	// in the status instead of being enforced silently or blocking the push.
+	schemas := `[
+	  {"id":1,"subject":"addr","version":1,"schemaType":"JSON","schema":"{\"type\":\"object\",\"required\":[\"city\"]}"},
+	  {"id":2,"subject":"person","version":1,"schemaType":"JSON","schema":"{\"properties\":{\"home\":{\"$ref\":\"addr.json\"}}}",
+	   "references":[{"name":"addr.json","subject":"addr","version":1}]},
+	  {"id":3,"subject":"broken","version":1,"schemaType":"PROTOBUF","schema":"syntax = \"proto3\"; import \"gone.proto\"; message M { Gone g = 1; }"}
+	]`
+	if err := e.Apply(engine.Change{Section: engine.SectionSchemas, Doc: []byte(schemas)}); err != nil {
+		t.Fatal(err)
+	}
+	st, err = e.Status()
+	if err != nil || st.Schemas != 3 || len(st.SchemasUnenforced) != 1 || !strings.HasPrefix(st.SchemasUnenforced[0], "id 3 v1:") {
+		t.Fatalf("schemas in status: %d %q %v", st.Schemas, st.SchemasUnenforced, err)
+	}
+
 	// io_uring has no connections: an empty list (not null), unknown ids.
 	conns, err := e.Connections()
 	if err != nil || conns == nil || len(conns) != 0 {
