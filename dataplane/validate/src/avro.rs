@@ -40,7 +40,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use crate::limits::{DEPTH_MAX, NODES_MAX};
+use crate::binary::{TRUNCATED, enter, invalid, varint_long};
+use crate::limits::NODES_MAX;
 use crate::{CompileError, Invalid, Reference};
 
 /// Most array and map items (summed over all blocks) one section may
@@ -272,24 +273,11 @@ fn is_utf8(b: &[u8]) -> bool {
     b.is_ascii() || std::str::from_utf8(b).is_ok()
 }
 
-fn invalid(message: &'static str, offset: usize) -> Invalid {
-    Invalid { message, offset }
-}
-
-fn enter(depth: usize, at: usize) -> Result<usize, Invalid> {
-    if depth >= DEPTH_MAX {
-        return Err(invalid("nesting deeper than limits::DEPTH_MAX", at));
-    }
-    Ok(depth + 1)
-}
-
 struct Cursor<'a> {
     s: &'a [u8],
     pos: usize,
     items: u64,
 }
-
-const TRUNCATED: &str = "section ends inside a value";
 
 impl Cursor<'_> {
     #[inline]
@@ -341,26 +329,9 @@ impl Cursor<'_> {
             self.pos = start + 1;
             return Ok(i64::from(b >> 1) ^ -i64::from(b & 1));
         }
-        let mut v: u64 = 0;
-        for i in 0..10 {
-            let Some(&b) = self.s.get(start + i) else {
-                return Err(invalid(TRUNCATED, start));
-            };
-            if i == 9 && b > 1 {
-                let message = if b & 0x80 != 0 {
-                    "varint longer than 10 bytes"
-                } else {
-                    "varint overflows 64 bits"
-                };
-                return Err(invalid(message, start));
-            }
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b < 0x80 {
-                self.pos = start + i + 1;
-                return Ok(((v >> 1) as i64) ^ -((v & 1) as i64));
-            }
-        }
-        unreachable!("the tenth byte either ends the varint or is refused")
+        let (v, next) = varint_long(self.s, start, self.s.len())?;
+        self.pos = next;
+        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
     }
 
     /// A zigzag int: at most 5 bytes, within the i32 range.

@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod avro;
+mod binary;
 pub mod json;
 pub mod protobuf;
 

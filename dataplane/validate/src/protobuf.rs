@@ -39,7 +39,8 @@ use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::{DescriptorProto, FieldDescriptorProto, FileDescriptorSet};
 use protox::file::{File, FileResolver, GoogleFileResolver};
 
-use crate::limits::{DEPTH_MAX, NODES_MAX};
+use crate::binary::{TRUNCATED, enter, invalid, varint};
+use crate::limits::NODES_MAX;
 use crate::{CompileError, Invalid, Reference};
 
 /// File name the schema text is compiled under (imports resolve relative to
@@ -236,53 +237,6 @@ impl ProtobufSchema {
         }
         Ok(pos)
     }
-}
-
-const TRUNCATED: &str = "section ends inside a value";
-
-fn invalid(message: &'static str, offset: usize) -> Invalid {
-    Invalid { message, offset }
-}
-
-fn enter(depth: usize, at: usize) -> Result<usize, Invalid> {
-    if depth >= DEPTH_MAX {
-        return Err(invalid("nesting deeper than limits::DEPTH_MAX", at));
-    }
-    Ok(depth + 1)
-}
-
-/// A varint in `s[pos..end]`: the value and the position after it.
-#[inline(always)]
-fn varint(s: &[u8], pos: usize, end: usize) -> Result<(u64, usize), Invalid> {
-    // One-byte values (small numbers, most tags) are the common case.
-    if pos < end && s[pos] < 0x80 {
-        return Ok((u64::from(s[pos]), pos + 1));
-    }
-    varint_long(s, pos, end)
-}
-
-#[inline(never)]
-fn varint_long(s: &[u8], pos: usize, end: usize) -> Result<(u64, usize), Invalid> {
-    let mut v: u64 = 0;
-    for i in 0..10 {
-        if pos + i >= end {
-            return Err(invalid(TRUNCATED, pos));
-        }
-        let b = s[pos + i];
-        if i == 9 && b > 1 {
-            let message = if b & 0x80 != 0 {
-                "varint longer than 10 bytes"
-            } else {
-                "varint overflows 64 bits"
-            };
-            return Err(invalid(message, pos));
-        }
-        v |= u64::from(b & 0x7f) << (7 * i);
-        if b < 0x80 {
-            return Ok((v, pos + i + 1));
-        }
-    }
-    unreachable!("the tenth byte either ends the varint or is refused")
 }
 
 /// A tag: field number and wire type; advances `pos`.
