@@ -313,9 +313,9 @@ func connections(c *client, p *printer) error {
 	for _, k := range cs {
 		rows = append(rows, []string{fmt.Sprint(k.ID), k.Transport, fmt.Sprint(k.Worker), or(k.Peer, "-"), or(k.Device, "-"), k.State,
 			fmt.Sprint(k.RxFrames), fmt.Sprint(k.RxBytes), fmt.Sprint(k.TxFrames), fmt.Sprint(k.TxBytes),
-			fmt.Sprintf("%d/%d", k.RxLarge, k.TxLarge), fmt.Sprint(k.Errors)})
+			fmt.Sprintf("%d/%d", k.RxLarge, k.TxLarge), fmt.Sprint(k.Errors), or(k.Role, "-")})
 	}
-	p.table("ID\tTRANSPORT\tWORKER\tPEER\tDEVICE\tSTATE\tRX_FRAMES\tRX_BYTES\tTX_FRAMES\tTX_BYTES\tWRITES_RX/TX\tERRORS", rows)
+	p.table("ID\tTRANSPORT\tWORKER\tPEER\tDEVICE\tSTATE\tRX_FRAMES\tRX_BYTES\tTX_FRAMES\tTX_BYTES\tWRITES_RX/TX\tERRORS\tROLE", rows)
 	fmt.Fprintf(p.w, "(%d connections)\n", len(cs))
 	return nil
 }
