@@ -328,7 +328,7 @@ func connectionClose(c *client, p *printer, id string) error {
 	if p.json {
 		p.raw(raw)
 	} else {
-		fmt.Fprintf(p.w, "connection %s: closing (requests in flight fail on the client with a retryable connection loss)\n", id)
+		fmt.Fprintf(p.w, "connection %s: closing (requests in flight fail with a retryable error: connection loss on a client, peer_down for a peer connection)\n", id)
 	}
 	return nil
 }
