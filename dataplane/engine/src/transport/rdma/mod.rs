@@ -627,7 +627,10 @@ mod tests {
             let t = std::time::Instant::now();
             loop {
                 let up = connections().into_iter().find(|s| {
-                    s.role == "peer" && s.state == "up" && s.peer == Some(b_addr) && Some(s.id) != since
+                    s.role == "peer"
+                        && s.state == "up"
+                        && s.peer == Some(b_addr)
+                        && Some(s.id) != since
                 });
                 if up.is_some() || t.elapsed() > std::time::Duration::from_secs(30) {
                     return up;

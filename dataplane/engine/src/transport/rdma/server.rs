@@ -647,8 +647,7 @@ fn control_loop(inner: &Inner) {
                     | CmEventKind::Error(_) => {
                         let token = ev.id_token();
                         if let Ok(mut conns) = inner.conns.lock() {
-                            if let Some(c) =
-                                conns.iter_mut().flatten().find(|c| c.conn_id == token)
+                            if let Some(c) = conns.iter_mut().flatten().find(|c| c.conn_id == token)
                             {
                                 if kind == CmEventKind::Established {
                                     if c.state == ConnState::Accepting {
@@ -1473,8 +1472,14 @@ impl RdmaTransport {
         let (off, len) = self.rx_range(rx);
         let lkey = self.local_mr.lkey();
         let ptr = self.region_base().wrapping_add(off);
-        qp.post_send(TAG_HELD | rx.buf as u64, ptr, len as u32, lkey, SendOp::Send)
-            .is_ok()
+        qp.post_send(
+            TAG_HELD | rx.buf as u64,
+            ptr,
+            len as u32,
+            lkey,
+            SendOp::Send,
+        )
+        .is_ok()
     }
 
     /// The address a connection's frames carry: the peer's IP and port, the
@@ -1889,8 +1894,7 @@ impl Transport for RdmaTransport {
     fn relay(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
         let target = self.slot_of(&to).and_then(|s| {
             let c = self.conns[s];
-            (rx.buf < self.rx_count && rx.len <= c.hello.buffer_size)
-                .then_some((s, c.qp?))
+            (rx.buf < self.rx_count && rx.len <= c.hello.buffer_size).then_some((s, c.qp?))
         });
         let Some((s, qp)) = target else {
             // The client left, or the answer is larger than its buffers.
