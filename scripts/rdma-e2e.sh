@@ -8,7 +8,10 @@
 #  4. boots it: perftest ib_send_lat / ib_write_bw, then the appliance and
 #     the client (small frames, a 16 MiB tensor by RDMA WRITE, connection
 #     loss, reconnect), then sluiced: connections listed, counted and closed
-#     through the admin API, all in the same guest run;
+#     through the admin API; then two appliances on the same device, A
+#     (sluiced) forwarding to its RDMA peer B: answers relayed, the peer
+#     connection listed, closed and re-established, peer_down when B is
+#     down, served again when B is back; all in the same guest run;
 #  5. prints the results and Sluice/perftest ratios (.cache/rdma-vm/rdma-results.txt).
 #
 #   scripts/rdma-e2e.sh [--fresh]     (SLUICE_RDMA_PROFILE=debug for a debug build)
@@ -79,6 +82,8 @@ bw=$(get perftest_write_bw_mb_s)
 rtt=$(get sluice_small_rtt_p50_us)
 sbw=$(get sluice_large_mb_s)
 eng=$(get sluice_engine_p50_us)
+fwd=$(get sluice_forward_p50_us)
+dir=$(get sluice_direct_p50_us)
 {
     echo "# RDMA on Soft-RoCE (qemu TCG guest), $(date -u +%Y-%m-%dT%H:%MZ), $PROFILE build"
     echo "perftest ib_send_lat 64 B, typical one-way: ${lat:-NA} us (round trip = 2x)"
@@ -89,6 +94,10 @@ eng=$(get sluice_engine_p50_us)
     num='^[0-9]+([.][0-9]+)?$'
     if [[ $lat =~ $num && $rtt =~ $num ]]; then
         awk -v r="$rtt" -v l="$lat" 'BEGIN{printf "ratio sluice_rtt / perftest_rtt(2 x send_lat) = %.2f\n", r/(2*l)}'
+    fi
+    echo "sluice 1000 B echo forwarded A->B->A over RDMA, round trip p50: ${fwd:-NA} us; straight to B: ${dir:-NA} us"
+    if [[ $fwd =~ $num && $dir =~ $num ]]; then
+        awk -v f="$fwd" -v d="$dir" 'BEGIN{printf "ratio forwarded_rtt / direct_rtt = %.2f\n", f/d}'
     fi
     if [[ $bw =~ $num && $sbw =~ $num ]]; then
         awk -v s="$sbw" -v b="$bw" 'BEGIN{printf "ratio sluice_bw / perftest_write_bw = %.2f\n", s/b}'

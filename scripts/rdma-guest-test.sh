@@ -284,6 +284,159 @@ kill -TERM $DPID 2>/dev/null
 wait $DPID 2>/dev/null
 tail -5 /tmp/sluiced.log
 
+note "peers over RDMA: A (sluiced, without the shard's labels) forwards to B (sluice-engine) on the same device"
+# B carries the hbm2 labels; A does not, and reaches B through an RC
+# connection it opens itself. A's forward timeout is 60 s: a peer_down seen
+# below can only come from the lost connection, not from a timeout.
+sed -e 's/^listen = .*/listen = "10.99.0.1:7481"/' -e 's/^poll = "busy"/poll = "adaptive"/' \
+    /share/rdma.toml >/tmp/peerB.toml
+awk '/^\[host\]/ { h = 1 }
+     h && /^labels/ { print "labels = { \"hardware.gpu.memory\" = \"gddr6\" }"; h = 0; next }
+     { print }' /share/rdma.toml |
+    sed -e 's/^listen = .*/listen = "10.99.0.1:7482"/' -e 's/^poll = "busy"/poll = "adaptive"/' \
+        -e 's/^workers = .*/workers = [0]/' -e 's/^transport = "rdma"/transport = "rdma"\nforward_timeout_ms = 60000/' \
+        >/tmp/peerA.toml
+mkdir -p /tmp/peerA-data
+cat >>/tmp/peerA.toml <<EOF
+
+[[peers]]
+name = "b"
+address = "$IP:7481"
+transport = "rdma"
+labels = { "hardware.gpu.memory" = "hbm2" }
+
+[control]
+admin_listen = "127.0.0.1:7072"
+data_dir = "/tmp/peerA-data"
+EOF
+start_b() {
+    "$B/sluice-engine" --config /tmp/peerB.toml >/tmp/peerB.log 2>&1 &
+    BPID=$!
+    t_end=$(($(now) + 60))
+    while ! grep -q "serving on" /tmp/peerB.log; do
+        if [ "$(now)" -gt $t_end ] || ! kill -0 $BPID 2>/dev/null; then
+            echo "guest: appliance B did not start"
+            cat /tmp/peerB.log
+            return 1
+        fi
+        sleep 0.1
+    done
+}
+CTLA="$B/sluicectl -addr 127.0.0.1:7072"
+CA="$B/sluice-rdma-client --server $IP:7482 --tenant 1 --key $KEY"
+CB="$B/sluice-rdma-client --server $IP:7481 --tenant 1 --key $KEY"
+# The id of A's peer connection when it is up (other than $1), else empty.
+# Columns: ID TRANSPORT WORKER PEER DEVICE STATE RX_FRAMES RX_BYTES
+# TX_FRAMES TX_BYTES WRITES_RX/TX ERRORS ROLE
+peer_up() {
+    $CTLA connections >/tmp/pconns.txt 2>&1
+    awk -v not="${1:-}" 'NR > 1 && $13 == "peer" && $4 == "10.99.0.1:7481" && $6 == "up" && $1 != not {print $1; exit}' /tmp/pconns.txt
+}
+wait_peer_up() {
+    pid=
+    t_end=$(($(now) + 90))
+    while [ -z "$pid" ] && [ "$(now)" -le $t_end ]; do
+        pid=$(peer_up "${1:-}")
+        [ -n "$pid" ] || sleep 0.2
+    done
+    echo "$pid"
+}
+if start_b; then
+    "$B/sluiced" -config /tmp/peerA.toml >/tmp/peerA.log 2>&1 &
+    APID=$!
+    t_end=$(($(now) + 120))
+    until $CTLA status >/dev/null 2>&1; do
+        if [ "$(now)" -gt $t_end ] || ! kill -0 $APID 2>/dev/null; then
+            echo "guest: sluiced (A) did not start"
+            cat /tmp/peerA.log
+            break
+        fi
+        sleep 0.1
+    done
+    p1=$(wait_peer_up)
+    echo "A's peer connection to B: ${p1:-none}"
+    cat /tmp/pconns.txt
+
+    # A request for B's shard, sent to A, answered by B through A.
+    $CA echo --small 200 >/tmp/pecho.txt 2>&1
+    rc=$?
+    cat /tmp/pecho.txt
+    if [ $rc -eq 0 ] && grep -q "ok=200 errors=0" /tmp/pecho.txt; then
+        echo "peer_forward=pass" >>"$R"
+    else
+        echo "peer_forward=FAIL" >>"$R"
+        fail=1
+    fi
+    sed -n 's/.*p50_us=\([0-9.]*\).*/sluice_forward_p50_us=\1/p' /tmp/pecho.txt >>"$R"
+    # The same requests straight to B, in the same run: the forward's cost.
+    $CB echo --small 200 >/tmp/pecho-direct.txt 2>&1
+    cat /tmp/pecho-direct.txt
+    sed -n 's/.*p50_us=\([0-9.]*\).*/sluice_direct_p50_us=\1/p' /tmp/pecho-direct.txt >>"$R"
+
+    # Listed on A as a peer connection, with the 200 frames counted both ways.
+    $CTLA connections >/tmp/pconns.txt 2>&1
+    cat /tmp/pconns.txt
+    curl -sS http://127.0.0.1:7072/v1/connections
+    echo
+    if [ -n "$p1" ] && awk -v id="$p1" 'NR > 1 && $1 == id && $13 == "peer" && $7 >= 200 && $9 >= 200 {f = 1} END {exit !f}' /tmp/pconns.txt &&
+        curl -sS http://127.0.0.1:7072/v1/connections | grep -q '"role":"peer"'; then
+        echo "peer_listed=pass" >>"$R"
+    else
+        echo "peer_listed=FAIL" >>"$R"
+        fail=1
+    fi
+
+    # Closed from the control plane: A reconnects by itself and serves again.
+    p2=
+    if [ -n "$p1" ] && $CTLA connections close "$p1"; then
+        p2=$(wait_peer_up "$p1")
+    fi
+    echo "after close: ${p2:-none}"
+    if [ -n "$p2" ] && $CA echo --small 5 >/tmp/pecho2.txt 2>&1; then
+        cat /tmp/pecho2.txt
+        echo "peer_close_reconnect=pass" >>"$R"
+    else
+        cat /tmp/pecho2.txt 2>/dev/null
+        echo "peer_close_reconnect=FAIL" >>"$R"
+        fail=1
+    fi
+
+    # B stops: A's next requests get a retryable peer_down, never a hang.
+    kill -TERM $BPID
+    wait $BPID 2>/dev/null
+    t_end=$(($(now) + 30))
+    while [ -n "$(peer_up)" ] && [ "$(now)" -le $t_end ]; do sleep 0.2; done
+    cat /tmp/pconns.txt
+    $CA echo --small 3 >/tmp/pecho3.txt 2>&1
+    rc=$?
+    cat /tmp/pecho3.txt
+    if [ $rc -eq 3 ] && grep -q "errors=3 error=peer_down retryable=true" /tmp/pecho3.txt; then
+        echo "peer_down=pass" >>"$R"
+    else
+        echo "peer_down=FAIL ($rc)" >>"$R"
+        fail=1
+    fi
+
+    # B restarted: A reconnects (bounded backoff) and the shard is served again.
+    if start_b && [ -n "$(wait_peer_up)" ] && $CA echo --small 20 >/tmp/pecho4.txt 2>&1; then
+        cat /tmp/pecho4.txt
+        echo "peer_restart=pass" >>"$R"
+    else
+        cat /tmp/pecho4.txt 2>/dev/null
+        tail -20 /tmp/peerA.log
+        echo "peer_restart=FAIL" >>"$R"
+        fail=1
+    fi
+    kill -TERM $APID 2>/dev/null
+    wait $APID 2>/dev/null
+    kill -TERM $BPID 2>/dev/null
+    wait $BPID 2>/dev/null
+    grep -i "peer" /tmp/peerA.log | tail -12
+else
+    echo "peer_forward=FAIL (B did not start)" >>"$R"
+    fail=1
+fi
+
 if [ $fail -ne 0 ]; then
     note "kernel log (on failure)"
     dmesg | tail -40

@@ -341,11 +341,34 @@ fn star() -> Vec<String> {
 pub struct PeerCfg {
     /// Unique name.
     pub name: String,
-    /// UDP address of the peer's data plane.
+    /// Address of the peer's data plane: its UDP service address, or for
+    /// `transport = "rdma"` its `rdma.listen` address.
     pub address: String,
     /// Labels the peer carries.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// How forwards reach it: "udp" (default) or "rdma" (an RC connection
+    /// per worker, opened by an appliance whose own transport is rdma).
+    #[serde(default, skip_serializing_if = "PeerTransport::is_udp")]
+    pub transport: PeerTransport,
+}
+
+/// How a peer is reached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeerTransport {
+    /// Datagrams from the worker's forwarding port.
+    #[default]
+    Udp,
+    /// SEND on a reliable-connected queue pair to the peer's `rdma.listen`.
+    Rdma,
+}
+
+impl PeerTransport {
+    /// Whether this is the default (kept out of serialized configs).
+    pub fn is_udp(&self) -> bool {
+        *self == PeerTransport::Udp
+    }
 }
 
 /// A configuration error, located when possible.

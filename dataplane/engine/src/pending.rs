@@ -163,6 +163,26 @@ impl PendingForwards {
         }
     }
 
+    /// Removes and returns the next forward waiting on `peer`, scanning the
+    /// slab from `*cursor` like [`PendingForwards::next_expired`].
+    pub fn next_to_peer(&mut self, cursor: &mut usize, peer: &SocketAddr) -> Option<Forwarded> {
+        while *cursor < self.slab.len() {
+            let slot = *cursor;
+            *cursor += 1;
+            let Some(f) = self.slab[slot] else {
+                continue;
+            };
+            if f.peer != *peer {
+                continue;
+            }
+            let i = self
+                .find(&f.peer, f.request_id)
+                .expect("every live slab slot is indexed");
+            return Some(self.remove_at(i));
+        }
+        None
+    }
+
     /// Removes and returns the next forward older than `timeout`, scanning
     /// the slab from `*cursor` (start at 0; the cursor moves past what was
     /// scanned, so a full sweep is one pass).
@@ -249,6 +269,28 @@ mod tests {
             assert!(p.take(&fwd(1, 0, t0).peer, rid).is_some(), "{rid}");
         }
         assert!(p.is_empty());
+    }
+
+    #[test]
+    fn a_lost_peer_takes_only_its_own_forwards() {
+        let t0 = Instant::now();
+        let mut p = PendingForwards::new(64);
+        for rid in 0..30 {
+            p.insert(fwd(1 + (rid % 3) as u16, rid, t0)).unwrap();
+        }
+        let lost = fwd(2, 0, t0).peer;
+        let mut got = Vec::new();
+        let mut cursor = 0;
+        while let Some(f) = p.next_to_peer(&mut cursor, &lost) {
+            assert_eq!(f.peer, lost);
+            got.push(f.request_id);
+        }
+        got.sort();
+        assert_eq!(got, (0..30).filter(|r| r % 3 == 1).collect::<Vec<_>>());
+        assert_eq!(p.len(), 20);
+        // The others are still found by key.
+        assert!(p.take(&fwd(1, 0, t0).peer, 3).is_some());
+        assert!(p.take(&fwd(3, 0, t0).peer, 5).is_some());
     }
 
     /// Random inserts and removals, checked against a HashMap; a small

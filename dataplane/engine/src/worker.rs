@@ -174,6 +174,9 @@ impl<T: Transport> Worker<T> {
             }
             self.boundary();
             let n = self.poll_once(st == state::DRAINING);
+            while let Some(peer) = self.transport.lost_peer() {
+                self.fail_forwards_to(peer);
+            }
             if !self.forwarded.is_empty() && self.last_forward_scan.elapsed() >= FORWARD_SCAN_EVERY
             {
                 self.expire_forwards();
@@ -331,6 +334,10 @@ impl<T: Transport> Worker<T> {
             );
             return;
         };
+        if let Err((code, why)) = self.transport.forward_check(&pkt, peer) {
+            self.reply(i, Immediate::Error(code, why), Some(shard));
+            return;
+        }
         let now = Instant::now();
         if self
             .peers_down
@@ -379,9 +386,60 @@ impl<T: Transport> Worker<T> {
                 bump(&self.counters.forward_bytes_copied, copied);
             }
             None => {
-                self.forwarded.take(&peer, rid);
                 bump(&self.counters.tx_no_buffers, 1);
+                if let Some(f) = self.forwarded.take(&peer, rid) {
+                    // Sent with the burst's other answers.
+                    self.answer_forward(f, "the request could not be sent to the peer");
+                }
             }
+        }
+    }
+
+    /// The connection to `peer` was lost: its forwards fail at once.
+    fn fail_forwards_to(&mut self, peer: std::net::SocketAddr) {
+        let mut cursor = 0;
+        while let Some(f) = self.forwarded.next_to_peer(&mut cursor, &peer) {
+            self.answer_forward(f, "the connection to the peer serving this shard was lost");
+            if self.sends.len() == self.sends.capacity() {
+                self.flush_sends();
+            }
+        }
+        self.flush_sends();
+    }
+
+    fn flush_sends(&mut self) {
+        if !self.sends.is_empty() {
+            self.transport.tx_burst(&self.sends);
+            self.sends.clear();
+        }
+    }
+
+    /// Queues a retryable `peer_down` for a forward that will get no answer.
+    fn answer_forward(&mut self, f: Forwarded, message: &'static str) {
+        let Some(tx) = self.transport.tx_alloc() else {
+            bump(&self.counters.tx_no_buffers, 1);
+            return;
+        };
+        let repr = FrameRepr {
+            kind: Kind::Error,
+            request_id: f.request_id,
+            tenant_id: f.tenant_id,
+            body: BodyRepr::Error {
+                code: ErrorCode::PeerDown,
+                message,
+            },
+            ..FrameRepr::default()
+        };
+        match repr.emit(self.transport.tx_bytes(tx)) {
+            Ok(l) => {
+                self.counters.error(ErrorCode::PeerDown);
+                self.sends.push(TxPacket {
+                    buf: tx,
+                    len: l.frame_len as u32,
+                    peer: f.client,
+                });
+            }
+            Err(_) => self.transport.tx_free(tx),
         }
     }
 
@@ -442,31 +500,7 @@ impl<T: Transport> Worker<T> {
                     }
                 }
             }
-            let Some(tx) = self.transport.tx_alloc() else {
-                bump(&self.counters.tx_no_buffers, 1);
-                continue;
-            };
-            let repr = FrameRepr {
-                kind: Kind::Error,
-                request_id: f.request_id,
-                tenant_id: f.tenant_id,
-                body: BodyRepr::Error {
-                    code: ErrorCode::PeerDown,
-                    message: "the peer serving this shard did not answer",
-                },
-                ..FrameRepr::default()
-            };
-            match repr.emit(self.transport.tx_bytes(tx)) {
-                Ok(l) => {
-                    self.counters.error(ErrorCode::PeerDown);
-                    self.sends.push(TxPacket {
-                        buf: tx,
-                        len: l.frame_len as u32,
-                        peer: f.client,
-                    });
-                }
-                Err(_) => self.transport.tx_free(tx),
-            }
+            self.answer_forward(f, "the peer serving this shard did not answer");
             if self.sends.len() == self.sends.capacity() {
                 self.transport.tx_burst(&self.sends);
                 self.sends.clear();

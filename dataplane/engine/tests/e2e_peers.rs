@@ -171,6 +171,7 @@ fn requests_from_a_peer_are_not_forwarded_again() {
         name: "a".into(),
         address: a_addr.to_string(),
         labels: [("hardware.gpu.memory".to_string(), "gddr6".to_string())].into(),
+        transport: Default::default(),
     });
     b.apply(live).unwrap();
     // A marks the request FORWARDED (outside the tag); B, which lacks the

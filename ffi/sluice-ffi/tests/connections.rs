@@ -187,6 +187,7 @@ mod rdma {
             .find(|v| v["id"] == id)
             .unwrap_or_else(|| panic!("connection {id} is listed: {list:?}"));
         assert_eq!(mine["transport"], "rdma");
+        assert_eq!(mine["role"], "client");
         assert_eq!(mine["state"], "up");
         assert_eq!(mine["device"], "rxe0");
         assert_eq!(mine["listen"], format!("{ip}:7473"));

@@ -313,9 +313,9 @@ func connections(c *client, p *printer) error {
 	for _, k := range cs {
 		rows = append(rows, []string{fmt.Sprint(k.ID), k.Transport, fmt.Sprint(k.Worker), or(k.Peer, "-"), or(k.Device, "-"), k.State,
 			fmt.Sprint(k.RxFrames), fmt.Sprint(k.RxBytes), fmt.Sprint(k.TxFrames), fmt.Sprint(k.TxBytes),
-			fmt.Sprintf("%d/%d", k.RxLarge, k.TxLarge), fmt.Sprint(k.Errors)})
+			fmt.Sprintf("%d/%d", k.RxLarge, k.TxLarge), fmt.Sprint(k.Errors), or(k.Role, "-")})
 	}
-	p.table("ID\tTRANSPORT\tWORKER\tPEER\tDEVICE\tSTATE\tRX_FRAMES\tRX_BYTES\tTX_FRAMES\tTX_BYTES\tWRITES_RX/TX\tERRORS", rows)
+	p.table("ID\tTRANSPORT\tWORKER\tPEER\tDEVICE\tSTATE\tRX_FRAMES\tRX_BYTES\tTX_FRAMES\tTX_BYTES\tWRITES_RX/TX\tERRORS\tROLE", rows)
 	fmt.Fprintf(p.w, "(%d connections)\n", len(cs))
 	return nil
 }
@@ -328,7 +328,7 @@ func connectionClose(c *client, p *printer, id string) error {
 	if p.json {
 		p.raw(raw)
 	} else {
-		fmt.Fprintf(p.w, "connection %s: closing (requests in flight fail on the client with a retryable connection loss)\n", id)
+		fmt.Fprintf(p.w, "connection %s: closing (requests in flight fail with a retryable error: connection loss on a client, peer_down for a peer connection)\n", id)
 	}
 	return nil
 }

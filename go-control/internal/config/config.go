@@ -143,6 +143,9 @@ type Peer struct {
 	Name    string            `toml:"name" json:"name"`
 	Address string            `toml:"address" json:"address"`
 	Labels  map[string]string `toml:"labels" json:"labels,omitempty"`
+	// Transport is how forwards reach the peer: "udp" (default, empty) or
+	// "rdma" (Address is then the peer's rdma.listen).
+	Transport string `toml:"transport" json:"transport,omitempty"`
 }
 
 // Control is the [control] table, read by the Go daemon only.

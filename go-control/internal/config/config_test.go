@@ -233,3 +233,15 @@ func TestContentConditions(t *testing.T) {
 		}
 	}
 }
+
+func TestPeerTransport(t *testing.T) {
+	for _, tr := range []string{"", "udp", "rdma"} {
+		if is := CheckPeer("peers[0]", Peer{Name: "b", Address: "10.0.0.2:7471", Transport: tr}); len(is) != 0 {
+			t.Errorf("transport %q: %v", tr, is)
+		}
+	}
+	is := CheckPeer("peers[0]", Peer{Name: "b", Address: "10.0.0.2:7471", Transport: "tcp"})
+	if len(is) != 1 || is[0].Key != "peers[0].transport" {
+		t.Fatalf("want one issue at peers[0].transport, got %v", is)
+	}
+}

@@ -426,6 +426,11 @@ func CheckPeer(key string, p Peer) []Issue {
 	if _, err := netip.ParseAddrPort(p.Address); err != nil {
 		c.add(key+".address", "%q is not an IP:port address", p.Address)
 	}
+	switch p.Transport {
+	case "", "udp", "rdma":
+	default:
+		c.add(key+".transport", "%q is neither \"udp\" nor \"rdma\"", p.Transport)
+	}
 	return c.issues
 }
 

@@ -83,6 +83,7 @@ type Engine interface {
 type Connection struct {
 	ID        uint64 `json:"id"`
 	Transport string `json:"transport"` // "rdma"
+	Role      string `json:"role"`      // "client" (accepted) or "peer" (opened to a peer appliance)
 	Listen    string `json:"listen"`    // local listen address it came in on
 	Worker    int    `json:"worker"`    // worker index serving it
 	Peer      string `json:"peer"`      // remote IP:port; "" if unknown

@@ -514,6 +514,9 @@ func (f *Fake) Connect(c Connection) (uint64, error) {
 	if c.State == "" {
 		c.State = "up"
 	}
+	if c.Role == "" {
+		c.Role = "client"
+	}
 	f.conns[c.ID] = &c
 	f.totalsOf(c.Transport, c.Listen, c.Worker).Accepted++
 	return c.ID, nil

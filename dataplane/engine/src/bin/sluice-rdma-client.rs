@@ -4,6 +4,7 @@
 //! sluice-rdma-client --server IP:PORT [--tenant ID --key hex:..] check
 //! sluice-rdma-client --server IP:PORT [..] bench [--small N] [--large N] [--large-mib M]
 //! sluice-rdma-client --server IP:PORT [..] hold [--seconds S] [--reconnect S]
+//! sluice-rdma-client --server IP:PORT [..] echo [--small N]
 //!
 //! `check` prints one line per check and a closing "N passed, N failed".
 //! `bench` prints `rdma_bench key=value ...` (round trip in µs, MB/s).
@@ -11,6 +12,10 @@
 //! only if that surfaced as a retryable connection-loss error; with
 //! `--reconnect S` the same client then connects again and must be served
 //! for S seconds (what a client does with a retryable error).
+//! `echo` sends N 1000-byte echo requests one at a time (SEND only), checks
+//! each answer's tensor, and prints `rdma_echo ok=.. errors=.. error=CODE
+//! retryable=.. p50_us=..`; it exits 0 when all were echoed, 3 when every
+//! one got the same error frame, 1 otherwise.
 
 use std::net::SocketAddr;
 use std::process::exit;
@@ -40,7 +45,7 @@ fn usage(msg: &str) -> ! {
     }
     eprintln!(
         "usage: sluice-rdma-client --server IP:PORT [--tenant ID --key hex:..] \
-         (check | bench [--small N] [--large N] [--large-mib M] | hold [--seconds S] [--reconnect S])"
+         (check | bench [--small N] [--large N] [--large-mib M] | hold [--seconds S] [--reconnect S] | echo [--small N])"
     );
     exit(2)
 }
@@ -549,9 +554,75 @@ fn lost(e: ClientError, ok: u64) -> i32 {
     }
 }
 
+fn echo(a: &Args) -> i32 {
+    let mut c = match RdmaClient::connect(
+        a.server,
+        ClientOpts {
+            slots: 0,
+            connect_timeout_ms: 30_000,
+            ..ClientOpts::default()
+        },
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("rdma_echo connect failed: {e}");
+            return 1;
+        }
+    };
+    let n = a.small.max(1) as u64;
+    let (mut ok, mut errors, mut other) = (0u64, 0u64, 0u64);
+    let mut first_error: Option<ErrorCode> = None;
+    let mut rtt_us = Vec::with_capacity(n as usize);
+    for id in 1..=n {
+        let t = Instant::now();
+        match roundtrip_small(&mut c, a, id, "echo", "1", 1000) {
+            Ok(Outcome::Match { .. }) => {
+                ok += 1;
+                rtt_us.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            Ok(Outcome::Error(code)) => {
+                errors += 1;
+                if first_error.is_none() {
+                    first_error = code;
+                }
+                if code != first_error {
+                    other += 1;
+                }
+            }
+            Ok(Outcome::Mismatch(m)) => {
+                println!("rdma_echo request {id}: {m}");
+                other += 1;
+            }
+            Err(e) => {
+                println!("rdma_echo request {id}: {e} (retryable: {})", e.retryable());
+                other += 1;
+                break;
+            }
+        }
+    }
+    rtt_us.sort_by(f64::total_cmp);
+    let p50 = rtt_us.get(rtt_us.len() / 2).copied();
+    println!(
+        "rdma_echo ok={ok} errors={errors} error={} retryable={} p50_us={}",
+        first_error.map_or("none", |e| e.as_str()),
+        first_error.is_some_and(|e| e.retryable()),
+        p50.map_or("NA".into(), |p| format!("{p:.1}"))
+    );
+    if other > 0 {
+        1
+    } else if ok == n {
+        0
+    } else if errors == n {
+        3
+    } else {
+        1
+    }
+}
+
 fn main() {
     let a = args();
     let code = match a.cmd.as_str() {
+        "echo" => echo(&a),
         "check" => check(&a),
         "bench" => bench(&a),
         "hold" => hold(&a),

@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use sluice_wire::ErrorCode;
+
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod mem;
@@ -126,6 +128,23 @@ pub trait Transport {
     /// default copies into a transmit buffer and sends from the service port.
     fn forward(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
         copy_and_send(self, rx, to)
+    }
+
+    /// Whether a received frame can be forwarded to `to` now; if not, the
+    /// error the client gets at once (a peer connection that is down, a
+    /// frame too large for it). Asked before the forward is recorded.
+    fn forward_check(
+        &self,
+        _rx: &RxPacket,
+        _to: SocketAddr,
+    ) -> Result<(), (ErrorCode, &'static str)> {
+        Ok(())
+    }
+
+    /// A peer whose connection was lost since the last call: the worker
+    /// fails the forwards still waiting on it with `peer_down`.
+    fn lost_peer(&mut self) -> Option<SocketAddr> {
+        None
     }
 
     /// Sends a received frame unchanged (a peer's answer) to a client from

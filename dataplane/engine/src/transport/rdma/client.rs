@@ -179,7 +179,9 @@ impl RdmaClient {
         let staging_off = (rx_off + recv_count as usize * bs).div_ceil(a) * a;
         let slots_bytes = opts.slots as usize * opts.slot_size as usize;
         let reply_off = staging_off + slots_bytes;
-        let mut region = Region::alloc(reply_off + slots_bytes, HugepageMode::Auto)
+        // The reply MR spans at least 2 MiB (none is empty), so the region
+        // must too, even for a client without slots.
+        let mut region = Region::alloc(reply_off + slots_bytes.max(a), HugepageMode::Auto)
             .map_err(ClientError::Pool)?;
         let base = region.as_mut_ptr();
         let local_mr = Mr::register(&pd, base, region.len(), Access::Local)

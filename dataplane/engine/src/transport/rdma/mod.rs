@@ -466,9 +466,9 @@ mod tests {
         assert!(connection_totals().is_empty());
     }
 
-    /// With a device: a request for a shard only a peer carries cannot be
-    /// forwarded over RDMA (peers are UDP); the client gets a retryable
-    /// `peer_down` after `forward_timeout_ms`, never silence.
+    /// With a device: a request for a shard only a UDP peer carries cannot
+    /// be forwarded by an rdma appliance; the client gets a retryable
+    /// `peer_down` at once, never silence.
     #[test]
     fn requests_for_peer_shards_fail_with_peer_down() {
         let Ok(ip) = std::env::var("SLUICE_RDMA_TEST_IP") else {
@@ -534,6 +534,163 @@ mod tests {
         }
         drop(c);
         e.stop(std::time::Duration::from_millis(10));
+    }
+
+    fn echo_request(id: u64) -> impl FnOnce(&mut [u8]) -> usize {
+        move |b: &mut [u8]| {
+            let dims = [4u64];
+            let data = [id as u8, 2, 3, 4];
+            let t = [sluice_wire::TensorRepr {
+                name: "x",
+                dtype: sluice_wire::DType::U8,
+                dims: &dims,
+                data: Some(&data),
+            }];
+            sluice_wire::FrameRepr {
+                request_id: id,
+                model: "echo",
+                model_version: "1",
+                tensors: &t,
+                ..sluice_wire::FrameRepr::default()
+            }
+            .emit(b)
+            .map(|l| l.frame_len)
+            .unwrap_or(usize::MAX)
+        }
+    }
+
+    /// (request id, error code or None, first tensor's bytes or the error
+    /// message) of an answer.
+    fn answer(c: &mut RdmaClient) -> (u64, Option<sluice_wire::ErrorCode>, Vec<u8>) {
+        c.recv(std::time::Duration::from_secs(30), |b, _| {
+            let f = sluice_wire::Frame::new_checked(b).unwrap();
+            match f.error_body() {
+                Some(e) => (f.request_id(), e.code(), e.message.as_bytes().to_vec()),
+                None => {
+                    let data = f
+                        .tensors()
+                        .next()
+                        .map(|t| f.tensor_data(&t).to_vec())
+                        .unwrap_or_default();
+                    (f.request_id(), None, data)
+                }
+            }
+        })
+        .unwrap()
+    }
+
+    /// With a device: appliance A lacks the shard's labels and forwards to
+    /// B over an RC connection it opened; the client gets B's answer
+    /// through A. A lists the connection as a peer connection with
+    /// counters; closing it fails nothing that is not in flight and A
+    /// reconnects; with B gone, requests get a retryable `peer_down` at
+    /// once.
+    #[test]
+    fn forwards_to_an_rdma_peer_and_relays_its_answer() {
+        let Ok(ip) = std::env::var("SLUICE_RDMA_TEST_IP") else {
+            return; // needs the Soft-RoCE guest (scripts/rdma-e2e.sh)
+        };
+        let common = "[rdma]\nconnections_max = 2\nslots_per_connection = 0\nslot_size = 2097152\n\
+                      large_tx_buffers = 0\nrx_buffers = 16\ntx_buffers = 16\n";
+        let b_text = format!(
+            "[engine]\nworkers = [0]\ntransport = \"rdma\"\npoll = \"adaptive\"\n\
+             [host]\nlabels = {{ gpu = \"x\" }}\n{common}listen = \"{ip}:7476\"\n\
+             [[shards]]\nname = \"far\"\nlabels = {{ gpu = \"x\" }}\n\
+             [[routes]]\nname = \"echo\"\nmodel = \"echo\"\nshard = \"far\"\n\
+             [[models]]\nname = \"echo\"\nversion = \"1\"\nkind = \"echo\"\n"
+        );
+        let a_text = format!(
+            "[engine]\nworkers = [0]\ntransport = \"rdma\"\npoll = \"adaptive\"\nforward_timeout_ms = 60000\n\
+             {common}listen = \"{ip}:7475\"\n\
+             [[shards]]\nname = \"far\"\nlabels = {{ gpu = \"x\" }}\n\
+             [[routes]]\nname = \"echo\"\nmodel = \"echo\"\nshard = \"far\"\n\
+             [[models]]\nname = \"echo\"\nversion = \"1\"\nkind = \"echo\"\n\
+             [[peers]]\nname = \"b\"\naddress = \"{ip}:7476\"\ntransport = \"rdma\"\nlabels = {{ gpu = \"x\" }}\n"
+        );
+        let start = |text: &str| {
+            let cfg = Config::parse(text, std::path::PathBuf::new()).unwrap();
+            let mut e = crate::Engine::new(
+                cfg,
+                crate::EngineOptions {
+                    no_pin: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            e.start().unwrap();
+            e
+        };
+        let b_addr: SocketAddr = format!("{ip}:7476").parse().unwrap();
+        let mut b = start(&b_text);
+        let mut a = start(&a_text);
+        let peer_up = |since: Option<u64>| {
+            let t = std::time::Instant::now();
+            loop {
+                let up = connections().into_iter().find(|s| {
+                    s.role == "peer"
+                        && s.state == "up"
+                        && s.peer == Some(b_addr)
+                        && Some(s.id) != since
+                });
+                if up.is_some() || t.elapsed() > std::time::Duration::from_secs(30) {
+                    return up;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        };
+        let first = peer_up(None).expect("A connects to B");
+        let opts = ClientOpts {
+            slots: 0,
+            connect_timeout_ms: 30_000,
+            ..ClientOpts::default()
+        };
+        let mut c = RdmaClient::connect(format!("{ip}:7475").parse().unwrap(), opts).unwrap();
+        for id in [7u64, 8, 9] {
+            c.send(echo_request(id)).unwrap();
+            let (rid, code, data) = answer(&mut c);
+            assert_eq!((rid, code), (id, None), "B's answer, relayed by A");
+            assert_eq!(data, [id as u8, 2, 3, 4], "the echo model's output");
+        }
+        let listed = connections();
+        let p = listed.iter().find(|s| s.id == first.id).expect("listed");
+        assert_eq!((p.role, p.transport, p.worker), ("peer", "rdma", 0));
+        assert!(p.tx_frames >= 3 && p.rx_frames >= 3, "{p:?}");
+        // B lists A's connection as one of its clients.
+        assert!(
+            listed
+                .iter()
+                .any(|s| s.role == "client" && s.listen == b_addr && s.rx_frames >= 3),
+            "{listed:?}"
+        );
+        // Closed from the control plane: A reconnects by itself.
+        close_connection(first.id).unwrap();
+        let second = peer_up(Some(first.id)).expect("A reconnects to B");
+        assert_ne!(second.id, first.id);
+        c.send(echo_request(10)).unwrap();
+        assert_eq!(answer(&mut c).1, None, "served over the new connection");
+        // B stops: A's connection is lost, requests fail at once.
+        b.stop(std::time::Duration::from_millis(10));
+        drop(b);
+        let t = std::time::Instant::now();
+        while connections()
+            .iter()
+            .any(|s| s.role == "peer" && s.state == "up")
+            && t.elapsed() < std::time::Duration::from_secs(30)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // forward_timeout_ms is 60 s and `answer` waits 30 s: the answer
+        // comes from the lost connection, not from a timeout.
+        c.send(echo_request(11)).unwrap();
+        let (rid, code, message) = answer(&mut c);
+        assert_eq!(rid, 11);
+        let code = code.expect("an error frame");
+        assert_eq!(code, sluice_wire::ErrorCode::PeerDown);
+        assert!(code.retryable());
+        let message = String::from_utf8_lossy(&message).into_owned();
+        assert!(message.contains("no connection to the peer"), "{message}");
+        drop(c);
+        a.stop(std::time::Duration::from_millis(10));
     }
 
     #[test]

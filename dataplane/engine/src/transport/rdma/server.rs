@@ -8,6 +8,14 @@
 //! names a QP it does not know yet). On disconnect or close the control
 //! thread queues `Down`; the worker stops using the QP and acknowledges;
 //! only then is the QP destroyed.
+//!
+//! Peers: the control thread also opens, per worker, one RC connection to
+//! each `[[peers]]` entry with `transport = "rdma"`, on that worker's CQ and
+//! SRQ. Per worker rather than shared, so a forward is posted and its answer
+//! polled by the worker that holds the pending entry, with no lock and no
+//! hand-off between threads. A lost peer connection is reported to its
+//! worker (which fails the forwards waiting on it) and reconnected with a
+//! bounded backoff.
 
 use std::io;
 use std::net::{SocketAddr, SocketAddrV6};
@@ -19,13 +27,15 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::ArrayQueue;
 use serde::Serialize;
 
+use sluice_wire::ErrorCode;
+
 use super::proto::{ClientHello, IMM_SLOT, ServerHello};
 use super::verbs::{
     self, Access, CmChannel, CmEventKind, CmId, ConnParams, Context, Cq, Mr, Pd, Qp, QpCaps,
     SendOp, Srq, Wc, WcKind,
 };
 use super::{NO_DEVICE_HINT, RdmaCfg, device_check};
-use crate::config::{Config, ConfigError, HugepageMode};
+use crate::config::{Config, ConfigError, HugepageMode, PeerTransport};
 use crate::pool::{FreeList, PoolError, Region};
 use crate::transport::{RxPacket, Transport, TransportCounters, TxPacket};
 
@@ -66,6 +76,19 @@ impl std::error::Error for RdmaError {}
 
 const TAG_RECV: u64 = 1 << 62;
 const TAG_SEND: u64 = 1 << 61;
+/// A send straight from a receive buffer (a forward or a relay): its
+/// completion gives the buffer back.
+const TAG_HELD: u64 = 1 << 60;
+/// Marks a peer connection in a worker's acknowledgements.
+const PEER_SLOT: u32 = 1 << 31;
+/// First wait before reconnecting to a peer; doubled per failure.
+const PEER_RECONNECT_MIN: Duration = Duration::from_millis(100);
+/// Longest wait between attempts to reach a peer.
+const PEER_RECONNECT_MAX: Duration = Duration::from_secs(2);
+/// An attempt still not up after this is abandoned (and retried).
+const PEER_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// rdma_cm's address and route resolution timeout for peers.
+const PEER_RESOLVE_TIMEOUT_MS: i32 = 2000;
 const INDEX_MASK: u64 = 0xffff_ffff;
 const NONE: u32 = u32::MAX;
 /// How long a stopping worker waits for the control thread to tear its
@@ -125,6 +148,9 @@ pub struct ConnStatus {
     pub id: u64,
     /// Always "rdma": lists from several transports stay self-describing.
     pub transport: &'static str,
+    /// "client" (accepted here) or "peer" (opened by this appliance to a
+    /// peer appliance it forwards to).
+    pub role: &'static str,
     /// The listen address (this appliance's side) it was accepted on.
     pub listen: SocketAddr,
     /// Worker serving it.
@@ -161,6 +187,16 @@ enum ConnMsg {
     },
     Down {
         slot: u32,
+        generation: u32,
+    },
+    PeerUp {
+        peer: u32,
+        generation: u32,
+        qp: Qp,
+        hello: ServerHello,
+    },
+    PeerDown {
+        peer: u32,
         generation: u32,
     },
 }
@@ -208,6 +244,11 @@ struct Port {
     /// Per connection slot: address and rkey of its request slots.
     grants: Box<[(u64, u32)]>,
     stats: Box<[ConnCounters]>,
+    /// Per peer: counters of this worker's connection to it.
+    peer_stats: Box<[ConnCounters]>,
+    /// (peer, generation) of peer connections whose sends failed: the
+    /// control thread closes them (and reconnects).
+    peer_errors: ArrayQueue<(u32, u32)>,
     /// Counts of released connections (written by the control thread).
     retired: ConnCounters,
     accepted: AtomicU64,
@@ -221,6 +262,37 @@ enum ConnState {
     Accepting,
     Up,
     Closing,
+}
+
+/// Where a worker's connection to a peer stands (control thread).
+#[derive(PartialEq, Eq, Clone, Copy, Debug)]
+enum PeerState {
+    /// Waiting for the next attempt.
+    Idle,
+    /// Address and route resolution.
+    Resolving,
+    /// Connect sent.
+    Connecting,
+    Up,
+    /// The worker is letting go of it.
+    Closing,
+    /// The worker stopped: never again.
+    Stopped,
+}
+
+struct PeerConn {
+    worker: usize,
+    peer: usize,
+    addr: SocketAddr,
+    /// Id of the current (or last) attempt: the token its events carry.
+    conn_id: u64,
+    generation: u32,
+    state: PeerState,
+    id: Option<CmId>,
+    qp: Option<Qp>,
+    next_attempt: Instant,
+    backoff: Duration,
+    since: Instant,
 }
 
 struct Conn {
@@ -238,6 +310,11 @@ struct Conn {
 /// listen id that owns the device context, and that before its channel.
 struct Inner {
     conns: Mutex<Vec<Option<Conn>>>,
+    /// Worker w's connection to peer k at `w * peer_addrs.len() + k`.
+    peers: Mutex<Vec<PeerConn>>,
+    /// The `rdma.listen` addresses of the rdma peers, from the config.
+    peer_addrs: Vec<SocketAddr>,
+    listen: SocketAddr,
     ports: Vec<OnceLock<Arc<Port>>>,
     close_requests: Mutex<Vec<u64>>,
     stop: AtomicBool,
@@ -268,7 +345,11 @@ impl Drop for Runtime {
 
 static RUNTIMES: Mutex<Vec<Weak<Runtime>>> = Mutex::new(Vec::new());
 
-fn runtime_for(cfg: &RdmaCfg, workers: usize) -> Result<Arc<Runtime>, RdmaError> {
+fn runtime_for(
+    cfg: &RdmaCfg,
+    workers: usize,
+    peers: &[SocketAddr],
+) -> Result<Arc<Runtime>, RdmaError> {
     let listen = cfg.listen_addr().map_err(RdmaError::Config)?;
     let mut reg = RUNTIMES
         .lock()
@@ -281,12 +362,17 @@ fn runtime_for(cfg: &RdmaCfg, workers: usize) -> Result<Arc<Runtime>, RdmaError>
     {
         return Ok(rt);
     }
-    let rt = Arc::new(start_runtime(cfg, listen, workers)?);
+    let rt = Arc::new(start_runtime(cfg, listen, workers, peers)?);
     reg.push(Arc::downgrade(&rt));
     Ok(rt)
 }
 
-fn start_runtime(cfg: &RdmaCfg, listen: SocketAddr, workers: usize) -> Result<Runtime, RdmaError> {
+fn start_runtime(
+    cfg: &RdmaCfg,
+    listen: SocketAddr,
+    workers: usize,
+    peers: &[SocketAddr],
+) -> Result<Runtime, RdmaError> {
     device_check().map_err(RdmaError::NoDevice)?;
     let channel = CmChannel::new().map_err(|e| RdmaError::Cm("create_event_channel", e))?;
     let mut lid = CmId::new(&channel).map_err(|e| RdmaError::Cm("create_id", e))?;
@@ -303,8 +389,29 @@ fn start_runtime(cfg: &RdmaCfg, listen: SocketAddr, workers: usize) -> Result<Ru
     // `with_runtime`): a connect request before that would find no worker.
     let device = ctx.device_name();
     let per = cfg.connections_max as usize;
+    let now = Instant::now();
+    let peer_conns = (0..workers)
+        .flat_map(|w| {
+            peers.iter().enumerate().map(move |(k, &addr)| PeerConn {
+                worker: w,
+                peer: k,
+                addr,
+                conn_id: 0,
+                generation: 0,
+                state: PeerState::Idle,
+                id: None,
+                qp: None,
+                next_attempt: now,
+                backoff: PEER_RECONNECT_MIN,
+                since: now,
+            })
+        })
+        .collect();
     let inner = Arc::new(Inner {
         conns: Mutex::new((0..workers * per).map(|_| None).collect()),
+        peers: Mutex::new(peer_conns),
+        peer_addrs: peers.to_vec(),
+        listen,
         ports: (0..workers).map(|_| OnceLock::new()).collect(),
         close_requests: Mutex::new(Vec::new()),
         stop: AtomicBool::new(false),
@@ -348,6 +455,7 @@ pub fn connections() -> Vec<ConnStatus> {
             out.push(ConnStatus {
                 id: c.conn_id,
                 transport: "rdma",
+                role: "client",
                 listen: rt.listen,
                 worker: c.worker,
                 peer: c.peer,
@@ -357,6 +465,40 @@ pub fn connections() -> Vec<ConnStatus> {
                     ConnState::Up => "up",
                     ConnState::Closing => "closing",
                 },
+                rx_frames: ld(&k.rx_frames),
+                rx_bytes: ld(&k.rx_bytes),
+                rx_large: ld(&k.rx_large),
+                tx_frames: ld(&k.tx_frames),
+                tx_bytes: ld(&k.tx_bytes),
+                tx_large: ld(&k.tx_large),
+                errors: ld(&k.errors),
+            });
+        }
+        drop(conns);
+        let Ok(peers) = inner.peers.lock() else {
+            continue;
+        };
+        for pc in peers.iter() {
+            let state = match pc.state {
+                PeerState::Idle | PeerState::Stopped => continue,
+                PeerState::Resolving | PeerState::Connecting => "connecting",
+                PeerState::Up => "up",
+                PeerState::Closing => "closing",
+            };
+            let Some(port) = inner.ports[pc.worker].get() else {
+                continue;
+            };
+            let k = &port.peer_stats[pc.peer];
+            let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            out.push(ConnStatus {
+                id: pc.conn_id,
+                transport: "rdma",
+                role: "peer",
+                listen: rt.listen,
+                worker: pc.worker,
+                peer: Some(pc.addr),
+                device: inner.device.clone(),
+                state,
                 rx_frames: ld(&k.rx_frames),
                 rx_bytes: ld(&k.rx_bytes),
                 rx_large: ld(&k.rx_large),
@@ -390,7 +532,12 @@ pub fn connection_totals() -> Vec<ConnTotals> {
             let Some(port) = port.get() else { continue };
             let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
             let mut sum = [0u64; 7];
-            for k in port.stats.iter().chain(std::iter::once(&port.retired)) {
+            for k in port
+                .stats
+                .iter()
+                .chain(port.peer_stats.iter())
+                .chain(std::iter::once(&port.retired))
+            {
                 for (s, a) in sum.iter_mut().zip(k.fields()) {
                     *s += ld(a);
                 }
@@ -438,72 +585,87 @@ pub fn close_connection(id: u64) -> Result<(), RdmaError> {
 
 fn control_loop(inner: &Inner) {
     let per = inner.cfg.connections_max as usize;
+    let client_ids = inner.ports.len() * per;
     let mut next_worker = 0usize;
     let mut generation: u32 = 0;
+    let mut peer_acks: Vec<(usize, u32, u32)> = Vec::new();
     while !inner.stop.load(Ordering::Acquire) {
         let mut doomed: Vec<CmId> = Vec::new();
         if let Some(ev) = inner.channel.next_timeout(CONTROL_POLL_MS) {
             let kind = ev.kind();
-            match kind {
-                CmEventKind::ConnectRequest => {
-                    let Some(mut id) = ev.take_new_id() else {
-                        continue;
-                    };
-                    let hello = ClientHello::decode(ev.private_data());
-                    generation = generation.wrapping_add(1).max(1);
-                    match accept(inner, &mut id, hello, &mut next_worker, generation) {
-                        Ok((worker, slot, conn_id)) => {
-                            let peer = id.peer_addr();
-                            log::info!(
-                                "rdma: connection {conn_id} from {peer:?} on worker {worker}"
-                            );
-                            if let Ok(mut conns) = inner.conns.lock() {
-                                if let Some(p) = inner.ports[worker].get() {
-                                    bump(&p.accepted, 1);
-                                }
-                                conns[worker * per + slot as usize] = Some(Conn {
-                                    id,
-                                    worker,
-                                    slot,
-                                    generation,
-                                    conn_id,
-                                    peer,
-                                    state: ConnState::Accepting,
-                                });
-                            }
-                        }
-                        Err(why) => {
-                            log::warn!(
-                                "rdma: refused a connection from {:?}: {why}",
-                                id.peer_addr()
-                            );
-                            id.reject(why.as_bytes());
-                            // The event must be acked before its id is destroyed.
-                            drop(ev);
-                            drop(id);
+            // Ids of peer connections come after every client slot.
+            let peer_ix = ((ev.id_token() & INDEX_MASK) as usize)
+                .checked_sub(client_ids + 1)
+                .filter(|_| kind != CmEventKind::ConnectRequest);
+            if let Some(j) = peer_ix {
+                peer_event(inner, j, &ev, &mut doomed);
+                drop(ev);
+            } else {
+                match kind {
+                    CmEventKind::ConnectRequest => {
+                        let Some(mut id) = ev.take_new_id() else {
                             continue;
-                        }
-                    }
-                }
-                CmEventKind::Established | CmEventKind::Disconnected | CmEventKind::Error(_) => {
-                    let token = ev.id_token();
-                    if let Ok(mut conns) = inner.conns.lock() {
-                        if let Some(c) = conns.iter_mut().flatten().find(|c| c.conn_id == token) {
-                            if kind == CmEventKind::Established {
-                                if c.state == ConnState::Accepting {
-                                    c.state = ConnState::Up;
+                        };
+                        let hello = ClientHello::decode(ev.private_data());
+                        generation = generation.wrapping_add(1).max(1);
+                        match accept(inner, &mut id, hello, &mut next_worker, generation) {
+                            Ok((worker, slot, conn_id)) => {
+                                let peer = id.peer_addr();
+                                log::info!(
+                                    "rdma: connection {conn_id} from {peer:?} on worker {worker}"
+                                );
+                                if let Ok(mut conns) = inner.conns.lock() {
+                                    if let Some(p) = inner.ports[worker].get() {
+                                        bump(&p.accepted, 1);
+                                    }
+                                    conns[worker * per + slot as usize] = Some(Conn {
+                                        id,
+                                        worker,
+                                        slot,
+                                        generation,
+                                        conn_id,
+                                        peer,
+                                        state: ConnState::Accepting,
+                                    });
                                 }
-                            } else if c.state != ConnState::Closing {
-                                log::info!("rdma: connection {} lost ({kind:?})", c.conn_id);
-                                begin_close(inner, c);
+                            }
+                            Err(why) => {
+                                log::warn!(
+                                    "rdma: refused a connection from {:?}: {why}",
+                                    id.peer_addr()
+                                );
+                                id.reject(why.as_bytes());
+                                // The event must be acked before its id is destroyed.
+                                drop(ev);
+                                drop(id);
+                                continue;
                             }
                         }
                     }
+                    CmEventKind::Established
+                    | CmEventKind::Disconnected
+                    | CmEventKind::Error(_) => {
+                        let token = ev.id_token();
+                        if let Ok(mut conns) = inner.conns.lock() {
+                            if let Some(c) = conns.iter_mut().flatten().find(|c| c.conn_id == token)
+                            {
+                                if kind == CmEventKind::Established {
+                                    if c.state == ConnState::Accepting {
+                                        c.state = ConnState::Up;
+                                    }
+                                } else if c.state != ConnState::Closing {
+                                    log::info!("rdma: connection {} lost ({kind:?})", c.conn_id);
+                                    begin_close(inner, c);
+                                }
+                            }
+                        }
+                    }
+                    _ => {}
                 }
-                _ => {}
+                drop(ev);
             }
-            drop(ev);
         }
+        let now = Instant::now();
         // Closes asked for by the control plane.
         let asked: Vec<u64> = inner
             .close_requests
@@ -511,11 +673,11 @@ fn control_loop(inner: &Inner) {
             .map(|mut q| std::mem::take(&mut *q))
             .unwrap_or_default();
         if let Ok(mut conns) = inner.conns.lock() {
-            for id in asked {
+            for id in &asked {
                 if let Some(c) = conns
                     .iter_mut()
                     .flatten()
-                    .find(|c| c.conn_id == id && c.state != ConnState::Closing)
+                    .find(|c| c.conn_id == *id && c.state != ConnState::Closing)
                 {
                     c.id.disconnect();
                     begin_close(inner, c);
@@ -525,6 +687,10 @@ fn control_loop(inner: &Inner) {
             for (w, port) in inner.ports.iter().enumerate() {
                 let Some(port) = port.get() else { continue };
                 while let Some((slot, g)) = port.outbox.pop() {
+                    if slot & PEER_SLOT != 0 {
+                        peer_acks.push((w, slot & !PEER_SLOT, g));
+                        continue;
+                    }
                     let k = w * per + slot as usize;
                     if conns[k]
                         .as_ref()
@@ -536,7 +702,8 @@ fn control_loop(inner: &Inner) {
                         }
                     }
                 }
-                // A stopping worker polls no more: tear its connections down now.
+                // A stopping worker polls no more: tear its connections
+                // (clients and peers) down now, before it frees its pool.
                 if port.closing.load(Ordering::Acquire) && !port.closed.load(Ordering::Acquire) {
                     for c in conns[w * per..(w + 1) * per].iter_mut() {
                         if let Some(mut c) = c.take() {
@@ -546,9 +713,34 @@ fn control_loop(inner: &Inner) {
                             doomed.push(c.id);
                         }
                     }
+                    if let Ok(mut peers) = inner.peers.lock() {
+                        for pc in peers.iter_mut().filter(|p| p.worker == w) {
+                            if let Some(mut id) = pc.id.take() {
+                                id.disconnect();
+                                id.destroy_qp();
+                                doomed.push(id);
+                            }
+                            if let Some(k) = port.peer_stats.get(pc.peer) {
+                                k.retire_into(&port.retired);
+                            }
+                            pc.qp = None;
+                            pc.state = PeerState::Stopped;
+                        }
+                    }
                     port.closed.store(true, Ordering::Release);
                 }
             }
+        }
+        if let Ok(mut peers) = inner.peers.lock() {
+            peer_upkeep(
+                inner,
+                &mut peers,
+                &asked,
+                &mut peer_acks,
+                &mut generation,
+                now,
+                &mut doomed,
+            );
         }
         drop(doomed);
     }
@@ -560,8 +752,284 @@ fn control_loop(inner: &Inner) {
             }
         }
     }
+    if let Ok(mut peers) = inner.peers.lock() {
+        for pc in peers.iter_mut() {
+            if let Some(mut id) = pc.id.take() {
+                id.disconnect();
+            }
+            pc.state = PeerState::Stopped;
+        }
+    }
     for p in inner.ports.iter().filter_map(OnceLock::get) {
         p.closed.store(true, Ordering::Release);
+    }
+}
+
+/// Peer connections, once per control poll: acknowledgements from workers,
+/// failed sends, closes asked for, connect deadlines and new attempts.
+fn peer_upkeep(
+    inner: &Inner,
+    peers: &mut [PeerConn],
+    asked: &[u64],
+    acks: &mut Vec<(usize, u32, u32)>,
+    generation: &mut u32,
+    now: Instant,
+    doomed: &mut Vec<CmId>,
+) {
+    let np = inner.peer_addrs.len();
+    if np == 0 {
+        acks.clear();
+        return;
+    }
+    // The worker let go of a closing connection: destroy it, retry later.
+    for (w, k, g) in acks.drain(..) {
+        let Some(pc) = peers.get_mut(w * np + k as usize) else {
+            continue;
+        };
+        if pc.generation == g && pc.state == PeerState::Closing {
+            if let Some(port) = inner.ports[w].get() {
+                port.peer_stats[pc.peer].retire_into(&port.retired);
+            }
+            if let Some(id) = pc.id.take() {
+                doomed.push(id);
+            }
+            pc.qp = None;
+            pc.state = PeerState::Idle;
+            pc.next_attempt = now + pc.backoff;
+        }
+    }
+    for (w, port) in inner.ports.iter().enumerate() {
+        let Some(port) = port.get() else { continue };
+        while let Some((k, g)) = port.peer_errors.pop() {
+            if let Some(pc) = peers.get_mut(w * np + k as usize) {
+                if pc.generation == g && pc.state == PeerState::Up {
+                    log::warn!(
+                        "rdma: peer connection {} to {} failed a send; reconnecting",
+                        pc.conn_id,
+                        pc.addr
+                    );
+                    if let Some(id) = pc.id.as_mut() {
+                        id.disconnect();
+                    }
+                    peer_begin_close(inner, pc);
+                }
+            }
+        }
+    }
+    let all_ready = inner.ports.iter().all(|p| p.get().is_some());
+    for (j, pc) in peers.iter_mut().enumerate() {
+        if asked.contains(&pc.conn_id) {
+            match pc.state {
+                PeerState::Up => {
+                    log::info!("rdma: peer connection {} closed by request", pc.conn_id);
+                    if let Some(id) = pc.id.as_mut() {
+                        id.disconnect();
+                    }
+                    // Reconnect after the shortest wait.
+                    pc.backoff = PEER_RECONNECT_MIN;
+                    peer_begin_close(inner, pc);
+                }
+                PeerState::Resolving | PeerState::Connecting => {
+                    peer_failed(pc, "closed by request", now, doomed)
+                }
+                _ => {}
+            }
+        }
+        let Some(port) = inner.ports[pc.worker].get() else {
+            continue;
+        };
+        if port.closing.load(Ordering::Acquire) {
+            continue;
+        }
+        match pc.state {
+            PeerState::Idle if all_ready && now >= pc.next_attempt => {
+                *generation = generation.wrapping_add(1).max(1);
+                pc.generation = *generation;
+                let index = inner.ports.len() * inner.cfg.connections_max as usize + j + 1;
+                pc.conn_id = ((pc.generation as u64) << 32) | index as u64;
+                pc.since = now;
+                match CmId::new(&inner.channel) {
+                    Ok(mut id) => {
+                        id.set_token(pc.conn_id);
+                        let src = SocketAddr::new(inner.listen.ip(), 0);
+                        let r = id.resolve_addr_from(Some(src), pc.addr, PEER_RESOLVE_TIMEOUT_MS);
+                        pc.id = Some(id);
+                        pc.state = PeerState::Resolving;
+                        if let Err(e) = r {
+                            peer_failed(pc, &format!("resolve_addr: {e}"), now, doomed);
+                        }
+                    }
+                    Err(e) => peer_failed(pc, &format!("create_id: {e}"), now, doomed),
+                }
+            }
+            PeerState::Resolving | PeerState::Connecting
+                if now.duration_since(pc.since) > PEER_CONNECT_TIMEOUT =>
+            {
+                peer_failed(pc, "connect timed out", now, doomed)
+            }
+            _ => {}
+        }
+    }
+}
+
+/// An rdma_cm event on peer connection `j`.
+fn peer_event(inner: &Inner, j: usize, ev: &verbs::CmEvent, doomed: &mut Vec<CmId>) {
+    let Ok(mut peers) = inner.peers.lock() else {
+        return;
+    };
+    let Some(pc) = peers.get_mut(j) else { return };
+    if pc.conn_id != ev.id_token() {
+        return; // an attempt given up on already
+    }
+    let now = Instant::now();
+    let kind = ev.kind();
+    match (kind, pc.state) {
+        (CmEventKind::AddrResolved, PeerState::Resolving) => {
+            let r = pc
+                .id
+                .as_mut()
+                .map(|id| id.resolve_route(PEER_RESOLVE_TIMEOUT_MS));
+            if let Some(Err(e)) = r {
+                peer_failed(pc, &format!("resolve_route: {e}"), now, doomed);
+            }
+        }
+        (CmEventKind::RouteResolved, PeerState::Resolving) => match peer_connect(inner, pc) {
+            Ok(()) => pc.state = PeerState::Connecting,
+            Err(why) => peer_failed(pc, &why, now, doomed),
+        },
+        (CmEventKind::Established, PeerState::Connecting) => {
+            let hello = ServerHello::decode(ev.private_data());
+            let port = inner.ports[pc.worker].get();
+            match (hello, port, pc.qp) {
+                (Some(hello), Some(port), Some(qp)) => {
+                    port.peer_stats[pc.peer].reset();
+                    let up = ConnMsg::PeerUp {
+                        peer: pc.peer as u32,
+                        generation: pc.generation,
+                        qp,
+                        hello,
+                    };
+                    if port.inbox.push(up).is_err() {
+                        if let Some(id) = pc.id.as_mut() {
+                            id.disconnect();
+                        }
+                        peer_failed(pc, "worker inbox full", now, doomed);
+                        return;
+                    }
+                    log::info!(
+                        "rdma: peer connection {} to {} up on worker {}",
+                        pc.conn_id,
+                        pc.addr,
+                        pc.worker
+                    );
+                    pc.state = PeerState::Up;
+                    pc.backoff = PEER_RECONNECT_MIN;
+                }
+                _ => {
+                    if let Some(id) = pc.id.as_mut() {
+                        id.disconnect();
+                    }
+                    peer_failed(
+                        pc,
+                        "the peer is not a Sluice RDMA appliance (bad accept data)",
+                        now,
+                        doomed,
+                    );
+                }
+            }
+        }
+        (
+            CmEventKind::Disconnected | CmEventKind::Error(_) | CmEventKind::Rejected,
+            PeerState::Up,
+        ) => {
+            log::warn!(
+                "rdma: peer connection {} to {} lost ({kind:?})",
+                pc.conn_id,
+                pc.addr
+            );
+            peer_begin_close(inner, pc);
+        }
+        (
+            CmEventKind::Disconnected | CmEventKind::Error(_) | CmEventKind::Rejected,
+            PeerState::Resolving | PeerState::Connecting,
+        ) => {
+            let why = format!("{kind:?} (status {})", ev.status());
+            peer_failed(pc, &why, now, doomed);
+        }
+        _ => {}
+    }
+}
+
+/// Route resolved: create the QP on the worker's CQ and SRQ and connect.
+fn peer_connect(inner: &Inner, pc: &mut PeerConn) -> Result<(), String> {
+    let id = pc.id.as_mut().ok_or("no id")?;
+    let ctx = id
+        .context()
+        .ok_or_else(|| format!("{} is reached through no RDMA device", pc.addr))?;
+    if !ctx.same(&inner.ctx) {
+        return Err(format!(
+            "{} is reached through another RDMA device than {}",
+            pc.addr, inner.device
+        ));
+    }
+    let port = inner.ports[pc.worker].get().ok_or("worker not started")?;
+    // Every forward holds a receive buffer until its send completes, so
+    // the send queue never holds more than rx_buffers.
+    let caps = QpCaps {
+        send_wr: inner.cfg.rx_buffers.min(4096),
+        recv_wr: 0,
+    };
+    let qp = id
+        .create_qp(&inner.pd, &port.cq, Some(&port.srq), caps)
+        .map_err(|e| format!("create_qp: {e}"))?;
+    pc.qp = Some(qp);
+    // No reply slots: answers come back by SEND into this worker's SRQ.
+    let hello = ClientHello {
+        buffer_size: inner.cfg.buffer_size,
+        ..ClientHello::default()
+    };
+    id.connect(&ConnParams {
+        private_data: &hello.encode(),
+    })
+    .map_err(|e| format!("connect: {e}"))
+}
+
+/// An attempt failed: drop it and wait (doubling, bounded) before the next.
+fn peer_failed(pc: &mut PeerConn, why: &str, now: Instant, doomed: &mut Vec<CmId>) {
+    if pc.backoff == PEER_RECONNECT_MIN {
+        log::warn!(
+            "rdma: cannot connect worker {} to peer {}: {why}; retrying with backoff",
+            pc.worker,
+            pc.addr
+        );
+    } else {
+        log::debug!("rdma: peer {} still unreachable: {why}", pc.addr);
+    }
+    if let Some(id) = pc.id.take() {
+        doomed.push(id);
+    }
+    pc.qp = None;
+    pc.state = PeerState::Idle;
+    pc.next_attempt = now + pc.backoff;
+    pc.backoff = (pc.backoff * 2).min(PEER_RECONNECT_MAX);
+}
+
+/// Tells the worker to stop using an up peer connection; its acknowledgement
+/// lets the QP go (`peer_upkeep`).
+fn peer_begin_close(inner: &Inner, pc: &mut PeerConn) {
+    pc.state = PeerState::Closing;
+    if let Some(port) = inner.ports[pc.worker].get() {
+        let down = ConnMsg::PeerDown {
+            peer: pc.peer as u32,
+            generation: pc.generation,
+        };
+        if port.inbox.push(down).is_err() {
+            log::error!(
+                "rdma: worker {} inbox full; peer connection {} closes late",
+                pc.worker,
+                pc.conn_id
+            );
+        }
     }
 }
 
@@ -628,8 +1096,9 @@ fn accept(
     *next_worker = (worker + 1) % nw;
     let port = inner.ports[worker].get().ok_or("worker not started")?;
     let cfg = &inner.cfg;
+    // Replies from transmit buffers, and answers relayed from receive buffers.
     let caps = QpCaps {
-        send_wr: (cfg.tx_buffers + cfg.large_tx_buffers).min(4096),
+        send_wr: (cfg.tx_buffers + cfg.large_tx_buffers + cfg.rx_buffers).min(4096),
         recv_wr: 0,
     };
     let qp = id
@@ -681,6 +1150,18 @@ fn accept(
     Ok((worker, slot, conn_id))
 }
 
+/// A connection to a peer as one worker sees it.
+#[derive(Clone, Copy, Default)]
+struct WPeer {
+    up: bool,
+    generation: u32,
+    qp: Option<Qp>,
+    qpn: u32,
+    hello: ServerHello,
+    /// Lost since the worker last asked (`lost_peer`).
+    lost: bool,
+}
+
 /// A connection as one worker sees it.
 #[derive(Clone, Copy)]
 struct WConn {
@@ -721,6 +1202,10 @@ pub struct RdmaTransport {
     slots_off: usize,
     large_tx_off: usize,
     conns: Box<[WConn]>,
+    peers: Box<[WPeer]>,
+    /// The rdma peers' addresses, as the worker's tables name them.
+    peer_addrs: Box<[SocketAddr]>,
+    any_lost: bool,
     tx_free: FreeList,
     large_free: FreeList,
     /// Per transmit index: the large buffer it was upgraded to, or NONE.
@@ -750,8 +1235,24 @@ impl RdmaTransport {
         if index >= workers {
             return Err(RdmaError::Setup(format!("worker {index} of {workers}")));
         }
-        let runtime = runtime_for(&rc, workers)?;
-        if runtime.inner.ports.len() != workers || runtime.inner.cfg != rc {
+        let mut peers = Vec::new();
+        for (i, p) in cfg.peers.iter().enumerate() {
+            if p.transport != PeerTransport::Rdma {
+                continue;
+            }
+            let a: SocketAddr = p.address.parse().map_err(|_| {
+                RdmaError::Config(ConfigError::at(
+                    format!("peers[{i}].address"),
+                    "not an IP:port address",
+                ))
+            })?;
+            peers.push(a);
+        }
+        let runtime = runtime_for(&rc, workers, &peers)?;
+        if runtime.inner.ports.len() != workers
+            || runtime.inner.cfg != rc
+            || runtime.inner.peer_addrs != peers
+        {
             return Err(RdmaError::Setup(
                 "another engine in this process listens on the same rdma.listen".into(),
             ));
@@ -801,13 +1302,16 @@ impl RdmaTransport {
                 .map_err(|e| RdmaError::Verbs("post_srq_recv", e))?;
         }
         let cm = rc.connections_max as usize;
+        let np = inner.peer_addrs.len();
         let port = Arc::new(Port {
             cq,
             srq,
-            inbox: ArrayQueue::new(cm * 2 + 8),
-            outbox: ArrayQueue::new(cm * 2 + 8),
+            inbox: ArrayQueue::new((cm + np) * 2 + 8),
+            outbox: ArrayQueue::new((cm + np) * 2 + 8),
             grants: grants.into_boxed_slice(),
             stats: (0..cm).map(|_| ConnCounters::default()).collect(),
+            peer_stats: (0..np).map(|_| ConnCounters::default()).collect(),
+            peer_errors: ArrayQueue::new(np * 2 + 8),
             retired: ConnCounters::default(),
             accepted: AtomicU64::new(0),
             closed_conns: AtomicU64::new(0),
@@ -843,6 +1347,9 @@ impl RdmaTransport {
             slots_off,
             large_tx_off,
             conns: vec![WConn::default(); cm].into_boxed_slice(),
+            peers: vec![WPeer::default(); np].into_boxed_slice(),
+            peer_addrs: inner.peer_addrs.clone().into_boxed_slice(),
+            any_lost: false,
             tx_free: FreeList::new(rc.tx_buffers),
             large_free: FreeList::new(rc.large_tx_buffers),
             tx_large_of: vec![NONE; rc.tx_buffers as usize].into_boxed_slice(),
@@ -899,12 +1406,80 @@ impl RdmaTransport {
                     // thread empties it every poll.
                     let _ = self.port.outbox.push((slot, generation));
                 }
+                ConnMsg::PeerUp {
+                    peer,
+                    generation,
+                    qp,
+                    hello,
+                } => {
+                    if let Some(p) = self.peers.get_mut(peer as usize) {
+                        *p = WPeer {
+                            up: true,
+                            generation,
+                            qp: Some(qp),
+                            qpn: qp.num(),
+                            hello,
+                            lost: false,
+                        };
+                    }
+                }
+                ConnMsg::PeerDown { peer, generation } => {
+                    if let Some(p) = self.peers.get_mut(peer as usize) {
+                        if p.generation == generation {
+                            p.up = false;
+                            p.qp = None;
+                            p.lost = true;
+                            self.any_lost = true;
+                        }
+                    }
+                    let _ = self.port.outbox.push((PEER_SLOT | peer, generation));
+                }
             }
         }
     }
 
     fn conn_by_qpn(&self, qpn: u32) -> Option<usize> {
         self.conns.iter().position(|c| c.up && c.qpn == qpn)
+    }
+
+    fn peer_by_qpn(&self, qpn: u32) -> Option<usize> {
+        self.peers.iter().position(|p| p.up && p.qpn == qpn)
+    }
+
+    fn peer_index(&self, addr: &SocketAddr) -> Option<usize> {
+        self.peer_addrs.iter().position(|a| a == addr)
+    }
+
+    /// A send on `qpn` failed: count it; a peer connection stops being
+    /// used at once (its forwards fail) and the control thread replaces it.
+    fn send_failed(&mut self, qpn: u32) {
+        if let Some(s) = self.conn_by_qpn(qpn) {
+            bump(&self.port.stats[s].errors, 1);
+        } else if let Some(k) = self.peer_by_qpn(qpn) {
+            bump(&self.port.peer_stats[k].errors, 1);
+            let p = &mut self.peers[k];
+            p.up = false;
+            p.qp = None;
+            p.lost = true;
+            self.any_lost = true;
+            let _ = self.port.peer_errors.push((k as u32, p.generation));
+        }
+    }
+
+    /// A frame straight from its receive buffer on `qp` (forward or relay):
+    /// the completion (`TAG_HELD`) gives the buffer back.
+    fn send_held(&mut self, rx: &RxPacket, qp: Qp) -> bool {
+        let (off, len) = self.rx_range(rx);
+        let lkey = self.local_mr.lkey();
+        let ptr = self.region_base().wrapping_add(off);
+        qp.post_send(
+            TAG_HELD | rx.buf as u64,
+            ptr,
+            len as u32,
+            lkey,
+            SendOp::Send,
+        )
+        .is_ok()
     }
 
     /// The address a connection's frames carry: the peer's IP and port, the
@@ -1003,14 +1578,25 @@ impl RdmaTransport {
 
     fn on_completion(&mut self, wc: Wc, out: &mut [RxPacket], n: &mut usize) {
         let idx = (wc.wr_id & INDEX_MASK) as u32;
+        if wc.wr_id & TAG_HELD != 0 {
+            if wc.ok {
+                self.counters.tx_frames += 1;
+            } else {
+                self.counters.tx_errors += 1;
+                self.send_failed(wc.qp_num);
+            }
+            if idx < self.rx_count {
+                self.rx_in_use -= 1;
+                self.repost(idx);
+            }
+            return;
+        }
         if wc.wr_id & TAG_SEND != 0 {
             if wc.ok {
                 self.counters.tx_frames += 1;
             } else {
                 self.counters.tx_errors += 1;
-                if let Some(s) = self.conn_by_qpn(wc.qp_num) {
-                    bump(&self.port.stats[s].errors, 1);
-                }
+                self.send_failed(wc.qp_num);
             }
             if idx < self.tx_count {
                 self.release_tx(idx);
@@ -1026,10 +1612,36 @@ impl RdmaTransport {
             return;
         }
         let mut slot = self.conn_by_qpn(wc.qp_num);
-        if slot.is_none() {
+        if slot.is_none() && self.peer_by_qpn(wc.qp_num).is_none() {
             // The completion may have overtaken the hand-off: look again.
             self.drain_inbox();
             slot = self.conn_by_qpn(wc.qp_num);
+        }
+        if slot.is_none() {
+            if let Some(k) = self.peer_by_qpn(wc.qp_num) {
+                // A peer's answer to a forward: to the worker's relay path.
+                let stats = &self.port.peer_stats[k];
+                if wc.kind == WcKind::Recv {
+                    bump(&stats.rx_frames, 1);
+                    bump(&stats.rx_bytes, wc.byte_len as u64);
+                    out[*n] = RxPacket {
+                        buf: idx,
+                        off: 0,
+                        len: wc.byte_len.min(self.buf_size),
+                        peer: self.peer_addrs[k],
+                        truncated: false,
+                        port: crate::transport::PORT_FORWARD,
+                    };
+                    *n += 1;
+                    self.rx_in_use += 1;
+                    self.counters.rx_frames += 1;
+                } else {
+                    // No slots were granted to peers: nothing else is valid.
+                    bump(&stats.errors, 1);
+                    self.repost(idx);
+                }
+                return;
+            }
         }
         let Some(slot) = slot else {
             self.repost(idx);
@@ -1208,8 +1820,7 @@ impl Transport for RdmaTransport {
     }
 
     /// Lets the worker build an answer with no request at hand: the
-    /// `peer_down` it sends when a forward gets no answer. (An RDMA
-    /// appliance cannot reach peers: see docs/rdma.md.)
+    /// `peer_down` it sends when a forward gets no answer.
     fn tx_bytes(&mut self, tx: u32) -> &mut [u8] {
         if tx >= self.tx_count {
             return &mut [];
@@ -1218,6 +1829,105 @@ impl Transport for RdmaTransport {
         self.region
             .as_mut()
             .map_or(&mut [][..], |r| &mut r.bytes_mut()[o..o + l])
+    }
+
+    fn rx_bytes_mut(&mut self, rx: &RxPacket) -> &mut [u8] {
+        let (o, l) = self.rx_range(rx);
+        self.region
+            .as_mut()
+            .map_or(&mut [][..], |r| &mut r.bytes_mut()[o..o + l])
+    }
+
+    fn forward_check(
+        &self,
+        rx: &RxPacket,
+        to: SocketAddr,
+    ) -> Result<(), (ErrorCode, &'static str)> {
+        let Some(k) = self.peer_index(&to) else {
+            return Err((
+                ErrorCode::PeerDown,
+                "the peer serving this shard is not an rdma peer (an rdma appliance forwards only to peers with transport = \"rdma\")",
+            ));
+        };
+        let p = &self.peers[k];
+        if !p.up {
+            return Err((
+                ErrorCode::PeerDown,
+                "no connection to the peer serving this shard (reconnecting)",
+            ));
+        }
+        if rx.buf >= self.rx_count || rx.len > p.hello.buffer_size {
+            return Err((
+                ErrorCode::FrameTooLarge,
+                "only frames that fit one receive buffer (rdma.buffer_size, here and on the peer) are forwarded",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Zero copy: the frame goes by SEND from the receive buffer it landed
+    /// in, which stays held until the send completes.
+    fn forward(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
+        let target = self
+            .peer_index(&to)
+            .and_then(|k| Some((k, self.peers[k].qp?)))
+            .filter(|&(k, _)| self.forward_check(rx, to).is_ok() && self.peers[k].up);
+        let Some((k, qp)) = target else {
+            self.counters.tx_errors += 1;
+            self.rx_release(rx);
+            return None;
+        };
+        if !self.send_held(rx, qp) {
+            self.counters.tx_errors += 1;
+            bump(&self.port.peer_stats[k].errors, 1);
+            self.rx_release(rx);
+            return None;
+        }
+        let stats = &self.port.peer_stats[k];
+        bump(&stats.tx_frames, 1);
+        bump(&stats.tx_bytes, rx.len as u64);
+        Some(0)
+    }
+
+    /// Zero copy: the peer's answer goes by SEND from the receive buffer it
+    /// landed in to the client's connection.
+    fn relay(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
+        let target = self.slot_of(&to).and_then(|s| {
+            let c = self.conns[s];
+            (rx.buf < self.rx_count && rx.len <= c.hello.buffer_size).then_some((s, c.qp?))
+        });
+        let Some((s, qp)) = target else {
+            // The client left, or the answer is larger than its buffers.
+            self.counters.tx_errors += 1;
+            self.rx_release(rx);
+            return None;
+        };
+        if !self.send_held(rx, qp) {
+            self.counters.tx_errors += 1;
+            bump(&self.port.stats[s].errors, 1);
+            self.rx_release(rx);
+            return None;
+        }
+        let stats = &self.port.stats[s];
+        bump(&stats.tx_frames, 1);
+        bump(&stats.tx_bytes, rx.len as u64);
+        Some(0)
+    }
+
+    fn lost_peer(&mut self) -> Option<SocketAddr> {
+        if !self.any_lost {
+            return None;
+        }
+        match self.peers.iter().position(|p| p.lost) {
+            Some(k) => {
+                self.peers[k].lost = false;
+                Some(self.peer_addrs[k])
+            }
+            None => {
+                self.any_lost = false;
+                None
+            }
+        }
     }
 
     fn wait(&mut self, timeout: Duration) {

@@ -323,13 +323,32 @@ impl CmId {
 
     /// Starts resolving a destination address (AddrResolved follows).
     pub fn resolve_addr(&mut self, dst: SocketAddr, timeout_ms: i32) -> io::Result<()> {
+        self.resolve_addr_from(None, dst, timeout_ms)
+    }
+
+    /// Like [`CmId::resolve_addr`], from a given local address (which pins
+    /// the device: a peer connection must use the appliance's own).
+    pub fn resolve_addr_from(
+        &mut self,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+        timeout_ms: i32,
+    ) -> io::Result<()> {
         let mut ss: libc::sockaddr_storage = unsafe_zeroed_storage();
         to_sockaddr(&dst, &mut ss);
-        // SAFETY: the address outlives the call; rdma_cm copies it.
+        let mut sr: libc::sockaddr_storage = unsafe_zeroed_storage();
+        let src_p = match src {
+            Some(a) => {
+                to_sockaddr(&a, &mut sr);
+                (&mut sr as *mut libc::sockaddr_storage).cast()
+            }
+            None => null_mut(),
+        };
+        // SAFETY: both addresses outlive the call; rdma_cm copies them.
         let r = unsafe {
             sys::rdma_resolve_addr(
                 self.p(),
-                null_mut(),
+                src_p,
                 (&mut ss as *mut libc::sockaddr_storage).cast(),
                 timeout_ms,
             )
@@ -484,6 +503,12 @@ unsafe impl Send for Context {}
 unsafe impl Sync for Context {}
 
 impl Context {
+    /// Whether both handles name the same opened device (librdmacm opens
+    /// each device once, so ids on one device share the pointer).
+    pub fn same(&self, other: &Context) -> bool {
+        self.0 == other.0
+    }
+
     /// The device name (e.g. `rxe0`, `mlx5_0`).
     pub fn device_name(&self) -> String {
         // SAFETY: device and its name live as long as the context.
