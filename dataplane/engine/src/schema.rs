@@ -409,7 +409,12 @@ impl SchemaTable {
 
 fn check_signature(sig: &CompiledSig, req: &Frame<&[u8]>) -> Result<(), Reject> {
     let mismatch = |m| Reject::new(ErrorCode::SchemaMismatch, m);
-    if req.tensor_count() != sig.inputs.len() {
+    // A section may ride along; the signature describes the model inputs.
+    let inputs = req
+        .tensors()
+        .filter(|t| t.name != SECTION_TENSOR_NAME)
+        .count();
+    if inputs != sig.inputs.len() {
         return Err(mismatch("tensor count differs from the schema"));
     }
     for (name, dtype, shape) in &sig.inputs {

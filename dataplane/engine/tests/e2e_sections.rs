@@ -28,6 +28,12 @@ fn schemas() -> Vec<SchemaCfg> {
         schema(23, "req-proto", "PROTOBUF", PROTO_SCHEMA),
         schema(24, "addr", "JSON", ADDR_SCHEMA),
         person,
+        schema(
+            27,
+            "x-tensor",
+            "TENSOR",
+            r#"{"inputs":[{"name":"x","dtype":"f32","shape":[1,4]}]}"#,
+        ),
         // Imports a file nobody pushed: the data plane cannot compile it.
         schema(
             26,
@@ -128,6 +134,11 @@ fn sections_are_validated_and_routed_by_content() {
     );
     // A section under a schema that is not JSON is never routed by content.
     assert_eq!(shard_requests(&e, "reasoning"), 1);
+
+    // A tensor signature reads the tensor table only: a section riding
+    // along is not counted as an input.
+    assert_eq!(ask(27, Some(chat)), ok);
+    assert_eq!(ask(27, None), ok);
 
     // Avro: string "chat" then int 5, zigzag varints.
     assert_eq!(ask(22, Some(b"\x08chat\x0a")), ok);
