@@ -261,10 +261,7 @@ impl<T: Transport> Worker<T> {
         }
         self.run_queues();
         debug_assert!(self.queues.iter().all(Vec::is_empty));
-        if !self.sends.is_empty() {
-            self.transport.tx_burst(&self.sends);
-            self.sends.clear();
-        }
+        self.flush_sends();
         n
     }
 
@@ -502,14 +499,10 @@ impl<T: Transport> Worker<T> {
             }
             self.answer_forward(f, "the peer serving this shard did not answer");
             if self.sends.len() == self.sends.capacity() {
-                self.transport.tx_burst(&self.sends);
-                self.sends.clear();
+                self.flush_sends();
             }
         }
-        if !self.sends.is_empty() {
-            self.transport.tx_burst(&self.sends);
-            self.sends.clear();
-        }
+        self.flush_sends();
     }
 
     /// Runs admitted requests, shard by shard, `max_concurrency` at a time.
