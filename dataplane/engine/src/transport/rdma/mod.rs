@@ -500,27 +500,7 @@ mod tests {
         };
         let mut c = RdmaClient::connect(format!("{ip}:7474").parse().unwrap(), opts).unwrap();
         for id in [41u64, 42] {
-            c.send(|b| {
-                let dims = [4u64];
-                let data = [1u8; 4];
-                let t = [sluice_wire::TensorRepr {
-                    name: "x",
-                    dtype: sluice_wire::DType::U8,
-                    dims: &dims,
-                    data: Some(&data),
-                }];
-                sluice_wire::FrameRepr {
-                    request_id: id,
-                    model: "echo",
-                    model_version: "1",
-                    tensors: &t,
-                    ..sluice_wire::FrameRepr::default()
-                }
-                .emit(b)
-                .map(|l| l.frame_len)
-                .unwrap_or(usize::MAX)
-            })
-            .unwrap();
+            c.send(echo_request(id)).unwrap();
             let (rid, code) = c
                 .recv(std::time::Duration::from_secs(30), |b, _| {
                     let f = sluice_wire::Frame::new_checked(b).unwrap();

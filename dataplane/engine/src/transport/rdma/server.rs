@@ -39,6 +39,15 @@ use crate::config::{Config, ConfigError, HugepageMode, PeerTransport};
 use crate::pool::{FreeList, PoolError, Region};
 use crate::transport::{RxPacket, Transport, TransportCounters, TxPacket};
 
+/// Which connection a frame went out on, for its counters.
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    /// A client connection, by slot.
+    Client(usize),
+    /// A peer connection, by peer index.
+    Peer(usize),
+}
+
 /// Why the RDMA transport could not start or act.
 #[derive(Debug)]
 pub enum RdmaError {
@@ -1466,6 +1475,34 @@ impl RdmaTransport {
         }
     }
 
+    fn conn_stats(&self, c: Via) -> &ConnCounters {
+        match c {
+            Via::Client(s) => &self.port.stats[s],
+            Via::Peer(k) => &self.port.peer_stats[k],
+        }
+    }
+
+    /// Sends a received frame from its buffer (forward or relay) and counts
+    /// it on its connection. Without a target, or when the post fails, the
+    /// error is counted and the buffer released.
+    fn send_counted(&mut self, rx: &RxPacket, target: Option<(Qp, Via)>) -> Option<u64> {
+        let Some((qp, conn)) = target else {
+            self.counters.tx_errors += 1;
+            self.rx_release(rx);
+            return None;
+        };
+        if !self.send_held(rx, qp) {
+            self.counters.tx_errors += 1;
+            bump(&self.conn_stats(conn).errors, 1);
+            self.rx_release(rx);
+            return None;
+        }
+        let stats = self.conn_stats(conn);
+        bump(&stats.tx_frames, 1);
+        bump(&stats.tx_bytes, rx.len as u64);
+        Some(0)
+    }
+
     /// A frame straight from its receive buffer on `qp` (forward or relay):
     /// the completion (`TAG_HELD`) gives the buffer back.
     fn send_held(&mut self, rx: &RxPacket, qp: Qp) -> bool {
@@ -1872,21 +1909,7 @@ impl Transport for RdmaTransport {
             .peer_index(&to)
             .and_then(|k| Some((k, self.peers[k].qp?)))
             .filter(|&(k, _)| self.forward_check(rx, to).is_ok() && self.peers[k].up);
-        let Some((k, qp)) = target else {
-            self.counters.tx_errors += 1;
-            self.rx_release(rx);
-            return None;
-        };
-        if !self.send_held(rx, qp) {
-            self.counters.tx_errors += 1;
-            bump(&self.port.peer_stats[k].errors, 1);
-            self.rx_release(rx);
-            return None;
-        }
-        let stats = &self.port.peer_stats[k];
-        bump(&stats.tx_frames, 1);
-        bump(&stats.tx_bytes, rx.len as u64);
-        Some(0)
+        self.send_counted(rx, target.map(|(k, qp)| (qp, Via::Peer(k))))
     }
 
     /// Zero copy: the peer's answer goes by SEND from the receive buffer it
@@ -1896,22 +1919,8 @@ impl Transport for RdmaTransport {
             let c = self.conns[s];
             (rx.buf < self.rx_count && rx.len <= c.hello.buffer_size).then_some((s, c.qp?))
         });
-        let Some((s, qp)) = target else {
-            // The client left, or the answer is larger than its buffers.
-            self.counters.tx_errors += 1;
-            self.rx_release(rx);
-            return None;
-        };
-        if !self.send_held(rx, qp) {
-            self.counters.tx_errors += 1;
-            bump(&self.port.stats[s].errors, 1);
-            self.rx_release(rx);
-            return None;
-        }
-        let stats = &self.port.stats[s];
-        bump(&stats.tx_frames, 1);
-        bump(&stats.tx_bytes, rx.len as u64);
-        Some(0)
+        // None: the client left, or the answer is larger than its buffers.
+        self.send_counted(rx, target.map(|(s, qp)| (qp, Via::Client(s))))
     }
 
     fn lost_peer(&mut self) -> Option<SocketAddr> {
