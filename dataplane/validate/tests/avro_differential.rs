@@ -12,11 +12,14 @@
 //! - more than ITEMS_MAX items over several blocks (it limits one block);
 //! - nesting deeper than DEPTH_MAX (it has no limit).
 
+mod common;
+
 use std::collections::HashMap;
 
 use apache_avro::schema::{Name, RecordSchema, Schema};
 use apache_avro::types::Value;
 use apache_avro::{from_avro_datum, to_avro_datum};
+use common::Rng;
 use proptest::prelude::*;
 use sluice_validate::avro::{AvroSchema, ITEMS_MAX};
 
@@ -50,20 +53,7 @@ const LENIENT_THERE: &[&str] = &[
     "nesting deeper than limits::DEPTH_MAX",
 ];
 
-struct Rng(u64);
-
 impl Rng {
-    /// SplitMix64.
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
     /// Small values most of the time, extremes sometimes.
     fn int64(&mut self) -> i64 {
         match self.below(4) {

@@ -12,10 +12,13 @@
 //!   any value as an entry's length); we refuse a map field that is not
 //!   length-delimited, as for any other declared field.
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use common::Rng;
 use prost::Message as _;
 use prost::bytes::Bytes;
 use prost_reflect::{
@@ -111,20 +114,7 @@ extend Rec {
 }
 "#;
 
-struct Rng(u64);
-
 impl Rng {
-    /// SplitMix64.
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
     fn int(&mut self) -> u64 {
         match self.below(3) {
             0 => self.below(300),

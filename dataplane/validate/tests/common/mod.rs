@@ -1,0 +1,20 @@
+//! Shared by the differential tests: a small deterministic generator, so a
+//! failing case reproduces from its seed. Each test adds the value
+//! generators it needs in its own `impl Rng`.
+
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// SplitMix64.
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
