@@ -8,6 +8,11 @@
 //! DPDK's EAL can be initialized once per process, so each scenario runs in
 //! a child process of this test binary.
 #![cfg(feature = "dpdk")]
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+// setns and kill through libc for the scenarios in child processes.
+#![allow(unsafe_code)]
 
 mod common;
 

@@ -1,6 +1,9 @@
 //! Two appliances on loopback: a request for a shard whose labels only the
 //! peer carries is forwarded there, and the peer's answer is relayed back
 //! with its request id; a peer that stops answering gets retryable errors.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;
 
