@@ -216,6 +216,7 @@ fn forwards_to_an_rdma_peer_and_relays_its_answer() {
     );
     let a_text = format!(
         "[engine]\nworkers = [0]\ntransport = \"rdma\"\npoll = \"adaptive\"\nforward_timeout_ms = 60000\n\
+         rx_burst_max = 1\n\
          {common}listen = \"{ip}:7475\"\n\
          [[shards]]\nname = \"far\"\nlabels = {{ gpu = \"x\" }}\n\
          [[routes]]\nname = \"echo\"\nmodel = \"echo\"\nshard = \"far\"\n\
@@ -263,6 +264,18 @@ fn forwards_to_an_rdma_peer_and_relays_its_answer() {
         assert_eq!((rid, code), (id, None), "B's answer, relayed by A");
         assert_eq!(data, [id as u8, 2, 3, 4], "the echo model's output");
     }
+    // Pipelined: B's answers land on A's completion queue together while A
+    // takes one frame per burst (rx_burst_max = 1); each is relayed once.
+    for id in 20..28u64 {
+        c.send(echo_request(id)).unwrap();
+    }
+    let mut got: Vec<u64> = (0..8).map(|_| answer(&mut c).0).collect();
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        (20..28).collect::<Vec<u64>>(),
+        "every pipelined answer"
+    );
     let listed = connections();
     let p = listed.iter().find(|s| s.id == first.id).expect("listed");
     assert_eq!((p.role, p.transport, p.worker), ("peer", "rdma", 0));

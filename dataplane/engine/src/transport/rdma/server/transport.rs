@@ -427,6 +427,9 @@ impl Transport for RdmaTransport {
         self.drain_inbox();
         let mut n = 0;
         while n < out.len() {
+            // Each completion yields at most one frame (service or peer
+            // connection alike), so polling no more than the room left keeps
+            // every frame inside `out` (issue 13.1's pattern).
             let room = (out.len() - n).min(verbs::POLL_BATCH_MAX);
             let mut wcs = self.wcs;
             let k = self.port.cq.poll(&mut wcs[..room]);
