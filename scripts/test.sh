@@ -2,12 +2,16 @@
 # Runs every test: Rust unit, property, integration and end-to-end tests
 # (real io_uring sockets, real ONNX Runtime), the Go control plane's tests,
 # and a bounded fuzzing run. Stages needing root (DPDK on veth) run when root.
+# It first installs what the tests need through scripts/setup.sh
+# (idempotent: a second run only checks), so on a fresh machine
+# `scripts/demo.sh` then `scripts/test.sh` is the whole set-up.
 #
 #   scripts/test.sh            everything
 #   FUZZ_SECONDS=N             fuzzing time per target (default 30)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+scripts/setup.sh
 export SLUICE_ORT_LIB="${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}"
 [ -f "$SLUICE_ORT_LIB" ] || scripts/setup-onnxruntime.sh >/dev/null
 
