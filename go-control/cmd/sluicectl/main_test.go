@@ -15,11 +15,12 @@ import (
 
 	"github.com/sluice-ai/sluice/go-control/internal/daemon"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"github.com/sluice-ai/sluice/go-control/internal/engine/enginetest"
 )
 
 // startDaemon runs sluiced in-process on the fake engine, on an ephemeral
 // loopback port with the given admin token, and returns its address.
-func startDaemon(t *testing.T, token string) (string, *engine.Fake) {
+func startDaemon(t *testing.T, token string) (string, *enginetest.Fake) {
 	t.Helper()
 	dir := t.TempDir()
 	b, err := os.ReadFile("../../../cfg/sluice.toml")
@@ -52,7 +53,7 @@ func startDaemon(t *testing.T, token string) (string, *engine.Fake) {
 	})
 	select {
 	case a := <-ready:
-		return a.String(), d.Engine().(*engine.Fake)
+		return a.String(), d.Engine().(*enginetest.Fake)
 	case err := <-done:
 		t.Fatalf("daemon: %v", err)
 	case <-time.After(10 * time.Second):

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"github.com/sluice-ai/sluice/go-control/internal/engine/enginetest"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
 )
 
@@ -50,7 +51,7 @@ func replaceOnce(t *testing.T, s, old, new string) string {
 type running struct {
 	t    *testing.T
 	d    *Daemon
-	fake *engine.Fake
+	fake *enginetest.Fake
 	path string // config file
 	base string // http://addr
 	http *http.Client
@@ -79,7 +80,7 @@ func start(t *testing.T, dir, src string, opts ...func(*Options)) *running {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{t: t, d: d, fake: d.Engine().(*engine.Fake), path: path, stop: cancel, done: make(chan error, 1),
+	r := &running{t: t, d: d, fake: d.Engine().(*enginetest.Fake), path: path, stop: cancel, done: make(chan error, 1),
 		http: &http.Client{Timeout: 10 * time.Second}}
 	go func() { r.done <- d.Run(ctx) }()
 	select {

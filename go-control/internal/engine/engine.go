@@ -1,7 +1,7 @@
 // Package engine is the Go side of the data-plane engine: the interface the
 // daemon drives, the types that cross it, and a registry of implementations.
-// The Rust engine is linked through the C ABI in cgo.go (written separately);
-// Fake is an in-memory stand-in for unit tests that serves no traffic.
+// The Rust engine is package rustengine (the C ABI); the in-memory Fake for
+// tests is package enginetest, kept out of production binaries.
 package engine
 
 import (
@@ -113,17 +113,6 @@ type ConnectionTotals struct {
 	TxBytes   uint64 `json:"tx_bytes"`
 	TxLarge   uint64 `json:"tx_large"`
 	Errors    uint64 `json:"errors"`
-}
-
-// add counts c's traffic into t.
-func (t *ConnectionTotals) add(c *Connection) {
-	t.RxFrames += c.RxFrames
-	t.RxBytes += c.RxBytes
-	t.RxLarge += c.RxLarge
-	t.TxFrames += c.TxFrames
-	t.TxBytes += c.TxBytes
-	t.TxLarge += c.TxLarge
-	t.Errors += c.Errors
 }
 
 // Schema is one registered schema version pushed to the hot-path validator
