@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
@@ -44,10 +45,12 @@ type Change struct {
 type Engine interface {
 	// Start pins the workers, opens the transport and begins serving.
 	Start() error
-	// Stop stops taking new requests, answers the ones in flight, then
-	// releases cores and buffers. If ctx ends first it drops the rest and
-	// returns errs.ErrTimeout. Calling Stop twice returns errs.ErrNotRunning.
-	Stop(ctx context.Context) error
+	// Stop stops taking new requests: for drain, new requests are answered
+	// shutting_down (retryable) while the ones in flight finish; then the
+	// workers exit and cores and buffers are released. If ctx ends first it
+	// drops the rest and returns errs.ErrTimeout. Calling Stop twice
+	// returns errs.ErrNotRunning.
+	Stop(ctx context.Context, drain time.Duration) error
 	// Apply replaces the given sections atomically: the engine validates the
 	// whole resulting set and either takes all of it at the next burst
 	// boundary or refuses all of it with errs.ErrInvalidConfig and a reason.
@@ -235,17 +238,17 @@ func (e *ErrorCounts) UnmarshalJSON(b []byte) error {
 	}
 	var pairs [][2]json.RawMessage
 	if err := json.Unmarshal(b, &pairs); err != nil {
-		return fmt.Errorf("error counts: want an object or [name, count] pairs: %v", err)
+		return fmt.Errorf("error counts: want an object or [name, count] pairs: %w", err)
 	}
 	out := make(ErrorCounts, len(pairs))
 	for _, p := range pairs {
 		var name string
 		var n uint64
 		if err := json.Unmarshal(p[0], &name); err != nil {
-			return fmt.Errorf("error counts: %v", err)
+			return fmt.Errorf("error counts: %w", err)
 		}
 		if err := json.Unmarshal(p[1], &n); err != nil {
-			return fmt.Errorf("error counts: %v", err)
+			return fmt.Errorf("error counts: %w", err)
 		}
 		out[name] += n
 	}

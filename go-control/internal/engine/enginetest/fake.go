@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
@@ -28,6 +29,7 @@ type Fake struct {
 	workers  map[int]*fakeWorker
 	shards   map[string]*fakeShard
 	inFlight int
+	drain    time.Duration // of the last Stop
 	drained  chan struct{} // closed when inFlight reaches 0 while draining
 	applies  int
 	stats    int // Stats calls
@@ -66,7 +68,7 @@ func init() {
 func NewFake(configJSON []byte) (*Fake, error) {
 	var cfg config.Config
 	if err := strictJSON(configJSON, &cfg); err != nil {
-		return nil, fmt.Errorf("%w: config: %v", errs.ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: config: %w", errs.ErrInvalidConfig, err)
 	}
 	if issues := config.Validate(&cfg); len(issues) > 0 {
 		return nil, refusal(issues)
@@ -141,8 +143,10 @@ func (f *Fake) Start() error {
 	return nil
 }
 
-// Stop implements engine.Engine: it waits for requests begun with Begin to End.
-func (f *Fake) Stop(ctx context.Context) error {
+// Stop implements engine.Engine: it waits for requests begun with Begin to
+// End (past drain too: the Fake has no traffic of its own to refuse), and
+// records drain for tests.
+func (f *Fake) Stop(ctx context.Context, drain time.Duration) error {
 	f.mu.Lock()
 	if f.state != "running" {
 		st := f.state
@@ -150,6 +154,7 @@ func (f *Fake) Stop(ctx context.Context) error {
 		return fmt.Errorf("%w: engine is %s", errs.ErrNotRunning, st)
 	}
 	f.state = "draining"
+	f.drain = drain
 	f.drained = make(chan struct{})
 	if f.inFlight == 0 {
 		close(f.drained)
@@ -171,8 +176,15 @@ func (f *Fake) Stop(ctx context.Context) error {
 		clear(f.retired)
 		n := f.inFlight
 		f.mu.Unlock()
-		return fmt.Errorf("%w: %d requests dropped: %v", errs.ErrTimeout, n, ctx.Err())
+		return fmt.Errorf("%w: %d requests dropped: %w", errs.ErrTimeout, n, ctx.Err())
 	}
+}
+
+// LastDrain is the drain the last Stop was given.
+func (f *Fake) LastDrain() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.drain
 }
 
 // Begin marks one request in flight; it fails once draining has begun, as
@@ -264,7 +276,7 @@ func (f *Fake) Apply(changes ...engine.Change) error {
 			return fmt.Errorf("%w: unknown section %q", errs.ErrInvalidArgument, ch.Section)
 		}
 		if err != nil {
-			return fmt.Errorf("%w: %s: %v", errs.ErrInvalidConfig, ch.Section, err)
+			return fmt.Errorf("%w: %s: %w", errs.ErrInvalidConfig, ch.Section, err)
 		}
 	}
 	if issues := config.Validate(next); len(issues) > 0 {

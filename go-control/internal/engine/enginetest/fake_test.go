@@ -88,7 +88,7 @@ func TestStopDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- f.Stop(context.Background()) }()
+	go func() { done <- f.Stop(context.Background(), 0) }()
 	// Once draining, new requests are refused.
 	for f.Begin() == nil {
 		f.End()
@@ -103,7 +103,7 @@ func TestStopDrains(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Stop(context.Background()); !errors.Is(err, errs.ErrNotRunning) {
+	if err := f.Stop(context.Background(), 0); !errors.Is(err, errs.ErrNotRunning) {
 		t.Fatalf("second stop: %v", err)
 	}
 }
@@ -113,7 +113,7 @@ func TestStopTimeout(t *testing.T) {
 	_ = f.Begin()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	if err := f.Stop(ctx); !errors.Is(err, errs.ErrTimeout) {
+	if err := f.Stop(ctx, 0); !errors.Is(err, errs.ErrTimeout) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -154,7 +154,7 @@ func TestFakeConnections(t *testing.T) {
 		t.Fatalf("totals: %+v", tot)
 	}
 	// Stopping tears the transport down; a stopped engine accepts nothing.
-	if err := f.Stop(context.Background()); err != nil {
+	if err := f.Stop(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	if cs, _ := f.Connections(); len(cs) != 0 {
