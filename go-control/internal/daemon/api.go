@@ -107,30 +107,47 @@ func decodeBytes(body []byte, v any) error {
 	return nil
 }
 
+// route is one admin API pattern and its handler method.
+type route struct {
+	pattern string
+	handler http.Handler
+}
+
+// routeTable lists every admin path (the registry is mounted beside it);
+// internal/api/openapi.json documents each, checked by a test.
+func (d *Daemon) routeTable() []route {
+	f := func(p string, h http.HandlerFunc) route { return route{p, h} }
+	return []route{
+		f("GET /v1/status", d.getStatus),
+		f("GET /v1/workers", d.getWorkers),
+		f("GET /v1/shards", d.getShards),
+		f("GET /v1/routes", d.getRoutes),
+		f("PUT /v1/routes", d.putRoutes),
+		f("DELETE /v1/routes", d.deleteRoutes),
+		f("GET /v1/tenants", d.getTenants),
+		f("PUT /v1/tenants", d.putTenants),
+		f("GET /v1/models", d.getModels),
+		f("POST /v1/models", d.postModel),
+		f("DELETE /v1/models/{name}/versions/{version}", d.deleteModel),
+		f("PUT /v1/models/{name}/aliases/{alias}", d.putAlias),
+		f("GET /v1/peers", d.getPeers),
+		f("POST /v1/peers", d.postPeer),
+		f("DELETE /v1/peers/{name}", d.deletePeer),
+		f("GET /v1/connections", d.getConnections),
+		f("DELETE /v1/connections/{id}", d.deleteConnection),
+		f("GET /v1/stats", d.getStats),
+		f("POST /v1/reload", d.postReload),
+		f("GET /openapi.json", d.getOpenAPI),
+		{"GET /metrics", d.metricsHandler()},
+	}
+}
+
 // routes maps every admin path to its handler method.
 func (d *Daemon) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", d.getStatus)
-	mux.HandleFunc("GET /v1/workers", d.getWorkers)
-	mux.HandleFunc("GET /v1/shards", d.getShards)
-	mux.HandleFunc("GET /v1/routes", d.getRoutes)
-	mux.HandleFunc("PUT /v1/routes", d.putRoutes)
-	mux.HandleFunc("DELETE /v1/routes", d.deleteRoutes)
-	mux.HandleFunc("GET /v1/tenants", d.getTenants)
-	mux.HandleFunc("PUT /v1/tenants", d.putTenants)
-	mux.HandleFunc("GET /v1/models", d.getModels)
-	mux.HandleFunc("POST /v1/models", d.postModel)
-	mux.HandleFunc("DELETE /v1/models/{name}/versions/{version}", d.deleteModel)
-	mux.HandleFunc("PUT /v1/models/{name}/aliases/{alias}", d.putAlias)
-	mux.HandleFunc("GET /v1/peers", d.getPeers)
-	mux.HandleFunc("POST /v1/peers", d.postPeer)
-	mux.HandleFunc("DELETE /v1/peers/{name}", d.deletePeer)
-	mux.HandleFunc("GET /v1/connections", d.getConnections)
-	mux.HandleFunc("DELETE /v1/connections/{id}", d.deleteConnection)
-	mux.HandleFunc("GET /v1/stats", d.getStats)
-	mux.HandleFunc("POST /v1/reload", d.postReload)
-	mux.HandleFunc("GET /openapi.json", d.getOpenAPI)
-	mux.Handle("GET /metrics", d.metricsHandler())
+	for _, r := range d.routeTable() {
+		mux.Handle(r.pattern, r.handler)
+	}
 	return mux
 }
 
