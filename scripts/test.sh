@@ -27,6 +27,7 @@ stage "build the engine's C ABI and the Go daemon (the end-to-end tests run slui
 eval "$(scripts/build-ffi.sh)"
 run "rust tests" cargo test --workspace
 run "go tests" bash -c 'cd go-control && go vet ./... && go test ./...'
+run "admin API and registry against their OpenAPI document (schemathesis, live sluiced)" scripts/api-check.sh
 run "nats comparison responder" env CARGO_TARGET_DIR="$root/target/perf-nats" cargo test --manifest-path perf/nats-responder/Cargo.toml
 run "dpdk unit tests" cargo test -p sluice-engine --features dpdk --lib transport::dpdk
 if [ "$(id -u)" = 0 ]; then

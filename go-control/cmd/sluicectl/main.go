@@ -21,8 +21,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/api"
+	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
 )
 

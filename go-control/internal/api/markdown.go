@@ -67,6 +67,7 @@ type oaSchema struct {
 	Properties  map[string]*oaSchema `json:"properties"`
 	Required    []string             `json:"required"`
 	OneOf       []*oaSchema          `json:"oneOf"`
+	AnyOf       []*oaSchema          `json:"anyOf"`
 	Additional  any                  `json:"additionalProperties"`
 	Minimum     *float64             `json:"minimum"`
 	Maximum     *float64             `json:"maximum"`
@@ -178,10 +179,12 @@ func typeOf(s *oaSchema) string {
 		name := s.Ref[strings.LastIndex(s.Ref, "/")+1:]
 		return "[" + name + "](#" + strings.ToLower(name) + ")"
 	}
-	if len(s.OneOf) > 0 {
-		parts := make([]string, len(s.OneOf))
-		for i, o := range s.OneOf {
-			parts[i] = typeOf(o)
+	if alts := append(s.OneOf, s.AnyOf...); len(alts) > 0 {
+		var parts []string
+		for _, o := range alts {
+			if o.Type != "null" {
+				parts = append(parts, typeOf(o))
+			}
 		}
 		return strings.Join(parts, " or ")
 	}
@@ -202,9 +205,11 @@ func typeOf(s *oaSchema) string {
 	case t == "array":
 		return "array of " + typeOf(s.Items)
 	case len(s.Enum) > 0:
-		vals := make([]string, len(s.Enum))
-		for i, e := range s.Enum {
-			vals[i] = fmt.Sprintf("`%v`", e)
+		var vals []string
+		for _, e := range s.Enum {
+			if e != nil {
+				vals = append(vals, fmt.Sprintf("`%v`", e))
+			}
 		}
 		return t + ": " + strings.Join(vals, ", ")
 	case t == "object" && s.Additional != nil && s.Additional != false:

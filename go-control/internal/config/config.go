@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/sluice-ai/sluice/go-control/internal/jsonnum"
 )
 
 // FileSizeMax bounds the config file we are willing to read, in bytes.
@@ -325,13 +327,24 @@ func (m *Model) UnmarshalJSON(b []byte) error {
 }
 
 // UnmarshalJSON implements json.Unmarshaler with the engine's defaults.
+// The id may be written 7 or 7.0 (both are the integer 7 in JSON).
 func (t *Tenant) UnmarshalJSON(b []byte) error {
 	type raw Tenant
-	r := raw{Models: []string{"*"}, Adapters: []string{"*"}, Routes: []string{"*"}}
+	r := struct {
+		*raw
+		ID *json.Number `json:"id"` // shadows raw's
+	}{raw: &raw{Models: []string{"*"}, Adapters: []string{"*"}, Routes: []string{"*"}}}
 	if err := strictUnmarshal(b, &r); err != nil {
 		return err
 	}
-	*t = Tenant(r)
+	if r.ID != nil {
+		id, err := jsonnum.Int64(*r.ID)
+		if err != nil {
+			return fmt.Errorf("tenant id: %w", err)
+		}
+		r.raw.ID = id
+	}
+	*t = Tenant(*r.raw)
 	return nil
 }
 

@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -66,6 +68,13 @@ func outcomeOf(err error) string {
 	if err == nil {
 		return outcomeOK
 	}
+	var rf *registryFailure
+	if errors.As(err, &rf) {
+		if rf.status >= 500 {
+			return outcomeFailed
+		}
+		return outcomeRefused
+	}
 	if errors.Is(err, errTooLarge) || httpStatus(err) < 500 {
 		return outcomeRefused
 	}
@@ -89,7 +98,12 @@ func (d *Daemon) auditAs(who, kind, action, what string, err error) {
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelWarn
-		attrs = append(attrs, "err", err.Error(), "code", errs.Name(err))
+		code := errs.Name(err)
+		var rf *registryFailure
+		if errors.As(err, &rf) {
+			code = rf.body.Code
+		}
+		attrs = append(attrs, "err", err.Error(), "code", code)
 	}
 	d.state.log.Log(context.Background(), level, "audit", attrs...)
 }
@@ -106,12 +120,13 @@ func (d *Daemon) auditRegistry(h http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(rec, r)
 		var err error
-		switch {
-		case rec.status >= 500:
-			err = errs.FromStatus(errs.StatusInternal, http.StatusText(rec.status))
-		case rec.status >= 400:
-			err = errs.FromStatus(errs.StatusInvalidArgument, http.StatusText(rec.status))
-		default:
+		if rec.status >= 400 {
+			e := &registryFailure{status: rec.status}
+			if json.Unmarshal(rec.body.Bytes(), &e.body) != nil || e.body.Code == "" {
+				e.body = api.Error{ErrorCode: rec.status, Message: http.StatusText(rec.status), Code: "error"}
+			}
+			err = e
+		} else {
 			d.schemas.waitPushed(SchemaPushWaitMax)
 		}
 		d.audit(r, "schemas", strings.ToLower(r.Method), strings.TrimPrefix(r.URL.Path, RegistryPrefix), err)
@@ -131,15 +146,35 @@ func registryChange(r *http.Request) bool {
 	return false
 }
 
-// statusRecorder keeps the status a handler wrote.
+// registryFailure is a registry answer of 4xx or 5xx, for the audit line.
+type registryFailure struct {
+	status int
+	body   api.Error
+}
+
+func (e *registryFailure) Error() string { return e.body.Message }
+
+// statusRecorder keeps the status a handler wrote and the start of an error
+// body (the audit line names its code).
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	body   bytes.Buffer
 }
+
+// errorBodyKeptMax bounds the error body kept for the audit line.
+const errorBodyKeptMax = 4 << 10
 
 func (s *statusRecorder) WriteHeader(st int) {
 	s.status = st
 	s.ResponseWriter.WriteHeader(st)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status >= 400 && s.body.Len() < errorBodyKeptMax {
+		s.body.Write(b[:min(len(b), errorBodyKeptMax-s.body.Len())])
+	}
+	return s.ResponseWriter.Write(b)
 }
 
 // reloadWhat summarises a reload for the audit line.

@@ -223,3 +223,19 @@ func TestDrainFromConfig(t *testing.T) {
 		t.Fatalf("drain %v, err %v", r.fake.LastDrain(), r.err)
 	}
 }
+
+// Bodies that would wipe a section by accident are refused; an explicit
+// empty list is how to clear one.
+func TestRefusesAccidentalWipes(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""))
+	r.apiErr("PUT", "/v1/tenants", "null", 400, "invalid_argument")
+	r.apiErr("PUT", "/v1/routes", `{"source":""}`, 400, "invalid_argument")
+	r.apiErr("PUT", "/v1/routes", "null", 400, "invalid_argument")
+	if len(r.fake.Config().Routes) != 4 || len(r.fake.Config().Tenants) != 1 {
+		t.Fatalf("a refused body changed the config: %+v", r.fake.Config())
+	}
+	r.must("PUT", "/v1/routes", `{"routes":[]}`, 200)
+	if len(r.fake.Config().Routes) != 0 {
+		t.Fatal(`{"routes":[]} must clear the routes`)
+	}
+}

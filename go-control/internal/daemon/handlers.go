@@ -100,9 +100,19 @@ func (d *Daemon) putRoutes(w http.ResponseWriter, r *http.Request) {
 	if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '[' {
 		err = decodeBytes(t, &routes)
 	} else {
-		var doc api.RoutesDoc
+		// Routes is a pointer so a missing key is told from an empty list:
+		// only "routes": [] clears them.
+		var doc struct {
+			Source string          `json:"source"`
+			Routes *[]config.Route `json:"routes"`
+		}
 		err = decodeBytes(t, &doc)
-		routes = doc.Routes
+		switch {
+		case err == nil && doc.Routes == nil:
+			err = fmt.Errorf("%w: body must be an array of routes or {\"routes\": [...]} (an empty array clears them)", errs.ErrInvalidArgument)
+		case err == nil:
+			routes = *doc.Routes
+		}
 	}
 	if err == nil {
 		err = d.state.setRoutes(routes)
@@ -139,6 +149,12 @@ func (d *Daemon) putTenants(w http.ResponseWriter, r *http.Request) {
 	err := decode(w, r, &ts)
 	if err != nil {
 		d.audit(r, "tenants", "set", "", err)
+		return
+	}
+	if ts == nil { // JSON null: refused, it would remove every tenant by accident
+		err = fmt.Errorf("%w: body must be an array of tenants ([] removes them all)", errs.ErrInvalidArgument)
+		d.audit(r, "tenants", "set", "", err)
+		writeErr(w, err)
 		return
 	}
 	names := make([]string, len(ts))
