@@ -225,9 +225,12 @@ fn negotiation_ttl_comes_from_the_config() {
 
     let mut cfg = test_config("");
     cfg.engine.negotiation_ttl_ms = 10;
-    let err = Engine::new(cfg, EngineOptions::default()).err().map(|e| e.to_string());
+    let err = Engine::new(cfg, EngineOptions::default())
+        .err()
+        .map(|e| e.to_string());
     assert!(
-        err.as_deref().is_some_and(|m| m.contains("engine.negotiation_ttl_ms")),
+        err.as_deref()
+            .is_some_and(|m| m.contains("engine.negotiation_ttl_ms")),
         "{err:?}"
     );
 }
