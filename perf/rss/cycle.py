@@ -4,7 +4,7 @@ over, and samples the daemon's RSS (VmRSS from /proc) as it goes.
 
     cycle.py --admin 127.0.0.1:PORT --pid PID --cycles 1000 --kind onnx --path models/mlp.onnx
 
-Prints one line per sample ("cycle rss anon file", KiB) and a summary: KiB of growth
+Prints one line per sample ("cycle rss anon file go_sys", KiB) and a summary: KiB of growth
 per cycle over the first and the second half (after a warm-up).
 """
 import argparse
@@ -24,6 +24,17 @@ def rss_kib(pid):
             if key in ("VmRSS", "RssAnon", "RssFile"):
                 out[key] = int(line.split()[1])
     return out["VmRSS"], out["RssAnon"], out["RssFile"]
+
+
+def go_sys_kib(conn):
+    """What the Go runtime holds from the OS (go_memstats_sys_bytes), KiB."""
+    conn.request("GET", "/metrics")
+    resp = conn.getresponse()
+    text = resp.read().decode()
+    for line in text.splitlines():
+        if line.startswith("go_memstats_sys_bytes "):
+            return int(float(line.split()[1])) // 1024
+    return 0
 
 
 def call(conn, method, path, body=None):
@@ -54,7 +65,7 @@ def main():
     t0 = time.monotonic()
     for i in range(a.warmup + a.cycles + 1):
         if i >= a.warmup and (i - a.warmup) % a.every == 0:
-            samples.append((i - a.warmup, *rss_kib(a.pid)))
+            samples.append((i - a.warmup, *rss_kib(a.pid), go_sys_kib(conn)))
             print(" ".join(map(str, samples[-1])), flush=True)
         if i == a.warmup + a.cycles:
             break
@@ -69,7 +80,8 @@ def main():
                       "kib_per_cycle_first_half": rate(s0, sm, 1),
                       "kib_per_cycle_second_half": rate(sm, s1, 1),
                       "anon_kib_per_cycle": rate(s0, s1, 2),
-                      "file_kib_per_cycle": rate(s0, s1, 3)}))
+                      "file_kib_per_cycle": rate(s0, s1, 3),
+                      "go_runtime_kib_per_cycle": rate(s0, s1, 4)}))
 
 
 if __name__ == "__main__":
