@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -243,5 +244,22 @@ func TestPeerTransport(t *testing.T) {
 	is := CheckPeer("peers[0]", Peer{Name: "b", Address: "10.0.0.2:7471", Transport: "tcp"})
 	if len(is) != 1 || is[0].Key != "peers[0].transport" {
 		t.Fatalf("want one issue at peers[0].transport, got %v", is)
+	}
+}
+
+// docs/wire.md's example key, as the config writes it, decodes to the
+// ASCII bytes the spec signs its example with.
+func TestWireExampleKeyInConfigForm(t *testing.T) {
+	b, err := os.ReadFile("../../../docs/wire.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`key = "(hex:[0-9a-f]+)"`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("docs/wire.md shows no key = \"hex:...\" line")
+	}
+	key, err := DecodeKey(string(m[1]), func(string) string { return "" })
+	if err != nil || string(key) != "sluice-example-key-tenant-7" {
+		t.Fatalf("example key decodes to %q, %v", key, err)
 	}
 }
