@@ -222,56 +222,13 @@ func dispatch(c *client, p *printer, args []string) error {
 	case "shards":
 		return shards(c, p)
 	case "routes":
-		if len(rest) == 0 {
-			return usageError("usage: sluicectl routes get|set FILE|reset")
-		}
-		switch rest[0] {
-		case "get":
-			return routesGet(c, p)
-		case "set":
-			if len(rest) != 2 {
-				return usageError("usage: sluicectl routes set FILE")
-			}
-			return routesSet(c, p, rest[1])
-		case "reset":
-			_, err := c.call("DELETE", "/v1/routes", nil, nil)
-			if err == nil && !p.json {
-				fmt.Fprintln(p.w, "routes: back to the config file")
-			}
-			return err
-		}
-		return usageError("usage: sluicectl routes get|set FILE|reset")
+		return routesCmd(c, p, rest)
 	case "tenants":
 		return tenants(c, p)
 	case "models":
-		if len(rest) > 0 && rest[0] == "load" {
-			return modelsLoad(c, p, rest[1:])
-		}
-		if len(rest) > 0 && rest[0] == "unload" {
-			if len(rest) != 3 {
-				return usageError("usage: sluicectl models unload NAME VERSION")
-			}
-			return modelsUnload(c, p, rest[1], rest[2])
-		}
-		if err := want(0, "models [load ...|unload NAME VERSION]"); err != nil {
-			return err
-		}
-		return models(c, p)
+		return modelsCmd(c, p, rest)
 	case "alias":
-		if len(rest) != 4 || rest[0] != "set" {
-			return usageError("usage: sluicectl alias set MODEL ALIAS VERSION")
-		}
-		path := "/v1/models/" + url.PathEscape(rest[1]) + "/aliases/" + url.PathEscape(rest[2])
-		raw, err := c.call("PUT", path, api.AliasBody{Version: rest[3]}, nil)
-		if err != nil {
-			return err
-		}
-		if p.json {
-			p.raw(raw)
-		} else {
-			fmt.Fprintf(p.w, "%s alias %s -> %s\n", rest[1], rest[2], rest[3])
-		}
-		return nil
+		return aliasSet(c, p, rest)
 	case "peers":
 		return peers(c, p, rest)
 	case "connections":
@@ -285,25 +242,74 @@ func dispatch(c *client, p *printer, args []string) error {
 	case "stats":
 		return stats(c, p)
 	case "reload":
-		var res api.ReloadResult
-		raw, err := c.call("POST", "/v1/reload", nil, &res)
-		if err != nil {
-			return err
-		}
-		if p.json {
-			p.raw(raw)
-			return nil
-		}
-		fmt.Fprintf(p.w, "reloaded; applied: %s\n", listOr(res.Applied, "nothing changed"))
-		if len(res.RestartRequired) > 0 {
-			fmt.Fprintf(p.w, "changed but needs a restart: %s\n", strings.Join(res.RestartRequired, ", "))
-		}
-		return nil
+		return reload(c, p)
 	case "help", "-h", "--help":
 		fmt.Fprint(p.w, usage)
 		return nil
 	}
 	return usageError(fmt.Sprintf("unknown command %q", cmd))
+}
+
+func routesCmd(c *client, p *printer, rest []string) error {
+	switch {
+	case len(rest) == 1 && rest[0] == "get":
+		return routesGet(c, p)
+	case len(rest) == 2 && rest[0] == "set":
+		return routesSet(c, p, rest[1])
+	case len(rest) == 1 && rest[0] == "reset":
+		_, err := c.call("DELETE", "/v1/routes", nil, nil)
+		if err == nil && !p.json {
+			fmt.Fprintln(p.w, "routes: back to the config file")
+		}
+		return err
+	}
+	return usageError("usage: sluicectl routes get|set FILE|reset")
+}
+
+func modelsCmd(c *client, p *printer, rest []string) error {
+	switch {
+	case len(rest) == 0:
+		return models(c, p)
+	case rest[0] == "load":
+		return modelsLoad(c, p, rest[1:])
+	case rest[0] == "unload" && len(rest) == 3:
+		return modelsUnload(c, p, rest[1], rest[2])
+	}
+	return usageError("usage: sluicectl models [load ...|unload NAME VERSION]")
+}
+
+func aliasSet(c *client, p *printer, rest []string) error {
+	if len(rest) != 4 || rest[0] != "set" {
+		return usageError("usage: sluicectl alias set MODEL ALIAS VERSION")
+	}
+	path := "/v1/models/" + url.PathEscape(rest[1]) + "/aliases/" + url.PathEscape(rest[2])
+	raw, err := c.call("PUT", path, api.AliasBody{Version: rest[3]}, nil)
+	if err != nil {
+		return err
+	}
+	if p.json {
+		p.raw(raw)
+	} else {
+		fmt.Fprintf(p.w, "%s alias %s -> %s\n", rest[1], rest[2], rest[3])
+	}
+	return nil
+}
+
+func reload(c *client, p *printer) error {
+	var res api.ReloadResult
+	raw, err := c.call("POST", "/v1/reload", nil, &res)
+	if err != nil {
+		return err
+	}
+	if p.json {
+		p.raw(raw)
+		return nil
+	}
+	fmt.Fprintf(p.w, "reloaded; applied: %s\n", listOr(res.Applied, "nothing changed"))
+	if len(res.RestartRequired) > 0 {
+		fmt.Fprintf(p.w, "changed but needs a restart: %s\n", strings.Join(res.RestartRequired, ", "))
+	}
+	return nil
 }
 
 func connections(c *client, p *printer) error {

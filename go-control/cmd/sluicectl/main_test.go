@@ -129,6 +129,18 @@ func TestCommands(t *testing.T) {
 	if out := mustCtl(t, env, "models"); !strings.Contains(out, "mlp    2.0.0    null  1") {
 		t.Fatalf("models:\n%s", out)
 	}
+	if out := mustCtl(t, env, "models", "unload", "mlp", "2.0.0"); !strings.Contains(out, "unloaded mlp 2.0.0") {
+		t.Fatalf("unload: %s", out)
+	}
+	if out := mustCtl(t, env, "models"); strings.Contains(out, "2.0.0") {
+		t.Fatalf("models after unload:\n%s", out)
+	}
+	if code, _, errs := ctl(t, env, "models", "unload", "mlp", "2.0.0"); code != 1 || !strings.Contains(errs, "(not_found)") {
+		t.Fatalf("unload twice: %d %s", code, errs)
+	}
+	if code, _, _ := ctl(t, env, "models", "unload", "mlp"); code != 2 {
+		t.Fatalf("unload without a version: exit %d, want usage (2)", code)
+	}
 	mustCtl(t, env, "peers", "add", "east", "127.0.0.1:7170", "hardware.gpu.memory=gddr6")
 	if out := mustCtl(t, env, "peers", "ls"); !strings.Contains(out, "east  127.0.0.1:7170  hardware.gpu.memory=gddr6") {
 		t.Fatalf("peers:\n%s", out)
