@@ -21,7 +21,8 @@ type oaDoc struct {
 	} `json:"tags"`
 	Paths      map[string]map[string]oaOp `json:"paths"`
 	Components struct {
-		Schemas map[string]*oaSchema `json:"schemas"`
+		Schemas   map[string]*oaSchema  `json:"schemas"`
+		Responses map[string]oaResponse `json:"responses"`
 	} `json:"components"`
 }
 
@@ -96,7 +97,7 @@ func Markdown(doc []byte) ([]byte, error) {
 				if !ok || !contains(op.Tags, tag.Name) {
 					continue
 				}
-				writeOp(&b, strings.ToUpper(m), path, op)
+				writeOp(&b, strings.ToUpper(m), path, op, d.Components.Responses)
 			}
 		}
 	}
@@ -107,7 +108,7 @@ func Markdown(doc []byte) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func writeOp(b *bytes.Buffer, method, path string, op oaOp) {
+func writeOp(b *bytes.Buffer, method, path string, op oaOp, shared map[string]oaResponse) {
 	fmt.Fprintf(b, "### `%s %s`\n\n%s.", method, path, op.Summary)
 	if op.Description != "" {
 		fmt.Fprintf(b, " %s", op.Description)
@@ -133,11 +134,10 @@ func writeOp(b *bytes.Buffer, method, path string, op oaOp) {
 	b.WriteString("| status | answer | body |\n| --- | --- | --- |\n")
 	for _, code := range sortedKeys(op.Responses) {
 		r := op.Responses[code]
-		desc, body := r.Description, "-"
 		if r.Ref != "" {
-			name := r.Ref[strings.LastIndex(r.Ref, "/")+1:]
-			desc, body = "see "+name, "[Error](#error)"
+			r = shared[r.Ref[strings.LastIndex(r.Ref, "/")+1:]]
 		}
+		desc, body := r.Description, "-"
 		for _, ct := range sortedKeys(r.Content) {
 			body = typeOf(r.Content[ct].Schema) + " (`" + ct + "`)"
 			break
