@@ -28,8 +28,10 @@ sed -e 's|^listen = "127.0.0.1:7070"|listen = "127.0.0.1:0"|' \
     -e "s|\"\\.\\./models/|\"$root/models/|g" \
     -e "s|\"\\.\\./\\.cache/onnxruntime/|\"$root/.cache/onnxruntime/|" \
     -e 's|^data_dir = .*|data_dir = "data"|' \
+    -e 's|^admin_token = ""|admin_token = "api-check-token"|' \
     "$root/cfg/sluice.toml" >"$work/sluice.toml"
-grep -q 'listen = "127.0.0.1:0"' "$work/sluice.toml" || { echo "api-check: cfg/sluice.toml changed shape" >&2; exit 2; }
+grep -q 'listen = "127.0.0.1:0"' "$work/sluice.toml" && grep -q 'admin_token = "api-check-token"' "$work/sluice.toml" ||
+    { echo "api-check: cfg/sluice.toml changed shape" >&2; exit 2; }
 "$bin" -config "$work/sluice.toml" >"$work/sluiced.log" 2>&1 &
 pid=$!
 addr=
@@ -41,11 +43,29 @@ for _ in $(seq 200); do
 done
 [ -n "$addr" ] || { cat "$work/sluiced.log" >&2; echo "api-check: sluiced did not come up" >&2; exit 1; }
 echo "api-check: sluiced at $addr"
+# The admin token is on, so every generated request carries it, and
+# without it even the document is refused: 401 with the JSON error body.
+auth="Authorization: Bearer api-check-token"
+python3 - "$addr" "$work/openapi.json" <<'PY' || exit 1
+import json, sys, urllib.error, urllib.request
+addr, out = sys.argv[1], sys.argv[2]
+url = f"http://{addr}/openapi.json"
+try:
+    urllib.request.urlopen(url, timeout=10)
+    sys.exit("api-check: GET /openapi.json without the token was served")
+except urllib.error.HTTPError as e:
+    body = json.loads(e.read())
+    if e.code != 401 or body.get("code") != "unauthorized" or body.get("error_code") != 401:
+        sys.exit(f"api-check: GET /openapi.json without the token: {e.code} {body}")
+req = urllib.request.Request(url, headers={"Authorization": "Bearer api-check-token"})
+with urllib.request.urlopen(req, timeout=10) as r, open(out, "wb") as f:
+    f.write(r.read())
+PY
 
 rc=0
 # Stateful links are not declared, so the phases are examples, coverage and
 # fuzzing; a fixed seed makes a failure reproducible.
-schemathesis --no-color --config-file "$root/scripts/schemathesis.toml" run "http://$addr/openapi.json" \
+schemathesis --no-color --config-file "$root/scripts/schemathesis.toml" run "$work/openapi.json" --url "http://$addr" -H "$auth" \
     --checks all \
     --phases examples,coverage,fuzzing \
     --max-examples "${EXAMPLES:-50}" \
