@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: Rust unit, property, integration and end-to-end tests
 # (real io_uring sockets, real ONNX Runtime), the Go control plane's tests,
-# and a bounded fuzzing run. Stages needing root (DPDK on veth) run when root.
+# the live admin API against its OpenAPI document (schemathesis), and a
+# bounded fuzzing run. Stages needing root (DPDK on veth) run when root.
 # It first installs what the tests need through scripts/setup.sh
 # (idempotent: a second run only checks), so on a fresh machine
 # `scripts/demo.sh` then `scripts/test.sh` is the whole set-up.
