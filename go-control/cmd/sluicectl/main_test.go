@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -213,5 +214,19 @@ func TestAuthAndUsage(t *testing.T) {
 	// Nothing listening: a clear error, not a hang.
 	if code, _, errs := ctl(t, map[string]string{"SLUICE_ADDR": "127.0.0.1:1"}, "status"); code != 1 || !strings.Contains(errs, "connect") {
 		t.Fatalf("no daemon: %d %s", code, errs)
+	}
+}
+
+// The CLI speaks the API through internal/api: it links neither the daemon
+// nor the engine's cgo wrapper.
+func TestCLIDependsOnTheAPITypesOnly(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range []string{"/internal/daemon", "/internal/rustengine", "/internal/engine/enginetest"} {
+		if strings.Contains(string(out), "go-control"+pkg+"\n") {
+			t.Errorf("sluicectl links %s", pkg)
+		}
 	}
 }
