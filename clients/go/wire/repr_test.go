@@ -53,7 +53,9 @@ func TestBuilderErrors(t *testing.T) {
 		{"dtype 8", func(r *Repr) { r.Tensors = []TensorRepr{{Name: "t", DType: 8}} }, ErrBadDType},
 		{"dim 2^63", func(r *Repr) { r.Tensors = []TensorRepr{u8("t", 0, 1<<63)} }, ErrSizeOverflow},
 		{"512 MiB", func(r *Repr) { r.Tensors = []TensorRepr{{Name: "t", DType: F32, Dims: []uint64{1 << 27}}} }, ErrSizeOverflow},
-		{"data too short", func(r *Repr) { r.Tensors = []TensorRepr{{Name: "t", DType: F32, Dims: []uint64{2}, Data: make([]byte, 7)}} }, ErrBadTensorLen},
+		{"data too short", func(r *Repr) {
+			r.Tensors = []TensorRepr{{Name: "t", DType: F32, Dims: []uint64{2}, Data: make([]byte, 7)}}
+		}, ErrBadTensorLen},
 		{"frame over 256 MiB", func(r *Repr) {
 			r.Tensors = []TensorRepr{{Name: "a", DType: U8, Dims: []uint64{200 << 20}}, {Name: "b", DType: U8, Dims: []uint64{100 << 20}}}
 		}, ErrTooLarge},
