@@ -23,6 +23,8 @@ stage "build the engine's C ABI and the Go daemon (the end-to-end tests run slui
 eval "$(scripts/build-ffi.sh)"
 run "rust tests" cargo test --workspace
 run "go tests" bash -c 'cd go-control && go vet ./... && go test ./...'
+run "go client (clients/go: conformance vectors, real engine, npy against numpy)" bash -c 'cd clients/go && go vet ./... && go test ./... && cd ../../perf/goclient && go vet ./...'
+run "go client parser fuzz (${FUZZ_SECONDS:-30}s)" scripts/fuzz-go.sh "${FUZZ_SECONDS:-30}"
 run "nats comparison responder" env CARGO_TARGET_DIR="$root/target/perf-nats" cargo test --manifest-path perf/nats-responder/Cargo.toml
 run "dpdk unit tests" cargo test -p sluice-engine --features dpdk --lib transport::dpdk
 if [ "$(id -u)" = 0 ]; then
