@@ -383,6 +383,7 @@ func (c *Client) wait(ctx context.Context, id uint64, cl *call) (answer, error) 
 // dropped; nothing a peer sends can block or crash it.
 func (c *Client) readLoop() {
 	defer close(c.done)
+	failed := false // the previous read failed too
 	for {
 		bp := c.recvBuf.Get().(*[]byte)
 		b, err := c.tr.ReadFrame(*bp)
@@ -399,8 +400,13 @@ func (c *Client) readLoop() {
 			// the server port) on the next read: the requests in flight
 			// will not be answered.
 			c.failAll(fmt.Errorf("sluice: receive: %w", err))
+			if failed {
+				time.Sleep(time.Millisecond) // an error that repeats must not spin
+			}
+			failed = true
 			continue
 		}
+		failed = false
 		if len(b) == 0 || &b[0] != &(*bp)[0] {
 			c.recvBuf.Put(bp) // the transport allocated a bigger buffer
 			bp = nil
