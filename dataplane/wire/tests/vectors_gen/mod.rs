@@ -572,7 +572,7 @@ fn header_cases() -> Vec<Case> {
         ),
         case(
             "header-len-max",
-            "edge: a header of exactly 4096 bytes (the limit), with a tensor after it",
+            "edge: a header of exactly 4096 bytes (the limit): routing strings at their limits and 14 extension headers",
             emit(&FrameRepr {
                 model: &model,
                 model_version: &version,
