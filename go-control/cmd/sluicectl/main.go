@@ -45,6 +45,7 @@ commands:
   connections close ID            disconnect one; its requests in flight fail, retryably
   stats                           counters and latency per worker and shard
   reload                          re-read the config file on the daemon
+  infer MODEL VERSION --input NAME=FILE.npy|FILE.json|@JSON ...  one inference request (infer -h)
 
 environment: SLUICE_ADDR (host:port or unix:/path), SLUICE_TOKEN
 `
@@ -241,6 +242,8 @@ func dispatch(c *client, p *printer, args []string) error {
 		return usageError("usage: sluicectl connections [close ID]")
 	case "stats":
 		return stats(c, p)
+	case "infer":
+		return infer(c, p, rest)
 	case "reload":
 		return reload(c, p)
 	case "help", "-h", "--help":
