@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use sluice_client::{DType, Response};
 
 use crate::array::{self, CopyStats, FrameMemory};
@@ -83,18 +83,15 @@ pub struct ResponseObj {
 
 #[pymethods]
 impl ResponseObj {
-    fn __repr__(&self, py: Python<'_>) -> String {
-        let names: Vec<String> = self
-            .outputs
-            .bind(py)
-            .keys()
-            .iter()
-            .map(|k| k.to_string())
-            .collect();
-        format!(
-            "Response(model={:?}, model_version={:?}, adapter={:?}, outputs={names:?})",
-            self.model, self.model_version, self.adapter
-        )
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let r = |s: &str| -> PyResult<String> { Ok(PyString::new(py, s).repr()?.to_string()) };
+        Ok(format!(
+            "Response(model={}, model_version={}, adapter={}, outputs={})",
+            r(&self.model)?,
+            r(&self.model_version)?,
+            r(&self.adapter)?,
+            self.outputs.bind(py).keys().repr()?
+        ))
     }
 }
 

@@ -270,6 +270,15 @@ pub fn build<'py>(
     Ok(PyBytes::new(py, &buf))
 }
 
+/// The frame signed with `key`: AUTHENTICATED set and the tag written.
+#[pyfunction]
+pub fn sign<'py>(py: Python<'py>, data: &[u8], key: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    let mut buf = data.to_vec();
+    let mut f = Frame::new_checked(&mut buf[..]).map_err(|e| errors::wire(py, e))?;
+    TenantKey::new(key).sign(&mut f);
+    Ok(PyBytes::new(py, &buf))
+}
+
 /// Whether the frame's tag verifies with `key` (the frame must parse).
 #[pyfunction]
 pub fn verify(py: Python<'_>, data: &[u8], key: &[u8]) -> PyResult<bool> {

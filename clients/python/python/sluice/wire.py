@@ -22,7 +22,7 @@ from . import _native
 from ._errors import ERROR_CODES, WireError
 from ._types import DTYPES
 
-__all__ = ["parse", "build", "verify", "WireError", "ERROR_CODES", "DTYPES", "DATAGRAM_LEN_MAX"]
+__all__ = ["parse", "build", "sign", "verify", "WireError", "ERROR_CODES", "DTYPES", "DATAGRAM_LEN_MAX"]
 
 #: Largest frame one UDP datagram carries.
 DATAGRAM_LEN_MAX: int = _native.DATAGRAM_LEN_MAX
@@ -41,6 +41,11 @@ def build(frame: Dict[str, Any], key: Optional[bytes] = None) -> bytes:
     next multiple of 64. With ``key`` the frame is signed (AUTHENTICATED
     flag, HMAC tag). Raises :class:`WireError` when a limit is exceeded."""
     return _native.build(frame, key)
+
+
+def sign(data: bytes, key: bytes) -> bytes:
+    """The frame signed with ``key`` (AUTHENTICATED flag set, tag written)."""
+    return _native.sign(bytes(data), key)
 
 
 def verify(data: bytes, key: bytes) -> bool:
