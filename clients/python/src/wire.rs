@@ -180,6 +180,7 @@ pub fn build<'py>(
             ));
         }
     }
+    #[derive(Clone, Copy)]
     enum B {
         None,
         Error(u16),
@@ -210,10 +211,10 @@ pub fn build<'py>(
     }
     let body = match b {
         B::None => BodyRepr::None,
+        // A code this build does not know (a newer peer's) is written raw
+        // over a known one after emitting: the layout is the same.
         B::Error(code) => BodyRepr::Error {
-            code: ErrorCode::from_u16(code).ok_or_else(|| {
-                errors::invalid_msg(py, &format!("error code {code} is unknown to this build"))
-            })?,
+            code: ErrorCode::from_u16(code).unwrap_or(ErrorCode::Internal),
             message: &o.body_text,
         },
         B::NegReq(version_hint) => BodyRepr::NegotiateRequest {
@@ -264,6 +265,12 @@ pub fn build<'py>(
     let layout = repr.layout().map_err(|e| errors::wire(py, e))?;
     let mut buf = vec![0u8; layout.frame_len];
     repr.emit(&mut buf).map_err(|e| errors::wire(py, e))?;
+    if let B::Error(code) = b
+        && let Some(dst) = buf.get_mut(layout.header_len..layout.header_len + 2)
+    {
+        // The error body starts at header_len with the u16 code.
+        dst.copy_from_slice(&code.to_le_bytes());
+    }
     if let Some(k) = key {
         TenantKey::new(&k).sign(&mut Frame::new_unchecked(&mut buf[..]));
     }
