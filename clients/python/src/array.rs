@@ -178,8 +178,9 @@ fn raw_dtype<'py>(value: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyAn
         return Ok(None);
     };
     let code: u8 = code.extract()?;
-    let dtype = DType::from_u8(code)
-        .ok_or_else(|| errors::invalid_msg(py, &format!("dtype code {code} is not in the wire table")))?;
+    let dtype = DType::from_u8(code).ok_or_else(|| {
+        errors::invalid_msg(py, &format!("dtype code {code} is not in the wire table"))
+    })?;
     Ok(Some((value.getattr(pyo3::intern!(py, "array"))?, dtype)))
 }
 
@@ -244,14 +245,18 @@ pub fn input<'py>(
             arr = numpy_fn(py, &NUMPY_ASARRAY, "asarray")?.call1((&arr,))?;
             CopyStats::add(&copies.inputs_copied, 1);
             let c = arr.getattr(attr)?;
-            if let Ok(n) = arr.getattr(pyo3::intern!(py, "nbytes")).and_then(|n| n.extract::<u64>()) {
+            if let Ok(n) = arr
+                .getattr(pyo3::intern!(py, "nbytes"))
+                .and_then(|n| n.extract::<u64>())
+            {
                 CopyStats::add(&copies.input_bytes_copied, n);
             }
             c
         }
     };
     let mut iface = interface(py, &capsule)?;
-    if iface.flags & (FLAG_C_CONTIGUOUS | FLAG_NOTSWAPPED) != (FLAG_C_CONTIGUOUS | FLAG_NOTSWAPPED) {
+    if iface.flags & (FLAG_C_CONTIGUOUS | FLAG_NOTSWAPPED) != (FLAG_C_CONTIGUOUS | FLAG_NOTSWAPPED)
+    {
         let kw = PyDict::new(py);
         let dt = arr.getattr(pyo3::intern!(py, "dtype"))?;
         kw.set_item("dtype", dt.call_method1("newbyteorder", ("=",))?)?;
@@ -332,7 +337,8 @@ fn interface(py: Python<'_>, capsule: &Bound<'_, PyAny>) -> PyResult<Iface> {
         }
     }
     let len = elems.saturating_mul(a.itemsize as u64);
-    let len = usize::try_from(len).map_err(|_| errors::invalid(py, sluice_wire::Error::SizeOverflow))?;
+    let len =
+        usize::try_from(len).map_err(|_| errors::invalid(py, sluice_wire::Error::SizeOverflow))?;
     Ok(Iface {
         kind: a.typekind,
         itemsize: a.itemsize as usize,
@@ -454,7 +460,10 @@ pub fn view<'py>(
     len: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     if offset.checked_add(len).is_none_or(|end| end > mem.len) {
-        return Err(errors::invalid_msg(py, "output tensor lies outside its frame"));
+        return Err(errors::invalid_msg(
+            py,
+            "output tensor lies outside its frame",
+        ));
     }
     let holder = OutputArray {
         mem: mem.clone(),

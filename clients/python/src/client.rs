@@ -85,7 +85,10 @@ fn request_from<'py>(
         schema: get("schema")?,
         section: get("section")?,
         extensions: get("extensions")?,
-        token_count: get("token_count")?.map(|v| v.extract()).transpose()?.unwrap_or(0),
+        token_count: get("token_count")?
+            .map(|v| v.extract())
+            .transpose()?
+            .unwrap_or(0),
     };
     let timeout = get("timeout")?.map(|v| v.extract()).transpose()?;
     let p = Prepared::new(
@@ -159,9 +162,11 @@ impl NativeClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         let resp = res.map_err(|e| errors::client_error(py, e))?;
         if full {
-            Ok(Py::new(py, response::response_obj(py, resp, &self.copies)?)?
-                .into_bound(py)
-                .into_any())
+            Ok(
+                Py::new(py, response::response_obj(py, resp, &self.copies)?)?
+                    .into_bound(py)
+                    .into_any(),
+            )
         } else {
             Ok(response::outputs(py, resp, &self.copies)?.into_any())
         }
@@ -215,7 +220,10 @@ impl NativeClient {
             }
         }
         if outstanding_max == 0 {
-            return Err(errors::invalid_msg(py, "outstanding_max must be at least 1"));
+            return Err(errors::invalid_msg(
+                py,
+                "outstanding_max must be at least 1",
+            ));
         }
         let cfg = ClientConfig {
             tenant_id: tenant,
@@ -404,7 +412,8 @@ impl NativeClient {
         let mut g = self.lock(py)?;
         let client = g.as_mut().ok_or_else(|| Self::closed_error(py))?.client();
         for _ in 0..max {
-            let Some((id, res)) = client.try_recv().map_err(|e| errors::client_error(py, e))? else {
+            let Some((id, res)) = client.try_recv().map_err(|e| errors::client_error(py, e))?
+            else {
                 break;
             };
             match self.answer_object(py, res, false) {
@@ -466,7 +475,9 @@ impl NativeClient {
     fn local_addr(&self, py: Python<'_>) -> PyResult<(String, u16)> {
         let mut g = self.lock(py)?;
         let client = g.as_mut().ok_or_else(|| Self::closed_error(py))?.client();
-        let a = client.local_addr().map_err(|e| errors::client_error(py, e))?;
+        let a = client
+            .local_addr()
+            .map_err(|e| errors::client_error(py, e))?;
         Ok((a.ip().to_string(), a.port()))
     }
 

@@ -24,7 +24,11 @@ pub fn make(
 ) -> PyErr {
     let build = || -> PyResult<PyErr> {
         let f = FROM_NATIVE.get_or_try_init(py, || {
-            Ok::<_, PyErr>(py.import("sluice._errors")?.getattr("from_native")?.unbind())
+            Ok::<_, PyErr>(
+                py.import("sluice._errors")?
+                    .getattr("from_native")?
+                    .unbind(),
+            )
         })?;
         let args = PyTuple::new(
             py,
@@ -92,7 +96,10 @@ pub fn client_error(py: Python<'_>, e: ClientError) -> PyErr {
 
 /// A request the builder refused, named by the `sluice_wire::Error` variant.
 pub fn invalid(py: Python<'_>, w: sluice_wire::Error) -> PyErr {
-    let name = format!("{w:?}").into_pyobject(py).ok().map(|s| s.into_any().unbind());
+    let name = format!("{w:?}")
+        .into_pyobject(py)
+        .ok()
+        .map(|s| s.into_any().unbind());
     make(
         py,
         "invalid",
@@ -111,6 +118,9 @@ pub fn invalid_msg(py: Python<'_>, message: &str) -> PyErr {
 
 /// A frame `sluice.wire.parse` or `build` refused: `sluice.WireError`.
 pub fn wire(py: Python<'_>, w: sluice_wire::Error) -> PyErr {
-    let name = format!("{w:?}").into_pyobject(py).ok().map(|s| s.into_any().unbind());
+    let name = format!("{w:?}")
+        .into_pyobject(py)
+        .ok()
+        .map(|s| s.into_any().unbind());
     make(py, "wire", None, w.as_str(), false, name)
 }

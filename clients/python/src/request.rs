@@ -133,7 +133,8 @@ fn deadline(py: Python<'_>, d: Option<&Bound<'_, PyAny>>) -> PyResult<Deadline> 
         return Ok(Deadline::AtUnixUs(((ts * 1e6) as u64).max(1)));
     }
     let secs: f64 = if d.hasattr(pyo3::intern!(py, "total_seconds"))? {
-        d.call_method0(pyo3::intern!(py, "total_seconds"))?.extract()?
+        d.call_method0(pyo3::intern!(py, "total_seconds"))?
+            .extract()?
     } else {
         d.extract().map_err(|_| {
             errors::invalid_msg(py, "deadline must be seconds, a timedelta or a datetime")
@@ -208,7 +209,10 @@ fn schema(py: Python<'_>, s: Option<&Bound<'_, PyAny>>) -> PyResult<(u32, u32)> 
         return Ok((0, 0));
     };
     if let Ok(id) = s.getattr(pyo3::intern!(py, "schema_id")) {
-        return Ok((id.extract()?, s.getattr(pyo3::intern!(py, "version"))?.extract()?));
+        return Ok((
+            id.extract()?,
+            s.getattr(pyo3::intern!(py, "version"))?.extract()?,
+        ));
     }
     s.extract::<(u32, u32)>().map_err(|_| {
         errors::invalid_msg(
@@ -259,11 +263,10 @@ fn section<'py>(py: Python<'py>, s: Option<&Bound<'py, PyAny>>) -> PyResult<Opti
         return Ok(Some(Section::Owned(st.to_cow()?.as_bytes().to_vec())));
     }
     if is_buffer_type(py, s)? {
-        let b = py
-            .import("builtins")?
-            .getattr("bytes")?
-            .call1((s,))?;
-        return Ok(Some(Section::Owned(b.cast::<PyBytes>()?.as_bytes().to_vec())));
+        let b = py.import("builtins")?.getattr("bytes")?.call1((s,))?;
+        return Ok(Some(Section::Owned(
+            b.cast::<PyBytes>()?.as_bytes().to_vec(),
+        )));
     }
     let dumps = JSON_DUMPS.get_or_try_init(py, || {
         Ok::<_, PyErr>(py.import("json")?.getattr("dumps")?.unbind())

@@ -26,7 +26,13 @@ pub fn outputs<'py>(
         let range = t.data_range();
         let converted = (widen && t.dtype == DType::BF16)
             .then(|| array::widen_bf16(&frame.as_bytes()[range.clone()]));
-        descs.push((t.name.to_owned(), t.dtype, t.dims().to_vec(), range, converted));
+        descs.push((
+            t.name.to_owned(),
+            t.dtype,
+            t.dims().to_vec(),
+            range,
+            converted,
+        ));
     }
     let mem = Arc::new(FrameMemory::new(frame.into_inner()));
     let out = PyDict::new(py);

@@ -4,8 +4,8 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use sluice_wire::{
-    BodyRepr, DType, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, SchemaType, TenantKey,
-    TensorRepr, TraceContext,
+    BodyRepr, DType, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, SchemaType, TenantKey, TensorRepr,
+    TraceContext,
 };
 
 use crate::errors;
@@ -163,7 +163,8 @@ pub fn build<'py>(
         for e in list.try_iter()? {
             let e = e?;
             let e = e.cast::<PyDict>()?;
-            o.exts.push((get(e, "key", String::new())?, get(e, "value", Vec::new())?));
+            o.exts
+                .push((get(e, "key", String::new())?, get(e, "value", Vec::new())?));
         }
     }
     if let Some(list) = frame.get_item("tensors")?.filter(|v| !v.is_none()) {
@@ -171,7 +172,8 @@ pub fn build<'py>(
             let t = t?;
             let t = t.cast::<PyDict>()?;
             let code: u8 = get(t, "dtype", 0u8)?;
-            let dtype = DType::from_u8(code).ok_or_else(|| errors::wire(py, sluice_wire::Error::BadDType))?;
+            let dtype = DType::from_u8(code)
+                .ok_or_else(|| errors::wire(py, sluice_wire::Error::BadDType))?;
             o.tensors.push((
                 get(t, "name", String::new())?,
                 dtype,
@@ -225,7 +227,8 @@ pub fn build<'py>(
             schema_id,
             version,
             ttl_ms,
-            schema_type: SchemaType::from_u8(st).ok_or_else(|| errors::wire(py, sluice_wire::Error::BadBody))?,
+            schema_type: SchemaType::from_u8(st)
+                .ok_or_else(|| errors::wire(py, sluice_wire::Error::BadBody))?,
             schema: &o.body_bytes,
         },
     };
