@@ -13,21 +13,15 @@ bash scripts/setup-python-client.sh
 export SLUICE_ORT_LIB="${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}"
 [ -f "$SLUICE_ORT_LIB" ] || scripts/setup-onnxruntime.sh >/dev/null
 [ -x .cache/bin/sluiced ] || { echo "test-python: .cache/bin/sluiced missing: run scripts/build-ffi.sh" >&2; exit 1; }
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/python}"
-
 venv=$root/.cache/python-client
-dist=$(mktemp -d)
-trap 'rm -rf "$dist"' EXIT
-# pip's build of the source tree; --no-build-isolation uses the venv's pinned maturin.
-PATH="$venv/bin:$PATH" "$venv/bin/pip" wheel -q --no-build-isolation --no-deps -w "$dist" clients/python
-wheel=$(ls "$dist"/sluice-*-cp39-abi3-*.whl)
-echo "test-python: built $(basename "$wheel")"
-"$venv/bin/pip" install -q --force-reinstall --no-deps "$wheel"
+py39=$root/.cache/python-client-py39
+targets=("$venv")
+[ -x "$py39/bin/python" ] && targets+=("$py39")
+scripts/install-python-client.sh "${targets[@]}"
 (cd clients/python && "$venv/bin/python" -m pytest -q -p no:cacheprovider tests "$@")
 
 py39=$root/.cache/python-client-py39
 if [ -x "$py39/bin/python" ]; then
-    "$py39/bin/pip" install -q --force-reinstall --no-deps "$wheel"
     echo "test-python: the same wheel on $("$py39/bin/python" --version)"
     (cd clients/python && "$py39/bin/python" -m pytest -q -p no:cacheprovider \
         tests/test_dtypes.py tests/test_errors.py tests/test_async.py tests/test_garbage.py \
