@@ -4,12 +4,16 @@
 #   latency:    Python Client.infer p50 (spin)  vs  loadgen --closed 1 (Rust sluice-client, spin)
 #               added = python p50 - rust p50                   target: <= 5 us
 #   throughput: Python infer_many (window 32, spin) and AsyncClient (32 in flight)
-#               vs loadgen --closed 32; ratio = python / rust
-#   perf/python-client.sh        (DURATION=5 seconds per run)
+#               vs loadgen --closed 32 (spinning, its default, and --block: AsyncClient
+#               sleeps in epoll); ratio = python / rust
+# The host is shared, so the runs alternate, ROUNDS times, and each figure is
+# the median over the rounds.
+#   perf/python-client.sh        (DURATION=3 seconds per run, ROUNDS=3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-DURATION=${DURATION:-5}
+DURATION=${DURATION:-3}
+ROUNDS=${ROUNDS:-3}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target/perf}
 export SLUICE_ORT_LIB=${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}
 [ -f "$SLUICE_ORT_LIB" ] || scripts/setup-onnxruntime.sh >/dev/null
@@ -34,33 +38,46 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 
-rust() { taskset -c 0 "$BIN/loadgen" --addr $addr --mix $mix --closed "$1" --duration "${DURATION}s" --warmup 1s --json; }
-rust 1 >"$OUT/rust-1.json"
-taskset -c 0 "$PY" perf/python-client/bench.py latency $addr "$DURATION" >"$OUT/py-latency.json"
-rust 32 >"$OUT/rust-32.json"
-taskset -c 0 "$PY" perf/python-client/bench.py many $addr "$DURATION" 32 >"$OUT/py-many.json"
-taskset -c 0 "$PY" perf/python-client/bench.py async $addr "$DURATION" 32 >"$OUT/py-async.json"
+rust() { taskset -c 0 "$BIN/loadgen" --addr $addr --mix $mix --closed "$1" --duration "${DURATION}s" --warmup 1s --json "${@:2}"; }
+for r in $(seq "$ROUNDS"); do
+    rust 1 >"$OUT/rust-1.$r.json"
+    taskset -c 0 "$PY" perf/python-client/bench.py latency $addr "$DURATION" >"$OUT/py-latency.$r.json"
+    rust 32 >"$OUT/rust-32.$r.json"
+    rust 32 --block >"$OUT/rust-32-block.$r.json"
+    taskset -c 0 "$PY" perf/python-client/bench.py many $addr "$DURATION" 32 >"$OUT/py-many.$r.json"
+    taskset -c 0 "$PY" perf/python-client/bench.py async $addr "$DURATION" 32 >"$OUT/py-async.$r.json"
+done
 stop
 
-"$PY" - "$OUT" <<'PY'
-import json, sys
-out = sys.argv[1]
-j = lambda n: json.load(open(f"{out}/{n}.json"))
-r1, r32, pl, pm, pa = j("rust-1"), j("rust-32"), j("py-latency"), j("py-many"), j("py-async")
-for r in (r1, r32):
-    errs = sum(r["errors"].values()) + r["timeouts"]
-    assert errs == 0, r
-rl, ql = r1["latency_us"], pl["latency_us"]
-print(f"\nMLP batch 1, one request at a time (spin):")
+"$PY" - "$OUT" "$ROUNDS" <<'PY'
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+runs = lambda n: [json.load(open(f"{out}/{n}.{r}.json")) for r in range(1, rounds + 1)]
+med = lambda xs: statistics.median(xs)
+r1, r32, r32b = runs("rust-1"), runs("rust-32"), runs("rust-32-block")
+pl, pm, pa = runs("py-latency"), runs("py-many"), runs("py-async")
+for r in r1 + r32 + r32b:
+    assert sum(r["errors"].values()) == 0, r
+lost = {n: sum(r["timeouts"] for r in rs) for n, rs in
+        (("rust", r1 + r32 + r32b), ("python", pl + pm + pa))}
+lat = lambda rs, q: med([r["latency_us"][q] for r in rs])
+tput = lambda rs: med([r["throughput_per_sec"] for r in rs])
+print(f"\nMLP batch 1, one request at a time (spin), median of {rounds} rounds:")
 print(f"  {'':<22}{'p50 µs':>10}{'p90 µs':>10}{'p99 µs':>10}")
-print(f"  {'rust (loadgen)':<22}{rl['p50']:>10.1f}{rl['p90']:>10.1f}{rl['p99']:>10.1f}")
-print(f"  {'python Client.infer':<22}{ql['p50']:>10.1f}{ql['p90']:>10.1f}{ql['p99']:>10.1f}")
-print(f"  python adds {ql['p50'] - rl['p50']:.1f} µs at p50 (target <= 5), ratio {ql['p50'] / rl['p50']:.2f}")
-rt = r32["throughput_per_sec"]
-print(f"\nMLP batch 1, 32 in flight:")
-print(f"  {'rust (loadgen --closed 32)':<30}{rt:>12.0f} req/s")
-for name, p in (("python infer_many (spin)", pm), ("python AsyncClient", pa)):
-    print(f"  {name:<30}{p['throughput_per_sec']:>12.0f} req/s   ratio {p['throughput_per_sec'] / rt:.2f}")
-print(f"\nbinding copies: {pl['stats']['inputs_copied']} inputs copied, "
-      f"{pl['stats']['outputs_viewed']} outputs viewed, {pl['stats']['outputs_copied']} outputs copied")
+for name, rs in (("rust (loadgen)", r1), ("python Client.infer", pl)):
+    print(f"  {name:<22}{lat(rs, 'p50'):>10.1f}{lat(rs, 'p90'):>10.1f}{lat(rs, 'p99'):>10.1f}")
+added = lat(pl, "p50") - lat(r1, "p50")
+print(f"  python adds {added:.1f} µs at p50 (target <= 5), ratio {lat(pl, 'p50') / lat(r1, 'p50'):.2f}")
+print(f"  per round (rust p50, python p50): " + ", ".join(
+    f"({a['latency_us']['p50']:.1f}, {b['latency_us']['p50']:.1f})" for a, b in zip(r1, pl)))
+rt, rb, tm, ta = tput(r32), tput(r32b), tput(pm), tput(pa)
+print(f"\nMLP batch 1, 32 in flight, median of {rounds} rounds:")
+print(f"  {'rust loadgen (spin)':<28}{rt:>10.0f} req/s")
+print(f"  {'rust loadgen --block':<28}{rb:>10.0f} req/s")
+print(f"  {'python infer_many (spin)':<28}{tm:>10.0f} req/s   ratio {tm / rt:.2f} (vs spin)")
+print(f"  {'python AsyncClient (epoll)':<28}{ta:>10.0f} req/s   ratio {ta / rb:.2f} (vs --block)")
+print(f"\ntimeouts (datagrams lost on the loaded host), all rounds: rust {lost['rust']}, python {lost['python']}")
+s = pl[-1]["stats"]
+print(f"\nbinding copies (last latency run): {s['inputs_copied']} inputs copied, "
+      f"{s['outputs_viewed']} outputs viewed, {s['outputs_copied']} outputs copied")
 PY

