@@ -18,7 +18,7 @@ import pytest
 
 import sluice
 
-from conftest import DEMO_KEY, RESTRICTED_KEY, UdpPeer, free_udp_port
+from conftest import DEMO_KEY, RESTRICTED_KEY, UdpPeer, free_udp_port, wait_until
 
 X = np.ones((1, 4), np.float32)
 
@@ -220,9 +220,11 @@ def test_retry_timeouts_only_when_asked() -> None:
     with UdpPeer(lambda d, a: []) as silent, sluice.Client(silent.addr, timeout=0.05) as c:
         with pytest.raises(sluice.RequestTimeoutError):
             sluice.retry(c.infer, "m", "1", {"x": X}, attempts=3)
-        assert silent.received == 1
+        wait_until(lambda: silent.received == 1, what="the one try")
         with pytest.raises(sluice.RequestTimeoutError):
             sluice.retry(c.infer, "m", "1", {"x": X}, attempts=3, retry_timeouts=True)
+        wait_until(lambda: silent.received == 4, what="three more tries")
+        time.sleep(0.05)
         assert silent.received == 4
     with pytest.raises(ValueError):
         sluice.retry(print, attempts=0)

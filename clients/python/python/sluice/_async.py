@@ -75,9 +75,9 @@ class AsyncClient:
             fut = self._futures.pop(rid, None)
             if fut is None or fut.done():
                 continue
-            if exc is None:
+            if exc is None and outputs is not None:
                 fut.set_result(outputs)
-            else:
+            elif exc is not None:
                 fut.set_exception(exc)
 
     async def _acquire(self) -> None:

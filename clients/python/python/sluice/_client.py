@@ -164,7 +164,7 @@ class Client:
         in time, :class:`InvalidRequestError` when the request cannot be
         built.
         """
-        return self._native.infer(
+        out: Outputs = self._native.infer(
             model,
             version,
             inputs,
@@ -178,6 +178,7 @@ class Client:
             token_count=token_count,
             timeout=timeout,
         )
+        return out
 
     def infer_response(
         self,
@@ -189,7 +190,8 @@ class Client:
         """Like :meth:`infer`, returning a :class:`Response` with the outputs
         and the answer's metadata (model version and adapter that served it,
         token count, trace, extensions)."""
-        return self._native.infer(model, version, inputs, full=True, **kwargs)
+        r: _native.Response = self._native.infer(model, version, inputs, full=True, **kwargs)
+        return r
 
     def infer_many(
         self,

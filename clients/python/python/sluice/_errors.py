@@ -166,7 +166,7 @@ class TransportError(ClientError, OSError):
 
     def __init__(self, message: str, errno: Optional[int] = None) -> None:
         ClientError.__init__(self, message)
-        self.errno = errno  # type: ignore[misc]
+        self.errno = errno
 
     def __str__(self) -> str:
         return self.message

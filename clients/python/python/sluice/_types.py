@@ -4,7 +4,7 @@ negotiated schemas."""
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -21,7 +21,7 @@ Deadline = Union[float, int, _dt.timedelta, _dt.datetime]
 
 #: A structured section: JSON (a dict, list or str; dicts are encoded
 #: compactly) or the Avro/Protobuf encoding of one value as bytes.
-Section = Union[bytes, bytearray, memoryview, str, Mapping[str, Any], list]
+Section = Union[bytes, bytearray, memoryview, str, Mapping[str, Any], List[Any]]
 
 
 class Raw:
