@@ -21,13 +21,15 @@ run() {
 }
 
 # The conventions as lints: clippy with the workspace's [workspace.lints]
-# (also on the two crates with their own workspace), -D warnings.
+# (also on the three crates with their own workspace), -D warnings.
 rust_lints() {
     cargo clippy --workspace --all-targets --all-features -- -D warnings &&
         CARGO_TARGET_DIR="$root/target/perf-nats" cargo clippy \
             --manifest-path perf/nats-responder/Cargo.toml --all-targets -- -D warnings &&
         CARGO_TARGET_DIR="$root/target/fuzz-lint" cargo clippy \
-            --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+            --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings &&
+        CARGO_TARGET_DIR="$root/target/python" cargo clippy \
+            --manifest-path clients/python/Cargo.toml --all-targets -- -D warnings
 }
 
 stage "build the engine's C ABI and the Go daemon (the end-to-end tests run sluiced)"
