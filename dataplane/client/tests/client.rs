@@ -96,6 +96,14 @@ fn tensors_and_headers_round_trip() {
     assert_eq!(c.stats().sent, 1);
     assert_eq!(c.stats().received, 1);
     assert_eq!(c.outstanding(), 0);
+    // The frame by value is the same buffer, moved rather than copied.
+    let (bytes, at) = (
+        resp.frame().as_bytes().to_vec(),
+        resp.frame().as_bytes().as_ptr(),
+    );
+    let frame = resp.into_frame();
+    assert_eq!(frame.as_bytes(), &bytes[..]);
+    assert_eq!(frame.into_inner().as_ptr(), at);
 }
 
 #[test]
