@@ -103,7 +103,8 @@ fn tensors_and_headers_round_trip() {
     );
     let frame = resp.into_frame();
     assert_eq!(frame.as_bytes(), &bytes[..]);
-    assert_eq!(frame.into_inner().as_ptr(), at);
+    let buffer = frame.into_inner();
+    assert_eq!(buffer.as_ptr(), at);
 }
 
 #[test]
