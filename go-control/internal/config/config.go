@@ -40,6 +40,9 @@ type Config struct {
 	// Fleet is read by the daemon when control.store = "nats"; the engine
 	// takes it as an opaque table.
 	Fleet Fleet `toml:"fleet" json:"fleet"`
+	// Jobs is the JetStream ingress (docs/jobs.md), read by the daemon;
+	// the engine takes it as an opaque table.
+	Jobs Jobs `toml:"jobs" json:"jobs"`
 }
 
 // Fleet is the [fleet] table: the NATS JetStream cluster whose KV buckets
@@ -186,6 +189,7 @@ func Defaults() Config {
 			Servers: []string{}, BucketPrefix: "sluice", Replicas: 1,
 			ConnectTimeoutMs: 2000, OpTimeoutMs: 5000, ResyncIntervalMs: 5000, SettleMs: 20,
 		},
+		Jobs: jobsDefaults(),
 	}
 }
 
@@ -284,6 +288,7 @@ func (c *Config) tableDefaults(pos positions) {
 			c.Models[i].Kind = DefaultModelKind
 		}
 	}
+	c.jobStreamDefaults(has)
 	for i := range c.Tenants {
 		t := &c.Tenants[i]
 		k := fmt.Sprintf("tenants[%d].", i)

@@ -51,6 +51,9 @@ type Options struct {
 	// RegistryStore, if set, holds the schema registry instead of the
 	// bolt file in the data dir (fleet mode shares it through NATS).
 	RegistryStore registry.Store
+	// Ingress, if set, feeds requests from outside (package jobs: JetStream
+	// streams): started once the engine serves, drained before it.
+	Ingress Ingress
 }
 
 // Daemon is one running sluiced.
@@ -205,6 +208,13 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		ln.Close()
 		return fmt.Errorf("engine start: %w", err)
 	}
+	if in := d.opts.Ingress; in != nil {
+		if err := in.Start(d); err != nil {
+			ln.Close()
+			_ = d.eng.Stop(context.Background(), 0)
+			return fmt.Errorf("jobs ingress: %w", err)
+		}
+	}
 	srv := &http.Server{
 		Handler:           d.Handler(),
 		ReadHeaderTimeout: ReadHeaderTimeout,
@@ -266,6 +276,8 @@ loop:
 	stopSync()
 	herr := srv.Shutdown(sctx)
 	drain := time.Duration(d.state.snapshot().Control.DrainMs) * time.Millisecond
+	// The ingress finishes what it holds while the engine still answers.
+	ierr := d.drainIngress(sctx, drain)
 	log.Info("draining the engine", "drain_ms", drain.Milliseconds())
 	eerr := d.eng.Stop(sctx, drain)
 	if eerr != nil {
@@ -276,5 +288,5 @@ loop:
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
-	return errors.Join(serveErr, herr, eerr)
+	return errors.Join(serveErr, herr, ierr, eerr)
 }
