@@ -1,0 +1,188 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	sluice "github.com/sluice-ai/sluice/clients/go"
+	"github.com/sluice-ai/sluice/clients/go/wire"
+)
+
+// handle works one message to its end: a result or a dead letter stored
+// and the message acked, or the message nak'ed.
+func (s *streamRunner) handle(m jetstream.Msg) {
+	defer s.done()
+	s.c.received.Add(1)
+	meta, err := m.Metadata()
+	if err != nil {
+		// Not a JetStream delivery: nothing to ack, nothing to name it by.
+		s.noteErr(fmt.Errorf("a message without JetStream metadata: %w", err))
+		return
+	}
+	if meta.NumDelivered > 1 {
+		s.c.redelivered.Add(1)
+	}
+	h := m.Headers()
+	if h.Get(HeaderKind) != "" {
+		// Our own result or dead letter under the filter: never run it.
+		s.c.skipped.Add(1)
+		s.ack(m)
+		return
+	}
+	out := &outMeta{id: requestID(meta.Stream, meta.Sequence.Stream), subject: m.Subject(), deliveries: meta.NumDelivered,
+		inputMsgID: h.Get(HeaderNatsMsgID)}
+	j, f := s.decode(m.Subject(), h, m.Data(), s.in.host.Tenant)
+	model := ""
+	if j != nil {
+		model = j.model
+		out.traceparent = formatTraceparent(j.req.Trace)
+		f = s.infer(m, meta, out, j)
+		if f == nil {
+			return // result stored and acked
+		}
+	}
+	if f.retry {
+		if s.cfg.MaxDeliver > 0 && meta.NumDelivered >= uint64(s.cfg.MaxDeliver) {
+			f = deadLetter(CodeGaveUp, "delivery %d of max_deliver %d failed retryably: %s", meta.NumDelivered, s.cfg.MaxDeliver, f)
+		} else {
+			s.nak(m)
+			return
+		}
+	}
+	s.storeDeadLetter(m, out, model, f)
+}
+
+// infer runs j and stores its result; nil means stored and acked.
+func (s *streamRunner) infer(m jetstream.Msg, meta *jetstream.MsgMetadata, out *outMeta, j *job) *failure {
+	var deadline time.Time
+	if j.timeout > 0 {
+		deadline = meta.Timestamp.Add(j.timeout)
+	}
+	if !j.req.Deadline.IsZero() && (deadline.IsZero() || j.req.Deadline.Before(deadline)) {
+		deadline = j.req.Deadline
+	}
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		return deadLetter(CodeExpired, "the deadline (stored %s + %s) passed before the request ran", meta.Timestamp.UTC().Format(time.RFC3339Nano), j.timeout)
+	}
+	c, err := s.in.clients.get(j.tenant)
+	if err != nil {
+		return retry("internal", "%v", err)
+	}
+	// One of jobs.concurrency slots while in the data plane.
+	select {
+	case s.in.slots <- struct{}{}:
+	case <-time.After(time.Duration(s.cfg.AckWaitMs) * time.Millisecond / 3):
+		return retry("busy", "no data-plane slot free within a third of ack_wait_ms")
+	}
+	resp, err := s.send(c, j, deadline)
+	<-s.in.slots
+	if err != nil {
+		return classify(err, !deadline.IsZero() && !time.Now().Before(deadline))
+	}
+	msg, err := s.resultMsg(out, j, resp)
+	resp.Release()
+	if err != nil {
+		return deadLetter(wire.CodeResponseTooLarge.String(), "%v", err)
+	}
+	dup, f := s.publish(msg, out.id)
+	if f != nil {
+		return f
+	}
+	if !dup {
+		s.c.results.Add(1)
+	}
+	s.ack(m)
+	return nil
+}
+
+// send runs the request, resending at once (1 ms, 2 ms, ... apart) when
+// the engine answers busy, up to jobs.busy_retries times.
+func (s *streamRunner) send(c *sluice.Client, j *job, deadline time.Time) (*sluice.Response, error) {
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if !deadline.IsZero() {
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+	} else {
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(s.in.cfg.RequestTimeoutMs)*time.Millisecond)
+	}
+	defer cancel()
+	pause := time.Millisecond
+	for attempt := 0; ; attempt++ {
+		resp, err := c.Infer(ctx, &j.req)
+		if err == nil || !errors.Is(err, sluice.ErrBusy) || attempt >= s.in.cfg.BusyRetries {
+			return resp, err
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, err
+		}
+		pause *= 2
+	}
+}
+
+// publish stores msg (a result or dead letter) with the request's
+// de-duplication id and waits for the publish ack. dup is JetStream's
+// word that a message of that id is stored already (within the duplicate
+// window): this request was worked before and its outcome kept.
+func (s *streamRunner) publish(msg *nats.Msg, id string) (dup bool, f *failure) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.in.cfg.PublishTimeoutMs)*time.Millisecond)
+	defer cancel()
+	ack, err := s.in.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDPrefix+id))
+	if err != nil {
+		s.c.publishErrors.Add(1)
+		if errors.Is(err, nats.ErrMaxPayload) {
+			return false, deadLetter(wire.CodeResponseTooLarge.String(), "the result does not fit NATS's max_payload: %v", err)
+		}
+		s.noteErr(fmt.Errorf("publish to %s: %w", msg.Subject, err))
+		return false, retry("publish_failed", "storing to %s: %v", msg.Subject, err)
+	}
+	if ack.Duplicate {
+		s.c.duplicates.Add(1)
+	}
+	return ack.Duplicate, nil
+}
+
+// storeDeadLetter publishes the dead letter, then acks; a failed publish
+// naks instead, so the message is tried again.
+func (s *streamRunner) storeDeadLetter(m jetstream.Msg, out *outMeta, model string, f *failure) {
+	dl := s.deadLetterMsg(out, model, m.Headers(), m.Data(), f)
+	dup, pf := s.publish(dl, out.id)
+	if pf != nil && !pf.retry {
+		// Too large for max_payload with our headers: keep the code and
+		// message, drop the body.
+		dl.Data = nil
+		dl.Header.Set(HeaderBodyDropped, pf.msg)
+		dup, pf = s.publish(dl, out.id)
+	}
+	if pf != nil {
+		s.nak(m)
+		return
+	}
+	if !dup {
+		s.c.deadLetter(f.code)
+	}
+	s.ack(m)
+}
+
+func (s *streamRunner) ack(m jetstream.Msg) {
+	if err := m.Ack(); err != nil {
+		// The ack is lost: the message comes back after ack_wait_ms and its
+		// result publish is found to be a duplicate.
+		s.noteErr(fmt.Errorf("ack: %w", err))
+		return
+	}
+	s.c.acked.Add(1)
+}
+
+func (s *streamRunner) nak(m jetstream.Msg) {
+	if err := m.NakWithDelay(time.Duration(s.in.cfg.NakDelayMs) * time.Millisecond); err != nil {
+		s.noteErr(fmt.Errorf("nak: %w", err))
+		return
+	}
+	s.c.naked.Add(1)
+}
