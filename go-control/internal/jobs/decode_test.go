@@ -146,19 +146,19 @@ func TestKServeRoundTrip(t *testing.T) {
 func TestKServeRefusals(t *testing.T) {
 	for body, code := range map[string]string{
 		`{"inputs":[]}`: "bad_tensor",
-		`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}],"extra":1}`:                      "bad_message",
-		`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]} {}`:                             "bad_message",
-		`{"inputs":[{"name":"x","shape":[-1],"datatype":"FP32","data":[1]}]}`:                               "bad_tensor",
-		`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":["1"]}]}`:                              "bad_tensor",
-		`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1e39]}]}`:                             "bad_tensor",
-		`{"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[128]}]}`:                              "bad_tensor",
-		`{"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[-1]}]}`:                              "bad_tensor",
-		`{"inputs":[{"name":"x","shape":[1],"datatype":"BOOL","data":[1]}]}`:                                "bad_tensor",
-		`{"inputs":[{"name":"x y","shape":[1],"datatype":"FP32","data":[1]}]}`:                              "bad_tensor",
-		`{"inputs":[{"name":"x","shape":[1,1,1,1,1,1,1,1,1],"datatype":"FP32","data":[1]}]}`:                "bad_tensor",
-		`{"inputs":[{"name":"x","shape":[4294967296,4294967296],"datatype":"FP32","data":[]}]}`:             "bad_tensor",
-		`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":1}]}`:                                  "bad_tensor",
-		`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[[[[[[[[[[1]]]]]]]]]]}]}`:              "bad_tensor",
+		`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}],"extra":1}`:          "bad_message",
+		`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]} {}`:                 "bad_message",
+		`{"inputs":[{"name":"x","shape":[-1],"datatype":"FP32","data":[1]}]}`:                   "bad_tensor",
+		`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":["1"]}]}`:                  "bad_tensor",
+		`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1e39]}]}`:                 "bad_tensor",
+		`{"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[128]}]}`:                  "bad_tensor",
+		`{"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[-1]}]}`:                  "bad_tensor",
+		`{"inputs":[{"name":"x","shape":[1],"datatype":"BOOL","data":[1]}]}`:                    "bad_tensor",
+		`{"inputs":[{"name":"x y","shape":[1],"datatype":"FP32","data":[1]}]}`:                  "bad_tensor",
+		`{"inputs":[{"name":"x","shape":[1,1,1,1,1,1,1,1,1],"datatype":"FP32","data":[1]}]}`:    "bad_tensor",
+		`{"inputs":[{"name":"x","shape":[4294967296,4294967296],"datatype":"FP32","data":[]}]}`: "bad_tensor",
+		`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":1}]}`:                      "bad_tensor",
+		`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[[[[[[[[[[1]]]]]]]]]]}]}`:  "bad_tensor",
 	} {
 		_, f := parseKServe([]byte(body))
 		if f == nil || f.code != code || f.retry {

@@ -52,7 +52,7 @@ type streamRunner struct {
 
 // counters are monotonic, except inflight above.
 type counters struct {
-	received, redelivered, acked, naked, results, duplicates atomic.Uint64
+	received, redelivered, acked, naked, results, duplicates   atomic.Uint64
 	deadLettered, expired, skipped, publishErrors, fetchErrors atomic.Uint64
 
 	mu    sync.Mutex
@@ -188,7 +188,7 @@ func (s *streamRunner) ensure() (jetstream.Consumer, error) {
 	cc := jetstream.ConsumerConfig{
 		Durable: s.cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckWait: time.Duration(s.cfg.AckWaitMs) * time.Millisecond, MaxDeliver: s.cfg.MaxDeliver,
-		MaxAckPending: s.cfg.MaxAckPending,
+		MaxAckPending:   s.cfg.MaxAckPending,
 		MaxRequestBatch: config.JobFetchMaxMax,
 	}
 	if len(s.cfg.FilterSubjects) == 1 {
