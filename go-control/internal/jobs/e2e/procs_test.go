@@ -346,3 +346,19 @@ func (a *appliance) waitConsuming(t *testing.T) {
 	doc, err := a.jobs()
 	t.Fatalf("%s never consuming: %+v %v", a.name, doc, err)
 }
+
+// holding waits up to wait for a to hold messages (a crash then lands
+// mid-batch) and says how many it held when last asked.
+func (a *appliance) holding(wait time.Duration) int {
+	deadline := time.Now().Add(wait)
+	n := 0
+	for time.Now().Before(deadline) {
+		if doc, err := a.jobs(); err == nil && len(doc.Streams) > 0 {
+			if n = doc.Streams[0].InFlight; n > 0 {
+				return n
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return n
+}
