@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The async-jobs suite (docs/jobs.md) with real processes: nats-server
+# (.cache/bin, from scripts/setup.sh), sluiced with the Rust engine
+# (scripts/build-ffi.sh), onnxruntime-python as the reference
+# (.cache/python-client, from scripts/setup.sh):
+#   - the seed's snippet (go-control/internal/jobs/e2e/seedjob) against one
+#     nats-server and sluiced; results equal onnxruntime-python's;
+#   - the crash test: a 3-node cluster, two sluiced on one durable consumer,
+#     10,000 requests, seeded kill -9 / SIGTERM / NATS node kills; every
+#     request ends with exactly one stored result or dead letter;
+#   - the message decoder fuzzed for FUZZ_SECONDS (default 10).
+# About 2 minutes on the 2-core VM (the crash test 25-50 s, as its NATS
+# node kills fall; builds and the fuzz run the rest).
+# SLUICE_CHAOS_SEED, SLUICE_CHAOS_MESSAGES, SLUICE_CHAOS_ACTIONS tune the
+# crash test; the log lists every crash it injected.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root/go-control"
+export SLUICE_ORT_LIB="${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}"
+go vet -tags jobs_e2e ./internal/jobs/...
+go test -tags jobs_e2e -count=1 -v ./internal/jobs/e2e/ 2>&1 | grep -v '^        \[' | grep -Ev '^        (====|time=)' || exit 1
+go test ./internal/jobs -run '^$' -fuzz '^FuzzDecode$' -fuzztime "${FUZZ_SECONDS:-10}s" 2>&1 | grep -v '^fuzz: elapsed'
