@@ -122,48 +122,81 @@ func (k *kserveTensor) tensor() (sluice.Tensor, *failure) {
 	if n*uint64(dt.Size()) > uint64(BodyLenMax)*8 {
 		return bad("shape %v is larger than any body could describe", k.Shape)
 	}
-	vals := make([]json.RawMessage, 0, n)
-	if err := flatten(k.Data, &vals, 0); err != nil {
-		return bad("data: %v", err)
-	}
-	if uint64(len(vals)) != n {
-		return bad("data holds %d elements; shape %v needs %d", len(vals), k.Shape, n)
-	}
 	buf := make([]byte, int(n)*dt.Size())
-	for i, v := range vals {
-		if err := putElement(buf[i*dt.Size():], dt, v); err != nil {
-			return bad("data[%d]: %v", i, err)
+	i := uint64(0)
+	err := scalars(k.Data, func(tok []byte) error {
+		if i >= n {
+			return fmt.Errorf("more elements than shape %v holds (%d)", k.Shape, n)
 		}
+		if err := putElement(buf[i*uint64(dt.Size()):], dt, tok); err != nil {
+			return fmt.Errorf("[%d]: %w", i, err)
+		}
+		i++
+		return nil
+	})
+	if err != nil {
+		return bad("data%v", err)
+	}
+	if i != n {
+		return bad("data holds %d elements; shape %v needs %d", i, k.Shape, n)
 	}
 	return sluice.Tensor{Name: k.Name, DType: dt, Dims: dims, Data: buf}, nil
 }
 
-// flatten appends the scalars of a (possibly nested) JSON array.
-func flatten(raw json.RawMessage, out *[]json.RawMessage, depth int) error {
-	if depth > wire.RankMax {
-		return fmt.Errorf("nested deeper than %d", wire.RankMax)
-	}
+// scalars calls fn with each scalar of a JSON array, flat or nested, in
+// order. raw is valid JSON (the decoder checked it), so only its shape is
+// checked here: an array, nested at most wire.RankMax deep, of scalars.
+func scalars(raw []byte, fn func(tok []byte) error) error {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || t[0] != '[' {
-		if depth == 0 {
-			return fmt.Errorf("want an array")
-		}
-		*out = append(*out, t)
-		return nil
+		return fmt.Errorf(": want an array")
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(t, &items); err != nil {
-		return err
-	}
-	for _, it := range items {
-		if err := flatten(it, out, depth+1); err != nil {
-			return err
+	depth := 0
+	for p := 0; p < len(t); {
+		switch c := t[p]; {
+		case c == '[':
+			if depth++; depth > wire.RankMax {
+				return fmt.Errorf(": nested deeper than %d", wire.RankMax)
+			}
+			p++
+		case c == ']':
+			depth--
+			p++
+		case c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			p++
+		case c == '{':
+			return fmt.Errorf(": an object is not a tensor element")
+		case c == '"':
+			q := p + 1
+			for q < len(t) && t[q] != '"' {
+				if t[q] == '\\' {
+					q++
+				}
+				q++
+			}
+			if err := fn(t[p:min(q+1, len(t))]); err != nil {
+				return err
+			}
+			p = q + 1
+		default:
+			q := p
+			for q < len(t) && !isDelim(t[q]) {
+				q++
+			}
+			if err := fn(t[p:q]); err != nil {
+				return err
+			}
+			p = q
 		}
 	}
 	return nil
 }
 
-func putElement(b []byte, dt wire.DType, v json.RawMessage) error {
+func isDelim(c byte) bool {
+	return c == ',' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r'
+}
+
+func putElement(b []byte, dt wire.DType, v []byte) error {
 	le := binary.LittleEndian
 	s := string(v)
 	switch dt {
@@ -292,6 +325,16 @@ func contains(l []string, s string) bool {
 }
 
 func writeJSONString(b *bytes.Buffer, s string) {
+	plain := true
+	for i := 0; plain && i < len(s); i++ {
+		plain = s[i] >= ' ' && s[i] < 0x7f && s[i] != '"' && s[i] != '\\'
+	}
+	if plain { // names, ids and versions are tokens: nothing to escape
+		b.WriteByte('"')
+		b.WriteString(s)
+		b.WriteByte('"')
+		return
+	}
 	q, _ := json.Marshal(s) // a string always marshals
 	b.Write(q)
 }
