@@ -115,7 +115,7 @@ func TestKServeRoundTrip(t *testing.T) {
 	// Answer with the inputs as outputs and read them back.
 	resp := &sluice.Response{Model: "m", ModelVersion: "1"}
 	for _, x := range in.inputs {
-		resp.Outputs = append(resp.Outputs, sluice.Output{Name: x.Name, DType: x.DType, Dims: x.Dims, Data: x.Data})
+		resp.Outputs = append(resp.Outputs, sluice.Output(x))
 	}
 	resp.Outputs = append(resp.Outputs, sluice.Output{Name: "not-asked", DType: wire.U8, Dims: []uint64{1}, Data: []byte{1}})
 	out, err := kserveResponse("s:1", in.id, resp, in.outputs)
@@ -182,7 +182,8 @@ func TestClassify(t *testing.T) {
 		{se(wire.CodeUnknownModel), false, "unknown_model", false},
 		{se(wire.CodeSchemaMismatch), false, "schema_mismatch", false},
 		{se(wire.CodeBadTensor), false, "bad_tensor", false},
-		{se(wire.CodeDeadlineExceeded), false, CodeExpired, false},
+		{se(wire.CodeDeadlineExceeded), true, CodeExpired, false},
+		{se(wire.CodeDeadlineExceeded), false, "timeout", true},
 		{fmt.Errorf("%w after 1s", sluice.ErrTimeout), false, "timeout", true},
 		{fmt.Errorf("%w after 1s", sluice.ErrTimeout), true, CodeExpired, false},
 		{fmt.Errorf("%w: %w", sluice.ErrInvalidRequest, wire.ErrTooLarge), false, "frame_too_large", false},

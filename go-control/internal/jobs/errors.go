@@ -58,8 +58,12 @@ func classify(err error, expired bool) *failure {
 	switch {
 	case errors.As(err, &se):
 		switch {
-		case se.Code == wire.CodeDeadlineExceeded:
+		case se.Code == wire.CodeDeadlineExceeded && expired:
 			return deadLetter(CodeExpired, "the engine found the deadline passed before the request ran: %s", se.Message)
+		case se.Code == wire.CodeDeadlineExceeded:
+			// The frame's deadline was the ingress's own request bound
+			// (no X-AI-Timeout, or not passed yet): the job may run later.
+			return retry("timeout", "the engine found jobs.request_timeout_ms passed before the request ran: %s", se.Message)
 		case se.Code == wire.CodeUnauthenticated:
 			// The ingress signs with the configured key; a refusal means
 			// the key changed under it (a rotation in flight): retry.

@@ -103,12 +103,10 @@ func (s *streamRunner) infer(m jetstream.Msg, meta *jetstream.MsgMetadata, out *
 // send runs the request, resending at once (1 ms, 2 ms, ... apart) when
 // the engine answers busy, up to jobs.busy_retries times.
 func (s *streamRunner) send(c *sluice.Client, j *job, deadline time.Time) (*sluice.Response, error) {
-	ctx, cancel := context.Background(), context.CancelFunc(func() {})
-	if !deadline.IsZero() {
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-	} else {
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(s.in.cfg.RequestTimeoutMs)*time.Millisecond)
+	if deadline.IsZero() {
+		deadline = time.Now().Add(time.Duration(s.in.cfg.RequestTimeoutMs) * time.Millisecond)
 	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	pause := time.Millisecond
 	for attempt := 0; ; attempt++ {

@@ -132,19 +132,6 @@ func (p *proc) start(watch func(string)) {
 	p.mu.Unlock()
 }
 
-func (p *proc) running() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
 
 // signal sends sig and waits up to wait for the exit (then kills).
 func (p *proc) signal(sig syscall.Signal, wait time.Duration) {
@@ -230,7 +217,6 @@ type appliance struct {
 
 	mu    sync.Mutex
 	admin string
-	ready chan string
 }
 
 // jobsConfig is cfg/jobs.toml made to run here: ephemeral ports, absolute
