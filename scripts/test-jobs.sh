@@ -5,6 +5,7 @@
 # (.cache/python-client, from scripts/setup.sh):
 #   - the seed's snippet (go-control/internal/jobs/e2e/seedjob) against one
 #     nats-server and sluiced; results equal onnxruntime-python's;
+#   - the engine's outcomes: results and every dead-letter code its path gives;
 #   - the crash test: a 3-node cluster, two sluiced on one durable consumer,
 #     10,000 requests, seeded kill -9 / SIGTERM / NATS node kills; every
 #     request ends with exactly one stored result or dead letter;

@@ -338,7 +338,7 @@ func readOutcomes(t *testing.T, js jetstream.JetStream) []outcome {
 			t.Fatalf("outcome without the input's Nats-Msg-Id: %v", h)
 		}
 		o := outcome{input: i, status: h.Get("Sluice-Status")}
-		if o.status == "ok" {
+		if o.status == "ok" && h.Get("Content-Type") == "application/json" {
 			var r struct {
 				Outputs []struct {
 					Data []float32 `json:"data"`
