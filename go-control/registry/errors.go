@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 )
@@ -24,6 +25,7 @@ const (
 	CodeReferenceExists                = 42206
 	CodeInvalidSubject                 = 42208
 	CodeStoreError                     = 50001
+	CodeOperationTimeout               = 50002
 )
 
 // Error is a registry failure with its Confluent error code and HTTP status.
@@ -109,8 +111,21 @@ func errReferenceExists(s string, v int, by []string) *Error {
 		"One or more references exist to the schema {subject=%s, version=%d}: referenced by %v", s, v, by)
 }
 
+// errStore reports a store failure with what it means for the write: a
+// shared store that may still apply it answers 504 (outcome unknown), one
+// that refused it before writing 503 (retry); anything else is 500.
 func errStore(err error) *Error {
-	e := newErr(CodeStoreError, http.StatusInternalServerError, "Error while storing: %v", err)
+	var e *Error
+	switch {
+	case errors.Is(err, ErrOutcomeUnknown):
+		e = newErr(CodeOperationTimeout, http.StatusGatewayTimeout,
+			"Outcome unknown: the store did not answer in time and may still apply this write; "+
+				"read it back, or repeat the same request (a registration of the same schema is idempotent): %v", err)
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrRevisionMismatch):
+		e = newErr(CodeStoreError, http.StatusServiceUnavailable, "Not stored, nothing changed; retry: %v", err)
+	default:
+		e = newErr(CodeStoreError, http.StatusInternalServerError, "Error while storing: %v", err)
+	}
 	e.cause = err
 	return e
 }

@@ -114,6 +114,9 @@ func writeError(w http.ResponseWriter, err error) {
 	if !errors.As(err, &e) {
 		e = errStore(err)
 	}
+	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout {
+		w.Header().Set("Retry-After", "1")
+	}
 	writeJSON(w, e.Status, errorBody{ErrorCode: e.Code, Message: e.Message, Messages: e.Messages})
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sluice-ai/sluice/go-control/internal/change"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
 )
 
@@ -94,7 +95,8 @@ func (b *Bucket) entryOf(subject string, h nats.Header, data []byte, seq uint64,
 	if h != nil {
 		op := h.Get(hdrOperation)
 		e.Deleted = op == opDelete || op == opPurge
-		e.ChangeID = ChangeOf(h.Get(hdrMsgID))
+		e.MsgID = h.Get(hdrMsgID)
+		e.ChangeID = change.Of(e.MsgID)
 	}
 	if e.Deleted {
 		e.Value = nil

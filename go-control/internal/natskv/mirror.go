@@ -24,7 +24,8 @@ type Entry struct {
 	Key      string
 	Value    []byte
 	Revision uint64    // stream sequence
-	ChangeID string    // the change it belongs to ("" if written by another tool)
+	MsgID    string    // the message id it was written with ("" if another tool wrote it)
+	ChangeID string    // the change it belongs to (change.Of(MsgID))
 	Deleted  bool      // a delete marker
 	Time     time.Time // when the stream stored it
 }
@@ -113,8 +114,10 @@ type mirror struct {
 	rev      uint64 // highest sequence taken in
 	stable   *Snapshot
 	synced   chan struct{} // closed at the first published snapshot
+	pubCh    chan struct{} // closed (and replaced) at every publish
 	onChange func()
 	started  time.Time
+	runCtx   context.Context // Start's: the watch lives as long as it
 
 	storeRev    uint64
 	storeAt     time.Time
@@ -132,6 +135,7 @@ func (m *mirror) init(b *Bucket) {
 	m.b = b
 	m.work = map[string]Entry{}
 	m.synced = make(chan struct{})
+	m.pubCh = make(chan struct{})
 }
 
 // Start fills the mirror and keeps it in step until ctx ends; it returns
@@ -145,7 +149,7 @@ func (b *Bucket) Start(ctx context.Context, onChange func()) error {
 		m.mu.Unlock()
 		return fmt.Errorf("%w: bucket %s: mirror already started", errs.ErrInternal, b.o.Bucket)
 	}
-	m.started, m.onChange = time.Now(), onChange
+	m.started, m.onChange, m.runCtx = time.Now(), onChange, ctx
 	m.mu.Unlock()
 
 	sctx, cancel := context.WithTimeout(ctx, 2*b.o.OpTimeout)
@@ -236,6 +240,8 @@ func (m *mirror) publishLocked() bool {
 	if first {
 		close(m.synced)
 	}
+	close(m.pubCh)
+	m.pubCh = make(chan struct{})
 	return true
 }
 
@@ -335,7 +341,7 @@ func (m *mirror) check(ctx context.Context) {
 		e, err := b.leaderNext(rctx, from)
 		cancel()
 		if errors.Is(err, errs.ErrNotFound) {
-			m.caughtUp(ctx, from-1)
+			m.caughtUp(from - 1)
 			return
 		}
 		if err != nil {
@@ -353,13 +359,13 @@ func (m *mirror) check(ctx context.Context) {
 }
 
 // caughtUp: the leader has nothing after upTo.
-func (m *mirror) caughtUp(ctx context.Context, upTo uint64) {
+func (m *mirror) caughtUp(upTo uint64) {
 	m.mu.Lock()
 	m.storeRev, m.storeAt = max(upTo, m.rev), time.Now()
 	pub := m.rev == upTo && m.publishLocked()
 	restart := false
 	switch {
-	case m.restarting:
+	case m.restarting, m.runCtx == nil:
 	case !m.watchUp:
 		restart = true
 	case m.consumerRev < m.storeRev:
@@ -371,7 +377,7 @@ func (m *mirror) caughtUp(ctx context.Context, upTo uint64) {
 	default:
 		m.lagSince = time.Time{}
 	}
-	from := m.rev + 1
+	from, ctx := m.rev+1, m.runCtx
 	if restart {
 		m.restarting, m.lagSince = true, time.Time{}
 		m.restarts++
@@ -395,4 +401,50 @@ func (s *Snapshot) Keys() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Sync brings the mirror up to what the stream leader has now (a writer
+// that lost a compare-and-set calls it so that its retry starts from the
+// winner's write) and publishes it.
+func (b *Bucket) Sync(ctx context.Context) error {
+	m := &b.mirror
+	for {
+		m.mu.Lock()
+		from := m.rev + 1
+		m.mu.Unlock()
+		e, err := b.leaderNext(ctx, from)
+		if errors.Is(err, errs.ErrNotFound) {
+			m.caughtUp(from - 1)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		m.take(e, false, false)
+	}
+}
+
+// WaitMirror returns once the mirror's snapshot is at rev or later (a
+// writer reads its own write from then on), reading from the leader when
+// the watch has not brought it within a check interval. False: ctx ended.
+func (b *Bucket) WaitMirror(ctx context.Context, rev uint64) bool {
+	m := &b.mirror
+	nudge := time.NewTimer(b.o.CheckInterval)
+	defer nudge.Stop()
+	for {
+		m.mu.Lock()
+		ok, ch := m.stable != nil && m.stable.Revision >= rev, m.pubCh
+		m.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ch:
+		case <-nudge.C:
+			_ = b.Sync(ctx) // a failure leaves the next nudge to try again
+			nudge.Reset(b.o.CheckInterval)
+		}
+	}
 }

@@ -333,7 +333,7 @@ func (b *Bucket) findChange(ctx context.Context, changeID string, ops []Op) (uin
 		if err != nil && !errors.Is(err, errs.ErrNotFound) {
 			return 0, err
 		}
-		if err == nil && e.ChangeID == changeID {
+		if err == nil && ChangeOf(e.MsgID) == changeID {
 			rev = max(rev, e.Revision)
 		}
 	}
