@@ -30,6 +30,22 @@ type Record struct {
 	Revision  uint64
 	Duplicate bool
 	Written   bool
+	notServed bool
+}
+
+// NotServedHere records that the change was stored but this appliance's
+// engine did not serve it within the wait.
+func (r *Record) NotServedHere() {
+	r.mu.Lock()
+	r.notServed = true
+	r.mu.Unlock()
+}
+
+// ServedHere reports whether the engine served the change before the answer.
+func (r *Record) ServedHere() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.notServed
 }
 
 type ctxKey struct{}

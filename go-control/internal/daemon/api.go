@@ -26,9 +26,14 @@ const Version = "0.1.0"
 type apiError struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
+	// Change names a fleet write whose outcome is unknown (fleetwrite.go).
+	Change *OutcomeDoc `json:"change,omitempty"`
 }
 
 func httpStatus(err error) int {
+	if code, ok := fleetStatus(err); ok {
+		return code
+	}
 	switch errs.StatusOf(err) {
 	case errs.StatusInvalidArgument:
 		return http.StatusBadRequest
@@ -64,7 +69,9 @@ func writeErr(w http.ResponseWriter, err error) {
 	if code == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, code, apiError{Error: err.Error(), Code: errs.Name(err)})
+	doc := apiError{Error: err.Error(), Code: errs.Name(err)}
+	outcomeFields(w, err, &doc)
+	writeJSON(w, code, doc)
 }
 
 // decode reads a bounded JSON body into v, refusing unknown fields.
@@ -262,14 +269,14 @@ func (d *Daemon) routes() *http.ServeMux {
 			}
 			routes = doc.Routes
 		}
-		if err := s.setRoutes(routes); err != nil {
+		if err := s.setRoutes(r.Context(), routes); err != nil {
 			writeErr(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, RoutesDoc{Source: "api", Routes: nonNil(routes)})
 	})
 	mux.HandleFunc("DELETE /v1/routes", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.resetRoutes(); err != nil {
+		if err := s.resetRoutes(r.Context()); err != nil {
 			writeErr(w, err)
 			return
 		}
@@ -288,7 +295,7 @@ func (d *Daemon) routes() *http.ServeMux {
 		if !decode(w, r, &ts) {
 			return
 		}
-		if err := s.setTenants(ts); err != nil {
+		if err := s.setTenants(r.Context(), ts); err != nil {
 			writeErr(w, err)
 			return
 		}
@@ -307,7 +314,7 @@ func (d *Daemon) routes() *http.ServeMux {
 		if !decode(w, r, &m) {
 			return
 		}
-		if err := s.loadModel(m); err != nil {
+		if err := s.loadModel(r.Context(), m); err != nil {
 			writeErr(w, err)
 			return
 		}
@@ -322,7 +329,7 @@ func (d *Daemon) routes() *http.ServeMux {
 			writeErr(w, fmt.Errorf("%w: version is required", errs.ErrInvalidArgument))
 			return
 		}
-		if err := s.setAlias(r.PathValue("name"), r.PathValue("alias"), b.Version); err != nil {
+		if err := s.setAlias(r.Context(), r.PathValue("name"), r.PathValue("alias"), b.Version); err != nil {
 			writeErr(w, err)
 			return
 		}
@@ -341,14 +348,14 @@ func (d *Daemon) routes() *http.ServeMux {
 		if !decode(w, r, &p) {
 			return
 		}
-		if err := s.addPeer(p); err != nil {
+		if err := s.addPeer(r.Context(), p); err != nil {
 			writeErr(w, err)
 			return
 		}
 		writeJSON(w, http.StatusCreated, p)
 	})
 	mux.HandleFunc("DELETE /v1/peers/{name}", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.removePeer(r.PathValue("name")); err != nil {
+		if err := s.removePeer(r.Context(), r.PathValue("name")); err != nil {
 			writeErr(w, err)
 			return
 		}

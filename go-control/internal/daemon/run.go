@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
@@ -50,6 +52,12 @@ type Options struct {
 	// RegistryStore, if set, holds the schema registry instead of the
 	// bolt file in the data dir (fleet mode shares it through NATS).
 	RegistryStore registry.Store
+	// Fleet, if set, makes this appliance one of a fleet: an admin API
+	// change is stored in the shared store first, and reaches the engine
+	// (this one's too) only from there, through the fleet's loop.
+	Fleet FleetLink
+	// Collectors are added to /metrics (the fleet's revisions).
+	Collectors []prometheus.Collector
 }
 
 // Daemon is one running sluiced.
@@ -121,7 +129,7 @@ func New(opts Options) (*Daemon, error) {
 		reg:        reg,
 		regHandler: regHandler,
 		schemas:    newSchemaSync(),
-		state:      &state{path: opts.ConfigPath, log: log, eng: eng, st: st, file: file, eff: eff, started: time.Now()},
+		state:      &state{path: opts.ConfigPath, log: log, eng: eng, st: st, file: file, eff: eff, started: time.Now(), link: opts.Fleet},
 	}, nil
 }
 
@@ -131,9 +139,15 @@ func (d *Daemon) Engine() engine.Engine { return d.eng }
 // Reload re-reads the config file, as SIGHUP does.
 func (d *Daemon) Reload() (ReloadResult, error) { return d.state.reload() }
 
-// RefreshSchemas re-reads the registry from its store; the engine gets the
-// versions other writers (fleet appliances) added or retired.
-func (d *Daemon) RefreshSchemas(ctx context.Context) error { return d.reg.Refresh(ctx) }
+// RefreshSchemas re-reads the registry from its store and returns once the
+// engine has the versions other writers (fleet appliances) added or
+// retired.
+func (d *Daemon) RefreshSchemas(ctx context.Context) error {
+	if err := d.reg.Refresh(ctx); err != nil {
+		return err
+	}
+	return d.schemas.flush(ctx)
+}
 
 // Handler is the admin API with auth, as served.
 func (d *Daemon) Handler() http.Handler {
@@ -141,6 +155,9 @@ func (d *Daemon) Handler() http.Handler {
 	mux.Handle(RegistryPrefix+"/", d.regHandler)
 	for prefix, h := range d.opts.Mount {
 		mux.Handle(prefix, h)
+	}
+	if d.opts.Fleet != nil {
+		return requireToken(d.state.eff.Control.AdminToken, changeMiddleware(mux))
 	}
 	return requireToken(d.state.eff.Control.AdminToken, mux)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"github.com/sluice-ai/sluice/go-control/internal/errs"
 	"github.com/sluice-ai/sluice/go-control/registry"
 )
 
@@ -38,14 +39,19 @@ type schemaSync struct {
 	dirty   chan struct{}
 	pushed  int // successful pushes, for tests and status
 	lastErr error
+	// noted counts changes heard; pushedNoted is noted as of the last
+	// successful push, and pushedCh is closed (and replaced) at each.
+	noted, pushedNoted uint64
+	pushedCh           chan struct{}
 }
 
 func newSchemaSync() *schemaSync {
-	return &schemaSync{live: map[[2]any]pushedSchema{}, dirty: make(chan struct{}, 1)}
+	return &schemaSync{live: map[[2]any]pushedSchema{}, dirty: make(chan struct{}, 1), pushedCh: make(chan struct{})}
 }
 
 func (s *schemaSync) note(c registry.Change) {
 	s.mu.Lock()
+	s.noted++
 	k := [2]any{c.Subject, c.Version}
 	if c.Kind == registry.ChangeDeleted {
 		delete(s.live, k)
@@ -90,6 +96,9 @@ func (s *schemaSync) run(ctx context.Context, d *Daemon) {
 		case <-s.dirty:
 		case <-retry.C:
 		}
+		s.mu.Lock()
+		noted := s.noted
+		s.mu.Unlock()
 		doc, err := s.doc()
 		if err == nil {
 			err = d.eng.Apply(engine.Change{Section: engine.SectionSchemas, Doc: doc})
@@ -98,11 +107,37 @@ func (s *schemaSync) run(ctx context.Context, d *Daemon) {
 		s.lastErr = err
 		if err == nil {
 			s.pushed++
+			s.pushedNoted = noted
+			close(s.pushedCh)
+			s.pushedCh = make(chan struct{})
 		}
 		s.mu.Unlock()
 		if err != nil {
 			d.state.log.Error("schema push to the engine failed; retrying", "err", err)
 			retry.Reset(SchemaRetryInterval)
+		}
+	}
+}
+
+// flush returns once every change noted so far is in the engine.
+func (s *schemaSync) flush(ctx context.Context) error {
+	s.mu.Lock()
+	want := s.noted
+	s.mu.Unlock()
+	for {
+		s.mu.Lock()
+		done, ch, lastErr := s.pushedNoted >= want, s.pushedCh, s.lastErr
+		s.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if lastErr != nil {
+				return fmt.Errorf("schemas not in the engine yet: %w", lastErr)
+			}
+			return fmt.Errorf("%w: schemas not in the engine yet", errs.ErrTimeout)
+		case <-ch:
 		}
 	}
 }

@@ -448,3 +448,13 @@ func (b *Bucket) WaitMirror(ctx context.Context, rev uint64) bool {
 		}
 	}
 }
+
+// NewSnapshot builds a snapshot from entries (tests, and tools that read a
+// bucket some other way).
+func NewSnapshot(bucket string, revision uint64, entries []Entry) *Snapshot {
+	s := &Snapshot{Bucket: bucket, Revision: revision, keys: map[string]Entry{}}
+	for _, e := range entries {
+		s.keys[e.Key] = e
+	}
+	return s
+}

@@ -124,7 +124,7 @@ func transient(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
-		case jetstream.JSErrCodeStreamNameInUse, 10008 /* cluster not available */, 10005 /* no peers */,
+		case jetstream.JSErrCodeStreamNameInUse, 10008 /* cluster not available */, 10005, /* no peers */
 			jetstream.JSErrCodeJetStreamNotEnabled, jetstream.JSErrCodeJetStreamNotEnabledForAccount:
 			return true
 		}

@@ -222,6 +222,8 @@ func (n *NATS) Commit(ctx context.Context, view *View, changeID string, ops ...O
 		return c, err
 	}
 	c.Revision, c.Duplicate = res.Revision, res.Duplicate
+	// Read your writes: the next change composed here starts from this one.
+	b.WaitMirror(ctx, res.Revision)
 	return c, nil
 }
 
@@ -333,4 +335,18 @@ func kindMayHold(kind, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// NewView builds a view from values by key (tests): every key at revision
+// 1, each bucket (named prefix_kind) at revision rev.
+func NewView(prefix string, rev uint64, values map[string][]byte) *View {
+	byKind := map[string][]natskv.Entry{}
+	for k, v := range values {
+		byKind[kindOf(k)] = append(byKind[kindOf(k)], natskv.Entry{Key: k, Value: v, Revision: 1})
+	}
+	v := &View{snaps: map[string]*natskv.Snapshot{}}
+	for _, kind := range natsKindNames() {
+		v.snaps[kind] = natskv.NewSnapshot(prefix+"_"+kind, rev, byKind[kind])
+	}
+	return v
 }
