@@ -321,7 +321,9 @@ func (f *Fleet) setServed(revs map[string]uint64, digests map[string]string) {
 	f.mu.Lock()
 	now := time.Now()
 	for b, r := range revs {
-		if r >= f.served[b].rev {
+		// at is when this revision began to be served: a resync that finds
+		// nothing new leaves it.
+		if old, ok := f.served[b]; !ok || r > old.rev {
 			f.served[b] = served{rev: r, digest: digests[b], at: now}
 		}
 	}

@@ -29,7 +29,7 @@ type BucketStatus struct {
 	natskv.Health
 	ServedRevision uint64 `json:"served_revision"`
 	ServedDigest   string `json:"served_digest"`
-	ServedMsAgo    int64  `json:"served_ms_ago"` // -1: nothing served yet
+	ServedMsAgo    int64  `json:"served_ms_ago"` // since it began serving this revision; -1: nothing yet
 	LagRevisions   uint64 `json:"lag_revisions"` // store_revision - served_revision
 }
 

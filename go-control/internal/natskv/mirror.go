@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -128,7 +129,7 @@ type mirror struct {
 	restarting  bool
 	restarts    uint64
 	checkFails  uint64
-	lastErr     string
+	lastErr     atomic.Pointer[string] // set from nats.go's callbacks: never under mu
 }
 
 func (m *mirror) init(b *Bucket) {
@@ -160,7 +161,10 @@ func (b *Bucket) Start(ctx context.Context, onChange func()) error {
 		m.publishLocked()
 		m.mu.Unlock()
 	}
-	m.startConsumer(ctx, 0)
+	m.mu.Lock()
+	m.restarting = true
+	m.mu.Unlock()
+	go m.startConsumer(ctx, 0)
 	go m.loop(ctx)
 	select {
 	case <-m.synced:
@@ -199,7 +203,10 @@ func (m *mirror) health() Health {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := Health{Bucket: m.b.o.Bucket, StoreRevision: max(m.storeRev, m.rev), StoreCheckedMsAgo: -1,
-		WatchUp: m.watchUp, WatchRestarts: m.restarts, CheckFailures: m.checkFails, LastError: m.lastErr}
+		WatchUp: m.watchUp, WatchRestarts: m.restarts, CheckFailures: m.checkFails}
+	if e := m.lastErr.Load(); e != nil {
+		h.LastError = *e
+	}
 	if m.stable != nil {
 		h.MirrorRevision, h.Digest = m.stable.Revision, m.stable.Digest()
 	}
@@ -252,7 +259,10 @@ func (m *mirror) publishLocked() bool {
 // on reading from the stream leader.
 func (m *mirror) startConsumer(ctx context.Context, from uint64) {
 	b := m.b
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{b.prefix + ">"}, InactiveThreshold: 10 * time.Second}
+	// A consumer that cannot be re-created at once gives up (the check
+	// makes a new one) rather than retrying for ever under its lock.
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{b.prefix + ">"}, InactiveThreshold: 10 * time.Second,
+		MaxResetAttempts: 2}
 	if from == 0 {
 		cfg.DeliverPolicy = jetstream.DeliverLastPerSubjectPolicy
 	} else {
@@ -267,33 +277,42 @@ func (m *mirror) startConsumer(ctx context.Context, from uint64) {
 		}
 		return cons.Consume(m.handle,
 			jetstream.PullExpiry(2*time.Second), jetstream.PullHeartbeat(500*time.Millisecond),
-			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-				m.mu.Lock()
-				m.lastErr = "watch: " + err.Error()
-				m.mu.Unlock()
-			}))
+			// nats.go calls this holding its consumer's lock: it must not
+			// wait for ours.
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { m.setErr("watch: " + err.Error()) }))
 	}()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.restarting = false
 	if err != nil {
+		m.setErr("watch: " + err.Error())
+	}
+	m.mu.Lock()
+	m.restarting = false
+	var old jetstream.ConsumeContext
+	switch {
+	case err != nil:
 		m.watchUp = false
-		m.lastErr = "watch: " + err.Error()
-		return
+	case ctx.Err() != nil:
+		old = cc
+	default:
+		old = m.consumer
+		m.consumer, m.watchUp = cc, true
+		// It answers for what comes after where it starts.
+		if from > 0 {
+			m.consumerRev = max(m.consumerRev, from-1)
+		}
+		m.lagSince = time.Time{}
 	}
-	if ctx.Err() != nil {
-		cc.Stop()
-		return
-	}
-	old := m.consumer
-	m.consumer, m.watchUp = cc, true
-	// It answers for what comes after where it starts.
-	if from > 0 {
-		m.consumerRev = max(m.consumerRev, from-1)
-	}
-	m.lagSince = time.Time{}
-	if old != nil {
-		old.Stop()
+	m.mu.Unlock()
+	stopConsumer(old)
+}
+
+func (m *mirror) setErr(s string) { m.lastErr.Store(&s) }
+
+// stopConsumer stops a watch without waiting: nats.go's ordered consumer
+// holds its lock while it re-creates itself with backoff (seconds, when
+// the meta leader is gone), and its Stop takes that lock.
+func stopConsumer(cc jetstream.ConsumeContext) {
+	if cc != nil {
+		go cc.Stop()
 	}
 }
 
@@ -313,11 +332,10 @@ func (m *mirror) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			m.mu.Lock()
-			if m.consumer != nil {
-				m.consumer.Stop()
-			}
-			m.watchUp = false
+			cc := m.consumer
+			m.consumer, m.watchUp = nil, false
 			m.mu.Unlock()
+			stopConsumer(cc)
 			return
 		case <-tick.C:
 			m.check(ctx)
@@ -330,7 +348,8 @@ func (m *mirror) loop(ctx context.Context) {
 func (m *mirror) check(ctx context.Context) {
 	b := m.b
 	m.mu.Lock()
-	from, synced, consumerFresh := m.rev+1, m.stable != nil, m.watchUp && time.Since(m.started) < b.o.OpTimeout
+	from, synced := m.rev+1, m.stable != nil
+	consumerFresh := (m.watchUp || m.restarting) && time.Since(m.started) < b.o.OpTimeout
 	m.mu.Unlock()
 	if !synced && consumerFresh {
 		return // the first delivery is under way
@@ -348,8 +367,8 @@ func (m *mirror) check(ctx context.Context) {
 			if ctx.Err() == nil {
 				m.mu.Lock()
 				m.checkFails++
-				m.lastErr = "check: " + err.Error()
 				m.mu.Unlock()
+				m.setErr("check: " + err.Error())
 			}
 			return
 		}

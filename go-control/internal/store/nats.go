@@ -223,7 +223,9 @@ func (n *NATS) Commit(ctx context.Context, view *View, changeID string, ops ...O
 	}
 	c.Revision, c.Duplicate = res.Revision, res.Duplicate
 	// Read your writes: the next change composed here starts from this one.
-	b.WaitMirror(ctx, res.Revision)
+	wctx, cancel := context.WithTimeout(ctx, n.opTimeout)
+	defer cancel()
+	b.WaitMirror(wctx, res.Revision)
 	return c, nil
 }
 

@@ -153,7 +153,7 @@ func (s *Store) PutAll(ctx context.Context, ws []registry.Write) ([]uint64, erro
 	}
 	change.Note(ctx, s.b.Name(), res.Revision, res.Duplicate)
 	// Read your writes: the registry may reload right after.
-	s.b.WaitMirror(ctx, res.Revision)
+	s.waitMirror(ctx, res.Revision)
 	return revs, nil
 }
 
@@ -170,8 +170,17 @@ func (s *Store) Delete(ctx context.Context, key string, expect uint64) error {
 		return s.mapErr(ctx, err)
 	}
 	change.Note(ctx, s.b.Name(), res.Revision, res.Duplicate)
-	s.b.WaitMirror(ctx, res.Revision)
+	s.waitMirror(ctx, res.Revision)
 	return nil
+}
+
+// mirrorWaitMax bounds a writer's wait for its own write in the mirror.
+const mirrorWaitMax = 5 * time.Second
+
+func (s *Store) waitMirror(ctx context.Context, rev uint64) {
+	ctx, cancel := context.WithTimeout(ctx, mirrorWaitMax)
+	defer cancel()
+	s.b.WaitMirror(ctx, rev)
 }
 
 // mapErr turns a natskv outcome into the registry's sentinels; after a lost

@@ -1,0 +1,404 @@
+package faults
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is the checker's verdict on a history.
+type Report struct {
+	Violations []string
+	Lines      []string // statistics, printable
+}
+
+// OK reports whether no violation was found.
+func (r *Report) OK() bool { return len(r.Violations) == 0 }
+
+func (r *Report) violate(format string, args ...any) {
+	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+}
+
+func (r *Report) line(format string, args ...any) {
+	r.Lines = append(r.Lines, fmt.Sprintf(format, args...))
+}
+
+// interval is a span when a target was down (killed, stopped, starting).
+type interval struct{ from, to time.Time }
+
+type timeline struct {
+	down map[string][]interval // by target
+	end  time.Time
+}
+
+// buildTimeline reads the fault events: a NATS node is down from kill to
+// start and from stop to cont; an appliance from kill to serving, from
+// stop to cont, and for good once it died on its own.
+func buildTimeline(events []Event, end time.Time) *timeline {
+	tl := &timeline{down: map[string][]interval{}, end: end}
+	open := map[string]time.Time{}
+	evs := slices.Clone(events)
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].T.Before(evs[j].T) })
+	for _, e := range evs {
+		isApp := strings.HasPrefix(e.Target, "app:")
+		switch {
+		case e.Op == "kill" || e.Op == "stop" || e.Op == "died":
+			if _, ok := open[e.Target]; !ok {
+				open[e.Target] = e.T
+			}
+		case e.Op == "cont" || e.Op == "serving" || e.Op == "start" && !isApp:
+			if from, ok := open[e.Target]; ok {
+				tl.down[e.Target] = append(tl.down[e.Target], interval{from, e.T})
+				delete(open, e.Target)
+			}
+		}
+	}
+	for t, from := range open {
+		tl.down[t] = append(tl.down[t], interval{from, end.Add(time.Hour)})
+	}
+	return tl
+}
+
+func (tl *timeline) upThroughout(target string, from, to time.Time) bool {
+	for _, iv := range tl.down[target] {
+		if iv.from.Before(to) && iv.to.After(from) {
+			return false
+		}
+	}
+	return true
+}
+
+// natsUp counts the NATS nodes up at t.
+func (tl *timeline) natsUp(nodes []string, t time.Time) int {
+	n := 0
+	for _, node := range nodes {
+		up := true
+		for _, iv := range tl.down[node] {
+			if !t.Before(iv.from) && t.Before(iv.to) {
+				up = false
+			}
+		}
+		if up {
+			n++
+		}
+	}
+	return n
+}
+
+// majorityThroughout: at least two of three nodes up over [from, to].
+func (tl *timeline) majorityThroughout(nodes []string, from, to time.Time) bool {
+	points := []time.Time{from}
+	for _, node := range nodes {
+		for _, iv := range tl.down[node] {
+			for _, t := range []time.Time{iv.from, iv.to} {
+				if t.After(from) && t.Before(to) {
+					points = append(points, t)
+				}
+			}
+		}
+	}
+	for _, t := range points {
+		if tl.natsUp(nodes, t) < len(nodes)/2+1 {
+			return false
+		}
+	}
+	return true
+}
+
+// natsEventIn reports a NATS fault event within [from, to].
+func natsEventIn(events []Event, from, to time.Time) bool {
+	for _, e := range events {
+		if strings.HasPrefix(e.Target, "nats:") && !e.T.Before(from) && !e.T.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// bucketOf names the bucket a write kind goes to.
+func bucketOf(kind string) string {
+	switch kind {
+	case "routes":
+		return "sluice_routes"
+	case "tenants":
+		return "sluice_tenants"
+	case "model":
+		return "sluice_models"
+	case "alias":
+		return "sluice_aliases"
+	case "schema":
+		return "sluice_schemas"
+	}
+	return ""
+}
+
+type lagStats struct {
+	lags  []time.Duration
+	worst string
+}
+
+func (l *lagStats) add(d time.Duration, what string) {
+	if len(l.lags) == 0 || d > slices.Max(l.lags) {
+		l.worst = what
+	}
+	l.lags = append(l.lags, d)
+}
+
+func (l *lagStats) String() string {
+	if len(l.lags) == 0 {
+		return "none"
+	}
+	s := slices.Clone(l.lags)
+	slices.Sort(s)
+	q := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
+	return fmt.Sprintf("n=%d p50=%v p90=%v p99=%v max=%v (%s)", len(s), q(0.5).Round(time.Millisecond),
+		q(0.9).Round(time.Millisecond), q(0.99).Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), l.worst)
+}
+
+// Check judges a history:
+//
+//   - every write answered 2xx is in the store;
+//   - no write answered as refused is in the store;
+//   - each change is stored at most once per key;
+//   - unknown-outcome writes: in the store or not (both fine), and then
+//     served by every appliance exactly as the store holds it: at the end
+//     every appliance serves each bucket's last revision, with the same
+//     digest, and its admin API reads back what the store holds;
+//   - from the answer of a 2xx write to every appliance serving it takes
+//     less than the bound, while a majority of the nodes is up (and the
+//     appliance itself was up);
+//   - the data plane answered every request sent to an appliance that was
+//     up, throughout the NATS faults;
+//   - no appliance died on its own.
+func Check(h *History) *Report {
+	r := &Report{}
+	tl := buildTimeline(h.Events, h.FaultEnd)
+
+	// The store's record of changes.
+	stored := map[string][]StoreMsg{}
+	for _, m := range h.Store.Msgs {
+		if m.ChangeID != "" {
+			stored[m.ChangeID] = append(stored[m.ChangeID], m)
+		}
+	}
+	for b, ok := range h.Store.Complete {
+		if !ok {
+			r.violate("bucket %s: history incomplete (a sequence is missing), so absence cannot be proven", b)
+		}
+	}
+
+	type tally struct{ ok, refused, unknown, unknownLanded int }
+	byKind := map[string]*tally{}
+	kinds := []string{"routes", "tenants", "model", "alias", "schema"}
+	for _, k := range kinds {
+		byKind[k] = &tally{}
+	}
+	codes := map[string]int{}
+	var steady, majority, faulty lagStats
+	for _, w := range h.Writes {
+		t := byKind[w.Kind]
+		msgs := stored[w.ID]
+		keys := map[string]int{}
+		var rev uint64
+		for _, m := range msgs {
+			keys[m.Key]++
+			if m.Bucket == bucketOf(w.Kind) {
+				rev = max(rev, m.Seq)
+			}
+		}
+		for k, n := range keys {
+			if n > 1 {
+				r.violate("write %s (%s on %s): stored %d times under key %s", w.ID, w.Kind, w.Appliance, n, k)
+			}
+		}
+		codes[fmt.Sprintf("%d %s", w.Status, w.Code)]++
+		switch w.Outcome {
+		case OutcomeOK:
+			t.ok++
+			if len(msgs) == 0 {
+				r.violate("write %s (%s on %s) answered %d but is not in the store", w.ID, w.Kind, w.Appliance, w.Status)
+				continue
+			}
+		case OutcomeRefused:
+			t.refused++
+			if len(msgs) > 0 {
+				r.violate("write %s (%s on %s) answered %d %s (not applied) but the store has it at %s#%d",
+					w.ID, w.Kind, w.Appliance, w.Status, w.Code, msgs[0].Bucket, msgs[0].Seq)
+			}
+			continue
+		case OutcomeUnknown:
+			t.unknown++
+			if len(msgs) > 0 {
+				t.unknownLanded++
+			}
+			if w.Status != 0 && w.Status != 504 {
+				r.violate("write %s (%s on %s): status %d is outside the fleet write contract: %s", w.ID, w.Kind, w.Appliance, w.Status, w.Detail)
+			}
+			continue
+		}
+		// Acknowledged: time to served everywhere.
+		bucket := bucketOf(w.Kind)
+		win := h.Bound
+		if !tl.majorityThroughout(h.Nodes, w.End, w.End.Add(win)) {
+			continue
+		}
+		var worst time.Duration
+		missing := ""
+		for _, app := range h.Apps {
+			if !tl.upThroughout("app:"+app, w.End.Add(-time.Second), w.End.Add(win)) {
+				continue
+			}
+			seen := false
+			for _, o := range h.Obs {
+				if o.Appliance == app && o.Served[bucket] >= rev {
+					// When it began serving a revision this new: its own
+					// clock (the same host), else when it was seen.
+					at := o.T
+					if t, ok := o.ServedAt[bucket]; ok && t.Before(at) {
+						at = t
+					}
+					worst = max(worst, max(0, at.Sub(w.End)))
+					seen = true
+					break
+				}
+			}
+			if !seen {
+				missing = app
+			}
+		}
+		what := fmt.Sprintf("%s %s on %s at %s#%d", w.ID, w.Kind, w.Appliance, bucket, rev)
+		if missing != "" {
+			r.violate("write %s: appliance %s was up but never served it", what, missing)
+			continue
+		}
+		majority.add(worst, what)
+		if natsEventIn(h.Events, w.End.Add(-time.Second), w.End.Add(win)) {
+			faulty.add(worst, what)
+		} else {
+			steady.add(worst, what)
+		}
+		if worst > h.Bound {
+			r.violate("write %s: served everywhere %v after its answer (bound %v, a majority of nodes up)", what, worst.Round(time.Millisecond), h.Bound)
+		}
+	}
+
+	// Every appliance ends serving exactly what the store holds.
+	for _, f := range h.Finals {
+		if f.Err != "" {
+			r.violate("appliance %s: final read: %s", f.Appliance, f.Err)
+			continue
+		}
+		for b, last := range h.Store.Last {
+			if f.Served[b] != last || f.Digests[b] != h.Store.Digests[b] {
+				r.violate("appliance %s serves %s at %d (digest %s); the store has %d (digest %s)",
+					f.Appliance, b, f.Served[b], f.Digests[b], last, h.Store.Digests[b])
+			}
+		}
+		if len(h.Store.Routes) > 0 && !sameJSON(f.Routes, h.Store.Routes) {
+			r.violate("appliance %s reads back routes %s; the store has %s", f.Appliance, f.Routes, h.Store.Routes)
+		}
+		if !slices.Equal(f.Subjects, h.Store.Subjects) && !(len(f.Subjects) == 0 && len(h.Store.Subjects) == 0) {
+			r.violate("appliance %s lists %d subjects; the store has %d", f.Appliance, len(f.Subjects), len(h.Store.Subjects))
+		}
+	}
+
+	// The data plane, throughout.
+	var segs, segsNATS int
+	var sent, answered, sentNATS uint64
+	for _, s := range h.Segments {
+		if !tl.upThroughout("app:"+s.Appliance, s.Start.Add(-500*time.Millisecond), s.End.Add(500*time.Millisecond)) {
+			continue
+		}
+		segs++
+		sent += s.Sent
+		answered += s.OK
+		duringNATS := false
+		for _, node := range h.Nodes {
+			if !tl.upThroughout(node, s.Start, s.End) {
+				duringNATS = true
+			}
+		}
+		if duringNATS {
+			segsNATS++
+			sentNATS += s.Sent
+		}
+		bad := s.Timeouts + s.Malformed + s.IOErrors
+		for _, n := range s.Errors {
+			bad += uint64(n)
+		}
+		if s.Failed != "" || bad > 0 || s.OK != s.Sent {
+			r.violate("data plane of %s at %s: sent %d, ok %d, timeouts %d, errors %v, io %d %s",
+				s.Appliance, s.Start.Format("15:04:05.000"), s.Sent, s.OK, s.Timeouts, s.Errors, s.IOErrors, s.Failed)
+		}
+	}
+	for _, e := range h.Events {
+		if e.Op == "died" {
+			r.violate("%s died on its own at %s (%s)", e.Target, e.T.Format("15:04:05.000"), e.Why)
+		}
+	}
+
+	// Statistics.
+	r.line("seed %d; fault phase %v; bound %v", h.Seed, h.FaultEnd.Sub(h.Start).Round(time.Second), h.Bound)
+	total := 0
+	for _, k := range kinds {
+		t := byKind[k]
+		total += t.ok + t.refused + t.unknown
+		r.line("writes %-8s ok %4d  refused %4d  unknown %4d (landed %d)", k, t.ok, t.refused, t.unknown, t.unknownLanded)
+	}
+	r.line("writes total %d; answers: %s", total, fmtCounts(codes))
+	faults := map[string]int{}
+	for _, e := range h.Events {
+		if e.Op == "kill" || e.Op == "stop" {
+			kind := strings.SplitN(e.Target, ":", 2)[0]
+			why := e.Why
+			if kind == "nats" && why == "" {
+				why = "random"
+			}
+			faults[strings.TrimSpace(fmt.Sprintf("%s %s %s", e.Op, kind, why))]++
+		}
+	}
+	r.line("faults: %s", fmtCounts(faults))
+	r.line("ack to served everywhere, majority up: %s", majority.String())
+	r.line("  of which no NATS fault event within 1 s before or the bound after: %s", steady.String())
+	r.line("  of which a NATS node was killed, stopped or restarted meanwhile: %s", faulty.String())
+	r.line("data plane: %d segments with the appliance up, %d requests sent, %d answered; %d segments (%d requests) while a NATS node was down",
+		segs, sent, answered, segsNATS, sentNATS)
+	for _, f := range h.Finals {
+		r.line("appliance %s: %s", f.Appliance, fmtCounts64(f.Stats))
+	}
+	return r
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func fmtCounts(m map[string]int) string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func fmtCounts64(m map[string]uint64) string {
+	c := map[string]int{}
+	for k, v := range m {
+		c[k] = int(v)
+	}
+	return fmtCounts(c)
+}
