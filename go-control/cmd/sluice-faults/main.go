@@ -29,6 +29,7 @@ func run() int {
 	seed := flag.Int64("seed", 0, "seed of the schedule of writes and faults (0: from the clock; printed)")
 	duration := flag.Duration("duration", 60*time.Second, "length of the fault phase")
 	bound := flag.Duration("bound", time.Second, "longest time from a 2xx answer to every appliance serving the change, while a majority of nodes is up")
+	failover := flag.Duration("failover-bound", 15*time.Second, "the same bound when the change's stream leader is killed or stopped right after acknowledging it (the followers learn it from the next leader)")
 	rate := flag.Int("rate", 100, "data-plane requests per second to each appliance")
 	writeMin := flag.Duration("write-min", 150*time.Millisecond, "shortest pause between two writes of one writer")
 	writeMax := flag.Duration("write-max", 500*time.Millisecond, "longest pause between two writes of one writer")
@@ -69,7 +70,7 @@ func run() int {
 	}
 	bin := func(p string) string { return filepath.Join(root, p) }
 	cfg := faults.Config{
-		Seed: *seed, Duration: *duration, Bound: *bound, Rate: *rate, WriteEvery: [2]time.Duration{*writeMin, *writeMax},
+		Seed: *seed, Duration: *duration, Bound: *bound, FailoverBound: *failover, Rate: *rate, WriteEvery: [2]time.Duration{*writeMin, *writeMax},
 		Dir: workDir, Repo: root, Log: os.Stdout,
 		NATSServer: bin(".cache/bin/nats-server"), Sluiced: bin(".cache/bin/sluiced"), Loadgen: bin("target/release/loadgen"),
 	}

@@ -120,6 +120,17 @@ func natsEventIn(events []Event, from, to time.Time) bool {
 	return false
 }
 
+// leaderFailed reports a kill or stop of bucket's stream leader within
+// [from, to].
+func leaderFailed(events []Event, bucket string, from, to time.Time) bool {
+	for _, e := range events {
+		if (e.Op == "kill" || e.Op == "stop") && !e.T.Before(from) && !e.T.After(to) && slices.Contains(e.Leads, bucket) {
+			return true
+		}
+	}
+	return false
+}
+
 // bucketOf names the bucket a write kind goes to.
 func bucketOf(kind string) string {
 	switch kind {
@@ -199,7 +210,7 @@ func Check(h *History) *Report {
 		byKind[k] = &tally{}
 	}
 	codes := map[string]int{}
-	var steady, majority, faulty lagStats
+	var steady, majority, faulty, failover lagStats
 	for _, w := range h.Writes {
 		t := byKind[w.Kind]
 		msgs := stored[w.ID]
@@ -276,6 +287,16 @@ func Check(h *History) *Report {
 			r.violate("write %s: appliance %s was up but never served it", what, missing)
 			continue
 		}
+		if leaderFailed(h.Events, bucket, w.End, w.End.Add(win)) {
+			// The leader acknowledged it and died: the followers learn that it
+			// is committed only from the next leader.
+			failover.add(worst, what)
+			if worst > h.FailoverBound {
+				r.violate("write %s: served everywhere %v after its answer, its stream leader failing meanwhile (bound %v)",
+					what, worst.Round(time.Millisecond), h.FailoverBound)
+			}
+			continue
+		}
 		majority.add(worst, what)
 		if natsEventIn(h.Events, w.End.Add(-time.Second), w.End.Add(win)) {
 			faulty.add(worst, what)
@@ -343,7 +364,7 @@ func Check(h *History) *Report {
 	}
 
 	// Statistics.
-	r.line("seed %d; fault phase %v; bound %v", h.Seed, h.FaultEnd.Sub(h.Start).Round(time.Second), h.Bound)
+	r.line("seed %d; fault phase %v", h.Seed, h.FaultEnd.Sub(h.Start).Round(time.Second))
 	total := 0
 	for _, k := range kinds {
 		t := byKind[k]
@@ -363,9 +384,10 @@ func Check(h *History) *Report {
 		}
 	}
 	r.line("faults: %s", fmtCounts(faults))
-	r.line("ack to served everywhere, majority up: %s", majority.String())
+	r.line("ack to served everywhere, majority up, stream leader alive (bound %v): %s", h.Bound, majority.String())
 	r.line("  of which no NATS fault event within 1 s before or the bound after: %s", steady.String())
 	r.line("  of which a NATS node was killed, stopped or restarted meanwhile: %s", faulty.String())
+	r.line("ack to served everywhere, the stream's leader killed or stopped right after (bound %v): %s", h.FailoverBound, failover.String())
 	r.line("data plane: %d segments with the appliance up, %d requests sent, %d answered; %d segments (%d requests) while a NATS node was down",
 		segs, sent, answered, segsNATS, sentNATS)
 	for _, f := range h.Finals {

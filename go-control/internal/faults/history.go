@@ -33,6 +33,9 @@ type Event struct {
 	Op     string    `json:"op"`     // kill, start, stop, cont
 	Target string    `json:"target"` // nats:n0, app:a
 	Why    string    `json:"why,omitempty"`
+	// Leads lists the buckets whose stream the node led when it was
+	// killed or stopped: their acknowledged writes wait for a new leader.
+	Leads []string `json:"leads,omitempty"`
 }
 
 // Obs is what an appliance said it serves, polled.
@@ -97,8 +100,11 @@ type History struct {
 	Start    time.Time     `json:"start"`
 	FaultEnd time.Time     `json:"fault_end"`
 	Bound    time.Duration `json:"bound"`
-	Nodes    []string      `json:"nodes"`
-	Apps     []string      `json:"apps"`
+	// FailoverBound holds writes whose stream leader was killed or
+	// stopped within Bound after their answer.
+	FailoverBound time.Duration `json:"failover_bound"`
+	Nodes         []string      `json:"nodes"`
+	Apps          []string      `json:"apps"`
 
 	mu       sync.Mutex
 	Writes   []Write    `json:"writes"`

@@ -28,6 +28,18 @@ func (n *nemesis) event(op, target, why string) {
 	n.log("nemesis: %s %s %s", op, target, why)
 }
 
+// fault records a kill or stop of NATS node i with the streams it leads.
+func (n *nemesis) fault(ctx context.Context, op string, i int, why string) {
+	var leads []string
+	for _, b := range n.buckets {
+		if n.c.streamLeader(ctx, natskv.StreamName(b)) == i {
+			leads = append(leads, b)
+		}
+	}
+	n.h.addEvent(Event{T: time.Now(), Op: op, Target: nodeName(i), Why: why, Leads: leads})
+	n.log("nemesis: %s %s %s (leads %v)", op, nodeName(i), why, leads)
+}
+
 func nodeName(i int) string { return fmt.Sprintf("nats:n%d", i) }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -68,13 +80,13 @@ func (n *nemesis) run(ctx context.Context, r *rand.Rand) {
 		switch k := r.IntN(100); {
 		case k < 30:
 			i, why := n.pickNode(ctx, r)
-			n.event("kill", nodeName(i), why)
+			n.fault(ctx, "kill", i, why)
 			n.c.nodes[i].kill()
 			sleep(ctx, hold)
 			n.restartNode(i)
 		case k < 50:
 			i, why := n.pickNode(ctx, r)
-			n.event("stop", nodeName(i), why)
+			n.fault(ctx, "stop", i, why)
 			n.c.nodes[i].stop()
 			sleep(ctx, hold)
 			n.event("cont", nodeName(i), "")
@@ -89,7 +101,7 @@ func (n *nemesis) run(ctx context.Context, r *rand.Rand) {
 			var down []int
 			for i := range 3 {
 				if i != keep {
-					n.event("kill", nodeName(i), fmt.Sprintf("quorum loss, leader of %s kept", b))
+					n.fault(ctx, "kill", i, fmt.Sprintf("quorum loss, leader of %s kept", b))
 					n.c.nodes[i].kill()
 					down = append(down, i)
 				}

@@ -14,17 +14,19 @@ import (
 
 // Config of one run.
 type Config struct {
-	Seed       int64
-	Duration   time.Duration // the fault phase
-	Bound      time.Duration // answer to served everywhere, while a majority is up
-	Rate       int           // data-plane requests/s per appliance
-	WriteEvery [2]time.Duration
-	Dir        string // work dir: logs, stores, the history
-	Repo       string // the repository (cfg/fleet.toml)
-	NATSServer string
-	Sluiced    string
-	Loadgen    string
-	Log        io.Writer
+	Seed     int64
+	Duration time.Duration // the fault phase
+	Bound    time.Duration // answer to served everywhere, while a majority is up
+	// FailoverBound: the same when the stream's leader fails right after.
+	FailoverBound time.Duration
+	Rate          int // data-plane requests/s per appliance
+	WriteEvery    [2]time.Duration
+	Dir           string // work dir: logs, stores, the history
+	Repo          string // the repository (cfg/fleet.toml)
+	NATSServer    string
+	Sluiced       string
+	Loadgen       string
+	Log           io.Writer
 }
 
 // Run starts the cluster and the appliances, runs the workload, the
@@ -36,7 +38,7 @@ func Run(ctx context.Context, cfg Config) (*History, *Report, error) {
 		fmt.Fprintf(cfg.Log, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 	}
 	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed))
-	h := &History{Seed: cfg.Seed, Bound: cfg.Bound, Nodes: []string{"nats:n0", "nats:n1", "nats:n2"}, Apps: []string{"a", "b", "c"}}
+	h := &History{Seed: cfg.Seed, Bound: cfg.Bound, FailoverBound: cfg.FailoverBound, Nodes: []string{"nats:n0", "nats:n1", "nats:n2"}, Apps: []string{"a", "b", "c"}}
 
 	c, err := startCluster(ctx, cfg.NATSServer, cfg.Dir)
 	if err != nil {

@@ -229,9 +229,13 @@ func (f *Fleet) keepConnected(ctx context.Context) {
 // Run serves the fleet's state on t until ctx ends: once at start (to
 // catch what changed between loading and now), after every new snapshot of
 // a bucket, after a reconnect, and every resync_interval_ms. Changes heard
-// within settle_ms are applied together.
+// within settle_ms are applied together. The control state and the schemas
+// have a loop each: a registration that waits on the store (it holds the
+// registry) never holds up a route change, nor the other way round.
 func (f *Fleet) Run(ctx context.Context, t Target) error {
-	settle := time.Duration(f.cfg.SettleMs) * time.Millisecond
+	var wg sync.WaitGroup
+	wg.Go(func() { f.loop(ctx, f.ctrlDirty, func() { f.applyControl(t) }) })
+	wg.Go(func() { f.loop(ctx, f.schemaDirty, func() { f.applySchemas(ctx, t) }) })
 	tick := time.NewTicker(time.Duration(f.cfg.ResyncIntervalMs) * time.Millisecond)
 	defer tick.Stop()
 	f.markControl()
@@ -239,72 +243,82 @@ func (f *Fleet) Run(ctx context.Context, t Target) error {
 	for {
 		select {
 		case <-ctx.Done():
+			wg.Wait()
 			return nil
-		case <-f.ctrlDirty:
-			f.markControl()
-		case <-f.schemaDirty:
-			f.markSchemas()
 		case <-tick.C:
-			f.markControl()
-			f.markSchemas()
 		case <-f.reconnected:
 			f.mu.Lock()
 			f.stats.Reconnects++
 			f.mu.Unlock()
-			f.markControl()
-			f.markSchemas()
+		}
+		f.markControl()
+		f.markSchemas()
+	}
+}
+
+// loop runs apply after each signal on dirty, settle_ms later.
+func (f *Fleet) loop(ctx context.Context, dirty chan struct{}, apply func()) {
+	settle := time.Duration(f.cfg.SettleMs) * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-dirty:
 		}
 		if settle > 0 {
 			select {
 			case <-ctx.Done():
-				return nil
+				return
 			case <-time.After(settle):
 			}
 		}
-		f.apply(ctx, t)
+		take(dirty) // what came during the settle is in this round
+		apply()
 	}
 }
 
-// apply serves whatever is marked dirty, from the mirrors' snapshots, and
-// records the revisions it served.
-func (f *Fleet) apply(ctx context.Context, t Target) {
-	ctrl, schemas := take(f.ctrlDirty), take(f.schemaDirty)
-	if schemas {
-		snap := f.Registry.Bucket().Snapshot()
-		rctx, cancel := context.WithTimeout(ctx, time.Duration(f.cfg.OpTimeoutMs)*time.Millisecond)
-		err := t.RefreshSchemas(rctx)
-		cancel()
-		f.mu.Lock()
-		if err != nil {
-			f.stats.SchemaFailures++
-		} else {
-			f.stats.SchemaRefreshes++
-		}
-		f.mu.Unlock()
-		if err != nil {
-			f.log.Warn("schema refresh from the fleet failed; retrying on the next change or interval", "err", err)
-		} else if snap != nil {
-			// The registry read a snapshot at least this new.
-			f.setServed(map[string]uint64{f.schemas: snap.Revision}, map[string]string{f.schemas: snap.Digest()})
-		}
+// applySchemas refreshes the registry from its mirror and records the
+// revision served once the engine has it.
+func (f *Fleet) applySchemas(ctx context.Context, t Target) {
+	snap := f.Registry.Bucket().Snapshot()
+	rctx, cancel := context.WithTimeout(ctx, time.Duration(f.cfg.OpTimeoutMs)*time.Millisecond)
+	err := t.RefreshSchemas(rctx)
+	cancel()
+	f.mu.Lock()
+	if err != nil {
+		f.stats.SchemaFailures++
+	} else {
+		f.stats.SchemaRefreshes++
 	}
-	if ctrl {
-		view, err := f.Store.View()
-		if err == nil {
-			_, err = t.ReloadFrom(view) // logs its own outcome; a refusal leaves the running config whole
-		}
-		f.mu.Lock()
-		if err != nil {
-			f.stats.ControlRefused++
-			f.stats.LastControlError = err.Error()
-		} else {
-			f.stats.ControlResyncs++
-			f.stats.LastControlError = ""
-		}
-		f.mu.Unlock()
-		if err == nil {
-			f.setServed(view.Revisions(), view.Digests())
-		}
+	f.mu.Unlock()
+	if err != nil {
+		f.log.Warn("schema refresh from the fleet failed; retrying on the next change or interval", "err", err)
+		return
+	}
+	if snap != nil {
+		// The registry read a snapshot at least this new.
+		f.setServed(map[string]uint64{f.schemas: snap.Revision}, map[string]string{f.schemas: snap.Digest()})
+	}
+}
+
+// applyControl serves the control buckets' snapshots (one consistent
+// state per bucket) and records the revisions served.
+func (f *Fleet) applyControl(t Target) {
+	view, err := f.Store.View()
+	if err == nil {
+		_, err = t.ReloadFrom(view) // logs its own outcome; a refusal leaves the running config whole
+	}
+	f.mu.Lock()
+	if err != nil {
+		f.stats.ControlRefused++
+		f.stats.LastControlError = err.Error()
+	} else {
+		f.stats.ControlResyncs++
+		f.stats.LastControlError = ""
+	}
+	f.mu.Unlock()
+	if err == nil {
+		f.setServed(view.Revisions(), view.Digests())
 	}
 }
 
