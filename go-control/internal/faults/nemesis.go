@@ -15,6 +15,7 @@ import (
 // (two nodes killed, a stream leader kept alive so that writes hang in its
 // log), and SIGKILL or SIGSTOP of an appliance.
 type nemesis struct {
+	repair  context.Context // repairs finish even after the fault phase ends
 	h       *History
 	c       *natsCluster
 	apps    []*appliance
@@ -115,7 +116,7 @@ func (n *nemesis) run(ctx context.Context, r *rand.Rand) {
 			n.event("kill", "app:"+a.name, "")
 			a.p.kill()
 			sleep(ctx, hold)
-			n.restartApp(ctx, a)
+			n.restartApp(n.repair, a)
 		default:
 			a := n.apps[r.IntN(len(n.apps))]
 			n.event("stop", "app:"+a.name, "")

@@ -108,7 +108,7 @@ func Run(ctx context.Context, cfg Config) (*History, *Report, error) {
 		r := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 		phaseWG.Go(func() { w.run(phase, a, r) })
 	}
-	nem := &nemesis{h: h, c: c, apps: apps, buckets: buckets, log: logf, errs: make(chan error, 16)}
+	nem := &nemesis{repair: ctx, h: h, c: c, apps: apps, buckets: buckets, log: logf, errs: make(chan error, 16)}
 	nr := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 	phaseWG.Go(func() { nem.run(phase, nr) })
 	phaseWG.Wait()
