@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/change"
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
@@ -148,7 +149,34 @@ func (s *state) fleetLoadModel(ctx context.Context, m config.Model) error {
 			return nil, fmt.Errorf("%w: model %s version %s is loaded", errs.ErrAlreadyExists, m.Name, m.Version)
 		}
 		o.models = append(o.models, m)
-		return jsonOp(prefixModel+enc(m.Name, m.Version), m)
+		delete(o.modelGone, [2]string{m.Name, m.Version})
+		ops, err := jsonOp(prefixModel+enc(m.Name, m.Version), m)
+		return append(ops, store.Op{Key: prefixModelGone + enc(m.Name, m.Version), Delete: true}), err
+	})
+}
+
+// fleetUnloadModel: a model of the file stays out through a modelgone key.
+func (s *state) fleetUnloadModel(ctx context.Context, name, version string) error {
+	return s.fleetChange(ctx, func(_ *store.View, o *overrides) ([]store.Op, error) {
+		match := func(x config.Model) bool { return x.Name == name && x.Version == version }
+		s.mu.Lock()
+		have := compose(s.file, o).Models
+		inFile := slices.ContainsFunc(s.file.Models, match)
+		s.mu.Unlock()
+		if !slices.ContainsFunc(have, match) {
+			return nil, fmt.Errorf("%w: model %s version %s is not loaded", errs.ErrNotFound, name, version)
+		}
+		o.models = slices.DeleteFunc(o.models, match)
+		ops := []store.Op{{Key: prefixModel + enc(name, version), Delete: true}}
+		if inFile {
+			o.modelGone[[2]string{name, version}] = true
+			gone, err := jsonOp(prefixModelGone+enc(name, version), modelRef{name, version})
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, gone...)
+		}
+		return ops, nil
 	})
 }
 
@@ -201,21 +229,12 @@ func (s *state) fleetRemovePeer(ctx context.Context, name string) error {
 }
 
 // ReloadFrom applies the file and the fleet's shared state as view holds it
-// (the fleet loop's path; SIGHUP reads the live mirrors instead).
-func (d *Daemon) ReloadFrom(view *store.View) (ReloadResult, error) { return d.state.reloadFrom(view) }
-
-// OutcomeDoc names a fleet write whose outcome is unknown: it was sent to
-// the store and not answered in time, so it may still be applied (then by
-// every appliance) or never. Repeat the call with the same Idempotency-Key
-// (within the store's duplicate window it is not applied twice: the answer
-// says whether it had landed), or read the keys back: the change landed if
-// a key moved past its base revision carrying the change id.
-type OutcomeDoc struct {
-	ID            string   `json:"id"`
-	Bucket        string   `json:"bucket"`
-	Keys          []string `json:"keys"`
-	BaseRevisions []uint64 `json:"base_revisions"`
-	RepeatWithin  string   `json:"repeat_within"`
+// (the fleet loop's path; SIGHUP reads the live mirrors instead). It is
+// audited as who=fleet.
+func (d *Daemon) ReloadFrom(view *store.View) (api.ReloadResult, error) {
+	res, err := d.state.reloadFrom(view)
+	d.auditAs("fleet", "reload", "reload", reloadWhat(res), err)
+	return res, err
 }
 
 // fleetStatus maps the outcomes of a fleet write to their HTTP status.
@@ -233,14 +252,14 @@ func fleetStatus(err error) (int, bool) {
 
 // outcomeFields adds what a client needs to act on a fleet outcome: when
 // to retry, and which change to check.
-func outcomeFields(w http.ResponseWriter, err error, doc *apiError) {
+func outcomeFields(w http.ResponseWriter, err error, doc *api.Error) {
 	switch {
 	case errors.Is(err, errs.ErrOutcomeUnknown), errors.Is(err, errs.ErrConflict):
 		w.Header().Set("Retry-After", "1")
 	}
 	var u *natskv.UnknownError
 	if errors.As(err, &u) {
-		doc.Change = &OutcomeDoc{ID: u.ChangeID, Bucket: u.Bucket, Keys: u.Keys, BaseRevisions: u.Base,
+		doc.Change = &api.Outcome{ID: u.ChangeID, Bucket: u.Bucket, Keys: u.Keys, BaseRevisions: u.Base,
 			RepeatWithin: natskv.DuplicateWindow.String()}
 	}
 }
@@ -298,4 +317,23 @@ func (c *changeWriter) Write(b []byte) (int, error) {
 		c.WriteHeader(http.StatusOK)
 	}
 	return c.ResponseWriter.Write(b)
+}
+
+// flush returns once every schema change heard so far is in the engine
+// (the fleet's schema loop records a revision as served only then).
+func (s *schemaSync) flush(ctx context.Context) error {
+	timeout := ServeWait
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if s.waitPushed(timeout) {
+		return nil
+	}
+	s.mu.Lock()
+	lastErr := s.lastErr
+	s.mu.Unlock()
+	if lastErr != nil {
+		return fmt.Errorf("schemas not in the engine yet: %w", lastErr)
+	}
+	return fmt.Errorf("%w: schemas not in the engine yet", errs.ErrTimeout)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/change"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
 	"github.com/sluice-ai/sluice/go-control/internal/natskv"
@@ -96,7 +97,7 @@ func TestFleetWriteOutcomes(t *testing.T) {
 	} {
 		link.err = c.err
 		code, body, h := r.doHeaders("PUT", "/v1/routes", routes, "Idempotency-Key", "k-2")
-		var doc apiError
+		var doc api.Error
 		if err := json.Unmarshal([]byte(body), &doc); err != nil || code != c.code || doc.Code != c.name ||
 			(h.Get("Retry-After") != "") != c.retryAfter || h.Get("Sluice-Change-Id") != "k-2" {
 			t.Fatalf("%v: %d %s %v", c.err, code, body, h)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
-	"github.com/sluice-ai/sluice/go-control/internal/errs"
 	"github.com/sluice-ai/sluice/go-control/registry"
 )
 
@@ -39,19 +38,17 @@ type schemaSync struct {
 	dirty   chan struct{}
 	pushed  int // successful pushes, for tests and status
 	lastErr error
-	// noted counts changes heard; pushedNoted is noted as of the last
-	// successful push, and pushedCh is closed (and replaced) at each.
-	noted, pushedNoted uint64
-	pushedCh           chan struct{}
+	// noted counts changes heard; pushedGen is the noted count the last
+	// successful push included.
+	noted, pushedGen uint64
 }
 
 func newSchemaSync() *schemaSync {
-	return &schemaSync{live: map[[2]any]pushedSchema{}, dirty: make(chan struct{}, 1), pushedCh: make(chan struct{})}
+	return &schemaSync{live: map[[2]any]pushedSchema{}, dirty: make(chan struct{}, 1)}
 }
 
 func (s *schemaSync) note(c registry.Change) {
 	s.mu.Lock()
-	s.noted++
 	k := [2]any{c.Subject, c.Version}
 	if c.Kind == registry.ChangeDeleted {
 		delete(s.live, k)
@@ -61,6 +58,7 @@ func (s *schemaSync) note(c registry.Change) {
 		s.live[k] = pushedSchema{Schema: engine.Schema{ID: c.SchemaID, Subject: c.Subject, Version: c.Version,
 			SchemaType: string(c.Type), Schema: c.Schema, Retired: c.Retired}, References: c.References}
 	}
+	s.noted++
 	s.mu.Unlock()
 	select {
 	case s.dirty <- struct{}{}:
@@ -68,8 +66,31 @@ func (s *schemaSync) note(c registry.Change) {
 	}
 }
 
-func (s *schemaSync) doc() ([]byte, error) {
+// waitPushed waits (at most timeout) until every change heard so far has
+// reached the engine, and reports whether it did.
+func (s *schemaSync) waitPushed(timeout time.Duration) bool {
 	s.mu.Lock()
+	want := s.noted
+	s.mu.Unlock()
+	deadline := time.Now().Add(timeout)
+	for {
+		s.mu.Lock()
+		done := s.pushedGen >= want
+		s.mu.Unlock()
+		if done {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// doc returns the set to push and the noted count it includes.
+func (s *schemaSync) doc() ([]byte, uint64, error) {
+	s.mu.Lock()
+	gen := s.noted
 	list := make([]pushedSchema, 0, len(s.live))
 	for _, v := range s.live {
 		list = append(list, v)
@@ -81,7 +102,8 @@ func (s *schemaSync) doc() ([]byte, error) {
 		}
 		return list[i].Version < list[j].Version
 	})
-	return json.Marshal(list)
+	b, err := json.Marshal(list)
+	return b, gen, err
 }
 
 // run pushes the set whenever it changes, until ctx ends.
@@ -96,10 +118,7 @@ func (s *schemaSync) run(ctx context.Context, d *Daemon) {
 		case <-s.dirty:
 		case <-retry.C:
 		}
-		s.mu.Lock()
-		noted := s.noted
-		s.mu.Unlock()
-		doc, err := s.doc()
+		doc, gen, err := s.doc()
 		if err == nil {
 			err = d.eng.Apply(engine.Change{Section: engine.SectionSchemas, Doc: doc})
 		}
@@ -107,37 +126,12 @@ func (s *schemaSync) run(ctx context.Context, d *Daemon) {
 		s.lastErr = err
 		if err == nil {
 			s.pushed++
-			s.pushedNoted = noted
-			close(s.pushedCh)
-			s.pushedCh = make(chan struct{})
+			s.pushedGen = max(s.pushedGen, gen)
 		}
 		s.mu.Unlock()
 		if err != nil {
 			d.state.log.Error("schema push to the engine failed; retrying", "err", err)
 			retry.Reset(SchemaRetryInterval)
-		}
-	}
-}
-
-// flush returns once every change noted so far is in the engine.
-func (s *schemaSync) flush(ctx context.Context) error {
-	s.mu.Lock()
-	want := s.noted
-	s.mu.Unlock()
-	for {
-		s.mu.Lock()
-		done, ch, lastErr := s.pushedNoted >= want, s.pushedCh, s.lastErr
-		s.mu.Unlock()
-		if done {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if lastErr != nil {
-				return fmt.Errorf("schemas not in the engine yet: %w", lastErr)
-			}
-			return fmt.Errorf("%w: schemas not in the engine yet", errs.ErrTimeout)
-		case <-ch:
 		}
 	}
 }

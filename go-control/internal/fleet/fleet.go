@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/daemon"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
@@ -44,7 +45,7 @@ const SchemasBucketSuffix = "_schemas"
 
 // Target is what the fleet drives: a daemon.
 type Target interface {
-	ReloadFrom(v *store.View) (daemon.ReloadResult, error)
+	ReloadFrom(v *store.View) (api.ReloadResult, error)
 	RefreshSchemas(ctx context.Context) error
 }
 
@@ -131,7 +132,7 @@ func Connect(ctx context.Context, cfg config.Fleet, log *slog.Logger) (*Fleet, e
 	}
 	nc, err := nats.Connect(strings.Join(cfg.Servers, ","), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: fleet: connect %v: %v", errs.ErrIO, cfg.Servers, err)
+		return nil, fmt.Errorf("%w: fleet: connect %v: %w", errs.ErrIO, cfg.Servers, err)
 	}
 	f.nc = nc
 	if err := f.open(ctx); err != nil {
@@ -144,7 +145,7 @@ func Connect(ctx context.Context, cfg config.Fleet, log *slog.Logger) (*Fleet, e
 func (f *Fleet) open(ctx context.Context) error {
 	js, err := jetstream.New(f.nc)
 	if err != nil {
-		return fmt.Errorf("%w: fleet: jetstream: %v", errs.ErrIO, err)
+		return fmt.Errorf("%w: fleet: jetstream: %w", errs.ErrIO, err)
 	}
 	cfg := f.cfg
 	opTimeout := time.Duration(cfg.OpTimeoutMs) * time.Millisecond

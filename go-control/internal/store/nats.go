@@ -28,6 +28,7 @@ var natsKinds = []struct {
 	{"routes", "routes", false},
 	{"tenants", "tenants", false},
 	{"models", "model.", true},
+	{"models", "modelgone.", true}, // a file model unloaded through the API
 	{"aliases", "alias.", true},
 	{"peers", "peer.", true},
 	{"peers", "peergone.", true},
