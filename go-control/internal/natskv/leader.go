@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -102,4 +103,31 @@ func (b *Bucket) entryOf(subject string, h nats.Header, data []byte, seq uint64,
 		e.Value = nil
 	}
 	return e
+}
+
+// directNext is leaderNext answered by any replica ($JS.API.DIRECT.GET):
+// when the leader read fails (no meta leader while the cluster recovers
+// from losing its quorum, a leader being elected), a replica still has
+// every message it has applied, all committed, so the mirror can move
+// forward; it never moves back. Not found is errs.ErrNotFound (this replica
+// has nothing after seq), and says nothing of the leader.
+func (b *Bucket) directNext(ctx context.Context, seq uint64) (Entry, error) {
+	body, _ := json.Marshal(msgGetRequest{Seq: seq, NextFor: b.prefix + ">"})
+	reply, err := b.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+b.stream, body)
+	if err != nil {
+		return Entry{}, fmt.Errorf("%w: bucket %s: replica read: %v", errs.ErrUnavailable, b.o.Bucket, err)
+	}
+	switch st := reply.Header.Get("Status"); {
+	case st == "404":
+		return Entry{}, errs.ErrNotFound
+	case st != "":
+		return Entry{}, fmt.Errorf("%w: bucket %s: replica read: status %s %s", errs.ErrUnavailable, b.o.Bucket, st,
+			reply.Header.Get("Description"))
+	}
+	n, err := strconv.ParseUint(reply.Header.Get("Nats-Sequence"), 10, 64)
+	if err != nil || n < seq {
+		return Entry{}, fmt.Errorf("%w: bucket %s: replica read: bad sequence %q", errs.ErrIO, b.o.Bucket, reply.Header.Get("Nats-Sequence"))
+	}
+	at, _ := time.Parse(time.RFC3339Nano, reply.Header.Get("Nats-Time-Stamp"))
+	return b.entryOf(reply.Header.Get("Nats-Subject"), reply.Header, reply.Data, n, at), nil
 }

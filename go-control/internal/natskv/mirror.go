@@ -369,9 +369,42 @@ func (m *mirror) check(ctx context.Context) {
 				m.checkFails++
 				m.mu.Unlock()
 				m.setErr("check: " + err.Error())
+				m.fromReplicas(ctx, from, timeout)
 			}
 			return
 		}
+		m.take(e, false, false)
+		from = e.Revision + 1
+	}
+}
+
+// fromReplicas takes from any replica what follows from when the leader
+// cannot be read. Replicas hold only committed messages, so the mirror
+// only moves forward; but two reads may reach two replicas at different
+// points, and a message one of them already removed (superseded, past the
+// history limit) could be skipped. So the state is published only when the
+// messages read came without a gap in their sequences, and what the
+// leader last reported is left alone: in_sync stays false until the leader
+// answers again.
+func (m *mirror) fromReplicas(ctx context.Context, from uint64, timeout time.Duration) {
+	gapless := true
+	for range catchUpReadsMax {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		e, err := m.b.directNext(rctx, from)
+		cancel()
+		if errors.Is(err, errs.ErrNotFound) {
+			m.mu.Lock()
+			pub := gapless && m.rev == from-1 && m.publishLocked()
+			m.mu.Unlock()
+			if pub && m.onChange != nil {
+				m.onChange()
+			}
+			return
+		}
+		if err != nil {
+			return
+		}
+		gapless = gapless && e.Revision == from
 		m.take(e, false, false)
 		from = e.Revision + 1
 	}
