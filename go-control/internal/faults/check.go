@@ -171,6 +171,22 @@ func (l *lagStats) String() string {
 		q(0.9).Round(time.Millisecond), q(0.99).Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), l.worst)
 }
 
+// checker holds what the checks of one history share.
+type checker struct {
+	h      *History
+	r      *Report
+	tl     *timeline
+	stored map[string][]StoreMsg // by change id
+
+	byKind                             map[string]*tally
+	codes                              map[string]int
+	steady, majority, faulty, failover lagStats
+}
+
+type tally struct{ ok, refused, unknown, unknownLanded int }
+
+var writeKinds = []string{"routes", "tenants", "model", "alias", "schema"}
+
 // Check judges a history:
 //
 //   - every write answered 2xx is in the store;
@@ -187,128 +203,144 @@ func (l *lagStats) String() string {
 //     up, throughout the NATS faults;
 //   - no appliance died on its own.
 func Check(h *History) *Report {
-	r := &Report{}
-	tl := buildTimeline(h.Events, h.FaultEnd)
-
-	// The store's record of changes.
-	stored := map[string][]StoreMsg{}
+	c := &checker{h: h, r: &Report{}, tl: buildTimeline(h.Events, h.FaultEnd), stored: map[string][]StoreMsg{},
+		byKind: map[string]*tally{}, codes: map[string]int{}}
 	for _, m := range h.Store.Msgs {
 		if m.ChangeID != "" {
-			stored[m.ChangeID] = append(stored[m.ChangeID], m)
+			c.stored[m.ChangeID] = append(c.stored[m.ChangeID], m)
 		}
 	}
 	for b, ok := range h.Store.Complete {
 		if !ok {
-			r.violate("bucket %s: history incomplete (a sequence is missing), so absence cannot be proven", b)
+			c.r.violate("bucket %s: history incomplete (a sequence is missing), so absence cannot be proven", b)
 		}
 	}
-
-	type tally struct{ ok, refused, unknown, unknownLanded int }
-	byKind := map[string]*tally{}
-	kinds := []string{"routes", "tenants", "model", "alias", "schema"}
-	for _, k := range kinds {
-		byKind[k] = &tally{}
+	for _, k := range writeKinds {
+		c.byKind[k] = &tally{}
 	}
-	codes := map[string]int{}
-	var steady, majority, faulty, failover lagStats
 	for _, w := range h.Writes {
-		t := byKind[w.Kind]
-		msgs := stored[w.ID]
-		keys := map[string]int{}
-		var rev uint64
-		for _, m := range msgs {
-			keys[m.Key]++
-			if m.Bucket == bucketOf(w.Kind) {
-				rev = max(rev, m.Seq)
-			}
-		}
-		for k, n := range keys {
-			if n > 1 {
-				r.violate("write %s (%s on %s): stored %d times under key %s", w.ID, w.Kind, w.Appliance, n, k)
-			}
-		}
-		codes[fmt.Sprintf("%d %s", w.Status, w.Code)]++
-		switch w.Outcome {
-		case OutcomeOK:
-			t.ok++
-			if len(msgs) == 0 {
-				r.violate("write %s (%s on %s) answered %d but is not in the store", w.ID, w.Kind, w.Appliance, w.Status)
-				continue
-			}
-		case OutcomeRefused:
-			t.refused++
-			if len(msgs) > 0 {
-				r.violate("write %s (%s on %s) answered %d %s (not applied) but the store has it at %s#%d",
-					w.ID, w.Kind, w.Appliance, w.Status, w.Code, msgs[0].Bucket, msgs[0].Seq)
-			}
-			continue
-		case OutcomeUnknown:
-			t.unknown++
-			if len(msgs) > 0 {
-				t.unknownLanded++
-			}
-			if w.Status != 0 && w.Status != 504 {
-				r.violate("write %s (%s on %s): status %d is outside the fleet write contract: %s", w.ID, w.Kind, w.Appliance, w.Status, w.Detail)
-			}
-			continue
-		}
-		// Acknowledged: time to served everywhere.
-		bucket := bucketOf(w.Kind)
-		win := h.Bound
-		if !tl.majorityThroughout(h.Nodes, w.End, w.End.Add(win)) {
-			continue
-		}
-		var worst time.Duration
-		missing := ""
-		for _, app := range h.Apps {
-			if !tl.upThroughout("app:"+app, w.End.Add(-time.Second), w.End.Add(win)) {
-				continue
-			}
-			seen := false
-			for _, o := range h.Obs {
-				if o.Appliance == app && o.Served[bucket] >= rev {
-					// When it began serving a revision this new: its own
-					// clock (the same host), else when it was seen.
-					at := o.T
-					if t, ok := o.ServedAt[bucket]; ok && t.Before(at) {
-						at = t
-					}
-					worst = max(worst, max(0, at.Sub(w.End)))
-					seen = true
-					break
-				}
-			}
-			if !seen {
-				missing = app
-			}
-		}
-		what := fmt.Sprintf("%s %s on %s at %s#%d", w.ID, w.Kind, w.Appliance, bucket, rev)
-		if missing != "" {
-			r.violate("write %s: appliance %s was up but never served it", what, missing)
-			continue
-		}
-		if leaderFailed(h.Events, bucket, w.End, w.End.Add(win)) {
-			// The leader acknowledged it and died: the followers learn that it
-			// is committed only from the next leader.
-			failover.add(worst, what)
-			if worst > h.FailoverBound {
-				r.violate("write %s: served everywhere %v after its answer, its stream leader failing meanwhile (bound %v)",
-					what, worst.Round(time.Millisecond), h.FailoverBound)
-			}
-			continue
-		}
-		majority.add(worst, what)
-		if natsEventIn(h.Events, w.End.Add(-time.Second), w.End.Add(win)) {
-			faulty.add(worst, what)
-		} else {
-			steady.add(worst, what)
-		}
-		if worst > h.Bound {
-			r.violate("write %s: served everywhere %v after its answer (bound %v, a majority of nodes up)", what, worst.Round(time.Millisecond), h.Bound)
+		c.write(w)
+	}
+	c.finals()
+	c.dataPlane()
+	for _, e := range h.Events {
+		if e.Op == "died" {
+			c.r.violate("%s died on its own at %s (%s)", e.Target, e.T.Format("15:04:05.000"), e.Why)
 		}
 	}
+	c.stats()
+	return c.r
+}
 
-	// Every appliance ends serving exactly what the store holds.
+// write checks one write against the store and, when acknowledged, the
+// time until every appliance served it.
+func (c *checker) write(w Write) {
+	r := c.r
+	t := c.byKind[w.Kind]
+	msgs := c.stored[w.ID]
+	keys := map[string]int{}
+	var rev uint64
+	for _, m := range msgs {
+		keys[m.Key]++
+		if m.Bucket == bucketOf(w.Kind) {
+			rev = max(rev, m.Seq)
+		}
+	}
+	for k, n := range keys {
+		if n > 1 {
+			r.violate("write %s (%s on %s): stored %d times under key %s", w.ID, w.Kind, w.Appliance, n, k)
+		}
+	}
+	c.codes[fmt.Sprintf("%d %s", w.Status, w.Code)]++
+	switch w.Outcome {
+	case OutcomeOK:
+		t.ok++
+		if len(msgs) == 0 {
+			r.violate("write %s (%s on %s) answered %d but is not in the store", w.ID, w.Kind, w.Appliance, w.Status)
+			return
+		}
+	case OutcomeRefused:
+		t.refused++
+		if len(msgs) > 0 {
+			r.violate("write %s (%s on %s) answered %d %s (not applied) but the store has it at %s#%d",
+				w.ID, w.Kind, w.Appliance, w.Status, w.Code, msgs[0].Bucket, msgs[0].Seq)
+		}
+		return
+	case OutcomeUnknown:
+		t.unknown++
+		if len(msgs) > 0 {
+			t.unknownLanded++
+		}
+		if w.Status != 0 && w.Status != 504 {
+			r.violate("write %s (%s on %s): status %d is outside the fleet write contract: %s", w.ID, w.Kind, w.Appliance, w.Status, w.Detail)
+		}
+		return
+	}
+	c.lag(w, rev)
+}
+
+// lag measures an acknowledged write's answer-to-served-everywhere time
+// and holds it to its bound.
+func (c *checker) lag(w Write, rev uint64) {
+	h, r, tl := c.h, c.r, c.tl
+	bucket := bucketOf(w.Kind)
+	win := h.Bound
+	if !tl.majorityThroughout(h.Nodes, w.End, w.End.Add(win)) {
+		return
+	}
+	var worst time.Duration
+	missing := ""
+	for _, app := range h.Apps {
+		if !tl.upThroughout("app:"+app, w.End.Add(-time.Second), w.End.Add(win)) {
+			continue
+		}
+		seen := false
+		for _, o := range h.Obs {
+			if o.Appliance == app && o.Served[bucket] >= rev {
+				// When it began serving a revision this new: its own
+				// clock (the same host), else when it was seen.
+				at := o.T
+				if t, ok := o.ServedAt[bucket]; ok && t.Before(at) {
+					at = t
+				}
+				worst = max(worst, max(0, at.Sub(w.End)))
+				seen = true
+				break
+			}
+		}
+		if !seen {
+			missing = app
+		}
+	}
+	what := fmt.Sprintf("%s %s on %s at %s#%d", w.ID, w.Kind, w.Appliance, bucket, rev)
+	if missing != "" {
+		r.violate("write %s: appliance %s was up but never served it", what, missing)
+		return
+	}
+	if leaderFailed(h.Events, bucket, w.End, w.End.Add(win)) {
+		// The leader acknowledged it and died: the followers learn that it
+		// is committed only from the next leader.
+		c.failover.add(worst, what)
+		if worst > h.FailoverBound {
+			r.violate("write %s: served everywhere %v after its answer, its stream leader failing meanwhile (bound %v)",
+				what, worst.Round(time.Millisecond), h.FailoverBound)
+		}
+		return
+	}
+	c.majority.add(worst, what)
+	if natsEventIn(h.Events, w.End.Add(-time.Second), w.End.Add(win)) {
+		c.faulty.add(worst, what)
+	} else {
+		c.steady.add(worst, what)
+	}
+	if worst > h.Bound {
+		r.violate("write %s: served everywhere %v after its answer (bound %v, a majority of nodes up)", what, worst.Round(time.Millisecond), h.Bound)
+	}
+}
+
+// finals: every appliance ends serving exactly what the store holds.
+func (c *checker) finals() {
+	h, r := c.h, c.r
 	for _, f := range h.Finals {
 		if f.Err != "" {
 			r.violate("appliance %s: final read: %s", f.Appliance, f.Err)
@@ -327,8 +359,11 @@ func Check(h *History) *Report {
 			r.violate("appliance %s lists %d subjects; the store has %d", f.Appliance, len(f.Subjects), len(h.Store.Subjects))
 		}
 	}
+}
 
-	// The data plane, throughout.
+// dataPlane: every request to an appliance that was up was answered.
+func (c *checker) dataPlane() {
+	h, r, tl := c.h, c.r, c.tl
 	var segs, segsNATS int
 	var sent, answered, sentNATS uint64
 	for _, s := range h.Segments {
@@ -357,21 +392,24 @@ func Check(h *History) *Report {
 				s.Appliance, s.Start.Format("15:04:05.000"), s.Sent, s.OK, s.Timeouts, s.Errors, s.IOErrors, s.Failed)
 		}
 	}
-	for _, e := range h.Events {
-		if e.Op == "died" {
-			r.violate("%s died on its own at %s (%s)", e.Target, e.T.Format("15:04:05.000"), e.Why)
-		}
-	}
+	r.line("data plane: %d segments with the appliance up, %d requests sent, %d answered; %d segments (%d requests) while a NATS node was down",
+		segs, sent, answered, segsNATS, sentNATS)
+}
 
-	// Statistics.
-	r.line("seed %d; fault phase %v", h.Seed, h.FaultEnd.Sub(h.Start).Round(time.Second))
+// stats prints the history's statistics (before the data plane's line,
+// which dataPlane wrote).
+func (c *checker) stats() {
+	h := c.h
+	var lines []string
+	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	add("seed %d; fault phase %v", h.Seed, h.FaultEnd.Sub(h.Start).Round(time.Second))
 	total := 0
-	for _, k := range kinds {
-		t := byKind[k]
+	for _, k := range writeKinds {
+		t := c.byKind[k]
 		total += t.ok + t.refused + t.unknown
-		r.line("writes %-8s ok %4d  refused %4d  unknown %4d (landed %d)", k, t.ok, t.refused, t.unknown, t.unknownLanded)
+		add("writes %-8s ok %4d  refused %4d  unknown %4d (landed %d)", k, t.ok, t.refused, t.unknown, t.unknownLanded)
 	}
-	r.line("writes total %d; answers: %s", total, fmtCounts(codes))
+	add("writes total %d; answers: %s", total, fmtCounts(c.codes))
 	faults := map[string]int{}
 	for _, e := range h.Events {
 		if e.Op == "kill" || e.Op == "stop" {
@@ -383,17 +421,15 @@ func Check(h *History) *Report {
 			faults[strings.TrimSpace(fmt.Sprintf("%s %s %s", e.Op, kind, why))]++
 		}
 	}
-	r.line("faults: %s", fmtCounts(faults))
-	r.line("ack to served everywhere, majority up, stream leader alive (bound %v): %s", h.Bound, majority.String())
-	r.line("  of which no NATS fault event within 1 s before or the bound after: %s", steady.String())
-	r.line("  of which a NATS node was killed, stopped or restarted meanwhile: %s", faulty.String())
-	r.line("ack to served everywhere, the stream's leader killed or stopped right after (bound %v): %s", h.FailoverBound, failover.String())
-	r.line("data plane: %d segments with the appliance up, %d requests sent, %d answered; %d segments (%d requests) while a NATS node was down",
-		segs, sent, answered, segsNATS, sentNATS)
+	add("faults: %s", fmtCounts(faults))
+	add("ack to served everywhere, majority up, stream leader alive (bound %v): %s", h.Bound, c.majority.String())
+	add("  of which no NATS fault event within 1 s before or the bound after: %s", c.steady.String())
+	add("  of which a NATS node was killed, stopped or restarted meanwhile: %s", c.faulty.String())
+	add("ack to served everywhere, the stream's leader killed or stopped right after (bound %v): %s", h.FailoverBound, c.failover.String())
+	c.r.Lines = append(lines, c.r.Lines...)
 	for _, f := range h.Finals {
-		r.line("appliance %s: %s", f.Appliance, fmtCounts64(f.Stats))
+		c.r.line("appliance %s: %s", f.Appliance, fmtCounts64(f.Stats))
 	}
-	return r
 }
 
 func sameJSON(a, b json.RawMessage) bool {

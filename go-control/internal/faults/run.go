@@ -64,25 +64,9 @@ func Run(ctx context.Context, cfg Config) (*History, *Report, error) {
 			a.p.kill()
 		}
 	}()
-	// All three at once on the fresh cluster.
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	startErrs := make(chan error, len(apps))
-	for _, a := range apps {
-		wg.Go(func() {
-			if err := a.p.start(); err != nil {
-				startErrs <- err
-				return
-			}
-			startErrs <- a.waitServing(ctx, 90*time.Second)
-		})
-	}
-	wg.Wait()
-	close(startErrs)
-	for err := range startErrs {
-		if err != nil {
-			return h, nil, fmt.Errorf("starting the appliances together: %w", err)
-		}
+	if err := startTogether(ctx, apps); err != nil {
+		return h, nil, err
 	}
 	logf("3 appliances serving, started together, in %v", time.Since(t0).Round(time.Millisecond))
 	mix, err := writeMix(cfg.Dir)
@@ -140,4 +124,28 @@ func Run(ctx context.Context, cfg Config) (*History, *Report, error) {
 	}
 	rep.line("settled %v after the repairs", took.Round(time.Millisecond))
 	return h, rep, nil
+}
+
+// startTogether starts every appliance at once on the fresh cluster (they
+// race to create the buckets) and waits until all serve.
+func startTogether(ctx context.Context, apps []*appliance) error {
+	var wg sync.WaitGroup
+	errc := make(chan error, len(apps))
+	for _, a := range apps {
+		wg.Go(func() {
+			if err := a.p.start(); err != nil {
+				errc <- err
+				return
+			}
+			errc <- a.waitServing(ctx, 90*time.Second)
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			return fmt.Errorf("starting the appliances together: %w", err)
+		}
+	}
+	return nil
 }
