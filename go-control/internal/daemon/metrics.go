@@ -220,6 +220,7 @@ func (s *state) reloadCounts() (uint64, uint64) {
 func (d *Daemon) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(d), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(d.opts.Collectors...)
 	if d.opts.Ingress != nil {
 		reg.MustRegister(d.opts.Ingress)
 	}
