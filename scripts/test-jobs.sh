@@ -22,14 +22,14 @@ go vet -tags jobs_e2e ./internal/jobs/...
 go test -tags jobs_e2e -count=1 -v ./internal/jobs/e2e/ 2>&1 | grep -v '^        \[' | grep -Ev '^        (====|time=)' || exit 1
 # Go's fuzzer may end a run on a loaded machine with a bare "context
 # deadline exceeded" and no input written (see scripts/fuzz-go.sh): not a
-# finding. A real one fails and leaves its input in testdata/fuzz/FuzzDecode.
+# finding. A real one fails and leaves its input in internal/jobs/jobmsg/testdata/fuzz/FuzzDecode.
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 rc=0
-go test ./internal/jobs -run '^$' -fuzz '^FuzzDecode$' -fuzztime "${FUZZ_SECONDS:-10}s" >"$out" 2>&1 || rc=$?
+go test ./internal/jobs/jobmsg -run '^$' -fuzz '^FuzzDecode$' -fuzztime "${FUZZ_SECONDS:-10}s" >"$out" 2>&1 || rc=$?
 grep -v '^fuzz: elapsed' "$out" | tail -20
 if [ $rc -ne 0 ] && grep -q 'context deadline exceeded' "$out" && ! grep -q 'Failing input' "$out" &&
-    [ ! -d internal/jobs/testdata/fuzz/FuzzDecode ]; then
+    [ ! -d internal/jobs/jobmsg/testdata/fuzz/FuzzDecode ]; then
     echo "test-jobs: the fuzzer stopped with a deadline at the end of the run and wrote no input: not a finding"
     rc=0
 fi

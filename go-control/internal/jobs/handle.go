@@ -11,6 +11,7 @@ import (
 
 	sluice "github.com/sluice-ai/sluice/clients/go"
 	"github.com/sluice-ai/sluice/clients/go/wire"
+	"github.com/sluice-ai/sluice/go-control/internal/jobs/jobmsg"
 )
 
 // handle works one message to its end: a result or a dead letter stored
@@ -36,19 +37,19 @@ func (s *streamRunner) handle(m jetstream.Msg) {
 	}
 	out := &outMeta{id: requestID(meta.Stream, meta.Sequence.Stream), subject: m.Subject(), deliveries: meta.NumDelivered,
 		inputMsgID: h.Get(HeaderNatsMsgID)}
-	j, f := s.decode(m.Subject(), h, m.Data(), s.in.host.Tenant)
+	j, f := jobmsg.Decode(&s.cfg, m.Subject(), h, m.Data(), s.in.host.Tenant)
 	model := ""
 	if j != nil {
-		model = j.model
-		out.traceparent = formatTraceparent(j.req.Trace)
+		model = j.Model
+		out.traceparent = jobmsg.FormatTraceparent(j.Req.Trace)
 		f = s.infer(m, meta, out, j)
 		if f == nil {
 			return // result stored and acked
 		}
 	}
-	if f.retry {
+	if f.Retry {
 		if s.cfg.MaxDeliver > 0 && meta.NumDelivered >= uint64(s.cfg.MaxDeliver) {
-			f = deadLetter(CodeGaveUp, "delivery %d of max_deliver %d failed retryably: %s", meta.NumDelivered, s.cfg.MaxDeliver, f)
+			f = jobmsg.DeadLetter(jobmsg.CodeGaveUp, "delivery %d of max_deliver %d failed retryably: %s", meta.NumDelivered, s.cfg.MaxDeliver, f)
 		} else {
 			s.nak(m)
 			return
@@ -58,36 +59,36 @@ func (s *streamRunner) handle(m jetstream.Msg) {
 }
 
 // infer runs j and stores its result; nil means stored and acked.
-func (s *streamRunner) infer(m jetstream.Msg, meta *jetstream.MsgMetadata, out *outMeta, j *job) *failure {
+func (s *streamRunner) infer(m jetstream.Msg, meta *jetstream.MsgMetadata, out *outMeta, j *jobmsg.Job) *jobmsg.Failure {
 	var deadline time.Time
-	if j.timeout > 0 {
-		deadline = meta.Timestamp.Add(j.timeout)
+	if j.Timeout > 0 {
+		deadline = meta.Timestamp.Add(j.Timeout)
 	}
-	if !j.req.Deadline.IsZero() && (deadline.IsZero() || j.req.Deadline.Before(deadline)) {
-		deadline = j.req.Deadline
+	if !j.Req.Deadline.IsZero() && (deadline.IsZero() || j.Req.Deadline.Before(deadline)) {
+		deadline = j.Req.Deadline
 	}
 	if !deadline.IsZero() && !time.Now().Before(deadline) {
-		return deadLetter(CodeExpired, "the deadline (stored %s + %s) passed before the request ran", meta.Timestamp.UTC().Format(time.RFC3339Nano), j.timeout)
+		return jobmsg.DeadLetter(jobmsg.CodeExpired, "the deadline (stored %s + %s) passed before the request ran", meta.Timestamp.UTC().Format(time.RFC3339Nano), j.Timeout)
 	}
-	c, err := s.in.clients.get(j.tenant)
+	c, err := s.in.clients.get(j.Tenant)
 	if err != nil {
-		return retry("internal", "%v", err)
+		return jobmsg.Retryable("internal", "%v", err)
 	}
 	// One of jobs.concurrency slots while in the data plane.
 	select {
 	case s.in.slots <- struct{}{}:
 	case <-time.After(time.Duration(s.cfg.AckWaitMs) * time.Millisecond / 3):
-		return retry("busy", "no data-plane slot free within a third of ack_wait_ms")
+		return jobmsg.Retryable("busy", "no data-plane slot free within a third of ack_wait_ms")
 	}
 	resp, err := s.send(c, j, deadline)
 	<-s.in.slots
 	if err != nil {
-		return classify(err, !deadline.IsZero() && !time.Now().Before(deadline))
+		return jobmsg.Classify(err, !deadline.IsZero() && !time.Now().Before(deadline))
 	}
 	msg, err := s.resultMsg(out, j, resp)
 	resp.Release()
 	if err != nil {
-		return deadLetter(wire.CodeResponseTooLarge.String(), "%v", err)
+		return jobmsg.DeadLetter(wire.CodeResponseTooLarge.String(), "%v", err)
 	}
 	dup, f := s.publish(msg, out.id)
 	if f != nil {
@@ -102,7 +103,7 @@ func (s *streamRunner) infer(m jetstream.Msg, meta *jetstream.MsgMetadata, out *
 
 // send runs the request, resending at once (1 ms, 2 ms, ... apart) when
 // the engine answers busy, up to jobs.busy_retries times.
-func (s *streamRunner) send(c *sluice.Client, j *job, deadline time.Time) (*sluice.Response, error) {
+func (s *streamRunner) send(c *sluice.Client, j *jobmsg.Job, deadline time.Time) (*sluice.Response, error) {
 	if deadline.IsZero() {
 		deadline = time.Now().Add(time.Duration(s.in.cfg.RequestTimeoutMs) * time.Millisecond)
 	}
@@ -110,7 +111,7 @@ func (s *streamRunner) send(c *sluice.Client, j *job, deadline time.Time) (*slui
 	defer cancel()
 	pause := time.Millisecond
 	for attempt := 0; ; attempt++ {
-		resp, err := c.Infer(ctx, &j.req)
+		resp, err := c.Infer(ctx, &j.Req)
 		if err == nil || !errors.Is(err, sluice.ErrBusy) || attempt >= s.in.cfg.BusyRetries {
 			return resp, err
 		}
@@ -127,17 +128,17 @@ func (s *streamRunner) send(c *sluice.Client, j *job, deadline time.Time) (*slui
 // de-duplication id and waits for the publish ack. dup is JetStream's
 // word that a message of that id is stored already (within the duplicate
 // window): this request was worked before and its outcome kept.
-func (s *streamRunner) publish(msg *nats.Msg, id string) (dup bool, f *failure) {
+func (s *streamRunner) publish(msg *nats.Msg, id string) (dup bool, f *jobmsg.Failure) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.in.cfg.PublishTimeoutMs)*time.Millisecond)
 	defer cancel()
 	ack, err := s.in.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDPrefix+id))
 	if err != nil {
 		s.c.publishErrors.Add(1)
 		if errors.Is(err, nats.ErrMaxPayload) {
-			return false, deadLetter(wire.CodeResponseTooLarge.String(), "the result does not fit NATS's max_payload: %v", err)
+			return false, jobmsg.DeadLetter(wire.CodeResponseTooLarge.String(), "the result does not fit NATS's max_payload: %v", err)
 		}
 		s.noteErr(fmt.Errorf("publish to %s: %w", msg.Subject, err))
-		return false, retry("publish_failed", "storing to %s: %v", msg.Subject, err)
+		return false, jobmsg.Retryable("publish_failed", "storing to %s: %v", msg.Subject, err)
 	}
 	if ack.Duplicate {
 		s.c.duplicates.Add(1)
@@ -147,14 +148,14 @@ func (s *streamRunner) publish(msg *nats.Msg, id string) (dup bool, f *failure) 
 
 // storeDeadLetter publishes the dead letter, then acks; a failed publish
 // naks instead, so the message is tried again.
-func (s *streamRunner) storeDeadLetter(m jetstream.Msg, out *outMeta, model string, f *failure) {
+func (s *streamRunner) storeDeadLetter(m jetstream.Msg, out *outMeta, model string, f *jobmsg.Failure) {
 	dl := s.deadLetterMsg(out, model, m.Headers(), m.Data(), f)
 	dup, pf := s.publish(dl, out.id)
-	if pf != nil && !pf.retry {
+	if pf != nil && !pf.Retry {
 		// Too large for max_payload with our headers: keep the code and
 		// message, drop the body.
 		dl.Data = nil
-		dl.Header.Set(HeaderBodyDropped, pf.msg)
+		dl.Header.Set(HeaderBodyDropped, pf.Msg)
 		dup, pf = s.publish(dl, out.id)
 	}
 	if pf != nil {
@@ -162,7 +163,7 @@ func (s *streamRunner) storeDeadLetter(m jetstream.Msg, out *outMeta, model stri
 		return
 	}
 	if !dup {
-		s.c.deadLetter(f.code)
+		s.c.deadLetter(f.Code)
 	}
 	s.ack(m)
 }

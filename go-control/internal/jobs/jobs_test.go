@@ -19,6 +19,7 @@ import (
 	sluice "github.com/sluice-ai/sluice/clients/go"
 	"github.com/sluice-ai/sluice/clients/go/wire"
 	"github.com/sluice-ai/sluice/go-control/internal/config"
+	"github.com/sluice-ai/sluice/go-control/internal/jobs/jobmsg"
 )
 
 // The ingress against a real nats-server (in process) and the stand-in
@@ -223,7 +224,7 @@ func TestIngress(t *testing.T) {
 		_ = meta
 		if h.Get(HeaderStatus) != "ok" || h.Get(HeaderKind) != KindResult || h.Get(HeaderRequestID) != r.prefix+":1" ||
 			h.Get("traceparent") != tp || h.Get(HeaderInputMsgID) != "client-7" || h.Get(HeaderNatsMsgID) != "sluice:"+r.prefix+":1" ||
-			h.Get(HeaderContentType) != ContentJSON || h.Get(HeaderVersion) != "1.0.0" {
+			h.Get(jobmsg.HeaderContentType) != jobmsg.ContentJSON || h.Get(HeaderVersion) != "1.0.0" {
 			t.Fatalf("headers %v", h)
 		}
 		var out kserveOut
@@ -250,7 +251,7 @@ func TestIngress(t *testing.T) {
 		r.publish("anything", nil, frame) // told by its magic
 		m := r.take("results.double", 1)[0]
 		f, err := wire.Parse(m.Data())
-		if err != nil || f.Kind() != wire.KindResponse || f.RequestID() != 4242 || m.Headers().Get(HeaderContentType) != ContentFrame {
+		if err != nil || f.Kind() != wire.KindResponse || f.RequestID() != 4242 || m.Headers().Get(jobmsg.HeaderContentType) != jobmsg.ContentFrame {
 			t.Fatalf("result frame: %v %v", err, m.Headers())
 		}
 		d, _ := f.TensorByName("y")
@@ -331,7 +332,7 @@ func TestIngress(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // stored, then the ingress starts late
 		r.start()
 		m := r.take("dlq.double", 1)[0]
-		if m.Headers().Get(HeaderStatus) != CodeExpired {
+		if m.Headers().Get(HeaderStatus) != jobmsg.CodeExpired {
 			t.Fatalf("dead letter %v", m.Headers())
 		}
 		r.settled()
@@ -369,7 +370,7 @@ func TestIngress(t *testing.T) {
 		defer eng.busyLeft.Store(0)
 		r.publish("busy", map[string]string{"X-Model-Version": "1"}, kserveBody("", []float32{1}))
 		m := r.take("dlq.busy", 1)[0]
-		if m.Headers().Get(HeaderStatus) != CodeGaveUp || m.Headers().Get(HeaderDeliveries) != "2" {
+		if m.Headers().Get(HeaderStatus) != jobmsg.CodeGaveUp || m.Headers().Get(HeaderDeliveries) != "2" {
 			t.Fatalf("dead letter %v", m.Headers())
 		}
 		r.settled()
@@ -403,13 +404,13 @@ func TestIngress(t *testing.T) {
 	t.Run("a structured section body travels as $section with its schema id", func(t *testing.T) {
 		r := newRig(t, url, eng, nil)
 		r.start()
-		r.publish("echo", map[string]string{"X-Model-Version": "1", "Content-Type": ContentSection, "X-Schema-Id": "3"}, []byte(`{"intent":"reasoning"}`))
+		r.publish("echo", map[string]string{"X-Model-Version": "1", "Content-Type": jobmsg.ContentSection, "X-Schema-Id": "3"}, []byte(`{"intent":"reasoning"}`))
 		m := r.take("results.echo", 1)[0]
 		if !strings.Contains(string(m.Data()), `"name":"$section","datatype":"UINT8","shape":[22]`) {
 			t.Fatalf("result %s", m.Data())
 		}
-		r.publish("echo", map[string]string{"X-Model-Version": "1", "Content-Type": ContentSection}, []byte(`{}`))
-		if d := r.take("dlq.echo", 1)[0]; d.Headers().Get(HeaderStatus) != CodeBadMessage {
+		r.publish("echo", map[string]string{"X-Model-Version": "1", "Content-Type": jobmsg.ContentSection}, []byte(`{}`))
+		if d := r.take("dlq.echo", 1)[0]; d.Headers().Get(HeaderStatus) != jobmsg.CodeBadMessage {
 			t.Fatalf("no schema id: %v", d.Headers())
 		}
 	})

@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -10,6 +9,7 @@ import (
 	sluice "github.com/sluice-ai/sluice/clients/go"
 	"github.com/sluice-ai/sluice/clients/go/wire"
 	"github.com/sluice-ai/sluice/go-control/internal/config"
+	"github.com/sluice-ai/sluice/go-control/internal/jobs/jobmsg"
 )
 
 // Headers of results and dead letters.
@@ -66,69 +66,49 @@ func (m *outMeta) header(kind, status string) nats.Header {
 		h.Set(HeaderInputMsgID, m.inputMsgID)
 	}
 	if m.traceparent != "" {
-		h.Set(HeaderTraceparent, m.traceparent)
+		h.Set(jobmsg.HeaderTraceparent, m.traceparent)
 	}
 	return h
 }
 
 // resultMsg builds the result of j: the body in j's family, to the reply
 // subject or the results template.
-func (s *streamRunner) resultMsg(m *outMeta, j *job, resp *sluice.Response) (*nats.Msg, error) {
-	subject := j.replyTo
+func (s *streamRunner) resultMsg(m *outMeta, j *jobmsg.Job, resp *sluice.Response) (*nats.Msg, error) {
+	subject := j.ReplyTo
 	if subject == "" {
-		subject = config.RenderSubject(s.cfg.Results, subjectToken(j.model), s.cfg.Stream)
+		subject = config.RenderSubject(s.cfg.Results, subjectToken(j.Model), s.cfg.Stream)
 	}
 	var body []byte
 	var err error
-	if j.family == familyFrame {
-		body, err = responseFrame(j, resp)
+	if j.Family == jobmsg.FamilyFrame {
+		body, err = jobmsg.ResponseFrame(j, resp)
 	} else {
-		body, err = kserveResponse(m.id, j.kserveID, resp, j.outputs)
+		body, err = jobmsg.KServeResponse(m.id, j.KServeID, resp, j.Outputs)
 	}
 	if err != nil {
 		return nil, err
 	}
 	h := m.header(KindResult, "ok")
-	h.Set(HeaderContentType, j.family.contentType())
+	h.Set(jobmsg.HeaderContentType, j.Family.ContentType())
 	h.Set(HeaderModel, resp.Model)
 	h.Set(HeaderVersion, resp.ModelVersion)
 	return &nats.Msg{Subject: subject, Header: h, Data: body}, nil
 }
 
-// responseFrame writes the answer as a response frame carrying the
-// request frame's own id (the engine answered under the ingress's).
-func responseFrame(j *job, resp *sluice.Response) ([]byte, error) {
-	var scratch [wire.TensorCountMax]wire.TensorRepr
-	ts := scratch[:0]
-	for _, o := range resp.Outputs {
-		ts = append(ts, wire.TensorRepr{Name: o.Name, DType: o.DType, Dims: o.Dims, Data: o.Data})
-	}
-	f := resp.Frame()
-	r := wire.Repr{
-		Kind: wire.KindResponse, RequestID: j.frameRequestID, TenantID: uint32(j.tenant.ID),
-		Trace: f.Trace(), Model: resp.Model, ModelVersion: resp.ModelVersion, Tensors: ts,
-	}
-	out, _, err := r.Append(nil)
-	if err != nil {
-		return nil, fmt.Errorf("writing the response frame: %w", err)
-	}
-	return out, nil
-}
-
 // deadLetterMsg builds a dead letter: the request's body and headers as
 // they came (so it can be replayed; JetStream's own Nats-* headers left
 // out), with the code and message.
-func (s *streamRunner) deadLetterMsg(m *outMeta, model string, in nats.Header, body []byte, f *failure) *nats.Msg {
-	h := m.header(KindDeadLetter, f.code)
+func (s *streamRunner) deadLetterMsg(m *outMeta, model string, in nats.Header, body []byte, f *jobmsg.Failure) *nats.Msg {
+	h := m.header(KindDeadLetter, f.Code)
 	for k, vs := range in {
 		if strings.HasPrefix(k, natsHeaderPrefix) || strings.HasPrefix(k, "Sluice-") {
 			continue
 		}
 		h[k] = append([]string(nil), vs...)
 	}
-	h.Set(HeaderError, headerText(f.msg, wire.ErrorMessageLenMax*4))
+	h.Set(HeaderError, headerText(f.Msg, wire.ErrorMessageLenMax*4))
 	if model == "" {
-		model = s.modelOf(m.subject)
+		model = jobmsg.ModelOf(&s.cfg, m.subject)
 	}
 	return &nats.Msg{
 		Subject: config.RenderSubject(s.cfg.DeadLetters, subjectToken(model), s.cfg.Stream),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/config"
+	"github.com/sluice-ai/sluice/go-control/internal/jobs/jobmsg"
 )
 
 // Timings of a stream's loop.
@@ -61,7 +62,7 @@ type counters struct {
 
 func (c *counters) deadLetter(code string) {
 	c.deadLettered.Add(1)
-	if code == CodeExpired {
+	if code == jobmsg.CodeExpired {
 		c.expired.Add(1)
 	}
 	c.mu.Lock()

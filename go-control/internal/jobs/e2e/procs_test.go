@@ -132,7 +132,6 @@ func (p *proc) start(watch func(string)) {
 	p.mu.Unlock()
 }
 
-
 // signal sends sig and waits up to wait for the exit (then kills).
 func (p *proc) signal(sig syscall.Signal, wait time.Duration) {
 	p.mu.Lock()

@@ -1,9 +1,15 @@
-package jobs
+// Package jobmsg is the message codec of the jobs ingress (docs/jobs.md):
+// how a JetStream message (subject, headers, body) becomes a Sluice
+// request, how the answer becomes a result body, and which failures are
+// dead letters and which are retried. It holds no connection, so it is
+// tested and fuzzed on its own.
+package jobmsg
 
 import (
 	"bytes"
 	"encoding/hex"
 	"mime"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,7 +37,7 @@ const (
 	HeaderContentType   = "Content-Type"
 )
 
-// Content types of request bodies; a result uses its request's family.
+// Content types of request bodies; a result uses its request's Family.
 const (
 	ContentFrame   = "application/x-sluice-frame"   // a Sluice request frame (docs/wire.md); also told by the magic "SLCE"
 	ContentJSON    = "application/json"             // a KServe v2 inference request; also told by a leading '{'
@@ -44,41 +50,46 @@ const (
 	BodyLenMax = 8 << 20 // bytes; NATS's own max_payload (1 MiB by default) is usually lower
 )
 
-// family is how a body encodes its tensors.
-type family uint8
+// Family is how a body encodes its tensors; a result uses its request's.
+type Family uint8
 
+// Body families.
 const (
-	familyFrame family = iota + 1
-	familyJSON
-	familySection
+	FamilyFrame Family = iota + 1
+	FamilyJSON
+	FamilySection
 )
 
-func (f family) contentType() string {
+// ContentType is the Content-Type of a result of the family.
+func (f Family) ContentType() string {
 	switch f {
-	case familyFrame:
+	case FamilyFrame:
 		return ContentFrame
 	default:
 		return ContentJSON
 	}
 }
 
-// job is one message read as a request.
-type job struct {
-	family  family
-	req     sluice.Request
-	tenant  config.Tenant
-	model   string        // for the subject templates
-	timeout time.Duration // X-AI-Timeout; 0: none
-	replyTo string
+// Job is one message read as a request.
+type Job struct {
+	Family  Family
+	Req     sluice.Request
+	Tenant  config.Tenant // signs Req
+	Model   string        // for the subject templates
+	Timeout time.Duration // X-AI-Timeout; 0: none
+	ReplyTo string
 	// Echoed in the result: the frame's own request id, the KServe body's
 	// "id" and the outputs it asked for.
-	frameRequestID uint64
-	kserveID       string
-	outputs        []string
+	FrameRequestID uint64
+	KServeID       string
+	Outputs        []string
 }
 
-// tenantFunc finds a tenant by name, or by id when name is "".
-type tenantFunc func(name string, id int64) (config.Tenant, bool)
+// getenv reads tenant keys written "env:VAR".
+var getenv = os.Getenv
+
+// TenantFunc finds a tenant by name, or by id when name is "".
+type TenantFunc func(name string, id int64) (config.Tenant, bool)
 
 // header returns a header's first value, matching its name without case.
 func header(h nats.Header, name string) string {
@@ -95,118 +106,118 @@ func header(h nats.Header, name string) string {
 
 // bodyFamily tells how the body is encoded: by Content-Type, else by its
 // first bytes.
-func bodyFamily(h nats.Header, body []byte) (family, *failure) {
+func bodyFamily(h nats.Header, body []byte) (Family, *Failure) {
 	if ct := header(h, HeaderContentType); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		switch {
 		case err != nil:
-			return 0, deadLetter(CodeBadMessage, "Content-Type %q: %v", ct, err)
+			return 0, DeadLetter(CodeBadMessage, "Content-Type %q: %v", ct, err)
 		case mt == ContentFrame:
-			return familyFrame, nil
+			return FamilyFrame, nil
 		case mt == ContentJSON:
-			return familyJSON, nil
+			return FamilyJSON, nil
 		case mt == ContentSection:
-			return familySection, nil
+			return FamilySection, nil
 		}
-		return 0, deadLetter(CodeBadMessage, "Content-Type %q is not one of %s, %s, %s", ct, ContentFrame, ContentJSON, ContentSection)
+		return 0, DeadLetter(CodeBadMessage, "Content-Type %q is not one of %s, %s, %s", ct, ContentFrame, ContentJSON, ContentSection)
 	}
 	if bytes.HasPrefix(body, []byte(wire.Magic)) {
-		return familyFrame, nil
+		return FamilyFrame, nil
 	}
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '{' {
-		return familyJSON, nil
+		return FamilyJSON, nil
 	}
-	return 0, deadLetter(CodeBadMessage, "no Content-Type, and the body is neither a Sluice frame (magic SLCE) nor a JSON object")
+	return 0, DeadLetter(CodeBadMessage, "no Content-Type, and the body is neither a Sluice frame (magic SLCE) nor a JSON object")
 }
 
-// decode reads a message as a request for stream s.
-func (s *streamRunner) decode(subject string, h nats.Header, body []byte, tenants tenantFunc) (*job, *failure) {
+// Decode reads a message of stream s as a request.
+func Decode(s *config.JobStream, subject string, h nats.Header, body []byte, tenants TenantFunc) (*Job, *Failure) {
 	if len(body) > BodyLenMax {
-		return nil, deadLetter(wire.CodeFrameTooLarge.String(), "body of %d bytes; at most %d", len(body), BodyLenMax)
+		return nil, DeadLetter(wire.CodeFrameTooLarge.String(), "body of %d bytes; at most %d", len(body), BodyLenMax)
 	}
 	fam, f := bodyFamily(h, body)
 	if f != nil {
 		return nil, f
 	}
-	j := &job{family: fam, replyTo: header(h, HeaderReplyTo)}
-	if j.replyTo != "" {
-		if err := config.CheckSubject(j.replyTo, false); err != nil {
-			return nil, deadLetter(CodeBadMessage, "%s: %v", HeaderReplyTo, err)
+	j := &Job{Family: fam, ReplyTo: header(h, HeaderReplyTo)}
+	if j.ReplyTo != "" {
+		if err := config.CheckSubject(j.ReplyTo, false); err != nil {
+			return nil, DeadLetter(CodeBadMessage, "%s: %v", HeaderReplyTo, err)
 		}
 	}
 	if t := header(h, HeaderTimeout); t != "" {
 		d, err := time.ParseDuration(t)
 		if err != nil || d <= 0 || d > TimeoutMax {
-			return nil, deadLetter(CodeBadMessage, "%s %q is not a duration in (0, %v] such as 8s or 250ms", HeaderTimeout, t, TimeoutMax)
+			return nil, DeadLetter(CodeBadMessage, "%s %q is not a duration in (0, %v] such as 8s or 250ms", HeaderTimeout, t, TimeoutMax)
 		}
-		j.timeout = d
+		j.Timeout = d
 	}
-	if fam == familyFrame {
-		if f := s.decodeFrame(j, body, tenants); f != nil {
+	if fam == FamilyFrame {
+		if f := decodeFrame(s, j, body, tenants); f != nil {
 			return nil, f
 		}
 		return j, nil
 	}
-	if f := s.decodeHeaders(j, subject, h, tenants); f != nil {
+	if f := decodeHeaders(s, j, subject, h, tenants); f != nil {
 		return nil, f
 	}
 	switch fam {
-	case familyJSON:
+	case FamilyJSON:
 		in, err := parseKServe(body)
 		if err != nil {
 			return nil, err
 		}
-		j.req.Inputs, j.kserveID, j.outputs = in.inputs, in.id, in.outputs
-	case familySection:
+		j.Req.Inputs, j.KServeID, j.Outputs = in.inputs, in.id, in.outputs
+	case FamilySection:
 		id, err := strconv.ParseUint(header(h, HeaderSchemaID), 10, 32)
 		if err != nil || id == 0 {
-			return nil, deadLetter(CodeBadMessage, "a %s body needs %s, a schema registry id (1..=%d)", ContentSection, HeaderSchemaID, uint32(1<<32-1))
+			return nil, DeadLetter(CodeBadMessage, "a %s body needs %s, a schema registry id (1..=%d)", ContentSection, HeaderSchemaID, uint32(1<<32-1))
 		}
 		var ver uint64
 		if v := header(h, HeaderSchemaVersion); v != "" {
 			if ver, err = strconv.ParseUint(v, 10, 32); err != nil {
-				return nil, deadLetter(CodeBadMessage, "%s %q is not a version number", HeaderSchemaVersion, v)
+				return nil, DeadLetter(CodeBadMessage, "%s %q is not a version number", HeaderSchemaVersion, v)
 			}
 		}
-		j.req.Section, j.req.SchemaID, j.req.SchemaVersion = body, uint32(id), uint32(ver)
+		j.Req.Section, j.Req.SchemaID, j.Req.SchemaVersion = body, uint32(id), uint32(ver)
 	}
 	return j, nil
 }
 
 // decodeHeaders maps the subject and headers onto the request (JSON and
 // section bodies): the model from the subject, the rest from headers.
-func (s *streamRunner) decodeHeaders(j *job, subject string, h nats.Header, tenants tenantFunc) *failure {
-	model := s.modelOf(subject)
+func decodeHeaders(s *config.JobStream, j *Job, subject string, h nats.Header, tenants TenantFunc) *Failure {
+	model := ModelOf(s, subject)
 	if len(model) > wire.ModelNameLenMax {
-		return deadLetter(CodeBadMessage, "model %q (from subject %s) is longer than %d bytes", model, subject, wire.ModelNameLenMax)
+		return DeadLetter(CodeBadMessage, "model %q (from subject %s) is longer than %d bytes", model, subject, wire.ModelNameLenMax)
 	}
-	j.model = model
-	j.req.Model = model
-	j.req.Version = header(h, HeaderModelVersion)
-	if j.req.Version == "" {
-		return deadLetter(wire.CodeModelVersionRequired.String(), "the message has no %s header", HeaderModelVersion)
+	j.Model = model
+	j.Req.Model = model
+	j.Req.Version = header(h, HeaderModelVersion)
+	if j.Req.Version == "" {
+		return DeadLetter(wire.CodeModelVersionRequired.String(), "the message has no %s header", HeaderModelVersion)
 	}
-	j.req.Adapter = header(h, HeaderAdapter)
-	j.req.Intent = header(h, HeaderIntent)
-	for _, f := range []struct{ name, v string }{{HeaderModelVersion, j.req.Version}, {HeaderAdapter, j.req.Adapter}, {HeaderIntent, j.req.Intent}} {
+	j.Req.Adapter = header(h, HeaderAdapter)
+	j.Req.Intent = header(h, HeaderIntent)
+	for _, f := range []struct{ name, v string }{{HeaderModelVersion, j.Req.Version}, {HeaderAdapter, j.Req.Adapter}, {HeaderIntent, j.Req.Intent}} {
 		if f.v != "" && !isToken(f.v) {
-			return deadLetter(CodeBadMessage, "%s %q is not printable ASCII without spaces", f.name, f.v)
+			return DeadLetter(CodeBadMessage, "%s %q is not printable ASCII without spaces", f.name, f.v)
 		}
 	}
-	j.req.Trace, _ = parseTraceparent(header(h, HeaderTraceparent))
+	j.Req.Trace, _ = ParseTraceparent(header(h, HeaderTraceparent))
 	name := header(h, HeaderTenant)
 	if name == "" {
-		name = s.cfg.Tenant
-	} else if name != s.cfg.Tenant && !slices.Contains(s.cfg.Tenants, name) {
-		return deadLetter(wire.CodeForbidden.String(), "stream %s does not take requests for tenant %q (jobs.streams tenant and tenants)", s.cfg.Stream, name)
+		name = s.Tenant
+	} else if name != s.Tenant && !slices.Contains(s.Tenants, name) {
+		return DeadLetter(wire.CodeForbidden.String(), "stream %s does not take requests for tenant %q (jobs.streams tenant and tenants)", s.Stream, name)
 	}
 	t, ok := tenants(name, 0)
 	if !ok {
 		// A config that names a tenant the appliance lacks (yet): it may
 		// arrive through the API or the fleet.
-		return retry(wire.CodeUnauthenticated.String(), "tenant %q is not configured on this appliance", name)
+		return Retryable(wire.CodeUnauthenticated.String(), "tenant %q is not configured on this appliance", name)
 	}
-	j.tenant = t
+	j.Tenant = t
 	return nil
 }
 
@@ -214,36 +225,36 @@ func (s *streamRunner) decodeHeaders(j *job, subject string, h nats.Header, tena
 // be signed by its tenant, which the stream must accept; the ingress
 // checks the tag, then sends the frame's content under a request id of
 // its own (so re-signs it with the same tenant's key).
-func (s *streamRunner) decodeFrame(j *job, body []byte, tenants tenantFunc) *failure {
+func decodeFrame(s *config.JobStream, j *Job, body []byte, tenants TenantFunc) *Failure {
 	f, err := wire.Parse(body)
 	if err != nil {
 		code := wire.CodeMalformedFrame
 		if we, ok := err.(wire.Error); ok {
 			code = we.Code()
 		}
-		return deadLetter(code.String(), "the body is not a valid Sluice frame: %v", err)
+		return DeadLetter(code.String(), "the body is not a valid Sluice frame: %v", err)
 	}
 	if f.Kind() != wire.KindRequest {
-		return deadLetter(wire.CodeUnsupportedKind.String(), "a %s body must be a request frame, not %s", ContentFrame, f.Kind())
+		return DeadLetter(wire.CodeUnsupportedKind.String(), "a %s body must be a request frame, not %s", ContentFrame, f.Kind())
 	}
 	if f.Flags()&wire.FlagAuthenticated == 0 {
-		return deadLetter(wire.CodeUnauthenticated.String(), "a frame body must be signed by its tenant (docs/wire.md, Authentication)")
+		return DeadLetter(wire.CodeUnauthenticated.String(), "a frame body must be signed by its tenant (docs/wire.md, Authentication)")
 	}
 	t, ok := tenants("", int64(f.TenantID()))
 	if !ok {
-		return deadLetter(wire.CodeUnauthenticated.String(), "tenant id %d is not configured", f.TenantID())
+		return DeadLetter(wire.CodeUnauthenticated.String(), "tenant id %d is not configured", f.TenantID())
 	}
-	if t.Name != s.cfg.Tenant && !slices.Contains(s.cfg.Tenants, t.Name) {
-		return deadLetter(wire.CodeForbidden.String(), "stream %s does not take requests for tenant %q", s.cfg.Stream, t.Name)
+	if t.Name != s.Tenant && !slices.Contains(s.Tenants, t.Name) {
+		return DeadLetter(wire.CodeForbidden.String(), "stream %s does not take requests for tenant %q", s.Stream, t.Name)
 	}
 	key, kerr := config.DecodeKey(t.Key, getenv)
 	if kerr != nil || !wire.NewTenantKey(key).Verify(&f) {
-		return deadLetter(wire.CodeUnauthenticated.String(), "the frame's tag does not verify with tenant %q's key", t.Name)
+		return DeadLetter(wire.CodeUnauthenticated.String(), "the frame's tag does not verify with tenant %q's key", t.Name)
 	}
-	j.tenant = t
-	j.frameRequestID = f.RequestID()
-	j.model = f.Model()
-	r := &j.req
+	j.Tenant = t
+	j.FrameRequestID = f.RequestID()
+	j.Model = f.Model()
+	r := &j.Req
 	r.Model, r.Version, r.Adapter, r.Intent = f.Model(), f.ModelVersion(), f.Adapter(), f.Intent()
 	r.SchemaID, r.SchemaVersion, r.TokenCount, r.Trace = f.SchemaID(), f.SchemaVersion(), f.TokenCount(), f.Trace()
 	if us := f.DeadlineUs(); us != 0 {
@@ -262,11 +273,11 @@ func (s *streamRunner) decodeFrame(j *job, body []byte, tenants tenantFunc) *fai
 	return nil
 }
 
-// modelOf names the model a subject asks for: its last token, through the
+// ModelOf names the model a subject asks for: its last token, through the
 // stream's models table.
-func (s *streamRunner) modelOf(subject string) string {
+func ModelOf(s *config.JobStream, subject string) string {
 	tok := subject[strings.LastIndexByte(subject, '.')+1:]
-	if m, ok := s.cfg.Models[tok]; ok {
+	if m, ok := s.Models[tok]; ok {
 		return m
 	}
 	return tok
@@ -281,9 +292,9 @@ func isToken(s string) bool {
 	return true
 }
 
-// parseTraceparent reads a W3C traceparent, version 00 (or a later
+// ParseTraceparent reads a W3C traceparent, version 00 (or a later
 // version's first four fields, as W3C allows).
-func parseTraceparent(v string) (wire.TraceContext, bool) {
+func ParseTraceparent(v string) (wire.TraceContext, bool) {
 	var t wire.TraceContext
 	p := strings.Split(strings.TrimSpace(v), "-")
 	if len(p) < 4 || len(p[0]) != 2 || p[0] == "ff" || (p[0] == "00" && len(p) != 4) ||
@@ -312,8 +323,8 @@ func parseTraceparent(v string) (wire.TraceContext, bool) {
 	return t, true
 }
 
-// formatTraceparent writes a trace context as a traceparent header.
-func formatTraceparent(t wire.TraceContext) string {
+// FormatTraceparent writes a trace context as a traceparent header.
+func FormatTraceparent(t wire.TraceContext) string {
 	if !t.IsSet() {
 		return ""
 	}

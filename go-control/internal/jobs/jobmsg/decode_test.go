@@ -1,7 +1,8 @@
-package jobs
+package jobmsg
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,17 +16,38 @@ import (
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 )
 
-func testRunner() *streamRunner {
-	return &streamRunner{cfg: config.JobStream{Stream: "s", Tenant: "demo", Tenants: []string{"other"},
-		Models: map[string]string{"llm": "mlp"}, Results: config.JobResultsDefault, DeadLetters: config.JobDeadLettersDefault}}
+func testStream() *config.JobStream {
+	return &config.JobStream{Stream: "s", Tenant: "demo", Tenants: []string{"other"},
+		Models: map[string]string{"llm": "mlp"}, Results: config.JobResultsDefault, DeadLetters: config.JobDeadLettersDefault}
 }
 
-func tenantsOf(ts []config.Tenant) tenantFunc {
-	return (&fakeHost{tenants: ts}).Tenant
+var testKey = []byte("jobs-test-tenant-key-0123456789")
+
+func testTenants() []config.Tenant {
+	return []config.Tenant{
+		{Name: "demo", ID: 1, Key: "hex:" + hex.EncodeToString(testKey)},
+		{Name: "other", ID: 2, Key: "hex:" + hex.EncodeToString([]byte("another-tenant-key-abcdefghijk"))},
+	}
+}
+
+func tenantsOf(ts []config.Tenant) TenantFunc {
+	return func(name string, id int64) (config.Tenant, bool) {
+		for _, t := range ts {
+			if (name != "" && t.Name == name) || (name == "" && t.ID == id) {
+				return t, true
+			}
+		}
+		return config.Tenant{}, false
+	}
+}
+
+func kserveBody(id string, x []float32) []byte {
+	b, _ := json.Marshal(map[string]any{"id": id, "inputs": []map[string]any{{"name": "x", "shape": []int{1, len(x)}, "datatype": "FP32", "data": x}}})
+	return b
 }
 
 func TestHeadersMapToTheRequest(t *testing.T) {
-	s := testRunner()
+	s := testStream()
 	h := nats.Header{}
 	h.Set("x-model-version", "1") // any case
 	h.Set("X-Lora-Adapter-ID", "formal")
@@ -33,41 +55,41 @@ func TestHeadersMapToTheRequest(t *testing.T) {
 	h.Set("X-AI-Timeout", "8s")
 	h.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	h.Set("X-Tenant", "other")
-	j, f := s.decode("inference.llm", h, kserveBody("a", []float32{1, 2}), tenantsOf(testTenants()))
+	j, f := Decode(s, "inference.llm", h, kserveBody("a", []float32{1, 2}), tenantsOf(testTenants()))
 	if f != nil {
 		t.Fatal(f)
 	}
-	r := j.req
-	if r.Model != "mlp" || r.Version != "1" || r.Adapter != "formal" || r.Intent != "reasoning" || j.timeout.Seconds() != 8 ||
-		j.tenant.Name != "other" || j.family != familyJSON || j.kserveID != "a" || !r.Trace.Sampled() ||
-		formatTraceparent(r.Trace) != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
+	r := j.Req
+	if r.Model != "mlp" || r.Version != "1" || r.Adapter != "formal" || r.Intent != "reasoning" || j.Timeout.Seconds() != 8 ||
+		j.Tenant.Name != "other" || j.Family != FamilyJSON || j.KServeID != "a" || !r.Trace.Sampled() ||
+		FormatTraceparent(r.Trace) != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
 		t.Fatalf("job %+v", j)
 	}
 	if len(r.Inputs) != 1 || r.Inputs[0].DType != wire.F32 || fmt.Sprint(r.Inputs[0].Dims) != "[1 2]" {
 		t.Fatalf("inputs %+v", r.Inputs)
 	}
 	// An unmapped token names the model itself; the stream's tenant is the default.
-	j, f = s.decode("inference.echo", nats.Header{"X-Model-Version": {"1"}}, []byte(`{"inputs":[{"name":"a","shape":[],"datatype":"INT64","data":[-3]}]}`), tenantsOf(testTenants()))
-	if f != nil || j.req.Model != "echo" || j.tenant.Name != "demo" || j.req.Inputs[0].Len() != 1 {
+	j, f = Decode(s, "inference.echo", nats.Header{"X-Model-Version": {"1"}}, []byte(`{"inputs":[{"name":"a","shape":[],"datatype":"INT64","data":[-3]}]}`), tenantsOf(testTenants()))
+	if f != nil || j.Req.Model != "echo" || j.Tenant.Name != "demo" || j.Req.Inputs[0].Len() != 1 {
 		t.Fatalf("%+v %v", j, f)
 	}
 }
 
 func TestTraceparent(t *testing.T) {
 	good := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
-	if tc, ok := parseTraceparent(good); !ok || formatTraceparent(tc) != good {
+	if tc, ok := ParseTraceparent(good); !ok || FormatTraceparent(tc) != good {
 		t.Fatalf("%v %v", tc, ok)
 	}
 	for _, bad := range []string{"", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
 		"00-00000000000000000000000000000000-b7ad6b7169203331-00", "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-00",
 		"00-0af7651916cd43dd8448eb211c80319c-0000000000000000-00", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0g",
 		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00-extra"} {
-		if _, ok := parseTraceparent(bad); ok {
+		if _, ok := ParseTraceparent(bad); ok {
 			t.Errorf("%q accepted", bad)
 		}
 	}
 	// A later version may carry more fields; its first four are read.
-	if _, ok := parseTraceparent("01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-what"); !ok {
+	if _, ok := ParseTraceparent("01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-what"); !ok {
 		t.Error("future version refused")
 	}
 }
@@ -76,14 +98,14 @@ func TestBodyFamily(t *testing.T) {
 	for _, c := range []struct {
 		ct   string
 		body string
-		want family
+		want Family
 		code string
 	}{
-		{"", "SLCE....", familyFrame, ""},
-		{"", "  {\"inputs\":[]}", familyJSON, ""},
-		{"application/json; charset=utf-8", "x", familyJSON, ""},
-		{"application/x-sluice-section", "{}", familySection, ""},
-		{"application/x-sluice-frame", "{}", familyFrame, ""},
+		{"", "SLCE....", FamilyFrame, ""},
+		{"", "  {\"inputs\":[]}", FamilyJSON, ""},
+		{"application/json; charset=utf-8", "x", FamilyJSON, ""},
+		{"application/x-sluice-section", "{}", FamilySection, ""},
+		{"application/x-sluice-frame", "{}", FamilyFrame, ""},
 		{"", "\x00\x01", 0, CodeBadMessage},
 		{"text/csv", "1,2", 0, CodeBadMessage},
 		{"bad type/", "", 0, CodeBadMessage},
@@ -93,7 +115,7 @@ func TestBodyFamily(t *testing.T) {
 			h.Set("Content-Type", c.ct)
 		}
 		got, f := bodyFamily(h, []byte(c.body))
-		if got != c.want || (f == nil) != (c.code == "") || (f != nil && f.code != c.code) {
+		if got != c.want || (f == nil) != (c.code == "") || (f != nil && f.Code != c.code) {
 			t.Errorf("%q %q: %v %v", c.ct, c.body, got, f)
 		}
 	}
@@ -118,7 +140,7 @@ func TestKServeRoundTrip(t *testing.T) {
 		resp.Outputs = append(resp.Outputs, sluice.Output(x))
 	}
 	resp.Outputs = append(resp.Outputs, sluice.Output{Name: "not-asked", DType: wire.U8, Dims: []uint64{1}, Data: []byte{1}})
-	out, err := kserveResponse("s:1", in.id, resp, in.outputs)
+	out, err := KServeResponse("s:1", in.id, resp, in.outputs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +159,7 @@ func TestKServeRoundTrip(t *testing.T) {
 	}
 	// f32 values print in their shortest form that reads back exactly.
 	one := sluice.NewTensor("y", []uint64{1}, []float32{0.1})
-	out, _ = kserveResponse("s:2", "", &sluice.Response{Outputs: []sluice.Output{{Name: "y", DType: one.DType, Dims: one.Dims, Data: one.Data}}}, nil)
+	out, _ = KServeResponse("s:2", "", &sluice.Response{Outputs: []sluice.Output{{Name: "y", DType: one.DType, Dims: one.Dims, Data: one.Data}}}, nil)
 	if !bytes.Contains(out, []byte(`"data":[0.1]`)) || !bytes.Contains(out, []byte(`"id":"s:2"`)) {
 		t.Fatalf("%s", out)
 	}
@@ -161,7 +183,7 @@ func TestKServeRefusals(t *testing.T) {
 		`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[[[[[[[[[[1]]]]]]]]]]}]}`:  "bad_tensor",
 	} {
 		_, f := parseKServe([]byte(body))
-		if f == nil || f.code != code || f.retry {
+		if f == nil || f.Code != code || f.Retry {
 			t.Errorf("%s: %v, want %s", body, f, code)
 		}
 	}
@@ -190,19 +212,10 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("%w: %w", sluice.ErrInvalidRequest, wire.ErrTooManyTensors), false, "malformed_frame", false},
 		{sluice.ErrClosed, false, "internal", true},
 	} {
-		f := classify(c.err, c.expired)
-		if f.code != c.code || f.retry != c.retry || errors.Is(f, ErrRetry) != c.retry || errors.Is(f, ErrDeadLetter) == c.retry {
+		f := Classify(c.err, c.expired)
+		if f.Code != c.code || f.Retry != c.retry || errors.Is(f, ErrRetry) != c.retry || errors.Is(f, ErrDeadLetter) == c.retry {
 			t.Errorf("%v: %+v", c.err, f)
 		}
-	}
-}
-
-func TestSubjectToken(t *testing.T) {
-	if got := config.RenderSubject(config.JobResultsDefault, subjectToken("a.b*>"), "s"); got != "inference.results.a_b__" {
-		t.Fatal(got)
-	}
-	if err := config.CheckSubject(config.RenderSubject(config.JobDeadLettersDefault, subjectToken(""), "s"), false); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -216,14 +229,14 @@ func TestFloatLimits(t *testing.T) {
 	}
 }
 
-// FuzzDecode: any headers and body give a job or a failure with a code,
+// FuzzDecode: any headers and body give a job or a Failure with a code,
 // never a panic; a job's frame can be built or is refused cleanly.
 func FuzzDecode(f *testing.F) {
 	f.Add("inference.llm", "1", "", "application/json", kserveBody("a", []float32{1}))
 	f.Add("inference.x", "1", "8s", "", []byte(`{"inputs":[{"name":"x","shape":[2],"datatype":"FP16","data":[1,"NaN"]}]}`))
 	f.Add("a.b", "", "", "application/x-sluice-section", []byte(`{}`))
 	f.Add("a.b", "1", "1ms", "", []byte("SLCE\x01\x01"))
-	s := testRunner()
+	s := testStream()
 	tenants := tenantsOf(testTenants())
 	f.Fuzz(func(t *testing.T, subject, version, timeout, ct string, body []byte) {
 		if subject == "" {
@@ -235,19 +248,19 @@ func FuzzDecode(f *testing.F) {
 				h.Set(k, v)
 			}
 		}
-		j, fl := s.decode(subject, h, body, tenants)
+		j, fl := Decode(s, subject, h, body, tenants)
 		if (j == nil) == (fl == nil) {
-			t.Fatalf("job %v and failure %v", j, fl)
+			t.Fatalf("job %v and Failure %v", j, fl)
 		}
 		if fl != nil {
-			if fl.code == "" || fl.msg == "" {
-				t.Fatalf("failure without code or message: %+v", fl)
+			if fl.Code == "" || fl.Msg == "" {
+				t.Fatalf("Failure without code or message: %+v", fl)
 			}
 			return
 		}
 		var scratch [wire.TensorCountMax + 1]wire.TensorRepr
-		r := wire.Repr{Kind: wire.KindRequest, Model: j.req.Model, ModelVersion: j.req.Version, Tensors: scratch[:0]}
-		for _, in := range j.req.Inputs {
+		r := wire.Repr{Kind: wire.KindRequest, Model: j.Req.Model, ModelVersion: j.Req.Version, Tensors: scratch[:0]}
+		for _, in := range j.Req.Inputs {
 			r.Tensors = append(r.Tensors, wire.TensorRepr{Name: in.Name, DType: in.DType, Dims: in.Dims, Data: in.Data})
 		}
 		_, _, _ = r.Append(nil) // refusals are errors, not panics

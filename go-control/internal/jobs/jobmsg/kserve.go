@@ -1,4 +1,4 @@
-package jobs
+package jobmsg
 
 import (
 	"bytes"
@@ -63,21 +63,21 @@ func kserveName(d wire.DType) string {
 }
 
 // parseKServe reads a KServe v2 inference request body.
-func parseKServe(body []byte) (*kserveIn, *failure) {
+func parseKServe(body []byte) (*kserveIn, *Failure) {
 	var r kserveRequest
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&r); err != nil {
-		return nil, deadLetter(CodeBadMessage, "the body is not a KServe v2 inference request: %v", err)
+		return nil, DeadLetter(CodeBadMessage, "the body is not a KServe v2 inference request: %v", err)
 	}
 	if d.More() {
-		return nil, deadLetter(CodeBadMessage, "the body holds more than one JSON value")
+		return nil, DeadLetter(CodeBadMessage, "the body holds more than one JSON value")
 	}
 	if len(r.Inputs) == 0 {
-		return nil, deadLetter(wire.CodeBadTensor.String(), "the request has no inputs")
+		return nil, DeadLetter(wire.CodeBadTensor.String(), "the request has no inputs")
 	}
 	if len(r.Inputs) > wire.TensorCountMax {
-		return nil, deadLetter(wire.CodeBadTensor.String(), "%d inputs; at most %d", len(r.Inputs), wire.TensorCountMax)
+		return nil, DeadLetter(wire.CodeBadTensor.String(), "%d inputs; at most %d", len(r.Inputs), wire.TensorCountMax)
 	}
 	in := &kserveIn{id: r.ID}
 	for _, o := range r.Outputs {
@@ -93,9 +93,9 @@ func parseKServe(body []byte) (*kserveIn, *failure) {
 	return in, nil
 }
 
-func (k *kserveTensor) tensor() (sluice.Tensor, *failure) {
-	bad := func(format string, args ...any) (sluice.Tensor, *failure) {
-		return sluice.Tensor{}, deadLetter(wire.CodeBadTensor.String(), "input %q: "+format, append([]any{k.Name}, args...)...)
+func (k *kserveTensor) tensor() (sluice.Tensor, *Failure) {
+	bad := func(format string, args ...any) (sluice.Tensor, *Failure) {
+		return sluice.Tensor{}, DeadLetter(wire.CodeBadTensor.String(), "input %q: "+format, append([]any{k.Name}, args...)...)
 	}
 	if k.Name == "" || len(k.Name) > wire.TensorNameLenMax || !isToken(k.Name) {
 		return bad("the name must be 1 to %d printable ASCII characters without spaces", wire.TensorNameLenMax)
@@ -281,9 +281,9 @@ func parseFloat(s string) (float64, error) {
 	return f, nil
 }
 
-// kserveResponse writes the response body: outputs (those the request
+// KServeResponse writes the response body: outputs (those the request
 // asked for, or all) as KServe v2 JSON tensors.
-func kserveResponse(requestID, kserveID string, resp *sluice.Response, want []string) ([]byte, error) {
+func KServeResponse(requestID, kserveID string, resp *sluice.Response, want []string) ([]byte, error) {
 	var b bytes.Buffer
 	id := kserveID
 	if id == "" {

@@ -1,4 +1,4 @@
-package jobs
+package jobmsg
 
 import (
 	"testing"
@@ -22,7 +22,7 @@ func BenchmarkKServeResponse(b *testing.B) {
 	resp := &sluice.Response{Model: "mlp", ModelVersion: "1.0.0", Outputs: []sluice.Output{{Name: "y", DType: y.DType, Dims: y.Dims, Data: y.Data}}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := kserveResponse("ai-inference:7", "7", resp, nil); err != nil {
+		if _, err := KServeResponse("ai-inference:7", "7", resp, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
