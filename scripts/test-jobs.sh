@@ -19,6 +19,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root/go-control"
 export SLUICE_ORT_LIB="${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}"
 go vet -tags jobs_e2e ./internal/jobs/...
+(cd ../perf/jobs && go vet ./...) # the benchmark (perf/jobs.sh) stays buildable
 go test -tags jobs_e2e -count=1 -v ./internal/jobs/e2e/ 2>&1 | grep -v '^        \[' | grep -Ev '^        (====|time=)' || exit 1
 # Go's fuzzer may end a run on a loaded machine with a bare "context
 # deadline exceeded" and no input written (see scripts/fuzz-go.sh): not a
