@@ -68,7 +68,8 @@ func (s *streamRunner) infer(m jetstream.Msg, meta *jetstream.MsgMetadata, out *
 		deadline = j.Req.Deadline
 	}
 	if !deadline.IsZero() && !time.Now().Before(deadline) {
-		return jobmsg.DeadLetter(jobmsg.CodeExpired, "the deadline (stored %s + %s) passed before the request ran", meta.Timestamp.UTC().Format(time.RFC3339Nano), j.Timeout)
+		return jobmsg.DeadLetter(jobmsg.CodeExpired, "the deadline %s passed before the request ran (stored %s, X-AI-Timeout %v)",
+			deadline.UTC().Format(time.RFC3339Nano), meta.Timestamp.UTC().Format(time.RFC3339Nano), j.Timeout)
 	}
 	c, err := s.in.clients.get(j.Tenant)
 	if err != nil {
