@@ -472,6 +472,39 @@ func TestIngress(t *testing.T) {
 		}
 	})
 
+	t.Run("max_ack_pending bounds what is handed out; the rest waits in the stream", func(t *testing.T) {
+		r := newRig(t, url, eng, func(c *config.Config) { c.Jobs.Streams[0].MaxAckPending, c.Jobs.Streams[0].InflightMax = 4, 4 })
+		r.start()
+		const n = 12
+		for i := range n {
+			r.publish("slow", map[string]string{"X-Model-Version": "1"}, kserveBody(fmt.Sprint(i), []float32{1}))
+		}
+		ctx := context.Background()
+		c, err := r.js.Consumer(ctx, r.prefix, "sluice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sawLag := false
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+			info, err := c.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.NumAckPending > 4 || r.in.Status().Streams[0].InFlight > 4 {
+				t.Fatalf("more than max_ack_pending handed out: %+v", info)
+			}
+			sawLag = sawLag || info.NumPending > 0
+			if info.NumPending == 0 && info.NumAckPending == 0 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !sawLag {
+			t.Fatal("the backlog never waited in the stream")
+		}
+		r.take("results.slow", n)
+	})
+
 	t.Run("metrics carry the counters per stream", func(t *testing.T) {
 		r := newRig(t, url, eng, nil)
 		r.start()
