@@ -142,6 +142,7 @@ fn status_of(e: &EngineError) -> SluiceStatus {
         EngineError::Unsupported(_) => SluiceStatus::Unsupported,
         EngineError::NotFound(_) => SluiceStatus::NotFound,
         EngineError::InvalidArgument(_) => SluiceStatus::InvalidArgument,
+        EngineError::Timeout(_) => SluiceStatus::Timeout,
     }
 }
 
