@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice_engine::config::{ModelCfg, ModelKind};
+use sluice_engine::config::ModelCfg;
 use sluice_engine::handler::{Handler, Reject, RunAccount};
 use sluice_engine::{Config, Engine, EngineOptions};
 use sluice_wire::{ErrorCode, Frame, Kind};
