@@ -102,6 +102,9 @@ func TestRealEngineThroughTheABI(t *testing.T) {
 	if err != nil || !st.Running || st.Listen == "" || len(st.Workers) != 1 {
 		t.Fatalf("status %+v %v", st, err)
 	}
+	if w := st.Workers[0]; !w.Alive || w.Failed() {
+		t.Fatalf("a serving worker reports %+v", w)
+	}
 	ping(t, st.Listen)
 
 	// A bad route set is refused whole with the reason; nothing changes.
