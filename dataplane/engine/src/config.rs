@@ -41,6 +41,24 @@ pub mod limits {
     pub const BUFFER_SIZE_MAX: u32 = 1 << 20;
     /// Longest spin before an adaptive worker sleeps.
     pub const SPIN_US_MAX: u32 = 1_000_000;
+    /// Fewest and most io_uring submission queue entries (a power of two).
+    pub const RING_ENTRIES_MIN: u32 = 8;
+    /// Most io_uring submission queue entries.
+    pub const RING_ENTRIES_MAX: u32 = 32_768;
+    /// Fewest buffers per pool, per worker.
+    pub const POOL_BUFFERS_MIN: u32 = 8;
+    /// Buffers are a multiple of this many bytes (tensor alignment).
+    pub const BUFFER_ALIGN: u32 = 64;
+    /// Longest shard, route, tenant and peer name, in bytes.
+    pub const NAME_LEN_MAX: usize = 64;
+    /// Shortest tenant key, in bytes.
+    pub const TENANT_KEY_LEN_MIN: usize = 16;
+    /// Longest wait for a forwarded request's answer.
+    pub const FORWARD_TIMEOUT_MS_MAX: u32 = 60_000;
+    /// Most content conditions per route.
+    pub const CONTENT_CONDITIONS_MAX: usize = crate::route::CONTENT_CONDITIONS_MAX;
+    /// Most path segments in a content condition.
+    pub const CONTENT_PATH_SEGMENTS_MAX: usize = sluice_validate::json::PATH_SEGMENTS_MAX;
 }
 
 use limits::*;
@@ -496,24 +514,44 @@ impl Config {
             RX_BURST_MAX as u32,
         )?;
         range("engine.spin_us", e.spin_us, 0, SPIN_US_MAX)?;
-        range("engine.forward_timeout_ms", e.forward_timeout_ms, 1, 60_000)?;
+        range(
+            "engine.forward_timeout_ms",
+            e.forward_timeout_ms,
+            1,
+            FORWARD_TIMEOUT_MS_MAX,
+        )?;
         let u = &self.io_uring;
         self.listen_addr()?;
-        range("io_uring.ring_entries", u.ring_entries, 8, 32_768)?;
+        range(
+            "io_uring.ring_entries",
+            u.ring_entries,
+            RING_ENTRIES_MIN,
+            RING_ENTRIES_MAX,
+        )?;
         if !u.ring_entries.is_power_of_two() {
             return Err(ConfigError::at(
                 "io_uring.ring_entries",
                 "must be a power of two",
             ));
         }
-        range("io_uring.rx_buffers", u.rx_buffers, 8, POOL_BUFFERS_MAX)?;
+        range(
+            "io_uring.rx_buffers",
+            u.rx_buffers,
+            POOL_BUFFERS_MIN,
+            POOL_BUFFERS_MAX,
+        )?;
         if !u.rx_buffers.is_power_of_two() {
             return Err(ConfigError::at(
                 "io_uring.rx_buffers",
                 "must be a power of two",
             ));
         }
-        range("io_uring.tx_buffers", u.tx_buffers, 8, POOL_BUFFERS_MAX)?;
+        range(
+            "io_uring.tx_buffers",
+            u.tx_buffers,
+            POOL_BUFFERS_MIN,
+            POOL_BUFFERS_MAX,
+        )?;
         if u.tx_buffers < e.rx_burst_max {
             return Err(ConfigError::at(
                 "io_uring.tx_buffers",
@@ -526,10 +564,10 @@ impl Config {
             BUFFER_SIZE_MIN,
             BUFFER_SIZE_MAX,
         )?;
-        if !u.buffer_size.is_multiple_of(64) {
+        if !u.buffer_size.is_multiple_of(BUFFER_ALIGN) {
             return Err(ConfigError::at(
                 "io_uring.buffer_size",
-                "must be a multiple of 64",
+                format!("must be a multiple of {BUFFER_ALIGN}"),
             ));
         }
         self.validate_tables()
@@ -744,8 +782,8 @@ pub fn decode_key(spec: &str) -> Result<Vec<u8>, String> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap_or(0))
         .collect();
-    if bytes.len() < 16 {
-        return Err("key must be at least 16 bytes".into());
+    if bytes.len() < TENANT_KEY_LEN_MIN {
+        return Err(format!("key must be at least {TENANT_KEY_LEN_MIN} bytes"));
     }
     Ok(bytes)
 }
@@ -761,10 +799,10 @@ fn range(key: &str, v: u32, lo: u32, hi: u32) -> Result<(), ConfigError> {
 }
 
 fn name_ok(key: &str, v: &str) -> Result<(), ConfigError> {
-    if v.is_empty() || v.len() > 64 || !v.bytes().all(|b| b.is_ascii_graphic()) {
+    if v.is_empty() || v.len() > NAME_LEN_MAX || !v.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(ConfigError::at(
             key,
-            "1 to 64 printable ASCII characters, no spaces",
+            format!("1 to {NAME_LEN_MAX} printable ASCII characters, no spaces"),
         ));
     }
     Ok(())

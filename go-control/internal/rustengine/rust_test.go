@@ -206,3 +206,17 @@ func TestNullsAreDropped(t *testing.T) {
 		t.Fatalf("%s %v", b, err)
 	}
 }
+
+// The limits configs are checked against are the engine's, from the
+// header; a build without the engine (sluicectl, the fake) uses the same.
+func TestLimitsComeFromTheHeader(t *testing.T) {
+	if got := config.EngineLimits(); got != Limits {
+		t.Fatalf("installed limits %+v, want the header's %+v", got, Limits)
+	}
+	if config.BuiltinLimits != Limits {
+		t.Fatalf("config.BuiltinLimits %+v drifted from ffi/include/sluice.h %+v: update them", config.BuiltinLimits, Limits)
+	}
+	if Limits.WorkersMax == 0 || Limits.BufferSizeMax != 1<<20 {
+		t.Fatalf("limits not read from the header: %+v", Limits)
+	}
+}
