@@ -145,6 +145,21 @@
 #define SLUICE_TENANT_KEY_LEN_MIN 16
 
 /**
+ * Shortest `engine.negotiation_ttl_ms`.
+ */
+#define SLUICE_NEGOTIATION_TTL_MS_MIN 1000
+
+/**
+ * Longest `engine.negotiation_ttl_ms`.
+ */
+#define SLUICE_NEGOTIATION_TTL_MS_MAX 3600000
+
+/**
+ * Longest drain [`sluice_engine_stop`] waits.
+ */
+#define SLUICE_DRAIN_MS_MAX 10000
+
+/**
  * Status of every call. The numbers are stable and map one-to-one to the Go
  * sentinel errors of `go-control/internal/errs`.
  */

@@ -59,6 +59,10 @@ pub mod limits {
     pub const CONTENT_CONDITIONS_MAX: usize = crate::route::CONTENT_CONDITIONS_MAX;
     /// Most path segments in a content condition.
     pub const CONTENT_PATH_SEGMENTS_MAX: usize = sluice_validate::json::PATH_SEGMENTS_MAX;
+    /// Bounds of `engine.negotiation_ttl_ms`: 1 s to 1 h.
+    pub const NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
+    /// See `NEGOTIATION_TTL_MS_MIN`.
+    pub const NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
 }
 
 use limits::*;
@@ -167,6 +171,9 @@ pub struct EngineCfg {
     /// How long a request forwarded to a peer waits for its answer before
     /// the client gets a retryable `peer_down` and the peer is avoided.
     pub forward_timeout_ms: u32,
+    /// How long a client may cache a negotiated schema: the `ttl_ms` of
+    /// every negotiate response.
+    pub negotiation_ttl_ms: u32,
 }
 
 impl Default for EngineCfg {
@@ -179,6 +186,7 @@ impl Default for EngineCfg {
             poll: PollMode::Adaptive,
             spin_us: 200,
             forward_timeout_ms: 200,
+            negotiation_ttl_ms: 60_000,
         }
     }
 }
@@ -519,6 +527,12 @@ impl Config {
             e.forward_timeout_ms,
             1,
             FORWARD_TIMEOUT_MS_MAX,
+        )?;
+        range(
+            "engine.negotiation_ttl_ms",
+            e.negotiation_ttl_ms,
+            NEGOTIATION_TTL_MS_MIN,
+            NEGOTIATION_TTL_MS_MAX,
         )?;
         let u = &self.io_uring;
         self.listen_addr()?;

@@ -80,6 +80,12 @@ pub const SLUICE_MODEL_VERSION_LEN_MAX: u32 = 32;
 pub const SLUICE_ADAPTER_LEN_MAX: u32 = 64;
 /// Shortest tenant key, bytes.
 pub const SLUICE_TENANT_KEY_LEN_MIN: u32 = 16;
+/// Shortest `engine.negotiation_ttl_ms`.
+pub const SLUICE_NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
+/// Longest `engine.negotiation_ttl_ms`.
+pub const SLUICE_NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
+/// Longest drain [`sluice_engine_stop`] waits.
+pub const SLUICE_DRAIN_MS_MAX: u32 = 10_000;
 
 mod limits_check {
     use sluice_engine::config::limits as l;
@@ -105,7 +111,10 @@ mod limits_check {
     const _: () = assert!(eq(SLUICE_SHARDS_MAX, l::SHARD_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_ROUTES_MAX, l::ROUTE_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_CONTENT_CONDITIONS_MAX, l::CONTENT_CONDITIONS_MAX));
-    const _: () = assert!(eq(SLUICE_CONTENT_PATH_SEGMENTS_MAX, l::CONTENT_PATH_SEGMENTS_MAX));
+    const _: () = assert!(eq(
+        SLUICE_CONTENT_PATH_SEGMENTS_MAX,
+        l::CONTENT_PATH_SEGMENTS_MAX
+    ));
     const _: () = assert!(eq(SLUICE_TENANTS_MAX, l::TENANT_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_MODELS_MAX, l::MODEL_SLOT_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_ADAPTERS_MAX, l::ADAPTER_COUNT_MAX));
@@ -117,6 +126,8 @@ mod limits_check {
     const _: () = assert!(eq(SLUICE_MODEL_VERSION_LEN_MAX, w::MODEL_VERSION_LEN_MAX));
     const _: () = assert!(eq(SLUICE_ADAPTER_LEN_MAX, w::ADAPTER_LEN_MAX));
     const _: () = assert!(eq(SLUICE_TENANT_KEY_LEN_MIN, l::TENANT_KEY_LEN_MIN));
+    const _: () = assert!(SLUICE_NEGOTIATION_TTL_MS_MIN == l::NEGOTIATION_TTL_MS_MIN);
+    const _: () = assert!(SLUICE_NEGOTIATION_TTL_MS_MAX == l::NEGOTIATION_TTL_MS_MAX);
 }
 
 /// Status of every call. The numbers are stable and map one-to-one to the Go
@@ -436,7 +447,9 @@ pub unsafe extern "C" fn sluice_engine_stop(
         if !eng.is_running() {
             return Err((SluiceStatus::NotRunning, "engine is not running".into()));
         }
-        eng.stop(Duration::from_millis(drain_ms.min(10_000)));
+        eng.stop(Duration::from_millis(
+            drain_ms.min(u64::from(SLUICE_DRAIN_MS_MAX)),
+        ));
         Ok(())
     })
 }

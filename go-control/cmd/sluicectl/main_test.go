@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,11 +16,12 @@ import (
 
 	"github.com/sluice-ai/sluice/go-control/internal/daemon"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"github.com/sluice-ai/sluice/go-control/internal/engine/enginetest"
 )
 
 // startDaemon runs sluiced in-process on the fake engine, on an ephemeral
 // loopback port with the given admin token, and returns its address.
-func startDaemon(t *testing.T, token string, opts ...func(*daemon.Options)) (string, *engine.Fake) {
+func startDaemon(t *testing.T, token string, opts ...func(*daemon.Options)) (string, *enginetest.Fake) {
 	t.Helper()
 	dir := t.TempDir()
 	b, err := os.ReadFile("../../../cfg/sluice.toml")
@@ -56,7 +58,7 @@ func startDaemon(t *testing.T, token string, opts ...func(*daemon.Options)) (str
 	})
 	select {
 	case a := <-ready:
-		return a.String(), d.Engine().(*engine.Fake)
+		return a.String(), d.Engine().(*enginetest.Fake)
 	case err := <-done:
 		t.Fatalf("daemon: %v", err)
 	case <-time.After(10 * time.Second):
@@ -131,6 +133,18 @@ func TestCommands(t *testing.T) {
 	mustCtl(t, env, "alias", "set", "mlp", "1", "2.0.0")
 	if out := mustCtl(t, env, "models"); !strings.Contains(out, "mlp    2.0.0    null  1") {
 		t.Fatalf("models:\n%s", out)
+	}
+	if out := mustCtl(t, env, "models", "unload", "mlp", "2.0.0"); !strings.Contains(out, "unloaded mlp 2.0.0") {
+		t.Fatalf("unload: %s", out)
+	}
+	if out := mustCtl(t, env, "models"); strings.Contains(out, "2.0.0") {
+		t.Fatalf("models after unload:\n%s", out)
+	}
+	if code, _, errs := ctl(t, env, "models", "unload", "mlp", "2.0.0"); code != 1 || !strings.Contains(errs, "(not_found)") {
+		t.Fatalf("unload twice: %d %s", code, errs)
+	}
+	if code, _, _ := ctl(t, env, "models", "unload", "mlp"); code != 2 {
+		t.Fatalf("unload without a version: exit %d, want usage (2)", code)
 	}
 	mustCtl(t, env, "peers", "add", "east", "127.0.0.1:7170", "hardware.gpu.memory=gddr6")
 	if out := mustCtl(t, env, "peers", "ls"); !strings.Contains(out, "east  127.0.0.1:7170  hardware.gpu.memory=gddr6") {
@@ -217,5 +231,19 @@ func TestStatusShowsAFailedWorker(t *testing.T) {
 	fake.FailWorker(0, "injected fault")
 	if out := mustCtl(t, env, "status"); !strings.Contains(out, "FAILED     worker 0 (core 1): injected fault") {
 		t.Fatalf("status after the fault:\n%s", out)
+	}
+}
+
+// The CLI speaks the API through internal/api: it links neither the daemon
+// nor the engine's cgo wrapper.
+func TestCLIDependsOnTheAPITypesOnly(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range []string{"/internal/daemon", "/internal/rustengine", "/internal/engine/enginetest"} {
+		if strings.Contains(string(out), "go-control"+pkg+"\n") {
+			t.Errorf("sluicectl links %s", pkg)
+		}
 	}
 }

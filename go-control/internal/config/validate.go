@@ -46,6 +46,9 @@ type Limits struct {
 	ModelVersionLenMax  int
 	AdapterLenMax       int
 	TenantKeyLenMin     int // bytes of HMAC key
+	NegotiationTTLMsMin int // engine.negotiation_ttl_ms
+	NegotiationTTLMsMax int
+	DrainMsMax          int // control.drain_ms: the C ABI caps a drain there
 }
 
 // BuiltinLimits are the limits a build without the engine (sluicectl, the
@@ -58,6 +61,7 @@ var BuiltinLimits = Limits{
 	ShardsMax: 32, RoutesMax: 1024, ContentMax: 8, ContentPathDepthMax: 8, TenantsMax: 4096,
 	ModelsMax: 64, AdaptersMax: 32, PeersMax: 256, MaxConcurrencyMax: 4096, QueueDepthMax: 65536,
 	NameLenMax: 64, ModelNameLenMax: 64, ModelVersionLenMax: 32, AdapterLenMax: 64, TenantKeyLenMin: 16,
+	NegotiationTTLMsMin: 1_000, NegotiationTTLMsMax: 3_600_000, DrainMsMax: 10_000,
 }
 
 // lim are the limits in force: the engine's once it installed them.
@@ -207,6 +211,7 @@ func (c *checker) engine(e *Engine) {
 	c.oneOf("engine.poll", e.Poll, "busy", "adaptive")
 	c.rangeInt("engine.spin_us", e.SpinUs, 0, lim.SpinUsMax)
 	c.rangeInt("engine.forward_timeout_ms", e.ForwardTimeoutMs, 1, lim.ForwardTimeoutMsMax)
+	c.rangeInt("engine.negotiation_ttl_ms", e.NegotiationTTLMs, lim.NegotiationTTLMsMin, lim.NegotiationTTLMsMax)
 }
 
 // CPUOnlinePath lists the online CPUs, e.g. "0-3,6".
@@ -390,7 +395,7 @@ func CheckContent(e string) error {
 	}
 	var v any
 	if err := json.Unmarshal([]byte(m[3]), &v); err != nil {
-		return fmt.Errorf("content %q: literal is not JSON: %v", e, err)
+		return fmt.Errorf("content %q: literal is not JSON: %w", e, err)
 	}
 	switch v.(type) {
 	case string, float64, bool, nil:
@@ -475,6 +480,7 @@ func (c *checker) control(ctl *Control) {
 		c.add("control.admin_token", "is required when admin_listen (%s) is not loopback or a unix socket", or(host, "all addresses"))
 	}
 	c.oneOf("control.store", ctl.Store, "embedded", "nats")
+	c.rangeInt("control.drain_ms", ctl.DrainMs, 0, lim.DrainMsMax)
 	if ctl.DataDir == "" {
 		c.add("control.data_dir", "is required")
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
 )
 
@@ -213,7 +214,7 @@ func TestWorkerLivenessMetrics(t *testing.T) {
 	if v := find(t, fams, "sluice_worker_panics_total", map[string]string{"worker": "0"}).GetCounter().GetValue(); v != 1 {
 		t.Fatalf("worker_panics_total = %v", v)
 	}
-	st := decodeAs[StatusDoc](t, r.must("GET", "/v1/status", "", 200))
+	st := decodeAs[api.StatusDoc](t, r.must("GET", "/v1/status", "", 200))
 	if w := st.Engine.Workers[0]; w.Alive || !w.Failed() || w.Failure != "injected fault" {
 		t.Fatalf("status of the failed worker: %+v", w)
 	}

@@ -63,6 +63,9 @@ var Limits = config.Limits{
 	ModelVersionLenMax:  C.SLUICE_MODEL_VERSION_LEN_MAX,
 	AdapterLenMax:       C.SLUICE_ADAPTER_LEN_MAX,
 	TenantKeyLenMin:     C.SLUICE_TENANT_KEY_LEN_MIN,
+	NegotiationTTLMsMin: C.SLUICE_NEGOTIATION_TTL_MS_MIN,
+	NegotiationTTLMsMax: C.SLUICE_NEGOTIATION_TTL_MS_MAX,
+	DrainMsMax:          C.SLUICE_DRAIN_MS_MAX,
 }
 
 func init() { config.UseEngineLimits(Limits) }
