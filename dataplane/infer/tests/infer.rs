@@ -254,11 +254,10 @@ fn reject(
 }
 
 #[test]
-fn every_bad_request_is_rejected_with_a_code() {
+fn inputs_that_do_not_match_the_model_are_rejected_with_a_code() {
     let mut mlp = load(&mlp_spec());
     let mut two = load(&spec("two_io.onnx", "two_io"));
     let x4 = f32_bytes(&sixteenths(4, 0));
-    let x8 = f32_bytes(&sixteenths(8, 0));
     let bad = |code: ErrorCode, message: &str, r: sluice_infer::Reject| {
         assert_eq!(r.code, code, "{r}");
         assert_eq!(r.message, message);
@@ -408,6 +407,17 @@ fn every_bad_request_is_rejected_with_a_code() {
         "inputs disagree on a shared dimension (e.g. batch)",
         reject(&mut two, rx.as_slice(), None, 4096),
     );
+}
+
+#[test]
+fn misplaced_or_unservable_requests_are_rejected_with_a_code() {
+    let mut mlp = load(&mlp_spec());
+    let x4 = f32_bytes(&sixteenths(4, 0));
+    let x8 = f32_bytes(&sixteenths(8, 0));
+    let bad = |code: ErrorCode, message: &str, r: sluice_infer::Reject| {
+        assert_eq!(r.code, code, "{r}");
+        assert_eq!(r.message, message);
+    };
 
     // Misaligned: the frame starts 2 bytes past a 64-byte boundary, so the
     // f32 data is not 4-byte aligned in memory.
