@@ -256,30 +256,11 @@ fn reject(
 #[test]
 fn inputs_that_do_not_match_the_model_are_rejected_with_a_code() {
     let mut mlp = load(&mlp_spec());
-    let mut two = load(&spec("two_io.onnx", "two_io"));
     let x4 = f32_bytes(&sixteenths(4, 0));
     let bad = |code: ErrorCode, message: &str, r: sluice_infer::Reject| {
         assert_eq!(r.code, code, "{r}");
         assert_eq!(r.message, message);
     };
-
-    // Missing input.
-    let w = f32_bytes(&sixteenths(TWO_IO_WIDTH, 1));
-    let rx = request(
-        "two_io",
-        "",
-        &[Input {
-            name: "a",
-            dtype: DType::F32,
-            dims: &[1, 8],
-            data: &w,
-        }],
-    );
-    bad(
-        ErrorCode::BadTensor,
-        "a model input is missing",
-        reject(&mut two, rx.as_slice(), None, 4096),
-    );
 
     // A tensor the model does not have.
     let rx = request(
@@ -380,6 +361,33 @@ fn inputs_that_do_not_match_the_model_are_rejected_with_a_code() {
         ErrorCode::BadTensor,
         "input dimension does not match the model",
         reject(&mut mlp, rx.as_slice(), None, 4096),
+    );
+}
+
+#[test]
+fn a_model_with_two_inputs_needs_both_with_one_batch() {
+    let mut two = load(&spec("two_io.onnx", "two_io"));
+    let bad = |code: ErrorCode, message: &str, r: sluice_infer::Reject| {
+        assert_eq!(r.code, code, "{r}");
+        assert_eq!(r.message, message);
+    };
+
+    // Missing input.
+    let w = f32_bytes(&sixteenths(TWO_IO_WIDTH, 1));
+    let rx = request(
+        "two_io",
+        "",
+        &[Input {
+            name: "a",
+            dtype: DType::F32,
+            dims: &[1, 8],
+            data: &w,
+        }],
+    );
+    bad(
+        ErrorCode::BadTensor,
+        "a model input is missing",
+        reject(&mut two, rx.as_slice(), None, 4096),
     );
 
     // Inconsistent batch across inputs.
