@@ -61,7 +61,7 @@ def test_async_models_errors_and_negotiation(appliance) -> None:
                 return_exceptions=True,
             )
             assert ok["y"].shape == (1, 3)
-            assert isinstance(bad, sluice.RoutingError) and bad.code_name == "no_route"
+            assert isinstance(bad, sluice.RoutingError) and bad.code_name == "unknown_model"
             with pytest.raises(sluice.SchemaError):
                 await c.negotiate("no-such-subject")
             assert await c.ping() > 0

@@ -55,7 +55,7 @@ def test_forbidden(appliance) -> None:
 
 def test_routing(client: sluice.Client) -> None:
     expect(sluice.RoutingError, "model_version_required", client.infer, "mlp", "", {"x": X})
-    expect(sluice.RoutingError, "no_route", client.infer, "nosuch", "1", {"x": X})
+    expect(sluice.RoutingError, "unknown_model", client.infer, "nosuch", "1", {"x": X})
     expect(sluice.RoutingError, "unknown_model", client.infer, "mlp", "1.5.0", {"x": X})
     expect(sluice.RoutingError, "unknown_adapter", client.infer, "mlp", "1", {"x": X}, adapter="nope")
     expect(sluice.RoutingError, "no_route_to_shard", client.infer, "accel", "1", {"x": X}, intent="tpu")
@@ -195,7 +195,7 @@ def test_retry_retries_retryable_codes_only(client: sluice.Client) -> None:
     sent = client.stats()["sent"]
     with pytest.raises(sluice.RoutingError):
         sluice.retry(client.infer, "nosuch", "1", {"x": X}, attempts=3)
-    assert client.stats()["sent"] - sent == 1, "no_route is not retried"
+    assert client.stats()["sent"] - sent == 1, "unknown_model is not retried"
 
 
 def test_retry_succeeds_after_transient_failures() -> None:
