@@ -11,6 +11,8 @@
 //! here and released with [`sluice_buf_free`]. Nothing keeps a pointer to
 //! caller memory after a call returns.
 #![allow(unsafe_code)] // this crate is the ABI boundary; every block has a SAFETY note
+// What crosses the ABI is never silently narrowed.
+#![deny(clippy::cast_possible_truncation)]
 
 use std::ffi::{CStr, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -754,7 +756,8 @@ pub unsafe extern "C" fn sluice_engine_totals(
         let (epoch, s, lat) = eng.totals();
         let t = SluiceTotals {
             abi_version: SLUICE_ABI_VERSION,
-            workers: eng.status_workers() as u32,
+            // At most SLUICE_WORKERS_MAX: the config refuses more.
+            workers: u32::try_from(eng.status_workers()).unwrap_or(u32::MAX),
             ok: s.ok,
             errors: s.errors,
             pings: s.pings,
