@@ -160,11 +160,11 @@ pub fn imports<'a>(names: impl Iterator<Item = &'a str>) -> Result<(), LoadError
 /// its major version; returns its full name.
 pub fn export<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Result<&'a str, LoadError> {
     for name in names.clone() {
-        if let Some((iface, major)) = world_name(name) {
-            if iface == abi::EXPORT_INTERFACE {
-                check_major(name, major)?;
-                return Ok(name);
-            }
+        if let Some((iface, major)) = world_name(name)
+            && iface == abi::EXPORT_INTERFACE
+        {
+            check_major(name, major)?;
+            return Ok(name);
         }
     }
     Err(LoadError::MissingExport {
@@ -178,10 +178,21 @@ mod tests {
 
     #[test]
     fn names_inside_and_outside_the_world() {
-        assert!(imports(["sluice:transform/host@1.0.0", "sluice:transform/types@1.2.0"].into_iter()).is_ok());
+        assert!(
+            imports(
+                [
+                    "sluice:transform/host@1.0.0",
+                    "sluice:transform/types@1.2.0"
+                ]
+                .into_iter()
+            )
+            .is_ok()
+        );
         assert_eq!(
             imports(["wasi:cli/environment@0.2.0"].into_iter()),
-            Err(LoadError::ImportOutsideWorld("wasi:cli/environment@0.2.0".into()))
+            Err(LoadError::ImportOutsideWorld(
+                "wasi:cli/environment@0.2.0".into()
+            ))
         );
         assert_eq!(
             imports(["sluice:transform/host@2.0.0"].into_iter()),
@@ -206,7 +217,10 @@ mod tests {
             export(["sluice:transform/transformer@3.0.0"].into_iter()),
             Err(LoadError::WrongMajor { major: 3, .. })
         ));
-        assert!(matches!(export(["run"].into_iter()), Err(LoadError::MissingExport { .. })));
+        assert!(matches!(
+            export(["run"].into_iter()),
+            Err(LoadError::MissingExport { .. })
+        ));
     }
 
     #[test]

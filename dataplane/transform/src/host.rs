@@ -93,8 +93,12 @@ pub(crate) enum Plan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Emitted {
     Nothing,
-    Section { len: usize },
-    Tensors { n: usize },
+    Section {
+        len: usize,
+    },
+    Tensors {
+        n: usize,
+    },
     /// It broke the protocol (named for the status).
     Bad(&'static str),
 }
@@ -150,7 +154,12 @@ impl HeaderCopy {
             at += n;
             span
         };
-        let parts = [req.model(), req.model_version(), req.adapter(), req.intent()];
+        let parts = [
+            req.model(),
+            req.model_version(),
+            req.adapter(),
+            req.intent(),
+        ];
         for (i, p) in parts.iter().enumerate() {
             self.strings[i] = put(&mut self.buf, p.as_bytes());
         }
@@ -224,7 +233,6 @@ impl HostState {
             copied: 0,
         }
     }
-
 }
 
 fn log_line(cx: &mut StoreContextMut<'_, HostState>, level: Level, msg: &WasmStr) {
@@ -254,7 +262,10 @@ fn log_line(cx: &mut StoreContextMut<'_, HostState>, level: Level, msg: &WasmStr
     }
 }
 
-fn emit_section(cx: &mut StoreContextMut<'_, HostState>, bytes: &WasmList<u8>) -> Result<(), ErrorCode> {
+fn emit_section(
+    cx: &mut StoreContextMut<'_, HostState>,
+    bytes: &WasmList<u8>,
+) -> Result<(), ErrorCode> {
     let st = cx.data();
     let Plan::Section { off, cap } = st.plan else {
         cx.data_mut().emitted = Emitted::Bad("emit-section for a tensors input");
@@ -314,7 +325,10 @@ fn emit_tensors(
     for (o, v) in outs.iter_mut().zip(views.iter().take(n).flatten()) {
         let bad = |why| Err(why);
         let meta = (|| {
-            let name = v.name.to_str(&*cx).map_err(|_| "a tensor name is not UTF-8")?;
+            let name = v
+                .name
+                .to_str(&*cx)
+                .map_err(|_| "a tensor name is not UTF-8")?;
             if name.is_empty()
                 || name.len() > TENSOR_NAME_LEN_MAX
                 || !name.bytes().all(|b| b.is_ascii_graphic())

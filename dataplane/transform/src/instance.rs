@@ -74,7 +74,10 @@ impl Fault {
     /// Whether the request itself was refused (schema_mismatch), rather
     /// than failed by the transform (internal).
     pub fn is_refusal(self) -> bool {
-        matches!(self, Fault::Refused(_) | Fault::NoInput | Fault::OutputTooLarge)
+        matches!(
+            self,
+            Fault::Refused(_) | Fault::NoInput | Fault::OutputTooLarge
+        )
     }
 
     /// The error frame's message.
@@ -93,9 +96,7 @@ impl Fault {
             Fault::NoInput => "the request has nothing for the schema transform to read",
             Fault::Trap => "the schema transform trapped; the request was not run",
             Fault::Timeout => "the schema transform ran past its deadline; the request was not run",
-            Fault::OutOfMemory => {
-                "the schema transform ran out of memory; the request was not run"
-            }
+            Fault::OutOfMemory => "the schema transform ran out of memory; the request was not run",
             Fault::BadOutput(_) => {
                 "the schema transform broke the sluice:transform protocol; the request was not run"
             }
@@ -189,6 +190,10 @@ pub struct Cost {
     pub bytes_copied: u64,
 }
 
+/// Good calls in a row after which the quarantine backoff starts again
+/// from `Limits::quarantine_us`.
+pub const BACKOFF_RESET_OK_CALLS: u32 = 64;
+
 struct Live {
     store: Store<HostState>,
     func: Func,
@@ -202,6 +207,7 @@ pub struct Instance {
     module: Arc<Module>,
     stats: Arc<Stats>,
     faults_in_row: u32,
+    ok_in_row: u32,
     backoff: Duration,
     quarantined_until: Option<Instant>,
 }
@@ -241,6 +247,7 @@ impl Instance {
             module,
             stats: Arc::new(Stats::default()),
             faults_in_row: 0,
+            ok_in_row: 0,
             backoff,
             quarantined_until: None,
         })
@@ -293,7 +300,12 @@ impl Instance {
         match r {
             Ok(cost) => {
                 self.faults_in_row = 0;
-                self.backoff = Duration::from_micros(self.module.limits().quarantine_us);
+                // The backoff falls back only after a run of good calls: a
+                // module that fails every few requests keeps doubling it.
+                self.ok_in_row = self.ok_in_row.saturating_add(1);
+                if self.ok_in_row >= BACKOFF_RESET_OK_CALLS {
+                    self.backoff = Duration::from_micros(self.module.limits().quarantine_us);
+                }
                 bump(&self.stats.ok, 1);
                 bump(&self.stats.bytes_in, cost.bytes_in);
                 bump(&self.stats.bytes_out, cost.bytes_copied);
@@ -327,6 +339,7 @@ impl Instance {
     /// fault in a row past the limit quarantines.
     fn recycle(&mut self, now: Instant) {
         self.live = None;
+        self.ok_in_row = 0;
         bump(&self.stats.recycles, 1);
         self.faults_in_row += 1;
         if self.faults_in_row >= self.module.limits().faults_before_quarantine {
@@ -378,7 +391,10 @@ impl Instance {
         };
         // The descriptors hold the shapes the inputs borrow.
         let mut descs: [Option<TensorDesc<'_>>; TENSOR_COUNT_MAX] = [None; TENSOR_COUNT_MAX];
-        for (slot, d) in descs.iter_mut().zip(req.tensors().filter(|d| d.name != SECTION_TENSOR_NAME)) {
+        for (slot, d) in descs
+            .iter_mut()
+            .zip(req.tensors().filter(|d| d.name != SECTION_TENSOR_NAME))
+        {
             *slot = Some(d);
         }
         let mut ins = [empty_in; TENSOR_COUNT_MAX];
@@ -472,7 +488,11 @@ impl Instance {
                 let dims = [len as u64];
                 let reprs = carried_then_section(&ins[..n_in], &dims);
                 carried = ins[..n_in].iter().map(|t| t.data.len() as u64).sum();
-                let repr = rebuilt(st.header.repr(&exts[..ext_n], &reprs.0[..reprs.1]), req, target);
+                let repr = rebuilt(
+                    st.header.repr(&exts[..ext_n], &reprs.0[..reprs.1]),
+                    req,
+                    target,
+                );
                 repr.emit(frame.as_mut_slice()).map(|_| ())
             }
             (Input::Tensors, Emitted::Tensors { n }) => {

@@ -70,7 +70,8 @@ impl Limits {
         if self.instances_max == 0 || self.instances_max > INSTANCES_MAX {
             return Err(format!("instances_max: 1 to {INSTANCES_MAX}"));
         }
-        if self.frame_bytes_max < 4096 || self.frame_bytes_max > sluice_wire::limits::FRAME_LEN_MAX {
+        if self.frame_bytes_max < 4096 || self.frame_bytes_max > sluice_wire::limits::FRAME_LEN_MAX
+        {
             return Err(format!(
                 "frame_bytes_max: 4096 to {}",
                 sluice_wire::limits::FRAME_LEN_MAX

@@ -29,7 +29,9 @@ pub struct Runtime {
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").field("limits", &self.limits).finish()
+        f.debug_struct("Runtime")
+            .field("limits", &self.limits)
+            .finish()
     }
 }
 
@@ -127,17 +129,18 @@ impl Runtime {
             });
         }
         check::preamble(bytes)?;
-        let component =
-            Component::new(&self.engine, bytes).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
         let ty = component.component_type();
         check::imports(ty.imports(&self.engine).map(|(n, _)| n))?;
         let names: Vec<&str> = ty.exports(&self.engine).map(|(n, _)| n).collect();
         let export = check::export(names.iter().copied())?;
-        let iface = component
-            .get_export_index(None, export)
-            .ok_or_else(|| LoadError::MissingExport {
-                found: names.join(", "),
-            })?;
+        let iface =
+            component
+                .get_export_index(None, export)
+                .ok_or_else(|| LoadError::MissingExport {
+                    found: names.join(", "),
+                })?;
         let func = component
             .get_export_index(Some(&iface), abi::EXPORT_FUNC)
             .ok_or_else(|| {
@@ -187,7 +190,14 @@ impl Module {
         &self.limits
     }
 
-    pub(crate) fn parts(&self) -> (&InstancePre<HostState>, &ComponentExportIndex, &Engine, &Limits) {
+    pub(crate) fn parts(
+        &self,
+    ) -> (
+        &InstancePre<HostState>,
+        &ComponentExportIndex,
+        &Engine,
+        &Limits,
+    ) {
         (&self.pre, &self.func, &self.engine, &self.limits)
     }
 }

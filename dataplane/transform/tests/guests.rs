@@ -1,6 +1,9 @@
 //! The project's own transforms (dataplane/transform/guests), built to wasm
 //! by scripts/build-transforms.sh, run through the host: outputs checked
 //! value by value and against the target schema version.
+// Tests may unwrap: a failed unwrap is a failed test (clippy.toml covers
+// #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;
 
@@ -46,7 +49,10 @@ fn json_migration_renames_and_fills_defaults() {
     // The other tensor rides along unchanged.
     let x = f.tensor("x").unwrap();
     assert_eq!(x.dims(), &[2, 2]);
-    assert_eq!(f.tensor_data(&x), &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0]);
+    assert_eq!(
+        f.tensor_data(&x),
+        &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0]
+    );
     let want = serde_json::json!({
         "user_id": "ada", "prompt": "hello", "max_output_tokens": 64,
         "temperature": 1.0, "lang": "en"
@@ -75,7 +81,9 @@ fn json_migration_defaults_and_the_way_back() {
     };
     let req = section_request(br#"{"user":"bo","prompt":"p"}"#, 11, 1, false);
     let req = Frame::new_checked(&req[..]).unwrap();
-    let (out, _) = inst.run(&req, Input::Section, 1, 2, t2, Instant::now()).unwrap();
+    let (out, _) = inst
+        .run(&req, Input::Section, 1, 2, t2, Instant::now())
+        .unwrap();
     assert_eq!(
         section_of(out),
         serde_json::json!({"user_id":"bo","prompt":"p","max_output_tokens":256,"temperature":1.0,"lang":"en"})
@@ -91,7 +99,9 @@ fn json_migration_defaults_and_the_way_back() {
         schema_id: 11,
         schema_version: 1,
     };
-    let (out, _) = inst.run(&back, Input::Section, 2, 1, t1, Instant::now()).unwrap();
+    let (out, _) = inst
+        .run(&back, Input::Section, 2, 1, t1, Instant::now())
+        .unwrap();
     assert_eq!(
         section_of(out),
         serde_json::json!({"user":"bo","prompt":"p","max_tokens":9})
@@ -99,23 +109,31 @@ fn json_migration_defaults_and_the_way_back() {
     // Pairs it does not know, and input that is not its version, are the
     // module's answers: refusals, not faults.
     assert_eq!(
-        inst.run(&req, Input::Section, 1, 3, t2, Instant::now()).unwrap_err(),
+        inst.run(&req, Input::Section, 1, 3, t2, Instant::now())
+            .unwrap_err(),
         Fault::Refused(ErrorCode::UnsupportedVersions)
     );
     assert_eq!(
-        inst.run(&back, Input::Section, 1, 2, t2, Instant::now()).unwrap_err(),
+        inst.run(&back, Input::Section, 1, 2, t2, Instant::now())
+            .unwrap_err(),
         Fault::Refused(ErrorCode::InvalidInput)
     );
     let junk = section_request(b"[1,2", 11, 1, false);
     let junk = Frame::new_checked(&junk[..]).unwrap();
     assert_eq!(
-        inst.run(&junk, Input::Section, 1, 2, t2, Instant::now()).unwrap_err(),
+        inst.run(&junk, Input::Section, 1, 2, t2, Instant::now())
+            .unwrap_err(),
         Fault::Refused(ErrorCode::InvalidInput)
     );
     // Still serving after refusals; nothing recycled.
-    assert!(inst.run(&req, Input::Section, 1, 2, t2, Instant::now()).is_ok());
+    assert!(
+        inst.run(&req, Input::Section, 1, 2, t2, Instant::now())
+            .is_ok()
+    );
     assert_eq!(
-        inst.stats().recycles.load(std::sync::atomic::Ordering::Relaxed),
+        inst.stats()
+            .recycles
+            .load(std::sync::atomic::Ordering::Relaxed),
         0
     );
 }
@@ -136,7 +154,8 @@ fn json_output_past_the_limit_is_refused() {
         schema_version: 2,
     };
     assert_eq!(
-        inst.run(&req, Input::Section, 1, 2, t, Instant::now()).unwrap_err(),
+        inst.run(&req, Input::Section, 1, 2, t, Instant::now())
+            .unwrap_err(),
         Fault::OutputTooLarge
     );
 }
@@ -154,7 +173,9 @@ fn tensor_migration_changes_dtype_and_layout() {
         schema_id: 21,
         schema_version: 2,
     };
-    let (out, cost) = inst.run(&req, Input::Tensors, 1, 2, t, Instant::now()).unwrap();
+    let (out, cost) = inst
+        .run(&req, Input::Tensors, 1, 2, t, Instant::now())
+        .unwrap();
     let f = Frame::new_checked(out).unwrap();
     assert_eq!(f.schema_version(), 2);
     assert_eq!(f.model(), "vision");
@@ -178,15 +199,20 @@ fn tensor_migration_changes_dtype_and_layout() {
     assert_eq!(cost.bytes_copied, data.len() as u64 + 2);
     // Only 1 -> 2; a wrong shape is invalid input.
     assert_eq!(
-        inst.run(&req, Input::Tensors, 2, 1, t, Instant::now()).unwrap_err(),
+        inst.run(&req, Input::Tensors, 2, 1, t, Instant::now())
+            .unwrap_err(),
         Fault::Refused(ErrorCode::UnsupportedVersions)
     );
     let bad = image_request(2, 2, &[0; 12], false);
     let bad = Frame::new_checked(&bad[..]).unwrap();
-    assert!(inst.run(&bad, Input::Tensors, 1, 2, t, Instant::now()).is_ok());
+    assert!(
+        inst.run(&bad, Input::Tensors, 1, 2, t, Instant::now())
+            .is_ok()
+    );
     // A section-reading call on a tensors transform is the module's refusal.
     assert_eq!(
-        inst.run(&req, Input::Section, 1, 2, t, Instant::now()).unwrap_err(),
+        inst.run(&req, Input::Section, 1, 2, t, Instant::now())
+            .unwrap_err(),
         Fault::Refused(ErrorCode::UnsupportedVersions)
     );
 }

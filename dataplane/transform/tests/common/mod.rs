@@ -14,7 +14,9 @@ pub fn root() -> PathBuf {
 
 /// The project's own transform `name`, built by scripts/build-transforms.sh.
 pub fn guest(name: &str) -> Vec<u8> {
-    let p = root().join("../../target/transforms").join(format!("{name}.wasm"));
+    let p = root()
+        .join("../../target/transforms")
+        .join(format!("{name}.wasm"));
     std::fs::read(&p).unwrap_or_else(|e| {
         panic!(
             "{}: {e}: run scripts/build-transforms.sh first (scripts/test.sh does)",

@@ -36,7 +36,8 @@ fn up(mut m: Map<String, Value>) -> Result<Map<String, Value>, ErrorCode> {
     rename(&mut m, "max_tokens", "max_output_tokens");
     m.entry("max_output_tokens")
         .or_insert(Value::from(MAX_OUTPUT_TOKENS_DEFAULT));
-    m.entry("temperature").or_insert(Value::from(TEMPERATURE_DEFAULT));
+    m.entry("temperature")
+        .or_insert(Value::from(TEMPERATURE_DEFAULT));
     m.entry("lang").or_insert(Value::from(LANG_DEFAULT));
     Ok(m)
 }
@@ -55,10 +56,14 @@ fn down(mut m: Map<String, Value>) -> Result<Map<String, Value>, ErrorCode> {
 impl Guest for Migrate {
     fn transform(input: Payload, from: u32, to: u32) -> Result<(), ErrorCode> {
         let Payload::Section(bytes) = input else {
-            host::log(host::Level::Warn, "json-migrate reads sections, not tensors");
+            host::log(
+                host::Level::Warn,
+                "json-migrate reads sections, not tensors",
+            );
             return Err(ErrorCode::UnsupportedVersions);
         };
-        let step: fn(Map<String, Value>) -> Result<Map<String, Value>, ErrorCode> = match (from, to) {
+        let step: fn(Map<String, Value>) -> Result<Map<String, Value>, ErrorCode> = match (from, to)
+        {
             (1, 2) => up,
             (2, 1) => down,
             _ => return Err(ErrorCode::UnsupportedVersions),
