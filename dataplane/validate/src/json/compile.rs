@@ -125,7 +125,11 @@ fn type_msg(types: u8) -> &'static str {
     }
 }
 
-pub(crate) fn compile(text: &str, refs: &[Reference<'_>]) -> Result<JsonSchema, CompileError> {
+pub(crate) fn compile(
+    text: &str,
+    refs: &[Reference<'_>],
+    options: &CompileOptions,
+) -> Result<JsonSchema, CompileError> {
     if text.len() > SCHEMA_BYTES_MAX {
         return Err(CompileError(format!(
             "schema of {} bytes exceeds SCHEMA_BYTES_MAX ({SCHEMA_BYTES_MAX})",
@@ -150,8 +154,14 @@ pub(crate) fn compile(text: &str, refs: &[Reference<'_>]) -> Result<JsonSchema, 
         })?;
         values.push(v);
     }
-    fn doc<'v>(name: &'v str, value: &'v Value) -> Doc<'v> {
-        let dialect = value.get("$schema").and_then(Value::as_str).unwrap_or("");
+    let default = match options.default_draft {
+        Draft::Draft4 => "draft-04",
+        Draft::Draft6 => "draft-06",
+        Draft::Draft7 => "draft-07",
+        _ => "",
+    };
+    fn doc<'v>(name: &'v str, value: &'v Value, default: &str) -> Doc<'v> {
+        let dialect = value.get("$schema").and_then(Value::as_str).unwrap_or(default);
         let legacy_ref = ["draft-04", "draft-06", "draft-07"]
             .iter()
             .any(|d| dialect.contains(d));
@@ -169,9 +179,9 @@ pub(crate) fn compile(text: &str, refs: &[Reference<'_>]) -> Result<JsonSchema, 
             id,
         }
     }
-    let mut docs = vec![doc("", &root)];
+    let mut docs = vec![doc("", &root, default)];
     for (r, v) in refs.iter().zip(&values) {
-        docs.push(doc(r.name, v));
+        docs.push(doc(r.name, v, default));
     }
     let mut c = Compiler {
         docs,

@@ -233,6 +233,51 @@ pub(crate) struct Prop {
     pub declared: bool,
 }
 
+/// A JSON Schema dialect (the `$schema` of a schema resource).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Draft {
+    /// Draft 4 (`http://json-schema.org/draft-04/schema#`).
+    Draft4,
+    /// Draft 6 (`http://json-schema.org/draft-06/schema#`).
+    Draft6,
+    /// Draft 7 (`http://json-schema.org/draft-07/schema#`).
+    Draft7,
+    /// Draft 2019-09 (`https://json-schema.org/draft/2019-09/schema`).
+    Draft2019_09,
+    /// Draft 2020-12 (`https://json-schema.org/draft/2020-12/schema`).
+    Draft2020_12,
+}
+
+/// What `format` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FormatMode {
+    /// An annotation, except where the schema's dialect opts in to the
+    /// 2020-12 format-assertion vocabulary (the specification's default).
+    #[default]
+    Annotation,
+    /// An assertion for every format the validator knows, in every draft.
+    Assertion,
+}
+
+/// How a schema is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// Dialect of a schema resource without `$schema`. Draft 7 by default,
+    /// as Confluent Schema Registry reads JSON schemas.
+    pub default_draft: Draft,
+    /// Whether `format` asserts.
+    pub format: FormatMode,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            default_draft: Draft::Draft7,
+            format: FormatMode::Annotation,
+        }
+    }
+}
+
 /// A JSON Schema compiled for the data plane.
 #[derive(Debug, Clone)]
 pub struct JsonSchema {
@@ -253,7 +298,16 @@ impl JsonSchema {
     /// (the ref string is the reference name, optionally followed by
     /// `#/pointer`).
     pub fn compile(text: &str, refs: &[Reference<'_>]) -> Result<JsonSchema, CompileError> {
-        compile::compile(text, refs)
+        compile::compile(text, refs, &CompileOptions::default())
+    }
+
+    /// [`JsonSchema::compile`] with explicit options.
+    pub fn compile_with(
+        text: &str,
+        refs: &[Reference<'_>],
+        options: &CompileOptions,
+    ) -> Result<JsonSchema, CompileError> {
+        compile::compile(text, refs, options)
     }
 
     /// Checks that `section` is one well-formed JSON value (RFC 8259,
