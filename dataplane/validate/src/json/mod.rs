@@ -32,9 +32,17 @@
 //! tolerance of 1e-9 on the quotient otherwise.
 
 mod compile;
+mod draft;
+mod ecma;
+mod format;
+mod index;
+mod keywords;
 mod predicate;
+mod regex;
 mod scan;
+mod uri;
 mod validate;
+mod walk;
 
 pub use predicate::Predicate;
 
@@ -42,8 +50,25 @@ use crate::{CompileError, Invalid, Reference};
 
 /// Most properties (declared plus required) one object schema may name.
 pub const PROPERTIES_MAX: usize = 1024;
-/// Most names one `required` may list (a u64 bitmask tracks them).
+/// Most names one object schema's `required`, `dependentRequired` and
+/// `dependentSchemas` (or `dependencies`) may name together (a u64 bitmask
+/// tracks their presence).
 pub const REQUIRED_MAX: usize = 64;
+/// Most patterns in one `patternProperties`.
+pub const PATTERNS_MAX: usize = 64;
+/// Largest DFA (bytes of tables) one `pattern` may compile to.
+pub const REGEX_DFA_BYTES_MAX: usize = 4 << 20;
+/// Largest total of DFA tables one schema's patterns may need.
+pub const REGEX_TOTAL_BYTES_MAX: usize = 32 << 20;
+/// Most members (or items) of one object (array) that `unevaluatedProperties`
+/// (`unevaluatedItems`) can track one by one: evaluation bit sets are fixed
+/// arrays of this many bits. A larger instance under such a schema is
+/// refused with [`EVALUATED_EXCEEDED`] unless an adjacent keyword
+/// (`additionalProperties`, `items`) evaluates every member.
+pub const EVALUATED_MAX: usize = 256;
+/// Deepest dynamic scope (schema resources entered) a validation tracks
+/// for `$dynamicRef`/`$recursiveRef`.
+pub const SCOPE_MAX: usize = 2048;
 /// Longest property name, in bytes (escaped keys are decoded into a stack
 /// buffer of this size to be compared).
 pub const PROPERTY_NAME_BYTES_MAX: usize = 256;
@@ -67,6 +92,10 @@ pub const PATH_SEGMENTS_MAX: usize = 8;
 
 /// Message of the [`Invalid`] returned when the work budget runs out.
 pub const BUDGET_EXCEEDED: &str = "validation work budget exceeded";
+/// Message of the [`Invalid`] returned when an object or array under
+/// `unevaluated*` has more than [`EVALUATED_MAX`] members to track.
+pub const EVALUATED_EXCEEDED: &str =
+    "more than EVALUATED_MAX members or items to track for unevaluatedProperties/unevaluatedItems";
 
 /// Sentinel node index: no schema (anything is valid).
 pub(crate) const NONE: u32 = u32::MAX;
@@ -149,6 +178,24 @@ pub(crate) struct Node {
     pub if_: u32,
     pub then_: u32,
     pub else_: u32,
+    /// Schema resource the node belongs to (for the dynamic scope).
+    pub resource: u16,
+    /// `$dynamicRef`/`$recursiveRef`: index into `dyn_refs`.
+    pub dyn_ref: u32,
+    /// `pattern`: index into `regexes`.
+    pub pattern: u32,
+    /// `format`, when asserted.
+    pub format: format::Format,
+    /// `patternProperties`: (regex, schema) pairs.
+    pub pattern_props: Span,
+    /// `dependentRequired`: (trigger bit, required mask) pairs.
+    pub dep_required: Span,
+    /// `dependentSchemas`: (trigger bit, schema) pairs.
+    pub dep_schemas: Span,
+    pub uneval_props: u32,
+    pub uneval_items: u32,
+    /// 2020-12: items `contains` matches count as evaluated.
+    pub contains_marks: bool,
 }
 
 impl Node {
@@ -194,6 +241,16 @@ impl Node {
             if_: NONE,
             then_: NONE,
             else_: NONE,
+            resource: 0,
+            dyn_ref: NONE,
+            pattern: NONE,
+            format: format::Format::None,
+            pattern_props: Span::default(),
+            dep_required: Span::default(),
+            dep_schemas: Span::default(),
+            uneval_props: NONE,
+            uneval_items: NONE,
+            contains_marks: false,
         }
     }
 }
@@ -226,11 +283,19 @@ pub(crate) struct Prop {
     pub head: u64,
     /// Schema from `properties` (NONE: any value).
     pub node: u32,
-    /// Bit in `required_mask`, or `u8::MAX` when not required.
+    /// Presence bit (`required`, `dependent*`), or `u8::MAX` when none.
     pub bit: u8,
     /// Named in `properties` (otherwise only in `required`, and
     /// `additionalProperties` still applies).
     pub declared: bool,
+}
+
+/// A `$dynamicRef`/`$recursiveRef`: the static target, and the
+/// alternatives by resource (sorted by resource) when it is dynamic.
+#[derive(Debug, Clone)]
+pub(crate) struct DynRef {
+    pub target: u32,
+    pub candidates: Span,
 }
 
 /// A JSON Schema dialect (the `$schema` of a schema resource).
@@ -288,15 +353,26 @@ pub struct JsonSchema {
     /// (and whether the value is a string without escapes).
     pub(crate) consts: Vec<(u32, u32, bool)>,
     pub(crate) const_bytes: Vec<u8>,
+    pub(crate) regexes: Vec<regex::Regex>,
+    pub(crate) pattern_props: Vec<(u32, u32)>,
+    pub(crate) dep_required: Vec<(u8, u64)>,
+    pub(crate) dep_schemas: Vec<(u8, u32)>,
+    pub(crate) dyn_refs: Vec<DynRef>,
+    /// (resource, node) alternatives of dynamic references.
+    pub(crate) dyn_targets: Vec<(u16, u32)>,
+    /// Some reference is dynamic: the hot path tracks the dynamic scope.
+    pub(crate) dynamic: bool,
     pub(crate) root: u32,
     pub(crate) unenforced: Vec<String>,
 }
 
 impl JsonSchema {
-    /// Compiles `text` (drafts 4, 6, 7, 2019-09 and 2020-12, chosen by
-    /// `$schema`; 2020-12 when absent). `refs` are schemas a `$ref` may name
-    /// (the ref string is the reference name, optionally followed by
-    /// `#/pointer`).
+    /// Compiles `text` with [`CompileOptions::default`]: drafts 4, 6, 7,
+    /// 2019-09 and 2020-12 chosen by `$schema`, draft 7 when absent (as
+    /// Confluent reads JSON schemas), `format` an annotation unless the
+    /// dialect opts in. `refs` are the schemas a `$ref` may name: by their
+    /// name as written, by that name resolved against the base URI, or by
+    /// their own `$id`; the json-schema.org meta-schemas are built in.
     pub fn compile(text: &str, refs: &[Reference<'_>]) -> Result<JsonSchema, CompileError> {
         compile::compile(text, refs, &CompileOptions::default())
     }

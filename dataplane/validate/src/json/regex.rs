@@ -1,0 +1,168 @@
+//! `pattern` and `patternProperties` on the hot path: each ECMA-262
+//! pattern (ecma.rs) becomes a dense DFA on the control path, built by
+//! regex-automata with an unanchored start (JSON Schema patterns are not
+//! anchored). Matching steps the DFA one byte at a time over the string's
+//! decoded bytes: a table lookup per byte, no allocation, no backtracking,
+//! linear time. A pattern whose DFA would exceed REGEX_DFA_BYTES_MAX is
+//! refused at compile time.
+
+use regex_automata::dfa::{Automaton, StartKind, dense};
+use regex_automata::nfa::thompson;
+use regex_automata::util::primitives::StateID;
+use regex_automata::util::start;
+use regex_automata::{Anchored, MatchKind};
+
+use super::REGEX_DFA_BYTES_MAX;
+use super::ecma;
+
+/// A compiled pattern.
+#[derive(Debug, Clone)]
+pub(crate) struct Regex {
+    dfa: dense::DFA<Vec<u32>>,
+    start: StateID,
+}
+
+impl Regex {
+    /// Compiles `pattern`; the error says why it is refused.
+    pub(crate) fn new(pattern: &str) -> Result<Regex, String> {
+        let hir = ecma::parse::<ecma::Build>(pattern).map_err(str::to_string)?;
+        let nfa = thompson::Compiler::new()
+            .configure(
+                thompson::Config::new()
+                    .which_captures(thompson::WhichCaptures::None)
+                    .nfa_size_limit(Some(REGEX_DFA_BYTES_MAX)),
+            )
+            .build_from_hir(&hir)
+            .map_err(|e| format!("too large to compile ({e})"))?;
+        let dfa = dense::Builder::new()
+            .configure(
+                dense::Config::new()
+                    .start_kind(StartKind::Unanchored)
+                    .match_kind(MatchKind::LeftmostFirst)
+                    .dfa_size_limit(Some(REGEX_DFA_BYTES_MAX))
+                    .determinize_size_limit(Some(REGEX_DFA_BYTES_MAX)),
+            )
+            .build_from_nfa(&nfa)
+            .map_err(|e| {
+                format!("its DFA would exceed REGEX_DFA_BYTES_MAX ({REGEX_DFA_BYTES_MAX} bytes) ({e})")
+            })?;
+        let start = dfa
+            .start_state(&start::Config::new().anchored(Anchored::No))
+            .map_err(|e| format!("no start state ({e})"))?;
+        Ok(Regex { dfa, start })
+    }
+
+    /// Bytes of DFA tables.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.dfa.memory_usage()
+    }
+
+    /// Whether the pattern matches anywhere in the string whose (decoded,
+    /// UTF-8) bytes `bytes` yields. Stops at the first match or when the
+    /// DFA can no longer match.
+    #[inline]
+    pub(crate) fn is_match(&self, bytes: impl Iterator<Item = u8>) -> bool {
+        let dfa = &self.dfa;
+        let mut s = self.start;
+        for b in bytes {
+            s = dfa.next_state(s, b);
+            if dfa.is_special_state(s) {
+                if dfa.is_match_state(s) {
+                    return true;
+                }
+                if dfa.is_dead_state(s) || dfa.is_quit_state(s) {
+                    return false;
+                }
+            }
+        }
+        s = dfa.next_eoi_state(s);
+        dfa.is_match_state(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(p: &str, s: &str) -> bool {
+        Regex::new(p)
+            .unwrap_or_else(|e| panic!("{p}: {e}"))
+            .is_match(s.bytes())
+    }
+
+    #[test]
+    fn ecma_semantics() {
+        assert!(m("a+", "xxaxx"), "not anchored");
+        assert!(!m("^a*$", "aab"));
+        assert!(m("^a*$", ""));
+        assert!(m("^\\d+$", "0123"));
+        assert!(!m("^\\d$", "\u{0660}"), "\\d is ASCII");
+        assert!(!m("^\\w$", "é"), "\\w is ASCII");
+        assert!(m("^\\s$", "\u{a0}"), "\\s includes NBSP");
+        assert!(m("^\\s$", "\u{feff}"));
+        assert!(!m("^.$", "\n"));
+        assert!(m("^.$", "🐲"), "code points, not UTF-16 units");
+        assert!(m("^🐲*$", "🐲🐲"));
+        assert!(m("\\bfoo\\b", "a foo b"));
+        assert!(!m("\\bfoo\\b", "afoo"));
+        assert!(m("^[^]$", "\n"));
+        assert!(!m("[]", "anything"));
+        assert!(m("^\\p{Letter}cole$", "école"));
+        assert!(m("^[a-z]{2,3}$", "abc"));
+        assert!(!m("^[a-z]{2,3}$", "abcd"));
+        assert!(m("^a{$", "a{"), "a brace that starts no quantifier is literal");
+        assert!(m("^\\cJ$", "\n"));
+        assert!(m("^\\u{1F432}$", "🐲"));
+        assert!(m("^\\uD83D\\uDC32$", "🐲"));
+        assert!(m("^[\\d-z]+$", "1-z"));
+        assert!(m("^(?:ab|cd)+(?<n>x)?$", "abcdx"));
+        assert!(m("^a*?$", "aaa"));
+        assert!(m("^\\x41\\t$", "A\t"));
+        assert!(m("\\$", "a$"));
+    }
+
+    #[test]
+    fn refused_with_a_reason() {
+        for (p, why) in [
+            ("(a)\\1", "back-references"),
+            ("(?<n>a)\\k<n>", "back-references"),
+            ("a(?=b)", "lookahead"),
+            ("(?<!a)b", "lookbehind"),
+            ("\\a", "not an ECMA-262 escape"),
+            ("\\07", "octal"),
+            ("a**", "nothing to repeat"),
+            ("^*", "nothing to repeat"),
+            ("(a", "unterminated group"),
+            ("a)", "unmatched"),
+            ("[a", "unterminated character class"),
+            ("[z-a]", "out of order"),
+            ("a{3,2}", "out of order"),
+            ("a{1001}", "REPEAT_MAX"),
+            ("\\p{NoSuchProperty}", "unknown Unicode property"),
+            ("\\uD800", "lone surrogate"),
+        ] {
+            match Regex::new(p) {
+                Err(e) => assert!(e.contains(why), "{p}: {e} lacks {why:?}"),
+                Ok(_) => panic!("{p} should be refused"),
+            }
+        }
+        let e = Regex::new("(\\w{1,300}){1,300}").unwrap_err();
+        assert!(e.contains("REGEX_DFA_BYTES_MAX") || e.contains("too large"), "{e}");
+    }
+
+    #[test]
+    fn check_mode_agrees_with_build_mode() {
+        for p in ["a+", "^(?:x|y){2,}$", "[\\d-z]", "\\p{L}", "(", "\\a", "a{2,1}"] {
+            assert_eq!(
+                ecma::parse::<ecma::Check>(p).is_ok(),
+                ecma::parse::<ecma::Build>(p).is_ok(),
+                "{p}"
+            );
+        }
+        // Valid ECMA-262 that no DFA expresses: syntax only.
+        for p in ["a(?=b)", "(?<!a{1,3})b", "(a)\\1", "(?<n>a)\\k<n>"] {
+            assert!(ecma::parse::<ecma::Check>(p).is_ok(), "{p}");
+            assert!(ecma::parse::<ecma::Build>(p).is_err(), "{p}");
+        }
+    }
+}
