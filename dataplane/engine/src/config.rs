@@ -130,6 +130,18 @@ pub enum PollMode {
     Adaptive,
 }
 
+/// What JSON Schema `format` does on the data plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JsonSchemaFormat {
+    /// An annotation, except in schemas whose dialect opts in to the
+    /// 2020-12 format-assertion vocabulary (the specification's default).
+    #[default]
+    Annotation,
+    /// An assertion for every format the validator knows, in every schema.
+    Assertion,
+}
+
 /// `[engine]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -149,6 +161,8 @@ pub struct EngineCfg {
     /// How long a request forwarded to a peer waits for its answer before
     /// the client gets a retryable `peer_down` and the peer is avoided.
     pub forward_timeout_ms: u32,
+    /// `format` in JSON schemas: "annotation" (default) or "assertion".
+    pub json_schema_format: JsonSchemaFormat,
 }
 
 impl Default for EngineCfg {
@@ -161,6 +175,7 @@ impl Default for EngineCfg {
             poll: PollMode::Adaptive,
             spin_us: 200,
             forward_timeout_ms: 200,
+            json_schema_format: JsonSchemaFormat::Annotation,
         }
     }
 }

@@ -187,7 +187,11 @@ impl Run<'_> {
                     self.reasons.insert(id, why);
                 }
                 if let Some(v) = &theirs
-                    && std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| v.is_valid(&t["data"]))).ok() == Some(want)
+                    && std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        v.is_valid(&t["data"])
+                    }))
+                    .ok()
+                        == Some(want)
                 {
                     count.theirs += 1;
                 }
@@ -261,7 +265,10 @@ fn json_schema_test_suite() {
         .iter()
         .filter(|id| !skip.contains_key(*id))
         .collect();
-    let passing: Vec<_> = skip.keys().filter(|id| !run.failing.contains(*id)).collect();
+    let passing: Vec<_> = skip
+        .keys()
+        .filter(|id| !run.failing.contains(*id))
+        .collect();
     let mut report = String::new();
     for id in unlisted.iter().take(200) {
         writeln!(

@@ -67,6 +67,9 @@ type Engine struct {
 	SpinUs     int    `toml:"spin_us" json:"spin_us"`
 	// ForwardTimeoutMs bounds the wait for a peer's answer to a forwarded request.
 	ForwardTimeoutMs int `toml:"forward_timeout_ms" json:"forward_timeout_ms"`
+	// JSONSchemaFormat is what JSON Schema "format" does on the data plane:
+	// "annotation" (unless a schema's dialect opts in) or "assertion".
+	JSONSchemaFormat string `toml:"json_schema_format" json:"json_schema_format"`
 }
 
 // IOUring is the [io_uring] table.
@@ -163,6 +166,7 @@ func Defaults() Config {
 		Engine: Engine{
 			Workers: []int{0}, Transport: "io_uring", RxBurstMax: 32,
 			Hugepages: "auto", Poll: "adaptive", SpinUs: 200, ForwardTimeoutMs: 200,
+			JSONSchemaFormat: "annotation",
 		},
 		IOUring: IOUring{
 			Listen: "127.0.0.1:7070", RingEntries: 512, RxBuffers: 256,

@@ -90,11 +90,7 @@ pub(crate) fn compile(
         c.compile_node(id, doc, v, &ptr)?;
     }
     c.check_chains()?;
-    c.out.dynamic = c
-        .out
-        .dyn_refs
-        .iter()
-        .any(|d| !d.candidates.is_empty());
+    c.out.dynamic = c.out.dyn_refs.iter().any(|d| !d.candidates.is_empty());
     c.out.unenforced.sort();
     c.out.unenforced.dedup();
     Ok(c.out)
@@ -213,7 +209,13 @@ impl<'v> Compiler<'v> {
     }
 
     /// The node a `$ref` names.
-    pub fn resolve(&mut self, doc: usize, ptr: &str, at: &str, r: &str) -> Result<u32, CompileError> {
+    pub fn resolve(
+        &mut self,
+        doc: usize,
+        ptr: &str,
+        at: &str,
+        r: &str,
+    ) -> Result<u32, CompileError> {
         let (d, p, _) = self.locate(doc, ptr, at, r)?;
         let Some(v) = self.at_pointer(d, &p) else {
             return Err(self.fail(doc, at, format!("$ref {r:?} points to nothing")));
@@ -294,7 +296,8 @@ impl<'v> Compiler<'v> {
         if let Some(&k) = self.regex_memo.get(src) {
             return Ok(k);
         }
-        let re = Regex::new(src).map_err(|e| self.fail(doc, at, format!("pattern {src:?}: {e}")))?;
+        let re =
+            Regex::new(src).map_err(|e| self.fail(doc, at, format!("pattern {src:?}: {e}")))?;
         self.regex_bytes += re.memory_bytes();
         if self.regex_bytes > REGEX_TOTAL_BYTES_MAX {
             return Err(self.fail(

@@ -186,7 +186,13 @@ pub(crate) fn active(draft: Draft, vocab: Vocab, kw: &str) -> bool {
         "$anchor" | "$defs" => (Family::Core, Draft2019_09, Draft2020_12),
         "$recursiveRef" | "$recursiveAnchor" => (Family::Core, Draft2019_09, Draft2019_09),
         "$dynamicRef" | "$dynamicAnchor" => (Family::Core, Draft2020_12, Draft2020_12),
-        "allOf" | "anyOf" | "oneOf" | "not" | "items" | "properties" | "patternProperties"
+        "allOf"
+        | "anyOf"
+        | "oneOf"
+        | "not"
+        | "items"
+        | "properties"
+        | "patternProperties"
         | "additionalProperties" => (Family::Applicator, Draft4, Draft2020_12),
         "additionalItems" => (Family::Applicator, Draft4, Draft2019_09),
         "dependencies" => (Family::Applicator, Draft4, Draft7),

@@ -69,7 +69,10 @@ impl Out for Check {
     fn property(name: &str) -> Result<(), &'static str> {
         // The name is not looked up (that needs the Unicode tables of
         // regex-syntax, which allocate): only its shape is checked.
-        if name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'=') {
+        if name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'=')
+        {
             Ok(())
         } else {
             Err("invalid Unicode property name")
@@ -268,7 +271,9 @@ impl<O: Out> Parser<'_, O> {
         let lookaround = [("(?=", 3), ("(?!", 3), ("(?<=", 4), ("(?<!", 4)]
             .into_iter()
             .find(|(p, _)| r.starts_with(p));
-        if O::SYNTAX_ONLY && let Some((_, len)) = lookaround {
+        if O::SYNTAX_ONLY
+            && let Some((_, len)) = lookaround
+        {
             if depth >= NEST_MAX {
                 return Err("groups nested deeper than NEST_MAX (32)");
             }
@@ -457,8 +462,12 @@ impl<O: Out> Parser<'_, O> {
                 self.group_name()?;
                 Ok(O::literal(c))
             }
-            '1'..='9' => Err("back-references are not supported (the DFA engine cannot express them)"),
-            'k' => Err("named back-references are not supported (the DFA engine cannot express them)"),
+            '1'..='9' => {
+                Err("back-references are not supported (the DFA engine cannot express them)")
+            }
+            'k' => {
+                Err("named back-references are not supported (the DFA engine cannot express them)")
+            }
             c => Ok(O::literal(self.char_escape(c)?)),
         }
     }
@@ -490,7 +499,9 @@ impl<O: Out> Parser<'_, O> {
             }
             'u' => self.unicode_escape()?,
             c if c.is_ascii_alphanumeric() => {
-                return Err("not an ECMA-262 escape (only \\t \\n \\v \\f \\r \\0 \\c \\x \\u \\d \\D \\w \\W \\s \\S \\p \\P \\b \\B are letters)");
+                return Err(
+                    "not an ECMA-262 escape (only \\t \\n \\v \\f \\r \\0 \\c \\x \\u \\d \\D \\w \\W \\s \\S \\p \\P \\b \\B are letters)",
+                );
             }
             c => c,
         })

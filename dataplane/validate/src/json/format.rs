@@ -145,7 +145,9 @@ pub(crate) fn check(f: Format, b: &[u8]) -> bool {
         Format::JsonPointer => json_pointer(b),
         Format::RelativeJsonPointer => relative_json_pointer(b),
         Format::Uuid => uuid(b),
-        Format::Regex => std::str::from_utf8(b).is_ok_and(|p| ecma::parse::<ecma::Check>(p).is_ok()),
+        Format::Regex => {
+            std::str::from_utf8(b).is_ok_and(|p| ecma::parse::<ecma::Check>(p).is_ok())
+        }
     }
 }
 
@@ -409,7 +411,9 @@ fn label(l: &[u8], idn: bool) -> bool {
         return false;
     }
     if !l.is_ascii() {
-        return idn && std::str::from_utf8(l).is_ok_and(|u| u.chars().nth(2) != Some('-') || u.chars().nth(3) != Some('-'));
+        return idn
+            && std::str::from_utf8(l)
+                .is_ok_and(|u| u.chars().nth(2) != Some('-') || u.chars().nth(3) != Some('-'));
     }
     if !l.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'-') {
         return false;
@@ -471,7 +475,10 @@ fn email(b: &[u8], idn: bool) -> bool {
         let atext = |c: u8| {
             c.is_ascii_alphanumeric() || b"!#$%&'*+-/=?^_`{|}~".contains(&c) || idn && c >= 0x80
         };
-        !local.is_empty() && local.split(|&c| c == b'.').all(|a| !a.is_empty() && a.iter().all(|&c| atext(c)))
+        !local.is_empty()
+            && local
+                .split(|&c| c == b'.')
+                .all(|a| !a.is_empty() && a.iter().all(|&c| atext(c)))
     };
     if !local_ok {
         return false;
@@ -546,7 +553,9 @@ fn authority(a: &[u8], iri: bool) -> bool {
                     dot > 1
                         && lit[1..dot].iter().all(u8::is_ascii_hexdigit)
                         && dot + 1 < lit.len()
-                        && lit[dot + 1..].iter().all(|&c| unreserved(c) || sub_delim(c) || c == b':')
+                        && lit[dot + 1..]
+                            .iter()
+                            .all(|&c| unreserved(c) || sub_delim(c) || c == b':')
                 }
                 None => false,
             }
@@ -565,7 +574,10 @@ fn authority(a: &[u8], iri: bool) -> bool {
                 chars(&hostport[..k], iri, |c| unreserved(c) || sub_delim(c)),
                 Some(&hostport[k + 1..]),
             ),
-            None => (chars(hostport, iri, |c| unreserved(c) || sub_delim(c)), None),
+            None => (
+                chars(hostport, iri, |c| unreserved(c) || sub_delim(c)),
+                None,
+            ),
         }
     };
     host_ok && port.is_none_or(|p| p.iter().all(u8::is_ascii_digit))
@@ -648,7 +660,9 @@ fn uri_template(b: &[u8]) -> bool {
 
 fn expression(e: &[u8]) -> bool {
     let e = match e.first() {
-        Some(b'+' | b'#' | b'.' | b'/' | b';' | b'?' | b'&' | b'=' | b',' | b'!' | b'@' | b'|') => &e[1..],
+        Some(b'+' | b'#' | b'.' | b'/' | b';' | b'?' | b'&' | b'=' | b',' | b'!' | b'@' | b'|') => {
+            &e[1..]
+        }
         _ => e,
     };
     if e.is_empty() {
@@ -668,7 +682,11 @@ fn expression(e: &[u8]) -> bool {
             Some(b"*") => true,
             Some(m) => {
                 let n = &m[1..];
-                m[0] == b':' && !n.is_empty() && n.len() <= 4 && n[0] != b'0' && n.iter().all(u8::is_ascii_digit)
+                m[0] == b':'
+                    && !n.is_empty()
+                    && n.len() <= 4
+                    && n[0] != b'0'
+                    && n.iter().all(u8::is_ascii_digit)
             }
         };
         name_ok && mod_ok
@@ -752,14 +770,20 @@ mod tests {
         yes(Format::Ipv6, "1::d6:192.168.0.1");
         no(Format::Ipv6, "1::d6::42");
         no(Format::Ipv6, "12345::");
-        yes(Format::Uri, "http://-.~_!$&'()*+,;=:%40:80%2f::::::@example.com");
+        yes(
+            Format::Uri,
+            "http://-.~_!$&'()*+,;=:%40:80%2f::::::@example.com",
+        );
         yes(Format::Uri, "ldap://[2001:db8::7]/c=GB?objectClass?one");
         no(Format::Uri, "//foo.bar/?baz=qux#quux");
         no(Format::Uri, "http://example.com:abc/path");
         yes(Format::UriReference, "./this:that");
         no(Format::UriReference, "1:b");
         yes(Format::Iri, "http://ƒøø.ßår/?∂éœ=πîx#πîüx");
-        yes(Format::UriTemplate, "http://example.com/dictionary/{term:1}/{term}");
+        yes(
+            Format::UriTemplate,
+            "http://example.com/dictionary/{term:1}/{term}",
+        );
         no(Format::UriTemplate, "{v:01}");
         yes(Format::RelativeJsonPointer, "0#");
         no(Format::RelativeJsonPointer, "01#");

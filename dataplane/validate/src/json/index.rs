@@ -219,7 +219,8 @@ impl Index {
                     if loaded[k].is_none() {
                         let v = parse(r.name, r.schema)?;
                         let at = uri::resolve(DEFAULT_BASE, r.name);
-                        loaded[k] = Some(ix.load(v, r.name.to_string(), false, &at, refs, options)?);
+                        loaded[k] =
+                            Some(ix.load(v, r.name.to_string(), false, &at, refs, options)?);
                     }
                 }
                 ix.wanted = wanted;

@@ -327,10 +327,7 @@ impl<'v> Compiler<'v> {
             let k = k.as_str();
             if ANNOTATIONS.contains(&k) {
                 self.unenforced(doc, ptr, format!("{k} (annotation only)"));
-            } else if !QUIET.contains(&k)
-                && draft::known(k)
-                && !draft::active(d, vocab, k)
-            {
+            } else if !QUIET.contains(&k) && draft::known(k) && !draft::active(d, vocab, k) {
                 let why = if draft::active(d, draft::Vocab::STANDARD, k) {
                     "not in the vocabularies of this $schema".to_string()
                 } else {
@@ -441,8 +438,7 @@ impl<'v> Compiler<'v> {
             let Some(name) = f.as_str() else {
                 return Err(self.fail(doc, &at("format"), "format must be a string"));
             };
-            let assert =
-                self.options.format == FormatMode::Assertion || vocab.format_assertion;
+            let assert = self.options.format == FormatMode::Assertion || vocab.format_assertion;
             match Format::from_name(name, d) {
                 Some(k) if assert => n.format = k,
                 Some(_) => self.unenforced(
@@ -559,7 +555,9 @@ impl<'v> Compiler<'v> {
             c.fail(
                 doc,
                 &at(kw),
-                format!("property name longer than PROPERTY_NAME_BYTES_MAX ({PROPERTY_NAME_BYTES_MAX})"),
+                format!(
+                    "property name longer than PROPERTY_NAME_BYTES_MAX ({PROPERTY_NAME_BYTES_MAX})"
+                ),
             )
         };
         let mut table = Table {
@@ -627,7 +625,10 @@ impl<'v> Compiler<'v> {
                         }
                         dep_required.push((trigger, mask));
                     }
-                    ("dependentSchemas" | "dependencies", s @ (Value::Object(_) | Value::Bool(_))) => {
+                    (
+                        "dependentSchemas" | "dependencies",
+                        s @ (Value::Object(_) | Value::Bool(_)),
+                    ) => {
                         let sub_ptr = format!("{ptr}/{kw}/{}", index::escape(name));
                         let id = self.node_for(doc, sub_ptr, s)?;
                         dep_schemas.push((trigger, id));
@@ -636,7 +637,16 @@ impl<'v> Compiler<'v> {
                         return Err(self.fail(
                             doc,
                             &at(kw),
-                            format!("{kw}: {name:?} must map to {}", if kw == "dependentRequired" { "an array of names" } else if kw == "dependentSchemas" { "a schema" } else { "an array of names or a schema" }),
+                            format!(
+                                "{kw}: {name:?} must map to {}",
+                                if kw == "dependentRequired" {
+                                    "an array of names"
+                                } else if kw == "dependentSchemas" {
+                                    "a schema"
+                                } else {
+                                    "an array of names or a schema"
+                                }
+                            ),
                         ));
                     }
                 }

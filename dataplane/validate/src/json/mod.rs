@@ -68,7 +68,7 @@ pub const REGEX_TOTAL_BYTES_MAX: usize = 32 << 20;
 pub const EVALUATED_MAX: usize = 256;
 /// Deepest dynamic scope (schema resources entered) a validation tracks
 /// for `$dynamicRef`/`$recursiveRef`.
-pub const SCOPE_MAX: usize = 2048;
+pub const SCOPE_MAX: usize = 256;
 /// Longest property name, in bytes (escaped keys are decoded into a stack
 /// buffer of this size to be compared).
 pub const PROPERTY_NAME_BYTES_MAX: usize = 256;

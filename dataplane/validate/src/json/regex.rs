@@ -44,7 +44,9 @@ impl Regex {
             )
             .build_from_nfa(&nfa)
             .map_err(|e| {
-                format!("its DFA would exceed REGEX_DFA_BYTES_MAX ({REGEX_DFA_BYTES_MAX} bytes) ({e})")
+                format!(
+                    "its DFA would exceed REGEX_DFA_BYTES_MAX ({REGEX_DFA_BYTES_MAX} bytes) ({e})"
+                )
             })?;
         let start = dfa
             .start_state(&start::Config::new().anchored(Anchored::No))
@@ -110,7 +112,10 @@ mod tests {
         assert!(m("^\\p{Letter}cole$", "école"));
         assert!(m("^[a-z]{2,3}$", "abc"));
         assert!(!m("^[a-z]{2,3}$", "abcd"));
-        assert!(m("^a{$", "a{"), "a brace that starts no quantifier is literal");
+        assert!(
+            m("^a{$", "a{"),
+            "a brace that starts no quantifier is literal"
+        );
         assert!(m("^\\cJ$", "\n"));
         assert!(m("^\\u{1F432}$", "🐲"));
         assert!(m("^\\uD83D\\uDC32$", "🐲"));
@@ -147,12 +152,23 @@ mod tests {
             }
         }
         let e = Regex::new("(\\w{1,300}){1,300}").unwrap_err();
-        assert!(e.contains("REGEX_DFA_BYTES_MAX") || e.contains("too large"), "{e}");
+        assert!(
+            e.contains("REGEX_DFA_BYTES_MAX") || e.contains("too large"),
+            "{e}"
+        );
     }
 
     #[test]
     fn check_mode_agrees_with_build_mode() {
-        for p in ["a+", "^(?:x|y){2,}$", "[\\d-z]", "\\p{L}", "(", "\\a", "a{2,1}"] {
+        for p in [
+            "a+",
+            "^(?:x|y){2,}$",
+            "[\\d-z]",
+            "\\p{L}",
+            "(",
+            "\\a",
+            "a{2,1}",
+        ] {
             assert_eq!(
                 ecma::parse::<ecma::Check>(p).is_ok(),
                 ecma::parse::<ecma::Build>(p).is_ok(),

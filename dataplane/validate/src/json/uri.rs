@@ -211,10 +211,7 @@ mod tests {
             resolve("http://localhost:1234/tree", "node"),
             "http://localhost:1234/node"
         );
-        assert_eq!(
-            resolve("http://x.test/root", "#"),
-            "http://x.test/root"
-        );
+        assert_eq!(resolve("http://x.test/root", "#"), "http://x.test/root");
         assert_eq!(split_fragment("a#b#c"), ("a", "b#c"));
     }
 }

@@ -14,7 +14,9 @@
 
 use super::format::Format;
 use super::scan::{self, err, msg, skip_ws};
-use super::{BUDGET_EXCEEDED, EVALUATED_EXCEEDED, EVALUATED_MAX, JsonSchema, NONE, Node, SCOPE_MAX};
+use super::{
+    BUDGET_EXCEEDED, EVALUATED_EXCEEDED, EVALUATED_MAX, JsonSchema, NONE, Node, SCOPE_MAX,
+};
 use super::{T_BOOL, T_INT, T_NULL, T_NUM, T_STR, WORK_STEPS_BASE, WORK_STEPS_PER_BYTE};
 use crate::Invalid;
 
@@ -22,7 +24,8 @@ use crate::Invalid;
 pub(crate) mod rule {
     pub const FALSE_SCHEMA: &str = "schema is false: no value allowed";
     pub const REQUIRED: &str = "required property missing";
-    pub const DEPENDENT_REQUIRED: &str = "property required by a present property (dependentRequired) missing";
+    pub const DEPENDENT_REQUIRED: &str =
+        "property required by a present property (dependentRequired) missing";
     pub const ADDITIONAL_PROPERTY: &str = "additional property not allowed";
     pub const UNEVALUATED_PROPERTY: &str = "unevaluated property not allowed";
     pub const MIN_PROPERTIES: &str = "fewer properties than minProperties";
@@ -98,7 +101,11 @@ impl Marks {
 
     #[inline]
     pub fn get(&self, k: usize) -> bool {
-        self.all || self.bits.get(k / 64).is_some_and(|w| w & (1 << (k % 64)) != 0)
+        self.all
+            || self
+                .bits
+                .get(k / 64)
+                .is_some_and(|w| w & (1 << (k % 64)) != 0)
     }
 
     #[inline]
