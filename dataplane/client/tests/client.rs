@@ -1,4 +1,7 @@
 //! The client against a real UDP responder thread on 127.0.0.1.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod responder;
 
@@ -93,6 +96,15 @@ fn tensors_and_headers_round_trip() {
     assert_eq!(c.stats().sent, 1);
     assert_eq!(c.stats().received, 1);
     assert_eq!(c.outstanding(), 0);
+    // The frame by value is the same buffer, moved rather than copied.
+    let (bytes, at) = (
+        resp.frame().as_bytes().to_vec(),
+        resp.frame().as_bytes().as_ptr(),
+    );
+    let frame = resp.into_frame();
+    assert_eq!(frame.as_bytes(), &bytes[..]);
+    let buffer = frame.into_inner();
+    assert_eq!(buffer.as_ptr(), at);
 }
 
 #[test]

@@ -41,6 +41,10 @@ pub mod limits {
     pub const BUFFER_SIZE_MAX: u32 = 1 << 20;
     /// Longest spin before an adaptive worker sleeps.
     pub const SPIN_US_MAX: u32 = 1_000_000;
+    /// Bounds of `engine.negotiation_ttl_ms`: 1 s to 1 h.
+    pub const NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
+    /// See `NEGOTIATION_TTL_MS_MIN`.
+    pub const NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
 }
 
 use limits::*;
@@ -161,6 +165,9 @@ pub struct EngineCfg {
     /// How long a request forwarded to a peer waits for its answer before
     /// the client gets a retryable `peer_down` and the peer is avoided.
     pub forward_timeout_ms: u32,
+    /// How long a client may cache a negotiated schema: the `ttl_ms` of
+    /// every negotiate response.
+    pub negotiation_ttl_ms: u32,
     /// `format` in JSON schemas: "annotation" (default) or "assertion".
     pub json_schema_format: JsonSchemaFormat,
 }
@@ -175,6 +182,7 @@ impl Default for EngineCfg {
             poll: PollMode::Adaptive,
             spin_us: 200,
             forward_timeout_ms: 200,
+            negotiation_ttl_ms: 60_000,
             json_schema_format: JsonSchemaFormat::Annotation,
         }
     }
@@ -512,6 +520,12 @@ impl Config {
         )?;
         range("engine.spin_us", e.spin_us, 0, SPIN_US_MAX)?;
         range("engine.forward_timeout_ms", e.forward_timeout_ms, 1, 60_000)?;
+        range(
+            "engine.negotiation_ttl_ms",
+            e.negotiation_ttl_ms,
+            NEGOTIATION_TTL_MS_MIN,
+            NEGOTIATION_TTL_MS_MAX,
+        )?;
         let u = &self.io_uring;
         self.listen_addr()?;
         range("io_uring.ring_entries", u.ring_entries, 8, 32_768)?;
@@ -541,7 +555,7 @@ impl Config {
             BUFFER_SIZE_MIN,
             BUFFER_SIZE_MAX,
         )?;
-        if u.buffer_size % 64 != 0 {
+        if !u.buffer_size.is_multiple_of(64) {
             return Err(ConfigError::at(
                 "io_uring.buffer_size",
                 "must be a multiple of 64",
@@ -572,6 +586,14 @@ pub fn validate_tables(
     peers: &[PeerCfg],
     worker_count: usize,
 ) -> Result<(), ConfigError> {
+    validate_shards(shards, worker_count)?;
+    validate_routes(routes, shards)?;
+    validate_models(models)?;
+    validate_tenants(tenants)?;
+    validate_peers(peers)
+}
+
+fn validate_shards(shards: &[ShardCfg], worker_count: usize) -> Result<(), ConfigError> {
     if shards.len() > SHARD_COUNT_MAX {
         return Err(ConfigError::at(
             "shards",
@@ -601,6 +623,10 @@ pub fn validate_tables(
             }
         }
     }
+    Ok(())
+}
+
+fn validate_routes(routes: &[RouteCfg], shards: &[ShardCfg]) -> Result<(), ConfigError> {
     if routes.len() > ROUTE_COUNT_MAX {
         return Err(ConfigError::at(
             "routes",
@@ -626,6 +652,10 @@ pub fn validate_tables(
             crate::route::VersionMatcher::parse(v).map_err(|m| ConfigError::at(k("version"), m))?;
         }
     }
+    Ok(())
+}
+
+fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
     if models.len() > MODEL_SLOT_COUNT_MAX {
         return Err(ConfigError::at(
             "models",
@@ -679,6 +709,10 @@ pub fn validate_tables(
             )?;
         }
     }
+    Ok(())
+}
+
+fn validate_tenants(tenants: &[TenantCfg]) -> Result<(), ConfigError> {
     if tenants.len() > TENANT_COUNT_MAX {
         return Err(ConfigError::at(
             "tenants",
@@ -699,6 +733,10 @@ pub fn validate_tables(
         }
         decode_key(&t.key).map_err(|m| ConfigError::at(k("key"), m))?;
     }
+    Ok(())
+}
+
+fn validate_peers(peers: &[PeerCfg]) -> Result<(), ConfigError> {
     if peers.len() > PEER_COUNT_MAX {
         return Err(ConfigError::at(
             "peers",

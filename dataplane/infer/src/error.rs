@@ -137,31 +137,13 @@ impl fmt::Display for InferError {
 
 impl std::error::Error for InferError {}
 
-/// Why one request was not run. The engine answers with an error frame
-/// carrying `code` and `message`. Allocation-free: the message is static;
-/// ONNX Runtime's own text for `InferenceFailed` is in
-/// [`crate::OrtModel::last_error`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reject {
-    /// Wire error code.
-    pub code: ErrorCode,
-    /// Short human-readable reason.
-    pub message: &'static str,
-}
+/// Why one request was not run: the wire crate's refusal type. The engine
+/// answers with an error frame carrying `code` and `message`.
+/// Allocation-free: the message is static; ONNX Runtime's own text for
+/// `InferenceFailed` is in [`crate::OrtModel::last_error`].
+pub use sluice_wire::Reject;
 
-impl Reject {
-    pub(crate) const fn bad_tensor(message: &'static str) -> Reject {
-        Reject {
-            code: ErrorCode::BadTensor,
-            message,
-        }
-    }
+/// A `bad_tensor` refusal.
+pub(crate) const fn bad_tensor(message: &'static str) -> Reject {
+    Reject::new(ErrorCode::BadTensor, message)
 }
-
-impl fmt::Display for Reject {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
-    }
-}
-
-impl std::error::Error for Reject {}

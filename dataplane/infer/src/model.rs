@@ -10,9 +10,10 @@ use ort::session::{Adapter, RunOptions, Session};
 use ort::value::{Outlet, TensorElementType, ValueType};
 use sluice_wire::limits::{RANK_MAX, TENSOR_COUNT_MAX};
 use sluice_wire::{
-    DType, Error as WireError, ErrorCode, Frame, FrameRepr, Kind, TensorDesc, TensorRepr,
+    DType, Error as WireError, ErrorCode, Frame, FrameRepr, Kind, Layout, TensorDesc, TensorRepr,
 };
 
+use crate::error::bad_tensor;
 use crate::raw::{self, Values};
 use crate::{InferError, Reject};
 
@@ -474,54 +475,51 @@ impl OrtModel {
                 if t.name == sluice_wire::SECTION_TENSOR_NAME {
                     continue;
                 }
-                return Err(Reject::bad_tensor(msg::UNEXPECTED_INPUT));
+                return Err(bad_tensor(msg::UNEXPECTED_INPUT));
             };
             if descs[i].replace(t).is_some() {
-                return Err(Reject::bad_tensor(msg::DUPLICATE_INPUT));
+                return Err(bad_tensor(msg::DUPLICATE_INPUT));
             }
         }
         let mut bound = [None; TENSOR_COUNT_MAX * RANK_MAX];
         for (i, port) in self.inputs.iter().enumerate() {
-            let d = descs[i]
-                .as_ref()
-                .ok_or(Reject::bad_tensor(msg::MISSING_INPUT))?;
+            let d = descs[i].as_ref().ok_or(bad_tensor(msg::MISSING_INPUT))?;
             if d.dtype != port.dtype {
-                return Err(Reject::bad_tensor(msg::WRONG_DTYPE));
+                return Err(bad_tensor(msg::WRONG_DTYPE));
             }
             let dims = d.dims();
             if dims.len() != port.rank {
-                return Err(Reject::bad_tensor(msg::WRONG_RANK));
+                return Err(bad_tensor(msg::WRONG_RANK));
             }
             for (k, (&have, rule)) in dims.iter().zip(&port.dims).enumerate() {
                 match *rule {
                     DimRule::Fixed(want) if have != want => {
-                        return Err(Reject::bad_tensor(msg::WRONG_DIM));
+                        return Err(bad_tensor(msg::WRONG_DIM));
                     }
                     DimRule::Sym(s) => match bound[s as usize] {
                         None => bound[s as usize] = Some(have),
                         Some(v) if v != have => {
-                            return Err(Reject::bad_tensor(msg::INCONSISTENT_DIM));
+                            return Err(bad_tensor(msg::INCONSISTENT_DIM));
                         }
                         Some(_) => {}
                     },
                     _ => {}
                 }
-                shapes[i][k] =
-                    i64::try_from(have).map_err(|_| Reject::bad_tensor(msg::DIM_TOO_LARGE))?;
+                shapes[i][k] = i64::try_from(have).map_err(|_| bad_tensor(msg::DIM_TOO_LARGE))?;
             }
             let data = req.tensor_data(d);
             // A checked frame guarantees this; it guards ORT from reading
             // past the buffer should a caller pass an unchecked frame.
             if port.dtype.byte_len(dims) != Some(data.len()) {
-                return Err(Reject::bad_tensor(msg::SHORT_PAYLOAD));
+                return Err(bad_tensor(msg::SHORT_PAYLOAD));
             }
             if !is_aligned(data.as_ptr(), port.dtype) {
-                return Err(Reject::bad_tensor(msg::MISALIGNED));
+                return Err(bad_tensor(msg::MISALIGNED));
             }
             // ORT reads bool tensors as C++ `bool`; any byte but 0 or 1 is
             // undefined behaviour there, so it never reaches ORT.
             if port.dtype == DType::Bool && data.iter().any(|&b| b > 1) {
-                return Err(Reject::bad_tensor(msg::BAD_BOOL));
+                return Err(bad_tensor(msg::BAD_BOOL));
             }
         }
         Ok((descs, bound))
@@ -534,46 +532,21 @@ impl OrtModel {
         tx: &mut [u8],
         stats: &mut RunStats,
     ) -> Result<usize, Reject> {
-        let options = match adapter {
-            None | Some("") => &self.default_options,
-            Some(id) => {
-                &self
-                    .adapters
+        let adapter_ix = match adapter {
+            None | Some("") => None,
+            Some(id) => Some(
+                self.adapters
                     .iter()
-                    .find(|a| a.id == id)
+                    .position(|a| a.id == id)
                     .ok_or(Reject {
                         code: ErrorCode::UnknownAdapter,
                         message: msg::UNKNOWN_ADAPTER,
-                    })?
-                    .options
-            }
+                    })?,
+            ),
         };
         let mut in_shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
         let (descs, bound) = self.bind(req, &mut in_shapes)?;
-
-        // Output shapes follow from fixed sizes and symbols bound by inputs
-        // (checked at load that every output dimension is one of those).
-        let mut out_dims = [[0u64; RANK_MAX]; TENSOR_COUNT_MAX];
-        let mut out_shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
-        for (o, port) in self.outputs.iter().enumerate() {
-            for k in 0..port.rank {
-                let v = match port.dims[k] {
-                    DimRule::Fixed(v) => v,
-                    DimRule::Sym(s) => bound[s as usize].ok_or(Reject {
-                        code: ErrorCode::Internal,
-                        message: msg::RESPONSE_HEADER,
-                    })?,
-                    DimRule::Any => {
-                        return Err(Reject {
-                            code: ErrorCode::Internal,
-                            message: msg::RESPONSE_HEADER,
-                        });
-                    }
-                };
-                out_dims[o][k] = v;
-                out_shapes[o][k] = v as i64; // bounded by an input dim, itself checked ≤ i64::MAX
-            }
-        }
+        let (out_dims, out_shapes) = self.output_dims(&bound)?;
         let mut reprs = [TensorRepr {
             name: "",
             dtype: DType::U8,
@@ -589,16 +562,11 @@ impl OrtModel {
             };
         }
         let repr = FrameRepr {
-            kind: Kind::Response,
-            request_id: req.request_id(),
-            tenant_id: req.tenant_id(),
-            trace: req.trace(),
             model: &self.name,
             model_version: &self.version,
             adapter: adapter.unwrap_or(""),
-            token_count: req.token_count(),
             tensors: &reprs[..self.outputs.len()],
-            ..FrameRepr::default()
+            ..FrameRepr::response_to(req)
         };
         let layout = repr.emit(tx).map_err(|e| match e {
             WireError::BufferTooSmall | WireError::TooLarge | WireError::SizeOverflow => Reject {
@@ -611,63 +579,38 @@ impl OrtModel {
             },
         })?;
 
-        // Inputs: values over the request's bytes.
         let mut inputs = Values::new();
         let mut in_names = [core::ptr::null::<c_char>(); TENSOR_COUNT_MAX];
-        let mut in_bytes = 0u64;
-        let mut copied = 0u64;
-        for (i, port) in self.inputs.iter().enumerate() {
-            let Some(d) = descs[i] else {
-                return Err(Reject::bad_tensor(msg::MISSING_INPUT));
-            };
-            let data = req.tensor_data(&d);
-            let got =
-                match inputs.push_input(&self.memory, data, &in_shapes[i][..port.rank], port.dtype)
-                {
-                    Ok(p) => p,
-                    Err(e) => return Err(ort_failed(&mut self.last_error, e)),
-                };
-            if data.is_empty() || got == data.as_ptr() {
-                in_bytes += data.len() as u64;
-            } else {
-                copied += data.len() as u64;
-            }
-            in_names[i] = port.c_name.as_ptr();
-        }
-
-        // Outputs: values over the response's tensor regions in `tx`.
+        let (in_bytes, mut copied) = Self::push_inputs(
+            &self.inputs,
+            &self.memory,
+            &mut self.last_error,
+            req,
+            &descs,
+            &in_shapes,
+            &mut inputs,
+            &mut in_names,
+        )?;
         let mut outputs = Values::new();
         let mut out_names = [core::ptr::null::<c_char>(); TENSOR_COUNT_MAX];
         let mut out_ptrs = [core::ptr::null::<u8>(); TENSOR_COUNT_MAX];
-        let mut out_bytes = 0u64;
-        let mut rest: &mut [u8] = &mut tx[..layout.frame_len];
-        let mut consumed = 0usize;
-        for (o, port) in self.outputs.iter().enumerate() {
-            let off = layout.tensor_offsets[o];
-            let len = reprs[o].dtype.byte_len(reprs[o].dims).unwrap_or(0);
-            let (_, tail) = std::mem::take(&mut rest).split_at_mut(off - consumed);
-            let (region, tail) = tail.split_at_mut(len);
-            rest = tail;
-            consumed = off + len;
-            if !is_aligned(region.as_ptr(), port.dtype) {
-                return Err(Reject {
-                    code: ErrorCode::Internal,
-                    message: msg::TX_MISALIGNED,
-                });
-            }
-            out_ptrs[o] = region.as_ptr();
-            out_bytes += len as u64;
-            if let Err(e) = outputs.push_output(
-                &self.memory,
-                region,
-                &out_shapes[o][..port.rank],
-                port.dtype,
-            ) {
-                return Err(ort_failed(&mut self.last_error, e));
-            }
-            out_names[o] = port.c_name.as_ptr();
-        }
+        let out_bytes = Self::push_outputs(
+            &self.outputs,
+            &self.memory,
+            &mut self.last_error,
+            &mut tx[..layout.frame_len],
+            &layout,
+            &reprs,
+            &out_shapes,
+            &mut outputs,
+            &mut out_names,
+            &mut out_ptrs,
+        )?;
 
+        let options = match adapter_ix {
+            None => &self.default_options,
+            Some(i) => &self.adapters[i].options,
+        };
         let (n_in, n_out) = (self.inputs.len(), self.outputs.len());
         if let Err(e) = raw::run(
             &mut self.session,
@@ -690,6 +633,121 @@ impl OrtModel {
         stats.output_bytes_in_place += out_bytes;
         stats.payload_bytes_copied += copied;
         Ok(layout.frame_len)
+    }
+
+    /// Output shapes follow from fixed sizes and symbols bound by inputs
+    /// (checked at load that every output dimension is one of those).
+    #[allow(clippy::type_complexity)]
+    fn output_dims(
+        &self,
+        bound: &[Option<u64>; TENSOR_COUNT_MAX * RANK_MAX],
+    ) -> Result<
+        (
+            [[u64; RANK_MAX]; TENSOR_COUNT_MAX],
+            [[i64; RANK_MAX]; TENSOR_COUNT_MAX],
+        ),
+        Reject,
+    > {
+        let mut out_dims = [[0u64; RANK_MAX]; TENSOR_COUNT_MAX];
+        let mut out_shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
+        for (o, port) in self.outputs.iter().enumerate() {
+            for k in 0..port.rank {
+                let v = match port.dims[k] {
+                    DimRule::Fixed(v) => v,
+                    DimRule::Sym(s) => bound[s as usize].ok_or(Reject {
+                        code: ErrorCode::Internal,
+                        message: msg::RESPONSE_HEADER,
+                    })?,
+                    DimRule::Any => {
+                        return Err(Reject {
+                            code: ErrorCode::Internal,
+                            message: msg::RESPONSE_HEADER,
+                        });
+                    }
+                };
+                out_dims[o][k] = v;
+                out_shapes[o][k] = v as i64; // bounded by an input dim, itself checked ≤ i64::MAX
+            }
+        }
+        Ok((out_dims, out_shapes))
+    }
+
+    /// Inputs: values over the request's bytes, in the model's input order.
+    /// Returns the bytes ORT reads in place and the bytes it copied.
+    #[allow(clippy::too_many_arguments)]
+    fn push_inputs<'r>(
+        ports: &[Port],
+        memory: &MemoryInfo<'static>,
+        last_error: &mut String,
+        req: &'r Frame<&[u8]>,
+        descs: &[Option<TensorDesc<'_>>; TENSOR_COUNT_MAX],
+        in_shapes: &[[i64; RANK_MAX]; TENSOR_COUNT_MAX],
+        inputs: &mut Values<'r>,
+        in_names: &mut [*const c_char; TENSOR_COUNT_MAX],
+    ) -> Result<(u64, u64), Reject> {
+        let mut in_bytes = 0u64;
+        let mut copied = 0u64;
+        for (i, port) in ports.iter().enumerate() {
+            let Some(d) = descs[i] else {
+                return Err(bad_tensor(msg::MISSING_INPUT));
+            };
+            let data = req.tensor_data(&d);
+            let got = match inputs.push_input(memory, data, &in_shapes[i][..port.rank], port.dtype)
+            {
+                Ok(p) => p,
+                Err(e) => return Err(ort_failed(last_error, e)),
+            };
+            if data.is_empty() || got == data.as_ptr() {
+                in_bytes += data.len() as u64;
+            } else {
+                copied += data.len() as u64;
+            }
+            in_names[i] = port.c_name.as_ptr();
+        }
+        Ok((in_bytes, copied))
+    }
+
+    /// Outputs: values over the response's tensor regions in `frame` (the
+    /// emitted response). Returns the bytes ORT will write in place.
+    #[allow(clippy::too_many_arguments)]
+    fn push_outputs<'t>(
+        ports: &[Port],
+        memory: &MemoryInfo<'static>,
+        last_error: &mut String,
+        frame: &'t mut [u8],
+        layout: &Layout,
+        reprs: &[TensorRepr<'_>; TENSOR_COUNT_MAX],
+        out_shapes: &[[i64; RANK_MAX]; TENSOR_COUNT_MAX],
+        outputs: &mut Values<'t>,
+        out_names: &mut [*const c_char; TENSOR_COUNT_MAX],
+        out_ptrs: &mut [*const u8; TENSOR_COUNT_MAX],
+    ) -> Result<u64, Reject> {
+        let mut out_bytes = 0u64;
+        let mut rest: &mut [u8] = frame;
+        let mut consumed = 0usize;
+        for (o, port) in ports.iter().enumerate() {
+            let off = layout.tensor_offsets[o];
+            let len = reprs[o].dtype.byte_len(reprs[o].dims).unwrap_or(0);
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(off - consumed);
+            let (region, tail) = tail.split_at_mut(len);
+            rest = tail;
+            consumed = off + len;
+            if !is_aligned(region.as_ptr(), port.dtype) {
+                return Err(Reject {
+                    code: ErrorCode::Internal,
+                    message: msg::TX_MISALIGNED,
+                });
+            }
+            out_ptrs[o] = region.as_ptr();
+            out_bytes += len as u64;
+            if let Err(e) =
+                outputs.push_output(memory, region, &out_shapes[o][..port.rank], port.dtype)
+            {
+                return Err(ort_failed(last_error, e));
+            }
+            out_names[o] = port.c_name.as_ptr();
+        }
+        Ok(out_bytes)
     }
 
     /// One run on zeros (dynamic dimensions 1) through the normal path.

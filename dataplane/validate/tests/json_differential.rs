@@ -3,9 +3,11 @@
 //! the keywords we enforce (patterns, dependent*, unevaluated* and dynamic
 //! references included). Each document is also re-encoded with every
 //! string character as a `\u` escape, which must not change the verdict.
-//! Schemas without `$schema` are read by both as 2020-12 here (our
-//! default is draft 7, the crate's 2020-12), so those use only keywords
-//! that mean the same in both.
+//! Schemas without `$schema` are read as draft 7 by us and as 2020-12 by
+//! the crate, so those use only keywords that mean the same in both.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};

@@ -3,6 +3,9 @@
 //! anchors, `$dynamicRef`/`$recursiveRef`, patterns, `dependent*`,
 //! `unevaluated*`, vocabularies and `format`. (The official suite runs in
 //! tests/suite.rs; these pin down behaviour and messages.)
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use sluice_validate::json::{
     self, CompileOptions, Draft, EVALUATED_EXCEEDED, FormatMode, JsonSchema,

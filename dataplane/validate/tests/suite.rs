@@ -12,6 +12,9 @@
 //!
 //! Remote references (`http://localhost:1234/<path>`) are the files under
 //! the suite's remotes/, handed to both validators.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;

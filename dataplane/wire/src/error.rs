@@ -186,3 +186,30 @@ impl fmt::Display for ErrorCode {
         f.write_str(self.as_str())
     }
 }
+
+/// Why a request was refused: the code and message of the error frame that
+/// answers it. The message is static, so refusing allocates nothing and
+/// nothing about other tenants or internals leaks into error frames. Every
+/// layer that refuses requests (validation, routing, models) returns this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reject {
+    /// Error code for the error frame.
+    pub code: ErrorCode,
+    /// Message for the error frame.
+    pub message: &'static str,
+}
+
+impl Reject {
+    /// A refusal with `code` and `message`.
+    pub const fn new(code: ErrorCode, message: &'static str) -> Reject {
+        Reject { code, message }
+    }
+}
+
+impl fmt::Display for Reject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl core::error::Error for Reject {}

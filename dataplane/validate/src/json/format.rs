@@ -159,7 +159,7 @@ fn digits(b: &[u8]) -> Option<u32> {
 }
 
 fn leap(y: u32) -> bool {
-    y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
+    y.is_multiple_of(4) && (!y.is_multiple_of(100) || y.is_multiple_of(400))
 }
 
 /// RFC 3339 full-date: YYYY-MM-DD, a real calendar day.

@@ -251,7 +251,7 @@ impl Index {
         schema_uris(&value, &mut metas);
         let metas: Vec<String> = metas.into_iter().map(str::to_string).collect();
         for m in &metas {
-            self.dialect(m, refs, options, 0)?;
+            self.dialect(m, refs, 0)?;
         }
         let doc = self.docs.len();
         if !name.is_empty() {
@@ -301,7 +301,6 @@ impl Index {
         &mut self,
         s: &str,
         refs: &[Reference<'_>],
-        options: &CompileOptions,
         depth: usize,
     ) -> Result<(Draft, Vocab), CompileError> {
         if let Some(d) = draft::standard(s) {
@@ -326,7 +325,7 @@ impl Index {
         };
         let v = parse(r.name, r.schema)?;
         let base = match v.get("$schema").and_then(Value::as_str) {
-            Some(m) if m != s => self.dialect(m, refs, options, depth + 1)?.0,
+            Some(m) if m != s => self.dialect(m, refs, depth + 1)?.0,
             _ => {
                 return Err(fail(format!(
                     "meta-schema {s:?} does not name the draft it extends in its own $schema"

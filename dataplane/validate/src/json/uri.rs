@@ -142,11 +142,11 @@ pub(crate) fn resolve(base: &str, r: &str) -> String {
         out.push('?');
         out.push_str(q);
     }
-    if let Some(f) = p.fragment {
-        if !f.is_empty() {
-            out.push('#');
-            out.push_str(f);
-        }
+    if let Some(f) = p.fragment
+        && !f.is_empty()
+    {
+        out.push('#');
+        out.push_str(f);
     }
     out
 }

@@ -8,31 +8,24 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, Sender};
-use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, flags};
+use sluice_wire::{ErrorCode, Frame};
 
 use crate::config::PollMode;
 use crate::config::limits::{MODEL_SLOT_COUNT_MAX, SHARD_COUNT_MAX};
 use crate::handler::{Handler, Reject, RunAccount};
-use crate::pending::{Forwarded, PendingForwards};
+use crate::pending::PendingForwards;
 use crate::rcu::Rcu;
-use crate::route::RouteKey;
 use crate::stats::{HistExchange, HistSet, WorkerCounters, bump, record};
 use crate::tables::Tables;
 use crate::transport::{PORT_FORWARD, RxPacket, Transport, TxPacket};
 
-/// Requests a worker may have forwarded to peers and not yet seen answered.
-pub const FORWARD_PENDING_MAX: usize = 1024;
-/// How long a peer that missed an answer is avoided.
-const PEER_DOWN_BACKOFF: Duration = Duration::from_secs(1);
-/// How often pending forwards are checked for timeouts.
-const FORWARD_SCAN_EVERY: Duration = Duration::from_millis(1);
+mod classify;
+mod forward;
 
-/// A peer this worker found unresponsive, and until when it is avoided.
-#[derive(Debug, Clone, Copy)]
-struct PeerDown {
-    peer: std::net::SocketAddr,
-    until: Instant,
-}
+use classify::build_immediate;
+pub use classify::{Immediate, Verdict, classify_frame};
+pub use forward::FORWARD_PENDING_MAX;
+use forward::{FORWARD_SCAN_EVERY, PeerDown};
 
 /// Engine run state, shared by all workers.
 pub mod state {
@@ -71,6 +64,18 @@ pub enum WorkerMsg {
 
 /// Handlers going back to the control side to be dropped off the hot path.
 pub type Returned = Box<dyn Handler>;
+
+/// A worker's channels to the control side and what it publishes there.
+pub struct WorkerLinks {
+    /// Control messages, applied at burst boundaries.
+    pub ctrl: Receiver<WorkerMsg>,
+    /// Replaced handlers, dropped by the control side.
+    pub returned: Sender<Returned>,
+    /// Counters the control side reads.
+    pub counters: Arc<WorkerCounters>,
+    /// Latency histograms, published every `PUBLISH_EVERY`.
+    pub hist_out: Arc<HistExchange>,
+}
 
 /// Worker settings.
 #[derive(Debug, Clone, Copy)]
@@ -120,6 +125,7 @@ pub struct Worker<T: Transport> {
 }
 
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
+
 const SLEEP_MAX: Duration = Duration::from_millis(10);
 
 impl<T: Transport> Worker<T> {
@@ -129,11 +135,14 @@ impl<T: Transport> Worker<T> {
         transport: T,
         shared: Arc<Shared>,
         handlers: Vec<Option<Box<dyn Handler>>>,
-        ctrl: Receiver<WorkerMsg>,
-        returned: Sender<Returned>,
-        counters: Arc<WorkerCounters>,
-        hist_out: Arc<HistExchange>,
+        links: WorkerLinks,
     ) -> Worker<T> {
+        let WorkerLinks {
+            ctrl,
+            returned,
+            counters,
+            hist_out,
+        } = links;
         let (epoch, tables) = shared.tables.load();
         let mut handlers = handlers;
         handlers.resize_with(MODEL_SLOT_COUNT_MAX, || None);
@@ -310,199 +319,11 @@ impl<T: Transport> Worker<T> {
         }
     }
 
-    /// Sends a request for a shard this host does not serve to a peer that
-    /// carries its labels, remembering where the answer must go.
-    fn forward(&mut self, i: usize, shard: usize) {
-        let pkt = self.rx[i];
-        // One hop only: a request that came from a peer is not sent on.
-        let from_peer = self.tables.peers.iter().any(|p| p.addr == pkt.peer);
-        let target = if from_peer {
-            None
-        } else {
-            self.tables
-                .peer_for(&self.tables.shards[shard])
-                .map(|(_, p)| p.addr)
-        };
-        let Some(peer) = target else {
-            self.reply(
-                i,
-                Immediate::Error(ErrorCode::NoRouteToShard, "no route to shard"),
-                Some(shard),
-            );
-            return;
-        };
-        if let Err((code, why)) = self.transport.forward_check(&pkt, peer) {
-            self.reply(i, Immediate::Error(code, why), Some(shard));
-            return;
-        }
-        let now = Instant::now();
-        if self
-            .peers_down
-            .iter()
-            .flatten()
-            .any(|d| d.peer == peer && d.until > now)
-        {
-            self.reply(
-                i,
-                Immediate::Error(ErrorCode::PeerDown, "the peer serving this shard is down"),
-                Some(shard),
-            );
-            return;
-        }
-        let (rid, tenant) = {
-            let b = self.transport.rx_bytes(&pkt);
-            let f = Frame::new_unchecked(b);
-            (f.request_id(), f.tenant_id())
-        };
-        let entry = Forwarded {
-            peer,
-            request_id: rid,
-            tenant_id: tenant,
-            client: pkt.peer,
-            sent: now,
-        };
-        // Recorded before sending. Refused when full, or when the same id
-        // already waits on this peer (the two answers could not be told
-        // apart).
-        if self.forwarded.insert(entry).is_err() {
-            self.reply(
-                i,
-                Immediate::Error(ErrorCode::Busy, "too many requests in flight to the peer"),
-                Some(shard),
-            );
-            return;
-        }
-        // Mark the frame relayed (outside the tag) so the peer never sends
-        // it on: one hop only.
-        if let Some(f) = self.transport.rx_bytes_mut(&pkt).get_mut(6) {
-            *f |= flags::FORWARDED as u8;
-        }
-        match self.transport.forward(&pkt, peer) {
-            Some(copied) => {
-                bump(&self.counters.forwarded, 1);
-                bump(&self.counters.forward_bytes_copied, copied);
-            }
-            None => {
-                bump(&self.counters.tx_no_buffers, 1);
-                if let Some(f) = self.forwarded.take(&peer, rid) {
-                    // Sent with the burst's other answers.
-                    self.answer_forward(f, "the request could not be sent to the peer");
-                }
-            }
-        }
-    }
-
-    /// The connection to `peer` was lost: its forwards fail at once.
-    fn fail_forwards_to(&mut self, peer: std::net::SocketAddr) {
-        let mut cursor = 0;
-        while let Some(f) = self.forwarded.next_to_peer(&mut cursor, &peer) {
-            self.answer_forward(f, "the connection to the peer serving this shard was lost");
-            if self.sends.len() == self.sends.capacity() {
-                self.flush_sends();
-            }
-        }
-        self.flush_sends();
-    }
-
     fn flush_sends(&mut self) {
         if !self.sends.is_empty() {
             self.transport.tx_burst(&self.sends);
             self.sends.clear();
         }
-    }
-
-    /// Queues a retryable `peer_down` for a forward that will get no answer.
-    fn answer_forward(&mut self, f: Forwarded, message: &'static str) {
-        let Some(tx) = self.transport.tx_alloc() else {
-            bump(&self.counters.tx_no_buffers, 1);
-            return;
-        };
-        let repr = FrameRepr {
-            kind: Kind::Error,
-            request_id: f.request_id,
-            tenant_id: f.tenant_id,
-            body: BodyRepr::Error {
-                code: ErrorCode::PeerDown,
-                message,
-            },
-            ..FrameRepr::default()
-        };
-        match repr.emit(self.transport.tx_bytes(tx)) {
-            Ok(l) => {
-                self.counters.error(ErrorCode::PeerDown);
-                self.sends.push(TxPacket {
-                    buf: tx,
-                    len: l.frame_len as u32,
-                    peer: f.client,
-                });
-            }
-            Err(_) => self.transport.tx_free(tx),
-        }
-    }
-
-    /// A peer's answer on the forwarding port: relay it to the client.
-    fn relay_answer(&mut self, i: usize) {
-        let pkt = self.rx[i];
-        let rid = {
-            let b = self.transport.rx_bytes(&pkt);
-            (b.len() >= 24 && b[..4] == sluice_wire::MAGIC)
-                .then(|| u64::from_le_bytes(b[16..24].try_into().unwrap_or([0; 8])))
-        };
-        let Some(f) = rid.and_then(|rid| self.forwarded.take(&pkt.peer, rid)) else {
-            bump(&self.counters.forward_stale, 1);
-            self.transport.rx_release(&pkt);
-            return;
-        };
-        for d in self.peers_down.iter_mut() {
-            if d.is_some_and(|d| d.peer == f.peer) {
-                *d = None;
-            }
-        }
-        match self.transport.relay(&pkt, f.client) {
-            Some(copied) => {
-                bump(&self.counters.relayed, 1);
-                bump(&self.counters.forward_bytes_copied, copied);
-            }
-            None => bump(&self.counters.tx_no_buffers, 1),
-        }
-    }
-
-    /// Answers forwards whose peer did not answer in time with a retryable
-    /// `peer_down`, and avoids that peer for a while.
-    fn expire_forwards(&mut self) {
-        let now = Instant::now();
-        self.last_forward_scan = now;
-        let timeout = self.p.forward_timeout;
-        let mut cursor = 0;
-        while let Some(f) = self.forwarded.next_expired(&mut cursor, now, timeout) {
-            bump(&self.counters.forward_timeouts, 1);
-            let until = now + PEER_DOWN_BACKOFF;
-            match self
-                .peers_down
-                .iter()
-                .position(|d| d.is_some_and(|d| d.peer == f.peer))
-            {
-                Some(k) => {
-                    self.peers_down[k] = Some(PeerDown {
-                        peer: f.peer,
-                        until,
-                    })
-                }
-                None => {
-                    if let Some(k) = self.peers_down.iter().position(Option::is_none) {
-                        self.peers_down[k] = Some(PeerDown {
-                            peer: f.peer,
-                            until,
-                        });
-                    }
-                }
-            }
-            self.answer_forward(f, "the peer serving this shard did not answer");
-            if self.sends.len() == self.sends.capacity() {
-                self.flush_sends();
-            }
-        }
-        self.flush_sends();
     }
 
     /// Runs admitted requests, shard by shard, `max_concurrency` at a time.
@@ -640,212 +461,4 @@ impl<T: Transport> Worker<T> {
             None => self.transport.tx_free(tx),
         }
     }
-}
-
-/// What to answer without running a model.
-#[derive(Debug, Clone, Copy)]
-pub enum Immediate {
-    /// An error frame.
-    Error(ErrorCode, &'static str),
-    /// A pong.
-    Pong,
-    /// A negotiation answer (or unknown_subject) for the request's subject,
-    /// looked up once, when the answer is built.
-    Negotiate,
-}
-
-/// The outcome of classifying a frame.
-#[derive(Debug, Clone, Copy)]
-pub enum Verdict {
-    /// Not a Sluice frame: count and drop.
-    Drop,
-    /// Answer now.
-    Reply(Immediate),
-    /// The shard lives on a peer: forward.
-    Forward {
-        /// Shard index.
-        shard: usize,
-    },
-    /// Queue for the shard; run on the model slot.
-    Admit {
-        /// Shard index.
-        shard: usize,
-        /// Handler slot.
-        slot: usize,
-    },
-}
-
-/// Steps 2 to 6 of the data path for one frame: parse, authenticate,
-/// validate, route, admit. Pure: no I/O, no allocation.
-pub fn classify_frame(
-    bytes: &[u8],
-    truncated: bool,
-    t: &Tables,
-    draining: bool,
-    now_us: u64,
-) -> Verdict {
-    use Immediate::Error as E;
-    if bytes.len() < 4 || bytes[..4] != sluice_wire::MAGIC {
-        return Verdict::Drop;
-    }
-    if truncated {
-        return Verdict::Reply(E(
-            ErrorCode::FrameTooLarge,
-            "frame larger than the receive buffer",
-        ));
-    }
-    let frame = match Frame::new_checked(bytes) {
-        Ok(f) => f,
-        Err(e) => return Verdict::Reply(E(e.code(), e.as_str())),
-    };
-    match frame.kind() {
-        Kind::Request => {}
-        Kind::Ping => return Verdict::Reply(Immediate::Pong),
-        Kind::NegotiateRequest => return Verdict::Reply(Immediate::Negotiate),
-        _ => {
-            return Verdict::Reply(E(
-                ErrorCode::UnsupportedKind,
-                "this endpoint accepts requests, pings and negotiations",
-            ));
-        }
-    }
-    if draining {
-        return Verdict::Reply(E(ErrorCode::ShuttingDown, "appliance is shutting down"));
-    }
-    let mut tenant_name = "";
-    let tenant = if t.auth_required() {
-        let auth = Verdict::Reply(E(ErrorCode::Unauthenticated, "authentication failed"));
-        let Some(tenant) = t.tenant(frame.tenant_id()) else {
-            return auth;
-        };
-        if frame.flags() & flags::AUTHENTICATED == 0 || !tenant.key.verify(&frame) {
-            return auth;
-        }
-        tenant_name = &tenant.name;
-        Some(tenant)
-    } else {
-        None
-    };
-    if frame.model_version().is_empty() {
-        return Verdict::Reply(E(ErrorCode::ModelVersionRequired, "model version required"));
-    }
-    if frame.deadline_us() != 0 && now_us > frame.deadline_us() {
-        return Verdict::Reply(E(
-            ErrorCode::DeadlineExceeded,
-            "deadline passed before the request ran",
-        ));
-    }
-    // Validation comes before routing: routes may look into the section.
-    let mut json = None;
-    if frame.schema_id() != 0 {
-        match t.schemas.validate(&frame) {
-            Ok(j) => json = j,
-            Err(r) => return Verdict::Reply(E(r.code, r.message)),
-        }
-    }
-    let model = t.models.resolve(frame.model(), frame.model_version());
-    let key = RouteKey {
-        model: frame.model(),
-        version: model.map_or(frame.model_version(), |m| m.version.as_str()),
-        adapter: frame.adapter(),
-        intent: frame.intent(),
-        tenant: tenant_name,
-        json,
-    };
-    let Some((_, route)) = t.routes.find(&key) else {
-        return Verdict::Reply(E(ErrorCode::NoRoute, "no route matches the request"));
-    };
-    let forbidden = Verdict::Reply(E(ErrorCode::Forbidden, "not permitted for this tenant"));
-    if let Some(tn) = tenant {
-        if !tn.allows_route(&route.name) || !tn.allows_model(frame.model()) {
-            return forbidden;
-        }
-        if !frame.adapter().is_empty() && !tn.allows_adapter(frame.adapter()) {
-            return forbidden;
-        }
-    }
-    let shard = route.shard;
-    if !t.shards[shard].local {
-        if frame.flags() & flags::FORWARDED != 0 {
-            return Verdict::Reply(E(
-                ErrorCode::NoRouteToShard,
-                "no route to shard (already forwarded once)",
-            ));
-        }
-        return Verdict::Forward { shard };
-    }
-    let Some(model) = model else {
-        return Verdict::Reply(E(ErrorCode::UnknownModel, "unknown model or version"));
-    };
-    if !frame.adapter().is_empty() && !model.adapters.iter().any(|a| a == frame.adapter()) {
-        return Verdict::Reply(E(
-            ErrorCode::UnknownAdapter,
-            "unknown adapter for this model",
-        ));
-    }
-    Verdict::Admit {
-        shard,
-        slot: model.slot,
-    }
-}
-
-/// Writes an immediate answer to `req` into `tx`. `None` when even the error
-/// frame cannot be built (cannot happen with buffers of at least 2 KiB).
-fn build_immediate(req: &[u8], tx: &mut [u8], r: &Immediate, t: &Tables) -> Option<usize> {
-    // The request may be malformed: echo only the fields that are readable.
-    let rid = req
-        .get(16..24)
-        .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
-    let tenant = req
-        .get(12..16)
-        .map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap_or([0; 4])));
-    let checked = Frame::new_checked(req).ok();
-    let trace = checked.as_ref().map(|f| f.trace()).unwrap_or_default();
-    let base = FrameRepr {
-        request_id: rid,
-        tenant_id: tenant,
-        trace,
-        ..FrameRepr::default()
-    };
-    let repr = match *r {
-        Immediate::Error(code, message) => FrameRepr {
-            kind: Kind::Error,
-            body: BodyRepr::Error { code, message },
-            ..base
-        },
-        Immediate::Pong => FrameRepr {
-            kind: Kind::Pong,
-            ..base
-        },
-        Immediate::Negotiate => {
-            let found = checked
-                .as_ref()
-                .and_then(|f| f.negotiate_request())
-                .and_then(|n| t.schemas.negotiate(n.subject, n.version_hint));
-            match found {
-                Some(e) => FrameRepr {
-                    kind: Kind::NegotiateResponse,
-                    schema_id: e.id,
-                    schema_version: e.version,
-                    body: BodyRepr::NegotiateResponse {
-                        schema_id: e.id,
-                        version: e.version,
-                        ttl_ms: t.schemas.ttl_ms,
-                        schema_type: e.schema_type,
-                        schema: &e.text,
-                    },
-                    ..base
-                },
-                None => FrameRepr {
-                    kind: Kind::Error,
-                    body: BodyRepr::Error {
-                        code: ErrorCode::UnknownSubject,
-                        message: "unknown subject or version",
-                    },
-                    ..base
-                },
-            }
-        }
-    };
-    repr.emit(tx).ok().map(|l| l.frame_len)
 }
