@@ -299,12 +299,15 @@ impl<'v> Compiler<'v> {
             || !n.dep_required.is_empty()
             || !n.dep_schemas.is_empty()
             || !n.enum_values.is_empty()
-            || n.konst != NONE
-            || n.uneval_props != NONE
-            || n.uneval_items != NONE;
+            || n.konst != NONE;
+        // unevaluated* are not "own": they run after the node (validate.rs),
+        // so a node with only applicators besides them still lets its first
+        // applicator be the syntax pass.
         n.checks = n.own || n.applicators;
         n.pure_ref = n.ref_ != NONE
             && !n.own
+            && n.uneval_props == NONE
+            && n.uneval_items == NONE
             && n.dyn_ref == NONE
             && n.all_of.is_empty()
             && n.any_of.is_empty()

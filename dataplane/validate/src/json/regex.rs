@@ -10,7 +10,7 @@ use regex_automata::dfa::{Automaton, StartKind, dense};
 use regex_automata::nfa::thompson;
 use regex_automata::util::primitives::StateID;
 use regex_automata::util::start;
-use regex_automata::{Anchored, MatchKind};
+use regex_automata::{Anchored, Input, MatchKind};
 
 use super::REGEX_DFA_BYTES_MAX;
 use super::ecma;
@@ -59,9 +59,19 @@ impl Regex {
         self.dfa.memory_usage()
     }
 
+    /// Whether the pattern matches anywhere in `hay` (a string without
+    /// escapes): regex-automata's own search loop (unrolled, with state
+    /// acceleration), stopping at the earliest match. It allocates nothing;
+    /// it could only fail on a quit byte, which these DFAs do not have.
+    #[inline]
+    pub(crate) fn is_match_bytes(&self, hay: &[u8]) -> bool {
+        let input = Input::new(hay).anchored(Anchored::No).earliest(true);
+        matches!(self.dfa.try_search_fwd(&input), Ok(Some(_)))
+    }
+
     /// Whether the pattern matches anywhere in the string whose (decoded,
-    /// UTF-8) bytes `bytes` yields. Stops at the first match or when the
-    /// DFA can no longer match.
+    /// UTF-8) bytes `bytes` yields, one DFA step per byte. Stops at the
+    /// first match or when the DFA can no longer match.
     #[inline]
     pub(crate) fn is_match(&self, bytes: impl Iterator<Item = u8>) -> bool {
         let dfa = &self.dfa;
@@ -87,9 +97,10 @@ mod tests {
     use super::*;
 
     fn m(p: &str, s: &str) -> bool {
-        Regex::new(p)
-            .unwrap_or_else(|e| panic!("{p}: {e}"))
-            .is_match(s.bytes())
+        let re = Regex::new(p).unwrap_or_else(|e| panic!("{p}: {e}"));
+        let stepped = re.is_match(s.bytes());
+        assert_eq!(re.is_match_bytes(s.as_bytes()), stepped, "{p} on {s:?}");
+        stepped
     }
 
     #[test]

@@ -84,6 +84,8 @@ pub(crate) struct Marks {
     bits: [u64; EVALUATED_MAX / 64],
     /// Every member (item) is.
     pub all: bool,
+    /// How many members (items) the instance has, once a walk counted them.
+    pub len: Option<usize>,
 }
 
 impl Marks {
@@ -114,6 +116,24 @@ impl Marks {
             *a |= b;
         }
         self.all |= o.all;
+        self.len = self.len.or(o.len);
+    }
+
+    /// Whether every member is marked (so the unevaluated pass has nothing
+    /// to do and need not re-walk the instance).
+    pub fn covers(&self) -> bool {
+        if self.all {
+            return true;
+        }
+        let Some(len) = self.len else {
+            return false;
+        };
+        if len > EVALUATED_MAX {
+            return false;
+        }
+        let (full, rest) = (len / 64, len % 64);
+        self.bits[..full].iter().all(|&w| w == u64::MAX)
+            && (rest == 0 || self.bits[full] & ((1u64 << rest) - 1) == (1u64 << rest) - 1)
     }
 }
 
@@ -275,6 +295,9 @@ impl<'a> Walker<'a> {
     ) -> Result<usize, Invalid> {
         let mut m = Marks::default();
         let end = self.node(i, n, depth, Some(&mut m))?;
+        if m.covers() {
+            m.all = true;
+        }
         match self.s.get(i) {
             Some(b'{') if n.uneval_props != NONE => {
                 self.rest_members(i, n.uneval_props, depth, &m)?;
@@ -403,7 +426,7 @@ impl<'a> Walker<'a> {
             let ok = if t.escaped {
                 re.is_match(scan::StrBytes::new(self.s, i))
             } else {
-                re.is_match(self.s[i + 1..t.end - 1].iter().copied())
+                re.is_match_bytes(&self.s[i + 1..t.end - 1])
             };
             if !ok {
                 return Err(err(rule::PATTERN, i));

@@ -66,7 +66,7 @@ impl<'a> Walker<'a> {
         Ok(if key.escaped {
             re.is_match(scan::StrBytes::new(self.s, k))
         } else {
-            re.is_match(self.s[k + 1..key.end - 1].iter().copied())
+            re.is_match_bytes(&self.s[k + 1..key.end - 1])
         })
     }
 
@@ -174,10 +174,9 @@ impl<'a> Walker<'a> {
                 }
             }
         }
-        if let Some(m) = marks.as_deref_mut()
-            && n.additional != NONE
-        {
-            m.all = true;
+        if let Some(m) = marks.as_deref_mut() {
+            m.all |= n.additional != NONE;
+            m.len = Some(count);
         }
         if seen & n.required_mask != n.required_mask {
             return Err(err(rule::REQUIRED, i));
@@ -260,10 +259,9 @@ impl<'a> Walker<'a> {
                 }
             }
         }
-        if let Some(m) = marks
-            && n.items != NONE
-        {
-            m.all = true;
+        if let Some(m) = marks {
+            m.all |= n.items != NONE;
+            m.len = Some(count);
         }
         if count < n.min_items {
             return Err(err(rule::MIN_ITEMS, i));
