@@ -798,6 +798,35 @@ fn worst_case_recursion_fits_a_small_stack() {
     );
 }
 
+#[test]
+fn worst_case_recursion_with_evaluation_marks_fits_a_small_stack() {
+    // The heavier frames: every applicator level collects marks for
+    // unevaluatedProperties, through $dynamicRef, with an anyOf (which
+    // keeps a bit set per branch) at the bottom of each chain.
+    let stack_bytes: usize = if cfg!(debug_assertions) {
+        8 << 20
+    } else {
+        512 << 10
+    };
+    let mut chain = r##"{"anyOf":[{"type":["object","integer"],"properties":{"a":{"$dynamicRef":"#n"}}},{"type":"string"}],"unevaluatedProperties":false}"##
+        .to_string();
+    for _ in 0..(json::APPLICATOR_DEPTH_MAX - 3) {
+        chain = format!(r#"{{"allOf":[{chain}],"unevaluatedProperties":false}}"#);
+    }
+    let text = format!(
+        r##"{{"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"http://x.test/s","$dynamicAnchor":"n","$ref":"#/$defs/n","$defs":{{"n":{chain}}}}}"##
+    );
+    let s = JsonSchema::compile(&text, &[]).unwrap();
+    let doc = format!("{}1{}", r#"{"a":"#.repeat(DEPTH_MAX), "}".repeat(DEPTH_MAX));
+    let verdict = std::thread::Builder::new()
+        .stack_size(stack_bytes)
+        .spawn(move || s.validate(doc.as_bytes()))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(verdict, Ok(()));
+}
+
 proptest::proptest! {
     /// Code point counting (word-at-a-time scan, escapes, multi-byte UTF-8)
     /// agrees with std on arbitrary strings, at every alignment.

@@ -2,12 +2,19 @@
 //! predicates for routing (issue 8).
 //!
 //! [`JsonSchema::compile`] runs on the control path: it parses the schema
-//! with serde_json and flattens it into a node table (indices, no boxed
-//! tree). [`JsonSchema::validate`] runs on a worker: one strict RFC 8259
-//! pass over the section that checks the node table while it parses, with
-//! no allocation and no lock, not even on error paths. Applicators (`allOf`,
-//! `anyOf`, `oneOf`, `not`, `if`, `$ref` next to other keywords) re-scan the
-//! value's span, which the enclosing pass has already checked for syntax.
+//! and the documents it references with serde_json, indexes their schema
+//! resources (index.rs: `$id` base URIs, anchors, dialects), and flattens
+//! everything into a node table (indices, no boxed tree; compile.rs and
+//! keywords.rs), building a DFA for each pattern (regex.rs).
+//! [`JsonSchema::validate`] runs on a worker: one strict RFC 8259 pass over
+//! the section that checks the node table while it parses, with no
+//! allocation and no lock, not even on error paths. Applicators (`allOf`,
+//! `anyOf`, `oneOf`, `not`, `if`, `$ref`/`$dynamicRef` next to other
+//! keywords, `dependentSchemas`) re-scan the value's span, which the
+//! enclosing pass has already checked for syntax; `unevaluated*` adds one
+//! more pass over the members the others left (validate.rs, walk.rs).
+//! docs/design.md ("JSON Schema") has the dialect rules, the ECMA-262
+//! differences of patterns and the limits.
 //!
 //! Bounded work: a validation takes at most
 //! `WORK_STEPS_BASE + WORK_STEPS_PER_BYTE * section.len()` steps (a step is
@@ -17,9 +24,13 @@
 //! `DEPTH_MAX * (APPLICATOR_DEPTH_MAX + 1)` frames: values nest at most
 //! `DEPTH_MAX` deep and, on one value, applicators chain at most
 //! `APPLICATOR_DEPTH_MAX` deep (checked at compile time, which also refuses
-//! `$ref` cycles that consume no input). Measured stack need at that worst
-//! case: under 256 KiB in a release build (a debug build needs up to
-//! 4 MiB), so a worker thread's default 2 MiB stack is enough.
+//! `$ref` cycles that consume no input, the alternatives of dynamic
+//! references included). Measured stack need at that worst case: under
+//! 256 KiB in a release build (a debug build needs up to 4 MiB), so a
+//! worker thread's default 2 MiB stack is enough. Fixed-size state instead
+//! of allocation: the dynamic scope (`SCOPE_MAX` entries), evaluation bit
+//! sets (`EVALUATED_MAX` bits), stack buffers for escaped keys and format
+//! checks.
 //!
 //! Numbers compare as f64. Integer literals of any size are integers; with
 //! a fraction or exponent, integrality is decided on the f64 value (so
