@@ -24,7 +24,9 @@ use super::ecma;
 #[derive(Debug, Clone)]
 pub(crate) enum Regex {
     Dfa {
-        dfa: dense::DFA<Vec<u32>>,
+        /// Boxed: the tables are on the heap anyway, and the run variant
+        /// stays small.
+        dfa: Box<dense::DFA<Vec<u32>>>,
         start: StateID,
     },
     /// `^[class]{min,max}$` over an ASCII class: bit `b` of `set` says
@@ -106,7 +108,10 @@ impl Regex {
         let start = dfa
             .start_state(&start::Config::new().anchored(Anchored::No))
             .map_err(|e| format!("no start state ({e})"))?;
-        Ok(Regex::Dfa { dfa, start })
+        Ok(Regex::Dfa {
+            dfa: Box::new(dfa),
+            start,
+        })
     }
 
     /// Bytes of DFA tables.
