@@ -218,9 +218,7 @@ impl<'a> Walker<'a> {
     /// Enters `n`'s schema resource in the dynamic scope.
     #[inline]
     fn enter(&mut self, n: &Node, at: usize) -> Result<(), Invalid> {
-        if self.schema.dynamic
-            && (self.scope_len == 0 || self.scope[self.scope_len - 1] != n.resource)
-        {
+        if self.scope_len == 0 || self.scope[self.scope_len - 1] != n.resource {
             let Some(slot) = self.scope.get_mut(self.scope_len) else {
                 return Err(self.fatal(rule::SCOPE, at));
             };
@@ -245,11 +243,35 @@ impl<'a> Walker<'a> {
         if node == NONE {
             return self.skip(i, depth);
         }
+        if self.schema.dynamic {
+            return self.value_scoped(i, node, depth, marks);
+        }
+        let nodes = &self.schema.nodes;
+        let mut n = &nodes[node as usize];
+        // Compile refused cycles of pure refs, so this ends.
+        while n.pure_ref {
+            n = &nodes[n.ref_ as usize];
+        }
+        if n.uneval_props != NONE || n.uneval_items != NONE {
+            return self.unevaluated(i, n, depth, marks);
+        }
+        self.node(i, n, depth, marks)
+    }
+
+    /// [`Walker::value`] for a schema with dynamic references: the same,
+    /// keeping the dynamic scope (resources entered, left on return).
+    #[inline(never)]
+    fn value_scoped(
+        &mut self,
+        i: usize,
+        node: u32,
+        depth: usize,
+        marks: Option<&mut Marks>,
+    ) -> Result<usize, Invalid> {
         let nodes = &self.schema.nodes;
         let mut n = &nodes[node as usize];
         let base = self.scope_len;
         self.enter(n, i)?;
-        // Compile refused cycles of pure refs, so this ends.
         while n.pure_ref {
             n = &nodes[n.ref_ as usize];
             self.enter(n, i)?;
@@ -315,6 +337,9 @@ impl<'a> Walker<'a> {
         Ok(end)
     }
 
+    // Inlined into `value`, the hot recursion (its other caller is the
+    // out-of-line `unevaluated`).
+    #[inline(always)]
     fn node(
         &mut self,
         i: usize,
@@ -361,7 +386,15 @@ impl<'a> Walker<'a> {
                 let t = scan::scan_string(self.s, i)?;
                 self.charge(t.end - i, i)?;
                 plain = !t.escaped;
-                self.string(i, &t, n)?;
+                if t.chars < n.min_length {
+                    return Err(err(rule::MIN_LENGTH, i));
+                }
+                if t.chars > n.max_length {
+                    return Err(err(rule::MAX_LENGTH, i));
+                }
+                if n.pattern != NONE || n.format != Format::None {
+                    self.string(i, &t, n)?;
+                }
                 t.end
             }
             Some(b'-' | b'0'..=b'9') => {
@@ -411,15 +444,10 @@ impl<'a> Walker<'a> {
         Ok(end)
     }
 
-    /// String keywords on the string token at `i`.
-    #[inline]
+    /// `pattern` and `format` on the string token at `i` (out of line: most
+    /// strings have neither).
+    #[inline(never)]
     fn string(&mut self, i: usize, t: &scan::Str, n: &Node) -> Result<(), Invalid> {
-        if t.chars < n.min_length {
-            return Err(err(rule::MIN_LENGTH, i));
-        }
-        if t.chars > n.max_length {
-            return Err(err(rule::MAX_LENGTH, i));
-        }
         if n.pattern != NONE {
             self.charge(t.end - i, i)?;
             let re = &self.schema.regexes[n.pattern as usize];
