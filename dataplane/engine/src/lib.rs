@@ -19,6 +19,7 @@ pub mod schema;
 pub mod stats;
 pub mod sys;
 pub mod tables;
+pub mod transform;
 pub mod transport;
 pub mod worker;
 

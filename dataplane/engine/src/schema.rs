@@ -392,22 +392,55 @@ impl SchemaTable {
         }
     }
 
+    /// The live versions of a subject: (version, id, format), by version.
+    /// Control side (allocates).
+    pub fn versions(&self, subject: &str) -> Vec<(u32, u32, SchemaType)> {
+        self.by_subject.get(subject).map_or_else(Vec::new, |v| {
+            v.iter()
+                .map(|&i| &self.entries[i])
+                .filter(|e| !e.retired)
+                .map(|e| (e.version, e.id, e.schema_type))
+                .collect()
+        })
+    }
+
+    /// [`SchemaTable::validate`], also naming the version the request was
+    /// validated against (subject, version), for `accepts` and transforms.
+    pub fn validate_named<'f, 's>(
+        &'s self,
+        req: &'f Frame<&[u8]>,
+    ) -> Result<(Option<&'f [u8]>, (&'s str, u32)), Reject> {
+        let e = self.entry_for(req)?;
+        self.validate_entry(e, req).map(|j| (j, (e.subject.as_str(), e.version)))
+    }
+
+    fn entry_for(&self, req: &Frame<&[u8]>) -> Result<&SchemaEntry, Reject> {
+        let unknown = Reject::new(ErrorCode::UnknownSchema, "unknown or retired schema");
+        let ids = self.by_id.get(&req.schema_id()).ok_or(unknown)?;
+        let v = req.schema_version();
+        // Version 0: the newest live version of the id.
+        ids.iter()
+            .rev()
+            .map(|&i| &self.entries[i])
+            .find(|e| !e.retired && (v == 0 || e.version == v))
+            .ok_or(unknown)
+    }
+
     /// Validates a request that names a schema: its tensor table against a
     /// tensor signature (O(tensors), independent of the payload size), or
     /// its structured section against a JSON, Avro or Protobuf schema
     /// (O(section length)). Returns the section when it is validated JSON,
     /// for content routing. Never allocates.
     pub fn validate<'f>(&self, req: &'f Frame<&[u8]>) -> Result<Option<&'f [u8]>, Reject> {
-        let unknown = Reject::new(ErrorCode::UnknownSchema, "unknown or retired schema");
-        let ids = self.by_id.get(&req.schema_id()).ok_or(unknown)?;
-        let v = req.schema_version();
-        // Version 0: the newest live version of the id.
-        let e = ids
-            .iter()
-            .rev()
-            .map(|&i| &self.entries[i])
-            .find(|e| !e.retired && (v == 0 || e.version == v))
-            .ok_or(unknown)?;
+        let e = self.entry_for(req)?;
+        self.validate_entry(e, req)
+    }
+
+    fn validate_entry<'f>(
+        &self,
+        e: &SchemaEntry,
+        req: &'f Frame<&[u8]>,
+    ) -> Result<Option<&'f [u8]>, Reject> {
         let mismatch = |m| Reject::new(ErrorCode::SchemaMismatch, m);
         let section = || -> Result<&'f [u8], Reject> {
             let d = req.tensor(SECTION_TENSOR_NAME).ok_or(mismatch(

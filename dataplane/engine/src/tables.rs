@@ -10,6 +10,7 @@ use sluice_wire::TenantKey;
 use crate::config::{self, Config, ModelCfg, ModelKind, PeerCfg, RouteCfg, ShardCfg, TenantCfg};
 use crate::route::{Pattern, RouteTable};
 use crate::schema::SchemaTable;
+use crate::transform::TransformTable;
 
 /// A queue shard as the workers see it.
 #[derive(Debug, Clone)]
@@ -145,6 +146,8 @@ pub struct Tables {
     pub schemas: SchemaTable,
     /// Host labels.
     pub host_labels: BTreeMap<String, String>,
+    /// What `accepts` asks of each route and model: schema transforms.
+    pub transforms: TransformTable,
 }
 
 /// The live parts of the config, as the control plane replaces them.
@@ -261,6 +264,7 @@ impl Tables {
             peers,
             schemas,
             host_labels: host_labels.clone(),
+            transforms: TransformTable::default(),
         })
     }
 

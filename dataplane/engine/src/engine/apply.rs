@@ -29,7 +29,7 @@ impl Engine {
     /// Waits until every worker runs on `epoch` or later, then frees
     /// snapshots nobody holds. Workers that are idle in adaptive mode wake
     /// within their sleep bound (10 ms).
-    fn wait_epoch(&self, epoch: u64) -> Result<(), EngineError> {
+    pub(super) fn wait_epoch(&self, epoch: u64) -> Result<(), EngineError> {
         let deadline = Instant::now() + SLOT_WAIT;
         let t0 = Instant::now();
         while self.is_running() && self.min_epoch() < epoch {
@@ -51,7 +51,7 @@ impl Engine {
         Ok(())
     }
 
-    fn drain_returned(&self) {
+    pub(super) fn drain_returned(&self) {
         for w in &self.workers {
             while let Ok(h) = w.returned.try_recv() {
                 drop(h);
@@ -59,7 +59,7 @@ impl Engine {
         }
     }
 
-    fn wait_applied(&self, targets: &[u64]) -> Result<(), EngineError> {
+    pub(super) fn wait_applied(&self, targets: &[u64]) -> Result<(), EngineError> {
         let deadline = Instant::now() + SLOT_WAIT;
         for (w, &t) in self.workers.iter().zip(targets) {
             // A failed worker applies nothing more: it is not waited for.
@@ -128,7 +128,7 @@ impl Engine {
         self.apply_locked(&mut ctl, live, s.schemas)
     }
 
-    fn apply_locked(
+    pub(super) fn apply_locked(
         &self,
         ctl: &mut Control,
         live: LiveConfig,
@@ -158,13 +158,20 @@ impl Engine {
             .map(|m| slots[&(m.name.clone(), m.version.clone())])
             .collect();
         // Validated above, before any model was loaded.
-        let tables = Tables::compile(
+        let mut tables = Tables::compile(
             &live,
             &self.cfg.host.labels,
             self.cfg.engine.workers.len(),
             &slot_list,
             schemas,
         )?;
+        tables.transforms = crate::transform::TransformTable::build(
+            &live.routes,
+            &live.models,
+            &slot_list,
+            &tables.schemas,
+            &ctl.transforms.registered(),
+        );
 
         // 1. Load new versions for every worker (off the hot path) and install.
         if self.is_running() && !fresh.is_empty() {

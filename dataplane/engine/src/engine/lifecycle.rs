@@ -120,6 +120,9 @@ impl Engine {
             }
         }
         self.running = true;
+        if let Err(e) = self.install_transforms_at_start() {
+            log::error!("schema transforms were not installed on the workers: {e}");
+        }
         if !self.hugepages {
             log::warn!(
                 "buffer pools use normal pages: no 2 MiB hugepages were free (HugePages_Free={:?})",

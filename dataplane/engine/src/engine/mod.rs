@@ -21,8 +21,10 @@ use crate::worker::{Returned, Shared, WorkerMsg, state};
 mod apply;
 mod lifecycle;
 mod status;
+mod transforms;
 
 pub use status::{ModelStatus, Status, WorkerStatus};
+pub use transforms::{TransformPut, TransformStatus};
 
 /// Why the engine refused something.
 #[derive(Debug)]
@@ -100,6 +102,8 @@ struct Control {
     schema_ttl_ms: u32,
     /// (name, version) -> handler slot.
     slots: HashMap<(String, String), usize>,
+    /// Schema transforms.
+    transforms: transforms::TransformControl,
 }
 
 /// Makes handlers for a model, one per worker. Kept as a function so the
@@ -170,6 +174,7 @@ impl Engine {
                 schemas: Vec::new(),
                 schema_ttl_ms: cfg.engine.negotiation_ttl_ms,
                 slots,
+                transforms: Default::default(),
             }),
             listen: None,
             hugepages: false,

@@ -61,10 +61,27 @@ pub enum WorkerMsg {
         /// Slot.
         slot: usize,
     },
+    /// Puts a schema transform instance in a transform slot.
+    InstallTransform {
+        /// Slot.
+        slot: usize,
+        /// This worker's instance.
+        instance: Box<sluice_transform::Instance>,
+    },
+    /// Empties a transform slot.
+    RemoveTransform {
+        /// Slot.
+        slot: usize,
+    },
 }
 
-/// Handlers going back to the control side to be dropped off the hot path.
-pub type Returned = Box<dyn Handler>;
+/// What goes back to the control side to be dropped off the hot path.
+pub enum Returned {
+    /// A replaced or removed model handler.
+    Handler(Box<dyn Handler>),
+    /// A replaced or removed transform instance.
+    Transform(Box<sluice_transform::Instance>),
+}
 
 /// A worker's channels to the control side and what it publishes there.
 pub struct WorkerLinks {
@@ -107,6 +124,8 @@ pub struct Worker<T: Transport> {
     tables: Arc<Tables>,
     epoch: u64,
     handlers: Vec<Option<Box<dyn Handler>>>,
+    /// Schema transform instances by slot (`transform::TransformRef::slot`).
+    transforms: Vec<Option<Box<sluice_transform::Instance>>>,
     ctrl: Receiver<WorkerMsg>,
     returned: Sender<Returned>,
     counters: Arc<WorkerCounters>,
@@ -169,6 +188,9 @@ impl<T: Transport> Worker<T> {
             tables,
             epoch,
             handlers,
+            transforms: (0..crate::transform::limits::TRANSFORM_SLOT_COUNT_MAX)
+                .map(|_| None)
+                .collect(),
             ctrl,
             returned,
             counters,
@@ -256,12 +278,26 @@ impl<T: Transport> Worker<T> {
                 WorkerMsg::Install { slot, handler } => {
                     if let Some(old) = self.handlers.get_mut(slot).and_then(|s| s.replace(handler))
                     {
-                        let _ = self.returned.send(old);
+                        let _ = self.returned.send(Returned::Handler(old));
                     }
                 }
                 WorkerMsg::Remove { slot } => {
                     if let Some(old) = self.handlers.get_mut(slot).and_then(Option::take) {
-                        let _ = self.returned.send(old);
+                        let _ = self.returned.send(Returned::Handler(old));
+                    }
+                }
+                WorkerMsg::InstallTransform { slot, instance } => {
+                    if let Some(old) = self
+                        .transforms
+                        .get_mut(slot)
+                        .and_then(|s| s.replace(instance))
+                    {
+                        let _ = self.returned.send(Returned::Transform(old));
+                    }
+                }
+                WorkerMsg::RemoveTransform { slot } => {
+                    if let Some(old) = self.transforms.get_mut(slot).and_then(Option::take) {
+                        let _ = self.returned.send(Returned::Transform(old));
                     }
                 }
             }
