@@ -45,6 +45,18 @@ pub mod limits {
     pub const NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
     /// See `NEGOTIATION_TTL_MS_MIN`.
     pub const NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
+    /// Bounds of `auth.freshness_window_ms`: 100 ms to 5 min.
+    pub const FRESHNESS_WINDOW_MS_MIN: u32 = 100;
+    /// See `FRESHNESS_WINDOW_MS_MIN`.
+    pub const FRESHNESS_WINDOW_MS_MAX: u32 = 300_000;
+    /// Bounds of `auth.replay_entries` (per worker; a power of two): one
+    /// bucket of the replay table to 4 Mi entries (96 MiB).
+    pub const REPLAY_ENTRIES_MIN: u32 = crate::auth::REPLAY_WAYS as u32;
+    /// See `REPLAY_ENTRIES_MIN`.
+    pub const REPLAY_ENTRIES_MAX: u32 = 1 << 22;
+    /// Most patterns in each of a tenant's lists (models, adapters,
+    /// routes, subjects).
+    pub const TENANT_PATTERN_COUNT_MAX: usize = 64;
 }
 
 use limits::*;
@@ -80,7 +92,10 @@ pub struct Config {
     /// Models.
     #[serde(default)]
     pub models: Vec<ModelCfg>,
-    /// Tenants. With none configured, authentication is off.
+    /// Authentication of frames (docs/wire.md, "Authentication").
+    #[serde(default)]
+    pub auth: AuthCfg,
+    /// Tenants: who may send, with which key, and what they may use.
     #[serde(default)]
     pub tenants: Vec<TenantCfg>,
     /// Peer appliances.
@@ -169,6 +184,43 @@ impl Default for EngineCfg {
             spin_us: 200,
             forward_timeout_ms: 200,
             negotiation_ttl_ms: 60_000,
+        }
+    }
+}
+
+/// How frames are authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMode {
+    /// Requests and negotiations need a valid tag of a configured tenant,
+    /// a fresh deadline and a tag not seen before. With no tenant
+    /// configured every one of them is refused.
+    #[default]
+    Tenants,
+    /// Nothing is checked: tags, tenant ids and freshness are ignored.
+    /// No tenant may be configured.
+    None,
+}
+
+/// `[auth]`. Start-time only: a reload does not change it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthCfg {
+    /// "tenants" (default) or "none".
+    pub mode: AuthMode,
+    /// An authenticated frame's `deadline_us` must lie in
+    /// `[now, now + freshness_window_ms]`.
+    pub freshness_window_ms: u32,
+    /// Tags each worker remembers to refuse replays (a power of two).
+    pub replay_entries: u32,
+}
+
+impl Default for AuthCfg {
+    fn default() -> Self {
+        AuthCfg {
+            mode: AuthMode::Tenants,
+            freshness_window_ms: 10_000,
+            replay_entries: 1 << 18,
         }
     }
 }
@@ -337,6 +389,10 @@ pub struct TenantCfg {
     /// Route name patterns this tenant may use.
     #[serde(default = "star")]
     pub routes: Vec<String>,
+    /// Schema subject patterns this tenant may negotiate and name in
+    /// requests.
+    #[serde(default = "star")]
+    pub subjects: Vec<String>,
 }
 
 fn star() -> Vec<String> {
@@ -511,6 +567,7 @@ impl Config {
             NEGOTIATION_TTL_MS_MIN,
             NEGOTIATION_TTL_MS_MAX,
         )?;
+        self.validate_auth()?;
         let u = &self.io_uring;
         self.listen_addr()?;
         range("io_uring.ring_entries", u.ring_entries, 8, 32_768)?;
@@ -547,6 +604,51 @@ impl Config {
             ));
         }
         self.validate_tables()
+    }
+
+    fn validate_auth(&self) -> Result<(), ConfigError> {
+        let a = &self.auth;
+        range(
+            "auth.freshness_window_ms",
+            a.freshness_window_ms,
+            FRESHNESS_WINDOW_MS_MIN,
+            FRESHNESS_WINDOW_MS_MAX,
+        )?;
+        range(
+            "auth.replay_entries",
+            a.replay_entries,
+            REPLAY_ENTRIES_MIN,
+            REPLAY_ENTRIES_MAX,
+        )?;
+        if !a.replay_entries.is_power_of_two() {
+            return Err(ConfigError::at(
+                "auth.replay_entries",
+                "must be a power of two",
+            ));
+        }
+        auth_allows_tenants(a.mode, &self.tenants)
+    }
+
+    /// Whether the data plane can be reached from other hosts with nothing
+    /// checked: `auth.mode = "none"` and a listen address that is not
+    /// loopback (DPDK and RDMA face a NIC, so they always count). The
+    /// engine and the daemon warn at start-up when this holds.
+    pub fn unauthenticated_exposure(&self) -> Option<String> {
+        if self.auth.mode != AuthMode::None {
+            return None;
+        }
+        match self.engine.transport {
+            TransportKind::IoUring => match self.listen_addr() {
+                Ok(a) if a.ip().is_loopback() => None,
+                _ => Some(format!(
+                    "auth.mode = \"none\" with io_uring.listen = {:?}, which is not loopback: anyone who reaches it may send requests under any tenant id",
+                    self.io_uring.listen
+                )),
+            },
+            t => Some(format!(
+                "auth.mode = \"none\" with transport {t:?}: anyone on its network may send requests under any tenant id"
+            )),
+        }
     }
 
     /// Checks shards, routes, models, tenants and peers (what can change live).
@@ -697,6 +799,47 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// `auth.mode = "none"` checks no tag, so tenants would only pretend to
+/// protect something: a config or a live change that has both is refused.
+pub fn auth_allows_tenants(mode: AuthMode, tenants: &[TenantCfg]) -> Result<(), ConfigError> {
+    if mode == AuthMode::None && !tenants.is_empty() {
+        return Err(ConfigError::at(
+            "tenants",
+            "auth.mode is \"none\": no tag would be checked; remove the tenants or set auth.mode = \"tenants\"",
+        ));
+    }
+    Ok(())
+}
+
+fn validate_tenant_patterns(i: usize, t: &TenantCfg) -> Result<(), ConfigError> {
+    let lists: [(&str, &[String], usize); 4] = [
+        ("models", &t.models, sluice_wire::limits::MODEL_NAME_LEN_MAX),
+        (
+            "adapters",
+            &t.adapters,
+            sluice_wire::limits::ADAPTER_LEN_MAX,
+        ),
+        ("routes", &t.routes, 64),
+        (
+            "subjects",
+            &t.subjects,
+            sluice_wire::limits::SUBJECT_LEN_MAX,
+        ),
+    ];
+    for (name, list, len_max) in lists {
+        if list.len() > TENANT_PATTERN_COUNT_MAX {
+            return Err(ConfigError::at(
+                format!("tenants[{i}].{name}"),
+                format!("at most {TENANT_PATTERN_COUNT_MAX} patterns"),
+            ));
+        }
+        for (j, p) in list.iter().enumerate() {
+            wire_token(&format!("tenants[{i}].{name}[{j}]"), p, len_max)?;
+        }
+    }
+    Ok(())
+}
+
 fn validate_tenants(tenants: &[TenantCfg]) -> Result<(), ConfigError> {
     if tenants.len() > TENANT_COUNT_MAX {
         return Err(ConfigError::at(
@@ -717,6 +860,7 @@ fn validate_tenants(tenants: &[TenantCfg]) -> Result<(), ConfigError> {
             return Err(ConfigError::at(k("id"), "duplicate tenant id or name"));
         }
         decode_key(&t.key).map_err(|m| ConfigError::at(k("key"), m))?;
+        validate_tenant_patterns(i, t)?;
     }
     Ok(())
 }

@@ -120,6 +120,16 @@ impl Engine {
             }
         }
         self.running = true;
+        if let Some(why) = self.cfg.unauthenticated_exposure() {
+            log::warn!("{why}");
+        }
+        if self.cfg.auth.mode == crate::config::AuthMode::Tenants
+            && self.lock_control()?.live.tenants.is_empty()
+        {
+            log::warn!(
+                "auth.mode = \"tenants\" and no tenant is configured: every request and negotiation is refused (unauthenticated) until tenants are added"
+            );
+        }
         if !self.hugepages {
             log::warn!(
                 "buffer pools use normal pages: no 2 MiB hugepages were free (HugePages_Free={:?})",
@@ -182,6 +192,11 @@ impl Engine {
             poll: self.cfg.engine.poll,
             spin: Duration::from_micros(self.cfg.engine.spin_us as u64),
             forward_timeout: Duration::from_millis(self.cfg.engine.forward_timeout_ms as u64),
+            // Without authentication the table is never read: one bucket.
+            replay_entries: match self.cfg.auth.mode {
+                crate::config::AuthMode::Tenants => self.cfg.auth.replay_entries as usize,
+                crate::config::AuthMode::None => crate::auth::REPLAY_WAYS,
+            },
         };
         let shared = Arc::clone(&self.shared);
         let (c2, h2) = (Arc::clone(&counters), Arc::clone(&hist));
