@@ -1100,6 +1100,57 @@ mod tests {
     }
 
     #[test]
+    fn auth_keys_are_checked_at_their_lines() {
+        let t =
+            "[[tenants]]\nname = \"t\"\nid = 1\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n";
+        let e = err("[auth]\nfreshness_window_ms = 50\n");
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(2), "auth.freshness_window_ms"),
+            "{e}"
+        );
+        let e = err("[auth]\nreplay_entries = 1000\n");
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(2), "auth.replay_entries"),
+            "{e}"
+        );
+        assert!(e.message.contains("power of two"), "{e}");
+        let e = err("[auth]\nmode = \"open\"\n");
+        assert_eq!(e.line, Some(2), "{e}");
+        let e = err(&format!("[auth]\nmode = \"none\"\n{t}"));
+        assert_eq!((e.line, e.key.as_str()), (Some(3), "tenants"), "{e}");
+        let e = err(&format!("{t}subjects = [\"ok-*\", \"has space\"]\n"));
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(5), "tenants[0].subjects[1]"),
+            "{e}"
+        );
+        let many: Vec<String> = (0..65).map(|i| format!("\"m{i}\"")).collect();
+        let e = err(&format!("{t}models = [{}]\n", many.join(", ")));
+        assert_eq!(e.key, "tenants[0].models", "{e}");
+        // The defaults: tenants mode, a 10 s window, 2^18 slots; subjects "*".
+        let c = Config::parse(t, PathBuf::from("/tmp")).unwrap();
+        assert_eq!(c.auth, AuthCfg::default());
+        assert_eq!(c.auth.mode, AuthMode::Tenants);
+        assert_eq!(c.tenants[0].subjects, ["*"]);
+    }
+
+    #[test]
+    fn unauthenticated_mode_off_loopback_is_flagged() {
+        let parse = |t: &str| Config::parse(t, PathBuf::from("/tmp")).unwrap();
+        let none = "[auth]\nmode = \"none\"\n";
+        assert!(parse(none).unauthenticated_exposure().is_none(), "loopback");
+        let open = parse(&format!("{none}[io_uring]\nlisten = \"0.0.0.0:7070\"\n"));
+        let why = open.unauthenticated_exposure().unwrap();
+        assert!(why.contains("0.0.0.0:7070"), "{why}");
+        let six = parse(&format!("{none}[io_uring]\nlisten = \"[::1]:7070\"\n"));
+        assert!(six.unauthenticated_exposure().is_none());
+        let tenants = parse("[io_uring]\nlisten = \"0.0.0.0:7070\"\n");
+        assert!(tenants.unauthenticated_exposure().is_none(), "mode tenants");
+    }
+
+    #[test]
     fn syntax_errors_name_the_line() {
         let e = err("[engine]\nworkers = [0\n");
         assert!(e.line.is_some(), "{e}");
