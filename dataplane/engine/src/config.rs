@@ -804,7 +804,7 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
 pub fn auth_allows_tenants(mode: AuthMode, tenants: &[TenantCfg]) -> Result<(), ConfigError> {
     if mode == AuthMode::None && !tenants.is_empty() {
         return Err(ConfigError::at(
-            "tenants",
+            "tenants[0]",
             "auth.mode is \"none\": no tag would be checked; remove the tenants or set auth.mode = \"tenants\"",
         ));
     }
@@ -1119,7 +1119,7 @@ mod tests {
         let e = err("[auth]\nmode = \"open\"\n");
         assert_eq!(e.line, Some(2), "{e}");
         let e = err(&format!("[auth]\nmode = \"none\"\n{t}"));
-        assert_eq!((e.line, e.key.as_str()), (Some(3), "tenants"), "{e}");
+        assert_eq!((e.line, e.key.as_str()), (Some(3), "tenants[0]"), "{e}");
         let e = err(&format!("{t}subjects = [\"ok-*\", \"has space\"]\n"));
         assert_eq!(
             (e.line, e.key.as_str()),

@@ -496,5 +496,5 @@ fn mode_none_checks_nothing_and_refuses_tenants() {
     // And so is a config file that has both, at its line.
     let text = "[auth]\nmode = \"none\"\n\n[[tenants]]\nname = \"t\"\nid = 1\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n";
     let err = Config::parse(text, std::env::temp_dir()).unwrap_err();
-    assert_eq!((err.key.as_str(), err.line), ("tenants", Some(4)), "{err}");
+    assert_eq!((err.key.as_str(), err.line), ("tenants[0]", Some(4)), "{err}");
 }

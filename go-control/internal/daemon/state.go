@@ -260,6 +260,9 @@ func staticSections(a, b *config.Config) []string {
 	if !eq(a.Fleet, b.Fleet) {
 		out = append(out, "fleet")
 	}
+	if !eq(a.Auth, b.Auth) {
+		out = append(out, "auth")
+	}
 	return out
 }
 
@@ -292,8 +295,8 @@ func (s *state) reloadLocked() (api.ReloadResult, error) {
 	next := compose(file, o)
 	res.RestartRequired = append(res.RestartRequired, staticSections(s.eff, next)...)
 	// Static sections keep their running values until a restart.
-	next.Engine, next.IOUring, next.Host, next.ONNXRuntime, next.Control, next.Fleet =
-		s.eff.Engine, s.eff.IOUring, s.eff.Host, s.eff.ONNXRuntime, s.eff.Control, s.eff.Fleet
+	next.Engine, next.IOUring, next.Host, next.ONNXRuntime, next.Control, next.Fleet, next.Auth =
+		s.eff.Engine, s.eff.IOUring, s.eff.Host, s.eff.ONNXRuntime, s.eff.Control, s.eff.Fleet, s.eff.Auth
 	if err := validate(next); err != nil {
 		return res, fmt.Errorf("%w (with the overrides made through the API)", err)
 	}
