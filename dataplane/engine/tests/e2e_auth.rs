@@ -496,5 +496,60 @@ fn mode_none_checks_nothing_and_refuses_tenants() {
     // And so is a config file that has both, at its line.
     let text = "[auth]\nmode = \"none\"\n\n[[tenants]]\nname = \"t\"\nid = 1\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n";
     let err = Config::parse(text, std::env::temp_dir()).unwrap_err();
-    assert_eq!((err.key.as_str(), err.line), ("tenants[0]", Some(4)), "{err}");
+    assert_eq!(
+        (err.key.as_str(), err.line),
+        ("tenants[0]", Some(4)),
+        "{err}"
+    );
+}
+
+/// Two workers: the kernel would spread a client's copies of one frame over
+/// both by source address and port; the tag steering makes every copy meet
+/// the same worker, so a frame is accepted once per appliance. Distinct
+/// frames of one socket still spread over both workers.
+#[test]
+fn copies_of_a_frame_from_any_address_meet_one_worker() {
+    let mut cfg = test_config("");
+    cfg.engine.workers = vec![0, 1];
+    let e = start_cfg(cfg);
+    let addr = e.local_addr().unwrap();
+    let mut buf = vec![0u8; 4096];
+    for round in 0..8 {
+        let n = build(
+            &Req {
+                id: next_id(),
+                ..Req::default()
+            },
+            &mut buf,
+        );
+        let mut answers = Vec::new();
+        for _ in 0..16 {
+            let s = client(); // a new source port each time
+            answers.push(ask(&s, addr, &buf[..n]).1);
+        }
+        let served = answers.iter().filter(|c| c.is_none()).count();
+        let replayed = answers
+            .iter()
+            .filter(|c| **c == Some(ErrorCode::Replayed))
+            .count();
+        assert_eq!((served, replayed), (1, 15), "round {round}: {answers:?}");
+    }
+    let s = client();
+    for _ in 0..64 {
+        let n = build(
+            &Req {
+                id: next_id(),
+                ..Req::default()
+            },
+            &mut buf,
+        );
+        assert_eq!(ask(&s, addr, &buf[..n]).0, Kind::Response);
+    }
+    let st = stats(&e);
+    let ok: Vec<u64> = st.workers.iter().map(|w| w.ok).collect();
+    assert!(
+        ok.iter().all(|&n| n > 0),
+        "one socket's frames reach both workers: {ok:?}"
+    );
+    assert_eq!(ok.iter().sum::<u64>(), 8 + 64);
 }

@@ -148,9 +148,19 @@ impl Engine {
     ) -> Result<(SocketAddr, bool), EngineError> {
         let uring_cfg = self.cfg.io_uring.clone();
         let huge_mode = self.cfg.engine.hugepages;
+        // With authentication and several workers, every copy of a signed
+        // frame goes to one worker (the replay guarantee is per appliance).
+        let workers = self.cfg.engine.workers.len();
+        let steer = (self.cfg.auth.mode == crate::config::AuthMode::Tenants && workers > 1)
+            .then_some(workers as u32);
         self.spawn_worker(index, core, handlers, move || {
-            crate::transport::uring::UringTransport::new(listen, &uring_cfg, huge_mode)
-                .map_err(|e| e.to_string())
+            let t = crate::transport::uring::UringTransport::new(listen, &uring_cfg, huge_mode)
+                .map_err(|e| e.to_string())?;
+            if let Some(group) = steer {
+                t.steer_by_tag(group)
+                    .map_err(|e| format!("udp socket: steering signed frames by tag: {e}"))?;
+            }
+            Ok(t)
         })
     }
 
