@@ -56,8 +56,9 @@ func run() int {
 			return 1
 		}
 		defer fl.Close()
-		opts.Store, opts.RegistryStore = fl.Store, fl.Registry
+		opts.Store, opts.RegistryStore, opts.Fleet = fl.Store, fl.Registry, fl
 		opts.Mount = map[string]http.Handler{"/v1/fleet": fl.Handler()}
+		opts.Collectors = append(opts.Collectors, fl.Collector())
 	}
 	d, err := daemon.New(opts)
 	if err != nil {

@@ -31,6 +31,22 @@ type Error struct {
 	Code      string `json:"code"`
 	// Messages lists what breaks, for the registry's incompatible_schema.
 	Messages []string `json:"messages,omitempty"`
+	// Change names a fleet write whose outcome is unknown (504).
+	Change *Outcome `json:"change,omitempty"`
+}
+
+// Outcome names a fleet write whose outcome is unknown: it was sent to the
+// store and not answered in time, so it may still be applied (then by
+// every appliance) or never. Repeat the call with the same
+// Idempotency-Key (within RepeatWithin it is not applied twice, and the
+// answer says whether it had landed), or read the keys back: the change
+// landed if a key moved past its base revision carrying the change id.
+type Outcome struct {
+	ID            string   `json:"id"`
+	Bucket        string   `json:"bucket"`
+	Keys          []string `json:"keys"`
+	BaseRevisions []uint64 `json:"base_revisions"`
+	RepeatWithin  string   `json:"repeat_within"`
 }
 
 func (e *Error) Error() string { return e.Message + " (" + e.Code + ")" }

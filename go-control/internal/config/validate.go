@@ -140,6 +140,9 @@ const (
 	ResyncIntervalMsMin = 100
 	ResyncIntervalMsMax = 3_600_000
 	SettleMsMax         = 10_000
+	CheckIntervalMsMin  = 20
+	CheckIntervalMsMax  = 10_000
+	FleetHistoryMax     = 4096 // natskv.HistoryMax
 )
 
 var bucketPrefixRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -165,6 +168,8 @@ func (c *checker) fleet(f *Fleet, used bool) {
 	c.rangeInt("fleet.op_timeout_ms", f.OpTimeoutMs, 1, FleetTimeoutMsMax)
 	c.rangeInt("fleet.resync_interval_ms", f.ResyncIntervalMs, ResyncIntervalMsMin, ResyncIntervalMsMax)
 	c.rangeInt("fleet.settle_ms", f.SettleMs, 0, SettleMsMax)
+	c.rangeInt("fleet.check_interval_ms", f.CheckIntervalMs, CheckIntervalMsMin, CheckIntervalMsMax)
+	c.rangeInt("fleet.history", f.History, 1, FleetHistoryMax)
 }
 
 func (c *checker) engine(e *Engine) {

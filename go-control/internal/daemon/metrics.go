@@ -229,5 +229,6 @@ func (s *state) reloadCounts() (uint64, uint64) {
 func (d *Daemon) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(d), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(d.opts.Collectors...)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: 4})
 }
