@@ -320,6 +320,17 @@ fn end_to_end(vdev_kind: &str) {
         sock.send_to(&frame[..n], SocketAddr::from(([10, 99, 0, 1], 9000)))
             .unwrap();
     }
+    // A new request (the same bytes again would be a replay).
+    let n = build(
+        &Req {
+            id: 2,
+            model: "echo",
+            version: "1",
+            data: &data,
+            ..Req::default()
+        },
+        &mut frame,
+    );
     let answer = roundtrip(&sock, to, &frame[..n]);
     assert_eq!(answer_kind(&answer).0, Kind::Response);
     let s = wait_stats(|s| {
