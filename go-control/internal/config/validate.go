@@ -128,6 +128,7 @@ func Validate(cfg *Config) []Issue {
 	c.peers(cfg.Peers)
 	c.control(&cfg.Control)
 	c.fleet(&cfg.Fleet, cfg.Control.Store == "nats")
+	c.jobs(&cfg.Jobs, &cfg.Fleet, &cfg.Engine)
 	return c.issues
 }
 

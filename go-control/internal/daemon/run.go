@@ -59,6 +59,9 @@ type Options struct {
 	Fleet FleetLink
 	// Collectors are added to /metrics (the fleet's revisions).
 	Collectors []prometheus.Collector
+	// Ingress, if set, feeds requests from outside (package jobs: JetStream
+	// streams): started once the engine serves, drained before it.
+	Ingress Ingress
 }
 
 // Daemon is one running sluiced.
@@ -235,6 +238,13 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		ln.Close()
 		return fmt.Errorf("engine start: %w", err)
 	}
+	if in := d.opts.Ingress; in != nil {
+		if err := in.Start(d); err != nil {
+			ln.Close()
+			_ = d.eng.Stop(context.Background(), 0)
+			return fmt.Errorf("jobs ingress: %w", err)
+		}
+	}
 	srv := &http.Server{
 		Handler:           d.Handler(),
 		ReadHeaderTimeout: ReadHeaderTimeout,
@@ -296,6 +306,8 @@ loop:
 	stopSync()
 	herr := srv.Shutdown(sctx)
 	drain := time.Duration(d.state.snapshot().Control.DrainMs) * time.Millisecond
+	// The ingress finishes what it holds while the engine still answers.
+	ierr := d.drainIngress(sctx, drain)
 	log.Info("draining the engine", "drain_ms", drain.Milliseconds())
 	eerr := d.eng.Stop(sctx, drain)
 	if eerr != nil {
@@ -306,5 +318,5 @@ loop:
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
-	return errors.Join(serveErr, herr, eerr)
+	return errors.Join(serveErr, herr, ierr, eerr)
 }
