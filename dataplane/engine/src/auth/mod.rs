@@ -11,6 +11,7 @@ use sluice_wire::{ErrorCode, Frame, flags};
 
 use crate::tables::{Tables, Tenant};
 
+pub mod config;
 mod replay;
 mod tenant;
 

@@ -7,7 +7,7 @@ use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, flags};
 use crate::auth::{self, Refusal, ReplayTable, RouteFound, msg};
 use crate::route::RouteKey;
 use crate::schema::SchemaTable;
-use crate::tables::Tables;
+use crate::tables::{Tables, Tenant};
 
 /// What to answer without running a model.
 #[derive(Debug, Clone, Copy)]
@@ -93,7 +93,6 @@ pub fn classify_frame(
         Ok(tn) => tn,
         Err(r) => return refused(r),
     };
-    let tenant_name = tenant.map_or("", |tn| tn.name.as_str());
     if frame.model_version().is_empty() {
         return Verdict::Reply(E(ErrorCode::ModelVersionRequired, "model version required"));
     }
@@ -122,6 +121,19 @@ pub fn classify_frame(
             Err(r) => return Verdict::Reply(E(r.code, r.message)),
         }
     }
+    route(&frame, t, tenant, json)
+}
+
+/// Steps 5 and 6: resolve the model, route among the routes the tenant may
+/// use, then forward or admit.
+fn route(
+    frame: &Frame<&[u8]>,
+    t: &Tables,
+    tenant: Option<&Tenant>,
+    json: Option<&[u8]>,
+) -> Verdict {
+    use Immediate::Error as E;
+    let tenant_name = tenant.map_or("", |tn| tn.name.as_str());
     // One version rule (docs/wire.md, "Model versions"): the request names an
     // exact version or an alias, resolved first; routes match the resolved
     // full version. A request that resolves to no loaded version is
