@@ -4,9 +4,10 @@
 //!
 //! The vectors are defined in `tests/vectors_gen/` (shared with the test
 //! that keeps the committed file current); this is only the printer.
-
-// A build tool over the test helpers: a failed expect is a broken vector.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::expect_used,
+    reason = "the shared test helpers' expects are test assertions: a vector that cannot be built is a bug"
+)]
 
 #[path = "../tests/common/mod.rs"]
 mod common;

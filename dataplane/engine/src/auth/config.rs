@@ -130,7 +130,7 @@ pub(crate) fn tenant_patterns(i: usize, t: &TenantCfg) -> Result<(), ConfigError
             &t.adapters,
             sluice_wire::limits::ADAPTER_LEN_MAX,
         ),
-        ("routes", &t.routes, 64),
+        ("routes", &t.routes, crate::config::limits::NAME_LEN_MAX),
         (
             "subjects",
             &t.subjects,
