@@ -412,16 +412,6 @@ impl SchemaTable {
         })
     }
 
-    /// [`SchemaTable::validate`], also naming the version the request was
-    /// validated against (subject, version), for `accepts` and transforms.
-    pub fn validate_named<'f, 's>(
-        &'s self,
-        req: &'f Frame<&[u8]>,
-    ) -> Result<(Option<&'f [u8]>, (&'s str, u32)), Reject> {
-        let e = self.lookup(req)?;
-        SchemaTable::validate_with(e, req).map(|j| (j, (e.subject.as_str(), e.version)))
-    }
-
     /// The entry at an index from [`SchemaTable::negotiate_index`].
     pub fn entry(&self, index: usize) -> Option<&SchemaEntry> {
         self.entries.get(index)

@@ -87,7 +87,8 @@ fn intern(msg: String, fallback: &'static str) -> &'static str {
     m
 }
 
-const NO_TRANSFORM: &str = "no transform from the request's schema version to the one its route accepts";
+const NO_TRANSFORM: &str =
+    "no transform from the request's schema version to the one its route accepts";
 
 fn resolve(a: &AcceptsCfg, schemas: &SchemaTable, registered: &Registered) -> Accepts {
     let versions = schemas.versions(&a.subject);

@@ -45,8 +45,8 @@ pub fn schema_allowed(tn: Option<&Tenant>, subject: &str) -> Result<(), Refusal>
 /// What routing found for a tenant.
 #[derive(Debug, Clone, Copy)]
 pub enum RouteFound<'t> {
-    /// The first matching route the tenant may use.
-    Route(&'t Route),
+    /// The first matching route the tenant may use, and its index.
+    Route(usize, &'t Route),
     /// Routes matched, but none in the tenant's `routes`: answered as if no
     /// route had matched.
     Hidden,
@@ -58,9 +58,9 @@ pub enum RouteFound<'t> {
 /// its `routes` do not exist for it, so a later route may take the request.
 pub fn route_for<'t>(t: &'t Tables, key: &RouteKey<'_>, tn: Option<&Tenant>) -> RouteFound<'t> {
     let mut hidden = false;
-    for (_, r) in t.routes.matching(key) {
+    for (i, r) in t.routes.matching(key) {
         if tn.is_none_or(|tn| tn.allows_route(&r.name)) {
-            return RouteFound::Route(r);
+            return RouteFound::Route(i, r);
         }
         hidden = true;
     }

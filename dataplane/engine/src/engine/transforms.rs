@@ -18,6 +18,9 @@ use crate::transform::Registered;
 use crate::transform::limits::{TRANSFORM_COUNT_MAX, TRANSFORM_SLOT_COUNT_MAX};
 use crate::worker::WorkerMsg;
 
+/// (subject, from, to).
+type Key = (String, u32, u32);
+
 /// One registered transform.
 pub(super) struct Entry {
     module: Arc<Module>,
@@ -32,7 +35,7 @@ pub(super) struct Entry {
 pub(super) struct TransformControl {
     /// Made at the first transform (it reserves the instance pool).
     runtime: Option<Arc<Runtime>>,
-    entries: BTreeMap<(String, u32, u32), Entry>,
+    entries: BTreeMap<Key, Entry>,
 }
 
 impl TransformControl {
@@ -284,9 +287,10 @@ impl Engine {
             .cfg
             .transforms
             .limits(self.cfg.io_uring.buffer_size as usize);
-        let rt = Arc::new(Runtime::new(limits).map_err(|e| {
-            EngineError::Start(format!("schema transforms: {e}"))
-        })?);
+        let rt = Arc::new(
+            Runtime::new(limits)
+                .map_err(|e| EngineError::Start(format!("schema transforms: {e}")))?,
+        );
         ctl.transforms.runtime = Some(rt.clone());
         Ok(rt)
     }
@@ -303,9 +307,11 @@ impl Engine {
         }
         let mut instances: Vec<Instance> = Vec::with_capacity(self.workers.len());
         for _ in &self.workers {
-            instances.push(module.instantiate().map_err(|e| {
-                EngineError::InvalidArgument(format!("transform instance: {e}"))
-            })?);
+            instances.push(
+                module.instantiate().map_err(|e| {
+                    EngineError::InvalidArgument(format!("transform instance: {e}"))
+                })?,
+            );
         }
         let stats = instances.iter().map(|i| i.stats().clone()).collect();
         let targets: Vec<u64> = self
@@ -348,7 +354,7 @@ impl Engine {
     /// workers.
     pub(super) fn install_transforms_at_start(&self) -> Result<(), EngineError> {
         let mut ctl = self.lock_control()?;
-        let list: Vec<((String, u32, u32), Arc<Module>, usize)> = ctl
+        let list: Vec<(Key, Arc<Module>, usize)> = ctl
             .transforms
             .entries
             .iter()

@@ -8,6 +8,7 @@ use crate::auth::{self, Refusal, ReplayTable, RouteFound, msg};
 use crate::route::RouteKey;
 use crate::schema::SchemaTable;
 use crate::tables::{Tables, Tenant};
+use crate::transform::TransformRef;
 
 /// What to answer without running a model.
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +42,9 @@ pub enum Verdict {
         shard: usize,
         /// Handler slot.
         slot: usize,
+        /// The schema transform the request goes through first, when its
+        /// route or model accepts another version (docs/transforms.md).
+        transform: Option<TransformRef>,
     },
 }
 
@@ -108,6 +112,7 @@ pub fn classify_frame(
     }
     // Validation comes before routing: routes may look into the section.
     let mut json = None;
+    let mut named = None;
     if frame.schema_id() != 0 {
         let entry = match t.schemas.lookup(&frame) {
             Ok(e) => e,
@@ -120,8 +125,9 @@ pub fn classify_frame(
             Ok(j) => json = j,
             Err(r) => return Verdict::Reply(E(r.code, r.message)),
         }
+        named = Some((entry.subject.as_str(), entry.version));
     }
-    route(&frame, t, tenant, json)
+    route(&frame, t, tenant, json, named)
 }
 
 /// Steps 5 and 6: resolve the model, route among the routes the tenant may
@@ -131,6 +137,7 @@ fn route(
     t: &Tables,
     tenant: Option<&Tenant>,
     json: Option<&[u8]>,
+    named: Option<(&str, u32)>,
 ) -> Verdict {
     use Immediate::Error as E;
     let tenant_name = tenant.map_or("", |tn| tn.name.as_str());
@@ -147,8 +154,8 @@ fn route(
         tenant: tenant_name,
         json,
     };
-    let route = match auth::route_for(t, &key, tenant) {
-        RouteFound::Route(r) => r,
+    let (route_index, route) = match auth::route_for(t, &key, tenant) {
+        RouteFound::Route(i, r) => (i, r),
         found => {
             let (code, message) = match model {
                 None => (ErrorCode::UnknownModel, msg::UNKNOWN_MODEL),
@@ -178,9 +185,20 @@ fn route(
     if !frame.adapter().is_empty() && !model.adapters.iter().any(|a| a == frame.adapter()) {
         return Verdict::Reply(E(ErrorCode::UnknownAdapter, msg::UNKNOWN_ADAPTER));
     }
+    // `accepts`: the request's validated version against the one its route
+    // or model takes (an empty table costs one branch).
+    let transform = if t.transforms.is_empty() {
+        None
+    } else {
+        match t.transforms.decide(route_index, Some(model.slot), named) {
+            Ok(x) => x,
+            Err(r) => return Verdict::Reply(E(r.code, r.message)),
+        }
+    };
     Verdict::Admit {
         shard,
         slot: model.slot,
+        transform,
     }
 }
 

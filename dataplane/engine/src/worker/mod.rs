@@ -26,6 +26,8 @@ mod forward;
 
 use classify::build_immediate;
 pub use classify::{Immediate, Verdict, classify_frame};
+
+mod transform;
 pub use forward::FORWARD_PENDING_MAX;
 use forward::{FORWARD_SCAN_EVERY, PeerDown};
 
@@ -117,6 +119,7 @@ pub struct WorkerParams {
 struct Pending {
     pkt: u16,
     slot: u16,
+    transform: Option<crate::transform::TransformRef>,
 }
 
 /// A worker and everything it owns.
@@ -469,7 +472,11 @@ impl<T: Transport> Worker<T> {
                 bump(&self.counters.shard_requests[shard], 1);
                 self.forward(i, shard);
             }
-            Verdict::Admit { shard, slot } => {
+            Verdict::Admit {
+                shard,
+                slot,
+                transform,
+            } => {
                 bump(&self.counters.shard_requests[shard], 1);
                 let depth = self.tables.shards[shard].queue_depth as usize;
                 let q = &mut self.queues[shard];
@@ -483,6 +490,7 @@ impl<T: Transport> Worker<T> {
                     q.push(Pending {
                         pkt: i as u16,
                         slot: slot as u16,
+                        transform,
                     });
                 }
             }
@@ -545,25 +553,45 @@ impl<T: Transport> Worker<T> {
                     "deadline passed before the request ran",
                 ))
             } else {
-                match self
-                    .handlers
-                    .get_mut(p.slot as usize)
-                    .and_then(Option::as_mut)
-                {
-                    Some(h) => {
-                        let adapter = Some(req.adapter()).filter(|a| !a.is_empty());
-                        let mut acct = RunAccount::default();
-                        let r = h.handle(&req, adapter, txb, &mut acct);
-                        bump(
-                            &self.counters.payload_bytes_copied,
-                            acct.payload_bytes_copied,
-                        );
-                        r
+                // A transform rebuilds the request in its instance's aligned
+                // buffer (the one copy it costs); the model reads that.
+                let rebuilt = match p.transform {
+                    None => Ok(None),
+                    Some(tr) => transform::run(
+                        &mut self.transforms,
+                        &self.tables,
+                        &self.counters,
+                        &req,
+                        tr,
+                        started,
+                    )
+                    .map(Some),
+                };
+                match rebuilt {
+                    Err(r) => Err(r),
+                    Ok(rebuilt) => {
+                        let req = rebuilt.map_or(req, Frame::new_unchecked);
+                        match self
+                            .handlers
+                            .get_mut(p.slot as usize)
+                            .and_then(Option::as_mut)
+                        {
+                            Some(h) => {
+                                let adapter = Some(req.adapter()).filter(|a| !a.is_empty());
+                                let mut acct = RunAccount::default();
+                                let r = h.handle(&req, adapter, txb, &mut acct);
+                                bump(
+                                    &self.counters.payload_bytes_copied,
+                                    acct.payload_bytes_copied,
+                                );
+                                r
+                            }
+                            None => Err(Reject::new(
+                                ErrorCode::UnknownModel,
+                                "model is not loaded on this worker",
+                            )),
+                        }
                     }
-                    None => Err(Reject::new(
-                        ErrorCode::UnknownModel,
-                        "model is not loaded on this worker",
-                    )),
                 }
             }
         };
