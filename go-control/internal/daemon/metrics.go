@@ -35,6 +35,8 @@ type collector struct {
 	sService, sServiceHist, sServiceMax *prometheus.Desc
 
 	cOpen, cAccepted, cClosed, cRx, cRxBytes, cRxLarge, cTx, cTxBytes, cTxLarge, cErrors *prometheus.Desc
+
+	tCalls, tQuarantines, tQuarantined, tBytesIn, tBytesOut *prometheus.Desc
 }
 
 func newCollector(d *Daemon) *collector {
@@ -89,6 +91,14 @@ func newCollector(d *Daemon) *collector {
 		cTxBytes:  desc("connection_tx_bytes_total", "Bytes sent on the worker's connections.", cw...),
 		cTxLarge:  desc("connection_tx_large_frames_total", "Frames sent by RDMA WRITE into a client's reply slot.", cw...),
 		cErrors:   desc("connection_errors_total", "Failed or refused operations on the worker's connections.", cw...),
+
+		// Per registered transform (at most 64); counters start again from 0
+		// when a module is replaced (fresh instances).
+		tCalls:       desc("transform_calls_total", "Schema transform calls by outcome: ok, refused, trap, timeout, out_of_memory, bad_output, quarantined (docs/transforms.md).", "subject", "from", "to", "outcome"),
+		tQuarantines: desc("transform_quarantines_total", "Times a worker's instance of the transform was quarantined after faults in a row.", "subject", "from", "to"),
+		tQuarantined: desc("transform_quarantined_workers", "Workers whose instance of the transform is quarantined now.", "subject", "from", "to"),
+		tBytesIn:     desc("transform_bytes_in_total", "Bytes lowered into the transform's memory.", "subject", "from", "to"),
+		tBytesOut:    desc("transform_bytes_copied_total", "Bytes the transform's output cost: the one copy into the rebuilt request.", "subject", "from", "to"),
 	}
 }
 
@@ -97,7 +107,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.wTxErr, c.wForeign, c.wPings, c.wNegotiations, c.wCopied, c.wSleeps, c.wPool, c.wPoolUse, c.wReuse,
 		c.wLat, c.wLatHist, c.wLatMax, c.wUp, c.wPanics, c.wKernelDrops, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
 		c.sService, c.sServiceHist, c.sServiceMax,
-		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors} {
+		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors,
+		c.tCalls, c.tQuarantines, c.tQuarantined, c.tBytesIn, c.tBytesOut} {
 		ch <- d
 	}
 }
@@ -146,6 +157,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, c.changes, a.n, a.kind, a.outcome)
 	}
 	c.connections(ch)
+	c.transforms(ch)
 	st, err := c.d.eng.Stats() // one batched call per scrape
 	if err != nil {
 		gauge(ch, c.up, 0)
@@ -228,6 +240,28 @@ func (c *collector) connections(ch chan<- prometheus.Metric) {
 	}
 	for tr, n := range open {
 		gauge(ch, c.cOpen, float64(n), tr)
+	}
+}
+
+// transforms exports each schema transform's counters (one engine call).
+func (c *collector) transforms(ch chan<- prometheus.Metric) {
+	ts, err := c.d.eng.Transforms()
+	if err != nil {
+		return
+	}
+	for _, t := range ts {
+		l := []string{t.Subject, strconv.Itoa(t.From), strconv.Itoa(t.To)}
+		for _, o := range []struct {
+			name string
+			v    uint64
+		}{{"ok", t.OK}, {"refused", t.Refused}, {"trap", t.Traps}, {"timeout", t.Timeouts},
+			{"out_of_memory", t.OutOfMemory}, {"bad_output", t.BadOutputs}, {"quarantined", t.RejectedQuarantined}} {
+			counter(ch, c.tCalls, o.v, append(l, o.name)...)
+		}
+		counter(ch, c.tQuarantines, t.Quarantines, l...)
+		gauge(ch, c.tQuarantined, float64(t.QuarantinedWorkers), l...)
+		counter(ch, c.tBytesIn, t.BytesIn, l...)
+		counter(ch, c.tBytesOut, t.BytesOut, l...)
 	}
 }
 
