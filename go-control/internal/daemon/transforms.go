@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,12 +13,15 @@ import (
 
 	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
+	"github.com/sluice-ai/sluice/go-control/internal/store"
 )
 
 // Schema transforms (docs/transforms.md): the engine checks, compiles and
 // swaps them; the daemon keeps each module in the store under
-// prefixTransform so an appliance restarted gets them back once the
-// registry's schemas have reached the engine.
+// prefixTransform (in fleet mode: the shared state's "control" bucket) and
+// makes the engine serve what the store holds: at start once the
+// registry's schemas have reached the engine, and at every reload and
+// fleet resync.
 const (
 	prefixTransform = "transform."
 	// TransformBytesMax is the largest module a PUT takes (the engine's
@@ -28,8 +32,10 @@ const (
 	TransformRestoreWait = 30 * time.Second
 )
 
-// errFleetTransforms: fleet distribution of transforms is not built yet.
-var errFleetTransforms = fmt.Errorf("%w: schema transforms are per appliance in this build (fleet mode does not distribute them over NATS yet)", errs.ErrUnsupported)
+// FleetTransformJSONMax bounds a stored transform record in fleet mode:
+// one JetStream KV value, under nats-server's default max_payload (1 MiB).
+// The module is base64 in it, so modules up to about 750 KiB fit.
+const FleetTransformJSONMax = 1000 << 10
 
 // transformRec is the stored record: the pair and the module.
 type transformRec struct {
@@ -39,79 +45,177 @@ type transformRec struct {
 	Wasm    []byte `json:"wasm"` // base64 in JSON
 }
 
+// servedTransform is what this appliance's engine serves for a store key.
+type servedTransform struct {
+	subject  string
+	from, to int
+	digest   [32]byte
+}
+
 func transformKey(subject string, from, to int) string {
 	return prefixTransform + enc(subject, strconv.Itoa(from), strconv.Itoa(to))
 }
 
-func (s *state) putTransform(_ context.Context, subject string, from, to int, wasm []byte) (uint64, error) {
+// syncTransformsLocked makes the engine serve the transforms st holds:
+// new or changed modules are put, ones gone are removed. A module the
+// engine refuses now (its schemas not pushed yet, say) is logged and tried
+// again at the next sync (a reload, a fleet resync). Returns whether the
+// engine changed. s.mu is held.
+func (s *state) syncTransformsLocked(st store.Store) bool {
+	es, err := st.List(prefixTransform)
+	if err != nil {
+		s.log.Error("stored transforms not read", "err", err)
+		return false
+	}
+	if s.xf == nil {
+		s.xf = map[string]servedTransform{}
+	}
+	changed := false
+	want := map[string]bool{}
+	for _, e := range es {
+		var rec transformRec
+		if err := json.Unmarshal(e.Value, &rec); err != nil {
+			s.log.Error("stored transform unreadable", "key", e.Key, "err", err)
+			continue
+		}
+		want[e.Key] = true
+		d := sha256.Sum256(rec.Wasm)
+		if cur, ok := s.xf[e.Key]; ok && cur.digest == d {
+			continue
+		}
+		if _, err := s.eng.PutTransform(rec.Subject, rec.From, rec.To, rec.Wasm); err != nil {
+			s.log.Error("stored transform refused by the engine; retried at the next sync", "subject", rec.Subject,
+				"from", rec.From, "to", rec.To, "err", err)
+			continue
+		}
+		s.xf[e.Key] = servedTransform{rec.Subject, rec.From, rec.To, d}
+		changed = true
+	}
+	for k, cur := range s.xf {
+		if want[k] {
+			continue
+		}
+		if err := s.eng.RemoveTransform(cur.subject, cur.from, cur.to); err != nil && !errors.Is(err, errs.ErrNotFound) {
+			s.log.Error("transform gone from the store not removed from the engine", "subject", cur.subject,
+				"from", cur.from, "to", cur.to, "err", err)
+			continue
+		}
+		delete(s.xf, k)
+		changed = true
+	}
+	return changed
+}
+
+func (s *state) putTransform(ctx context.Context, subject string, from, to int, wasm []byte) (uint64, error) {
 	if s.link != nil {
-		return 0, errFleetTransforms
+		return s.fleetPutTransform(ctx, subject, from, to, wasm)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := transformKey(subject, from, to)
-	old, oldErr := s.st.Get(key)
 	epoch, err := s.eng.PutTransform(subject, from, to, wasm)
 	if err != nil {
 		return 0, err
 	}
+	if s.xf == nil {
+		s.xf = map[string]servedTransform{}
+	}
+	prev, had := s.xf[key]
+	s.xf[key] = servedTransform{subject, from, to, sha256.Sum256(wasm)}
 	if err := s.putJSON(key, transformRec{subject, from, to, wasm}); err != nil {
 		// Not saved, so not kept: the engine goes back to what the store has.
-		var e2 error
-		var rec transformRec
-		if oldErr == nil && json.Unmarshal(old, &rec) == nil {
-			_, e2 = s.eng.PutTransform(subject, from, to, rec.Wasm)
-		} else {
-			e2 = s.eng.RemoveTransform(subject, from, to)
+		if had {
+			s.xf[key] = servedTransform{prev.subject, prev.from, prev.to, [32]byte{}}
 		}
-		if e2 != nil {
-			s.log.Error("could not set the transform back after a store failure", "err", e2)
-		}
+		s.syncTransformsLocked(s.st)
 		return 0, fmt.Errorf("not saved, so not applied: %w", err)
 	}
 	return epoch, nil
 }
 
-func (s *state) removeTransform(_ context.Context, subject string, from, to int) error {
+func (s *state) removeTransform(ctx context.Context, subject string, from, to int) error {
 	if s.link != nil {
-		return errFleetTransforms
+		return s.fleetRemoveTransform(ctx, subject, from, to)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.eng.RemoveTransform(subject, from, to); err != nil {
 		return err
 	}
-	return s.st.Delete(transformKey(subject, from, to))
+	key := transformKey(subject, from, to)
+	delete(s.xf, key)
+	if err := s.st.Delete(key); err != nil {
+		s.syncTransformsLocked(s.st)
+		return fmt.Errorf("not saved, so not applied: %w", err)
+	}
+	return nil
 }
 
-// restoreTransforms puts the stored transforms back into the engine once
-// the registry's schemas have reached it (a transform needs both versions
-// registered). Failures are logged: the appliance serves without them.
-func (d *Daemon) restoreTransforms() {
-	if d.state.link != nil {
-		return
+// fleetPutTransform: the module is checked and served here first (one the
+// engine refuses is never stored), then stored in the shared state; every
+// other appliance's fleet loop puts it into its engine. If the store did
+// not take it, this appliance goes back to what the store holds.
+func (s *state) fleetPutTransform(ctx context.Context, subject string, from, to int, wasm []byte) (uint64, error) {
+	key := transformKey(subject, from, to)
+	b, err := json.Marshal(transformRec{subject, from, to, wasm})
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", errs.ErrInternal, err)
 	}
-	es, err := d.state.st.List(prefixTransform)
-	if err != nil || len(es) == 0 {
-		if err != nil {
-			d.state.log.Error("stored transforms not read", "err", err)
+	if len(b) > FleetTransformJSONMax {
+		return 0, fmt.Errorf("%w: module of %d bytes: in fleet mode a stored transform is one NATS value of at most %d bytes (base64: modules up to about %d KiB)",
+			errs.ErrInvalidArgument, len(wasm), FleetTransformJSONMax, FleetTransformJSONMax*3/4>>10)
+	}
+	s.mu.Lock()
+	epoch, err := s.eng.PutTransform(subject, from, to, wasm)
+	if err == nil {
+		if s.xf == nil {
+			s.xf = map[string]servedTransform{}
 		}
+		s.xf[key] = servedTransform{subject, from, to, sha256.Sum256(wasm)}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	err = s.fleetChange(ctx, func(_ *store.View, _ *overrides) ([]store.Op, error) {
+		return []store.Op{{Key: key, Value: b}}, nil
+	})
+	if err != nil {
+		s.mu.Lock()
+		delete(s.xf, key) // re-put from the store if it holds one
+		s.syncTransformsLocked(s.st)
+		s.mu.Unlock()
+		return 0, err
+	}
+	return epoch, nil
+}
+
+func (s *state) fleetRemoveTransform(ctx context.Context, subject string, from, to int) error {
+	key := transformKey(subject, from, to)
+	return s.fleetChange(ctx, func(v *store.View, _ *overrides) ([]store.Op, error) {
+		if _, err := v.Get(key); err != nil {
+			if errors.Is(err, errs.ErrNotFound) {
+				return nil, fmt.Errorf("%w: transform %s %d -> %d", errs.ErrNotFound, subject, from, to)
+			}
+			return nil, err
+		}
+		return []store.Op{{Key: key, Delete: true}}, nil
+	})
+}
+
+// restoreTransforms puts the stored transforms into the engine at start,
+// once the registry's schemas have reached it (a transform needs both
+// versions registered).
+func (d *Daemon) restoreTransforms() {
+	if es, err := d.state.st.List(prefixTransform); err != nil || len(es) == 0 {
 		return
 	}
 	if !d.schemas.waitPushed(TransformRestoreWait) {
 		d.state.log.Warn("schemas not pushed yet; putting stored transforms back anyway")
 	}
-	for _, e := range es {
-		var rec transformRec
-		if err := json.Unmarshal(e.Value, &rec); err != nil {
-			d.state.log.Error("stored transform unreadable", "key", e.Key, "err", err)
-			continue
-		}
-		if _, err := d.eng.PutTransform(rec.Subject, rec.From, rec.To, rec.Wasm); err != nil {
-			d.state.log.Error("stored transform refused by the engine", "subject", rec.Subject,
-				"from", rec.From, "to", rec.To, "err", err)
-		}
-	}
+	d.state.mu.Lock()
+	defer d.state.mu.Unlock()
+	d.state.syncTransformsLocked(d.state.st)
 }
 
 // transformPair reads {subject}/{from}/{to} from the path.
