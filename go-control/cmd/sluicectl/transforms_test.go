@@ -42,7 +42,7 @@ func TestTransformsCommands(t *testing.T) {
 	if out := mustCtl(t, env, "transforms", "ls"); !strings.Contains(out, "chat     1->2") || !strings.Contains(out, "serving") {
 		t.Fatalf("ls:\n%s", out)
 	}
-	if out := mustCtl(t, env, "-json", "transforms"); !strings.Contains(out, `"subject":"chat"`) {
+	if out := mustCtl(t, env, "-json", "transforms"); !strings.Contains(out, `"subject": "chat"`) {
 		t.Fatalf("ls -json:\n%s", out)
 	}
 	core := filepath.Join(t.TempDir(), "core.wasm")
