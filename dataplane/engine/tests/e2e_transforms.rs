@@ -286,3 +286,106 @@ fn swapped_100_times_under_load_every_answer_from_one_version() {
     let s = client();
     assert_eq!(ask(&s, addr, 1).unwrap(), vec![0xA1u8; 64]);
 }
+
+/// The project's own JSON migration (scripts/build-transforms.sh) through
+/// the engine: a `chat` v1 section reaches a route that accepts v2, is
+/// migrated on the worker and validated at v2 before the model runs.
+#[test]
+fn the_projects_json_migration_serves_a_route_that_accepts_v2() {
+    let wasm_path = repo_root().join("target/transforms/json-migrate.wasm");
+    let wasm = std::fs::read(&wasm_path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}: run scripts/build-transforms.sh first (scripts/test.sh does)",
+            wasm_path.display()
+        )
+    });
+    let text = r#"
+[auth]
+mode = "none"
+[engine]
+workers = [0]
+poll = "adaptive"
+spin_us = 50
+[io_uring]
+listen = "127.0.0.1:0"
+[transforms]
+deadline_us = 200000
+[[shards]]
+name = "main"
+[[routes]]
+name = "chat"
+model = "chat"
+shard = "main"
+[[models]]
+name = "chat"
+version = "1"
+kind = "echo"
+accepts = { subject = "chat", version = 2 }
+"#;
+    let cfg = Config::parse(text, std::env::temp_dir()).unwrap();
+    let mut e = Engine::new(
+        cfg,
+        EngineOptions {
+            no_pin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    e.start().unwrap();
+    let testdata = repo_root().join("dataplane/transform/testdata");
+    let read = |n: &str| std::fs::read_to_string(testdata.join(n)).unwrap();
+    let chat = |id, version, file: &str| SchemaCfg {
+        id,
+        subject: "chat".into(),
+        version,
+        schema_type: "JSON".into(),
+        schema: read(file),
+        retired: false,
+        references: Vec::new(),
+    };
+    e.set_schemas(
+        vec![chat(41, 1, "chat-v1.json"), chat(42, 2, "chat-v2.json")],
+        30_000,
+    )
+    .unwrap();
+    let addr = e.local_addr().unwrap();
+    let s = client();
+    let send = |section: &[u8]| {
+        let len = [section.len() as u64];
+        let t = [TensorRepr {
+            name: sluice_wire::SECTION_TENSOR_NAME,
+            dtype: DType::U8,
+            dims: &len,
+            data: Some(section),
+        }];
+        let repr = FrameRepr {
+            kind: Kind::Request,
+            request_id: next_id(),
+            model: "chat",
+            model_version: "1",
+            schema_id: 41,
+            schema_version: 1,
+            tensors: &t,
+            ..FrameRepr::default()
+        };
+        let mut buf = vec![0u8; 4096];
+        let n = repr.emit(&mut buf).unwrap().frame_len;
+        answer_kind(&roundtrip(&s, addr, &buf[..n]))
+    };
+    let v1 = br#"{"user":"ada","prompt":"hello","max_tokens":64}"#;
+    assert_eq!(
+        send(v1).1,
+        Some(ErrorCode::SchemaMismatch),
+        "no transform yet"
+    );
+    e.put_transform("chat", 1, 2, &wasm).unwrap();
+    assert_eq!(send(v1), (Kind::Response, None));
+    assert_eq!(
+        send(br#"{"user":"bob","prompt":"hi"}"#),
+        (Kind::Response, None)
+    );
+    let st = &e.transforms()[0];
+    assert_eq!((st.calls, st.ok, st.bad_outputs), (2, 2, 0), "{st:?}");
+    // What v2 takes is longer (renamed fields, defaults added): copied once.
+    assert!(st.bytes_out > st.bytes_in, "{st:?}");
+}
