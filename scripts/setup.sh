@@ -65,6 +65,8 @@ if [ "$mode" != "--runtime" ]; then
         log "installing schemathesis (the admin API conformance stage)"
         python3 -m pip install -q "schemathesis==4.32.5"
     fi
+    # The Python client's test environments (pinned; .cache/python-client*).
+    bash "$root/scripts/setup-python-client.sh"
     if ! rustup run nightly rustc --version >/dev/null 2>&1; then
         log "installing the nightly toolchain (cargo-fuzz needs it)"
         rustup toolchain install nightly --profile minimal >/dev/null 2>&1
