@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs the DPDK end-to-end tests for real, as root: reserves hugepages,
 # builds a veth pair with the client end in its own namespace, runs
-# `cargo test --features dpdk --test e2e_dpdk` (AF_XDP and AF_PACKET vdevs),
-# and tears everything down on every exit path, failures included.
+# `cargo test --features dpdk --test e2e_dpdk --test e2e_dpdk_large`
+# (AF_XDP, AF_PACKET and net_pcap vdevs; fragments, jumbo frames, nftables
+# loss), and tears everything down on every exit path, failures included.
 #
-#   sudo scripts/dpdk-e2e.sh [extra cargo test args]
+#   sudo scripts/dpdk-e2e.sh [test name filter] [extra cargo test args]
 #
-# Needs: libdpdk-dev pkg-config clang libclang-dev iproute2 (scripts/setup.sh).
+# Needs: libdpdk-dev pkg-config clang libclang-dev iproute2 nftables, and
+# DPDK's ip_frag sources (scripts/setup-dpdk-src.sh; scripts/setup.sh runs both).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 [ "$(id -u)" = 0 ] || { echo "dpdk-e2e: run as root (hugepages, namespaces, AF_XDP)" >&2; exit 1; }
@@ -32,6 +34,11 @@ trap cleanup EXIT INT TERM
 "$root/scripts/hugepages.sh" reserve "$pages"
 "$root/scripts/netns-setup.sh"
 
+# librte_ip_frag is built from DPDK's sources with 64 fragments per
+# datagram (Debian's takes 8; a 60 KB datagram at MTU 1500 is 41).
+"$root/scripts/setup-dpdk-src.sh" >/dev/null
+command -v nft >/dev/null || { echo "dpdk-e2e: nft missing (apt-get install nftables)" >&2; exit 1; }
+
 cd "$root"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
-SLUICE_DPDK_E2E=1 cargo test -p sluice-engine --features dpdk --test e2e_dpdk "$@" -- --test-threads=1
+SLUICE_DPDK_E2E=1 cargo test -p sluice-engine --features dpdk --test e2e_dpdk --test e2e_dpdk_large "$@" -- --test-threads=1

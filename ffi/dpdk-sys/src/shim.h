@@ -52,25 +52,32 @@ struct rte_ip_frag_tbl;
 struct rte_ip_frag_death_row;
 struct rte_memzone;
 
-/* Fixed-size buffers in one IOVA-contiguous memzone, allocated at start-up:
- * where frames larger than one mbuf are made contiguous (receive) or written
- * in place (transmit). A transmit slot attached to mbufs as an external
+/* Fixed-size buffers reserved at start-up, where frames larger than one
+ * mbuf are made contiguous (receive) or written in place (transmit). They
+ * sit in IOVA-contiguous memzones of at most 512 KiB (a NIC addresses a
+ * slot by zone IOVA + offset): slot i is slot i % per_zone of zone
+ * i / per_zone. A transmit slot attached to mbufs as an external
  * buffer carries its own shared info; its `released` flag is set by the
  * free callback once the last mbuf referring to it is freed. */
+#define SL_SLOT_ZONES_MAX 1024
 struct sl_slots {
-    uint8_t *base;     /* slot i starts at base + i * stride */
-    uint64_t iova;     /* IOVA of base */
+    uint8_t *zone_base[SL_SLOT_ZONES_MAX];
+    uint64_t zone_iova[SL_SLOT_ZONES_MAX];
+    const struct rte_memzone *zone[SL_SLOT_ZONES_MAX];
+    uint32_t zones;
+    uint32_t per_zone;
     uint32_t count;
     uint32_t stride;   /* bytes per slot, a multiple of 64 */
     void *shinfo;      /* count struct rte_mbuf_ext_shared_info */
     uint32_t *released;
-    const struct rte_memzone *mz;
     const struct rte_memzone *mz_meta;
 };
 
-/* NULL with rte_errno set when the memzone cannot be reserved. */
+/* NULL with rte_errno set when a memzone cannot be reserved. */
 struct sl_slots *sl_slots_create(const char *name, uint32_t count, uint32_t stride, int socket);
 void sl_slots_destroy(struct sl_slots *s);
+/* Start of slot i (NULL out of range). */
+uint8_t *sl_slot_addr(const struct sl_slots *s, uint32_t i);
 /* Makes m (fresh, direct, refcnt 1) refer to bytes [off, off + len) of slot i
  * as an external buffer; 0, or -1 when the range is outside the slot. */
 int sl_slot_attach(struct sl_slots *s, uint32_t i, struct rte_mbuf *m, uint32_t off, uint32_t len);

@@ -19,52 +19,93 @@
 #define SL_IP_FRAG_BUILT 0
 #endif
 
+/* Zones of at most 512 KiB: IOVA-contiguous zones that big fit inside one
+ * 2 MiB hugepage, so EAL never needs physically adjacent pages for them. */
+#define SL_ZONE_BYTES (512u << 10)
+
+void sl_slots_destroy(struct sl_slots *s)
+{
+    uint32_t z;
+
+    if (s == NULL)
+        return;
+    for (z = 0; z < s->zones; z++)
+        rte_memzone_free(s->zone[z]);
+    if (s->mz_meta != NULL)
+        rte_memzone_free(s->mz_meta);
+    rte_free(s);
+}
+
 struct sl_slots *sl_slots_create(const char *name, uint32_t count, uint32_t stride, int socket)
 {
-    char meta_name[RTE_MEMZONE_NAMESIZE];
+    char zname[RTE_MEMZONE_NAMESIZE];
     struct sl_slots *s;
+    uint32_t z, per_zone, zones;
     size_t meta;
 
-    if (count == 0 || stride == 0 || stride % 64 != 0) {
+    if (count == 0 || stride == 0 || stride % 64 != 0 || stride > SL_ZONE_BYTES) {
         rte_errno = EINVAL;
+        return NULL;
+    }
+    per_zone = SL_ZONE_BYTES / stride;
+    zones = (count + per_zone - 1) / per_zone;
+    if (zones > SL_SLOT_ZONES_MAX) {
+        rte_errno = E2BIG;
         return NULL;
     }
     s = rte_zmalloc_socket("sl_slots", sizeof(*s), RTE_CACHE_LINE_SIZE, socket);
     if (s == NULL)
         return NULL;
-    /* One IOVA-contiguous zone: a slot handed to a NIC as an external
-     * buffer is addressed by base IOVA + offset. */
-    s->mz = rte_memzone_reserve_aligned(name, (size_t)count * stride, socket,
-                                        RTE_MEMZONE_IOVA_CONTIG, 4096);
-    if (s->mz == NULL) {
-        rte_free(s);
-        return NULL;
+    s->per_zone = per_zone;
+    s->count = count;
+    s->stride = stride;
+    for (z = 0; z < zones; z++) {
+        uint32_t left = count - z * per_zone;
+        uint32_t n = left < per_zone ? left : per_zone;
+        const struct rte_memzone *mz;
+
+        snprintf(zname, sizeof(zname), "%s_%u", name, z);
+        mz = rte_memzone_reserve_aligned(zname, (size_t)n * stride, socket,
+                                         RTE_MEMZONE_IOVA_CONTIG, RTE_CACHE_LINE_SIZE);
+        if (mz == NULL) {
+            int e = rte_errno;
+            sl_slots_destroy(s);
+            rte_errno = e;
+            return NULL;
+        }
+        s->zone[z] = mz;
+        s->zone_base[z] = mz->addr;
+        s->zone_iova[z] = mz->iova;
+        s->zones = z + 1;
     }
     meta = (size_t)count * (sizeof(struct rte_mbuf_ext_shared_info) + sizeof(uint32_t));
-    snprintf(meta_name, sizeof(meta_name), "%s_m", name);
-    s->mz_meta = rte_memzone_reserve_aligned(meta_name, meta, socket, 0, RTE_CACHE_LINE_SIZE);
+    snprintf(zname, sizeof(zname), "%s_m", name);
+    s->mz_meta = rte_memzone_reserve_aligned(zname, meta, socket, 0, RTE_CACHE_LINE_SIZE);
     if (s->mz_meta == NULL) {
-        rte_memzone_free(s->mz);
-        rte_free(s);
+        int e = rte_errno;
+        sl_slots_destroy(s);
+        rte_errno = e;
         return NULL;
     }
     memset(s->mz_meta->addr, 0, meta);
-    s->base = s->mz->addr;
-    s->iova = s->mz->iova;
-    s->count = count;
-    s->stride = stride;
     s->shinfo = s->mz_meta->addr;
     s->released = (uint32_t *)((struct rte_mbuf_ext_shared_info *)s->shinfo + count);
     return s;
 }
 
-void sl_slots_destroy(struct sl_slots *s)
+static uint8_t *slot_addr(const struct sl_slots *s, uint32_t i)
 {
-    if (s == NULL)
-        return;
-    rte_memzone_free(s->mz_meta);
-    rte_memzone_free(s->mz);
-    rte_free(s);
+    return s->zone_base[i / s->per_zone] + (size_t)(i % s->per_zone) * s->stride;
+}
+
+static uint64_t slot_iova(const struct sl_slots *s, uint32_t i)
+{
+    return s->zone_iova[i / s->per_zone] + (uint64_t)(i % s->per_zone) * s->stride;
+}
+
+uint8_t *sl_slot_addr(const struct sl_slots *s, uint32_t i)
+{
+    return i < s->count ? slot_addr(s, i) : NULL;
 }
 
 /* Runs when the last mbuf referring to a slot is freed: by the worker, by
@@ -86,8 +127,7 @@ int sl_slot_attach(struct sl_slots *s, uint32_t i, struct rte_mbuf *m, uint32_t 
     sh->fcb_opaque = &s->released[i];
     rte_mbuf_ext_refcnt_set(sh, 1);
     __atomic_store_n(&s->released[i], 0, __ATOMIC_RELAXED);
-    rte_pktmbuf_attach_extbuf(m, s->base + (size_t)i * s->stride + off,
-                              s->iova + (uint64_t)i * s->stride + off, (uint16_t)len, sh);
+    rte_pktmbuf_attach_extbuf(m, slot_addr(s, i) + off, slot_iova(s, i) + off, (uint16_t)len, sh);
     m->data_off = 0;
     m->data_len = (uint16_t)len;
     m->pkt_len = len;

@@ -120,6 +120,7 @@ func Validate(cfg *Config) []Issue {
 	c.peers(cfg.Peers)
 	c.control(&cfg.Control)
 	c.fleet(&cfg.Fleet, cfg.Control.Store == "nats")
+	c.dpdk(cfg.DPDK)
 	return c.issues
 }
 

@@ -153,8 +153,9 @@ impl Reassembler {
             .sum()
     }
 
-    /// Frees the death row (every mbuf on it once).
-    fn flush(&mut self) {
+    /// Frees the death row (every mbuf on it once): at the end of every
+    /// receive burst, so nothing waits there.
+    pub(super) fn flush(&mut self) {
         if self.dr_count() > 0 {
             // SAFETY: the death row's mbufs are ours to free, each listed once.
             unsafe { sys::sl_death_row_free(self.dr) };
@@ -209,11 +210,14 @@ impl Reassembler {
         Fed::Complete(out)
     }
 
-    /// Frees the fragments of datagrams older than the timeout.
-    pub(super) fn expire(&mut self, now: u64, st: &mut QueueStats) {
+    /// Frees the fragments of datagrams older than the timeout; whether any
+    /// were.
+    pub(super) fn expire(&mut self, now: u64, st: &mut QueueStats) -> bool {
         if self.held == 0 {
-            return;
+            self.flush();
+            return false;
         }
+        let mut freed = false;
         loop {
             self.flush();
             // SAFETY: live table and death row; the death row is empty, so
@@ -223,6 +227,7 @@ impl Reassembler {
             if n == 0 {
                 break;
             }
+            freed = true;
             self.held -= self.dr_segs_from(0);
             st.frag_expired += n as u64;
             // Expiry stops when the death row is full: go on until it does not.
@@ -232,6 +237,7 @@ impl Reassembler {
         }
         self.flush();
         st.frag_held = self.held;
+        freed
     }
 
     /// Frees every fragment in the table (at stop), counted as expired.

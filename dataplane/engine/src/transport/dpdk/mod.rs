@@ -20,6 +20,8 @@ use serde::Deserialize;
 use crate::config::{Config, ConfigError};
 
 mod frag;
+#[doc(hidden)]
+pub mod fuzzing;
 mod large;
 pub mod net;
 mod runtime;
@@ -353,7 +355,6 @@ impl DpdkCfg {
             // mapped, so nothing outlives the process and unmapping a page
             // returns it (`--in-memory` keeps fds open until exit).
             "--no-shconf".into(),
-            "--huge-unlink".into(),
             "--log-level".into(),
             self.log_level.clone(),
             "--no-telemetry".into(),
@@ -361,6 +362,8 @@ impl DpdkCfg {
         if self.hugepages {
             // Hugepages are mapped on demand and returned when freed (no
             // `-m` preallocation, which EAL cleanup would not give back).
+            // (EAL refuses --huge-unlink together with --no-huge.)
+            a.push("--huge-unlink".into());
             a.push("--socket-limit".into());
             a.push(self.memory_mb.to_string());
         } else {
@@ -426,7 +429,8 @@ mod tests {
         assert!(
             argv.contains("-a 0000:03:00.0")
                 && !argv.contains("--no-pci")
-                && argv.contains("--no-huge"),
+                && argv.contains("--no-huge")
+                && !argv.contains("--huge-unlink"),
             "{argv}"
         );
     }

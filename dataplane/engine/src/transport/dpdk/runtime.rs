@@ -82,6 +82,9 @@ pub(super) static EAL: Mutex<EalGlobal> = Mutex::new(EalGlobal {
     pools: Vec::new(),
 });
 static LAST_STOP: Mutex<Option<StopReport>> = Mutex::new(None);
+/// EAL's argv: the strings and the pointer array (as addresses), kept for
+/// the life of the process (EAL parses them once and may keep pointers).
+static EAL_ARGV: Mutex<(Vec<CString>, Vec<usize>)> = Mutex::new((Vec::new(), Vec::new()));
 
 pub(super) fn errno_text(e: c_int) -> String {
     // SAFETY: rte_strerror returns a pointer to a static or thread-local
@@ -552,6 +555,11 @@ fn mac_text(m: &[u8; 6]) -> String {
 }
 
 fn eal_init(d: &DpdkCfg) -> Result<(), DpdkError> {
+    eal_init_argv(d.eal_argv())
+}
+
+/// `rte_eal_init` with `args` (argv[0] included), once per process.
+pub(super) fn eal_init_argv(args: Vec<String>) -> Result<(), DpdkError> {
     let mut g = EAL.lock().unwrap_or_else(|p| p.into_inner());
     match g.state {
         EalState::Fresh => {}
@@ -566,26 +574,31 @@ fn eal_init(d: &DpdkCfg) -> Result<(), DpdkError> {
             ));
         }
     }
-    let args = d.eal_argv();
     log::info!("dpdk: rte_eal_init {}", args.join(" "));
     // EAL may keep pointers into argv (it is parsed once per process), so the
-    // strings are leaked on purpose: a few hundred bytes, once.
-    let cstrs: Vec<*mut c_char> = args
+    // strings and the array live in a static for the rest of the process: a
+    // few hundred bytes, once (and reachable, so leak checkers agree).
+    let cstrs: Vec<CString> = args
         .iter()
-        .map(|a| CString::new(a.as_str()).map(CString::into_raw))
+        .map(|a| CString::new(a.as_str()))
         .collect::<Result<_, _>>()
         .map_err(|_| DpdkError::Eal("argument contains NUL".into()))?;
-    let argv: &'static mut [*mut c_char] = Box::leak(cstrs.into_boxed_slice());
-    let argv_addr = argv.as_mut_ptr() as usize;
-    let argc = argv.len() as c_int;
+    let (argv_addr, argc) = {
+        let mut keep = EAL_ARGV.lock().unwrap_or_else(|p| p.into_inner());
+        let ptrs: Vec<usize> = cstrs.iter().map(|c| c.as_ptr() as usize).collect();
+        keep.0 = cstrs;
+        keep.1 = ptrs;
+        (keep.1.as_mut_ptr() as usize, keep.1.len() as c_int)
+    };
     // EAL pins the thread that initializes it to the main lcore; use a
     // short-lived thread so the caller (a control or Go runtime thread)
     // keeps its affinity.
     let res = std::thread::Builder::new()
         .name("sluice-eal".into())
         .spawn(move || {
-            // SAFETY: argv points to argc leaked, NUL-terminated strings that
-            // live for the rest of the process.
+            // SAFETY: argv points to argc pointers (usize-sized, in
+            // EAL_ARGV) to NUL-terminated strings that live for the rest of
+            // the process; EAL may permute the array, which is writable.
             let r = unsafe { sys::rte_eal_init(argc, argv_addr as *mut *mut c_char) };
             (r, rte_errno())
         })

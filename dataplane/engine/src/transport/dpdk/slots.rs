@@ -1,5 +1,5 @@
-//! Slots: 64-byte aligned buffers of 64 KiB, in one IOVA-contiguous
-//! memzone per worker and direction, reserved at start-up.
+//! Slots: 64-byte aligned buffers of 64 KiB, in IOVA-contiguous 512 KiB
+//! memzones per worker and direction, reserved at start-up.
 //!
 //! A frame larger than one mbuf (a scattered jumbo frame, a reassembled
 //! datagram) is copied once into a receive slot, where ONNX Runtime reads
@@ -58,7 +58,6 @@ impl SlotRegion {
         let s = unsafe { &*self.raw };
         Slots {
             raw: self.raw,
-            base: s.base,
             count: s.count,
         }
     }
@@ -77,7 +76,6 @@ impl Drop for SlotRegion {
 #[derive(Clone, Copy)]
 pub(super) struct Slots {
     raw: *mut sys::sl_slots,
-    base: *mut u8,
     count: u32,
 }
 
@@ -90,8 +88,8 @@ impl Slots {
     /// Start of slot `i`.
     pub(super) fn slot(&self, i: u32) -> *mut u8 {
         assert!(i < self.count, "slot {i} of {}", self.count);
-        // SAFETY: in bounds of the memzone (i < count slots of SLOT_BYTES).
-        unsafe { self.base.add(i as usize * SLOT_BYTES) }
+        // SAFETY: live region, i < count: the start of a slot of SLOT_BYTES.
+        unsafe { sys::sl_slot_addr(self.raw, i) }
     }
 
     /// Where the frame of slot `i` starts (64-byte aligned).

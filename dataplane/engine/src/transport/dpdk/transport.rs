@@ -338,8 +338,9 @@ impl Transport for DpdkTransport {
         let now = frag::now_tsc();
         if let Some(r) = self.large.frag.as_mut()
             && r.held() > 0
+            && r.expire(now, &mut self.stats)
         {
-            r.expire(now, &mut self.stats);
+            self.publish();
         }
         let free = (self.rx_free.capacity() - self.rx_free.in_use()) as usize;
         let want = out.len().min(free).min(RX_BURST_MAX);
@@ -469,6 +470,10 @@ impl Transport for DpdkTransport {
         if ng > 0 {
             // SAFETY: ng garbage mbufs we own, each listed once; frees chains.
             unsafe { sys::rte_pktmbuf_free_bulk(self.garbage.as_mut_ptr(), ng as u32) };
+        }
+        // Fragments librte_ip_frag let go of in this burst.
+        if let Some(r) = self.large.frag.as_mut() {
+            r.flush();
         }
         if self.tx_out_len > 0 {
             self.flush_tx();
