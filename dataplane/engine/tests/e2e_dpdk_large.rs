@@ -210,46 +210,71 @@ fn af_packet_60k_kernel_reassembled() {
 /// MTU 9000 on both veth ends, net_pcap (the PMD here that takes MTU 9000
 /// and scatters frames over mbufs): a request filling one 9000-byte IP
 /// packet arrives in several 2 KB mbufs and is copied once into a slot;
-/// 60 KB arrive as 7 jumbo fragments, each itself a chain.
-#[test]
-fn jumbo_9000_over_pcap() {
-    isolated("jumbo_9000_over_pcap", || {
-        let _mtu = VethMtu::set(9000);
-        let if0 = env("SLUICE_IF0", "sldpdk0");
-        let vdev = format!("net_pcap0,rx_iface_in={if0},tx_iface={if0}");
-        let text = config_text("dpdk", &vdev, "sl-e2e-j9k").replace("udp_port = 7070", "udp_port = 7070\nmtu = 9000");
-        let (mut engine, sock, to, idle) = start(&text);
-        // The largest frame one 9000-byte packet carries (9000 - 28).
-        let mut n = 2300;
-        let (f, data) = loop {
-            let (f, d) = echo_request(5, n);
-            if f.len() <= 8972 {
-                break (f, d);
-            }
-            n -= 1;
-        };
-        assert!(f.len() > 8900, "{}", f.len());
-        let answer = roundtrip(&sock, to, &f);
-        assert_eq!(tensor_f32(&answer), data, "jumbo echo");
-        let s = wait_stats(|s| s.rx_multi_seg >= 1 && s.tx_packets >= 2);
-        eprintln!("after one 9000-byte frame: {s:?}");
-        assert_eq!(s.rx_fragments, 0, "one jumbo packet, not fragments: {s:?}");
-        assert!(s.rx_multi_seg >= 1 && s.rx_copied_bytes >= f.len() as u64, "{s:?}");
-        // net_pcap does not advertise multi-segment transmit: the answer
-        // leaves as fragments of one mbuf each.
-        assert!(s.tx_fragmented >= 1, "{s:?}");
+/// 60 KB arrive as 7 jumbo fragments, each itself a chain. net_pcap does
+/// not advertise multi-segment transmit: by default answers leave as
+/// fragments copied into one mbuf each; with `tx_multi_seg = "on"` (it
+/// linearizes chains itself) the 9000-byte answer leaves whole as a chain
+/// (headers + the slot) and 60 KB as zero-copy jumbo fragments.
+fn jumbo_9000_over_pcap(multi_seg: bool) {
+    let _mtu = VethMtu::set(9000);
+    let if0 = env("SLUICE_IF0", "sldpdk0");
+    let vdev = format!("net_pcap0,rx_iface_in={if0},tx_iface={if0}");
+    let extra = if multi_seg { "mtu = 9000\ntx_multi_seg = \"on\"" } else { "mtu = 9000" };
+    let text = config_text("dpdk", &vdev, if multi_seg { "sl-e2e-j9c" } else { "sl-e2e-j9k" })
+        .replace("udp_port = 7070", &format!("udp_port = 7070\n{extra}"));
+    let (mut engine, sock, to, idle) = start(&text);
+    // The largest frame one 9000-byte packet carries (9000 - 28).
+    let mut n = 2300;
+    let (f, data) = loop {
+        let (f, d) = echo_request(5, n);
+        if f.len() <= 8972 {
+            break (f, d);
+        }
+        n -= 1;
+    };
+    assert!(f.len() > 8900, "{}", f.len());
+    let before = dpdk::stats().total();
+    let answer = roundtrip(&sock, to, &f);
+    assert_eq!(tensor_f32(&answer), data, "jumbo echo");
+    let s = wait_stats(|s| s.tx_packets > before.tx_packets && s.rx_multi_seg > before.rx_multi_seg);
+    eprintln!("after one 9000-byte frame: {s:?}");
+    assert_eq!(s.rx_fragments, 0, "one jumbo packet, not fragments: {s:?}");
+    assert!(s.rx_multi_seg >= 1 && s.rx_copied_bytes >= f.len() as u64, "{s:?}");
+    if multi_seg {
+        assert_eq!(s.tx_chained - before.tx_chained, 1, "one chained packet: {s:?}");
+        assert_eq!(s.tx_packets - before.tx_packets, 1, "{s:?}");
+        assert_eq!(s.tx_fragmented, before.tx_fragmented, "{s:?}");
+    } else {
+        assert_eq!(s.tx_fragmented - before.tx_fragmented, 1, "{s:?}");
+        assert!(s.tx_copied_bytes > before.tx_copied_bytes, "{s:?}");
+    }
 
-        let (f, data) = echo_request(6, 15_000);
-        let answer = roundtrip(&sock, to, &f);
-        assert_eq!(tensor_f32(&answer), data, "60 KB at MTU 9000");
-        let s = wait_stats(|s| s.rx_reassembled >= 1);
-        assert!(s.rx_fragments >= 7 && s.rx_reassembled >= 1, "{s:?}");
-        pipelined(&sock, to, 50, 2, 15_000);
-        quiet(idle);
-        engine.stop(Duration::from_millis(50));
-        let r = dpdk::last_stop_report().unwrap();
-        assert_eq!(r.mbufs_missing, 0, "{r:?}");
-    });
+    let before = dpdk::stats().total();
+    let (f, data) = echo_request(6, 15_000);
+    let answer = roundtrip(&sock, to, &f);
+    assert_eq!(tensor_f32(&answer), data, "60 KB at MTU 9000");
+    std::thread::sleep(Duration::from_millis(50));
+    let s = dpdk::stats().total();
+    assert!(s.rx_fragments - before.rx_fragments >= 7 && s.rx_reassembled > before.rx_reassembled, "{s:?}");
+    if multi_seg {
+        assert_eq!(s.tx_fragments - before.tx_fragments, 7, "jumbo fragments: {s:?}");
+        assert_eq!(s.tx_copied_bytes, before.tx_copied_bytes, "zero copy: {s:?}");
+    }
+    pipelined(&sock, to, 50, 2, 15_000);
+    quiet(idle);
+    engine.stop(Duration::from_millis(50));
+    let r = dpdk::last_stop_report().unwrap();
+    assert_eq!(r.mbufs_missing, 0, "{r:?}");
+}
+
+#[test]
+fn jumbo_9000_over_pcap_copied_fragments() {
+    isolated("jumbo_9000_over_pcap_copied_fragments", || jumbo_9000_over_pcap(false));
+}
+
+#[test]
+fn jumbo_9000_over_pcap_chains() {
+    isolated("jumbo_9000_over_pcap_chains", || jumbo_9000_over_pcap(true));
 }
 
 /// An MTU the port cannot take is refused at start, naming the port's limit.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 )
 
@@ -32,6 +33,13 @@ func (c *checker) dpdk(t map[string]any) {
 		{"frag_entries_max", DPDKFragEntriesMin, DPDKFragEntriesMax},
 		{"frag_timeout_ms", 1, DPDKFragTimeoutMsMax},
 		{"frag_mbufs_max", DPDKFragMbufsMin, DPDKMbufsMax},
+	}
+	if v, ok := t["tx_multi_seg"]; ok {
+		s, isString := v.(string)
+		if !isString {
+			s = fmt.Sprint(v)
+		}
+		c.oneOf("dpdk.tx_multi_seg", s, "auto", "on", "off")
 	}
 	for _, b := range bounds {
 		v, ok := t[b.key]

@@ -16,6 +16,7 @@ func TestDPDKLargeFrameKeys(t *testing.T) {
 		{"[dpdk]\nfrag_timeout_ms = 0\n", "t.toml:2: dpdk.frag_timeout_ms: 0 is out of range 1..=30000"},
 		{"[dpdk]\nfrag_mbufs_max = 8\n", "t.toml:2: dpdk.frag_mbufs_max: 8 is out of range 64..="},
 		{"[dpdk]\nmtu = \"jumbo\"\n", "t.toml:2: dpdk.mtu: must be an integer"},
+		{"[dpdk]\ntx_multi_seg = \"maybe\"\n", "t.toml:2: dpdk.tx_multi_seg: \"maybe\" is not one of"},
 	}
 	for _, tc := range cases {
 		got := parseErr(t, tc.src)
@@ -23,7 +24,7 @@ func TestDPDKLargeFrameKeys(t *testing.T) {
 			t.Errorf("error\n  %s\nwant it to contain\n  %s", got, tc.want)
 		}
 	}
-	cfg, err := Parse("t.toml", []byte("[dpdk]\nvdevs = [\"x\"]\nmtu = 9000\nrx_slots = 0\nfrag_timeout_ms = 2000\n"))
+	cfg, err := Parse("t.toml", []byte("[dpdk]\nvdevs = [\"x\"]\nmtu = 9000\nrx_slots = 0\nfrag_timeout_ms = 2000\ntx_multi_seg = \"on\"\n"))
 	if err != nil {
 		t.Fatalf("valid large-frame keys refused: %v", err)
 	}

@@ -77,6 +77,20 @@ pub enum TxChecksumCfg {
     Offload,
 }
 
+/// Whether large answers may leave as multi-segment mbufs (chains).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TxMultiSegCfg {
+    /// When the port advertises multi-segment transmit.
+    #[default]
+    Auto,
+    /// Always: for PMDs that send chains without advertising it (net_pcap
+    /// linearizes them itself).
+    On,
+    /// Never: large answers leave as fragments of one mbuf each (copied).
+    Off,
+}
+
 /// `[dpdk]`, parsed from the opaque table in [`Config`].
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -112,6 +126,9 @@ pub struct DpdkCfg {
     pub tx_desc: u16,
     /// Checksum policy for replies.
     pub tx_checksum: TxChecksumCfg,
+    /// Whether answers larger than one mbuf leave as chains (and zero-copy
+    /// fragments) or as fragments copied into one mbuf each.
+    pub tx_multi_seg: TxMultiSegCfg,
     /// Move a received frame that is not 64-byte aligned to an aligned spot
     /// in its own mbuf (one memmove of the frame), so tensors can be read in
     /// place. Off: misaligned tensors are rejected with `bad_tensor`.
@@ -167,6 +184,7 @@ impl Default for DpdkCfg {
             rx_desc: 1024,
             tx_desc: 1024,
             tx_checksum: TxChecksumCfg::Auto,
+            tx_multi_seg: TxMultiSegCfg::Auto,
             rx_realign: true,
             neighbours_max: 1024,
             mtu: 1500,
@@ -509,8 +527,11 @@ mod tests {
     fn large_frame_keys_default_and_parse() {
         let d = check("vdevs = [\"x\"]").unwrap();
         assert_eq!((d.mtu, d.rx_slots, d.tx_slots), (1500, 64, 64));
-        let d = check("vdevs = [\"x\"]\nmtu = 9000\nrx_slots = 0\nfrag_timeout_ms = 2000").unwrap();
+        let d = check("vdevs = [\"x\"]\nmtu = 9000\nrx_slots = 0\nfrag_timeout_ms = 2000\ntx_multi_seg = \"on\"").unwrap();
         assert_eq!((d.mtu, d.rx_slots, d.frag_timeout_ms), (9000, 0, 2000));
+        assert_eq!(d.tx_multi_seg, TxMultiSegCfg::On);
+        let e = check("vdevs = [\"x\"]\ntx_multi_seg = \"maybe\"").unwrap_err();
+        assert_eq!(e.key, "dpdk");
         // The estimate counts every worker's pools and slots.
         assert!(d.memory_estimate_mb(2) > d.memory_estimate_mb(1));
     }

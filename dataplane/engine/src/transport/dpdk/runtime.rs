@@ -23,7 +23,7 @@ use super::frag::{FragHandle, FragTable};
 use super::net::{self, Drop as Garbage, HDRS_LEN, Local, TxChecksum};
 use super::slots::{SlotRegion, Slots};
 use super::stats::{QUEUE_STATS, QUEUES_USED, QueueStats, stats};
-use super::{DpdkCfg, TxChecksumCfg};
+use super::{DpdkCfg, TxChecksumCfg, TxMultiSegCfg};
 use crate::config::{Config, ConfigError};
 
 /// Frame alignment the wire format assumes for in-place tensors.
@@ -241,10 +241,15 @@ impl DpdkRuntime {
         if frame > d.mbuf_data_bytes && info.rx_offload_capa & scatter != 0 {
             conf.rxmode.offloads |= scatter;
         }
-        let chains = info.tx_offload_capa & multi_segs != 0;
-        if chains {
+        let advertised = info.tx_offload_capa & multi_segs != 0;
+        if advertised && d.tx_multi_seg != TxMultiSegCfg::Off {
             conf.txmode.offloads |= multi_segs;
         }
+        let chains = match d.tx_multi_seg {
+            TxMultiSegCfg::Auto => advertised,
+            TxMultiSegCfg::On => true,
+            TxMultiSegCfg::Off => false,
+        };
         if nq > 1 {
             conf.rxmode.mq_mode = sys::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
             // SAFETY: pure function.
