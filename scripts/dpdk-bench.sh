@@ -48,7 +48,7 @@ trap cleanup EXIT INT TERM
 (cd "$root" && CARGO_TARGET_DIR=$target cargo build -q --release -p sluice-engine --features dpdk --bin sluice-engine \
     && CARGO_TARGET_DIR=$target cargo build -q --release -p sluice-perf --bin loadgen)
 "$root/scripts/netns-teardown.sh"
-"$root/scripts/hugepages.sh" reserve 256 >/dev/null
+"$root/scripts/hugepages.sh" reserve "${SLUICE_HUGEPAGES:-256}" >/dev/null
 "$root/scripts/netns-setup.sh" >/dev/null
 
 # One config per transport, paths made absolute, busy polling for both.

@@ -645,7 +645,8 @@ fn every_mbuf_path_returns_to_the_pool() {
 }
 
 /// After warm-up, the worker's DPDK path (receive, classify, garbage drop,
-/// reply build, send) makes no heap allocation.
+/// reassembly, slot copy, reply build, fragmentation, send) makes no heap
+/// allocation.
 #[test]
 fn dpdk_worker_hot_path_does_not_allocate() {
     isolated("dpdk_worker_hot_path_does_not_allocate", || {
@@ -660,8 +661,12 @@ fn dpdk_worker_hot_path_does_not_allocate() {
         let sock = peer_socket();
         let mut frame = vec![0u8; 4096];
         let mut buf = vec![0u8; 70_000];
+        // An 8 KB echo request too: 6 fragments reassembled by
+        // librte_ip_frag, copied into a slot, answered as 6 fragments.
+        let big: Vec<f32> = (0..2000).map(|i| i as f32).collect();
         let traffic = |rounds: u64| {
-            let mut frame = vec![0u8; 4096];
+            let mut frame = vec![0u8; 16384];
+            let mut b = vec![0u8; 16384];
             for i in 0..rounds {
                 for r in [
                     Req {
@@ -686,10 +691,16 @@ fn dpdk_worker_hot_path_does_not_allocate() {
                         model: "nope",
                         ..Req::default()
                     },
+                    Req {
+                        id: i,
+                        model: "echo",
+                        version: "1",
+                        data: &big,
+                        ..Req::default()
+                    },
                 ] {
                     let n = build(&r, &mut frame);
                     sock.send_to(&frame[..n], to).unwrap();
-                    let mut b = [0u8; 4096];
                     sock.recv_from(&mut b).expect("answered over DPDK");
                 }
                 sock.send_to(b"not a sluice frame", to).unwrap();
@@ -712,13 +723,13 @@ fn dpdk_worker_hot_path_does_not_allocate() {
         let after = sluice_testkit::watched_allocs();
         let s = dpdk::stats().total();
         assert!(
-            s.rx_sluice >= 2200 && s.dropped() >= 1000,
+            s.rx_sluice >= 2200 && s.dropped() >= 1000 && s.rx_reassembled >= 550,
             "traffic flowed: {s:?}"
         );
         assert_eq!(
             after - before,
             0,
-            "worker allocated {} times during 2000 requests and 1000 garbage packets",
+            "worker allocated {} times during 2500 requests (500 reassembled) and 1000 garbage packets",
             after - before
         );
         engine.stop(Duration::ZERO);
