@@ -51,7 +51,11 @@ fn end_to_end(vdev_kind: &str) {
     engine.start().expect("DPDK engine starts");
     let to = engine.local_addr().expect("listening");
     assert_eq!(to, SocketAddr::from(([10, 99, 0, 1], 7070)));
-    assert!(own_hugetlb_kb() > 0, "pools sit in hugepages");
+    if no_huge() {
+        eprintln!("NOTE: --no-huge run (scripts/dpdk-e2e.sh found too few hugepages): hugepage accounting not checked");
+    } else {
+        assert!(own_hugetlb_kb() > 0, "pools sit in hugepages");
+    }
     // The peer must resolve us afresh through our ARP reply.
     let ns = env("SLUICE_NETNS", "sluice-dpdk");
     let flushed = Command::new("ip")
