@@ -293,16 +293,22 @@ func (c *actx) enum(r, w *anode, path string) []finding {
 
 func (c *actx) record(r, w *anode, path string) []finding {
 	var out []finding
-	used := map[*afield]bool{}
+	used := make(map[*afield]bool, len(w.fields))
+	byName := make(map[string]*afield, len(w.fields))
+	for _, wf := range w.fields {
+		byName[wf.name] = wf
+	}
 	for _, rf := range r.fields {
 		fpath := path + "/fields/" + rf.name
-		// Avro's lookupWriterField: the field's name and each alias.
+		// Avro's lookupWriterField: the field's name and each alias (an
+		// alias naming the field itself counts twice, as in Avro).
 		var matches []*afield
-		for _, name := range append([]string{rf.name}, rf.aliases...) {
-			for _, wf := range w.fields {
-				if wf.name == name {
-					matches = append(matches, wf)
-				}
+		if wf := byName[rf.name]; wf != nil {
+			matches = append(matches, wf)
+		}
+		for _, name := range rf.aliases {
+			if wf := byName[name]; wf != nil {
+				matches = append(matches, wf)
 			}
 		}
 		switch {

@@ -225,10 +225,11 @@ func (c *pctx) types(om protoreflect.MessageDescriptors, oe protoreflect.EnumDes
 	}
 }
 
-func unionOrder(a, b []string) []string {
-	seen := make(map[string]bool, len(a)+len(b))
-	out := make([]string, 0, len(a)+len(b))
-	for _, l := range [][]string{a, b} {
+// unionOrder lists a's elements, then b's that a lacks.
+func unionOrder[T comparable](a, b []T) []T {
+	seen := make(map[T]bool, len(a)+len(b))
+	out := make([]T, 0, len(a)+len(b))
+	for _, l := range [][]T{a, b} {
 		for _, s := range l {
 			if !seen[s] {
 				seen[s] = true
@@ -241,27 +242,26 @@ func unionOrder(a, b []string) []string {
 
 func (c *pctx) enum(o, u protoreflect.EnumDescriptor) {
 	ov, uv := o.Values(), u.Values()
-	byNum := func(vs protoreflect.EnumValueDescriptors) (map[protoreflect.EnumNumber]string, []string) {
+	byNum := func(vs protoreflect.EnumValueDescriptors) (map[protoreflect.EnumNumber]string, []protoreflect.EnumNumber) {
 		m := map[protoreflect.EnumNumber]string{}
-		var order []string
+		var order []protoreflect.EnumNumber
 		for i := 0; i < vs.Len(); i++ {
 			v := vs.Get(i)
 			if _, dup := m[v.Number()]; dup {
 				continue // an alias (allow_alias): the first name stands
 			}
 			m[v.Number()] = string(v.Name())
-			order = append(order, fmt.Sprint(int32(v.Number())))
+			order = append(order, v.Number())
 		}
 		return m, order
 	}
 	om, oo := byNum(ov)
 	um, uo := byNum(uv)
-	for _, num := range unionOrder(oo, uo) {
-		var k int32
-		fmt.Sscan(num, &k)
+	for _, k := range unionOrder(oo, uo) {
+		num := fmt.Sprint(int32(k))
 		n := c.enter(num)
-		on, oHas := om[protoreflect.EnumNumber(k)]
-		un, uHas := um[protoreflect.EnumNumber(k)]
+		on, oHas := om[k]
+		un, uHas := um[k]
 		switch {
 		case !uHas:
 			n.add("ENUM_CONST_REMOVED", fmt.Sprintf("the %s schema drops the enum value %s = %s", c.s.upd, on, num))
@@ -299,7 +299,7 @@ func (c *pctx) message(o, u protoreflect.MessageDescriptor) {
 func (c *pctx) fields(o, u protoreflect.MessageDescriptor) {
 	oPlain, uPlain := map[protoreflect.FieldNumber]protoreflect.FieldDescriptor{}, map[protoreflect.FieldNumber]protoreflect.FieldDescriptor{}
 	oInOneof := map[protoreflect.FieldNumber]bool{}
-	var oOrder, uOrder []string
+	var oOrder, uOrder []protoreflect.FieldNumber
 	for i := 0; i < o.Fields().Len(); i++ {
 		f := o.Fields().Get(i)
 		if realOneof(f) != nil {
@@ -307,7 +307,7 @@ func (c *pctx) fields(o, u protoreflect.MessageDescriptor) {
 			continue
 		}
 		oPlain[f.Number()] = f
-		oOrder = append(oOrder, fmt.Sprint(int32(f.Number())))
+		oOrder = append(oOrder, f.Number())
 	}
 	for i := 0; i < u.Fields().Len(); i++ {
 		f := u.Fields().Get(i)
@@ -315,7 +315,7 @@ func (c *pctx) fields(o, u protoreflect.MessageDescriptor) {
 			continue
 		}
 		uPlain[f.Number()] = f
-		uOrder = append(uOrder, fmt.Sprint(int32(f.Number())))
+		uOrder = append(uOrder, f.Number())
 	}
 	// Fields that move into a oneof: the oneof may hold one value only, so
 	// two fields set together cannot both survive.
@@ -372,13 +372,12 @@ func (c *pctx) fields(o, u protoreflect.MessageDescriptor) {
 			n.oneof(oo, uo)
 		}
 	}
-	for _, num := range unionOrder(oOrder, uOrder) {
-		var k int32
-		fmt.Sscan(num, &k)
-		of, uf := oPlain[protoreflect.FieldNumber(k)], uPlain[protoreflect.FieldNumber(k)]
+	for _, k := range unionOrder(oOrder, uOrder) {
+		of, uf := oPlain[k], uPlain[k]
 		if of == nil && uf == nil {
 			continue // moved into a oneof: judged above
 		}
+		num := fmt.Sprint(int32(k))
 		n := c.enter(num)
 		switch {
 		case uf == nil:
@@ -400,22 +399,21 @@ func (c *pctx) fields(o, u protoreflect.MessageDescriptor) {
 }
 
 func (c *pctx) oneof(o, u protoreflect.OneofDescriptor) {
-	var oo, uo []string
+	var oo, uo []protoreflect.FieldNumber
 	om, um := map[protoreflect.FieldNumber]protoreflect.FieldDescriptor{}, map[protoreflect.FieldNumber]protoreflect.FieldDescriptor{}
 	for i := 0; i < o.Fields().Len(); i++ {
 		f := o.Fields().Get(i)
 		om[f.Number()] = f
-		oo = append(oo, fmt.Sprint(int32(f.Number())))
+		oo = append(oo, f.Number())
 	}
 	for i := 0; i < u.Fields().Len(); i++ {
 		f := u.Fields().Get(i)
 		um[f.Number()] = f
-		uo = append(uo, fmt.Sprint(int32(f.Number())))
+		uo = append(uo, f.Number())
 	}
-	for _, num := range unionOrder(oo, uo) {
-		var k int32
-		fmt.Sscan(num, &k)
-		of, uf := om[protoreflect.FieldNumber(k)], um[protoreflect.FieldNumber(k)]
+	for _, k := range unionOrder(oo, uo) {
+		num := fmt.Sprint(int32(k))
+		of, uf := om[k], um[k]
 		n := c.enter(num)
 		switch {
 		case uf == nil:
