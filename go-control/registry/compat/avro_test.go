@@ -83,6 +83,8 @@ func TestAvroDiff(t *testing.T) {
 			new: rec("U", `{"name":"a","aliases":["b"],"type":"int"}`), changes: []string{"READER_FIELD_MATCHES_MULTIPLE_WRITER_FIELDS /fields/a"}},
 		{name: "an alias to itself", old: rec("U", `{"name":"a","type":"int"}`), new: rec("U", `{"name":"a","aliases":["a"],"type":"int"}`),
 			changes: []string{"READER_FIELD_MATCHES_MULTIPLE_WRITER_FIELDS /fields/a"}},
+		{name: "an alias listed twice matches once", old: rec("U", `{"name":"b","type":"int"}`),
+			new: rec("U", `{"name":"a","aliases":["b","b"],"type":"int"}`), changes: []string{"FIELD_RENAMED /fields/a"}, ok: true},
 		{name: "two aliases that match two writer fields", old: rec("U", `{"name":"b","type":"int"}`, `{"name":"c","type":"int"}`),
 			new: rec("U", `{"name":"a","aliases":["b","c"],"type":"int"}`), changes: []string{"READER_FIELD_MATCHES_MULTIPLE_WRITER_FIELDS /fields/a"}},
 		{name: "enum field with an enum default but no field default", old: rec("U", id),

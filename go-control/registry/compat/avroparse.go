@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -291,7 +292,10 @@ func (p *avroParser) aliasesOf(m map[string]any, space string, named bool) ([]st
 		if named {
 			_, _, s = fullAvroName(s, space)
 		}
-		out = append(out, s)
+		// Avro keeps aliases in a set: one listed twice matches once.
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
 	}
 	return out, nil
 }
