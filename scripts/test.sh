@@ -74,7 +74,7 @@ else
 fi
 # About 2 minutes: 60 s of faults plus start-up, settling and the check.
 run "fleet fault injection (3 nats-server, 3 sluiced, 60 s of faults)" scripts/fleet-faults.sh 60s
-run "schema registry with Confluent's client" bash -c 'cd go-control && python3 registry/testdata/confluent_client_test.py'
+run "schema registry with Confluent's client, Avro verdicts against Apache Avro's checker" bash -c 'cd go-control && python3 registry/testdata/confluent_client_test.py && python3 registry/testdata/avro_compat_test.py'
 run "fuzz (${FUZZ_SECONDS:-30}s per target)" scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
 
 echo
