@@ -49,6 +49,9 @@ pub mod limits {
 
 use limits::*;
 
+mod frontdoor;
+pub use frontdoor::{FrontdoorCfg, decode_token, token_digest};
+
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -86,6 +89,10 @@ pub struct Config {
     /// Peer appliances.
     #[serde(default)]
     pub peers: Vec<PeerCfg>,
+    /// KServe v2 / Triton-compatible HTTP and gRPC front door (off unless
+    /// a listen address is set).
+    #[serde(default)]
+    pub frontdoor: FrontdoorCfg,
     /// Control plane (read by the Go daemon; opaque to the engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<toml::Table>,
@@ -337,6 +344,10 @@ pub struct TenantCfg {
     /// Route name patterns this tenant may use.
     #[serde(default = "star")]
     pub routes: Vec<String>,
+    /// Bearer tokens the front door accepts for this tenant:
+    /// `sha256:<hex digest>` or `env:VAR` (the variable holds the token).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<String>,
 }
 
 fn star() -> Vec<String> {
@@ -546,6 +557,7 @@ impl Config {
                 "must be a multiple of 64",
             ));
         }
+        self.frontdoor.validate(&e.workers)?;
         self.validate_tables()
     }
 
@@ -717,6 +729,7 @@ fn validate_tenants(tenants: &[TenantCfg]) -> Result<(), ConfigError> {
             return Err(ConfigError::at(k("id"), "duplicate tenant id or name"));
         }
         decode_key(&t.key).map_err(|m| ConfigError::at(k("key"), m))?;
+        frontdoor::validate_tokens(&k("tokens"), &t.tokens)?;
     }
     Ok(())
 }

@@ -37,6 +37,8 @@ pub struct Tenant {
     pub name: String,
     /// MAC key.
     pub key: TenantKey,
+    /// SHA-256 digests of the bearer tokens the front door accepts.
+    pub token_digests: Vec<[u8; 32]>,
     models: Vec<Pattern>,
     adapters: Vec<Pattern>,
     routes: Vec<Pattern>,
@@ -231,10 +233,18 @@ impl Tables {
             let key = config::decode_key(&t.key)
                 .map_err(|m| config::ConfigError::at(format!("tenants[{i}].key"), m))?;
             let pats = |v: &[String]| v.iter().map(|p| Pattern::new(p)).collect::<Vec<_>>();
+            let mut token_digests = Vec::with_capacity(t.tokens.len());
+            for (j, spec) in t.tokens.iter().enumerate() {
+                token_digests.push(
+                    config::decode_token(spec)
+                        .map_err(|m| config::ConfigError::at(format!("tenants[{i}].tokens[{j}]"), m))?,
+                );
+            }
             tenants.push(Tenant {
                 id: t.id,
                 name: t.name.clone(),
                 key: TenantKey::new(&key),
+                token_digests,
                 models: pats(&t.models),
                 adapters: pats(&t.adapters),
                 routes: pats(&t.routes),
@@ -275,6 +285,13 @@ impl Tables {
             .binary_search_by_key(&id, |t| t.id)
             .ok()
             .map(|i| &self.tenants[i])
+    }
+
+    /// The tenant a bearer token's digest belongs to.
+    pub fn tenant_by_token(&self, digest: &[u8; 32]) -> Option<&Tenant> {
+        self.tenants
+            .iter()
+            .find(|t| t.token_digests.iter().any(|d| d == digest))
     }
 
     /// The first up peer carrying every label of a shard.

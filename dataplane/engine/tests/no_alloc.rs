@@ -96,6 +96,7 @@ fn worker_hot_path_does_not_allocate() {
     let opts = EngineOptions {
         worker_init: Some(mark_worker),
         no_pin: true,
+        ..Default::default()
     };
     let mut e = Engine::new(test_config(""), opts).unwrap();
     e.start().unwrap();

@@ -43,6 +43,7 @@ impl Engine {
                 ));
             }
         }
+        self.prepare_ingress()?;
         self.shared.state.store(state::RUNNING, Ordering::Release);
         let mut listen = self.cfg.listen_addr()?;
         let models = self.lock_control()?.live.models.clone();
@@ -119,6 +120,10 @@ impl Engine {
                 }
             }
         }
+        if let Err(e) = self.start_frontdoor() {
+            self.abort_start();
+            return Err(e);
+        }
         self.running = true;
         if !self.hugepages {
             log::warn!(
@@ -145,6 +150,9 @@ impl Engine {
     }
 
     fn abort_start(&mut self) {
+        self.stop_frontdoor();
+        self.ingress_ports.clear();
+        self.ingress_workers.clear();
         self.shared.state.store(state::STOPPED, Ordering::Release);
         for w in &mut self.workers {
             if let Some(t) = w.thread.take() {
@@ -184,6 +192,7 @@ impl Engine {
             forward_timeout: Duration::from_millis(self.cfg.engine.forward_timeout_ms as u64),
         };
         let shared = Arc::clone(&self.shared);
+        let ingress = self.ingress_workers.get_mut(index).and_then(Option::take);
         let (c2, h2) = (Arc::clone(&counters), Arc::clone(&hist));
         let opts = self.opts;
         let thread = std::thread::Builder::new()
@@ -201,7 +210,7 @@ impl Engine {
                     init(index);
                 }
                 let transport = match make() {
-                    Ok(t) => t,
+                    Ok(t) => crate::transport::ingress::Sources::new(t, ingress),
                     Err(e) => {
                         let _ = ready_tx.send(Err(format!("worker {index}: {e}")));
                         return;
@@ -262,6 +271,9 @@ impl Engine {
         self.running = false;
         self.shared.state.store(state::DRAINING, Ordering::Release);
         std::thread::sleep(drain);
+        // Front-door requests are answered shutting_down while draining,
+        // like every other request; then its listeners close.
+        self.stop_frontdoor();
         self.shared.state.store(state::STOPPED, Ordering::Release);
         for w in &mut self.workers {
             if let Some(t) = w.thread.take() {

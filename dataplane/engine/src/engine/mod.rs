@@ -19,9 +19,11 @@ use crate::tables::{LiveConfig, Tables};
 use crate::worker::{Returned, Shared, WorkerMsg, state};
 
 mod apply;
+mod frontdoor;
 mod lifecycle;
 mod status;
 
+pub use frontdoor::{FrontdoorCtx, FrontdoorHandle, FrontdoorStart};
 pub use status::{ModelStatus, Status, WorkerStatus};
 
 /// Why the engine refused something.
@@ -78,6 +80,9 @@ pub struct EngineOptions {
     pub worker_init: Option<fn(usize)>,
     /// Skip pinning (tests on busy CI hosts).
     pub no_pin: bool,
+    /// Starts the front door when `[frontdoor]` is on
+    /// (`sluice_frontdoor::start`; the engine cannot depend on it).
+    pub frontdoor: Option<FrontdoorStart>,
 }
 
 struct WorkerHandle {
@@ -116,6 +121,12 @@ pub struct Engine {
     /// Process-wide DPDK state; dropped (port closed, EAL cleaned) at stop.
     #[cfg(feature = "dpdk")]
     dpdk: Option<crate::transport::dpdk::DpdkRuntime>,
+    /// Each worker's side of the front-door rings, taken as it starts.
+    ingress_workers: Vec<Option<crate::transport::ingress::IngressWorker>>,
+    /// The front door's side, until it starts.
+    ingress_ports: Vec<crate::transport::ingress::IngressPort>,
+    /// The running front door.
+    frontdoor: Option<Box<dyn FrontdoorHandle>>,
 }
 
 /// The default handler factory: null, echo and (with feature `onnx`) ONNX Runtime.
@@ -172,6 +183,9 @@ impl Engine {
             running: false,
             #[cfg(feature = "dpdk")]
             dpdk: None,
+            ingress_workers: Vec::new(),
+            ingress_ports: Vec::new(),
+            frontdoor: None,
             factory,
             opts,
             cfg,

@@ -8,6 +8,7 @@ use sluice_wire::ErrorCode;
 
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
+pub mod ingress;
 pub mod mem;
 #[cfg(feature = "rdma")]
 pub mod rdma;
@@ -91,6 +92,11 @@ pub trait Transport {
     fn rx_burst(&mut self, out: &mut [RxPacket]) -> usize;
     /// Takes a transmit buffer.
     fn tx_alloc(&mut self) -> Option<u32>;
+    /// Takes a transmit buffer for the answer to `rx` (a front-door frame
+    /// is answered in its own slot's reply region, see `ingress`).
+    fn tx_alloc_for(&mut self, _rx: &RxPacket) -> Option<u32> {
+        self.tx_alloc()
+    }
     /// The bytes of a received frame and a writable transmit buffer, disjoint.
     fn frames(&mut self, rx: &RxPacket, tx: u32) -> (&[u8], &mut [u8]);
     /// The bytes of a received frame.
@@ -103,6 +109,12 @@ pub trait Transport {
     fn tx_free(&mut self, tx: u32);
     /// Sleeps until frames may be ready or `timeout` passes (adaptive mode).
     fn wait(&mut self, timeout: Duration);
+    /// Makes `wait` return as well when `fd` (an eventfd the front door
+    /// writes) becomes readable. `false`: this transport cannot, and the
+    /// caller bounds its waits instead.
+    fn wake_on(&mut self, _fd: std::os::fd::RawFd) -> bool {
+        false
+    }
     /// Counters.
     fn counters(&self) -> TransportCounters;
     /// The local address frames arrive on.

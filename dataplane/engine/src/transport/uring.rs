@@ -34,6 +34,8 @@ const TAG_CANCEL: u64 = 1 << 60;
 const TAG_RECV_FWD: u64 = 1 << 59;
 /// A send straight from a receive buffer (forward or relay); low bits = bid.
 const TAG_SEND_RX: u64 = 1 << 58;
+/// A multishot poll on the front door's wake eventfd (see `wake_on`).
+const TAG_WAKE: u64 = 1 << 57;
 /// IORING_ENTER_GETEVENTS, from the kernel ABI.
 const ENTER_GETEVENTS: u32 = 1;
 
@@ -97,6 +99,9 @@ pub struct UringTransport {
     buf_ring_tail: u16,
     recv_armed: bool,
     fwd_armed: bool,
+    /// The front door's eventfd for this worker, and whether its poll is armed.
+    wake_fd: Option<i32>,
+    wake_armed: bool,
     local: SocketAddr,
     counters: TransportCounters,
 }
@@ -163,6 +168,8 @@ impl UringTransport {
             buf_ring_tail: 0,
             recv_armed: false,
             fwd_armed: false,
+            wake_fd: None,
+            wake_armed: false,
             local,
             counters: TransportCounters {
                 rx_capacity: rx_count,
@@ -274,6 +281,18 @@ impl UringTransport {
         // SAFETY: recv_hdr is boxed (stable address) and lives as long as the ring.
         if unsafe { self.ring.submission().push(&sqe) }.is_ok() {
             self.fwd_armed = true;
+        }
+    }
+
+    fn arm_wake(&mut self) {
+        let Some(fd) = self.wake_fd else { return };
+        let sqe = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+            .multi(true)
+            .build()
+            .user_data(TAG_WAKE);
+        // SAFETY: a poll entry references no memory of ours.
+        if unsafe { self.ring.submission().push(&sqe) }.is_ok() {
+            self.wake_armed = true;
         }
     }
 
@@ -426,6 +445,16 @@ impl UringTransport {
                             self.publish_tail();
                         }
                     }
+                } else if ud == TAG_WAKE {
+                    if !cqueue::more(flags) {
+                        self.wake_armed = false;
+                    }
+                    if let Some(fd) = self.wake_fd {
+                        let mut v: u64 = 0;
+                        // SAFETY: reads 8 bytes into a local from the
+                        // non-blocking eventfd the front door writes.
+                        let _ = unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
+                    }
                 } else if ud & TAG_SEND_RX != 0 {
                     if res < 0 {
                         self.counters.tx_errors += 1;
@@ -462,6 +491,9 @@ impl UringTransport {
         }
         if freed_tx > 0 {
             self.flush_backlog();
+        }
+        if !self.wake_armed {
+            self.arm_wake();
         }
         n
     }
@@ -565,6 +597,12 @@ impl Transport for UringTransport {
         self.enter(1, Some(timeout));
     }
 
+    fn wake_on(&mut self, fd: std::os::fd::RawFd) -> bool {
+        self.wake_fd = Some(fd);
+        self.arm_wake();
+        self.wake_armed
+    }
+
     fn counters(&self) -> TransportCounters {
         TransportCounters {
             rx_in_use: self.rx_in_use,
@@ -622,7 +660,11 @@ impl Drop for UringTransport {
         // Cancel the multishot receive and wait (bounded) for it and every
         // send to complete, so the kernel holds no pointer into our memory
         // when the fields below are freed.
-        for (armed, tag) in [(self.recv_armed, TAG_RECV), (self.fwd_armed, TAG_RECV_FWD)] {
+        for (armed, tag) in [
+            (self.recv_armed, TAG_RECV),
+            (self.fwd_armed, TAG_RECV_FWD),
+            (self.wake_armed, TAG_WAKE),
+        ] {
             if armed {
                 let sqe = opcode::AsyncCancel::new(tag).build().user_data(TAG_CANCEL);
                 // SAFETY: cancel entries reference no memory.

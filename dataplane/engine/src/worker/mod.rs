@@ -358,7 +358,7 @@ impl<T: Transport> Worker<T> {
     fn run_one(&mut self, shard: usize, p: Pending) {
         let pkt = self.rx[p.pkt as usize];
         let started = Instant::now();
-        let Some(tx) = self.transport.tx_alloc() else {
+        let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
             bump(&self.counters.tx_no_buffers, 1);
             self.transport.rx_release(&pkt);
             return;
@@ -429,7 +429,7 @@ impl<T: Transport> Worker<T> {
     /// Answers frame `i` at once and releases its receive buffer.
     fn reply(&mut self, i: usize, r: Immediate, shard: Option<usize>) {
         let pkt = self.rx[i];
-        let Some(tx) = self.transport.tx_alloc() else {
+        let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
             bump(&self.counters.tx_no_buffers, 1);
             self.transport.rx_release(&pkt);
             return;
