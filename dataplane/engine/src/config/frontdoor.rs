@@ -100,7 +100,9 @@ impl FrontdoorCfg {
                 return Err(ConfigError::at(k(f), "not an IP:port address"));
             }
         }
-        if !self.http_listen.is_empty() && self.http_listen == self.grpc_listen {
+        // Port 0 asks for an ephemeral port each: those never collide.
+        let fixed = !self.http_listen.ends_with(":0");
+        if !self.http_listen.is_empty() && fixed && self.http_listen == self.grpc_listen {
             return Err(ConfigError::at(
                 k("grpc_listen"),
                 "must differ from http_listen",
