@@ -106,6 +106,12 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"syntax error", "[engine\nworkers = [0]\n", "t.toml:1:"},
 		{"duplicate alias", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\naliases = [\"a\"]\n[[models]]\nname = \"m\"\nversion = \"2\"\nkind = \"null\"\naliases = [\"b\", \"a\"]\n", "t.toml:10: models[1].aliases[1]: alias \"a\" of model m already names version 1"},
 		{"onnx without path", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"onnx\"\n", "t.toml:1: models[0].path: is required"},
+		{"front door listen", "[frontdoor]\nthreads = 1\nhttp_listen = \"localhost\"\n", "t.toml:3: frontdoor.http_listen: \"localhost\" is not an IP:port address"},
+		{"front door body limit", "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\nbody_bytes_max = 10\n", "t.toml:3: frontdoor.body_bytes_max: 10 is out of range 4096..="},
+		{"front door on a worker core", "[engine]\nworkers = [0]\n[frontdoor]\nthreads = 1\ncores = [0]\n", "t.toml:5: frontdoor.cores[0]: core 0 is a worker core"},
+		{"front door same ports", "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\ngrpc_listen = \"127.0.0.1:8000\"\n", "t.toml:3: frontdoor.grpc_listen: must differ from http_listen"},
+		{"bad token", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\ntokens = [\"sha256:00\"]\n", "t.toml:5: tenants[0].tokens[0]: a sha256: token is 64 hex digits"},
+		{"plain token", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\ntokens = [\"secret\"]\n", "t.toml:5: tenants[0].tokens[0]: token must start with"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,5 +269,38 @@ func TestWireExampleKeyInConfigForm(t *testing.T) {
 	key, err := DecodeKey(string(m[1]), func(string) string { return "" })
 	if err != nil || string(key) != "sluice-example-key-tenant-7" {
 		t.Fatalf("example key decodes to %q, %v", key, err)
+	}
+}
+
+func TestFrontdoorReachesTheEngine(t *testing.T) {
+	src := "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\ngrpc_listen = \"127.0.0.1:8001\"\nslots = 8\n" +
+		"[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n" +
+		"tokens = [\"sha256:" + strings.Repeat("ab", 32) + "\"]\n"
+	cfg, err := Parse("t.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cfg.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Frontdoor map[string]any `json:"frontdoor"`
+		Tenants   []struct {
+			Tokens []string `json:"tokens"`
+		} `json:"tenants"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Frontdoor["http_listen"] != "127.0.0.1:8000" || doc.Frontdoor["slots"] != float64(8) ||
+		doc.Frontdoor["body_timeout_ms"] != float64(10_000) {
+		t.Fatalf("frontdoor as the engine gets it: %v", doc.Frontdoor)
+	}
+	if len(doc.Tenants) != 1 || len(doc.Tenants[0].Tokens) != 1 {
+		t.Fatalf("tokens: %+v", doc.Tenants)
+	}
+	if c := cfg.Clone(); c.Frontdoor.Slots != 8 || len(c.Tenants[0].Tokens) != 1 {
+		t.Fatalf("clone: %+v", c.Frontdoor)
 	}
 }

@@ -24,7 +24,7 @@ mod lifecycle;
 mod status;
 
 pub use frontdoor::{FrontdoorCtx, FrontdoorHandle, FrontdoorStart};
-pub use status::{ModelStatus, Status, WorkerStatus};
+pub use status::{FrontdoorStatus, ModelStatus, Status, WorkerStatus};
 
 /// Why the engine refused something.
 #[derive(Debug)]
