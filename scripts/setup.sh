@@ -67,6 +67,8 @@ if [ "$mode" != "--runtime" ]; then
     fi
     # The Python client's test environments (pinned; .cache/python-client*).
     bash "$root/scripts/setup-python-client.sh"
+    # tritonclient[http,grpc] against the front door (pinned; .cache/frontdoor-venv).
+    bash "$root/scripts/setup-frontdoor.sh"
     if ! rustup run nightly rustc --version >/dev/null 2>&1; then
         log "installing the nightly toolchain (cargo-fuzz needs it)"
         rustup toolchain install nightly --profile minimal >/dev/null 2>&1
