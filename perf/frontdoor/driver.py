@@ -1,8 +1,11 @@
 """A small tritonclient-based load driver (perf_analyzer needs a newer
-glibc than Debian 12 has): N asyncio tasks, each a closed loop of
-`infer` calls through tritonclient's own HTTP (aiohttp) or gRPC (grpc.aio)
-client, against any KServe v2 server. Prints one JSON line: requests,
-errors, req/s, p50 and p99 in microseconds.
+glibc than Debian 12 has), against any KServe v2 server. Concurrency 1 is
+a closed loop of `infer` calls through tritonclient's ordinary clients
+(`tritonclient.http`, geventhttpclient; `tritonclient.grpc`), as a user
+calls it; concurrency N > 1 runs N asyncio tasks, each a closed loop
+through tritonclient's asyncio clients (`tritonclient.http.aio`, aiohttp;
+`tritonclient.grpc.aio`). Prints one JSON line: requests, errors, req/s,
+p50 and p99 in microseconds.
 
   driver.py --url 127.0.0.1:8000 --protocol http --concurrency 32 --duration 5
 """
@@ -34,11 +37,62 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
+def sync_loop(a: argparse.Namespace, x: np.ndarray, headers: dict) -> None:
+    shape = list(x.shape)
+    if a.protocol == "http":
+        import tritonclient.http as tc
+
+        client = tc.InferenceServerClient(a.url)
+    else:
+        import tritonclient.grpc as tc
+
+        client = tc.InferenceServerClient(a.url)
+        headers = {k.lower(): v for k, v in headers.items()}
+    i = tc.InferInput(a.input, shape, "FP32")
+    if a.protocol == "http":
+        i.set_data_from_numpy(x, binary_data=not a.json_data)
+        o = tc.InferRequestedOutput(a.output, binary_data=not a.json_data)
+    else:
+        i.set_data_from_numpy(x)
+        o = tc.InferRequestedOutput(a.output)
+    lat, errors, first = [], 0, ""
+    t_record = time.perf_counter() + a.warmup
+    t_end = t_record + a.duration
+    while True:
+        t0 = time.perf_counter()
+        if t0 >= t_end:
+            break
+        try:
+            client.infer(a.model, [i], model_version=a.version, outputs=[o], headers=dict(headers)).as_numpy(a.output)
+        except Exception as e:  # counted and reported, never hidden
+            errors += 1
+            first = first or str(e)[:200]
+            continue
+        if t0 >= t_record:
+            lat.append(time.perf_counter() - t0)
+    client.close()
+    report(a, lat, errors, first)
+
+
+def report(a: argparse.Namespace, lat: list, errors: int, first: str) -> None:
+    lat.sort()
+    n = len(lat)
+    pct = lambda q: round(lat[min(n - 1, int(q * n))] * 1e6, 1) if n else None
+    print(json.dumps({
+        "protocol": a.protocol, "concurrency": a.concurrency, "requests": n,
+        "errors": errors, "first_error": first,
+        "rps": round(n / a.duration, 1), "p50_us": pct(0.50), "p99_us": pct(0.99),
+    }))
+
+
 async def main() -> None:
     a = parse()
     shape = [int(d) for d in a.shape.split(",")]
     x = (np.arange(np.prod(shape), dtype=np.float32).reshape(shape) % 7) * 0.25 - 0.5
     headers = dict(h.split(": ", 1) for h in a.header)
+    if a.concurrency == 1:
+        sync_loop(a, x, headers)
+        return
     if a.protocol == "http":
         import tritonclient.http.aio as tc
 
@@ -87,14 +141,7 @@ async def main() -> None:
 
     await asyncio.gather(*(worker() for _ in range(a.concurrency)))
     await client.close()
-    lat.sort()
-    n = len(lat)
-    pct = lambda q: round(lat[min(n - 1, int(q * n))] * 1e6, 1) if n else None
-    print(json.dumps({
-        "protocol": a.protocol, "concurrency": a.concurrency, "requests": n,
-        "errors": errors["n"], "first_error": errors["first"],
-        "rps": round(n / a.duration, 1), "p50_us": pct(0.50), "p99_us": pct(0.99),
-    }))
+    report(a, lat, errors["n"], errors["first"])
 
 
 if __name__ == "__main__":
