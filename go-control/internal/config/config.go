@@ -43,6 +43,9 @@ type Config struct {
 	// Fleet is read by the daemon when control.store = "nats"; the engine
 	// takes it as an opaque table.
 	Fleet Fleet `toml:"fleet" json:"fleet"`
+	// Jobs is the JetStream ingress (docs/jobs.md), read by the daemon;
+	// the engine takes it as an opaque table.
+	Jobs Jobs `toml:"jobs" json:"jobs"`
 }
 
 // Fleet is the [fleet] table: the NATS JetStream cluster whose KV buckets
@@ -220,6 +223,7 @@ func Defaults() Config {
 			ConnectTimeoutMs: 2000, OpTimeoutMs: 5000, ResyncIntervalMs: 5000, SettleMs: 20,
 			CheckIntervalMs: 200, History: 1,
 		},
+		Jobs: jobsDefaults(),
 	}
 }
 
@@ -318,6 +322,7 @@ func (c *Config) tableDefaults(pos positions) {
 			c.Models[i].Kind = DefaultModelKind
 		}
 	}
+	c.jobStreamDefaults(has)
 	for i := range c.Tenants {
 		t := &c.Tenants[i]
 		k := fmt.Sprintf("tenants[%d].", i)

@@ -146,6 +146,7 @@ func (d *Daemon) routeTable() []route {
 		f("DELETE /v1/connections/{id}", d.deleteConnection),
 		f("GET /v1/stats", d.getStats),
 		f("POST /v1/reload", d.postReload),
+		f("GET /v1/jobs", d.getJobs),
 		f("GET /openapi.json", d.getOpenAPI),
 		{"GET /metrics", d.metricsHandler()},
 	}

@@ -53,12 +53,18 @@ type Options struct {
 	// RegistryStore, if set, holds the schema registry instead of the
 	// bolt file in the data dir (fleet mode shares it through NATS).
 	RegistryStore registry.Store
+	// WorkerCheckEvery is how often a failed worker is looked for; 0:
+	// WorkerCheckEveryDefault.
+	WorkerCheckEvery time.Duration
 	// Fleet, if set, makes this appliance one of a fleet: an admin API
 	// change is stored in the shared store first, and reaches the engine
 	// (this one's too) only from there, through the fleet's loop.
 	Fleet FleetLink
 	// Collectors are added to /metrics (the fleet's revisions).
 	Collectors []prometheus.Collector
+	// Ingress, if set, feeds requests from outside (package jobs: JetStream
+	// streams): started once the engine serves, drained before it.
+	Ingress Ingress
 }
 
 // Daemon is one running sluiced.
@@ -223,6 +229,13 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		ln.Close()
 		return fmt.Errorf("engine start: %w", err)
 	}
+	if in := d.opts.Ingress; in != nil {
+		if err := in.Start(d); err != nil {
+			ln.Close()
+			_ = d.eng.Stop(context.Background(), 0)
+			return fmt.Errorf("jobs ingress: %w", err)
+		}
+	}
 	srv := &http.Server{
 		Handler:           d.Handler(),
 		ReadHeaderTimeout: ReadHeaderTimeout,
@@ -239,6 +252,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	cancelSub := d.reg.Subscribe(d.schemas.note)
 	defer cancelSub()
 	go d.schemas.run(syncCtx, d)
+	failed := d.watchWorkers(syncCtx, d.opts.WorkerCheckEvery)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("sluiced serving", "admin", ln.Addr().String(), "engine", d.engineName, "config", d.state.path)
@@ -247,7 +261,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		d.opts.Ready(ln.Addr())
 	}
 
-	var serveErr error
+	var serveErr, workerErr error
 loop:
 	for {
 		select {
@@ -271,6 +285,10 @@ loop:
 		case serveErr = <-served:
 			log.Error("admin server failed", "err", serveErr)
 			break loop
+		case workerErr = <-failed:
+			log.Error("a data-plane worker failed; draining the others and exiting non-zero so that the service manager restarts sluiced", "err", workerErr)
+			d.notify("STATUS=a data-plane worker failed; restarting")
+			break loop
 		}
 	}
 	d.notify("STOPPING=1\nSTATUS=draining")
@@ -284,6 +302,8 @@ loop:
 	stopSync()
 	herr := srv.Shutdown(sctx)
 	drain := time.Duration(d.state.snapshot().Control.DrainMs) * time.Millisecond
+	// The ingress finishes what it holds while the engine still answers.
+	ierr := d.drainIngress(sctx, drain)
 	log.Info("draining the engine", "drain_ms", drain.Milliseconds())
 	eerr := d.eng.Stop(sctx, drain)
 	if eerr != nil {
@@ -294,5 +314,5 @@ loop:
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
-	return errors.Join(serveErr, herr, eerr)
+	return errors.Join(workerErr, serveErr, herr, ierr, eerr)
 }

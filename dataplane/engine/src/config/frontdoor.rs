@@ -5,7 +5,8 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{ConfigError, range};
+use super::ConfigError;
+use super::validate::range;
 
 /// Hard limits of the front door.
 pub mod limits {
