@@ -173,6 +173,8 @@ pub fn parse_json_data(raw: &str, dtype: DType, out: &mut [u8]) -> Result<(), St
     (&mut sink)
         .deserialize(&mut de)
         .map_err(|e| e.to_string())?;
+    // Nothing may follow the value ("[1]x" is not JSON).
+    de.end().map_err(|e| e.to_string())?;
     let want = sink.out.len() / dtype.size_bytes();
     if sink.n != want {
         return Err(format!(
@@ -410,6 +412,7 @@ mod tests {
         assert!(parse_json_data("[1, 300]", DType::U8, &mut b).unwrap_err().contains("range"));
         assert!(parse_json_data("[1.5, 3]", DType::I8, &mut b).unwrap_err().contains("integer"));
         assert!(parse_json_data("[true, \"x\"]", DType::Bool, &mut b).is_err());
+        assert!(parse_json_data("[1, 0] [", DType::U8, &mut b).is_err());
         parse_json_data("[true, false]", DType::Bool, &mut b).unwrap();
         assert_eq!(b, [1, 0]);
         let mut i = [0u8; 8];
