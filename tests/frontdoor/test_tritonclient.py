@@ -191,7 +191,14 @@ def test_grpc_stream_infer_is_unimplemented(gc):
     assert "UNIMPLEMENTED" in str(errors[0]) and "streaming" in str(errors[0]), errors[0]
 
 
-def test_front_door_counts_show_in_status(appliance):
+def test_front_door_counts_show_in_status_and_metrics(appliance):
     fd = appliance.status()["engine"]["frontdoor"]
     assert fd["stats"]["answered"] > 0
     assert fd["stats"]["payload_bytes_copied"] > 0
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{appliance.admin}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    line = next(l for l in text.splitlines() if l.startswith('sluice_frontdoor_requests_total{protocol="grpc"}'))
+    assert float(line.split()[-1]) > 0
+    assert 'sluice_frontdoor_refusals_total{class="4xx"}' in text
