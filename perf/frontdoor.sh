@@ -81,9 +81,9 @@ for r in $(seq "$ROUNDS"); do
 done
 curl -s 127.0.0.1:17071/v1/status >"$OUT/status.json" || true
 stop
-"$PY" - "$OUT" "$ROUNDS" <<'PY'
+"$PY" - "$OUT" "$ROUNDS" "$DURATION" <<'PY'
 import json, statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
+out, rounds, duration = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 runs = lambda n: [json.load(open(f"{out}/{n}.{r}.json")) for r in range(1, rounds + 1)]
 med = statistics.median
 def summary(n):
@@ -91,7 +91,7 @@ def summary(n):
     for r in rs:
         assert r["errors"] == 0, (n, r)
     return {k: med([r[k] for r in rs]) for k in ("p50_us", "p99_us", "rps")}
-print(f"\nmlp [1,4] f32, median of {rounds} rounds, {sys.argv[0] and ''}each run 1 s warm-up + timed seconds")
+print(f"\nmlp [1,4] f32, median of {rounds} rounds, each run 1 s warm-up + {duration} s timed")
 print(f"{'':18}{'KServe p50/p99 us':>20}{'req/s':>9}{'Sluice p50/p99 us':>20}{'req/s':>9}{'p50 ratio':>11}{'req/s ratio':>13}")
 for proto in ("http", "grpc"):
     for c in (1, 32):
