@@ -67,6 +67,9 @@ adapters = [{{ id = "formal", path = "{root}/models/mlp_formal.onnx_adapter" }}]
     (e, a)
 }
 
+/// Path, headers, body.
+type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a [u8]);
+
 /// One keep-alive connection; returns each response's status.
 fn traffic(addr: SocketAddr, rounds: usize) -> Vec<u16> {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -80,7 +83,7 @@ fn traffic(addr: SocketAddr, rounds: usize) -> Vec<u16> {
     bin.extend((0..4).flat_map(|i| (i as f32).to_le_bytes()));
     let bad_shape = br#"{"inputs":[{"name":"x","shape":[1,5],"datatype":"FP32","data":[1,2,3,4,5]}]}"#.to_vec();
     let hl = hdr.len().to_string();
-    let cases: Vec<(&str, Vec<(&str, &str)>, &[u8])> = vec![
+    let cases: Vec<Case<'_>> = vec![
         ("/v2/models/mlp/versions/1.0.0/infer", vec![], &json),
         ("/v2/models/mlp/versions/1.0.0/infer", vec![("inference-header-content-length", &hl)], &bin),
         ("/v2/models/mlp/versions/1.0.0/infer", vec![("x-lora-adapter-id", "formal")], &json),
