@@ -58,8 +58,9 @@ pub struct FrontdoorCfg {
     /// milliseconds, counted from when it waits for them: slow clients are
     /// cut off, and so are HTTP/1 keep-alive connections idle this long.
     pub header_timeout_ms: u32,
-    /// A client must send the whole body within this, milliseconds
-    /// (HTTP answers 408; gRPC clients get DEADLINE_EXCEEDED).
+    /// An HTTP client must send the whole body within this, milliseconds
+    /// (else 408). gRPC messages are decoded whole by tonic before a slot
+    /// is taken, so a slow gRPC sender holds only its HTTP/2 stream.
     pub body_timeout_ms: u32,
     /// Most connections open per thread; more are closed at accept.
     pub connections_max: u32,
