@@ -111,9 +111,9 @@ pub fn emit(
         ..FrameRepr::default()
     };
     let buf = f.request_mut();
+    // The builder zeroes the padding; the data regions are the caller's to
+    // fill, and every input is filled (binary copy or JSON conversion).
     let layout = repr.emit(buf).map_err(emit_error)?;
-    // The data regions start as whatever the slot held last: zero them
-    // only where the caller will not write (never: every input is filled).
     if let Some(key) = &sem.tenant.key {
         let mut frame = Frame::new_unchecked(&mut buf[..layout.frame_len]);
         key.sign(&mut frame);
