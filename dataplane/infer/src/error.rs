@@ -147,20 +147,32 @@ pub struct Reject {
     pub code: ErrorCode,
     /// Short human-readable reason.
     pub message: &'static str,
+    /// For `ResponseTooLarge`: the response length in bytes that would have
+    /// been needed (0 when not known); 0 for other codes.
+    pub needed_len: usize,
 }
 
 impl Reject {
-    pub(crate) const fn bad_tensor(message: &'static str) -> Reject {
+    pub(crate) const fn new(code: ErrorCode, message: &'static str) -> Reject {
         Reject {
-            code: ErrorCode::BadTensor,
+            code,
             message,
+            needed_len: 0,
         }
+    }
+
+    pub(crate) const fn bad_tensor(message: &'static str) -> Reject {
+        Reject::new(ErrorCode::BadTensor, message)
     }
 }
 
 impl fmt::Display for Reject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
+        write!(f, "{}: {}", self.code, self.message)?;
+        if self.needed_len != 0 {
+            write!(f, " (needs {} bytes)", self.needed_len)?;
+        }
+        Ok(())
     }
 }
 

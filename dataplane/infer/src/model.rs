@@ -1,20 +1,25 @@
-//! One ONNX Runtime session per worker per model version, run in place.
+//! One ONNX Runtime session per worker per model version: loading, the
+//! warm-up, and what the model tells about itself.
 
-use std::ffi::{CString, c_char};
 use std::path::{Path, PathBuf};
 
 use ort::logging::LogLevel;
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::{Adapter, RunOptions, Session};
-use ort::value::{Outlet, TensorElementType, ValueType};
-use sluice_wire::limits::{RANK_MAX, TENSOR_COUNT_MAX};
-use sluice_wire::{
-    DType, Error as WireError, ErrorCode, Frame, FrameRepr, Kind, TensorDesc, TensorRepr,
-};
+use ort::value::Outlet;
+use sluice_wire::{ErrorCode, Frame, FrameRepr, Kind, TensorRepr};
 
-use crate::raw::{self, Values};
+use crate::meta::ModelInfo;
+use crate::ports::{self, DimRule, Placement, Port, Signature, TensorSig};
+use crate::raw::alloc::Arena;
 use crate::{InferError, Reject};
+
+/// Scratch the reply allocator starts with per model (ORT's intermediate
+/// tensors during a run, when they do not fit the reply's free tail).
+const SCRATCH_LEN_DEFAULT: usize = 1 << 20;
+/// Largest scratch a model may grow to at load.
+const SCRATCH_LEN_MAX: usize = 256 << 20;
 
 /// A LoRA adapter of a model: an ONNX Runtime adapter file (`.onnx_adapter`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,31 +43,6 @@ pub struct ModelSpec {
     pub adapters: Vec<AdapterSpec>,
 }
 
-/// One input or output as the model declares it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TensorSig {
-    /// Name.
-    pub name: String,
-    /// Element type.
-    pub dtype: DType,
-    /// Shape; -1 for a dynamic dimension.
-    pub dims: Vec<i64>,
-    /// Symbolic name of each dimension ("batch"); empty when none. Equal
-    /// names must have equal sizes in one request.
-    pub dim_names: Vec<String>,
-}
-
-/// A model's inputs and outputs, read from the model itself. Inputs that
-/// have initializers (LoRA parameters) are not listed: requests do not send
-/// them.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Signature {
-    /// Inputs, in model order.
-    pub inputs: Vec<TensorSig>,
-    /// Outputs, in model order; responses carry them in this order.
-    pub outputs: Vec<TensorSig>,
-}
-
 /// Counters a worker keeps per model; plain integers, no atomics (one owner).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RunStats {
@@ -76,13 +56,25 @@ pub struct RunStats {
     /// Input bytes ONNX Runtime read in place from the request buffer
     /// (its tensor's data pointer was the request's, checked each run).
     pub payload_bytes_in_place: u64,
-    /// Input or output bytes that did not stay in place. This crate never
-    /// copies (misaligned data is rejected), so this stays 0; it is measured,
-    /// not assumed: a tensor whose ORT data pointer is not the buffer's is
-    /// counted here.
+    /// Bytes that did not stay in place: allocator-placed outputs that ORT
+    /// put elsewhere than where the frame wants them and that were moved or
+    /// copied into place (once each). Measured, not assumed.
     pub payload_bytes_copied: u64,
-    /// Output bytes ONNX Runtime wrote in place into the reply buffer.
+    /// Output bytes ONNX Runtime wrote in place into the reply buffer
+    /// (preallocated, or allocator-placed where the frame wants them).
     pub output_bytes_in_place: u64,
+    /// Allocations ORT made during runs that fit neither the reply's free
+    /// tail nor the model's scratch and came from the heap.
+    pub heap_allocs: u64,
+}
+
+/// Per output, where its bytes went over all runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutputStats {
+    /// Bytes ORT wrote where the reply wants them.
+    pub bytes_in_place: u64,
+    /// Bytes moved within the reply or copied in from scratch (one copy).
+    pub bytes_copied: u64,
 }
 
 /// A request tensor bound for ONNX Runtime, as reported by
@@ -97,49 +89,9 @@ pub struct InputBinding {
     pub len: usize,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DimRule {
-    /// Must equal this size.
-    Fixed(u64),
-    /// Bound to symbol number `n`: equal across the request.
-    Sym(u8),
-    /// Any size.
-    Any,
-}
-
-#[derive(Debug)]
-struct Port {
-    name: String,
-    c_name: CString,
-    dtype: DType,
-    rank: usize,
-    dims: [DimRule; RANK_MAX],
-}
-
-struct LoadedAdapter {
-    id: String,
-    options: RunOptions,
-}
-
-/// Messages of request rejections.
-mod msg {
-    pub const NOT_REQUEST: &str = "only request frames can be run";
-    pub const UNKNOWN_ADAPTER: &str = "LoRA adapter not loaded for this model";
-    pub const UNEXPECTED_INPUT: &str = "tensor is not an input of the model";
-    pub const DUPLICATE_INPUT: &str = "input tensor sent twice";
-    pub const MISSING_INPUT: &str = "a model input is missing";
-    pub const WRONG_DTYPE: &str = "input dtype does not match the model";
-    pub const WRONG_RANK: &str = "input rank does not match the model";
-    pub const WRONG_DIM: &str = "input dimension does not match the model";
-    pub const INCONSISTENT_DIM: &str = "inputs disagree on a shared dimension (e.g. batch)";
-    pub const DIM_TOO_LARGE: &str = "input dimension too large";
-    pub const MISALIGNED: &str = "input data not aligned for its dtype";
-    pub const BAD_BOOL: &str = "bool tensor holds a byte other than 0 or 1";
-    pub const SHORT_PAYLOAD: &str = "input data shorter than its shape";
-    pub const RESPONSE_TOO_LARGE: &str = "response does not fit the reply buffer";
-    pub const RESPONSE_HEADER: &str = "cannot build the response header";
-    pub const TX_MISALIGNED: &str = "reply buffer not aligned for the output dtype";
-    pub const ORT_FAILED: &str = "ONNX Runtime run failed";
+pub(crate) struct LoadedAdapter {
+    pub(crate) id: String,
+    pub(crate) options: RunOptions,
 }
 
 /// A loaded model version: one ONNX Runtime session, its signature, and one
@@ -149,27 +101,36 @@ mod msg {
 /// takes no lock. Sessions use one intra-op thread: the worker's core runs
 /// the model.
 ///
-/// # Allocation on the hot path
+/// # Memory on the hot path
 ///
 /// [`OrtModel::run_into`] allocates nothing on the Rust side: names are
 /// prebuilt C strings, shapes and values live in fixed arrays, the response
-/// header is emitted into the caller's buffer. ONNX Runtime itself allocates
-/// per run: one small `OrtValue` per input and output (the tensor header,
-/// not the data), and its arena serves intermediate tensors (reused after the
-/// first run; the load-time warm-up takes that first hit).
+/// header is emitted into the caller's buffer. ONNX Runtime's own tensor
+/// memory comes from the reply allocator (`raw::alloc`): the reply's free
+/// tail, then this model's scratch, both reset per request. ORT still
+/// allocates small bookkeeping on its heap per run (one `OrtValue` header per
+/// tensor, the feed/fetch lists of `Run`).
 pub struct OrtModel {
-    name: String,
-    version: String,
-    path: PathBuf,
-    session: Session,
-    memory: MemoryInfo<'static>,
-    signature: Signature,
-    inputs: Vec<Port>,
-    outputs: Vec<Port>,
-    symbols: usize,
-    default_options: RunOptions,
-    adapters: Vec<LoadedAdapter>,
-    last_error: String,
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) path: PathBuf,
+    pub(crate) session: Session,
+    pub(crate) memory: MemoryInfo<'static>,
+    pub(crate) signature: Signature,
+    /// Required inputs, then optional ones.
+    pub(crate) inputs: Vec<Port>,
+    pub(crate) required: usize,
+    pub(crate) outputs: Vec<Port>,
+    pub(crate) symbols: usize,
+    pub(crate) default_options: RunOptions,
+    pub(crate) adapters: Vec<LoadedAdapter>,
+    pub(crate) last_error: String,
+    pub(crate) info: ModelInfo,
+    pub(crate) arena: Arena,
+    /// Whether runs use the arena (false: a run kept arena memory after it
+    /// ended, so ORT's memory comes from the heap instead).
+    pub(crate) arena_on: bool,
+    pub(crate) output_stats: Vec<OutputStats>,
 }
 
 impl std::fmt::Debug for OrtModel {
@@ -189,55 +150,17 @@ const _: () = {
     assert_send::<OrtModel>();
 };
 
-fn dtype_of(t: TensorElementType) -> Option<DType> {
-    Some(match t {
-        TensorElementType::Float32 => DType::F32,
-        TensorElementType::Uint8 => DType::U8,
-        TensorElementType::Int8 => DType::I8,
-        TensorElementType::Uint16 => DType::U16,
-        TensorElementType::Int16 => DType::I16,
-        TensorElementType::Int32 => DType::I32,
-        TensorElementType::Int64 => DType::I64,
-        TensorElementType::Bool => DType::Bool,
-        TensorElementType::Float16 => DType::F16,
-        TensorElementType::Float64 => DType::F64,
-        TensorElementType::Uint32 => DType::U32,
-        TensorElementType::Uint64 => DType::U64,
-        TensorElementType::Bfloat16 => DType::BF16,
-        _ => return None,
-    })
-}
-
-fn sig_of(o: &Outlet) -> Result<TensorSig, String> {
-    match o.dtype() {
-        ValueType::Tensor {
-            ty,
-            shape,
-            dimension_symbols,
-        } => {
-            let dtype = dtype_of(*ty).ok_or_else(|| {
-                format!("tensor {:?} has unsupported element type {ty:?}", o.name())
-            })?;
-            let dims: Vec<i64> = shape.iter().copied().collect();
-            let dim_names = (0..dims.len())
-                .map(|i| dimension_symbols.get(i).cloned().unwrap_or_default())
-                .collect();
-            Ok(TensorSig {
-                name: o.name().to_string(),
-                dtype,
-                dims,
-                dim_names,
-            })
-        }
-        other => Err(format!("{:?} is not a tensor ({other:?})", o.name())),
-    }
-}
+// SAFETY-free note: `Arena` holds raw pointers that are only dereferenced
+// while armed on the thread that owns the model, so moving the model
+// between threads (load on a control thread, run on a worker) is sound.
+// The marker lives in `raw::alloc`.
 
 impl OrtModel {
-    /// Loads a model version and its adapters, then runs it once per adapter
-    /// (and once without) on zeros with every dynamic dimension 1, so that a
-    /// bad adapter fails here rather than on a request, and the first request
-    /// does not pay ONNX Runtime's first-run allocations.
+    /// Loads a model version and its adapters, then runs it on zeros with
+    /// every dynamic dimension 1: once without the reply allocator's arena
+    /// (ORT's first-run caches land on the heap), then twice with it per
+    /// adapter (and without one), so a bad adapter fails here and the first
+    /// request does not pay ORT's first-run costs.
     pub fn load(spec: &ModelSpec) -> Result<OrtModel, InferError> {
         let env = crate::env::environment()?;
         if !spec.path.is_file() {
@@ -267,6 +190,11 @@ impl OrtModel {
         builder = builder
             .with_optimization_level(GraphOptimizationLevel::All)
             .map_err(|e| session_err(e.to_string()))?;
+        // Every CPU allocation of the session goes through the reply
+        // allocator registered in the environment (see raw::alloc).
+        builder = builder
+            .with_config_entry("session.use_env_allocators", "1")
+            .map_err(|e| session_err(e.to_string()))?;
         // Loading warns that LoRA parameters are overridable initializers;
         // that is the point, so only errors are logged.
         builder = builder
@@ -276,12 +204,24 @@ impl OrtModel {
             .commit_from_file(&spec.path)
             .map_err(|e| session_err(e.to_string()))?;
 
-        let sigs = |outlets: &[Outlet]| outlets.iter().map(sig_of).collect::<Result<Vec<_>, _>>();
+        let sigs = |outlets: &[Outlet]| {
+            outlets
+                .iter()
+                .map(ports::sig_of)
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let optional_inputs: Vec<TensorSig> = session
+            .overridable_initializers()
+            .iter()
+            .filter_map(|o| ports::sig_of_type(o.name(), o.dtype()).ok())
+            .collect();
         let signature = Signature {
             inputs: sigs(session.inputs()).map_err(unsupported)?,
+            optional_inputs,
             outputs: sigs(session.outputs()).map_err(unsupported)?,
         };
-        let (inputs, outputs, symbols) = compile(&signature).map_err(unsupported)?;
+        let compiled = ports::compile(&signature).map_err(unsupported)?;
+        let info = ModelInfo::read(&session);
 
         let memory = MemoryInfo::new(
             AllocationDevice::CPU,
@@ -291,37 +231,9 @@ impl OrtModel {
         )
         .map_err(|e| InferError::Environment(e.to_string()))?;
         let default_options = run_options().map_err(InferError::Environment)?;
+        let adapters = load_adapters(spec)?;
 
-        let mut adapters: Vec<LoadedAdapter> = Vec::with_capacity(spec.adapters.len());
-        for a in &spec.adapters {
-            if adapters.iter().any(|l| l.id == a.id) {
-                return Err(InferError::DuplicateAdapter { id: a.id.clone() });
-            }
-            let adapter_err = |reason: String| InferError::Adapter {
-                id: a.id.clone(),
-                path: a.path.clone(),
-                reason,
-            };
-            if a.id.is_empty() || a.id.len() > sluice_wire::limits::ADAPTER_LEN_MAX {
-                return Err(adapter_err("id must be 1 to 64 bytes".into()));
-            }
-            if !a.path.is_file() {
-                return Err(adapter_err("file not found".into()));
-            }
-            let adapter =
-                Adapter::from_file(&a.path, None).map_err(|e| adapter_err(e.to_string()))?;
-            let mut options = run_options().map_err(adapter_err)?;
-            // The options keep the adapter alive; it is activated on every run
-            // that uses these options.
-            options
-                .add_adapter(&adapter)
-                .map_err(|e| adapter_err(e.to_string()))?;
-            adapters.push(LoadedAdapter {
-                id: a.id.clone(),
-                options,
-            });
-        }
-
+        let n_out = compiled.outputs.len();
         let mut model = OrtModel {
             name: spec.name.clone(),
             version: spec.version.clone(),
@@ -329,40 +241,86 @@ impl OrtModel {
             session,
             memory,
             signature,
-            inputs,
-            outputs,
-            symbols,
+            inputs: compiled.inputs,
+            required: compiled.required,
+            outputs: compiled.outputs,
+            symbols: compiled.symbols,
             default_options,
             adapters,
             last_error: String::new(),
+            info,
+            arena: Arena::new(SCRATCH_LEN_DEFAULT),
+            arena_on: false,
+            output_stats: vec![OutputStats::default(); n_out],
         };
-        let ids: Vec<Option<String>> = std::iter::once(None)
-            .chain(model.adapters.iter().map(|a| Some(a.id.clone())))
-            .collect();
-        for id in ids {
-            model.warm_up(id.as_deref()).map_err(|reason| match &id {
-                Some(id) => InferError::Adapter {
-                    id: id.clone(),
-                    path: spec
-                        .adapters
-                        .iter()
-                        .find(|a| &a.id == id)
-                        .map(|a| a.path.clone())
-                        .unwrap_or_default(),
-                    reason: format!("does not fit the model: {reason}"),
-                },
-                None => InferError::Warmup {
-                    adapter: None,
-                    reason,
-                },
-            })?;
-        }
+        model.warm_up_all(spec)?;
+        model.output_stats.fill(OutputStats::default());
         Ok(model)
+    }
+
+    fn warm_up_all(&mut self, spec: &ModelSpec) -> Result<(), InferError> {
+        let ids: Vec<Option<String>> = std::iter::once(None)
+            .chain(self.adapters.iter().map(|a| Some(a.id.clone())))
+            .collect();
+        let fail = |id: &Option<String>, reason: String| match id {
+            Some(id) => InferError::Adapter {
+                id: id.clone(),
+                path: spec
+                    .adapters
+                    .iter()
+                    .find(|a| &a.id == id)
+                    .map(|a| a.path.clone())
+                    .unwrap_or_default(),
+                reason: format!("does not fit the model: {reason}"),
+            },
+            None => InferError::Warmup {
+                adapter: None,
+                reason,
+            },
+        };
+        // First runs on the heap: whatever ORT caches on a first run must
+        // not live in a region that is reset per request.
+        for id in &ids {
+            self.warm_up(id.as_deref()).map_err(|r| fail(id, r))?;
+        }
+        self.arena_on = true;
+        for _attempt in 0..4 {
+            let mut leaked = false;
+            let mut overflow = false;
+            for id in &ids {
+                for _ in 0..2 {
+                    let before = self.arena.heap_allocs;
+                    self.warm_up(id.as_deref()).map_err(|r| fail(id, r))?;
+                    overflow |= self.arena.heap_allocs != before;
+                    leaked |= !self.arena_on;
+                }
+            }
+            if leaked {
+                // warm_up turned the arena off: runs keep memory.
+                break;
+            }
+            if !overflow {
+                break;
+            }
+            // Scratch too small for the warm-up: grow it, up to the limit.
+            let next = (self.arena.scratch_len() * 4).min(SCRATCH_LEN_MAX);
+            if next == self.arena.scratch_len() {
+                break;
+            }
+            self.arena = Arena::new(next);
+        }
+        self.arena.heap_allocs = 0;
+        Ok(())
     }
 
     /// The model's inputs and outputs.
     pub fn signature(&self) -> &Signature {
         &self.signature
+    }
+
+    /// What the model file says about itself (producer, graph, version, ...).
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
     }
 
     /// Model name.
@@ -385,335 +343,59 @@ impl OrtModel {
         &self.last_error
     }
 
-    /// Runs the model on a request and writes the response frame into `tx`.
-    ///
-    /// `req` is a checked request frame whose buffer the engine keeps for the
-    /// call. `adapter` selects a LoRA adapter by id (`None` or `Some("")`: the
-    /// base model); the engine passes the frame's adapter field after its own
-    /// policy checks. ONNX Runtime reads the input tensors where they lie in
-    /// `req`'s buffer and writes the outputs where they lie in `tx`; returns
-    /// the response frame length (`tx[..len]` is the frame). The response
-    /// echoes the request id, tenant and trace and names the model version
-    /// that actually ran.
-    ///
-    /// Input data must be aligned for its dtype (the engine's buffers are
-    /// 64-byte aligned and frames align tensors to 64): misaligned data is
-    /// rejected, never copied. `tx` must be aligned the same way.
-    pub fn run_into(
-        &mut self,
-        req: &Frame<&[u8]>,
-        adapter: Option<&str>,
-        tx: &mut [u8],
-        stats: &mut RunStats,
-    ) -> Result<usize, Reject> {
-        let r = self.run_inner(req, adapter, tx, stats);
-        match &r {
-            Ok(_) => stats.runs += 1,
-            Err(e) if e.code == ErrorCode::InferenceFailed => stats.failures += 1,
-            Err(_) => stats.rejects += 1,
-        }
-        r
+    /// How each output (in model order) is placed.
+    pub fn placements(&self) -> impl Iterator<Item = (&str, Placement)> {
+        self.outputs.iter().map(|p| (p.name.as_str(), p.placement))
     }
 
-    /// Checks `req` as [`OrtModel::run_into`] would and creates its ONNX
-    /// Runtime input values, then reports, per model input, where the request
-    /// bytes are and where ORT's tensor reads from. Diagnostic (tests prove
-    /// zero copy with it); allocates the returned vector.
-    pub fn probe_inputs(&mut self, req: &Frame<&[u8]>) -> Result<Vec<InputBinding>, Reject> {
-        let mut shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
-        let (descs, _) = self.bind(req, &mut shapes)?;
-        let mut values = Values::new();
-        let mut out = Vec::with_capacity(self.inputs.len());
-        for (i, port) in self.inputs.iter().enumerate() {
-            let data = descs[i].map(|d| req.tensor_data(&d)).unwrap_or(&[]);
-            let ort_ptr = values
-                .push_input(&self.memory, data, &shapes[i][..port.rank], port.dtype)
-                .map_err(|e| {
-                    self.last_error = e.0;
-                    Reject {
-                        code: ErrorCode::InferenceFailed,
-                        message: msg::ORT_FAILED,
-                    }
-                })?;
-            out.push(InputBinding {
-                buffer_ptr: data.as_ptr() as usize,
-                ort_ptr: ort_ptr as usize,
-                len: data.len(),
-            });
-        }
-        Ok(out)
+    /// Per output (model order), where its bytes went since load.
+    pub fn output_stats(&self) -> &[OutputStats] {
+        &self.output_stats
     }
 
-    /// Matches the request's tensors to the model inputs and checks dtype,
-    /// rank, dimensions and alignment. Fills `shapes` (inputs' i64 shapes)
-    /// and returns the descriptors in model input order plus the bound
-    /// symbolic sizes.
-    #[allow(clippy::type_complexity)]
-    fn bind<'r>(
-        &self,
-        req: &'r Frame<&[u8]>,
-        shapes: &mut [[i64; RANK_MAX]; TENSOR_COUNT_MAX],
-    ) -> Result<
-        (
-            [Option<TensorDesc<'r>>; TENSOR_COUNT_MAX],
-            [Option<u64>; TENSOR_COUNT_MAX * RANK_MAX],
-        ),
-        Reject,
-    > {
-        if req.kind() != Kind::Request {
-            return Err(Reject {
-                code: ErrorCode::UnsupportedKind,
-                message: msg::NOT_REQUEST,
-            });
-        }
-        let mut descs: [Option<TensorDesc<'r>>; TENSOR_COUNT_MAX] = [None; TENSOR_COUNT_MAX];
-        for t in req.tensors() {
-            let Some(i) = self.inputs.iter().position(|p| p.name == t.name) else {
-                // The structured section is for validation and routing;
-                // the model sees it only if it declares an input so named.
-                if t.name == sluice_wire::SECTION_TENSOR_NAME {
-                    continue;
-                }
-                return Err(Reject::bad_tensor(msg::UNEXPECTED_INPUT));
-            };
-            if descs[i].replace(t).is_some() {
-                return Err(Reject::bad_tensor(msg::DUPLICATE_INPUT));
-            }
-        }
-        let mut bound = [None; TENSOR_COUNT_MAX * RANK_MAX];
-        for (i, port) in self.inputs.iter().enumerate() {
-            let d = descs[i]
-                .as_ref()
-                .ok_or(Reject::bad_tensor(msg::MISSING_INPUT))?;
-            if d.dtype != port.dtype {
-                return Err(Reject::bad_tensor(msg::WRONG_DTYPE));
-            }
-            let dims = d.dims();
-            if dims.len() != port.rank {
-                return Err(Reject::bad_tensor(msg::WRONG_RANK));
-            }
-            for (k, (&have, rule)) in dims.iter().zip(&port.dims).enumerate() {
-                match *rule {
-                    DimRule::Fixed(want) if have != want => {
-                        return Err(Reject::bad_tensor(msg::WRONG_DIM));
-                    }
-                    DimRule::Sym(s) => match bound[s as usize] {
-                        None => bound[s as usize] = Some(have),
-                        Some(v) if v != have => {
-                            return Err(Reject::bad_tensor(msg::INCONSISTENT_DIM));
-                        }
-                        Some(_) => {}
-                    },
-                    _ => {}
-                }
-                shapes[i][k] =
-                    i64::try_from(have).map_err(|_| Reject::bad_tensor(msg::DIM_TOO_LARGE))?;
-            }
-            let data = req.tensor_data(d);
-            // A checked frame guarantees this; it guards ORT from reading
-            // past the buffer should a caller pass an unchecked frame.
-            if port.dtype.byte_len(dims) != Some(data.len()) {
-                return Err(Reject::bad_tensor(msg::SHORT_PAYLOAD));
-            }
-            if !is_aligned(data.as_ptr(), port.dtype) {
-                return Err(Reject::bad_tensor(msg::MISALIGNED));
-            }
-            // ORT reads bool tensors as C++ `bool`; any byte but 0 or 1 is
-            // undefined behaviour there, so it never reaches ORT.
-            if port.dtype == DType::Bool && data.iter().any(|&b| b > 1) {
-                return Err(Reject::bad_tensor(msg::BAD_BOOL));
-            }
-        }
-        Ok((descs, bound))
+    /// Whether runs take ORT's memory from the reply allocator's arena
+    /// (false when the model keeps memory across runs; then the heap).
+    pub fn arena_enabled(&self) -> bool {
+        self.arena_on
     }
 
-    fn run_inner(
-        &mut self,
-        req: &Frame<&[u8]>,
-        adapter: Option<&str>,
-        tx: &mut [u8],
-        stats: &mut RunStats,
-    ) -> Result<usize, Reject> {
-        let options = match adapter {
-            None | Some("") => &self.default_options,
-            Some(id) => {
-                &self
-                    .adapters
-                    .iter()
-                    .find(|a| a.id == id)
-                    .ok_or(Reject {
-                        code: ErrorCode::UnknownAdapter,
-                        message: msg::UNKNOWN_ADAPTER,
-                    })?
-                    .options
-            }
-        };
-        let mut in_shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
-        let (descs, bound) = self.bind(req, &mut in_shapes)?;
+    /// Bytes of scratch the reply allocator has for this model, and the most
+    /// used so far.
+    pub fn scratch_bytes(&self) -> (usize, usize) {
+        (self.arena.scratch_len(), self.arena.scratch_peak())
+    }
 
-        // Output shapes follow from fixed sizes and symbols bound by inputs
-        // (checked at load that every output dimension is one of those).
-        let mut out_dims = [[0u64; RANK_MAX]; TENSOR_COUNT_MAX];
-        let mut out_shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
-        for (o, port) in self.outputs.iter().enumerate() {
-            for k in 0..port.rank {
-                let v = match port.dims[k] {
-                    DimRule::Fixed(v) => v,
-                    DimRule::Sym(s) => bound[s as usize].ok_or(Reject {
-                        code: ErrorCode::Internal,
-                        message: msg::RESPONSE_HEADER,
-                    })?,
-                    DimRule::Any => {
-                        return Err(Reject {
-                            code: ErrorCode::Internal,
-                            message: msg::RESPONSE_HEADER,
-                        });
-                    }
-                };
-                out_dims[o][k] = v;
-                out_shapes[o][k] = v as i64; // bounded by an input dim, itself checked ≤ i64::MAX
-            }
-        }
-        let mut reprs = [TensorRepr {
-            name: "",
-            dtype: DType::U8,
-            dims: &[],
-            data: None,
-        }; TENSOR_COUNT_MAX];
-        for (o, port) in self.outputs.iter().enumerate() {
-            reprs[o] = TensorRepr {
-                name: &port.name,
-                dtype: port.dtype,
-                dims: &out_dims[o][..port.rank],
-                data: None,
-            };
-        }
-        let repr = FrameRepr {
-            kind: Kind::Response,
-            request_id: req.request_id(),
-            tenant_id: req.tenant_id(),
-            trace: req.trace(),
-            model: &self.name,
-            model_version: &self.version,
-            adapter: adapter.unwrap_or(""),
-            token_count: req.token_count(),
-            tensors: &reprs[..self.outputs.len()],
-            ..FrameRepr::default()
-        };
-        let layout = repr.emit(tx).map_err(|e| match e {
-            WireError::BufferTooSmall | WireError::TooLarge | WireError::SizeOverflow => Reject {
-                code: ErrorCode::ResponseTooLarge,
-                message: msg::RESPONSE_TOO_LARGE,
-            },
-            _ => Reject {
-                code: ErrorCode::Internal,
-                message: msg::RESPONSE_HEADER,
-            },
-        })?;
+    /// The model file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
 
-        // Inputs: values over the request's bytes.
-        let mut inputs = Values::new();
-        let mut in_names = [core::ptr::null::<c_char>(); TENSOR_COUNT_MAX];
-        let mut in_bytes = 0u64;
-        let mut copied = 0u64;
-        for (i, port) in self.inputs.iter().enumerate() {
-            let Some(d) = descs[i] else {
-                return Err(Reject::bad_tensor(msg::MISSING_INPUT));
-            };
-            let data = req.tensor_data(&d);
-            let got =
-                match inputs.push_input(&self.memory, data, &in_shapes[i][..port.rank], port.dtype)
-                {
-                    Ok(p) => p,
-                    Err(e) => return Err(ort_failed(&mut self.last_error, e)),
-                };
-            if data.is_empty() || got == data.as_ptr() {
-                in_bytes += data.len() as u64;
-            } else {
-                copied += data.len() as u64;
-            }
-            in_names[i] = port.c_name.as_ptr();
-        }
-
-        // Outputs: values over the response's tensor regions in `tx`.
-        let mut outputs = Values::new();
-        let mut out_names = [core::ptr::null::<c_char>(); TENSOR_COUNT_MAX];
-        let mut out_ptrs = [core::ptr::null::<u8>(); TENSOR_COUNT_MAX];
-        let mut out_bytes = 0u64;
-        let mut rest: &mut [u8] = &mut tx[..layout.frame_len];
-        let mut consumed = 0usize;
-        for (o, port) in self.outputs.iter().enumerate() {
-            let off = layout.tensor_offsets[o];
-            let len = reprs[o].dtype.byte_len(reprs[o].dims).unwrap_or(0);
-            let (_, tail) = std::mem::take(&mut rest).split_at_mut(off - consumed);
-            let (region, tail) = tail.split_at_mut(len);
-            rest = tail;
-            consumed = off + len;
-            if !is_aligned(region.as_ptr(), port.dtype) {
-                return Err(Reject {
-                    code: ErrorCode::Internal,
-                    message: msg::TX_MISALIGNED,
-                });
-            }
-            out_ptrs[o] = region.as_ptr();
-            out_bytes += len as u64;
-            if let Err(e) = outputs.push_output(
-                &self.memory,
-                region,
-                &out_shapes[o][..port.rank],
-                port.dtype,
-            ) {
-                return Err(ort_failed(&mut self.last_error, e));
-            }
-            out_names[o] = port.c_name.as_ptr();
-        }
-
-        let (n_in, n_out) = (self.inputs.len(), self.outputs.len());
-        if let Err(e) = raw::run(
-            &mut self.session,
-            options,
-            &in_names[..n_in],
-            &inputs,
-            &out_names[..n_out],
-            &mut outputs,
-        ) {
-            return Err(ort_failed(&mut self.last_error, e));
-        }
-        for (o, &want) in out_ptrs.iter().enumerate().take(n_out) {
-            match outputs.data_ptr(o) {
-                Ok(p) if p == want || reprs[o].dims.contains(&0) => {}
-                Ok(_) => copied += reprs[o].dtype.byte_len(reprs[o].dims).unwrap_or(0) as u64,
-                Err(e) => return Err(ort_failed(&mut self.last_error, e)),
-            }
-        }
-        stats.payload_bytes_in_place += in_bytes;
-        stats.output_bytes_in_place += out_bytes;
-        stats.payload_bytes_copied += copied;
-        Ok(layout.frame_len)
+    /// Number of distinct symbolic dimensions among the inputs.
+    pub fn symbol_count(&self) -> usize {
+        self.symbols
     }
 
     /// One run on zeros (dynamic dimensions 1) through the normal path.
     fn warm_up(&mut self, adapter: Option<&str>) -> Result<(), String> {
-        let mut dims: Vec<Vec<u64>> = Vec::with_capacity(self.inputs.len());
-        for p in &self.inputs {
-            dims.push(
+        let inputs = &self.inputs[..self.required];
+        let dims: Vec<Vec<u64>> = inputs
+            .iter()
+            .map(|p| {
                 p.dims[..p.rank]
                     .iter()
                     .map(|r| match r {
                         DimRule::Fixed(v) => *v,
                         _ => 1,
                     })
-                    .collect(),
-            );
-        }
-        let data: Vec<Vec<u8>> = self
-            .inputs
+                    .collect()
+            })
+            .collect();
+        let data: Vec<Vec<u8>> = inputs
             .iter()
             .zip(&dims)
             .map(|(p, d)| vec![0u8; p.dtype.byte_len(d).unwrap_or(0)])
             .collect();
-        let tensors: Vec<TensorRepr<'_>> = self
-            .inputs
+        let tensors: Vec<TensorRepr<'_>> = inputs
             .iter()
             .zip(&dims)
             .zip(&data)
@@ -738,8 +420,9 @@ impl OrtModel {
         repr.emit(rx.as_mut_slice()).map_err(|e| e.to_string())?;
         drop(tensors);
         let req = Frame::new_checked(rx.as_slice()).map_err(|e| e.to_string())?;
-        // Outputs of the warm-up shapes: fixed sizes and 1s; generous header room.
-        let mut out_len = sluice_wire::limits::HEADER_LEN_MAX;
+        // Known outputs of the warm-up shapes, generous header room, and a
+        // megabyte for allocator-placed outputs.
+        let mut out_len = sluice_wire::limits::HEADER_LEN_MAX + (1 << 20);
         for p in &self.outputs {
             let d: Vec<u64> = p.dims[..p.rank]
                 .iter()
@@ -749,12 +432,46 @@ impl OrtModel {
         }
         let mut tx = crate::AlignedBuf::new(out_len);
         let mut stats = RunStats::default();
-        match self.run_into(&req, adapter, tx.as_mut_slice(), &mut stats) {
+        let r = self.run_into(&req, adapter, tx.as_mut_slice(), &mut stats);
+        self.arena.heap_allocs += stats.heap_allocs;
+        match r {
             Ok(_) => Ok(()),
             Err(r) if r.code == ErrorCode::InferenceFailed => Err(self.last_error.clone()),
             Err(r) => Err(r.to_string()),
         }
     }
+}
+
+fn load_adapters(spec: &ModelSpec) -> Result<Vec<LoadedAdapter>, InferError> {
+    let mut adapters: Vec<LoadedAdapter> = Vec::with_capacity(spec.adapters.len());
+    for a in &spec.adapters {
+        if adapters.iter().any(|l| l.id == a.id) {
+            return Err(InferError::DuplicateAdapter { id: a.id.clone() });
+        }
+        let adapter_err = |reason: String| InferError::Adapter {
+            id: a.id.clone(),
+            path: a.path.clone(),
+            reason,
+        };
+        if a.id.is_empty() || a.id.len() > sluice_wire::limits::ADAPTER_LEN_MAX {
+            return Err(adapter_err("id must be 1 to 64 bytes".into()));
+        }
+        if !a.path.is_file() {
+            return Err(adapter_err("file not found".into()));
+        }
+        let adapter = Adapter::from_file(&a.path, None).map_err(|e| adapter_err(e.to_string()))?;
+        let mut options = run_options().map_err(adapter_err)?;
+        // The options keep the adapter alive; it is activated on every run
+        // that uses these options.
+        options
+            .add_adapter(&adapter)
+            .map_err(|e| adapter_err(e.to_string()))?;
+        adapters.push(LoadedAdapter {
+            id: a.id.clone(),
+            options,
+        });
+    }
+    Ok(adapters)
 }
 
 /// Run options as every run uses them. A failing request must not write to
@@ -768,107 +485,8 @@ fn run_options() -> Result<RunOptions, String> {
     Ok(o)
 }
 
-/// Whether `p` is aligned for `dtype` (element sizes are powers of two).
-fn is_aligned(p: *const u8, dtype: DType) -> bool {
-    (p as usize) & (dtype.size_bytes() - 1) == 0
-}
-
 /// Records ORT's message and turns a failure into the request's answer.
-fn ort_failed(last_error: &mut String, e: raw::OrtFailure) -> Reject {
+pub(crate) fn ort_failed(last_error: &mut String, e: crate::raw::OrtFailure) -> Reject {
     *last_error = e.0;
-    Reject {
-        code: ErrorCode::InferenceFailed,
-        message: msg::ORT_FAILED,
-    }
-}
-
-/// Checks that the signature can be served in place and compiles it to
-/// per-port rules. Symbols are numbered in first-seen order over the inputs;
-/// every dynamic output dimension must be a symbol an input binds.
-fn compile(sig: &Signature) -> Result<(Vec<Port>, Vec<Port>, usize), String> {
-    if sig.inputs.len() > TENSOR_COUNT_MAX || sig.outputs.len() > TENSOR_COUNT_MAX {
-        return Err(format!("more than {TENSOR_COUNT_MAX} inputs or outputs"));
-    }
-    if sig.outputs.is_empty() {
-        return Err("the model has no outputs".into());
-    }
-    let mut symbols: Vec<String> = Vec::new();
-    let mut port = |t: &TensorSig, is_input: bool| -> Result<Port, String> {
-        if t.dims.len() > RANK_MAX {
-            return Err(format!(
-                "{:?} has rank {} (limit {RANK_MAX})",
-                t.name,
-                t.dims.len()
-            ));
-        }
-        if t.name.is_empty()
-            || t.name.len() > sluice_wire::limits::TENSOR_NAME_LEN_MAX
-            || !t.name.bytes().all(|c| (0x21..=0x7e).contains(&c))
-        {
-            return Err(format!(
-                "tensor name {:?} cannot be carried in a frame",
-                t.name
-            ));
-        }
-        let mut dims = [DimRule::Any; RANK_MAX];
-        for (k, (&d, sym)) in t.dims.iter().zip(&t.dim_names).enumerate() {
-            dims[k] = if d >= 0 {
-                DimRule::Fixed(d as u64)
-            } else if !sym.is_empty() {
-                let idx = match symbols.iter().position(|s| *s == sym.as_str()) {
-                    Some(i) => i,
-                    None if is_input => {
-                        symbols.push(sym.clone());
-                        symbols.len() - 1
-                    }
-                    None => {
-                        return Err(format!(
-                            "output {:?} dimension {k} ({sym:?}) is not set by any input, so its size is unknown before the run",
-                            t.name
-                        ));
-                    }
-                };
-                DimRule::Sym(idx as u8)
-            } else if is_input {
-                DimRule::Any
-            } else {
-                return Err(format!(
-                    "output {:?} dimension {k} is dynamic and unnamed, so its size is unknown before the run",
-                    t.name
-                ));
-            };
-        }
-        Ok(Port {
-            name: t.name.clone(),
-            c_name: CString::new(t.name.as_str())
-                .map_err(|_| format!("tensor name {:?} has a NUL byte", t.name))?,
-            dtype: t.dtype,
-            rank: t.dims.len(),
-            dims,
-        })
-    };
-    let inputs = sig
-        .inputs
-        .iter()
-        .map(|t| port(t, true))
-        .collect::<Result<Vec<_>, _>>()?;
-    let outputs = sig
-        .outputs
-        .iter()
-        .map(|t| port(t, false))
-        .collect::<Result<Vec<_>, _>>()?;
-    let n = symbols.len();
-    Ok((inputs, outputs, n))
-}
-
-impl OrtModel {
-    /// The model file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Number of distinct symbolic dimensions among the inputs.
-    pub fn symbol_count(&self) -> usize {
-        self.symbols
-    }
+    Reject::new(ErrorCode::InferenceFailed, crate::run::msg::ORT_FAILED)
 }
