@@ -10,12 +10,19 @@ pub struct Reject {
     pub code: ErrorCode,
     /// Message for the error frame.
     pub message: &'static str,
+    /// For `response_too_large`: the response length needed, when known
+    /// (the error frame's message then says it); 0 otherwise.
+    pub needed_len: usize,
 }
 
 impl Reject {
     /// A reject.
     pub const fn new(code: ErrorCode, message: &'static str) -> Reject {
-        Reject { code, message }
+        Reject {
+            code,
+            message,
+            needed_len: 0,
+        }
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod config;
 pub mod engine;
 pub mod handler;
+pub mod meta;
 pub mod onnx;
 pub mod pending;
 pub mod pool;

@@ -596,11 +596,15 @@ impl<T: Transport> Worker<T> {
             }
             Err(r) => {
                 self.transport.tx_free(tx);
-                self.reply(
-                    p.pkt as usize,
-                    Immediate::Error(r.code, r.message),
-                    Some(shard),
-                );
+                let answer = if r.code == ErrorCode::ResponseTooLarge && r.needed_len != 0 {
+                    Immediate::TooLarge {
+                        needed_len: r.needed_len,
+                        buffer_len: tx_len,
+                    }
+                } else {
+                    Immediate::Error(r.code, r.message)
+                };
+                self.reply(p.pkt as usize, answer, Some(shard));
             }
         }
     }
@@ -620,6 +624,12 @@ impl<T: Transport> Worker<T> {
         match &r {
             Immediate::Error(code, _) => {
                 self.counters.error(*code);
+                if let Some(s) = shard {
+                    bump(&self.counters.shard_errors[s], 1);
+                }
+            }
+            Immediate::TooLarge { .. } => {
+                self.counters.error(ErrorCode::ResponseTooLarge);
                 if let Some(s) = shard {
                     bump(&self.counters.shard_errors[s], 1);
                 }
@@ -647,6 +657,13 @@ impl<T: Transport> Worker<T> {
 pub enum Immediate {
     /// An error frame.
     Error(ErrorCode, &'static str),
+    /// `response_too_large`, saying the length needed and the buffer's.
+    TooLarge {
+        /// Response length needed.
+        needed_len: usize,
+        /// Reply buffer length.
+        buffer_len: usize,
+    },
     /// A pong.
     Pong,
     /// A negotiation answer (or unknown_subject) for the request's subject,
@@ -807,12 +824,31 @@ fn build_immediate(req: &[u8], tx: &mut [u8], r: &Immediate, t: &Tables) -> Opti
         trace,
         ..FrameRepr::default()
     };
+    let mut text = MessageBuf::default();
     let repr = match *r {
         Immediate::Error(code, message) => FrameRepr {
             kind: Kind::Error,
             body: BodyRepr::Error { code, message },
             ..base
         },
+        Immediate::TooLarge {
+            needed_len,
+            buffer_len,
+        } => {
+            use core::fmt::Write;
+            let _ = write!(
+                text,
+                "response needs {needed_len} bytes; the reply buffer holds {buffer_len}"
+            );
+            FrameRepr {
+                kind: Kind::Error,
+                body: BodyRepr::Error {
+                    code: ErrorCode::ResponseTooLarge,
+                    message: text.as_str(),
+                },
+                ..base
+            }
+        }
         Immediate::Pong => FrameRepr {
             kind: Kind::Pong,
             ..base
@@ -848,4 +884,38 @@ fn build_immediate(req: &[u8], tx: &mut [u8], r: &Immediate, t: &Tables) -> Opti
         }
     };
     repr.emit(tx).ok().map(|l| l.frame_len)
+}
+
+/// A message formatted on the stack (error frames carry at most 256 bytes).
+struct MessageBuf {
+    buf: [u8; sluice_wire::limits::ERROR_MESSAGE_LEN_MAX],
+    len: usize,
+}
+
+impl Default for MessageBuf {
+    fn default() -> Self {
+        MessageBuf {
+            buf: [0; sluice_wire::limits::ERROR_MESSAGE_LEN_MAX],
+            len: 0,
+        }
+    }
+}
+
+impl MessageBuf {
+    fn as_str(&self) -> &str {
+        // Only whole `&str`s are written (see write_str), so this holds.
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+impl core::fmt::Write for MessageBuf {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            return Err(core::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
 }

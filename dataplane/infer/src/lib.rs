@@ -30,7 +30,10 @@ mod run;
 pub use env::{LIBRARY_ENV, init, is_initialized, library_path, loaded_library};
 pub use error::{InferError, Reject};
 pub use meta::ModelInfo;
-pub use model::{AdapterSpec, InputBinding, ModelSpec, OrtModel, OutputStats, RunStats};
+pub use model::{
+    AdapterSpec, InputBinding, ModelDescription, ModelSpec, OrtModel, OutputStats, RunStats,
+    describe,
+};
 pub use ports::{Placement, Signature, TensorSig};
 pub use raw::alloc::{heap_live as allocator_heap_blocks, stray_frees as allocator_stray_frees};
 

@@ -20,6 +20,14 @@ use crate::{InferError, Reject};
 const SCRATCH_LEN_DEFAULT: usize = 1 << 20;
 /// Largest scratch a model may grow to at load.
 const SCRATCH_LEN_MAX: usize = 256 << 20;
+/// Sizes tried for dynamic input dimensions in the load-time warm-up, in
+/// order: (the leading dimension of inputs of rank 2 or more, the others).
+/// Unnamed dimensions that must agree (Silero's batch in `input` and
+/// `state`) need equal sizes, so equal pairs are tried too.
+const WARM_UP_DIMS: [(u64, u64); 5] = [(1, 1), (1, 64), (64, 64), (1, 512), (512, 512)];
+/// Requests run on the heap before the arena is tried, when no warm-up
+/// size fitted the model.
+pub(crate) const ARENA_COUNTDOWN: u32 = 2;
 
 /// A LoRA adapter of a model: an ONNX Runtime adapter file (`.onnx_adapter`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +138,14 @@ pub struct OrtModel {
     /// Whether runs use the arena (false: a run kept arena memory after it
     /// ended, so ORT's memory comes from the heap instead).
     pub(crate) arena_on: bool,
+    /// Successful heap runs still to go before the arena is tried (when the
+    /// warm-up could not run the model).
+    pub(crate) arena_countdown: u32,
+    /// Size of dynamic dimensions the warm-up runs with.
+    pub(crate) warm_dim: (u64, u64),
+    /// During the warm-up: allocator-placed outputs take the rank ORT
+    /// really returns when it differs from the declared one.
+    pub(crate) learning: bool,
     pub(crate) output_stats: Vec<OutputStats>,
 }
 
@@ -162,63 +178,10 @@ impl OrtModel {
     /// adapter (and without one), so a bad adapter fails here and the first
     /// request does not pay ORT's first-run costs.
     pub fn load(spec: &ModelSpec) -> Result<OrtModel, InferError> {
-        let env = crate::env::environment()?;
-        if !spec.path.is_file() {
-            return Err(InferError::ModelNotFound {
-                path: spec.path.clone(),
-            });
-        }
-        let session_err = |reason: String| InferError::Session {
-            path: spec.path.clone(),
-            reason,
-        };
+        let (session, signature) = open(&spec.path)?;
         let unsupported = |reason: String| InferError::UnsupportedModel {
             path: spec.path.clone(),
             reason,
-        };
-        // Builder errors carry the builder back (large); keep only the text.
-        let mut builder = Session::builder(env).map_err(|e| session_err(e.to_string()))?;
-        builder = builder
-            .with_intra_threads(1)
-            .map_err(|e| session_err(e.to_string()))?;
-        builder = builder
-            .with_inter_threads(1)
-            .map_err(|e| session_err(e.to_string()))?;
-        builder = builder
-            .with_parallel_execution(false)
-            .map_err(|e| session_err(e.to_string()))?;
-        builder = builder
-            .with_optimization_level(GraphOptimizationLevel::All)
-            .map_err(|e| session_err(e.to_string()))?;
-        // Every CPU allocation of the session goes through the reply
-        // allocator registered in the environment (see raw::alloc).
-        builder = builder
-            .with_config_entry("session.use_env_allocators", "1")
-            .map_err(|e| session_err(e.to_string()))?;
-        // Loading warns that LoRA parameters are overridable initializers;
-        // that is the point, so only errors are logged.
-        builder = builder
-            .with_log_level(LogLevel::Error)
-            .map_err(|e| session_err(e.to_string()))?;
-        let session = builder
-            .commit_from_file(&spec.path)
-            .map_err(|e| session_err(e.to_string()))?;
-
-        let sigs = |outlets: &[Outlet]| {
-            outlets
-                .iter()
-                .map(ports::sig_of)
-                .collect::<Result<Vec<_>, _>>()
-        };
-        let optional_inputs: Vec<TensorSig> = session
-            .overridable_initializers()
-            .iter()
-            .filter_map(|o| ports::sig_of_type(o.name(), o.dtype()).ok())
-            .collect();
-        let signature = Signature {
-            inputs: sigs(session.inputs()).map_err(unsupported)?,
-            optional_inputs,
-            outputs: sigs(session.outputs()).map_err(unsupported)?,
         };
         let compiled = ports::compile(&signature).map_err(unsupported)?;
         let info = ModelInfo::read(&session);
@@ -232,7 +195,6 @@ impl OrtModel {
         .map_err(|e| InferError::Environment(e.to_string()))?;
         let default_options = run_options().map_err(InferError::Environment)?;
         let adapters = load_adapters(spec)?;
-
         let n_out = compiled.outputs.len();
         let mut model = OrtModel {
             name: spec.name.clone(),
@@ -251,9 +213,15 @@ impl OrtModel {
             info,
             arena: Arena::new(SCRATCH_LEN_DEFAULT),
             arena_on: false,
+            arena_countdown: 0,
+            warm_dim: (1, 1),
+            learning: false,
             output_stats: vec![OutputStats::default(); n_out],
         };
-        model.warm_up_all(spec)?;
+        model.learning = true;
+        let warm = model.warm_up_all(spec);
+        model.learning = false;
+        warm?;
         model.output_stats.fill(OutputStats::default());
         Ok(model)
     }
@@ -279,9 +247,42 @@ impl OrtModel {
             },
         };
         // First runs on the heap: whatever ORT caches on a first run must
-        // not live in a region that is reset per request.
-        for id in &ids {
-            self.warm_up(id.as_deref()).map_err(|r| fail(id, r))?;
+        // not live in a region that is reset per request. Dynamic input
+        // dimensions get one size for all (a model rarely accepts any size:
+        // audio and image models need some length), the first that runs.
+        let dynamic = self.inputs[..self.required].iter().any(|p| {
+            p.dims[..p.rank]
+                .iter()
+                .any(|d| !matches!(d, DimRule::Fixed(_)))
+        });
+        let mut last = String::new();
+        let mut found = None;
+        for v in WARM_UP_DIMS {
+            // A second try when the first one corrected an output's rank.
+            let r = self.warm_up(None, v).or_else(|_| self.warm_up(None, v));
+            match r {
+                Ok(()) => {
+                    found = Some(v);
+                    break;
+                }
+                Err(r) => last = r,
+            }
+            if !dynamic {
+                break;
+            }
+        }
+        let Some(v) = found else {
+            if dynamic && self.adapters.is_empty() {
+                // No size tried fits the model: it is served, and the arena
+                // is tried after the first requests have run on the heap.
+                self.arena_countdown = ARENA_COUNTDOWN;
+                return Ok(());
+            }
+            return Err(fail(&None, last));
+        };
+        self.warm_dim = v;
+        for id in ids.iter().skip(1) {
+            self.warm_up(id.as_deref(), v).map_err(|r| fail(id, r))?;
         }
         self.arena_on = true;
         for _attempt in 0..4 {
@@ -290,7 +291,8 @@ impl OrtModel {
             for id in &ids {
                 for _ in 0..2 {
                     let before = self.arena.heap_allocs;
-                    self.warm_up(id.as_deref()).map_err(|r| fail(id, r))?;
+                    self.warm_up(id.as_deref(), self.warm_dim)
+                        .map_err(|r| fail(id, r))?;
                     overflow |= self.arena.heap_allocs != before;
                     leaked |= !self.arena_on;
                 }
@@ -375,17 +377,20 @@ impl OrtModel {
         self.symbols
     }
 
-    /// One run on zeros (dynamic dimensions 1) through the normal path.
-    fn warm_up(&mut self, adapter: Option<&str>) -> Result<(), String> {
+    /// One run on zeros through the normal path; dynamic dimensions are
+    /// `lead` (dimension 0 of inputs of rank 2 or more) or `rest`.
+    fn warm_up(&mut self, adapter: Option<&str>, (lead, rest): (u64, u64)) -> Result<(), String> {
         let inputs = &self.inputs[..self.required];
         let dims: Vec<Vec<u64>> = inputs
             .iter()
             .map(|p| {
                 p.dims[..p.rank]
                     .iter()
-                    .map(|r| match r {
+                    .enumerate()
+                    .map(|(k, r)| match r {
                         DimRule::Fixed(v) => *v,
-                        _ => 1,
+                        _ if k == 0 && p.rank >= 2 => lead,
+                        _ => rest,
                     })
                     .collect()
             })
@@ -440,6 +445,96 @@ impl OrtModel {
             Err(r) => Err(r.to_string()),
         }
     }
+}
+
+/// Opens a session with the options every Sluice session uses and reads
+/// its signature.
+fn open(path: &Path) -> Result<(Session, Signature), InferError> {
+    let env = crate::env::environment()?;
+    if !path.is_file() {
+        return Err(InferError::ModelNotFound {
+            path: path.to_path_buf(),
+        });
+    }
+    let session_err = |reason: String| InferError::Session {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let unsupported = |reason: String| InferError::UnsupportedModel {
+        path: path.to_path_buf(),
+        reason,
+    };
+    // Builder errors carry the builder back (large); keep only the text.
+    let mut builder = Session::builder(env).map_err(|e| session_err(e.to_string()))?;
+    builder = builder
+        .with_intra_threads(1)
+        .map_err(|e| session_err(e.to_string()))?;
+    builder = builder
+        .with_inter_threads(1)
+        .map_err(|e| session_err(e.to_string()))?;
+    builder = builder
+        .with_parallel_execution(false)
+        .map_err(|e| session_err(e.to_string()))?;
+    builder = builder
+        .with_optimization_level(GraphOptimizationLevel::All)
+        .map_err(|e| session_err(e.to_string()))?;
+    // Every CPU allocation of the session goes through the reply
+    // allocator registered in the environment (see raw::alloc).
+    builder = builder
+        .with_config_entry("session.use_env_allocators", "1")
+        .map_err(|e| session_err(e.to_string()))?;
+    // Loading warns that LoRA parameters are overridable initializers;
+    // that is the point, so only errors are logged.
+    builder = builder
+        .with_log_level(LogLevel::Error)
+        .map_err(|e| session_err(e.to_string()))?;
+    let session = builder
+        .commit_from_file(path)
+        .map_err(|e| session_err(e.to_string()))?;
+
+    let sigs = |outlets: &[Outlet]| {
+        outlets
+            .iter()
+            .map(ports::sig_of)
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let optional_inputs: Vec<TensorSig> = session
+        .overridable_initializers()
+        .iter()
+        .filter_map(|o| ports::sig_of_type(o.name(), o.dtype()).ok())
+        .collect();
+    let signature = Signature {
+        inputs: sigs(session.inputs()).map_err(unsupported)?,
+        optional_inputs,
+        outputs: sigs(session.outputs()).map_err(unsupported)?,
+    };
+    Ok((session, signature))
+}
+
+/// What [`describe`] reads from a model file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelDescription {
+    /// Inputs and outputs.
+    pub signature: Signature,
+    /// How each output (model order) would be placed.
+    pub placements: Vec<Placement>,
+    /// The file's metadata.
+    pub info: ModelInfo,
+}
+
+/// Reads a model's signature, output placements and metadata without
+/// serving it (no warm-up). For the control plane; takes a session load.
+pub fn describe(path: &Path) -> Result<ModelDescription, InferError> {
+    let (session, signature) = open(path)?;
+    let compiled = ports::compile(&signature).map_err(|reason| InferError::UnsupportedModel {
+        path: path.to_path_buf(),
+        reason,
+    })?;
+    Ok(ModelDescription {
+        placements: compiled.outputs.iter().map(|p| p.placement).collect(),
+        info: ModelInfo::read(&session),
+        signature,
+    })
 }
 
 fn load_adapters(spec: &ModelSpec) -> Result<Vec<LoadedAdapter>, InferError> {

@@ -116,8 +116,15 @@ pub(crate) fn sig_of_type(name: &str, t: &ValueType) -> Result<TensorSig, String
             let dtype = dtype_of(*ty)
                 .ok_or_else(|| format!("tensor {name:?} has unsupported element type {ty:?}"))?;
             let dims: Vec<i64> = shape.iter().copied().collect();
+            // "?" is how some exporters (paddle2onnx) spell "no name".
             let dim_names = (0..dims.len())
-                .map(|i| dimension_symbols.get(i).cloned().unwrap_or_default())
+                .map(|i| {
+                    dimension_symbols
+                        .get(i)
+                        .filter(|s| s.as_str() != "?")
+                        .cloned()
+                        .unwrap_or_default()
+                })
                 .collect();
             Ok(TensorSig {
                 name: name.to_string(),

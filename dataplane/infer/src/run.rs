@@ -93,7 +93,13 @@ impl OrtModel {
     ) -> Result<usize, Reject> {
         let r = self.run_inner(req, adapter, tx, stats);
         match &r {
-            Ok(_) => stats.runs += 1,
+            Ok(_) => {
+                stats.runs += 1;
+                if self.arena_countdown > 0 {
+                    self.arena_countdown -= 1;
+                    self.arena_on = self.arena_countdown == 0;
+                }
+            }
             Err(e) if e.code == ErrorCode::InferenceFailed => stats.failures += 1,
             Err(_) => stats.rejects += 1,
         }
@@ -382,6 +388,15 @@ impl OrtModel {
             };
             if ty != raw::onnx_type(port.dtype) || rank != port.rank || shape.iter().any(|&d| d < 0)
             {
+                // Exporters do declare wrong ranks (ddddocr's OCR declares
+                // [1, seqlen] and returns rank 3). The load-time warm-up
+                // learns the rank the model really returns; after load it
+                // is an error.
+                if self.learning && ty == raw::onnx_type(port.dtype) {
+                    let o = order[t];
+                    self.outputs[o].rank = rank;
+                    self.outputs[o].dims = [DimRule::Any; RANK_MAX];
+                }
                 self.last_error = msg::OUTPUT_TYPE.into();
                 return Err(Reject::new(ErrorCode::InferenceFailed, msg::ORT_FAILED));
             }

@@ -593,6 +593,44 @@ pub unsafe extern "C" fn sluice_engine_query(
     })
 }
 
+/// Metadata of every loaded version of model `name` (inputs, outputs with
+/// symbolic dimensions and placements, platform, aliases, adapters, the
+/// file's own metadata) as JSON in a buffer allocated here; release it with
+/// [`sluice_buf_free`]. `SLUICE_NOT_FOUND` when no version of `name` is
+/// loaded. The first call per model file loads a session (off the hot path).
+///
+/// # Safety
+/// `e` is a live handle; `name` is NUL-terminated; `out` and `out_len` point
+/// to writable slots; `err` points to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_model_meta(
+    e: *mut SluiceEngine,
+    name: *const c_char,
+    out: *mut *mut u8,
+    out_len: *mut usize,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        if out.is_null() || out_len.is_null() {
+            return Err(bad_arg("null out pointer"));
+        }
+        let name = cstr(name, "name")?;
+        let meta = read(handle(e)?).model_meta(name).map_err(fail)?;
+        let json = serde_json::to_vec(&meta)
+            .map_err(|e| (SluiceStatus::Internal, format!("encode: {e}")))?;
+        let boxed = json.into_boxed_slice();
+        let len = boxed.len();
+        let p = Box::into_raw(boxed) as *mut u8;
+        // SAFETY: both out pointers are non-null and writable (checked above).
+        unsafe {
+            *out = p;
+            *out_len = len;
+        }
+        Ok(())
+    })
+}
+
 /// Releases a buffer returned by [`sluice_engine_query`]. Null is ignored.
 ///
 /// # Safety

@@ -38,6 +38,7 @@ commands:
   tenants                         tenants (keys are never shown)
   models                          loaded model versions and aliases
   models load -name N -version V -kind K [-path P] [-alias A]...
+  models show NAME                inputs, outputs (shapes, placement), platform, aliases
   alias set MODEL ALIAS VERSION   point an alias at a version
   peers ls | add NAME ADDR [LABEL=VALUE]... | rm NAME
   connections                     client connections (RDMA) with their counters
@@ -246,6 +247,12 @@ func dispatch(c *client, p *printer, args []string) error {
 	case "models":
 		if len(rest) > 0 && rest[0] == "load" {
 			return modelsLoad(c, p, rest[1:])
+		}
+		if len(rest) > 0 && rest[0] == "show" {
+			if len(rest) != 2 {
+				return usageError("usage: sluicectl models show NAME")
+			}
+			return modelsShow(c, p, rest[1])
 		}
 		if err := want(0, "models [load ...]"); err != nil {
 			return err

@@ -302,6 +302,7 @@ func (d *Daemon) routes() *http.ServeMux {
 		}
 		writeJSON(w, http.StatusOK, nonNil(ms))
 	})
+	mux.HandleFunc("GET /v1/models/{name}", d.modelMeta)
 	mux.HandleFunc("POST /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		var m config.Model
 		if !decode(w, r, &m) {

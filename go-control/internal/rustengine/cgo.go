@@ -167,3 +167,20 @@ func cStatusNames() []int32 {
 		C.SLUICE_STATUS_IO, C.SLUICE_STATUS_TIMEOUT, C.SLUICE_STATUS_INTERNAL, C.SLUICE_STATUS_PANIC,
 	}
 }
+
+// cModelMeta returns a Go copy of the model's metadata JSON.
+func cModelMeta(h handle, name string) ([]byte, int32, string) {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	var p *C.uint8_t
+	var n C.size_t
+	rc, msg := call(func(e *C.char, c C.size_t) C.int32_t {
+		return C.sluice_engine_model_meta(h, cn, &p, &n, e, c)
+	})
+	if rc != 0 {
+		return nil, rc, msg
+	}
+	out := C.GoBytes(unsafe.Pointer(p), C.int(n))
+	C.sluice_buf_free(p, n)
+	return out, 0, ""
+}
