@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 host lacks to build, run and test Sluice:
 # system packages, the Rust nightly toolchain and cargo-fuzz (fuzzing only),
+# staticcheck (Go lints),
 # and ONNX Runtime (from its PyPI wheel, checksum verified). Idempotent.
 #
 #   scripts/setup.sh            everything
@@ -24,6 +25,10 @@ fi
 
 command -v cargo >/dev/null || { log "cargo not found: install Rust with rustup (https://rustup.rs)"; exit 1; }
 command -v go >/dev/null || { log "go not found: install Go >= 1.22"; exit 1; }
+if [ "$mode" != "--runtime" ] && ! cargo clippy --version >/dev/null 2>&1; then
+    log "installing clippy (the lint stage of scripts/test.sh)"
+    rustup component add clippy >/dev/null
+fi
 
 "$root/scripts/setup-onnxruntime.sh" >/dev/null
 # rdma-core headers and the qemu guest toolchain (Soft-RoCE tests).
@@ -38,6 +43,11 @@ if [ ! -x "$root/.cache/bin/nats-server" ]; then
 fi
 
 if [ "$mode" != "--runtime" ]; then
+    # staticcheck for the Go lint stage of scripts/test.sh (Go module proxy, pinned).
+    if [ ! -x "$root/.cache/bin/staticcheck" ] || ! "$root/.cache/bin/staticcheck" -version 2>/dev/null | grep -q "v0.8.2"; then
+        log "installing staticcheck into .cache/bin"
+        GOBIN="$root/.cache/bin" go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+    fi
     if ! python3 -c "import confluent_kafka" 2>/dev/null; then
         log "installing confluent-kafka (the registry conformance test uses Confluent's own client)"
         python3 -m pip install -q "confluent-kafka[avro,schemaregistry]==2.16.1"

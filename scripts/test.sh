@@ -19,10 +19,22 @@ run() {
     if "$@"; then echo "---- $name: ok"; else echo "---- $name: FAILED"; failed+=("$name"); fi
 }
 
+# The conventions as lints: clippy with the workspace's [workspace.lints]
+# (also on the two crates with their own workspace), -D warnings.
+rust_lints() {
+    cargo clippy --workspace --all-targets --all-features -- -D warnings &&
+        CARGO_TARGET_DIR="$root/target/perf-nats" cargo clippy \
+            --manifest-path perf/nats-responder/Cargo.toml --all-targets -- -D warnings &&
+        CARGO_TARGET_DIR="$root/target/fuzz-lint" cargo clippy \
+            --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+}
+
 stage "build the engine's C ABI and the Go daemon (the end-to-end tests run sluiced)"
 eval "$(scripts/build-ffi.sh)"
 run "rust tests" cargo test --workspace
-run "go tests" bash -c 'cd go-control && go vet ./... && go test ./...'
+run "rust lints (clippy -D warnings, every feature)" rust_lints
+run "go lints (go vet, staticcheck)" bash -c 'cd go-control && go vet ./... && ../.cache/bin/staticcheck ./...'
+run "go tests" bash -c 'cd go-control && go test ./...'
 run "nats comparison responder" env CARGO_TARGET_DIR="$root/target/perf-nats" cargo test --manifest-path perf/nats-responder/Cargo.toml
 run "dpdk unit tests" cargo test -p sluice-engine --features dpdk --lib transport::dpdk
 if [ "$(id -u)" = 0 ]; then

@@ -208,7 +208,9 @@ impl Transport for EchoTransport {
         let Some(idb) = self.recv_buf[..n].get(ID_OFFSET..ID_OFFSET + 8) else {
             return Ok(None);
         };
-        let id = u64::from_le_bytes(idb.try_into().expect("8 bytes"));
+        let mut id = [0u8; 8];
+        id.copy_from_slice(idb);
+        let id = u64::from_le_bytes(id);
         // Unknown ids (late echoes after a timeout) are ignored.
         Ok(self.pending.remove(&id).map(|len| {
             let outcome = if len == n {

@@ -1,4 +1,7 @@
 //! The echo servers and the echo transport over real loopback sockets.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;
 

@@ -1,6 +1,8 @@
 //! Helpers for the end-to-end tests: run `sluiced` as a process, talk to
 //! its admin API over plain HTTP/1.1, and locate the repository's parts.
 #![deny(unsafe_code)]
+// Support for the end-to-end tests in tests/: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -8,6 +8,9 @@
 //!
 //! Needs .cache/bin/nats-server (perf/nats/compare.sh --setup) and
 //! .cache/bin/sluiced (scripts/build-ffi.sh).
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};

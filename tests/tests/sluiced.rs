@@ -2,6 +2,9 @@
 //! cfg/sluice.toml; traffic flows while a route changes through the admin
 //! API and the config reloads; nothing is lost; metrics show it; SIGTERM
 //! shuts down cleanly.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

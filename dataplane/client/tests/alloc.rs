@@ -1,5 +1,8 @@
 //! The send path allocates nothing: requests are encoded into the client's
 //! own buffer and the bookkeeping is sized at connect time.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use std::time::Duration;
 

@@ -526,7 +526,7 @@ impl Config {
             BUFFER_SIZE_MIN,
             BUFFER_SIZE_MAX,
         )?;
-        if u.buffer_size % 64 != 0 {
+        if !u.buffer_size.is_multiple_of(64) {
             return Err(ConfigError::at(
                 "io_uring.buffer_size",
                 "must be a multiple of 64",
@@ -557,6 +557,14 @@ pub fn validate_tables(
     peers: &[PeerCfg],
     worker_count: usize,
 ) -> Result<(), ConfigError> {
+    validate_shards(shards, worker_count)?;
+    validate_routes(routes, shards)?;
+    validate_models(models)?;
+    validate_tenants(tenants)?;
+    validate_peers(peers)
+}
+
+fn validate_shards(shards: &[ShardCfg], worker_count: usize) -> Result<(), ConfigError> {
     if shards.len() > SHARD_COUNT_MAX {
         return Err(ConfigError::at(
             "shards",
@@ -586,6 +594,10 @@ pub fn validate_tables(
             }
         }
     }
+    Ok(())
+}
+
+fn validate_routes(routes: &[RouteCfg], shards: &[ShardCfg]) -> Result<(), ConfigError> {
     if routes.len() > ROUTE_COUNT_MAX {
         return Err(ConfigError::at(
             "routes",
@@ -611,6 +623,10 @@ pub fn validate_tables(
             crate::route::VersionMatcher::parse(v).map_err(|m| ConfigError::at(k("version"), m))?;
         }
     }
+    Ok(())
+}
+
+fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
     if models.len() > MODEL_SLOT_COUNT_MAX {
         return Err(ConfigError::at(
             "models",
@@ -664,6 +680,10 @@ pub fn validate_tables(
             )?;
         }
     }
+    Ok(())
+}
+
+fn validate_tenants(tenants: &[TenantCfg]) -> Result<(), ConfigError> {
     if tenants.len() > TENANT_COUNT_MAX {
         return Err(ConfigError::at(
             "tenants",
@@ -684,6 +704,10 @@ pub fn validate_tables(
         }
         decode_key(&t.key).map_err(|m| ConfigError::at(k("key"), m))?;
     }
+    Ok(())
+}
+
+fn validate_peers(peers: &[PeerCfg]) -> Result<(), ConfigError> {
     if peers.len() > PEER_COUNT_MAX {
         return Err(ConfigError::at(
             "peers",

@@ -1,30 +1,9 @@
 //! What runs a request: models behind one trait, one instance per worker.
 
-use sluice_wire::{ErrorCode, Frame, FrameRepr, Kind, TensorDesc, TensorRepr, limits};
+use sluice_wire::{ErrorCode, Frame, FrameRepr, TensorDesc, TensorRepr, limits};
 
-/// Why a handler refused a request. The message is static: nothing about
-/// other tenants or internals leaks into error frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reject {
-    /// Error code for the error frame.
-    pub code: ErrorCode,
-    /// Message for the error frame.
-    pub message: &'static str,
-    /// For `response_too_large`: the response length needed, when known
-    /// (the error frame's message then says it); 0 otherwise.
-    pub needed_len: usize,
-}
-
-impl Reject {
-    /// A reject.
-    pub const fn new(code: ErrorCode, message: &'static str) -> Reject {
-        Reject {
-            code,
-            message,
-            needed_len: 0,
-        }
-    }
-}
+/// Why a handler refused a request: the wire crate's one refusal type.
+pub use sluice_wire::Reject;
 
 /// Per-run accounting a handler reports to the worker.
 #[derive(Debug, Default, Clone, Copy)]
@@ -62,19 +41,6 @@ fn descs<'a>(req: &'a Frame<&[u8]>) -> ([Option<TensorDesc<'a>>; limits::TENSOR_
     (out, n)
 }
 
-fn response_base<'a>(req: &'a Frame<&[u8]>) -> FrameRepr<'a> {
-    FrameRepr {
-        kind: Kind::Response,
-        request_id: req.request_id(),
-        tenant_id: req.tenant_id(),
-        trace: req.trace(),
-        model: req.model(),
-        model_version: req.model_version(),
-        token_count: req.token_count(),
-        ..FrameRepr::default()
-    }
-}
-
 fn emit_like_inputs(
     req: &Frame<&[u8]>,
     tx: &mut [u8],
@@ -99,7 +65,7 @@ fn emit_like_inputs(
     }
     let repr = FrameRepr {
         tensors: &reprs[..n],
-        ..response_base(req)
+        ..FrameRepr::response_to(req)
     };
     let layout = repr.emit(tx).map_err(|e| match e {
         sluice_wire::Error::BufferTooSmall => Reject::new(

@@ -66,9 +66,6 @@ impl Handler for OrtHandler {
         let before = self.stats.payload_bytes_copied;
         let r = self.model.run_into(req, adapter, tx, &mut self.stats);
         acct.payload_bytes_copied += self.stats.payload_bytes_copied - before;
-        r.map_err(|r| crate::handler::Reject {
-            needed_len: r.needed_len,
-            ..crate::handler::Reject::new(r.code, r.message)
-        })
+        r
     }
 }

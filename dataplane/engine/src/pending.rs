@@ -98,10 +98,11 @@ impl PendingForwards {
             if s == EMPTY {
                 return None;
             }
-            if let Some(f) = &self.slab[usize::from(s)] {
-                if f.request_id == request_id && f.peer == *peer {
-                    return Some(i);
-                }
+            if let Some(f) = &self.slab[usize::from(s)]
+                && f.request_id == request_id
+                && f.peer == *peer
+            {
+                return Some(i);
             }
             i = (i + 1) & self.mask();
         }
@@ -125,16 +126,15 @@ impl PendingForwards {
     /// Removes and returns the forward of `request_id` to `peer`.
     pub fn take(&mut self, peer: &SocketAddr, request_id: u64) -> Option<Forwarded> {
         let i = self.find(peer, request_id)?;
-        Some(self.remove_at(i))
+        self.remove_at(i)
     }
 
     /// Removes the entry at index position `i`, shifting later members of
     /// its probe run back so lookups never stop at a hole too early.
-    fn remove_at(&mut self, mut i: usize) -> Forwarded {
+    fn remove_at(&mut self, mut i: usize) -> Option<Forwarded> {
         let slot = self.index[i];
-        let f = self.slab[usize::from(slot)]
-            .take()
-            .expect("the index points at live slab slots");
+        // The index points at live slab slots only.
+        let f = self.slab[usize::from(slot)].take()?;
         self.free.push(slot);
         self.index[i] = EMPTY;
         let mut j = i;
@@ -142,7 +142,7 @@ impl PendingForwards {
             j = (j + 1) & self.mask();
             let s = self.index[j];
             if s == EMPTY {
-                return f;
+                return Some(f);
             }
             let home = match &self.slab[usize::from(s)] {
                 Some(g) => self.home(g),
@@ -175,10 +175,12 @@ impl PendingForwards {
             if f.peer != *peer {
                 continue;
             }
-            let i = self
-                .find(&f.peer, f.request_id)
-                .expect("every live slab slot is indexed");
-            return Some(self.remove_at(i));
+            // Every live slab slot is indexed.
+            let Some(i) = self.find(&f.peer, f.request_id) else {
+                debug_assert!(false, "a live slab slot is not indexed");
+                continue;
+            };
+            return self.remove_at(i);
         }
         None
     }
@@ -201,10 +203,12 @@ impl PendingForwards {
             if now.duration_since(f.sent) < timeout {
                 continue;
             }
-            let i = self
-                .find(&f.peer, f.request_id)
-                .expect("every live slab slot is indexed");
-            return Some(self.remove_at(i));
+            // Every live slab slot is indexed.
+            let Some(i) = self.find(&f.peer, f.request_id) else {
+                debug_assert!(false, "a live slab slot is not indexed");
+                continue;
+            };
+            return self.remove_at(i);
         }
         None
     }

@@ -356,9 +356,9 @@ impl SchemaTable {
     /// Answers a negotiation: the latest live version, or the hinted one.
     pub fn negotiate(&self, subject: &str, version_hint: u32) -> Option<&SchemaEntry> {
         let v = self.by_subject.get(subject)?;
-        let live = v.iter().map(|&i| &self.entries[i]).filter(|e| !e.retired);
+        let mut live = v.iter().map(|&i| &self.entries[i]).filter(|e| !e.retired);
         if version_hint == 0 {
-            live.last()
+            live.next_back()
         } else {
             live.into_iter().find(|e| e.version == version_hint)
         }
@@ -458,7 +458,7 @@ mod tests {
     fn a_push_recompiles_only_what_changed() {
         let a = cfg(1, 1, "syntax = \"proto3\";\nmessage A { string x = 1; }\n");
         let b = cfg(2, 2, "syntax = \"proto3\";\nmessage B { int32 y = 1; }\n");
-        let t1 = SchemaTable::build(&[a.clone()], 1000).unwrap();
+        let t1 = SchemaTable::build(std::slice::from_ref(&a), 1000).unwrap();
         let t2 = SchemaTable::build_reusing(&[a.clone(), b.clone()], 1000, &t1).unwrap();
         assert!(Arc::ptr_eq(&t1.entries[0].check, &t2.entries[0].check));
         assert!(matches!(*t2.entries[1].check, Check::Protobuf(_)));

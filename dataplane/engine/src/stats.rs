@@ -134,6 +134,10 @@ const HIST_MAX_NS: u64 = 10_000_000_000;
 /// An empty latency histogram with the engine's bounds.
 pub fn new_hist() -> Histogram<u32> {
     // 2 significant digits keeps each histogram near 10 KiB.
+    #[allow(
+        clippy::expect_used,
+        reason = "constant bounds, valid by hdrhistogram's rules (1 <= low, 2 * low <= high, sigfig <= 5); every stats test builds one"
+    )]
     Histogram::new_with_bounds(1, HIST_MAX_NS, 2).expect("static histogram bounds are valid")
 }
 

@@ -1,6 +1,9 @@
 //! Without the `dpdk` cargo feature, an engine asked for the DPDK transport
 //! refuses to start and says the feature is off; nothing else is touched.
 #![cfg(not(feature = "dpdk"))]
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use sluice_engine::{Config, Engine, EngineError, EngineOptions};
 

@@ -8,6 +8,11 @@
 //! DPDK's EAL can be initialized once per process, so each scenario runs in
 //! a child process of this test binary.
 #![cfg(feature = "dpdk")]
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+// setns and kill through libc for the scenarios in child processes.
+#![allow(unsafe_code)]
 
 mod common;
 
@@ -990,5 +995,61 @@ fn two_queue_pairs_af_packet() {
         engine.stop(Duration::from_millis(50));
         let r = dpdk::last_stop_report().unwrap();
         assert_eq!((r.mbufs_total, r.mbufs_missing), (2 * 4095, 0), "{r:?}");
+    });
+}
+
+/// A burst of one frame (rx_burst_max = 1) under a pipelined flood: the
+/// PMD is asked for no more than the burst holds, every request is
+/// answered once, and every mbuf comes back (issue 13.1's pattern, checked
+/// on DPDK).
+#[test]
+fn burst_of_one_under_a_pipelined_flood() {
+    isolated("burst_of_one_under_a_pipelined_flood", || {
+        let vdev = format!("net_af_packet0,iface={}", env("SLUICE_IF0", "sldpdk0"));
+        let text = config_text("dpdk", &vdev, "sl-e2e-b1")
+            .replace("rx_burst_max = 32", "rx_burst_max = 1");
+        let cfg = Config::parse(&text, std::env::temp_dir()).unwrap();
+        let mut engine = Engine::new(cfg, EngineOptions::default()).unwrap();
+        engine.start().expect("starts with a burst of one");
+        let to = engine.local_addr().unwrap();
+        let sock = peer_socket();
+        let mut frame = vec![0u8; 4096];
+        // Warm the neighbour entry, then send 64 without waiting.
+        let n = build(
+            &Req {
+                id: 0,
+                model: "echo",
+                version: "1",
+                ..Req::default()
+            },
+            &mut frame,
+        );
+        roundtrip(&sock, to, &frame[..n]);
+        for id in 1..=64u64 {
+            let n = build(
+                &Req {
+                    id,
+                    model: "echo",
+                    version: "1",
+                    ..Req::default()
+                },
+                &mut frame,
+            );
+            sock.send_to(&frame[..n], to).unwrap();
+        }
+        let mut got = std::collections::BTreeSet::new();
+        let mut buf = vec![0u8; 70_000];
+        while got.len() < 64 {
+            let Ok((n, _)) = sock.recv_from(&mut buf) else {
+                break;
+            };
+            let f = Frame::new_checked(&buf[..n]).unwrap();
+            assert_eq!(f.kind(), Kind::Response, "{:?}", f.error_body());
+            assert!(got.insert(f.request_id()), "answered twice");
+        }
+        assert_eq!(got.len(), 64, "every pipelined request answered");
+        engine.stop(Duration::from_millis(50));
+        let r = dpdk::last_stop_report().unwrap();
+        assert_eq!(r.mbufs_missing, 0, "{r:?}");
     });
 }

@@ -1,6 +1,9 @@
 //! Two appliances on loopback: a request for a shard whose labels only the
 //! peer carries is forwarded there, and the peer's answer is relayed back
 //! with its request id; a peer that stops answering gets retryable errors.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;
 
@@ -202,4 +205,141 @@ fn requests_from_a_peer_are_not_forwarded_again() {
         "B did not forward again"
     );
     b.stop(Duration::ZERO);
+}
+
+/// A worker whose burst holds `rx_burst_max` frames, facing a peer that
+/// answers many forwarded requests at once: every answer is relayed, none
+/// is written past the burst (issue 13.1: the io_uring receive path counted
+/// only service-port completions against the room left in the burst).
+#[test]
+fn a_peer_answering_more_forwards_than_one_burst_holds_is_relayed() {
+    const N: u64 = 24;
+    for burst in 1..=4u32 {
+        // The peer: a plain socket that collects N forwards, then answers
+        // them all back to back, so they land in one completion batch.
+        let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let peer_addr = peer.local_addr().unwrap();
+        let text = format!(
+            r#"
+[engine]
+workers = [0]
+poll = "adaptive"
+spin_us = 0
+rx_burst_max = {burst}
+forward_timeout_ms = 10000
+[io_uring]
+listen = "127.0.0.1:0"
+rx_buffers = 64
+tx_buffers = 64
+[host]
+labels = {{ "hardware.gpu.memory" = "hbm2" }}
+[[shards]]
+name = "hbm2"
+labels = {{ "hardware.gpu.memory" = "hbm2" }}
+[[shards]]
+name = "gddr6"
+labels = {{ "hardware.gpu.memory" = "gddr6" }}
+[[routes]]
+name = "training"
+intent = "training"
+shard = "gddr6"
+[[routes]]
+name = "rest"
+shard = "hbm2"
+[[models]]
+name = "null"
+version = "1"
+kind = "null"
+[[tenants]]
+name = "acme"
+id = 7
+key = "hex:{KEY_HEX}"
+[[peers]]
+name = "b"
+address = "{peer_addr}"
+labels = {{ "hardware.gpu.memory" = "gddr6" }}
+"#
+        );
+        let cfg = Config::parse(&text, std::env::temp_dir()).unwrap();
+        let mut a = Engine::new(
+            cfg,
+            EngineOptions {
+                no_pin: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        a.start().unwrap();
+        let a_addr = a.local_addr().unwrap();
+        let s = client();
+        let mut buf = vec![0u8; 4096];
+        for id in 1..=N {
+            let n = build(
+                &Req {
+                    id,
+                    version: "1",
+                    intent: "training",
+                    ..Req::default()
+                },
+                &mut buf,
+            );
+            s.send_to(&buf[..n], a_addr).unwrap();
+        }
+        // Collect every forward, then answer them all at once.
+        let mut forwards = Vec::new();
+        let mut rb = vec![0u8; 65536];
+        let mut from = None;
+        while (forwards.len() as u64) < N {
+            let (n, src) = peer.recv_from(&mut rb).expect("every request is forwarded");
+            from = Some(src);
+            let f = Frame::new_checked(&rb[..n]).unwrap();
+            forwards.push(f.request_id());
+        }
+        let from = from.unwrap();
+        let mut answers = Vec::new();
+        for &id in &forwards {
+            let mut out = vec![0u8; 512];
+            let n = sluice_wire::FrameRepr {
+                kind: Kind::Response,
+                request_id: id,
+                tenant_id: 7,
+                model: "null",
+                model_version: "1",
+                ..sluice_wire::FrameRepr::default()
+            }
+            .emit(&mut out)
+            .unwrap()
+            .frame_len;
+            out.truncate(n);
+            answers.push(out);
+        }
+        for ans in &answers {
+            peer.send_to(ans, from).unwrap();
+        }
+        // Every answer comes back to the client, each once.
+        let mut got = std::collections::BTreeSet::new();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        while (got.len() as u64) < N {
+            let Ok((n, _)) = s.recv_from(&mut rb) else {
+                break;
+            };
+            let f = Frame::new_checked(&rb[..n]).unwrap();
+            assert_eq!(
+                f.kind(),
+                Kind::Response,
+                "burst {burst}: {:?}",
+                f.error_body()
+            );
+            assert!(got.insert(f.request_id()), "burst {burst}: answered twice");
+        }
+        assert_eq!(
+            got.len() as u64,
+            N,
+            "burst {burst}: every forwarded request's answer is relayed"
+        );
+        let st = a.stats();
+        assert_eq!(st.total(|w| w.relayed), N, "burst {burst}");
+        a.stop(Duration::ZERO);
+    }
 }

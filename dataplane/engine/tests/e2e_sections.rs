@@ -2,6 +2,9 @@
 //! Protobuf sections checked against pushed schemas (with references),
 //! content routing on a validated JSON section, and schemas the data plane
 //! cannot compile refused rather than passed unchecked.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;
 

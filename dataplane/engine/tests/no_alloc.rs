@@ -1,6 +1,9 @@
 //! After start-up, the worker's per-request path makes no heap allocation:
 //! a counting global allocator counts allocations made on worker threads
 //! while real io_uring traffic of every kind flows.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;
 

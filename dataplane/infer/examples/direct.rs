@@ -43,7 +43,9 @@ fn summarize(h: &Histogram<u64>) -> Summary {
     }
 }
 
-fn request(case: &Case) -> AlignedBuf {
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn request(case: &Case) -> Result<AlignedBuf> {
     let n: u64 = case.dims.iter().product();
     let data: Vec<u8> = (0..n)
         .flat_map(|i| (((i % 13) as f32 - 6.0) / 16.0).to_le_bytes())
@@ -64,9 +66,9 @@ fn request(case: &Case) -> AlignedBuf {
         tensors: &tensors,
         ..FrameRepr::default()
     };
-    let mut buf = AlignedBuf::new(repr.layout().expect("valid request").frame_len);
-    repr.emit(buf.as_mut_slice()).expect("emit");
-    buf
+    let mut buf = AlignedBuf::new(repr.layout()?.frame_len);
+    repr.emit(buf.as_mut_slice())?;
+    Ok(buf)
 }
 
 fn main() -> ExitCode {
@@ -137,88 +139,76 @@ fn main() -> ExitCode {
         "case", "p50 ns", "p99 ns", "p99.9 ns", "copy-first p50", "copy-first p99", "ratio"
     );
     for case in cases.iter().filter(|c| c.label.contains(only.as_str())) {
-        let spec = ModelSpec {
-            name: case.model.to_string(),
-            version: "1.0.0".to_string(),
-            path: models.join(case.file),
-            adapters: vec![AdapterSpec {
-                id: "formal".into(),
-                path: models.join("mlp_formal.onnx_adapter"),
-            }]
-            .into_iter()
-            .filter(|_| case.model == "mlp")
-            .collect(),
-        };
-        let mut model = match OrtModel::load(&spec) {
-            Ok(m) => m,
-            Err(e) => {
-                eprintln!("direct: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        let rx = request(case);
-        let mut staging = AlignedBuf::new(rx.as_slice().len());
-        let mut tx = AlignedBuf::new(64 << 10);
-        let mut stats = RunStats::default();
-        let n = if case.model == "big" {
-            iters / 10
-        } else {
-            iters
+        if let Err(e) = bench(case, iters, &models) {
+            eprintln!("direct: {}: {e}", case.label);
+            return ExitCode::FAILURE;
         }
-        .max(100);
-        let mut in_place =
-            Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram");
-        let mut copied =
-            Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram");
-        // Warm up, then alternate the two paths so both see the same noise.
-        for _ in 0..n / 10 {
-            let req = Frame::new_checked(rx.as_slice()).expect("frame");
-            black_box(
-                model
-                    .run_into(&req, case.adapter, tx.as_mut_slice(), &mut stats)
-                    .expect("run"),
-            );
-        }
-        for _ in 0..n {
-            let t = Instant::now();
-            let req = Frame::new_checked(rx.as_slice()).expect("frame");
-            black_box(
-                model
-                    .run_into(&req, case.adapter, tx.as_mut_slice(), &mut stats)
-                    .expect("run"),
-            );
-            in_place.saturating_record(t.elapsed().as_nanos() as u64);
-
-            let t = Instant::now();
-            staging
-                .as_mut_slice()
-                .copy_from_slice(black_box(rx.as_slice()));
-            let req = Frame::new_checked(staging.as_slice()).expect("frame");
-            black_box(
-                model
-                    .run_into(&req, case.adapter, tx.as_mut_slice(), &mut stats)
-                    .expect("run"),
-            );
-            copied.saturating_record(t.elapsed().as_nanos() as u64);
-        }
-        let (a, b) = (summarize(&in_place), summarize(&copied));
-        println!(
-            "{:<20} {:>9} {:>9} {:>10} | {:>14} {:>14} | {:>6.2}x",
-            case.label,
-            a.p50_ns,
-            a.p99_ns,
-            a.p999_ns,
-            b.p50_ns,
-            b.p99_ns,
-            b.p50_ns as f64 / a.p50_ns.max(1) as f64
-        );
-        assert_eq!(
-            stats.payload_bytes_copied, 0,
-            "the in-place path copied payload bytes"
-        );
     }
     println!(
         "ratio = copy-first p50 / in-place p50 (same process, interleaved); payload_bytes_copied = 0 on every run"
     );
     ExitCode::SUCCESS
+}
+
+/// Runs one case both ways (in place, copy first) and prints a row.
+fn bench(case: &Case, iters: u64, models: &std::path::Path) -> Result<()> {
+    let spec = ModelSpec {
+        name: case.model.to_string(),
+        version: "1.0.0".to_string(),
+        path: models.join(case.file),
+        adapters: vec![AdapterSpec {
+            id: "formal".into(),
+            path: models.join("mlp_formal.onnx_adapter"),
+        }]
+        .into_iter()
+        .filter(|_| case.model == "mlp")
+        .collect(),
+    };
+    let mut model = OrtModel::load(&spec)?;
+    let rx = request(case)?;
+    let mut staging = AlignedBuf::new(rx.as_slice().len());
+    let mut tx = AlignedBuf::new(64 << 10);
+    let mut stats = RunStats::default();
+    let n = if case.model == "big" {
+        iters / 10
+    } else {
+        iters
+    }
+    .max(100);
+    let mut in_place = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
+    let mut copied = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
+    // Warm up, then alternate the two paths so both see the same noise.
+    for _ in 0..n / 10 {
+        let req = Frame::new_checked(rx.as_slice())?;
+        black_box(model.run_into(&req, case.adapter, tx.as_mut_slice(), &mut stats)?);
+    }
+    for _ in 0..n {
+        let t = Instant::now();
+        let req = Frame::new_checked(rx.as_slice())?;
+        black_box(model.run_into(&req, case.adapter, tx.as_mut_slice(), &mut stats)?);
+        in_place.saturating_record(t.elapsed().as_nanos() as u64);
+
+        let t = Instant::now();
+        staging
+            .as_mut_slice()
+            .copy_from_slice(black_box(rx.as_slice()));
+        let req = Frame::new_checked(staging.as_slice())?;
+        black_box(model.run_into(&req, case.adapter, tx.as_mut_slice(), &mut stats)?);
+        copied.saturating_record(t.elapsed().as_nanos() as u64);
+    }
+    let (a, b) = (summarize(&in_place), summarize(&copied));
+    println!(
+        "{:<20} {:>9} {:>9} {:>10} | {:>14} {:>14} | {:>6.2}x",
+        case.label,
+        a.p50_ns,
+        a.p99_ns,
+        a.p999_ns,
+        b.p50_ns,
+        b.p99_ns,
+        b.p50_ns as f64 / a.p50_ns.max(1) as f64
+    );
+    if stats.payload_bytes_copied != 0 {
+        return Err("the in-place path copied payload bytes".into());
+    }
+    Ok(())
 }

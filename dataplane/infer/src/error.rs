@@ -137,43 +137,13 @@ impl fmt::Display for InferError {
 
 impl std::error::Error for InferError {}
 
-/// Why one request was not run. The engine answers with an error frame
-/// carrying `code` and `message`. Allocation-free: the message is static;
-/// ONNX Runtime's own text for `InferenceFailed` is in
-/// [`crate::OrtModel::last_error`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reject {
-    /// Wire error code.
-    pub code: ErrorCode,
-    /// Short human-readable reason.
-    pub message: &'static str,
-    /// For `ResponseTooLarge`: the response length in bytes that would have
-    /// been needed (0 when not known); 0 for other codes.
-    pub needed_len: usize,
+/// Why one request was not run: the wire crate's refusal type. The engine
+/// answers with an error frame carrying `code` and `message`.
+/// Allocation-free: the message is static; ONNX Runtime's own text for
+/// `InferenceFailed` is in [`crate::OrtModel::last_error`].
+pub use sluice_wire::Reject;
+
+/// A `bad_tensor` refusal.
+pub(crate) const fn bad_tensor(message: &'static str) -> Reject {
+    Reject::new(ErrorCode::BadTensor, message)
 }
-
-impl Reject {
-    pub(crate) const fn new(code: ErrorCode, message: &'static str) -> Reject {
-        Reject {
-            code,
-            message,
-            needed_len: 0,
-        }
-    }
-
-    pub(crate) const fn bad_tensor(message: &'static str) -> Reject {
-        Reject::new(ErrorCode::BadTensor, message)
-    }
-}
-
-impl fmt::Display for Reject {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)?;
-        if self.needed_len != 0 {
-            write!(f, " (needs {} bytes)", self.needed_len)?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for Reject {}

@@ -15,6 +15,7 @@ use sluice_wire::{
 };
 
 use crate::Reject;
+use crate::error::bad_tensor;
 use crate::model::{InputBinding, OrtModel, RunStats, ort_failed};
 use crate::ports::{DimRule, Placement, Port};
 use crate::raw::alloc::ReplyTail;
@@ -46,10 +47,7 @@ type Descs<'r> = [Option<TensorDesc<'r>>; TENSOR_COUNT_MAX];
 type Bound = [Option<u64>; TENSOR_COUNT_MAX * RANK_MAX];
 
 fn too_large(needed_len: usize) -> Reject {
-    Reject {
-        needed_len,
-        ..Reject::new(ErrorCode::ResponseTooLarge, msg::RESPONSE_TOO_LARGE)
-    }
+    Reject::too_large(msg::RESPONSE_TOO_LARGE, needed_len)
 }
 
 fn header_err(e: WireError, needed_len: usize) -> Reject {
@@ -150,10 +148,10 @@ impl OrtModel {
                 if t.name == sluice_wire::SECTION_TENSOR_NAME {
                     continue;
                 }
-                return Err(Reject::bad_tensor(msg::UNEXPECTED_INPUT));
+                return Err(bad_tensor(msg::UNEXPECTED_INPUT));
             };
             if descs[i].replace(t).is_some() {
-                return Err(Reject::bad_tensor(msg::DUPLICATE_INPUT));
+                return Err(bad_tensor(msg::DUPLICATE_INPUT));
             }
         }
         // Required inputs come first, so every symbol is bound before an
@@ -164,45 +162,44 @@ impl OrtModel {
                 if port.optional {
                     continue;
                 }
-                return Err(Reject::bad_tensor(msg::MISSING_INPUT));
+                return Err(bad_tensor(msg::MISSING_INPUT));
             };
             if d.dtype != port.dtype {
-                return Err(Reject::bad_tensor(msg::WRONG_DTYPE));
+                return Err(bad_tensor(msg::WRONG_DTYPE));
             }
             let dims = d.dims();
             if dims.len() != port.rank {
-                return Err(Reject::bad_tensor(msg::WRONG_RANK));
+                return Err(bad_tensor(msg::WRONG_RANK));
             }
             for (k, (&have, rule)) in dims.iter().zip(&port.dims).enumerate() {
                 match *rule {
                     DimRule::Fixed(want) if have != want => {
-                        return Err(Reject::bad_tensor(msg::WRONG_DIM));
+                        return Err(bad_tensor(msg::WRONG_DIM));
                     }
                     DimRule::Sym(s) => match bound[s as usize] {
                         None => bound[s as usize] = Some(have),
                         Some(v) if v != have => {
-                            return Err(Reject::bad_tensor(msg::INCONSISTENT_DIM));
+                            return Err(bad_tensor(msg::INCONSISTENT_DIM));
                         }
                         Some(_) => {}
                     },
                     _ => {}
                 }
-                shapes[i][k] =
-                    i64::try_from(have).map_err(|_| Reject::bad_tensor(msg::DIM_TOO_LARGE))?;
+                shapes[i][k] = i64::try_from(have).map_err(|_| bad_tensor(msg::DIM_TOO_LARGE))?;
             }
             let data = req.tensor_data(d);
             // A checked frame guarantees this; it guards ORT from reading
             // past the buffer should a caller pass an unchecked frame.
             if port.dtype.byte_len(dims) != Some(data.len()) {
-                return Err(Reject::bad_tensor(msg::SHORT_PAYLOAD));
+                return Err(bad_tensor(msg::SHORT_PAYLOAD));
             }
             if !is_aligned(data.as_ptr(), port.dtype) {
-                return Err(Reject::bad_tensor(msg::MISALIGNED));
+                return Err(bad_tensor(msg::MISALIGNED));
             }
             // ORT reads bool tensors as C++ `bool`; any byte but 0 or 1 is
             // undefined behaviour there, so it never reaches ORT.
             if port.dtype == DType::Bool && data.iter().any(|&b| b > 1) {
-                return Err(Reject::bad_tensor(msg::BAD_BOOL));
+                return Err(bad_tensor(msg::BAD_BOOL));
             }
         }
         Ok((descs, bound))

@@ -1,6 +1,9 @@
 //! Outputs whose shape is known only after the run (unnamed, named only by
 //! the output, data-dependent), rank-0 and int32 inputs, optional inputs
 //! with defaults, several outputs: against the real ONNX Runtime.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;
 
@@ -129,7 +132,9 @@ fn a_data_dependent_output_is_sized_by_the_run() {
         let x: Vec<f32> = (0..n)
             .map(|i| if i.is_multiple_of(every) { 1.5 } else { 0.0 })
             .collect();
-        let want: Vec<i64> = (0..n as i64).filter(|i| (*i as usize).is_multiple_of(every)).collect();
+        let want: Vec<i64> = (0..n as i64)
+            .filter(|i| (*i as usize).is_multiple_of(every))
+            .collect();
         let data = f32_bytes(&x);
         let (r, tx, stats) = run(
             &mut m,

@@ -1,5 +1,8 @@
 //! Library loading. Its own test binary (own process) so that the failures
 //! happen before any successful load; one test, run in order.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;
 

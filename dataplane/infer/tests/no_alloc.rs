@@ -2,6 +2,9 @@
 //! allocator sees every Rust allocation of this thread; ONNX
 //! Runtime's own allocations go through its C++ allocator and are not
 //! counted (they are documented on `OrtModel`).
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;
 

@@ -10,6 +10,9 @@
 //! A test that asserts "no allocation" should also show the counter is live
 //! (an allocation it makes on purpose is seen), or it proves nothing.
 
+// A global allocator is unsafe by definition; this crate is test support.
+#![allow(unsafe_code)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -64,24 +64,28 @@ fn time(mut f: impl FnMut() -> bool) -> f64 {
     rounds[rounds.len() / 2]
 }
 
-fn main() {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let doc = section();
-    let schema = JsonSchema::compile(SCHEMA, &[]).unwrap();
-    let syntax = JsonSchema::compile("true", &[]).unwrap();
-    schema.validate(&doc).unwrap();
-    let value: serde_json::Value = serde_json::from_slice(&doc).unwrap();
-    let theirs = jsonschema::validator_for(&serde_json::from_str(SCHEMA).unwrap()).unwrap();
-    assert!(theirs.is_valid(&value));
-    let pred = Predicate::parse(r#"$.intent == "reasoning""#).unwrap();
-    let deep_pred = Predicate::parse(r#"$.messages[1].role == "user""#).unwrap();
+    let schema = JsonSchema::compile(SCHEMA, &[])?;
+    let syntax = JsonSchema::compile("true", &[])?;
+    schema
+        .validate(&doc)
+        .map_err(|e| format!("the section is invalid: {} at {}", e.message, e.offset))?;
+    let value: serde_json::Value = serde_json::from_slice(&doc)?;
+    let theirs = jsonschema::validator_for(&serde_json::from_str(SCHEMA)?)?;
+    if !theirs.is_valid(&value) {
+        return Err("jsonschema finds the section invalid".into());
+    }
+    let pred = Predicate::parse(r#"$.intent == "reasoning""#)?;
+    let deep_pred = Predicate::parse(r#"$.messages[1].role == "user""#)?;
     assert!(pred.matches(&doc) && deep_pred.matches(&doc));
 
     let ours = time(|| schema.validate(black_box(&doc)).is_ok());
     let floor = time(|| syntax.validate(black_box(&doc)).is_ok());
     let serde = time(|| serde_json::from_slice::<serde_json::Value>(black_box(&doc)).is_ok());
     let js = time(|| {
-        let v: serde_json::Value = serde_json::from_slice(black_box(&doc)).unwrap();
-        theirs.is_valid(&v)
+        serde_json::from_slice::<serde_json::Value>(black_box(&doc))
+            .is_ok_and(|v| theirs.is_valid(&v))
     });
     let p1 = time(|| pred.matches(black_box(&doc)));
     let p2 = time(|| deep_pred.matches(black_box(&doc)));
@@ -102,4 +106,5 @@ fn main() {
     );
     println!("predicate $.intent:                 {p1:8.0} ns");
     println!("predicate $.messages[1].role:       {p2:8.0} ns");
+    Ok(())
 }

@@ -11,6 +11,9 @@
 //! - a block byte size that does not match the block (it ignores the size);
 //! - more than ITEMS_MAX items over several blocks (it limits one block);
 //! - nesting deeper than DEPTH_MAX (it has no limit).
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;
 

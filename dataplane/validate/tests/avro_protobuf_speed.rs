@@ -5,6 +5,9 @@
 //! ```sh
 //! cargo test --release -p sluice-validate --test avro_protobuf_speed -- --ignored --nocapture
 //! ```
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use std::hint::black_box;
 use std::time::Instant;

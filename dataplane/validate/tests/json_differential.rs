@@ -2,6 +2,9 @@
 //! (the `jsonschema` crate) on generated documents, for schemas restricted
 //! to the keywords we enforce. Each document is also re-encoded with every
 //! string character as a `\u` escape, which must not change the verdict.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};

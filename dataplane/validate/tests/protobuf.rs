@@ -1,6 +1,9 @@
 //! Protobuf validator: schemas compiled from .proto text with protox, inputs
 //! encoded by hand (the independent encoder cross-check is in
 //! protobuf_differential.rs).
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use sluice_validate::limits::DEPTH_MAX;
 use sluice_validate::protobuf::{ProtobufSchema, SCHEMA_FILE_NAME};

@@ -11,6 +11,9 @@
 //! - prost-reflect does not check the wire type of a map field (it reads
 //!   any value as an entry's length); we refuse a map field that is not
 //!   length-delimited, as for any other declared field.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;
 

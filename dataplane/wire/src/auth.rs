@@ -6,10 +6,14 @@
 //! the check costs the same for any payload size. The FORWARDED flag is read
 //! as zero: a relaying appliance sets it without the tenant key.
 
+use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 
 use crate::Frame;
+
+/// SHA-256's block length: HMAC's key length after padding.
+const SHA256_BLOCK_LEN: usize = 64;
 
 /// Length of the authentication tag on the wire.
 pub const AUTH_TAG_LEN: usize = 16;
@@ -30,8 +34,16 @@ impl core::fmt::Debug for TenantKey {
 impl TenantKey {
     /// Keys a MAC; any key length is accepted (HMAC hashes long keys).
     pub fn new(key: &[u8]) -> TenantKey {
-        // HMAC accepts keys of any length: this `expect` cannot fire.
-        let mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+        // HMAC (RFC 2104) hashes a key longer than the hash's block and pads
+        // a shorter one with zeros to the block: doing that here gives the
+        // same MAC through the infallible, block-sized constructor.
+        let mut block = [0u8; SHA256_BLOCK_LEN];
+        if key.len() > SHA256_BLOCK_LEN {
+            block[..32].copy_from_slice(&Sha256::digest(key));
+        } else {
+            block[..key.len()].copy_from_slice(key);
+        }
+        let mac = <Hmac<Sha256> as KeyInit>::new(&block.into());
         TenantKey { mac }
     }
 
@@ -67,5 +79,28 @@ impl TenantKey {
         frame.set_flags(frame.flags() | crate::flags::AUTHENTICATED);
         let tag = self.tag(frame);
         frame.set_auth_tag(&tag);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The block-padded key gives the same MAC as HMAC's own key handling,
+    /// for keys shorter than, equal to and longer than the block.
+    #[test]
+    fn padded_key_matches_hmac_for_every_key_length() {
+        for len in [0usize, 1, 16, 32, 63, 64, 65, 128, 300] {
+            let key: std::vec::Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            let mut ours = TenantKey::new(&key).mac;
+            let mut reference = <Hmac<Sha256> as Mac>::new_from_slice(&key).unwrap();
+            ours.update(b"the same message");
+            reference.update(b"the same message");
+            assert_eq!(
+                ours.finalize().into_bytes(),
+                reference.finalize().into_bytes(),
+                "key of {len} bytes"
+            );
+        }
     }
 }

@@ -149,6 +149,35 @@ impl<B: AsRef<[u8]>> Frame<B> {
         self.buffer.as_ref()
     }
 
+    /// Whether the buffer opens with the magic bytes: the cheapest test of
+    /// "is this meant as a Sluice frame at all". Safe on any buffer.
+    pub fn has_magic(&self) -> bool {
+        self.buffer.as_ref().get(field::MAGIC) == Some(&MAGIC[..])
+    }
+
+    /// Checks only that the buffer holds the whole fixed header, so that
+    /// the getters and setters of its fields stay in bounds.
+    pub fn check_len(&self) -> Result<(), Error> {
+        if self.buffer.as_ref().len() < FIXED_HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        Ok(())
+    }
+
+    /// Request id, read from a buffer that may not hold a valid frame:
+    /// `None` when the buffer ends before the field does. Answers to
+    /// malformed requests echo what they can.
+    pub fn try_request_id(&self) -> Option<u64> {
+        let b = self.buffer.as_ref().get(field::REQUEST_ID)?;
+        Some(u64_at(b, 0))
+    }
+
+    /// Tenant id, read from a buffer that may not hold a valid frame.
+    pub fn try_tenant_id(&self) -> Option<u32> {
+        let b = self.buffer.as_ref().get(field::TENANT_ID)?;
+        Some(u32_at(b, 0))
+    }
+
     /// Checks that the buffer holds a valid frame. Never panics, never
     /// allocates, never reads out of bounds, for any input.
     pub fn check(&self) -> Result<(), Error> {

@@ -28,7 +28,7 @@ mod repr;
 pub use auth::{AUTH_TAG_LEN, TenantKey};
 pub use body::{ErrorBody, NegotiateRequest, NegotiateResponse, SchemaType};
 pub use dtype::DType;
-pub use error::{Error, ErrorCode};
+pub use error::{Error, ErrorCode, Reject};
 pub use frame::{Extension, Frame, Kind, TensorDesc, TraceContext, flags};
 pub use repr::{BodyRepr, ExtRepr, FrameRepr, Layout, TensorRepr};
 

@@ -150,19 +150,55 @@ fn clip(s: &str, max: usize) -> &str {
 }
 
 impl<'a> FrameRepr<'a> {
-    /// An error answer to `request`, echoing its id, tenant and trace.
+    /// The header of an answer of `kind`: the one place that sets what
+    /// every answer echoes from its request (request id, tenant id, trace
+    /// context). The rest is left at its default for the caller to fill.
+    pub fn answer(
+        kind: Kind,
+        request_id: u64,
+        tenant_id: u32,
+        trace: TraceContext,
+    ) -> FrameRepr<'a> {
+        FrameRepr {
+            kind,
+            request_id,
+            tenant_id,
+            trace,
+            ..FrameRepr::default()
+        }
+    }
+
+    /// The header of a response to `request` (a checked frame): the echoed
+    /// fields, its model, version and token count. Tensors are the caller's.
+    pub fn response_to<B: AsRef<[u8]>>(request: &'a Frame<B>) -> FrameRepr<'a> {
+        FrameRepr {
+            model: request.model(),
+            model_version: request.model_version(),
+            token_count: request.token_count(),
+            ..FrameRepr::answer(
+                Kind::Response,
+                request.request_id(),
+                request.tenant_id(),
+                request.trace(),
+            )
+        }
+    }
+
+    /// An error answer to `request` (a checked frame), echoing its id,
+    /// tenant and trace.
     pub fn error_for<B: AsRef<[u8]>>(
         request: &Frame<B>,
         code: ErrorCode,
         message: &'a str,
     ) -> FrameRepr<'a> {
         FrameRepr {
-            kind: Kind::Error,
-            request_id: request.request_id(),
-            tenant_id: request.tenant_id(),
-            trace: request.trace(),
             body: BodyRepr::Error { code, message },
-            ..FrameRepr::default()
+            ..FrameRepr::answer(
+                Kind::Error,
+                request.request_id(),
+                request.tenant_id(),
+                request.trace(),
+            )
         }
     }
 

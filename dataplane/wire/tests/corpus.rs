@@ -2,6 +2,9 @@
 //! few built frames that reach the limits. `write_fuzz_corpus` (ignored)
 //! regenerates the files; `corpus_is_current` keeps the checked-in seeds equal
 //! to what this file builds.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;
 

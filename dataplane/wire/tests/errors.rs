@@ -1,5 +1,8 @@
 //! Every `Error` variant, reached by corrupting one thing in a valid frame
 //! (parse side) or one thing in a valid `FrameRepr` (build side).
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use sluice_wire::{
     BodyRepr, DType, Error, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, SchemaType, TensorRepr,

@@ -2,6 +2,9 @@
 //! `Frame::new_checked` with every getter returning what was put in, and no
 //! mutation of a valid frame makes the parser panic or accept a frame that
 //! breaks the format's invariants.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use proptest::prelude::*;
 use sluice_wire::{

@@ -11,6 +11,8 @@
     dead_code
 )]
 #![allow(clippy::all)]
+// A -sys crate: bindings are unsafe by nature (generated code, no SAFETY notes).
+#![allow(unsafe_code, clippy::undocumented_unsafe_blocks)]
 #![allow(unsafe_op_in_unsafe_fn)]
 
 #[cfg(not(dpdk_missing))]

@@ -1,4 +1,9 @@
 //! The C ABI exercised as C would: raw pointers, status codes, error text.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+// Calls the C ABI as C would.
+#![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString, c_char};
 use std::mem::{offset_of, size_of};
@@ -74,7 +79,8 @@ fn query(e: *mut SluiceEngine, what: SluiceQuery) -> serde_json::Value {
 fn lifecycle_apply_query_and_errors() {
     let e = open();
     let mut err = err_buf();
-    // SAFETY (whole test): `e` is live until freed at the end; buffers valid.
+    // SAFETY: `e` is live until freed at the end of the test; the
+    // buffers passed are valid for the lengths given.
     unsafe {
         assert_eq!(
             sluice_engine_start(e, err.as_mut_ptr(), err.len()),

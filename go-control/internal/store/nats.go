@@ -306,12 +306,10 @@ func (n *NATS) List(prefix string) ([]Entry, error) {
 	seenNow := map[string]uint64{}
 	n.mu.Lock()
 	mirror := n.mirror
-	if mirror != nil {
-		for k, m := range mirror {
-			if !m.deleted && strings.HasPrefix(k, prefix) {
-				out = append(out, Entry{Key: k, Value: slices.Clone(m.value)})
-				seenNow[k] = m.rev
-			}
+	for k, m := range mirror {
+		if !m.deleted && strings.HasPrefix(k, prefix) {
+			out = append(out, Entry{Key: k, Value: slices.Clone(m.value)})
+			seenNow[k] = m.rev
 		}
 	}
 	n.mu.Unlock()

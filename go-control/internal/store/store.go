@@ -14,6 +14,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
 )
@@ -61,7 +62,7 @@ func OpenBolt(dataDir string) (*Bolt, error) {
 	path := filepath.Join(dataDir, fileName)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: OpenTimeout})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("%w: %s is locked by another process", errs.ErrBusy, path)
 		}
 		return nil, fmt.Errorf("%w: open %s: %v", errs.ErrIO, path, err)

@@ -245,7 +245,9 @@ impl Transport for NatsTransport<'_> {
         let Some(idb) = body.get(ID_OFFSET..ID_OFFSET + 8) else {
             return Ok(None);
         };
-        let id = u64::from_le_bytes(idb.try_into().expect("8 bytes"));
+        let mut id = [0u8; 8];
+        id.copy_from_slice(idb);
+        let id = u64::from_le_bytes(id);
         if self.pending.remove(&id).is_none() {
             return Ok(None); // late answer to a timed-out request
         }

@@ -5,6 +5,9 @@
 //! Needs nats-server (NATS_SERVER, else .cache/bin/nats-server: see
 //! perf/nats/compare.sh) and ONNX Runtime (SLUICE_ORT_LIB, else
 //! .cache/onnxruntime: scripts/setup-onnxruntime.sh).
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};

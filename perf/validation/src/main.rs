@@ -31,7 +31,9 @@ use sluice_wire::{DType, Frame, FrameRepr, Kind, SECTION_TENSOR_NAME, TenantKey,
 const KEY: [u8; 32] = [7; 32];
 const TENANT: u32 = 7;
 
-fn config(worker_core: usize) -> Config {
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn config(worker_core: usize) -> Result<Config> {
     let key: String = KEY.iter().map(|b| format!("{b:02x}")).collect();
     let text = format!(
         r#"
@@ -73,7 +75,7 @@ id = {TENANT}
 key = "hex:{key}"
 "#
     );
-    Config::parse(&text, std::env::temp_dir()).expect("bench config parses")
+    Ok(Config::parse(&text, std::env::temp_dir())?)
 }
 
 const JSON_SCHEMA: &str = r#"{
@@ -129,15 +131,16 @@ fn text_of(len: usize) -> String {
 /// Exactly 1 KiB of JSON.
 fn json_section(intent: &str) -> Vec<u8> {
     let doc = |text_len: usize| {
-        serde_json::to_vec(&serde_json::json!({
+        serde_json::json!({
             "intent": intent,
             "text": text_of(text_len),
             "priority": 3,
             "tags": ["alpha", "beta", "gamma", "delta"],
             "temperature": 0.7,
             "user": {"id": "u-12345", "tier": 2}
-        }))
-        .unwrap()
+        })
+        .to_string()
+        .into_bytes()
     };
     let short = doc(0).len();
     let v = doc(1024 - short);
@@ -294,7 +297,7 @@ fn cases() -> Vec<Case> {
 const X: [f32; 4] = [1.0, 2.0, 3.0, 4.0];
 
 /// A signed request frame for `c`, 64-byte aligned in `buf`.
-fn frame(c: &Case, buf: &mut Vec<u8>) -> usize {
+fn frame(c: &Case, buf: &mut Vec<u8>) -> Result<usize> {
     let x: Vec<u8> = X.iter().flat_map(|f| f.to_le_bytes()).collect();
     let dx = [1u64, 4];
     let ds = [c.section.as_ref().map_or(0, |s| s.len() as u64)];
@@ -323,9 +326,9 @@ fn frame(c: &Case, buf: &mut Vec<u8>) -> usize {
         ..FrameRepr::default()
     };
     buf.resize(8192, 0);
-    let n = repr.emit(buf).unwrap().frame_len;
+    let n = repr.emit(buf)?.frame_len;
     TenantKey::new(&KEY).sign(&mut Frame::new_unchecked(&mut buf[..n]));
-    n
+    Ok(n)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -333,13 +336,13 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn in_process(quick: bool) -> Vec<f64> {
-    let cfg = config(0);
+fn in_process(quick: bool) -> Result<Vec<f64>> {
+    let cfg = config(0)?;
     let live = LiveConfig::of(&cfg);
     let slots: Vec<usize> = (0..live.models.len()).collect();
-    let table = SchemaTable::build(&schemas(), 30_000).expect("schemas compile");
+    let table = SchemaTable::build(&schemas(), 30_000)?;
     assert!(table.unenforced().is_empty(), "{:?}", table.unenforced());
-    let t = Tables::build(&live, &cfg.host.labels, 1, &slots, table).expect("tables build");
+    let t = Tables::build(&live, &cfg.host.labels, 1, &slots, table)?;
     let iters = if quick { 20_000 } else { 200_000 };
     println!(
         "## In process: classify_frame (parse, HMAC, validate, route, admit), median of 11 rounds of {iters}"
@@ -350,7 +353,7 @@ fn in_process(quick: bool) -> Vec<f64> {
     let mut out = Vec::new();
     for c in cases() {
         let mut buf = Vec::new();
-        let n = frame(&c, &mut buf);
+        let n = frame(&c, &mut buf)?;
         let bytes = &buf[..n];
         match classify_frame(bytes, false, &t, false, 0) {
             Verdict::Admit { .. } => {}
@@ -369,7 +372,7 @@ fn in_process(quick: bool) -> Vec<f64> {
             base = ns;
         }
         // Validation alone: the schema table's check on the parsed frame.
-        let f = Frame::new_checked(bytes).unwrap();
+        let f = Frame::new_checked(bytes)?;
         let mut vr = Vec::new();
         for _ in 0..11 {
             let t0 = Instant::now();
@@ -393,14 +396,14 @@ fn in_process(quick: bool) -> Vec<f64> {
         );
         out.push(ns);
     }
-    out
+    Ok(out)
 }
 
 fn pct(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1000.0
 }
 
-fn client(addr: std::net::SocketAddr) -> Client {
+fn client(addr: std::net::SocketAddr) -> std::result::Result<Client, sluice_client::ClientError> {
     let cc = ClientConfig {
         tenant_id: TENANT,
         key: Some(KEY.to_vec()),
@@ -408,7 +411,7 @@ fn client(addr: std::net::SocketAddr) -> Client {
         poll: PollMode::Spin,
         ..ClientConfig::default()
     };
-    Client::connect(addr, cc).expect("client connects")
+    Client::connect(addr, cc)
 }
 
 fn request<'a>(c: &'a Case) -> Request<'a> {
@@ -421,20 +424,19 @@ fn request<'a>(c: &'a Case) -> Request<'a> {
     r
 }
 
-fn end_to_end(quick: bool) {
+fn end_to_end(quick: bool) -> Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut e = Engine::new(
-        config(if cores > 1 { 1 } else { 0 }),
+        config(if cores > 1 { 1 } else { 0 })?,
         EngineOptions {
             no_pin: cores < 2,
             ..Default::default()
         },
-    )
-    .expect("engine");
-    e.start().expect("engine starts");
-    e.set_schemas(schemas(), 30_000).expect("schemas");
-    let addr = e.local_addr().unwrap();
-    let mut cl = client(addr);
+    )?;
+    e.start()?;
+    e.set_schemas(schemas(), 30_000)?;
+    let addr = e.local_addr().ok_or("the engine has no address")?;
+    let mut cl = client(addr)?;
     let n = if quick { 3_000 } else { 30_000 };
     println!(
         "\n## End to end: io_uring loopback, null model, closed loop, {n} requests per case (interleaved rounds)"
@@ -442,16 +444,18 @@ fn end_to_end(quick: bool) {
     println!("| request | p50 µs | p99 µs | p50 ratio | p99 ratio |");
     println!("| --- | ---: | ---: | ---: | ---: |");
     let cs = cases();
-    let mut hists: Vec<Histogram<u64>> = cs.iter().map(|_| Histogram::new(3).unwrap()).collect();
+    let mut hists = Vec::new();
+    for _ in &cs {
+        hists.push(Histogram::<u64>::new(3)?);
+    }
     // Rounds interleave the cases so drift in the VM's load hits all alike.
     for _ in 0..10 {
         for (c, h) in cs.iter().zip(hists.iter_mut()) {
             let req = request(c);
             for _ in 0..n / 10 {
                 let t0 = Instant::now();
-                cl.call(&req)
-                    .unwrap_or_else(|err| panic!("{}: {err}", c.name));
-                h.record(t0.elapsed().as_nanos() as u64).unwrap();
+                cl.call(&req).map_err(|err| format!("{}: {err}", c.name))?;
+                h.record(t0.elapsed().as_nanos() as u64)?;
             }
         }
     }
@@ -482,15 +486,16 @@ fn end_to_end(quick: bool) {
     let served = Arc::new(AtomicU64::new(0));
     let bg = {
         let (stop, served) = (stop.clone(), served.clone());
-        std::thread::spawn(move || {
-            let mut cl = client(addr);
+        std::thread::spawn(move || -> std::result::Result<(), String> {
+            let mut cl = client(addr).map_err(|e| e.to_string())?;
             let c = &cases()[2];
             let req = request(c);
             while !stop.load(Ordering::Relaxed) {
                 cl.call(&req)
-                    .expect("traffic during registrations is answered");
+                    .map_err(|e| format!("traffic during registrations is answered: {e}"))?;
                 served.fetch_add(1, Ordering::Relaxed);
             }
+            Ok(())
         })
     };
     // Traffic first, then registrations spaced so requests interleave.
@@ -509,32 +514,33 @@ fn end_to_end(quick: bool) {
         list.push(s);
         std::thread::sleep(Duration::from_millis(5));
         let t0 = Instant::now();
-        e.set_schemas(list.clone(), 30_000).expect("push");
+        e.set_schemas(list.clone(), 30_000)?;
         let c = Case {
             name: "new",
             schema_id: 100 + v,
             section: Some(section.clone()),
         };
         cl.call(&request(&c))
-            .expect("first request against the new version");
+            .map_err(|e| format!("first request against the new version: {e}"))?;
         times.push(t0.elapsed().as_secs_f64() * 1e6);
     }
     stop.store(true, Ordering::Relaxed);
-    bg.join().unwrap();
+    bg.join().map_err(|_| "the traffic thread panicked")??;
     let ok = served.load(Ordering::Relaxed);
     let max = times.iter().cloned().fold(0.0, f64::max);
     println!(
         "\n## Registration to first validated use (engine level, 20 JSON versions while {ok} requests flowed, none lost)\nmedian {:.0} µs, max {max:.0} µs",
         median(times.clone())
     );
+    Ok(())
 }
 
-fn main() {
+fn main() -> Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
     println!(
         "# Hot-path validation cost ({})",
         if quick { "quick" } else { "full" }
     );
-    in_process(quick);
-    end_to_end(quick);
+    in_process(quick)?;
+    end_to_end(quick)
 }

@@ -19,7 +19,7 @@ fn main() {
         .unwrap_or_else(|| "127.0.0.1:7070".into());
     let key: Vec<u8> = (0..DEMO_KEY_HEX.len())
         .step_by(2)
-        .map(|i| u8::from_str_radix(&DEMO_KEY_HEX[i..i + 2], 16).expect("static hex"))
+        .filter_map(|i| u8::from_str_radix(DEMO_KEY_HEX.get(i..i + 2)?, 16).ok())
         .collect();
     let tkey = TenantKey::new(&key);
     let cfg = ClientConfig {
@@ -72,7 +72,10 @@ fn main() {
         .tensor_f32("x", &[32, 4], &batch);
     match c.call(&req) {
         Ok(r) => {
-            let t = r.tensor("y").expect("output y");
+            let Some(t) = r.tensor("y") else {
+                eprintln!("mlp answered without an output y");
+                std::process::exit(1);
+            };
             println!(
                 "mlp batch 32 -> y shape {:?}, first row {:?}",
                 t.dims(),

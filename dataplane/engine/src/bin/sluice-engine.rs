@@ -66,22 +66,22 @@ fn main() {
     let mut last = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
-        if let Some(s) = stats_every {
-            if last.elapsed() >= Duration::from_secs(s) {
-                last = Instant::now();
-                let snap = engine.stats();
-                println!(
-                    "ok={} errors={} p50={}us p99={}us",
-                    snap.total(|w| w.ok),
-                    snap.workers
-                        .iter()
-                        .flat_map(|w| w.errors.iter())
-                        .map(|(_, v)| v)
-                        .sum::<u64>(),
-                    snap.latency.p50_ns / 1000,
-                    snap.latency.p99_ns / 1000
-                );
-            }
+        if let Some(s) = stats_every
+            && last.elapsed() >= Duration::from_secs(s)
+        {
+            last = Instant::now();
+            let snap = engine.stats();
+            println!(
+                "ok={} errors={} p50={}us p99={}us",
+                snap.total(|w| w.ok),
+                snap.workers
+                    .iter()
+                    .flat_map(|w| w.errors.iter())
+                    .map(|(_, v)| v)
+                    .sum::<u64>(),
+                snap.latency.p50_ns / 1000,
+                snap.latency.p99_ns / 1000
+            );
         }
     }
     engine.stop(Duration::from_millis(200));

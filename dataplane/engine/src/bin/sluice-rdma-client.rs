@@ -187,7 +187,7 @@ fn judge(bytes: &[u8], id: u64, len: usize, seed: u8, path: ReplyPath) -> Outcom
             if data.len() != len {
                 return Outcome::Mismatch(format!("tensor of {} bytes, sent {len}", data.len()));
             }
-            if data.as_ptr() as usize % 64 != 0 {
+            if !(data.as_ptr() as usize).is_multiple_of(64) {
                 return Outcome::Mismatch(
                     "reply tensor not 64-byte aligned in the receive memory".into(),
                 );

@@ -141,10 +141,10 @@ impl Transport for MemTransport {
     }
 
     fn wait(&mut self, timeout: Duration) {
-        if self.pending.is_empty() {
-            if let Ok(m) = self.inbox.recv_timeout(timeout) {
-                self.pending.push_back(m);
-            }
+        if self.pending.is_empty()
+            && let Ok(m) = self.inbox.recv_timeout(timeout)
+        {
+            self.pending.push_back(m);
         }
     }
 

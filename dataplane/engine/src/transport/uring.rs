@@ -373,12 +373,14 @@ impl UringTransport {
                 let mut cq = self.ring.completion();
                 cq.sync();
                 while k < BATCH {
-                    // Leave receives in the queue once `out` is full.
+                    // Leave receives in the queue once `out` is full. Both
+                    // receives (service port and forwarding port) take a
+                    // place in `out`.
                     if rx_room == 0 {
                         break;
                     }
                     let Some(cqe) = cq.next() else { break };
-                    if cqe.user_data() == TAG_RECV {
+                    if cqe.user_data() == TAG_RECV || cqe.user_data() == TAG_RECV_FWD {
                         rx_room -= 1;
                     }
                     batch[k] = (cqe.user_data(), cqe.result(), cqe.flags());
@@ -409,15 +411,17 @@ impl UringTransport {
                         continue;
                     };
                     match self.parse_recv(bid, res as u32) {
-                        Some(mut pkt) => {
+                        Some(mut pkt) if n < out.len() => {
                             pkt.port = port;
                             out[n] = pkt;
                             n += 1;
                             self.rx_in_use += 1;
                             self.counters.rx_frames += 1;
                         }
-                        None => {
-                            // Unusable datagram: straight back to the kernel.
+                        parsed => {
+                            // Unusable datagram (or, never by the count
+                            // above, no room): straight back to the kernel.
+                            debug_assert!(parsed.is_none(), "a receive past the burst");
                             self.push_rx_buffer(bid);
                             self.publish_tail();
                         }

@@ -431,8 +431,39 @@ impl<'v> Compiler<'v> {
             n.integer_literal_only = self.docs[doc].draft4;
         }
 
-        // Numbers. exclusiveMinimum/Maximum: boolean modifier in draft 4,
-        // a number of its own from draft 6.
+        self.numbers(n, doc, m, ptr)?;
+        // Strings.
+        n.min_length = self.count(doc, ptr, m, "minLength")?.unwrap_or(0);
+        n.max_length = self.count(doc, ptr, m, "maxLength")?.unwrap_or(usize::MAX);
+
+        self.arrays(n, doc, m, ptr)?;
+        self.objects(n, doc, m, ptr)?;
+        self.enums(n, doc, m, ptr)?;
+        self.applicators(n, doc, m, ptr)?;
+        n.applicators = n.ref_ != NONE
+            || !n.all_of.is_empty()
+            || !n.any_of.is_empty()
+            || !n.one_of.is_empty()
+            || n.not != NONE
+            || n.if_ != NONE;
+        n.own = CHECKS
+            .iter()
+            .filter(|k| !matches!(**k, "allOf" | "anyOf" | "oneOf" | "not" | "if"))
+            .any(|k| m.contains_key(*k));
+        n.checks |= n.applicators;
+        Ok(())
+    }
+
+    /// Numbers. exclusiveMinimum/Maximum: boolean modifier in draft 4, a number
+    /// of its own from draft 6.
+    fn numbers(
+        &mut self,
+        n: &mut Node,
+        doc: usize,
+        m: &'v Map<String, Value>,
+        ptr: &str,
+    ) -> Result<(), CompileError> {
+        let at = |kw: &str| format!("{ptr}/{kw}");
         if let Some(x) = self.number(doc, ptr, m, "minimum")? {
             n.minimum = x;
         }
@@ -483,12 +514,18 @@ impl<'v> Compiler<'v> {
             || n.maximum < f64::INFINITY
             || n.ex_maximum < f64::INFINITY
             || n.multiple_of > 0.0;
+        Ok(())
+    }
 
-        // Strings.
-        n.min_length = self.count(doc, ptr, m, "minLength")?.unwrap_or(0);
-        n.max_length = self.count(doc, ptr, m, "maxLength")?.unwrap_or(usize::MAX);
-
-        // Arrays.
+    /// Arrays: item counts, uniqueness, tuple and list items, contains.
+    fn arrays(
+        &mut self,
+        n: &mut Node,
+        doc: usize,
+        m: &'v Map<String, Value>,
+        ptr: &str,
+    ) -> Result<(), CompileError> {
+        let at = |kw: &str| format!("{ptr}/{kw}");
         n.min_items = self.count(doc, ptr, m, "minItems")?.unwrap_or(0);
         n.max_items = self.count(doc, ptr, m, "maxItems")?.unwrap_or(usize::MAX);
         match m.get("uniqueItems") {
@@ -536,8 +573,19 @@ impl<'v> Compiler<'v> {
                 .count(doc, ptr, m, "maxContains")?
                 .unwrap_or(usize::MAX);
         }
+        Ok(())
+    }
 
-        // Objects.
+    /// Objects: property counts, properties, required names, additional
+    /// properties and property names.
+    fn objects(
+        &mut self,
+        n: &mut Node,
+        doc: usize,
+        m: &'v Map<String, Value>,
+        ptr: &str,
+    ) -> Result<(), CompileError> {
+        let at = |kw: &str| format!("{ptr}/{kw}");
         n.min_properties = self.count(doc, ptr, m, "minProperties")?.unwrap_or(0);
         n.max_properties = self
             .count(doc, ptr, m, "maxProperties")?
@@ -615,8 +663,18 @@ impl<'v> Compiler<'v> {
         if let Some(a) = m.get("propertyNames") {
             n.property_names = self.sub(doc, &at("propertyNames"), a)?;
         }
+        Ok(())
+    }
 
-        // enum and const.
+    /// enum and const.
+    fn enums(
+        &mut self,
+        n: &mut Node,
+        doc: usize,
+        m: &'v Map<String, Value>,
+        ptr: &str,
+    ) -> Result<(), CompileError> {
+        let at = |kw: &str| format!("{ptr}/{kw}");
         if let Some(e) = m.get("enum") {
             let Value::Array(e) = e else {
                 return Err(self.fail(doc, &at("enum"), "enum must be an array"));
@@ -640,8 +698,18 @@ impl<'v> Compiler<'v> {
         if let Some(c) = m.get("const") {
             n.konst = self.push_const(c);
         }
+        Ok(())
+    }
 
-        // Applicators.
+    /// Applicators: allOf, anyOf, oneOf, not, if/then/else.
+    fn applicators(
+        &mut self,
+        n: &mut Node,
+        doc: usize,
+        m: &'v Map<String, Value>,
+        ptr: &str,
+    ) -> Result<(), CompileError> {
+        let at = |kw: &str| format!("{ptr}/{kw}");
         if let Some(a) = m.get("allOf") {
             n.all_of = self.list(doc, ptr, "allOf", a, SUBSCHEMAS_MAX, "SUBSCHEMAS_MAX")?;
         }
@@ -672,17 +740,6 @@ impl<'v> Compiler<'v> {
                 n.else_ = self.sub(doc, &at("else"), e)?;
             }
         }
-        n.applicators = n.ref_ != NONE
-            || !n.all_of.is_empty()
-            || !n.any_of.is_empty()
-            || !n.one_of.is_empty()
-            || n.not != NONE
-            || n.if_ != NONE;
-        n.own = CHECKS
-            .iter()
-            .filter(|k| !matches!(**k, "allOf" | "anyOf" | "oneOf" | "not" | "if"))
-            .any(|k| m.contains_key(*k));
-        n.checks |= n.applicators;
         Ok(())
     }
 

@@ -39,7 +39,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<(), String> {
-    let mut nats: SocketAddr = "127.0.0.1:4222".parse().expect("constant");
+    let mut nats = SocketAddr::from(([127, 0, 0, 1], 4222));
     let mut subject = "sluice.infer".to_string();
     let mut mix_path = PathBuf::from("perf/mixes/mlp.toml");
     let mut load = Load::Closed { outstanding: 1 };

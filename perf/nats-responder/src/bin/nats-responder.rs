@@ -33,7 +33,7 @@ struct Args {
 
 fn parse() -> Result<Args, String> {
     let mut a = Args {
-        nats: "127.0.0.1:4222".parse().expect("constant"),
+        nats: SocketAddr::from(([127, 0, 0, 1], 4222)),
         subject: "sluice.infer".into(),
         queue: "responders".into(),
         spec: ModelSpec {

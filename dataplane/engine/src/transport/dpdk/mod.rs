@@ -20,7 +20,9 @@ use serde::Deserialize;
 use crate::config::{Config, ConfigError};
 
 pub mod net;
-mod port;
+mod runtime;
+mod stats;
+mod transport;
 
 // dpdk-sys builds empty on hosts without DPDK; say so plainly.
 const _: () = assert!(
@@ -28,10 +30,9 @@ const _: () = assert!(
     "the `dpdk` feature needs DPDK: apt-get install libdpdk-dev pkg-config, then rebuild"
 );
 
-pub use port::{
-    DpdkError, DpdkRuntime, DpdkStats, DpdkTransport, QueueStats, StopReport, last_stop_report,
-    stats,
-};
+pub use runtime::{DpdkError, DpdkRuntime, StopReport, last_stop_report};
+pub use stats::{DpdkStats, QueueStats, stats};
+pub use transport::DpdkTransport;
 
 /// Largest mbuf pool per worker.
 pub const MBUFS_PER_WORKER_MAX: u32 = 1 << 20;

@@ -250,7 +250,7 @@ fn classify_ipv4(pkt: &[u8], src_mac: Mac, local: &Local) -> Packet {
         return Packet::Drop(Drop::BadUdp);
     }
     let payload = &udp[UDP_HDR_LEN..];
-    if payload.len() < 4 || payload[..4] != sluice_wire::MAGIC {
+    if !sluice_wire::Frame::new_unchecked(payload).has_magic() {
         return Packet::Drop(Drop::NotSluice);
     }
     let want = udp_len - UDP_HDR_LEN;

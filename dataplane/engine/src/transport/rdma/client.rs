@@ -2,6 +2,8 @@
 //! small frames by SEND, large frames by RDMA WRITE WITH IMM into the slots
 //! the appliance granted, replies by SEND or into the client's own reply
 //! slots. Frames are built in place in registered memory (no copy).
+// A verbs backend module: posting work requests over raw addresses.
+#![allow(unsafe_code)]
 
 use std::io;
 use std::net::SocketAddr;
@@ -184,14 +186,19 @@ impl RdmaClient {
         let mut region = Region::alloc(reply_off + slots_bytes.max(a), HugepageMode::Auto)
             .map_err(ClientError::Pool)?;
         let base = region.as_mut_ptr();
-        let local_mr = Mr::register(&pd, base, region.len(), Access::Local)
+        // SAFETY: the region is the client's and outlives both MRs (field
+        // order drops the MRs before the region).
+        let local_mr = unsafe { Mr::register(&pd, base, region.len(), Access::Local) }
             .map_err(|e| ClientError::Setup("reg mr", e))?;
-        let reply_mr = Mr::register(
-            &pd,
-            base.wrapping_add(reply_off),
-            slots_bytes.max(a),
-            Access::RemoteWrite,
-        )
+        // SAFETY: as above; the reply slots lie inside the region.
+        let reply_mr = unsafe {
+            Mr::register(
+                &pd,
+                base.wrapping_add(reply_off),
+                slots_bytes.max(a),
+                Access::RemoteWrite,
+            )
+        }
         .map_err(|e| ClientError::Setup("reg mr (reply slots)", e))?;
         let cq = Cq::new(
             ctx,
@@ -207,7 +214,9 @@ impl RdmaClient {
             .map_err(|e| ClientError::Setup("create qp", e))?;
         for i in 0..recv_count {
             let p = base.wrapping_add(rx_off + i as usize * bs);
-            qp.post_recv(TAG_RECV | i as u64, p, opts.buffer_size, local_mr.lkey())
+            // SAFETY: receive buffer i lies in `local_mr` and is left alone
+            // until its completion.
+            unsafe { qp.post_recv(TAG_RECV | i as u64, p, opts.buffer_size, local_mr.lkey()) }
                 .map_err(|e| ClientError::Setup("post recv", e))?;
         }
         let hello = ClientHello {
@@ -337,13 +346,18 @@ impl RdmaClient {
             });
         }
         let p = self.region.as_mut_ptr().wrapping_add(off);
-        if let Err(e) = self.qp.post_send(
-            TAG_SEND | i as u64,
-            p,
-            len as u32,
-            self.local_mr.lkey(),
-            SendOp::Send,
-        ) {
+        // SAFETY: send buffer i lies in `local_mr` and stays allocated and
+        // unwritten until its TAG_SEND completion frees it (`reap_sends`).
+        let posted = unsafe {
+            self.qp.post_send(
+                TAG_SEND | i as u64,
+                p,
+                len as u32,
+                self.local_mr.lkey(),
+                SendOp::Send,
+            )
+        };
+        if let Err(e) = posted {
             self.tx_free.free(i);
             return Err(self.lose_on(e));
         }
@@ -378,13 +392,18 @@ impl RdmaClient {
             rkey: self.server.slot_rkey,
             imm: IMM_SLOT | slot,
         };
-        if let Err(e) = self.qp.post_send(
-            TAG_WRITE | slot as u64,
-            p,
-            len as u32,
-            self.local_mr.lkey(),
-            op,
-        ) {
+        // SAFETY: staging buffer `slot` lies in `local_mr` and is marked
+        // busy (never rewritten) until its TAG_WRITE completion.
+        let posted = unsafe {
+            self.qp.post_send(
+                TAG_WRITE | slot as u64,
+                p,
+                len as u32,
+                self.local_mr.lkey(),
+                op,
+            )
+        };
+        if let Err(e) = posted {
             return Err(self.lose_on(e));
         }
         self.staging_busy[slot as usize] = true;
@@ -408,7 +427,7 @@ impl RdmaClient {
                     let mut one = [Wc::default(); 1];
                     if self.cq.poll(&mut one) == 0 {
                         empty += 1;
-                        if empty % CM_CHECK_EVERY == 0 {
+                        if empty.is_multiple_of(CM_CHECK_EVERY) {
                             self.check_events()?;
                             if Instant::now() > deadline {
                                 return Err(ClientError::Timeout);
@@ -475,10 +494,10 @@ impl RdmaClient {
         let i = (wc.wr_id & IDX) as u32;
         if wc.wr_id & TAG_SEND != 0 && i < self.opts.outstanding_max {
             self.tx_free.free(i);
-        } else if wc.wr_id & TAG_WRITE != 0 {
-            if let Some(b) = self.staging_busy.get_mut(i as usize) {
-                *b = false;
-            }
+        } else if wc.wr_id & TAG_WRITE != 0
+            && let Some(b) = self.staging_busy.get_mut(i as usize)
+        {
+            *b = false;
         }
     }
 
@@ -503,10 +522,13 @@ impl RdmaClient {
             .region
             .as_mut_ptr()
             .wrapping_add(self.rx_off + b as usize * bs as usize);
-        if self
-            .qp
-            .post_recv(TAG_RECV | b as u64, p, bs, self.local_mr.lkey())
-            .is_err()
+        // SAFETY: receive buffer b lies in `local_mr`; its frame was handed
+        // back by the caller, so nothing reads it until its next completion.
+        if unsafe {
+            self.qp
+                .post_recv(TAG_RECV | b as u64, p, bs, self.local_mr.lkey())
+        }
+        .is_err()
         {
             self.lost = true;
         }

@@ -569,15 +569,20 @@ unsafe impl Sync for Mr {}
 impl Mr {
     /// Registers `len` bytes at `addr`.
     ///
-    /// The caller keeps the memory mapped until the MR drops (the owners
-    /// hold the region in a field dropped after the MR).
-    pub fn register(pd: &Pd, addr: *mut u8, len: usize, access: Access) -> io::Result<Mr> {
+    /// # Safety
+    ///
+    /// `addr..addr + len` must be memory the caller owns and keeps mapped
+    /// (and does not free or remap) until the returned MR is dropped: the
+    /// NIC reads it, and with [`Access::RemoteWrite`] a peer may write it,
+    /// at any time in between. Owners hold the region in a field dropped
+    /// after the MR.
+    pub unsafe fn register(pd: &Pd, addr: *mut u8, len: usize, access: Access) -> io::Result<Mr> {
         let mut flags = sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0;
         if access == Access::RemoteWrite {
             flags |= sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0;
         }
         // SAFETY: addr..addr+len is mapped memory owned by the caller and
-        // kept alive past the MR (documented contract above).
+        // kept alive past the MR (this function's contract).
         let mr = unsafe { sys::ibv_reg_mr(pd.0.as_ptr(), addr.cast(), len, flags as i32) };
         NonNull::new(mr).map(Mr).ok_or_else(last_err)
     }
@@ -726,7 +731,20 @@ impl Srq {
     }
 
     /// Posts one receive buffer.
-    pub fn post_recv(&self, wr_id: u64, addr: *mut u8, len: u32, lkey: u32) -> io::Result<()> {
+    ///
+    /// # Safety
+    ///
+    /// `addr..addr + len` must lie in a live MR whose local key is `lkey`,
+    /// and the caller must neither read, write nor reuse those bytes, nor
+    /// drop the MR or its memory, until the completion carrying `wr_id`
+    /// hands the buffer back (the NIC writes it at any time before).
+    pub unsafe fn post_recv(
+        &self,
+        wr_id: u64,
+        addr: *mut u8,
+        len: u32,
+        lkey: u32,
+    ) -> io::Result<()> {
         let mut sge = sys::ibv_sge {
             addr: addr as u64,
             length: len,
@@ -738,8 +756,9 @@ impl Srq {
         wr.sg_list = &mut sge;
         wr.num_sge = 1;
         let mut bad: *mut sys::ibv_recv_wr = null_mut();
-        // SAFETY: the buffer lies in a registered MR (lkey) that outlives the
-        // SRQ; wr and sge are copied by the provider during the call.
+        // SAFETY: the buffer lies in a registered MR (lkey) and is the NIC's
+        // until its completion (this function's contract); wr and sge are
+        // copied by the provider during the call.
         rc(unsafe { sys::ibv_post_srq_recv(self.0.as_ptr(), &mut wr, &mut bad) })
     }
 }
@@ -765,8 +784,8 @@ pub enum SendOp {
 }
 
 /// A queue pair handle. The QP itself belongs to its `CmId`; the owner of
-/// the id destroys it only after the poster said it stopped using it.
-#[derive(Clone, Copy)]
+/// the id destroys it only after the poster said it stopped using it. Not
+/// `Copy`: one handle, moved to the one thread that posts to it.
 pub struct Qp(NonNull<sys::ibv_qp>);
 
 // SAFETY: posting to a QP from one thread at a time is allowed from any
@@ -781,7 +800,15 @@ impl Qp {
     }
 
     /// Posts one signaled send of `len` bytes at `addr` (in an MR with `lkey`).
-    pub fn post_send(
+    ///
+    /// # Safety
+    ///
+    /// `addr..addr + len` must lie in a live MR whose local key is `lkey`,
+    /// and the caller must not write those bytes, nor drop the MR or its
+    /// memory, until the completion carrying `wr_id` (the NIC reads them at
+    /// any time before). For [`SendOp::WriteImm`] the remote range is the
+    /// peer's to vouch for (its rkey); a bad one fails the completion.
+    pub unsafe fn post_send(
         &self,
         wr_id: u64,
         addr: *const u8,
@@ -814,12 +841,24 @@ impl Qp {
         }
         let mut bad: *mut sys::ibv_send_wr = null_mut();
         // SAFETY: the buffer lies in a registered MR (lkey) and stays
-        // untouched until this WR's completion; the QP is live.
+        // untouched until this WR's completion (this function's contract);
+        // the QP is live (type docs).
         rc(unsafe { sys::ibv_post_send(self.0.as_ptr(), &mut wr, &mut bad) })
     }
 
     /// Posts one receive buffer (QPs without an SRQ: the client).
-    pub fn post_recv(&self, wr_id: u64, addr: *mut u8, len: u32, lkey: u32) -> io::Result<()> {
+    ///
+    /// # Safety
+    ///
+    /// As [`Srq::post_recv`]: the buffer lies in a live MR with `lkey` and
+    /// is the NIC's until the completion carrying `wr_id`.
+    pub unsafe fn post_recv(
+        &self,
+        wr_id: u64,
+        addr: *mut u8,
+        len: u32,
+        lkey: u32,
+    ) -> io::Result<()> {
         let mut sge = sys::ibv_sge {
             addr: addr as u64,
             length: len,
@@ -831,7 +870,8 @@ impl Qp {
         wr.sg_list = &mut sge;
         wr.num_sge = 1;
         let mut bad: *mut sys::ibv_recv_wr = null_mut();
-        // SAFETY: the buffer lies in a registered MR that outlives the QP.
+        // SAFETY: the buffer lies in a registered MR and is the NIC's until
+        // its completion (this function's contract).
         rc(unsafe { sys::ibv_post_recv(self.0.as_ptr(), &mut wr, &mut bad) })
     }
 }

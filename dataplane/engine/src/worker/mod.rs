@@ -1,0 +1,474 @@
+//! One pinned worker: receive a burst, parse, authenticate, validate, route,
+//! admit, run, send a burst. Run to completion: every frame received in a
+//! burst is answered in that burst. After start-up nothing here locks or
+//! allocates; control changes arrive at burst boundaries.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, Sender};
+use sluice_wire::{ErrorCode, Frame};
+
+use crate::config::PollMode;
+use crate::config::limits::{MODEL_SLOT_COUNT_MAX, SHARD_COUNT_MAX};
+use crate::handler::{Handler, Reject, RunAccount};
+use crate::pending::PendingForwards;
+use crate::rcu::Rcu;
+use crate::stats::{HistExchange, HistSet, WorkerCounters, bump, record};
+use crate::tables::Tables;
+use crate::transport::{PORT_FORWARD, RxPacket, Transport, TxPacket};
+
+mod classify;
+mod forward;
+
+use classify::build_immediate;
+pub use classify::{Immediate, Verdict, classify_frame};
+pub use forward::FORWARD_PENDING_MAX;
+use forward::{FORWARD_SCAN_EVERY, PeerDown};
+
+/// Engine run state, shared by all workers.
+pub mod state {
+    /// Serving.
+    pub const RUNNING: u8 = 0;
+    /// Answering new requests with `shutting_down`, still serving pings.
+    pub const DRAINING: u8 = 1;
+    /// Exit after the current burst.
+    pub const STOPPED: u8 = 2;
+}
+
+/// What workers share with the control side.
+#[derive(Debug)]
+pub struct Shared {
+    /// The tables.
+    pub tables: Rcu<Tables>,
+    /// Run state.
+    pub state: AtomicU8,
+}
+
+/// Messages from the control side, applied at a burst boundary.
+pub enum WorkerMsg {
+    /// Puts a handler in a model slot.
+    Install {
+        /// Slot.
+        slot: usize,
+        /// Handler for this worker.
+        handler: Box<dyn Handler>,
+    },
+    /// Empties a slot.
+    Remove {
+        /// Slot.
+        slot: usize,
+    },
+}
+
+/// Handlers going back to the control side to be dropped off the hot path.
+pub type Returned = Box<dyn Handler>;
+
+/// A worker's channels to the control side and what it publishes there.
+pub struct WorkerLinks {
+    /// Control messages, applied at burst boundaries.
+    pub ctrl: Receiver<WorkerMsg>,
+    /// Replaced handlers, dropped by the control side.
+    pub returned: Sender<Returned>,
+    /// Counters the control side reads.
+    pub counters: Arc<WorkerCounters>,
+    /// Latency histograms, published every `PUBLISH_EVERY`.
+    pub hist_out: Arc<HistExchange>,
+}
+
+/// Worker settings.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerParams {
+    /// Index.
+    pub index: usize,
+    /// Frames per burst.
+    pub rx_burst_max: usize,
+    /// Poll mode.
+    pub poll: PollMode,
+    /// Spin before sleeping.
+    pub spin: Duration,
+    /// How long a forwarded request waits for its peer.
+    pub forward_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    pkt: u16,
+    slot: u16,
+}
+
+/// A worker and everything it owns.
+pub struct Worker<T: Transport> {
+    p: WorkerParams,
+    transport: T,
+    shared: Arc<Shared>,
+    tables: Arc<Tables>,
+    epoch: u64,
+    handlers: Vec<Option<Box<dyn Handler>>>,
+    ctrl: Receiver<WorkerMsg>,
+    returned: Sender<Returned>,
+    counters: Arc<WorkerCounters>,
+    hist: Box<HistSet>,
+    hist_out: Arc<HistExchange>,
+    rx: Vec<RxPacket>,
+    /// Per shard: requests admitted this burst, in arrival order.
+    queues: Vec<Vec<Pending>>,
+    sends: Vec<TxPacket>,
+    burst_start: Instant,
+    now_us: u64,
+    last_publish: Instant,
+    /// Forwarded requests awaiting their answer. Fixed size.
+    forwarded: PendingForwards,
+    peers_down: Vec<Option<PeerDown>>,
+    last_forward_scan: Instant,
+}
+
+const PUBLISH_EVERY: Duration = Duration::from_millis(50);
+
+const SLEEP_MAX: Duration = Duration::from_millis(10);
+
+impl<T: Transport> Worker<T> {
+    /// Builds a worker; every buffer it will use is allocated here.
+    pub fn new(
+        p: WorkerParams,
+        transport: T,
+        shared: Arc<Shared>,
+        handlers: Vec<Option<Box<dyn Handler>>>,
+        links: WorkerLinks,
+    ) -> Worker<T> {
+        let WorkerLinks {
+            ctrl,
+            returned,
+            counters,
+            hist_out,
+        } = links;
+        let (epoch, tables) = shared.tables.load();
+        let mut handlers = handlers;
+        handlers.resize_with(MODEL_SLOT_COUNT_MAX, || None);
+        counters.epoch.store(epoch, Ordering::Release);
+        Worker {
+            rx: vec![RxPacket::default(); p.rx_burst_max],
+            queues: (0..SHARD_COUNT_MAX)
+                .map(|_| Vec::with_capacity(p.rx_burst_max))
+                .collect(),
+            sends: Vec::with_capacity(p.rx_burst_max),
+            p,
+            transport,
+            shared,
+            tables,
+            epoch,
+            handlers,
+            ctrl,
+            returned,
+            counters,
+            hist: Box::new(HistSet::new()),
+            hist_out,
+            burst_start: Instant::now(),
+            now_us: 0,
+            last_publish: Instant::now(),
+            forwarded: PendingForwards::new(FORWARD_PENDING_MAX),
+            peers_down: vec![None; crate::config::limits::PEER_COUNT_MAX],
+            last_forward_scan: Instant::now(),
+        }
+    }
+
+    /// Runs until the engine stops.
+    pub fn run(&mut self) {
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            let st = self.shared.state.load(Ordering::Acquire);
+            if st == state::STOPPED {
+                break;
+            }
+            self.boundary();
+            let n = self.poll_once(st == state::DRAINING);
+            while let Some(peer) = self.transport.lost_peer() {
+                self.fail_forwards_to(peer);
+            }
+            if !self.forwarded.is_empty() && self.last_forward_scan.elapsed() >= FORWARD_SCAN_EVERY
+            {
+                self.expire_forwards();
+            }
+            if n > 0 {
+                idle_since = None;
+                continue;
+            }
+            if self.p.poll == PollMode::Adaptive {
+                let since = *idle_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= self.p.spin {
+                    bump(&self.counters.sleeps, 1);
+                    self.transport.wait(SLEEP_MAX);
+                    idle_since = None;
+                }
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        self.publish_stats();
+    }
+
+    /// Applies control messages and a newer snapshot; publishes statistics.
+    fn boundary(&mut self) {
+        while let Ok(msg) = self.ctrl.try_recv() {
+            match msg {
+                WorkerMsg::Install { slot, handler } => {
+                    if let Some(old) = self.handlers.get_mut(slot).and_then(|s| s.replace(handler))
+                    {
+                        let _ = self.returned.send(old);
+                    }
+                }
+                WorkerMsg::Remove { slot } => {
+                    if let Some(old) = self.handlers.get_mut(slot).and_then(Option::take) {
+                        let _ = self.returned.send(old);
+                    }
+                }
+            }
+            bump(&self.counters.control_applied, 1);
+        }
+        if self.shared.tables.epoch() != self.epoch {
+            // The replaced Arc is not the last reference: the control side
+            // keeps retired snapshots until every worker reports past them.
+            let (e, t) = self.shared.tables.load();
+            self.tables = t;
+            self.epoch = e;
+            self.counters.epoch.store(e, Ordering::Release);
+        }
+        if self.last_publish.elapsed() >= PUBLISH_EVERY {
+            self.publish_stats();
+        }
+    }
+
+    fn publish_stats(&mut self) {
+        self.last_publish = Instant::now();
+        self.hist_out.publish(&self.hist);
+        let c = self.transport.counters();
+        let k = &self.counters;
+        let set = |a: &std::sync::atomic::AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
+        set(&k.rx_frames, c.rx_frames);
+        set(&k.tx_frames, c.tx_frames);
+        set(&k.rx_no_buffers, c.rx_no_buffers);
+        set(&k.tx_errors, c.tx_errors);
+        set(&k.rx_in_use, c.rx_in_use as u64);
+        set(&k.tx_in_use, c.tx_in_use as u64);
+        set(&k.buffer_reuses, c.buffer_reuses);
+    }
+
+    /// One burst. Returns the number of frames received.
+    pub fn poll_once(&mut self, draining: bool) -> usize {
+        let n = self.transport.rx_burst(&mut self.rx);
+        if n == 0 {
+            return 0;
+        }
+        self.burst_start = Instant::now();
+        self.now_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        bump(&self.counters.bursts, 1);
+        for i in 0..n {
+            self.classify(i, draining);
+        }
+        self.run_queues();
+        debug_assert!(self.queues.iter().all(Vec::is_empty));
+        self.flush_sends();
+        n
+    }
+
+    /// Parses, authenticates, validates, routes and admits one frame;
+    /// answers it at once when it cannot go further.
+    fn classify(&mut self, i: usize, draining: bool) {
+        let pkt = self.rx[i];
+        if pkt.port == PORT_FORWARD {
+            self.relay_answer(i);
+            return;
+        }
+        let verdict = classify_frame(
+            self.transport.rx_bytes(&pkt),
+            pkt.truncated,
+            &self.tables,
+            draining,
+            self.now_us,
+        );
+        match verdict {
+            Verdict::Drop => {
+                bump(&self.counters.not_sluice, 1);
+                self.transport.rx_release(&pkt);
+            }
+            Verdict::Reply(r) => self.reply(i, r, None),
+            Verdict::Forward { shard } => {
+                bump(&self.counters.shard_requests[shard], 1);
+                self.forward(i, shard);
+            }
+            Verdict::Admit { shard, slot } => {
+                bump(&self.counters.shard_requests[shard], 1);
+                let depth = self.tables.shards[shard].queue_depth as usize;
+                let q = &mut self.queues[shard];
+                if q.len() >= depth.min(q.capacity()) {
+                    self.reply(
+                        i,
+                        Immediate::Error(ErrorCode::Busy, "shard queue full"),
+                        Some(shard),
+                    );
+                } else {
+                    q.push(Pending {
+                        pkt: i as u16,
+                        slot: slot as u16,
+                    });
+                }
+            }
+        }
+    }
+
+    fn flush_sends(&mut self) {
+        if !self.sends.is_empty() {
+            self.transport.tx_burst(&self.sends);
+            self.sends.clear();
+        }
+    }
+
+    /// Runs admitted requests, shard by shard, `max_concurrency` at a time.
+    fn run_queues(&mut self) {
+        let nshards = self.tables.shards.len().min(SHARD_COUNT_MAX);
+        let mut quotas = [0usize; SHARD_COUNT_MAX];
+        for (q, s) in quotas.iter_mut().zip(&self.tables.shards) {
+            *q = s.max_concurrency as usize;
+        }
+        let mut heads = [0usize; SHARD_COUNT_MAX];
+        loop {
+            let mut progressed = false;
+            for s in 0..nshards {
+                let quota = quotas[s];
+                let end = (heads[s] + quota).min(self.queues[s].len());
+                for k in heads[s]..end {
+                    let p = self.queues[s][k];
+                    self.run_one(s, p);
+                    progressed = true;
+                }
+                heads[s] = end;
+            }
+            if !progressed {
+                break;
+            }
+        }
+        for q in &mut self.queues[..nshards] {
+            q.clear();
+        }
+    }
+
+    fn run_one(&mut self, shard: usize, p: Pending) {
+        let pkt = self.rx[p.pkt as usize];
+        let started = Instant::now();
+        let Some(tx) = self.transport.tx_alloc() else {
+            bump(&self.counters.tx_no_buffers, 1);
+            self.transport.rx_release(&pkt);
+            return;
+        };
+        let now_us = self.now_us;
+        let tx_len;
+        let result = {
+            let (rxb, txb) = self.transport.frames(&pkt, tx);
+            tx_len = txb.len();
+            let req = Frame::new_unchecked(rxb);
+            if req.deadline_us() != 0 && now_us > req.deadline_us() {
+                Err(Reject::new(
+                    ErrorCode::DeadlineExceeded,
+                    "deadline passed before the request ran",
+                ))
+            } else {
+                match self
+                    .handlers
+                    .get_mut(p.slot as usize)
+                    .and_then(Option::as_mut)
+                {
+                    Some(h) => {
+                        let adapter = Some(req.adapter()).filter(|a| !a.is_empty());
+                        let mut acct = RunAccount::default();
+                        let r = h.handle(&req, adapter, txb, &mut acct);
+                        bump(
+                            &self.counters.payload_bytes_copied,
+                            acct.payload_bytes_copied,
+                        );
+                        r
+                    }
+                    None => Err(Reject::new(
+                        ErrorCode::UnknownModel,
+                        "model is not loaded on this worker",
+                    )),
+                }
+            }
+        };
+        let done = Instant::now();
+        record(&mut self.hist.queue[shard], started - self.burst_start);
+        record(&mut self.hist.service[shard], done - started);
+        match result {
+            Ok(len) => {
+                assert!(
+                    len <= tx_len,
+                    "handler claims a frame longer than its buffer"
+                );
+                bump(&self.counters.ok, 1);
+                self.sends.push(TxPacket {
+                    buf: tx,
+                    len: len as u32,
+                    peer: pkt.peer,
+                });
+                self.transport.rx_release(&pkt);
+                record(&mut self.hist.total, done - self.burst_start);
+            }
+            Err(r) => {
+                self.transport.tx_free(tx);
+                let answer = if r.code == ErrorCode::ResponseTooLarge && r.needed_len != 0 {
+                    Immediate::TooLarge {
+                        needed_len: r.needed_len,
+                        buffer_len: tx_len,
+                    }
+                } else {
+                    Immediate::Error(r.code, r.message)
+                };
+                self.reply(p.pkt as usize, answer, Some(shard));
+            }
+        }
+    }
+
+    /// Answers frame `i` at once and releases its receive buffer.
+    fn reply(&mut self, i: usize, r: Immediate, shard: Option<usize>) {
+        let pkt = self.rx[i];
+        let Some(tx) = self.transport.tx_alloc() else {
+            bump(&self.counters.tx_no_buffers, 1);
+            self.transport.rx_release(&pkt);
+            return;
+        };
+        let len = {
+            let (rxb, txb) = self.transport.frames(&pkt, tx);
+            build_immediate(rxb, txb, &r, &self.tables)
+        };
+        match &r {
+            Immediate::Error(code, _) => {
+                self.counters.error(*code);
+                if let Some(s) = shard {
+                    bump(&self.counters.shard_errors[s], 1);
+                }
+            }
+            Immediate::TooLarge { .. } => {
+                self.counters.error(ErrorCode::ResponseTooLarge);
+                if let Some(s) = shard {
+                    bump(&self.counters.shard_errors[s], 1);
+                }
+            }
+            Immediate::Pong => bump(&self.counters.pings, 1),
+            Immediate::Negotiate => bump(&self.counters.negotiations, 1),
+        }
+        self.transport.rx_release(&pkt);
+        match len {
+            Some(len) => {
+                self.sends.push(TxPacket {
+                    buf: tx,
+                    len: len as u32,
+                    peer: pkt.peer,
+                });
+                record(&mut self.hist.total, self.burst_start.elapsed());
+            }
+            None => self.transport.tx_free(tx),
+        }
+    }
+}
