@@ -19,6 +19,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod batch;
 mod env;
 mod error;
 mod meta;
@@ -27,6 +28,7 @@ mod ports;
 mod raw;
 mod run;
 
+pub use batch::{BatchKey, BatchSlot};
 pub use env::{LIBRARY_ENV, init, is_initialized, library_path, loaded_library};
 pub use error::{InferError, Reject};
 pub use meta::ModelInfo;
@@ -36,6 +38,10 @@ pub use model::{
 };
 pub use ports::{Placement, Signature, TensorSig};
 pub use raw::alloc::{heap_live as allocator_heap_blocks, stray_frees as allocator_stray_frees};
+
+/// Most rows one batched run stacks along dimension 0 (the engine's
+/// `batch_max` limit).
+pub const BATCH_ROWS_MAX: usize = 256;
 
 /// A zeroed byte buffer whose start is 64-byte aligned, like the engine's
 /// pool buffers. For tests, benchmarks and the load-time warm-up.

@@ -74,6 +74,15 @@ pub struct RunStats {
     /// Allocations ORT made during runs that fit neither the reply's free
     /// tail nor the model's scratch and came from the heap.
     pub heap_allocs: u64,
+    /// Batched runs ([`OrtModel::run_batch`] with at least one row); the
+    /// requests they answered count in `runs`.
+    pub batch_runs: u64,
+    /// Input bytes gathered into batch buffers (the copy batching costs on
+    /// the way in; also in `payload_bytes_copied`).
+    pub batch_input_bytes_copied: u64,
+    /// Output bytes split from batch buffers into replies (the copy on the
+    /// way out; also in `payload_bytes_copied`).
+    pub batch_output_bytes_copied: u64,
 }
 
 /// Per output, where its bytes went over all runs.
@@ -147,6 +156,9 @@ pub struct OrtModel {
     /// really returns when it differs from the declared one.
     pub(crate) learning: bool,
     pub(crate) output_stats: Vec<OutputStats>,
+    /// Whether and how requests stack (decided at load), and the layout of
+    /// the last batch run.
+    pub(crate) batch: crate::batch::BatchState,
 }
 
 impl std::fmt::Debug for OrtModel {
@@ -196,6 +208,8 @@ impl OrtModel {
         let default_options = run_options().map_err(InferError::Environment)?;
         let adapters = load_adapters(spec)?;
         let n_out = compiled.outputs.len();
+        let batch =
+            crate::batch::BatchState::of(&compiled.inputs, compiled.required, &compiled.outputs);
         let mut model = OrtModel {
             name: spec.name.clone(),
             version: spec.version.clone(),
@@ -217,6 +231,7 @@ impl OrtModel {
             warm_dim: (1, 1),
             learning: false,
             output_stats: vec![OutputStats::default(); n_out],
+            batch,
         };
         model.learning = true;
         let warm = model.warm_up_all(spec);
@@ -518,6 +533,8 @@ pub struct ModelDescription {
     pub signature: Signature,
     /// How each output (model order) would be placed.
     pub placements: Vec<Placement>,
+    /// Whether requests can be stacked into one run, or why not.
+    pub batchable: Result<(), String>,
     /// The file's metadata.
     pub info: ModelInfo,
 }
@@ -530,8 +547,14 @@ pub fn describe(path: &Path) -> Result<ModelDescription, InferError> {
         path: path.to_path_buf(),
         reason,
     })?;
+    let batch =
+        crate::batch::BatchState::of(&compiled.inputs, compiled.required, &compiled.outputs);
     Ok(ModelDescription {
         placements: compiled.outputs.iter().map(|p| p.placement).collect(),
+        batchable: match batch.sym {
+            Some(_) => Ok(()),
+            None => Err(batch.refusal),
+        },
         info: ModelInfo::read(&session),
         signature,
     })

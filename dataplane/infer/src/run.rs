@@ -41,16 +41,19 @@ pub(crate) mod msg {
     pub const TX_MISALIGNED: &str = "reply buffer not aligned for the output dtype";
     pub const ORT_FAILED: &str = "ONNX Runtime run failed";
     pub const OUTPUT_TYPE: &str = "an output's type or rank differs from what the model declares";
+    pub const NOT_BATCHABLE: &str = "the model cannot batch";
+    pub const NOT_STACKED: &str = "the request is not in the last batch run";
+    pub const BATCH_OUTPUT_PLACE: &str = "a batch output did not land in the batch buffer";
 }
 
 type Descs<'r> = [Option<TensorDesc<'r>>; TENSOR_COUNT_MAX];
 type Bound = [Option<u64>; TENSOR_COUNT_MAX * RANK_MAX];
 
-fn too_large(needed_len: usize) -> Reject {
+pub(crate) fn too_large(needed_len: usize) -> Reject {
     Reject::too_large(msg::RESPONSE_TOO_LARGE, needed_len)
 }
 
-fn header_err(e: WireError, needed_len: usize) -> Reject {
+pub(crate) fn header_err(e: WireError, needed_len: usize) -> Reject {
     match e {
         WireError::BufferTooSmall | WireError::TooLarge | WireError::SizeOverflow => {
             too_large(needed_len)
@@ -132,7 +135,7 @@ impl OrtModel {
     /// rank, dimensions and alignment. Fills `shapes` (inputs' i64 shapes)
     /// and returns the descriptors in model input order (optional inputs the
     /// request left out are `None`) plus the bound symbolic sizes.
-    fn bind<'r>(
+    pub(crate) fn bind<'r>(
         &self,
         req: &'r Frame<&[u8]>,
         shapes: &mut [[i64; RANK_MAX]; TENSOR_COUNT_MAX],
@@ -494,7 +497,7 @@ impl OrtModel {
 }
 
 /// The response frame with outputs in `order` and their `dims`.
-fn response<'a>(
+pub(crate) fn response<'a>(
     outputs: &'a [Port],
     name: &'a str,
     version: &'a str,
@@ -540,8 +543,8 @@ fn key(src: Option<usize>) -> (u8, usize) {
 }
 
 /// The parts of a response frame, kept so a `FrameRepr` can borrow them.
-struct ResponseRepr<'a> {
-    tensors: [TensorRepr<'a>; TENSOR_COUNT_MAX],
+pub(crate) struct ResponseRepr<'a> {
+    pub(crate) tensors: [TensorRepr<'a>; TENSOR_COUNT_MAX],
     n: usize,
     request_id: u64,
     tenant_id: u32,
@@ -568,11 +571,11 @@ impl ResponseRepr<'_> {
         }
     }
 
-    fn layout(&self) -> Result<sluice_wire::Layout, WireError> {
+    pub(crate) fn layout(&self) -> Result<sluice_wire::Layout, WireError> {
         self.repr().layout()
     }
 
-    fn emit(&self, tx: &mut [u8]) -> Result<sluice_wire::Layout, WireError> {
+    pub(crate) fn emit(&self, tx: &mut [u8]) -> Result<sluice_wire::Layout, WireError> {
         self.repr().emit(tx)
     }
 }
