@@ -41,6 +41,10 @@ pub mod limits {
     pub const BUFFER_SIZE_MAX: u32 = 1 << 20;
     /// Longest spin before an adaptive worker sleeps.
     pub const SPIN_US_MAX: u32 = 1_000_000;
+    /// Most rows one batched run stacks (`batch_max`).
+    pub const BATCH_MAX: u32 = 256;
+    /// Longest a request may wait for others to batch with (`batch_delay_us`).
+    pub const BATCH_DELAY_US_MAX: u32 = 100_000;
 }
 
 use limits::*;
@@ -227,10 +231,28 @@ pub struct ShardCfg {
     /// Indices of the workers serving it; all when omitted.
     #[serde(default)]
     pub workers: Option<Vec<usize>>,
+    /// Dynamic batching: most rows (dimension 0) one run stacks from
+    /// requests waiting in this shard's queue for the same model version.
+    /// 1 (the default) runs every request on its own.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub batch_max: u32,
+    /// How long the first request of a batch may wait for more, in µs.
+    /// 0: only requests of the same receive burst are stacked.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batch_delay_us: u32,
 }
 
 fn default_concurrency() -> u32 {
     8
+}
+fn one() -> u32 {
+    1
+}
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 fn default_queue_depth() -> u32 {
     64
@@ -298,6 +320,15 @@ pub struct ModelCfg {
     /// LoRA adapters.
     #[serde(default)]
     pub adapters: Vec<AdapterCfg>,
+    /// Dynamic batching for this model version, whatever shard it runs in
+    /// (overrides the shard's `batch_max`). The model must be able to batch
+    /// (dimension 0 of every input and output declared with one symbol), or
+    /// loading it fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_max: Option<u32>,
+    /// Overrides the shard's `batch_delay_us` for this model version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_delay_us: Option<u32>,
 }
 
 /// A LoRA adapter of a model.
@@ -582,6 +613,16 @@ fn validate_shards(shards: &[ShardCfg], worker_count: usize) -> Result<(), Confi
         }
         range(&k("max_concurrency"), s.max_concurrency, 1, CONCURRENCY_MAX)?;
         range(&k("queue_depth"), s.queue_depth, 1, QUEUE_DEPTH_MAX)?;
+        validate_batch(&k(""), s.batch_max, s.batch_delay_us)?;
+        if s.batch_max > s.queue_depth {
+            return Err(ConfigError::at(
+                k("batch_max"),
+                format!(
+                    "{} is above queue_depth ({}): a batch is taken from the shard's queue",
+                    s.batch_max, s.queue_depth
+                ),
+            ));
+        }
         if let Some(w) = &s.workers {
             if let Some(bad) = w.iter().find(|&&w| w >= worker_count) {
                 return Err(ConfigError::at(
@@ -666,6 +707,27 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
         if m.kind == ModelKind::Onnx && m.path.is_none() {
             return Err(ConfigError::at(k("path"), "an onnx model needs a path"));
         }
+        if m.batch_max.is_some() || m.batch_delay_us.is_some() {
+            if m.kind != ModelKind::Onnx {
+                let key = if m.batch_max.is_some() {
+                    "batch_max"
+                } else {
+                    "batch_delay_us"
+                };
+                return Err(ConfigError::at(k(key), "only onnx models batch"));
+            }
+            validate_batch(
+                &k(""),
+                m.batch_max.unwrap_or(1),
+                m.batch_delay_us.unwrap_or(0),
+            )?;
+            if m.batch_delay_us.is_some_and(|d| d > 0) && m.batch_max.is_none() {
+                return Err(ConfigError::at(
+                    k("batch_delay_us"),
+                    "needs batch_max on the model too (a delay without a batch size)",
+                ));
+            }
+        }
         if m.adapters.len() > ADAPTER_COUNT_MAX {
             return Err(ConfigError::at(
                 k("adapters"),
@@ -679,6 +741,24 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
                 sluice_wire::limits::ADAPTER_LEN_MAX,
             )?;
         }
+    }
+    Ok(())
+}
+
+/// Checks `batch_max` and `batch_delay_us` under `prefix` (`shards[0].`).
+fn validate_batch(prefix: &str, batch_max: u32, delay_us: u32) -> Result<(), ConfigError> {
+    range(&format!("{prefix}batch_max"), batch_max, 1, BATCH_MAX)?;
+    range(
+        &format!("{prefix}batch_delay_us"),
+        delay_us,
+        0,
+        BATCH_DELAY_US_MAX,
+    )?;
+    if delay_us > 0 && batch_max == 1 {
+        return Err(ConfigError::at(
+            format!("{prefix}batch_delay_us"),
+            "needs batch_max above 1: a request waits only for others to batch with",
+        ));
     }
     Ok(())
 }
@@ -939,6 +1019,84 @@ mod tests {
         let e =
             err("[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\naliases = [\"1\"]\n");
         assert!(e.message.contains("already names"), "{e}");
+    }
+
+    #[test]
+    fn batching_keys_are_checked_with_their_line() {
+        let shard = |extra: &str| format!("[[shards]]\nname = \"s\"\nqueue_depth = 64\n{extra}");
+        let cfg = Config::parse(
+            &shard("batch_max = 32\nbatch_delay_us = 500\n"),
+            "/tmp".into(),
+        )
+        .unwrap();
+        assert_eq!(
+            (cfg.shards[0].batch_max, cfg.shards[0].batch_delay_us),
+            (32, 500)
+        );
+        let cfg = Config::parse(&shard(""), "/tmp".into()).unwrap();
+        assert_eq!(
+            (cfg.shards[0].batch_max, cfg.shards[0].batch_delay_us),
+            (1, 0)
+        );
+        let e = err(&shard("batch_max = 0\n"));
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(4), "shards[0].batch_max"),
+            "{e}"
+        );
+        let e = err(&shard("batch_max = 257\n"));
+        assert!(e.message.contains("out of range 1..=256"), "{e}");
+        let e = err(&shard("batch_max = 128\n"));
+        assert!(e.message.contains("above queue_depth (64)"), "{e}");
+        let e = err(&shard("batch_delay_us = 100\n"));
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(4), "shards[0].batch_delay_us"),
+            "{e}"
+        );
+        assert!(e.message.contains("needs batch_max above 1"), "{e}");
+        let e = err(&shard("batch_max = 4\nbatch_delay_us = 100001\n"));
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(5), "shards[0].batch_delay_us"),
+            "{e}"
+        );
+        let model = |extra: &str| {
+            format!("[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\n{extra}")
+        };
+        let cfg = Config::parse(
+            &model("batch_max = 8\nbatch_delay_us = 200\n"),
+            "/tmp".into(),
+        )
+        .unwrap();
+        assert_eq!(
+            (cfg.models[0].batch_max, cfg.models[0].batch_delay_us),
+            (Some(8), Some(200))
+        );
+        let e = err(&model("batch_delay_us = 200\n"));
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(5), "models[0].batch_delay_us"),
+            "{e}"
+        );
+        let e = err(&model("batch_max = 300\n"));
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(5), "models[0].batch_max"),
+            "{e}"
+        );
+        let e = err("[[models]]\nname = \"n\"\nversion = \"1\"\nkind = \"null\"\nbatch_max = 4\n");
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(5), "models[0].batch_max"),
+            "{e}"
+        );
+        assert!(e.message.contains("only onnx models batch"), "{e}");
+        // Unset keys stay out of the JSON the control plane round-trips.
+        let cfg = Config::parse(&format!("{}{}", shard(""), model("")), "/tmp".into()).unwrap();
+        let j = serde_json::to_string(&cfg.shards[0]).unwrap()
+            + &serde_json::to_string(&cfg.models[0]).unwrap();
+        assert!(!j.contains("batch"), "{j}");
     }
 
     #[test]

@@ -55,6 +55,18 @@ pub struct VersionMeta {
     pub model_version: i64,
     /// `metadata_props`.
     pub metadata: BTreeMap<String, String>,
+    /// Whether requests can be stacked into one run (dimension 0 of every
+    /// input and output declared with one symbol).
+    pub batchable: bool,
+    /// Why not, when not.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub batch_refusal: String,
+    /// The model's own `batch_max` (else its shard's applies).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_max: Option<u32>,
+    /// The model's own `batch_delay_us`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_delay_us: Option<u32>,
 }
 
 /// One tensor of a signature.
@@ -132,6 +144,7 @@ struct Described {
     description: String,
     model_version: i64,
     metadata: BTreeMap<String, String>,
+    batch_refusal: Option<String>,
 }
 
 fn cache() -> &'static Mutex<HashMap<PathBuf, Described>> {
@@ -166,6 +179,7 @@ fn describe(eng: &Engine, path: PathBuf) -> Result<Described, EngineError> {
         description: d.info.description,
         model_version: d.info.model_version,
         metadata: d.info.custom.into_iter().collect(),
+        batch_refusal: d.batchable.err(),
     };
     cache()
         .lock()
@@ -210,6 +224,7 @@ impl Engine {
                 description: String::new(),
                 model_version: 0,
                 metadata: BTreeMap::new(),
+                batch_refusal: Some(format!("{} models do not batch", platform)),
             });
             versions.push(VersionMeta {
                 version: m.version.clone(),
@@ -226,6 +241,10 @@ impl Engine {
                 description: d.description,
                 model_version: d.model_version,
                 metadata: d.metadata,
+                batchable: d.batch_refusal.is_none(),
+                batch_refusal: d.batch_refusal.unwrap_or_default(),
+                batch_max: m.batch_max,
+                batch_delay_us: m.batch_delay_us,
             });
         }
         if versions.is_empty() {

@@ -5,7 +5,7 @@
 use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, flags};
 
 use crate::route::RouteKey;
-use crate::tables::Tables;
+use crate::tables::{BatchPolicy, Tables};
 
 /// What to answer without running a model.
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +44,8 @@ pub enum Verdict {
         shard: usize,
         /// Handler slot.
         slot: usize,
+        /// How it may batch with others.
+        batch: BatchPolicy,
     },
 }
 
@@ -158,6 +160,7 @@ pub fn classify_frame(
     Verdict::Admit {
         shard,
         slot: model.slot,
+        batch: BatchPolicy::of(model, &t.shards[shard]),
     }
 }
 

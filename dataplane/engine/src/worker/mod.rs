@@ -1,7 +1,10 @@
 //! One pinned worker: receive a burst, parse, authenticate, validate, route,
 //! admit, run, send a burst. Run to completion: every frame received in a
-//! burst is answered in that burst. After start-up nothing here locks or
-//! allocates; control changes arrive at burst boundaries.
+//! burst is answered in that burst, except requests a batching shard holds
+//! for up to `batch_delay_us` to stack with later ones (`batch.rs`); those
+//! are answered by a later iteration of the same loop. After start-up
+//! nothing here locks or allocates; control changes arrive at burst
+//! boundaries.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -12,13 +15,14 @@ use sluice_wire::{ErrorCode, Frame};
 
 use crate::config::PollMode;
 use crate::config::limits::{MODEL_SLOT_COUNT_MAX, SHARD_COUNT_MAX};
-use crate::handler::{Handler, Reject, RunAccount};
+use crate::handler::{BatchKey, Handler, Reject, RunAccount};
 use crate::pending::PendingForwards;
 use crate::rcu::Rcu;
 use crate::stats::{HistExchange, HistSet, WorkerCounters, bump, record};
-use crate::tables::Tables;
+use crate::tables::{BatchPolicy, Tables};
 use crate::transport::{PORT_FORWARD, RxPacket, Transport, TxPacket};
 
+mod batch;
 mod classify;
 mod forward;
 
@@ -92,10 +96,20 @@ pub struct WorkerParams {
     pub forward_timeout: Duration,
 }
 
+/// A request admitted to a shard queue. It keeps its receive buffer until
+/// answered, which may be a later loop iteration when a batch holds it.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
-    pkt: u16,
+    pkt: RxPacket,
     slot: u16,
+    /// Start of the burst it arrived in: queue delay runs from here.
+    arrived: Instant,
+    /// The frame's deadline (µs since the epoch; 0: none).
+    deadline_us: u64,
+    batch: BatchPolicy,
+    /// Where it may stack; `None`: it runs on its own.
+    key: Option<BatchKey>,
+    state: batch::State,
 }
 
 /// A worker and everything it owns.
@@ -112,8 +126,16 @@ pub struct Worker<T: Transport> {
     hist: Box<HistSet>,
     hist_out: Arc<HistExchange>,
     rx: Vec<RxPacket>,
-    /// Per shard: requests admitted this burst, in arrival order.
+    /// Per shard: requests admitted and not yet answered, in arrival order
+    /// (this burst's, and those a batch holds from earlier ones).
     queues: Vec<Vec<Pending>>,
+    /// Requests left in the queues after the last pass (held by batches).
+    held: usize,
+    /// Batch gather and output buffers, made at start-up.
+    batch_bufs: batch::BatchBufs,
+    /// Per model slot: how long its last batched run took, ns (a held
+    /// batch runs early enough for its members' deadlines).
+    batch_run_ns: [u64; MODEL_SLOT_COUNT_MAX],
     sends: Vec<TxPacket>,
     burst_start: Instant,
     now_us: u64,
@@ -149,9 +171,13 @@ impl<T: Transport> Worker<T> {
         counters.epoch.store(epoch, Ordering::Release);
         Worker {
             rx: vec![RxPacket::default(); p.rx_burst_max],
+            // Room for a burst and a full batch held from earlier bursts.
             queues: (0..SHARD_COUNT_MAX)
-                .map(|_| Vec::with_capacity(p.rx_burst_max))
+                .map(|_| Vec::with_capacity(p.rx_burst_max + batch::HOLD_MAX))
                 .collect(),
+            held: 0,
+            batch_bufs: batch::BatchBufs::new(),
+            batch_run_ns: [0; MODEL_SLOT_COUNT_MAX],
             sends: Vec::with_capacity(p.rx_burst_max),
             p,
             transport,
@@ -179,6 +205,8 @@ impl<T: Transport> Worker<T> {
         loop {
             let st = self.shared.state.load(Ordering::Acquire);
             if st == state::STOPPED {
+                // Nothing accepted is dropped: held batches run now.
+                self.flush_held();
                 break;
             }
             self.boundary();
@@ -190,7 +218,9 @@ impl<T: Transport> Worker<T> {
             {
                 self.expire_forwards();
             }
-            if n > 0 {
+            // A held batch is waiting for its delay or more requests: keep
+            // polling (the delay is µs; a sleep would overshoot it).
+            if n > 0 || self.held > 0 {
                 idle_since = None;
                 continue;
             }
@@ -210,6 +240,11 @@ impl<T: Transport> Worker<T> {
 
     /// Applies control messages and a newer snapshot; publishes statistics.
     fn boundary(&mut self) {
+        // Held requests run under the handlers and tables that admitted
+        // them: shard and slot numbers may change with what follows.
+        if self.held > 0 && (!self.ctrl.is_empty() || self.shared.tables.epoch() != self.epoch) {
+            self.flush_held();
+        }
         while let Ok(msg) = self.ctrl.try_recv() {
             match msg {
                 WorkerMsg::Install { slot, handler } => {
@@ -257,21 +292,31 @@ impl<T: Transport> Worker<T> {
     /// One burst. Returns the number of frames received.
     pub fn poll_once(&mut self, draining: bool) -> usize {
         let n = self.transport.rx_burst(&mut self.rx);
-        if n == 0 {
+        if n == 0 && self.held == 0 {
             return 0;
         }
-        self.burst_start = Instant::now();
         self.now_us = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
-        bump(&self.counters.bursts, 1);
+        if n > 0 {
+            self.burst_start = Instant::now();
+            bump(&self.counters.bursts, 1);
+        }
         for i in 0..n {
             self.classify(i, draining);
         }
-        self.run_queues();
-        debug_assert!(self.queues.iter().all(Vec::is_empty));
+        self.run_queues(draining);
         self.flush_sends();
         n
+    }
+
+    /// Runs every held request now, ignoring batch delays.
+    fn flush_held(&mut self) {
+        self.now_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        self.run_queues(true);
+        self.flush_sends();
     }
 
     /// Parses, authenticates, validates, routes and admits one frame;
@@ -299,22 +344,38 @@ impl<T: Transport> Worker<T> {
                 bump(&self.counters.shard_requests[shard], 1);
                 self.forward(i, shard);
             }
-            Verdict::Admit { shard, slot } => {
+            Verdict::Admit { shard, slot, batch } => {
                 bump(&self.counters.shard_requests[shard], 1);
                 let depth = self.tables.shards[shard].queue_depth as usize;
-                let q = &mut self.queues[shard];
+                let q = &self.queues[shard];
                 if q.len() >= depth.min(q.capacity()) {
                     self.reply(
                         i,
                         Immediate::Error(ErrorCode::Busy, "shard queue full"),
                         Some(shard),
                     );
-                } else {
-                    q.push(Pending {
-                        pkt: i as u16,
-                        slot: slot as u16,
-                    });
+                    return;
                 }
+                let frame = Frame::new_unchecked(self.transport.rx_bytes(&pkt));
+                let key = if batch.max > 1 {
+                    let adapter = Some(frame.adapter()).filter(|a| !a.is_empty());
+                    self.handlers
+                        .get(slot)
+                        .and_then(Option::as_ref)
+                        .and_then(|h| h.batch_key(&frame, adapter))
+                } else {
+                    None
+                };
+                let p = Pending {
+                    pkt,
+                    slot: slot as u16,
+                    arrived: self.burst_start,
+                    deadline_us: frame.deadline_us(),
+                    batch,
+                    key,
+                    state: batch::State::Waiting,
+                };
+                self.queues[shard].push(p);
             }
         }
     }
@@ -326,39 +387,12 @@ impl<T: Transport> Worker<T> {
         }
     }
 
-    /// Runs admitted requests, shard by shard, `max_concurrency` at a time.
-    fn run_queues(&mut self) {
-        let nshards = self.tables.shards.len().min(SHARD_COUNT_MAX);
-        let mut quotas = [0usize; SHARD_COUNT_MAX];
-        for (q, s) in quotas.iter_mut().zip(&self.tables.shards) {
-            *q = s.max_concurrency as usize;
-        }
-        let mut heads = [0usize; SHARD_COUNT_MAX];
-        loop {
-            let mut progressed = false;
-            for s in 0..nshards {
-                let quota = quotas[s];
-                let end = (heads[s] + quota).min(self.queues[s].len());
-                for k in heads[s]..end {
-                    let p = self.queues[s][k];
-                    self.run_one(s, p);
-                    progressed = true;
-                }
-                heads[s] = end;
-            }
-            if !progressed {
-                break;
-            }
-        }
-        for q in &mut self.queues[..nshards] {
-            q.clear();
-        }
-    }
-
-    fn run_one(&mut self, shard: usize, p: Pending) {
-        let pkt = self.rx[p.pkt as usize];
+    /// Runs one request on its own (the zero-copy path), with `tx` when
+    /// the caller took its transmit buffer already.
+    fn run_one(&mut self, shard: usize, p: Pending, tx: Option<u32>) {
+        let pkt = p.pkt;
         let started = Instant::now();
-        let Some(tx) = self.transport.tx_alloc() else {
+        let Some(tx) = tx.or_else(|| self.transport.tx_alloc()) else {
             bump(&self.counters.tx_no_buffers, 1);
             self.transport.rx_release(&pkt);
             return;
@@ -398,7 +432,7 @@ impl<T: Transport> Worker<T> {
             }
         };
         let done = Instant::now();
-        record(&mut self.hist.queue[shard], started - self.burst_start);
+        record(&mut self.hist.queue[shard], started - p.arrived);
         record(&mut self.hist.service[shard], done - started);
         match result {
             Ok(len) => {
@@ -407,13 +441,17 @@ impl<T: Transport> Worker<T> {
                     "handler claims a frame longer than its buffer"
                 );
                 bump(&self.counters.ok, 1);
+                if let Some(m) = self.counters.models.get(p.slot as usize) {
+                    m.execution(1, p.key.map_or(1, |k| u64::from(k.rows)));
+                    m.queued(started - p.arrived);
+                }
                 self.sends.push(TxPacket {
                     buf: tx,
                     len: len as u32,
                     peer: pkt.peer,
                 });
                 self.transport.rx_release(&pkt);
-                record(&mut self.hist.total, done - self.burst_start);
+                record(&mut self.hist.total, done - p.arrived);
             }
             Err(r) => {
                 self.transport.tx_free(tx);
@@ -425,14 +463,18 @@ impl<T: Transport> Worker<T> {
                 } else {
                     Immediate::Error(r.code, r.message)
                 };
-                self.reply(p.pkt as usize, answer, Some(shard));
+                self.reply_pkt(pkt, answer, Some(shard));
             }
         }
     }
 
-    /// Answers frame `i` at once and releases its receive buffer.
+    /// Answers frame `i` of this burst at once and releases its buffer.
     fn reply(&mut self, i: usize, r: Immediate, shard: Option<usize>) {
-        let pkt = self.rx[i];
+        self.reply_pkt(self.rx[i], r, shard);
+    }
+
+    /// Answers a received frame at once and releases its receive buffer.
+    fn reply_pkt(&mut self, pkt: RxPacket, r: Immediate, shard: Option<usize>) {
         let Some(tx) = self.transport.tx_alloc() else {
             bump(&self.counters.tx_no_buffers, 1);
             self.transport.rx_release(&pkt);
