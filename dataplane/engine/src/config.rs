@@ -44,7 +44,7 @@ pub mod limits {
     /// Most rows one batched run stacks (`batch_max`).
     pub const BATCH_MAX: u32 = 256;
     /// Longest a request may wait for others to batch with (`batch_delay_us`).
-    pub const BATCH_DELAY_US_MAX: u32 = 100_000;
+    pub const BATCH_DELAY_US_MAX: u32 = 1_000_000;
 }
 
 use limits::*;
@@ -1055,7 +1055,7 @@ mod tests {
             "{e}"
         );
         assert!(e.message.contains("needs batch_max above 1"), "{e}");
-        let e = err(&shard("batch_max = 4\nbatch_delay_us = 100001\n"));
+        let e = err(&shard("batch_max = 4\nbatch_delay_us = 1000001\n"));
         assert_eq!(
             (e.line, e.key.as_str()),
             (Some(5), "shards[0].batch_delay_us"),

@@ -64,8 +64,7 @@ struct OrtHandler {
 
 // The engine's batch limit is the inference stage's.
 #[cfg(feature = "onnx")]
-const _: () =
-    assert!(crate::config::limits::BATCH_MAX as usize == sluice_infer::BATCH_ROWS_MAX);
+const _: () = assert!(crate::config::limits::BATCH_MAX as usize == sluice_infer::BATCH_ROWS_MAX);
 
 #[cfg(feature = "onnx")]
 impl Handler for OrtHandler {

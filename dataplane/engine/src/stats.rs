@@ -88,8 +88,9 @@ pub struct WorkerCounters {
 pub const BATCH_SIZE_BOUNDS: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 /// Upper bounds of the queue-delay buckets, µs (receive to start of the
 /// run that answered the request).
-pub const QUEUE_DELAY_BOUNDS_US: [u64; 12] =
-    [10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 25_000, 100_000];
+pub const QUEUE_DELAY_BOUNDS_US: [u64; 12] = [
+    10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 25_000, 100_000,
+];
 
 /// One model slot's counters on one worker: what Triton reports as
 /// `nv_inference_request_success`, `nv_inference_count`,
@@ -133,7 +134,10 @@ impl ModelCounters {
     #[inline]
     pub fn queued(&self, d: Duration) {
         let ns = d.as_nanos() as u64;
-        bump(&self.queue_delay[bucket(&QUEUE_DELAY_BOUNDS_US, ns / 1000)], 1);
+        bump(
+            &self.queue_delay[bucket(&QUEUE_DELAY_BOUNDS_US, ns / 1000)],
+            1,
+        );
         bump(&self.queue_delay_ns, ns);
     }
 }

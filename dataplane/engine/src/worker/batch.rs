@@ -33,9 +33,21 @@ pub(super) const HOLD_MAX: usize = BATCH_MAX as usize;
 /// start-up; pages become resident only as batches touch them.
 pub const BATCH_BUFFER_BYTES: usize = 16 << 20;
 
-/// Room left before a member's deadline when deciding to stop waiting: the
-/// loop's own granularity on top of the last run's duration.
-const DEADLINE_MARGIN_US: u64 = 50;
+/// Room left before a member's deadline when deciding to stop waiting, on
+/// top of twice the last batched run's duration: a scheduler tick or a
+/// slow burst must not push the run past the deadline.
+const DEADLINE_MARGIN_US: u64 = 1000;
+
+/// The latest time (µs since the epoch) a request may still wait for others
+/// to batch with: half of the time it had left when it arrived, and never
+/// closer to its deadline than the margin. `u64::MAX` without a deadline.
+fn hold_limit_us(arrived_us: u64, deadline_us: u64) -> u64 {
+    if deadline_us == 0 {
+        return u64::MAX;
+    }
+    let half = arrived_us + deadline_us.saturating_sub(arrived_us) / 2;
+    half.min(deadline_us.saturating_sub(DEADLINE_MARGIN_US))
+}
 
 /// A queued request's state within one pass of the scheduler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +112,7 @@ impl<T: Transport> Worker<T> {
             *q = s.max_concurrency as usize;
         }
         let now = Instant::now();
+        self.next_due_us = u64::MAX;
         let mut heads = [0usize; SHARD_COUNT_MAX];
         loop {
             let mut progressed = false;
@@ -150,7 +163,7 @@ impl<T: Transport> Worker<T> {
         let mut n = 0usize;
         let mut rows = 0u64;
         let mut overflow = false;
-        let mut deadline_us = u64::MAX;
+        let mut limit_us = u64::MAX;
         for (j, p) in q.iter().enumerate().skip(k) {
             let Some(key) = p.key else { continue };
             if p.state != State::Waiting || p.slot != head.slot || key.key != hkey.key {
@@ -165,9 +178,7 @@ impl<T: Transport> Worker<T> {
             members[n] = j as u16;
             n += 1;
             rows += r;
-            if p.deadline_us != 0 {
-                deadline_us = deadline_us.min(p.deadline_us);
-            }
+            limit_us = limit_us.min(hold_limit_us(p.arrived_us, p.deadline_us));
             if rows == max || n == members.len() {
                 break;
             }
@@ -179,12 +190,20 @@ impl<T: Transport> Worker<T> {
             return true;
         }
         let delay = Duration::from_micros(u64::from(head.batch.delay_us));
-        let est_us = self.batch_run_ns[head.slot as usize] / 1000;
+        let est_us = 2 * self.batch_run_ns[head.slot as usize] / 1000;
         let due = force
             || rows >= max
             || overflow
             || now.saturating_duration_since(head.arrived) >= delay
-            || self.now_us + est_us + DEADLINE_MARGIN_US >= deadline_us;
+            || self.now_us.saturating_add(est_us) >= limit_us;
+        if !due {
+            // When to look again: the delay's end or the hold limit.
+            let at = head
+                .arrived_us
+                .saturating_add(u64::from(head.batch.delay_us))
+                .min(limit_us.saturating_sub(est_us));
+            self.next_due_us = self.next_due_us.min(at);
+        }
         let state = if due { State::Done } else { State::Deferred };
         for &j in &members[..n] {
             self.queues[s][j as usize].state = state;
@@ -249,14 +268,24 @@ impl<T: Transport> Worker<T> {
                 self.batch_bufs.output.bytes_mut(),
             );
             match self.handlers.get_mut(slot).and_then(Option::as_mut) {
-                Some(h) => h.run_batch(&reqs[..n], adapter, input, output, &mut slots[..n], &mut acct),
+                Some(h) => h.run_batch(
+                    &reqs[..n],
+                    adapter,
+                    input,
+                    output,
+                    &mut slots[..n],
+                    &mut acct,
+                ),
                 None => Err(Reject::new(
                     ErrorCode::UnknownModel,
                     "model is not loaded on this worker",
                 )),
             }
         };
-        bump(&self.counters.payload_bytes_copied, acct.payload_bytes_copied);
+        bump(
+            &self.counters.payload_bytes_copied,
+            acct.payload_bytes_copied,
+        );
         let ran = Instant::now();
         let rows = match result {
             Ok(rows) => rows,
@@ -312,7 +341,11 @@ impl<T: Transport> Worker<T> {
             tx_len = txb.len();
             let req = Frame::new_unchecked(rxb);
             let adapter = Some(req.adapter()).filter(|a| !a.is_empty());
-            match self.handlers.get_mut(p.slot as usize).and_then(Option::as_mut) {
+            match self
+                .handlers
+                .get_mut(p.slot as usize)
+                .and_then(Option::as_mut)
+            {
                 Some(h) => h.batch_reply(
                     &req,
                     adapter,
@@ -327,13 +360,19 @@ impl<T: Transport> Worker<T> {
                 )),
             }
         };
-        bump(&self.counters.payload_bytes_copied, acct.payload_bytes_copied);
+        bump(
+            &self.counters.payload_bytes_copied,
+            acct.payload_bytes_copied,
+        );
         let done = Instant::now();
         record(&mut self.hist.queue[s], started - p.arrived);
         record(&mut self.hist.service[s], done - started);
         match result {
             Ok(len) => {
-                assert!(len <= tx_len, "handler claims a frame longer than its buffer");
+                assert!(
+                    len <= tx_len,
+                    "handler claims a frame longer than its buffer"
+                );
                 bump(&self.counters.ok, 1);
                 if let Some(m) = self.counters.models.get(p.slot as usize) {
                     m.queued(started - p.arrived);

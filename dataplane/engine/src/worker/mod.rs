@@ -104,6 +104,8 @@ struct Pending {
     slot: u16,
     /// Start of the burst it arrived in: queue delay runs from here.
     arrived: Instant,
+    /// The same, µs since the epoch (compared with deadlines).
+    arrived_us: u64,
     /// The frame's deadline (µs since the epoch; 0: none).
     deadline_us: u64,
     batch: BatchPolicy,
@@ -131,6 +133,8 @@ pub struct Worker<T: Transport> {
     queues: Vec<Vec<Pending>>,
     /// Requests left in the queues after the last pass (held by batches).
     held: usize,
+    /// When the earliest held batch is due (µs since the epoch).
+    next_due_us: u64,
     /// Batch gather and output buffers, made at start-up.
     batch_bufs: batch::BatchBufs,
     /// Per model slot: how long its last batched run took, ns (a held
@@ -176,6 +180,7 @@ impl<T: Transport> Worker<T> {
                 .map(|_| Vec::with_capacity(p.rx_burst_max + batch::HOLD_MAX))
                 .collect(),
             held: 0,
+            next_due_us: u64::MAX,
             batch_bufs: batch::BatchBufs::new(),
             batch_run_ns: [0; MODEL_SLOT_COUNT_MAX],
             sends: Vec::with_capacity(p.rx_burst_max),
@@ -218,17 +223,25 @@ impl<T: Transport> Worker<T> {
             {
                 self.expire_forwards();
             }
-            // A held batch is waiting for its delay or more requests: keep
-            // polling (the delay is µs; a sleep would overshoot it).
-            if n > 0 || self.held > 0 {
+            if n > 0 {
                 idle_since = None;
                 continue;
             }
             if self.p.poll == PollMode::Adaptive {
                 let since = *idle_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= self.p.spin {
-                    bump(&self.counters.sleeps, 1);
-                    self.transport.wait(SLEEP_MAX);
+                    // A held batch bounds the sleep: it wakes for the
+                    // batch's delay or deadline, or for the next frame.
+                    let sleep = if self.held > 0 {
+                        Duration::from_micros(self.next_due_us.saturating_sub(self.now_us))
+                            .min(SLEEP_MAX)
+                    } else {
+                        SLEEP_MAX
+                    };
+                    if !sleep.is_zero() {
+                        bump(&self.counters.sleeps, 1);
+                        self.transport.wait(sleep);
+                    }
                     idle_since = None;
                 }
             } else {
@@ -240,10 +253,23 @@ impl<T: Transport> Worker<T> {
 
     /// Applies control messages and a newer snapshot; publishes statistics.
     fn boundary(&mut self) {
+        if self.last_publish.elapsed() >= PUBLISH_EVERY {
+            self.publish_stats();
+        }
+        let pending = !self.ctrl.is_empty() || self.shared.tables.epoch() != self.epoch;
+        if !pending {
+            return;
+        }
         // Held requests run under the handlers and tables that admitted
-        // them: shard and slot numbers may change with what follows.
-        if self.held > 0 && (!self.ctrl.is_empty() || self.shared.tables.epoch() != self.epoch) {
+        // them: shard and slot numbers may change with what follows. Holds
+        // only start in poll_once, so once none is left anything that has
+        // arrived by now can be applied.
+        if self.held > 0 {
             self.flush_held();
+            if self.held > 0 {
+                // Some found no transmit buffer; apply at a later boundary.
+                return;
+            }
         }
         while let Ok(msg) = self.ctrl.try_recv() {
             match msg {
@@ -268,9 +294,6 @@ impl<T: Transport> Worker<T> {
             self.tables = t;
             self.epoch = e;
             self.counters.epoch.store(e, Ordering::Release);
-        }
-        if self.last_publish.elapsed() >= PUBLISH_EVERY {
-            self.publish_stats();
         }
     }
 
@@ -370,6 +393,7 @@ impl<T: Transport> Worker<T> {
                     pkt,
                     slot: slot as u16,
                     arrived: self.burst_start,
+                    arrived_us: self.now_us,
                     deadline_us: frame.deadline_us(),
                     batch,
                     key,
