@@ -96,6 +96,10 @@ type Shard struct {
 	QueueDepth     int               `toml:"queue_depth" json:"queue_depth"`
 	// Workers serving the shard (indexes into engine.workers); nil: all.
 	Workers []int `toml:"workers" json:"workers,omitempty"`
+	// Dynamic batching: most rows one run stacks (1, the default: off) and
+	// how long a batch's first request may wait for more, µs.
+	BatchMax     int `toml:"batch_max" json:"batch_max,omitempty"`
+	BatchDelayUs int `toml:"batch_delay_us" json:"batch_delay_us,omitempty"`
 }
 
 // Route is one [[routes]] entry; empty matchers match anything.
@@ -120,6 +124,10 @@ type Model struct {
 	Path     string    `toml:"path" json:"path,omitempty"`
 	Aliases  []string  `toml:"aliases" json:"aliases,omitempty"`
 	Adapters []Adapter `toml:"adapters" json:"adapters,omitempty"`
+	// Dynamic batching for this version, overriding its shard's; nil: the
+	// shard's applies.
+	BatchMax     *int `toml:"batch_max" json:"batch_max,omitempty"`
+	BatchDelayUs *int `toml:"batch_delay_us" json:"batch_delay_us,omitempty"`
 }
 
 // Adapter is a LoRA adapter of a model.
@@ -269,6 +277,9 @@ func (c *Config) tableDefaults(pos positions) {
 		if !has(k + "queue_depth") {
 			c.Shards[i].QueueDepth = DefaultQueueDepth
 		}
+		if !has(k + "batch_max") {
+			c.Shards[i].BatchMax = DefaultBatchMax
+		}
 	}
 	for i := range c.Models {
 		if !has(fmt.Sprintf("models[%d].kind", i)) {
@@ -298,7 +309,7 @@ func strictUnmarshal(b []byte, v any) error {
 // UnmarshalJSON implements json.Unmarshaler with the engine's defaults.
 func (s *Shard) UnmarshalJSON(b []byte) error {
 	type raw Shard
-	r := raw{MaxConcurrency: DefaultMaxConcurrency, QueueDepth: DefaultQueueDepth}
+	r := raw{MaxConcurrency: DefaultMaxConcurrency, QueueDepth: DefaultQueueDepth, BatchMax: DefaultBatchMax}
 	if err := strictUnmarshal(b, &r); err != nil {
 		return err
 	}

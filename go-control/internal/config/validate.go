@@ -37,7 +37,9 @@ const (
 	PeersMax            = 256
 	MaxConcurrencyMax   = 4096
 	QueueDepthMax       = 65536
-	NameLenMax          = 64 // shard, route, tenant and peer names
+	BatchMaxMax         = 256       // rows per batched run
+	BatchDelayUsMax     = 1_000_000 // µs a batch may wait
+	NameLenMax          = 64        // shard, route, tenant and peer names
 	ModelNameLenMax     = 64
 	ModelVersionLenMax  = 32
 	AdapterLenMax       = 64
@@ -49,6 +51,7 @@ const (
 const (
 	DefaultMaxConcurrency = 8
 	DefaultQueueDepth     = 64
+	DefaultBatchMax       = 1
 	DefaultModelKind      = "onnx"
 )
 
@@ -260,6 +263,10 @@ func (c *checker) shards(list []Shard, workers int) map[string]bool {
 		names[s.Name] = true
 		c.rangeInt(key+".max_concurrency", s.MaxConcurrency, 1, MaxConcurrencyMax)
 		c.rangeInt(key+".queue_depth", s.QueueDepth, 1, QueueDepthMax)
+		c.batch(key, s.BatchMax, s.BatchDelayUs)
+		if s.BatchMax > s.QueueDepth {
+			c.add(key+".batch_max", "%d is above queue_depth (%d): a batch is taken from the shard's queue", s.BatchMax, s.QueueDepth)
+		}
 		if s.Workers != nil && len(s.Workers) == 0 {
 			c.add(key+".workers", "must not be empty (leave it out for all workers)")
 		}
@@ -397,6 +404,9 @@ func (c *checker) models(list []Model) {
 				}
 			}
 		}
+		if m.BatchMax != nil || m.BatchDelayUs != nil {
+			c.modelBatch(key, &m)
+		}
 		c.count(key+".adapters", len(m.Adapters), AdaptersMax)
 		for j, a := range m.Adapters {
 			akey := fmt.Sprintf("%s.adapters[%d]", key, j)
@@ -405,6 +415,37 @@ func (c *checker) models(list []Model) {
 				c.add(akey+".path", "is required")
 			}
 		}
+	}
+}
+
+// batch checks batch_max and batch_delay_us under key, as the engine does.
+func (c *checker) batch(key string, batchMax, delayUs int) {
+	c.rangeInt(key+".batch_max", batchMax, 1, BatchMaxMax)
+	c.rangeInt(key+".batch_delay_us", delayUs, 0, BatchDelayUsMax)
+	if delayUs > 0 && batchMax == 1 {
+		c.add(key+".batch_delay_us", "needs batch_max above 1: a request waits only for others to batch with")
+	}
+}
+
+func (c *checker) modelBatch(key string, m *Model) {
+	if m.Kind != "onnx" {
+		k := ".batch_max"
+		if m.BatchMax == nil {
+			k = ".batch_delay_us"
+		}
+		c.add(key+k, "only onnx models batch")
+		return
+	}
+	batchMax, delay := 1, 0
+	if m.BatchMax != nil {
+		batchMax = *m.BatchMax
+	}
+	if m.BatchDelayUs != nil {
+		delay = *m.BatchDelayUs
+	}
+	c.batch(key, batchMax, delay)
+	if delay > 0 && m.BatchMax == nil {
+		c.add(key+".batch_delay_us", "needs batch_max on the model too (a delay without a batch size)")
 	}
 }
 
