@@ -106,15 +106,25 @@ class Client:
         self.rid = 1
 
     def call(self, model, version, tensors):
+        rid = self.send(model, version, tensors)
+        return self.collect([rid])[rid]
+
+    def send(self, model, version, tensors):
         self.rid += 1
         frame = encode_request(self.rid, model, version, tensors)
         assert len(frame) <= 65472, f"request of {len(frame)} bytes does not fit one datagram"
         self.s.sendto(frame, self.addr)
-        while True:
+        return self.rid
+
+    def collect(self, rids):
+        """The answers to requests `rids` (sent with send), by request id."""
+        out = {}
+        while len(out) < len(rids):
             data, _ = self.s.recvfrom(70000)
             rid, = struct.unpack_from("<Q", data, 16)
-            if rid == self.rid:
-                return decode(data)
+            if rid in rids:
+                out[rid] = decode(data)
+        return out
 
 
 def free_port(kind):
@@ -220,6 +230,13 @@ name = "nudenet"
 version = "3.4.2"
 kind = "onnx"
 path = "{m('nudenet_320n.onnx')}"
+[[models]]
+name = "nudenet"
+version = "3.4.2-batched"
+kind = "onnx"
+path = "{m('nudenet_320n.onnx')}"
+batch_max = 8
+batch_delay_us = 50000
 [control]
 admin_listen = "127.0.0.1:{admin}"
 store = "embedded"
@@ -259,6 +276,14 @@ data_dir = "{tmp}/data"
             failures.append(f"silero16k placements: {r.stdout}{r.stderr}")
         if doc.get("versions", [{}])[0].get("inputs", [{}])[0].get("dims") != ["batch", "sequence"]:
             failures.append(f"silero16k input dims: {r.stdout}")
+        r = ctl("models", "show", "nudenet")
+        if r.returncode != 0 or "batching   yes (dimension 0), batch_max 8" not in r.stdout:
+            failures.append(f"sluicectl models show nudenet (batching):\n{r.stdout}{r.stderr}")
+        r = ctl("-json", "models", "show", "silero")
+        doc = json.loads(r.stdout) if r.returncode == 0 else {}
+        v = doc.get("versions", [{}])[0]
+        if v.get("batchable") is not False or "dimension 0" not in v.get("batch_refusal", ""):
+            failures.append(f"silero must say why it cannot batch: {r.stdout}{r.stderr}")
         r = ctl("models", "show", "nosuchmodel")
         if r.returncode == 0 or "not found" not in (r.stdout + r.stderr):
             failures.append(f"models show of an unknown model: {r.returncode} {r.stdout}{r.stderr}")
@@ -301,6 +326,34 @@ data_dir = "{tmp}/data"
                 failures.append(f"nudenet: {got}")
             else:
                 compare(f"nudenet 64x64 seed {seed}", got, sess, {"images": img})
+        # Dynamic batching on a published model with a batch dimension
+        # ("batch" at dimension 0 of its input and output): 8 requests sent
+        # at once are stacked into runs of up to 8 images; every answer must
+        # equal onnxruntime-python's single-image run bit for bit.
+        rids = {}
+        for seed in range(10, 18):
+            img = picture((1, 3, 64, 64), seed)
+            rids[c.send("nudenet", "3.4.2-batched", [("images", img)])] = img
+        answers = c.collect(list(rids))
+        exact = True
+        for rid, img in rids.items():
+            kind, got = answers[rid]
+            if kind != "response":
+                failures.append(f"nudenet batched: {got}")
+                exact = False
+                continue
+            want = sess.run(None, {"images": img})[0]
+            if not np.array_equal(got["output0"], want):
+                failures.append(f"nudenet batched request {rid}: differs from the single run by up to {np.max(np.abs(got['output0'] - want))}")
+                exact = False
+        time.sleep(0.15)  # stats are published every 50 ms
+        r = ctl("-json", "stats")
+        models = json.loads(r.stdout).get("models", []) if r.returncode == 0 else []
+        nb = next((x for x in models if x["name"] == "nudenet" and x["version"] == "3.4.2-batched"), {})
+        if nb.get("requests") != 8 or not 0 < nb.get("executions", 0) < 8:
+            failures.append(f"nudenet batched: want 8 requests in fewer than 8 runs, stats {nb}")
+        elif exact:
+            report.append(f"nudenet batched: 8 requests in {nb['executions']} runs, every output bit-identical to single runs")
         # PaddleOCR's text detector (rapidocr, loaded through sluicectl):
         # every output dimension named only by the output.
         sess = reference(m("ppocrv4_det.onnx"))

@@ -23,6 +23,10 @@ type modelDoc struct {
 		Graph          string            `json:"graph"`
 		ModelVersion   int64             `json:"model_version"`
 		Metadata       map[string]string `json:"metadata"`
+		Batchable      bool              `json:"batchable"`
+		BatchRefusal   string            `json:"batch_refusal"`
+		BatchMax       *int              `json:"batch_max"`
+		BatchDelayUs   *int              `json:"batch_delay_us"`
 	} `json:"versions"`
 }
 
@@ -67,6 +71,7 @@ func modelsShow(c *client, p *printer, name string) error {
 		}
 		fmt.Fprintf(p.w, "model      %s\nversion    %s\nplatform   %s\naliases    %s\nadapters   %s\nproducer   %s\ngraph      %s\n",
 			doc.Name, v.Version, v.Platform, or(strings.Join(v.Aliases, ","), "-"), or(strings.Join(v.Adapters, ","), "-"), or(v.Producer, "-"), or(v.Graph, "-"))
+		fmt.Fprintf(p.w, "batching   %s\n", batching(v.Batchable, v.BatchRefusal, v.BatchMax, v.BatchDelayUs))
 		var rows [][]string
 		for _, t := range v.Inputs {
 			rows = append(rows, []string{"input", t.Name, t.Datatype, t.shape(), "-"})
@@ -83,4 +88,22 @@ func modelsShow(c *client, p *printer, name string) error {
 		}
 	}
 	return nil
+}
+
+// batching says whether requests stack into one run and with what limits
+// (the model's own; without them its shard's batch_max applies).
+func batching(ok bool, why string, batchMax, delayUs *int) string {
+	if !ok {
+		return "no (" + or(why, "not supported") + "): requests run one by one"
+	}
+	s := "yes (dimension 0)"
+	if batchMax != nil {
+		s += fmt.Sprintf(", batch_max %d", *batchMax)
+		if delayUs != nil {
+			s += fmt.Sprintf(", batch_delay_us %d", *delayUs)
+		}
+	} else {
+		s += ", as its shard's batch_max"
+	}
+	return s
 }
