@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
 )
 
@@ -64,8 +66,8 @@ func TestModelMeta(t *testing.T) {
 	}
 
 	e := r.apiErr("GET", "/v1/models/nope", "", 404, "not_found")
-	if e.Error == "" {
-		t.Fatal("404 without a message")
+	if !strings.Contains(e.Message, "nope") {
+		t.Fatalf("404 message does not name the model: %q", e.Message)
 	}
 }
 
@@ -98,8 +100,8 @@ func TestModelMetaUnsupportedEngine(t *testing.T) {
 	if w.Code != http.StatusNotImplemented {
 		t.Fatalf("status %d, want 501: %s", w.Code, w.Body)
 	}
-	var e apiError
-	if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Code != "unsupported" || e.Error == "" {
+	var e api.Error
+	if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Code != "unsupported" || e.Message == "" || e.ErrorCode != 501 {
 		t.Fatalf("error body %s", w.Body)
 	}
 }

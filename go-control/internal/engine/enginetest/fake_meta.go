@@ -1,11 +1,15 @@
-package engine
+package enginetest
 
 import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/sluice-ai/sluice/go-control/internal/engine"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
 )
+
+// The Fake describes models as engine.ModelDescriber does.
+var _ engine.ModelDescriber = (*Fake)(nil)
 
 // ModelMeta describes the fake's loaded versions of name. The fake reads
 // no model files: inputs and outputs are empty.
