@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -327,13 +328,33 @@ func (s *Shard) UnmarshalJSON(b []byte) error {
 }
 
 // UnmarshalJSON implements json.Unmarshaler with the engine's defaults.
+// batch_max and batch_delay_us may be written 8 or 8.0.
 func (m *Model) UnmarshalJSON(b []byte) error {
 	type raw Model
-	r := raw{Kind: DefaultModelKind}
+	r := struct {
+		*raw
+		BatchMax     *json.Number `json:"batch_max"`      // shadows raw's
+		BatchDelayUs *json.Number `json:"batch_delay_us"` // shadows raw's
+	}{raw: &raw{Kind: DefaultModelKind}}
 	if err := strictUnmarshal(b, &r); err != nil {
 		return err
 	}
-	*m = Model(r)
+	for _, f := range []struct {
+		name string
+		n    *json.Number
+		dst  **int
+	}{{"batch_max", r.BatchMax, &r.raw.BatchMax}, {"batch_delay_us", r.BatchDelayUs, &r.raw.BatchDelayUs}} {
+		if f.n == nil {
+			continue
+		}
+		v, err := jsonnum.Int64(*f.n)
+		if err != nil || v < math.MinInt32 || v > math.MaxInt32 {
+			return fmt.Errorf("%s: %q is not an integer in range", f.name, string(*f.n))
+		}
+		iv := int(v)
+		*f.dst = &iv
+	}
+	*m = Model(*r.raw)
 	return nil
 }
 

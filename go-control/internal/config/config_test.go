@@ -304,3 +304,21 @@ func TestWireExampleKeyInConfigForm(t *testing.T) {
 		t.Fatalf("example key decodes to %q, %v", key, err)
 	}
 }
+
+// A model posted as JSON may write its batching integers as 8.0, as JSON
+// Schema counts them; fractions are refused.
+func TestModelJSONBatchIntegers(t *testing.T) {
+	var m Model
+	if err := json.Unmarshal([]byte(`{"name":"m","version":"1","path":"m.onnx","batch_max":8.0,"batch_delay_us":200}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.BatchMax == nil || *m.BatchMax != 8 || m.BatchDelayUs == nil || *m.BatchDelayUs != 200 || m.Kind != DefaultModelKind {
+		t.Fatalf("%+v", m)
+	}
+	if err := json.Unmarshal([]byte(`{"name":"m","version":"1","batch_max":8.5}`), &m); err == nil {
+		t.Fatal("batch_max 8.5 accepted")
+	}
+	if err := json.Unmarshal([]byte(`{"name":"m","version":"1","colour":1}`), &m); err == nil {
+		t.Fatal("unknown field accepted")
+	}
+}
