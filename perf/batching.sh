@@ -19,11 +19,11 @@ ROUNDS=${ROUNDS:-3}
 DELAY_US=${DELAY_US:-200}
 BATCH_MAX=${BATCH_MAX:-32}
 INFLIGHT=${INFLIGHT:-32}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target/perf}
+# The worktree's own target dir (release profile): no extra build tree.
 export SLUICE_ORT_LIB=${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}
 [ -f "$SLUICE_ORT_LIB" ] || scripts/setup-onnxruntime.sh >/dev/null
 cargo build --release -q -p sluice-engine -p sluice-perf --bins
-BIN=$CARGO_TARGET_DIR/release
+BIN=${CARGO_TARGET_DIR:-$root/target}/release
 OUT=$(mktemp -d)
 nudenet=$root/.cache/models/nudenet_320n.onnx
 port=$((20000 + RANDOM % 20000))
@@ -109,12 +109,27 @@ for r in $(seq "$ROUNDS"); do
     done
 done
 stop
+# The load generator's own ceiling on this host: the same MLP datagrams
+# echoed by the raw io_uring echo server on the same core, same in-flight
+# count (no engine can answer faster than this generator can ask).
+taskset -c 1 "$BIN/echo-uring" --listen "127.0.0.1:$port" >"$OUT/echo.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+    "$BIN/loadgen" --mode echo --addr "127.0.0.1:$port" --mix "$OUT/mlp-off.toml" --requests 1 --timeout 200ms --json 2>/dev/null | grep -q '"ok":1' && break
+    sleep 0.1
+done
+for r in $(seq "$ROUNDS"); do
+    taskset -c 0 "$BIN/loadgen" --mode echo --addr "127.0.0.1:$port" --mix "$OUT/mlp-off.toml" --closed "$INFLIGHT" \
+        --duration "$DURATION" --warmup 500ms --json >"$OUT/echo-$r.json"
+done
+stop
 python3 - "$OUT" "$DELAY_US" "$BATCH_MAX" "$INFLIGHT" "$ROUNDS" "${models[@]}" <<'PY'
 import json, re, statistics, sys
 out, delay_us, batch_max, inflight, rounds, models = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6:]
 log = open(f"{out}/engine.log").read()
 runs = {(m[0], m[1]): (int(m[2]), int(m[4])) for m in re.findall(r"model (\S+) (\S+): requests=(\d+) inferences=(\d+) executions=(\d+)", log)}
 service = {m[0]: int(m[1]) for m in re.findall(r"shard (\S+): .*service_p99_us=(\d+)", log)}
+echo = statistics.median(json.load(open(f"{out}/echo-{r}.json"))["throughput_per_sec"] for r in range(1, rounds + 1))
 print(f"dynamic batching: {inflight} in flight, batch_max {batch_max}, batch_delay_us {delay_us}, one worker core; median of {rounds} rounds")
 print(f"{'case':<14}{'req/s':>10}{'p50 µs':>9}{'p99 µs':>10}{'errors':>8}{'mean batch':>12}")
 for model in models:
@@ -129,6 +144,9 @@ for model in models:
         res[mode] = (tput, p50, p99)
         print(f"{model + ' ' + mode:<14}{tput:>10.0f}{p50:>9.1f}{p99:>10.1f}{errs:>8}{(req / ex if ex else float('nan')):>12.1f}")
     off, on = res["off"], res["on"]
+    if model == "mlp":
+        print(f"mlp: the generator's ceiling (raw io_uring echo of the same datagrams): {echo:.0f} req/s,"
+              f" {echo / off[0]:.2f}x the unbatched engine")
     run = service.get(f"{model}-batched", 0)
     bound = delay_us + run + off[1]
     print(f"{model}: throughput {on[0] / off[0]:.2f}x, p50 {on[1] / off[1]:.2f}x, p99 {on[2] / off[2]:.2f}x;"
