@@ -68,6 +68,19 @@ struct OutRows {
     dims: [u64; RANK_MAX],
 }
 
+/// What pass 1 of a batch gathered: the rows, the first request's shapes
+/// and bound symbols, and where each input's rows are in the batch input
+/// buffer.
+struct Gathered {
+    total: usize,
+    ref_shapes: [[i64; RANK_MAX]; TENSOR_COUNT_MAX],
+    ref_bound: [Option<u64>; TENSOR_COUNT_MAX * RANK_MAX],
+    row_in: [usize; TENSOR_COUNT_MAX],
+    in_off: [usize; TENSOR_COUNT_MAX],
+    /// Input bytes copied.
+    bytes: u64,
+}
+
 /// Per model: the batch symbol, decided at load, and the last run's layout.
 #[derive(Debug)]
 pub(crate) struct BatchState {
@@ -272,110 +285,22 @@ impl OrtModel {
         let (n_in, n_out) = (self.required, self.outputs.len());
         let inputs = &self.inputs[..n_in];
 
-        // Pass 1: check each request as run_into would, and gather the
-        // inputs of those that fit into per-input regions of `input`.
-        let mut ref_shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
-        let mut ref_bound = [None; TENSOR_COUNT_MAX * RANK_MAX];
-        let mut row_in = [0usize; TENSOR_COUNT_MAX];
-        let mut in_off = [0usize; TENSOR_COUNT_MAX];
-        let mut cap_rows = 0usize;
-        let mut total = 0usize;
-        let mut gathered = 0u64;
-        for i in 0..n {
-            let req = Frame::new_unchecked(reqs[i]);
-            let mut shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
-            let (descs, bound) = match self.bind(&req, &mut shapes) {
-                Ok(v) => v,
-                Err(e) => {
-                    slots[i] = BatchSlot::Refused(e);
-                    continue;
-                }
-            };
-            // Optional inputs are not stacked: such a request runs alone.
-            if descs[n_in..self.inputs.len()].iter().any(Option::is_some) {
-                continue;
-            }
-            let rows = bound[b as usize].unwrap_or(0) as usize;
-            if rows == 0 {
-                continue;
-            }
-            if total == 0 {
-                ref_shapes = shapes;
-                ref_bound = bound;
-                let mut in_row_sum = 0usize;
-                for (k, p) in inputs.iter().enumerate() {
-                    let d: [u64; RANK_MAX] = core::array::from_fn(|j| shapes[k][j] as u64);
-                    row_in[k] = p.dtype.byte_len(&d[1..p.rank]).unwrap_or(usize::MAX);
-                    in_row_sum = in_row_sum.saturating_add(row_in[k]);
-                }
-                let out_row_sum = self.out_row_sum(&bound);
-                let slack = sluice_wire::TENSOR_ALIGN * TENSOR_COUNT_MAX;
-                let fit = |len: usize, per_row: usize| {
-                    len.saturating_sub(slack)
-                        .checked_div(per_row)
-                        .unwrap_or(BATCH_ROWS_MAX)
-                };
-                // Half the output buffer stays free for allocator-placed
-                // outputs and ORT's intermediate tensors.
-                cap_rows = fit(input.len(), in_row_sum)
-                    .min(fit(output.len() / 2, out_row_sum))
-                    .min(BATCH_ROWS_MAX);
-                let mut off = 0usize;
-                for k in 0..n_in {
-                    in_off[k] = off;
-                    off = align_up(off + cap_rows * row_in[k]);
-                }
-            } else if !same_shapes(inputs, &shapes, &ref_shapes) {
-                continue;
-            }
-            if total + rows > cap_rows {
-                continue;
-            }
-            for (k, d) in descs[..n_in].iter().enumerate() {
-                let Some(d) = d else { continue };
-                let data = req.tensor_data(d);
-                let at = in_off[k] + total * row_in[k];
-                input[at..at + data.len()].copy_from_slice(data);
-                gathered += data.len() as u64;
-            }
-            slots[i] = BatchSlot::Stacked {
-                row: total as u32,
-                rows: rows as u32,
-            };
-            total += rows;
-        }
-        if total == 0 {
+        let g = self.gather(b, &reqs[..n], input, output.len(), &mut slots[..n]);
+        if g.total == 0 {
             return Ok(0);
         }
+        let Gathered {
+            total,
+            ref_shapes,
+            ref_bound,
+            row_in,
+            in_off,
+            bytes: gathered,
+        } = g;
 
         // Output regions for the outputs whose shape is known before the
         // run; the rest of `output` is the reply allocator's tail.
-        let mut out_shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
-        let mut outs = [OutRows::default(); TENSOR_COUNT_MAX];
-        let mut end = 0usize;
-        for (o, p) in self.outputs.iter().enumerate() {
-            if p.placement != Placement::Preallocated {
-                continue;
-            }
-            let d: [u64; RANK_MAX] = core::array::from_fn(|k| match p.dims[k] {
-                _ if k == 0 => total as u64,
-                _ if k >= p.rank => 0,
-                DimRule::Fixed(v) => v,
-                DimRule::Sym(s) => ref_bound[s as usize].unwrap_or(0),
-                DimRule::Any => 0,
-            });
-            for k in 0..p.rank {
-                out_shapes[o][k] = d[k] as i64;
-            }
-            let len = p.dtype.byte_len(&d[..p.rank]).unwrap_or(usize::MAX);
-            let row_bytes = p.dtype.byte_len(&d[1..p.rank]).unwrap_or(0);
-            outs[o] = OutRows {
-                off: end,
-                row_bytes,
-                dims: d,
-            };
-            end = align_up(end.saturating_add(len));
-        }
+        let (mut outs, out_shapes, end) = preallocated(&self.outputs, total, &ref_bound);
         if end > output.len() {
             return Err(too_large(end));
         }
@@ -434,43 +359,15 @@ impl OrtModel {
 
         // Allocator-placed outputs: ORT chose their shapes; they must hold
         // `total` rows and lie in the batch output buffer's tail.
-        for (o, p) in self.outputs.iter().enumerate() {
-            if p.placement == Placement::Preallocated {
-                continue;
-            }
-            let mut shape = [0i64; RANK_MAX];
-            let (ty, rank) = match out_values.shape(o, &mut shape) {
-                Ok(v) => v,
-                Err(e) => return Err(ort_failed(&mut self.last_error, e)),
-            };
-            if ty != raw::onnx_type(p.dtype)
-                || rank != p.rank
-                || shape[0] != total as i64
-                || shape.iter().any(|&d| d < 0)
-            {
-                self.last_error = msg::OUTPUT_TYPE.into();
-                return Err(Reject::new(ErrorCode::InferenceFailed, msg::ORT_FAILED));
-            }
-            let d: [u64; RANK_MAX] = core::array::from_fn(|k| shape[k] as u64);
-            let row_bytes = p.dtype.byte_len(&d[1..rank]).unwrap_or(0);
-            let off = if row_bytes == 0 {
-                Some(0)
-            } else {
-                out_values
-                    .data_ptr(o)
-                    .ok()
-                    .and_then(|ptr| tail.offset_of(ptr))
-            };
-            let Some(off) = off else {
-                // In scratch or on the heap, freed with the value below.
-                return Err(Reject::new(ErrorCode::Internal, msg::BATCH_OUTPUT_PLACE));
-            };
-            outs[o] = OutRows {
-                off: tail_base + off,
-                row_bytes,
-                dims: d,
-            };
-        }
+        place_allocated(
+            &self.outputs,
+            &out_values,
+            &tail,
+            tail_base,
+            total,
+            &mut outs,
+            &mut self.last_error,
+        )?;
         out_values.release();
         drop(out_values);
         drop(in_values);
@@ -487,6 +384,101 @@ impl OrtModel {
         stats.payload_bytes_copied += gathered;
         stats.batch_input_bytes_copied += gathered;
         Ok(total)
+    }
+
+    /// Pass 1 of a batch: checks each request as `run_into` would (a refusal
+    /// goes into its slot), and gathers the inputs of those that fit (same
+    /// shapes past dimension 0 as the first, within the row and buffer
+    /// limits) into per-input regions of `input`.
+    fn gather(
+        &self,
+        b: u8,
+        reqs: &[&[u8]],
+        input: &mut [u8],
+        output_len: usize,
+        slots: &mut [BatchSlot],
+    ) -> Gathered {
+        let n_in = self.required;
+        let inputs = &self.inputs[..n_in];
+        let mut ref_shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
+        let mut ref_bound = [None; TENSOR_COUNT_MAX * RANK_MAX];
+        let mut row_in = [0usize; TENSOR_COUNT_MAX];
+        let mut in_off = [0usize; TENSOR_COUNT_MAX];
+        let mut cap_rows = 0usize;
+        let mut total = 0usize;
+        let mut gathered = 0u64;
+        for i in 0..reqs.len().min(slots.len()) {
+            let req = Frame::new_unchecked(reqs[i]);
+            let mut shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
+            let (descs, bound) = match self.bind(&req, &mut shapes) {
+                Ok(v) => v,
+                Err(e) => {
+                    slots[i] = BatchSlot::Refused(e);
+                    continue;
+                }
+            };
+            // Optional inputs are not stacked: such a request runs alone.
+            if descs[n_in..self.inputs.len()].iter().any(Option::is_some) {
+                continue;
+            }
+            let rows = bound[b as usize].unwrap_or(0) as usize;
+            if rows == 0 {
+                continue;
+            }
+            if total == 0 {
+                ref_shapes = shapes;
+                ref_bound = bound;
+                let mut in_row_sum = 0usize;
+                for (k, p) in inputs.iter().enumerate() {
+                    let d: [u64; RANK_MAX] = core::array::from_fn(|j| shapes[k][j] as u64);
+                    row_in[k] = p.dtype.byte_len(&d[1..p.rank]).unwrap_or(usize::MAX);
+                    in_row_sum = in_row_sum.saturating_add(row_in[k]);
+                }
+                let out_row_sum = self.out_row_sum(&bound);
+                let slack = sluice_wire::TENSOR_ALIGN * TENSOR_COUNT_MAX;
+                let fit = |len: usize, per_row: usize| {
+                    len.saturating_sub(slack)
+                        .checked_div(per_row)
+                        .unwrap_or(BATCH_ROWS_MAX)
+                };
+                // Half the output buffer stays free for allocator-placed
+                // outputs and ORT's intermediate tensors.
+                cap_rows = fit(input.len(), in_row_sum)
+                    .min(fit(output_len / 2, out_row_sum))
+                    .min(BATCH_ROWS_MAX);
+                let mut off = 0usize;
+                for k in 0..n_in {
+                    in_off[k] = off;
+                    off = align_up(off + cap_rows * row_in[k]);
+                }
+            } else if !same_shapes(inputs, &shapes, &ref_shapes) {
+                continue;
+            }
+            if total + rows > cap_rows {
+                continue;
+            }
+            for (k, d) in descs[..n_in].iter().enumerate() {
+                let Some(d) = d else { continue };
+                let data = req.tensor_data(d);
+                let at = in_off[k] + total * row_in[k];
+                input[at..at + data.len()].copy_from_slice(data);
+                gathered += data.len() as u64;
+            }
+            slots[i] = BatchSlot::Stacked {
+                row: total as u32,
+                rows: rows as u32,
+            };
+            total += rows;
+        }
+
+        Gathered {
+            total,
+            ref_shapes,
+            ref_bound,
+            row_in,
+            in_off,
+            bytes: gathered,
+        }
     }
 
     /// Bytes of one row over the outputs whose shape is known before the
@@ -593,6 +585,97 @@ impl OrtModel {
         stats.batch_output_bytes_copied += copied;
         Ok(layout.frame_len)
     }
+}
+
+/// Where the outputs whose shape is known before a batch run of `total`
+/// rows go in the batch output buffer, their shapes, and where they end.
+#[allow(clippy::type_complexity)]
+fn preallocated(
+    outputs: &[Port],
+    total: usize,
+    bound: &[Option<u64>; TENSOR_COUNT_MAX * RANK_MAX],
+) -> (
+    [OutRows; TENSOR_COUNT_MAX],
+    [[i64; RANK_MAX]; TENSOR_COUNT_MAX],
+    usize,
+) {
+    let mut shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
+    let mut outs = [OutRows::default(); TENSOR_COUNT_MAX];
+    let mut end = 0usize;
+    for (o, p) in outputs.iter().enumerate() {
+        if p.placement != Placement::Preallocated {
+            continue;
+        }
+        let d: [u64; RANK_MAX] = core::array::from_fn(|k| match p.dims[k] {
+            _ if k == 0 => total as u64,
+            _ if k >= p.rank => 0,
+            DimRule::Fixed(v) => v,
+            DimRule::Sym(s) => bound[s as usize].unwrap_or(0),
+            DimRule::Any => 0,
+        });
+        for (sh, &v) in shapes[o].iter_mut().zip(&d).take(p.rank) {
+            *sh = v as i64;
+        }
+        let len = p.dtype.byte_len(&d[..p.rank]).unwrap_or(usize::MAX);
+        let row_bytes = p.dtype.byte_len(&d[1..p.rank]).unwrap_or(0);
+        outs[o] = OutRows {
+            off: end,
+            row_bytes,
+            dims: d,
+        };
+        end = align_up(end.saturating_add(len));
+    }
+    (outs, shapes, end)
+}
+
+/// Reads the shape and place of each allocator-placed output of a batch
+/// run: it must be of the declared type and rank, hold `total` rows and lie
+/// in the batch output buffer's tail (`tail_base` bytes into it).
+#[allow(clippy::too_many_arguments)]
+fn place_allocated(
+    outputs: &[Port],
+    values: &Values<'_>,
+    tail: &ReplyTail<'_>,
+    tail_base: usize,
+    total: usize,
+    outs: &mut [OutRows; TENSOR_COUNT_MAX],
+    last_error: &mut String,
+) -> Result<(), Reject> {
+    for (o, p) in outputs.iter().enumerate() {
+        if p.placement == Placement::Preallocated {
+            continue;
+        }
+        let mut shape = [0i64; RANK_MAX];
+        let (ty, rank) = match values.shape(o, &mut shape) {
+            Ok(v) => v,
+            Err(e) => return Err(ort_failed(last_error, e)),
+        };
+        if ty != raw::onnx_type(p.dtype)
+            || rank != p.rank
+            || shape[0] != total as i64
+            || shape.iter().any(|&d| d < 0)
+        {
+            *last_error = msg::OUTPUT_TYPE.into();
+            return Err(Reject::new(ErrorCode::InferenceFailed, msg::ORT_FAILED));
+        }
+        let d: [u64; RANK_MAX] = core::array::from_fn(|k| shape[k] as u64);
+        let row_bytes = p.dtype.byte_len(&d[1..rank]).unwrap_or(0);
+        let off = if row_bytes == 0 {
+            Some(0)
+        } else {
+            values.data_ptr(o).ok().and_then(|ptr| tail.offset_of(ptr))
+        };
+        let Some(off) = off else {
+            // In scratch or on the heap, freed with the value below.
+            return Err(Reject::new(ErrorCode::Internal, msg::BATCH_OUTPUT_PLACE));
+        };
+        outs[o] = OutRows {
+            off: tail_base + off,
+            row_bytes,
+            dims: d,
+        };
+    }
+    Ok(())
 }
 
 /// Whether two requests' input shapes agree past dimension 0.
