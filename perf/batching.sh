@@ -7,6 +7,8 @@
 # load generator alternates between them for ROUNDS rounds so drift on a
 # shared host hits both alike; medians are reported.
 #   ratio = batched req/s / unbatched req/s            target: >= 3x (MLP)
+# and, without the network, the worker core's time per request one by one
+# against batched (examples/batch.rs in sluice-infer).
 #   p99 bound = batch_delay_us + one batched run (the batched shard's
 #               service p99) + the unbatched round trip (its p50)
 # Server pinned to core 1 (busy poll), load generator to core 0.
@@ -23,6 +25,7 @@ INFLIGHT=${INFLIGHT:-32}
 export SLUICE_ORT_LIB=${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}
 [ -f "$SLUICE_ORT_LIB" ] || scripts/setup-onnxruntime.sh >/dev/null
 cargo build --release -q -p sluice-engine -p sluice-perf --bins
+cargo build --release -q -p sluice-infer --example batch
 BIN=${CARGO_TARGET_DIR:-$root/target}/release
 OUT=$(mktemp -d)
 nudenet=$root/.cache/models/nudenet_320n.onnx
@@ -153,4 +156,7 @@ for model in models:
           f" p99 {on[2]:.0f} µs vs bound {bound:.0f} µs (delay {delay_us} + batched run p99 {run}"
           f" + unbatched p50 {off[1]:.0f}): {'within' if on[2] <= bound else 'ABOVE'}")
 PY
+# The worker core alone, no network: N requests one by one against one
+# batched run, in one process (the engine's share of the cost).
+taskset -c 1 "$BIN/examples/batch" --n "$INFLIGHT"
 echo "raw results: $OUT"

@@ -307,7 +307,7 @@ impl OrtModel {
         let (head, tail) = output.split_at_mut(end);
         let tail_base = end;
         // Declared before the values: dropped (disarmed) after all of them.
-        let tail = ReplyTail::new(&mut self.arena, tail, self.arena_on);
+        let mut tail = ReplyTail::new(&mut self.arena, tail, self.arena_on);
         let (_, heap_before) = tail.counts();
 
         let mut in_values = Values::new();
@@ -359,10 +359,10 @@ impl OrtModel {
 
         // Allocator-placed outputs: ORT chose their shapes; they must hold
         // `total` rows and lie in the batch output buffer's tail.
-        place_allocated(
+        let moved = place_allocated(
             &self.outputs,
             &out_values,
-            &tail,
+            &mut tail,
             tail_base,
             total,
             &mut outs,
@@ -381,8 +381,9 @@ impl OrtModel {
         // the next run, but their bytes stay until then.
         self.batch.rows = total;
         self.batch.outs = outs;
-        stats.payload_bytes_copied += gathered;
+        stats.payload_bytes_copied += gathered + moved;
         stats.batch_input_bytes_copied += gathered;
+        stats.batch_output_bytes_copied += moved;
         Ok(total)
     }
 
@@ -629,18 +630,24 @@ fn preallocated(
 }
 
 /// Reads the shape and place of each allocator-placed output of a batch
-/// run: it must be of the declared type and rank, hold `total` rows and lie
-/// in the batch output buffer's tail (`tail_base` bytes into it).
+/// run: it must be of the declared type and rank and hold `total` rows.
+/// One ONNX Runtime put in the batch output buffer's tail (`tail_base`
+/// bytes into it) stays there; one it put elsewhere (the tail filled up with
+/// the run's intermediate tensors, so scratch or the heap) is copied into
+/// the tail past the others, once; returns the bytes so copied.
 #[allow(clippy::too_many_arguments)]
 fn place_allocated(
     outputs: &[Port],
     values: &Values<'_>,
-    tail: &ReplyTail<'_>,
+    tail: &mut ReplyTail<'_>,
     tail_base: usize,
     total: usize,
     outs: &mut [OutRows; TENSOR_COUNT_MAX],
     last_error: &mut String,
-) -> Result<(), Reject> {
+) -> Result<u64, Reject> {
+    let mut away = [false; TENSOR_COUNT_MAX];
+    let mut lens = [0usize; TENSOR_COUNT_MAX];
+    let mut high = 0usize;
     for (o, p) in outputs.iter().enumerate() {
         if p.placement == Placement::Preallocated {
             continue;
@@ -660,22 +667,37 @@ fn place_allocated(
         }
         let d: [u64; RANK_MAX] = core::array::from_fn(|k| shape[k] as u64);
         let row_bytes = p.dtype.byte_len(&d[1..rank]).unwrap_or(0);
+        lens[o] = row_bytes.saturating_mul(total);
         let off = if row_bytes == 0 {
             Some(0)
         } else {
             values.data_ptr(o).ok().and_then(|ptr| tail.offset_of(ptr))
         };
-        let Some(off) = off else {
-            // In scratch or on the heap, freed with the value below.
-            return Err(Reject::new(ErrorCode::Internal, msg::BATCH_OUTPUT_PLACE));
-        };
+        match off {
+            Some(off) => high = high.max(off + lens[o]),
+            None => away[o] = true,
+        }
         outs[o] = OutRows {
-            off: tail_base + off,
+            off: tail_base + off.unwrap_or(0),
             row_bytes,
             dims: d,
         };
     }
-    Ok(())
+    let mut copied = 0u64;
+    for (o, _) in outputs.iter().enumerate().filter(|&(o, _)| away[o]) {
+        let at = align_up(high);
+        let bytes = tail.bytes();
+        let Some(dst) = bytes.get_mut(at..at + lens[o]) else {
+            return Err(Reject::new(ErrorCode::Internal, msg::BATCH_OUTPUT_PLACE));
+        };
+        if let Err(e) = values.copy_to(o, dst) {
+            return Err(ort_failed(last_error, e));
+        }
+        outs[o].off = tail_base + at;
+        high = at + lens[o];
+        copied += lens[o] as u64;
+    }
+    Ok(copied)
 }
 
 /// Whether two requests' input shapes agree past dimension 0.

@@ -43,7 +43,7 @@ pub(crate) mod msg {
     pub const OUTPUT_TYPE: &str = "an output's type or rank differs from what the model declares";
     pub const NOT_BATCHABLE: &str = "the model cannot batch";
     pub const NOT_STACKED: &str = "the request is not in the last batch run";
-    pub const BATCH_OUTPUT_PLACE: &str = "a batch output did not land in the batch buffer";
+    pub const BATCH_OUTPUT_PLACE: &str = "a batch output does not fit the batch buffer";
 }
 
 type Descs<'r> = [Option<TensorDesc<'r>>; TENSOR_COUNT_MAX];
