@@ -49,7 +49,7 @@ fi
 
 if [ "$mode" != "--runtime" ]; then
     # staticcheck for the Go lint stage of scripts/test.sh (Go module proxy, pinned).
-    if [ ! -x "$root/.cache/bin/staticcheck" ] || ! "$root/.cache/bin/staticcheck" -version 2>/dev/null | grep -q "v0.8.2"; then
+    if [ ! -x "$root/.cache/bin/staticcheck" ] || ! "$root/.cache/bin/staticcheck" -version 2>/dev/null | grep -q "(0\.8\.2)"; then
         log "installing staticcheck into .cache/bin"
         GOBIN="$root/.cache/bin" go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
     fi
@@ -71,6 +71,9 @@ if [ "$mode" != "--runtime" ]; then
         log "installing schemathesis (the admin API conformance stage)"
         python3 -m pip install -q "schemathesis==4.32.5"
     fi
+    # The async-jobs benchmark's modules (perf/jobs: onnxruntime_go, nats.go;
+    # scripts/test-jobs.sh vets it). Idempotent: a no-op once cached.
+    (cd "$root/perf/jobs" && go mod download)
     # The Python client's test environments (pinned; .cache/python-client*).
     bash "$root/scripts/setup-python-client.sh"
     if ! rustup run nightly rustc --version >/dev/null 2>&1; then

@@ -25,13 +25,14 @@ run() {
 }
 
 # The conventions as lints: clippy with the workspace's [workspace.lints]
-# (also on the three crates with their own workspace), -D warnings.
+# (also on the three crates with their own workspace, each in the target dir
+# its test stage uses: fuzz/target is cargo-fuzz's), -D warnings. About 30 s
+# warm; 2 to 5 min on a fresh machine (check builds of every feature).
 rust_lints() {
     cargo clippy --workspace --all-targets --all-features -- -D warnings &&
         CARGO_TARGET_DIR="$root/target/perf-nats" cargo clippy \
             --manifest-path perf/nats-responder/Cargo.toml --all-targets -- -D warnings &&
-        CARGO_TARGET_DIR="$root/target/fuzz-lint" cargo clippy \
-            --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings &&
+        cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings &&
         CARGO_TARGET_DIR="$root/target/python" cargo clippy \
             --manifest-path clients/python/Cargo.toml --all-targets -- -D warnings
 }
@@ -44,6 +45,7 @@ run "go lints (go vet, staticcheck)" bash -c 'cd go-control && go vet ./... && .
 run "go tests" bash -c 'cd go-control && go test ./...'
 run "admin API and registry against their OpenAPI document (schemathesis, live sluiced)" scripts/api-check.sh
 run "go client (clients/go: conformance vectors, real engine, npy against numpy)" bash -c 'cd clients/go && go vet ./... && go test ./... && cd ../../perf/goclient && go vet ./...'
+run "async jobs end to end (nats-server 3-node cluster with crashes, sluiced, the seed's snippet against onnxruntime-python; about 2 min)" scripts/test-jobs.sh
 run "go client parser fuzz (${FUZZ_SECONDS:-30}s)" scripts/fuzz-go.sh "${FUZZ_SECONDS:-30}"
 run "python client (wheel built as pip does; pytest against sluiced; CPython 3.9 too)" scripts/test-python.sh
 run "nats comparison responder" env CARGO_TARGET_DIR="$root/target/perf-nats" cargo test --manifest-path perf/nats-responder/Cargo.toml
@@ -61,6 +63,8 @@ else
     stage "rdma end to end: skipped (needs root for the guest image)"
 fi
 run "published ONNX models through sluiced vs onnxruntime-python (~10 s)" bash -c 'scripts/setup-models.sh >/dev/null && python3 tests/published_models/check_published.py'
+# About 2 minutes: 60 s of faults plus start-up, settling and the check.
+run "fleet fault injection (3 nats-server, 3 sluiced, 60 s of faults)" scripts/fleet-faults.sh 60s
 run "schema registry with Confluent's client" bash -c 'cd go-control && python3 registry/testdata/confluent_client_test.py'
 run "fuzz (${FUZZ_SECONDS:-30}s per target)" scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
 

@@ -46,6 +46,7 @@ commands:
   connections close ID            disconnect one; its requests in flight fail, retryably
   stats                           counters and latency per worker and shard
   reload                          re-read the config file on the daemon
+  jobs                            JetStream ingress: per stream lag, in flight, acked, nak'ed, dead-lettered, redelivered
   infer MODEL VERSION --input NAME=FILE.npy|FILE.json|@JSON ...  one inference request (infer -h)
 
 environment: SLUICE_ADDR (host:port or unix:/path), SLUICE_TOKEN
@@ -247,6 +248,8 @@ func dispatch(c *client, p *printer, args []string) error {
 		return infer(c, p, rest)
 	case "reload":
 		return reload(c, p)
+	case "jobs":
+		return jobs(c, p, rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(p.w, usage)
 		return nil
@@ -386,6 +389,11 @@ func status(c *client, p *printer) error {
 	fmt.Fprintf(p.w, "workers    %d\nmodels     %d\nschemas    %d\nepoch      %d\nconfig     %s\nstore      %s\nuptime     %s\nreloads    %d ok, %d refused\n",
 		len(e.Workers), len(e.Models), e.Schemas, e.Epoch, st.Daemon.Config, st.Daemon.Store,
 		time.Duration(st.Daemon.UptimeS)*time.Second, st.Daemon.ReloadsOK, st.Daemon.ReloadsFailed)
+	for _, w := range e.Workers {
+		if w.Failed() {
+			fmt.Fprintf(p.w, "FAILED     worker %d (core %d): %s\n", w.Index, w.Core, w.Failure)
+		}
+	}
 	for _, u := range e.SchemasUnenforced {
 		fmt.Fprintf(p.w, "schema     not fully enforced: %s\n", u)
 	}

@@ -21,7 +21,7 @@ import (
 
 // startDaemon runs sluiced in-process on the fake engine, on an ephemeral
 // loopback port with the given admin token, and returns its address.
-func startDaemon(t *testing.T, token string) (string, *enginetest.Fake) {
+func startDaemon(t *testing.T, token string, edits ...func(*daemon.Options)) (string, *enginetest.Fake) {
 	t.Helper()
 	dir := t.TempDir()
 	b, err := os.ReadFile("../../../cfg/sluice.toml")
@@ -36,8 +36,12 @@ func startDaemon(t *testing.T, token string) (string, *enginetest.Fake) {
 		t.Fatal(err)
 	}
 	ready := make(chan net.Addr, 1)
-	d, err := daemon.New(daemon.Options{ConfigPath: path, Engine: "fake", Ready: func(a net.Addr) { ready <- a },
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	opts := daemon.Options{ConfigPath: path, Engine: "fake", Ready: func(a net.Addr) { ready <- a },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, e := range edits {
+		e(&opts)
+	}
+	d, err := daemon.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +218,19 @@ func TestAuthAndUsage(t *testing.T) {
 	// Nothing listening: a clear error, not a hang.
 	if code, _, errs := ctl(t, map[string]string{"SLUICE_ADDR": "127.0.0.1:1"}, "status"); code != 1 || !strings.Contains(errs, "connect") {
 		t.Fatalf("no daemon: %d %s", code, errs)
+	}
+}
+
+// status names a failed worker and why.
+func TestStatusShowsAFailedWorker(t *testing.T) {
+	addr, fake := startDaemon(t, "", func(o *daemon.Options) { o.WorkerCheckEvery = time.Hour })
+	env := map[string]string{"SLUICE_ADDR": addr}
+	if out := mustCtl(t, env, "status"); strings.Contains(out, "FAILED") {
+		t.Fatalf("status before the fault:\n%s", out)
+	}
+	fake.FailWorker(0, "injected fault")
+	if out := mustCtl(t, env, "status"); !strings.Contains(out, "FAILED     worker 0 (core 1): injected fault") {
+		t.Fatalf("status after the fault:\n%s", out)
 	}
 }
 

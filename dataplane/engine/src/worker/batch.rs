@@ -56,6 +56,9 @@ pub(super) enum State {
     Waiting,
     /// In a batch that keeps waiting; looked at again next pass.
     Deferred,
+    /// Taken by a run that has not answered it yet (what a worker that
+    /// fails mid-run still holds).
+    Running,
     /// Answered (or handed to the transport); removed after the pass.
     Done,
 }
@@ -128,8 +131,8 @@ impl<T: Transport> Worker<T> {
                     heads[s] = k + 1;
                     let p = q[k];
                     if p.key.is_none() || p.batch.max <= 1 {
-                        self.queues[s][k].state = State::Done;
-                        self.run_one(s, p, None);
+                        self.queues[s][k].state = State::Running;
+                        self.run_one(s, k, None);
                     } else if !self.try_batch(s, k, force, now) {
                         continue;
                     }
@@ -143,6 +146,10 @@ impl<T: Transport> Worker<T> {
         }
         let mut held = 0;
         for q in &mut self.queues[..nshards] {
+            debug_assert!(
+                q.iter().all(|p| p.state != State::Running),
+                "a run left a request unanswered"
+            );
             q.retain(|p| p.state != State::Done);
             for p in q.iter_mut() {
                 p.state = State::Waiting;
@@ -185,8 +192,8 @@ impl<T: Transport> Worker<T> {
         }
         if n == 0 {
             // The head alone is above batch_max: it runs on its own.
-            self.queues[s][k].state = State::Done;
-            self.run_one(s, head, None);
+            self.queues[s][k].state = State::Running;
+            self.run_one(s, k, None);
             return true;
         }
         let delay = Duration::from_micros(u64::from(head.batch.delay_us));
@@ -204,7 +211,7 @@ impl<T: Transport> Worker<T> {
                 .min(limit_us.saturating_sub(est_us));
             self.next_due_us = self.next_due_us.min(at);
         }
-        let state = if due { State::Done } else { State::Deferred };
+        let state = if due { State::Running } else { State::Deferred };
         for &j in &members[..n] {
             self.queues[s][j as usize].state = state;
         }
@@ -220,18 +227,21 @@ impl<T: Transport> Worker<T> {
         let started = Instant::now();
         let now_us = self.now_us;
         let mut ps = [None::<Pending>; BATCH_MAX as usize];
+        // Queue entry of each of `ps`.
+        let mut js = [0usize; BATCH_MAX as usize];
         let mut txs = [0u32; BATCH_MAX as usize];
         let mut n = 0usize;
         for &j in members {
-            let p = self.queues[s][j as usize];
+            let j = j as usize;
+            let p = self.queues[s][j];
             if p.deadline_us != 0 && now_us > p.deadline_us {
-                self.reply_pkt(
-                    p.pkt,
+                self.reply_queued(
+                    s,
+                    j,
                     Immediate::Error(
                         ErrorCode::DeadlineExceeded,
                         "deadline passed before the request ran",
                     ),
-                    Some(s),
                 );
                 continue;
             }
@@ -239,17 +249,18 @@ impl<T: Transport> Worker<T> {
             // one that finds none waits in the queue for the next pass.
             let Some(tx) = self.transport.tx_alloc() else {
                 // Looked at again next pass (sends free buffers meanwhile).
-                self.queues[s][j as usize].state = State::Deferred;
+                self.queues[s][j].state = State::Deferred;
                 bump(&self.counters.batch_tx_waits, 1);
                 continue;
             };
             ps[n] = Some(p);
+            js[n] = j;
             txs[n] = tx;
             n += 1;
         }
         if n <= 1 {
-            if let Some(p) = ps[0] {
-                self.run_one(s, p, Some(txs[0]));
+            if ps[0].is_some() {
+                self.run_one(s, js[0], Some(txs[0]));
             }
             return;
         }
@@ -294,8 +305,8 @@ impl<T: Transport> Worker<T> {
                 if let Some(m) = self.counters.models.get(slot) {
                     bump(&m.batch_fallbacks, 1);
                 }
-                for (p, &tx) in ps[..n].iter().flatten().zip(&txs[..n]) {
-                    self.run_one(s, *p, Some(tx));
+                for (&j, &tx) in js[..n].iter().zip(&txs[..n]) {
+                    self.run_one(s, j, Some(tx));
                 }
                 return;
             }
@@ -303,15 +314,15 @@ impl<T: Transport> Worker<T> {
         self.batch_run_ns[slot] = (ran - started).as_nanos() as u64;
         let mut answered = 0u64;
         for i in 0..n {
-            let Some(p) = ps[i] else { continue };
+            let j = js[i];
             match slots[i] {
-                BatchSlot::Left => self.run_one(s, p, Some(txs[i])),
+                BatchSlot::Left => self.run_one(s, j, Some(txs[i])),
                 BatchSlot::Refused(r) => {
                     self.transport.tx_free(txs[i]);
-                    self.reply_pkt(p.pkt, Immediate::Error(r.code, r.message), Some(s));
+                    self.reply_queued(s, j, Immediate::Error(r.code, r.message));
                 }
                 stacked @ BatchSlot::Stacked { .. } => {
-                    if self.batch_answer(s, p, txs[i], stacked, started) {
+                    if self.batch_answer(s, j, txs[i], stacked, started) {
                         answered += 1;
                     }
                 }
@@ -324,16 +335,17 @@ impl<T: Transport> Worker<T> {
         }
     }
 
-    /// Writes one stacked request's reply; returns whether it was answered
-    /// with a response (not an error frame).
+    /// Writes the reply of stacked request `k` of shard `s`'s queue;
+    /// returns whether it was answered with a response (not an error frame).
     fn batch_answer(
         &mut self,
         s: usize,
-        p: Pending,
+        k: usize,
         tx: u32,
         slot: BatchSlot,
         started: Instant,
     ) -> bool {
+        let p = self.queues[s][k];
         let mut acct = RunAccount::default();
         let tx_len;
         let result = {
@@ -382,7 +394,7 @@ impl<T: Transport> Worker<T> {
                     len: len as u32,
                     peer: p.pkt.peer,
                 });
-                self.transport.rx_release(&p.pkt);
+                self.release_queued(s, k);
                 record(&mut self.hist.total, done - p.arrived);
                 true
             }
@@ -396,7 +408,7 @@ impl<T: Transport> Worker<T> {
                 } else {
                     Immediate::Error(r.code, r.message)
                 };
-                self.reply_pkt(p.pkt, answer, Some(s));
+                self.reply_queued(s, k, answer);
                 false
             }
         }

@@ -98,6 +98,8 @@ impl<T: Transport> Worker<T> {
         if frame.check_len().is_ok() {
             frame.set_flags(frame.flags() | flags::FORWARDED);
         }
+        // The transport owns the buffer from here (sent or released).
+        self.rx_open[i] = false;
         match self.transport.forward(&pkt, peer) {
             Some(copied) => {
                 bump(&self.counters.forwarded, 1);
@@ -107,7 +109,11 @@ impl<T: Transport> Worker<T> {
                 bump(&self.counters.tx_no_buffers, 1);
                 if let Some(f) = self.forwarded.take(&peer, rid) {
                     // Sent with the burst's other answers.
-                    self.answer_forward(f, "the request could not be sent to the peer");
+                    self.answer_forward(
+                        f,
+                        ErrorCode::PeerDown,
+                        "the request could not be sent to the peer",
+                    );
                 }
             }
         }
@@ -117,7 +123,11 @@ impl<T: Transport> Worker<T> {
     pub(super) fn fail_forwards_to(&mut self, peer: std::net::SocketAddr) {
         let mut cursor = 0;
         while let Some(f) = self.forwarded.next_to_peer(&mut cursor, &peer) {
-            self.answer_forward(f, "the connection to the peer serving this shard was lost");
+            self.answer_forward(
+                f,
+                ErrorCode::PeerDown,
+                "the connection to the peer serving this shard was lost",
+            );
             if self.sends.len() == self.sends.capacity() {
                 self.flush_sends();
             }
@@ -126,16 +136,13 @@ impl<T: Transport> Worker<T> {
     }
 
     /// Queues a retryable `peer_down` for a forward that will get no answer.
-    fn answer_forward(&mut self, f: Forwarded, message: &'static str) {
+    pub(super) fn answer_forward(&mut self, f: Forwarded, code: ErrorCode, message: &'static str) {
         let Some(tx) = self.transport.tx_alloc() else {
             bump(&self.counters.tx_no_buffers, 1);
             return;
         };
         let repr = FrameRepr {
-            body: BodyRepr::Error {
-                code: ErrorCode::PeerDown,
-                message,
-            },
+            body: BodyRepr::Error { code, message },
             ..FrameRepr::answer(
                 Kind::Error,
                 f.request_id,
@@ -145,7 +152,7 @@ impl<T: Transport> Worker<T> {
         };
         match repr.emit(self.transport.tx_bytes(tx)) {
             Ok(l) => {
-                self.counters.error(ErrorCode::PeerDown);
+                self.counters.error(code);
                 self.sends.push(TxPacket {
                     buf: tx,
                     len: l.frame_len as u32,
@@ -165,7 +172,7 @@ impl<T: Transport> Worker<T> {
         };
         let Some(f) = rid.and_then(|rid| self.forwarded.take(&pkt.peer, rid)) else {
             bump(&self.counters.forward_stale, 1);
-            self.transport.rx_release(&pkt);
+            self.release(i);
             return;
         };
         for d in self.peers_down.iter_mut() {
@@ -173,6 +180,7 @@ impl<T: Transport> Worker<T> {
                 *d = None;
             }
         }
+        self.rx_open[i] = false;
         match self.transport.relay(&pkt, f.client) {
             Some(copied) => {
                 bump(&self.counters.relayed, 1);
@@ -212,7 +220,11 @@ impl<T: Transport> Worker<T> {
                     }
                 }
             }
-            self.answer_forward(f, "the peer serving this shard did not answer");
+            self.answer_forward(
+                f,
+                ErrorCode::PeerDown,
+                "the peer serving this shard did not answer",
+            );
             if self.sends.len() == self.sends.capacity() {
                 self.flush_sends();
             }

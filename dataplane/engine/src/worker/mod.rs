@@ -6,6 +6,7 @@
 //! nothing here locks or allocates; control changes arrive at burst
 //! boundaries.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -128,6 +129,11 @@ pub struct Worker<T: Transport> {
     hist: Box<HistSet>,
     hist_out: Arc<HistExchange>,
     rx: Vec<RxPacket>,
+    /// Frames of the current burst: `rx[..burst_n]`.
+    burst_n: usize,
+    /// Per frame of the burst: received and not yet answered, forwarded or
+    /// released (what a failing worker still holds).
+    rx_open: Box<[bool]>,
     /// Per shard: requests admitted and not yet answered, in arrival order
     /// (this burst's, and those a batch holds from earlier ones).
     queues: Vec<Vec<Pending>>,
@@ -151,6 +157,8 @@ pub struct Worker<T: Transport> {
 }
 
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
+/// Most receive polls a failed worker makes to answer what is queued for it.
+const FAIL_DRAIN_POLLS_MAX: usize = 64;
 
 const SLEEP_MAX: Duration = Duration::from_millis(10);
 
@@ -175,6 +183,8 @@ impl<T: Transport> Worker<T> {
         counters.epoch.store(epoch, Ordering::Release);
         Worker {
             rx: vec![RxPacket::default(); p.rx_burst_max],
+            burst_n: 0,
+            rx_open: vec![false; p.rx_burst_max].into_boxed_slice(),
             // Room for a burst and a full batch held from earlier bursts.
             queues: (0..SHARD_COUNT_MAX)
                 .map(|_| Vec::with_capacity(p.rx_burst_max + batch::HOLD_MAX))
@@ -202,6 +212,37 @@ impl<T: Transport> Worker<T> {
             peers_down: vec![None; crate::config::limits::PEER_COUNT_MAX],
             last_forward_scan: Instant::now(),
         }
+    }
+
+    /// Runs the loop with panics caught. A panic is counted, logged and kept
+    /// as the worker's failure; what the worker held is answered
+    /// ([`Worker::fail_held`]); then the worker stops serving: the caller
+    /// drops it, which closes its socket, so the kernel hashes its flows to
+    /// the other workers. Returns whether the loop failed.
+    pub fn run_guarded(&mut self) -> bool {
+        let failed = match catch_unwind(AssertUnwindSafe(|| self.run())) {
+            Ok(()) => false,
+            Err(p) => {
+                // Not serving from here on: live changes stop waiting for it.
+                self.counters.alive.store(false, Ordering::Release);
+                let why = panic_text(p.as_ref());
+                log::error!(
+                    "worker {} failed: {why}; answering what it held, then it stops serving",
+                    self.p.index
+                );
+                bump(&self.counters.panics, 1);
+                if let Ok(mut f) = self.counters.failure.lock() {
+                    *f = Some(why);
+                }
+                if catch_unwind(AssertUnwindSafe(|| self.fail_held())).is_err() {
+                    log::error!("worker {}: could not answer what it held", self.p.index);
+                }
+                self.publish_stats();
+                true
+            }
+        };
+        self.counters.alive.store(false, Ordering::Release);
+        failed
     }
 
     /// Runs until the engine stops.
@@ -310,6 +351,7 @@ impl<T: Transport> Worker<T> {
         set(&k.rx_in_use, c.rx_in_use as u64);
         set(&k.tx_in_use, c.tx_in_use as u64);
         set(&k.buffer_reuses, c.buffer_reuses);
+        set(&k.rx_kernel_drops, c.rx_kernel_drops);
     }
 
     /// One burst. Returns the number of frames received.
@@ -325,11 +367,18 @@ impl<T: Transport> Worker<T> {
             self.burst_start = Instant::now();
             bump(&self.counters.bursts, 1);
         }
+        self.burst_n = n;
+        self.rx_open[..n].fill(true);
         for i in 0..n {
             self.classify(i, draining);
         }
         self.run_queues(draining);
+        debug_assert!(
+            self.rx_open[..n].iter().all(|o| !o),
+            "a frame left unanswered"
+        );
         self.flush_sends();
+        self.burst_n = 0;
         n
     }
 
@@ -339,6 +388,109 @@ impl<T: Transport> Worker<T> {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
         self.run_queues(true);
+        self.flush_sends();
+    }
+
+    /// Releases frame `i`'s receive buffer: its life in this burst ends.
+    fn release(&mut self, i: usize) {
+        self.rx_open[i] = false;
+        let pkt = self.rx[i];
+        self.transport.rx_release(&pkt);
+    }
+
+    /// Ends shard `s`'s queue entry `k`: marked done first (a panic past
+    /// here cannot release it twice), then its receive buffer released.
+    fn release_queued(&mut self, s: usize, k: usize) {
+        self.queues[s][k].state = batch::State::Done;
+        let pkt = self.queues[s][k].pkt;
+        self.transport.rx_release(&pkt);
+    }
+
+    /// Answers shard `s`'s queue entry `k` at once and releases its buffer.
+    fn reply_queued(&mut self, s: usize, k: usize, r: Immediate) {
+        self.queues[s][k].state = batch::State::Done;
+        let pkt = self.queues[s][k].pkt;
+        self.reply_pkt(pkt, r, Some(s));
+    }
+
+    /// After a panic in the loop: answers what the worker held, so its
+    /// clients see an error frame rather than silence. Frames of the burst
+    /// not answered yet, and requests in the shard queues not answered yet
+    /// (this burst's, those a batch held from earlier ones, and those of a
+    /// run the panic cut short) get a retryable `internal`; answers already
+    /// built go out; requests waiting on peers are failed the same way.
+    /// Best effort: the worker's state is whatever the panic left.
+    pub fn fail_held(&mut self) {
+        const WHY: &str = "the worker serving this request failed; retry";
+        self.flush_sends();
+        for i in 0..self.burst_n.min(self.rx.len()) {
+            if !self.rx_open[i] {
+                continue;
+            }
+            if self.rx[i].port == PORT_FORWARD {
+                // A peer's answer: its request is failed with the forwards.
+                self.release(i);
+                continue;
+            }
+            self.reply(i, Immediate::Error(ErrorCode::Internal, WHY), None);
+            if self.sends.len() == self.sends.capacity() {
+                self.flush_sends();
+            }
+        }
+        self.burst_n = 0;
+        for s in 0..self.queues.len() {
+            for k in 0..self.queues[s].len() {
+                if self.queues[s][k].state == batch::State::Done {
+                    continue;
+                }
+                self.reply_queued(s, k, Immediate::Error(ErrorCode::Internal, WHY));
+                if self.sends.len() == self.sends.capacity() {
+                    self.flush_sends();
+                }
+            }
+            self.queues[s].clear();
+        }
+        self.held = 0;
+        self.next_due_us = u64::MAX;
+        self.flush_sends();
+        // Frames already queued for this worker (the socket closes with it
+        // and the kernel would drop them): answered too, until the queue
+        // stays empty for a few polls (bounded).
+        let mut empty = 0;
+        for _ in 0..FAIL_DRAIN_POLLS_MAX {
+            let n = self.transport.rx_burst(&mut self.rx);
+            if n == 0 {
+                empty += 1;
+                if empty == 3 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            empty = 0;
+            self.burst_n = n;
+            self.rx_open[..n].fill(true);
+            for i in 0..n {
+                if self.rx[i].port == PORT_FORWARD {
+                    self.release(i);
+                } else {
+                    self.reply(i, Immediate::Error(ErrorCode::Internal, WHY), None);
+                }
+            }
+            self.burst_n = 0;
+            self.flush_sends();
+        }
+        let mut cursor = 0;
+        let now = Instant::now();
+        while let Some(f) = self
+            .forwarded
+            .next_expired(&mut cursor, now, Duration::ZERO)
+        {
+            self.answer_forward(f, ErrorCode::Internal, WHY);
+            if self.sends.len() == self.sends.capacity() {
+                self.flush_sends();
+            }
+        }
         self.flush_sends();
     }
 
@@ -360,7 +512,7 @@ impl<T: Transport> Worker<T> {
         match verdict {
             Verdict::Drop => {
                 bump(&self.counters.not_sluice, 1);
-                self.transport.rx_release(&pkt);
+                self.release(i);
             }
             Verdict::Reply(r) => self.reply(i, r, None),
             Verdict::Forward { shard } => {
@@ -400,6 +552,8 @@ impl<T: Transport> Worker<T> {
                     state: batch::State::Waiting,
                 };
                 self.queues[shard].push(p);
+                // The queue holds it from here (answered by run_queues).
+                self.rx_open[i] = false;
             }
         }
     }
@@ -413,12 +567,15 @@ impl<T: Transport> Worker<T> {
 
     /// Runs one request on its own (the zero-copy path), with `tx` when
     /// the caller took its transmit buffer already.
-    fn run_one(&mut self, shard: usize, p: Pending, tx: Option<u32>) {
+    /// The entry is `k` of shard `shard`'s queue; it is done once this
+    /// returns.
+    fn run_one(&mut self, shard: usize, k: usize, tx: Option<u32>) {
+        let p = self.queues[shard][k];
         let pkt = p.pkt;
         let started = Instant::now();
         let Some(tx) = tx.or_else(|| self.transport.tx_alloc()) else {
             bump(&self.counters.tx_no_buffers, 1);
-            self.transport.rx_release(&pkt);
+            self.release_queued(shard, k);
             return;
         };
         let now_us = self.now_us;
@@ -474,7 +631,7 @@ impl<T: Transport> Worker<T> {
                     len: len as u32,
                     peer: pkt.peer,
                 });
-                self.transport.rx_release(&pkt);
+                self.release_queued(shard, k);
                 record(&mut self.hist.total, done - p.arrived);
             }
             Err(r) => {
@@ -487,13 +644,14 @@ impl<T: Transport> Worker<T> {
                 } else {
                     Immediate::Error(r.code, r.message)
                 };
-                self.reply_pkt(pkt, answer, Some(shard));
+                self.reply_queued(shard, k, answer);
             }
         }
     }
 
     /// Answers frame `i` of this burst at once and releases its buffer.
     fn reply(&mut self, i: usize, r: Immediate, shard: Option<usize>) {
+        self.rx_open[i] = false;
         self.reply_pkt(self.rx[i], r, shard);
     }
 
@@ -537,4 +695,12 @@ impl<T: Transport> Worker<T> {
             None => self.transport.tx_free(tx),
         }
     }
+}
+
+/// The message of a caught panic.
+pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }

@@ -1,0 +1,612 @@
+//! The TOML configuration. `cfg/sluice.toml` documents every key.
+//!
+//! Unknown keys are errors; every error names the file, the line and the key.
+//! The same structures deserialize from JSON, which is how the control plane
+//! replaces one section at run time.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Hard limits on what a config may ask for.
+pub mod limits {
+    /// Most workers (pinned cores).
+    pub const WORKER_COUNT_MAX: usize = 64;
+    /// Largest receive burst.
+    pub const RX_BURST_MAX: usize = 256;
+    /// Most shards.
+    pub const SHARD_COUNT_MAX: usize = 32;
+    /// Most routes.
+    pub const ROUTE_COUNT_MAX: usize = 1024;
+    /// Most tenants.
+    pub const TENANT_COUNT_MAX: usize = 4096;
+    /// Most loaded model versions (slots).
+    pub const MODEL_SLOT_COUNT_MAX: usize = 64;
+    /// Most adapters per model.
+    pub const ADAPTER_COUNT_MAX: usize = 32;
+    /// Most peers.
+    pub const PEER_COUNT_MAX: usize = 256;
+    /// Largest shard queue depth.
+    pub const QUEUE_DEPTH_MAX: u32 = 65_536;
+    /// Largest max_concurrency.
+    pub const CONCURRENCY_MAX: u32 = 4096;
+    /// Buffers per pool, per worker.
+    pub const POOL_BUFFERS_MAX: u32 = 32_768;
+    /// Smallest and largest buffer, bytes.
+    pub const BUFFER_SIZE_MIN: u32 = 2048;
+    /// Largest buffer, bytes.
+    pub const BUFFER_SIZE_MAX: u32 = 1 << 20;
+    /// Longest spin before an adaptive worker sleeps.
+    pub const SPIN_US_MAX: u32 = 1_000_000;
+    /// Most rows one batched run stacks (`batch_max`).
+    pub const BATCH_MAX: u32 = 256;
+    /// Longest a request may wait for others to batch with (`batch_delay_us`).
+    pub const BATCH_DELAY_US_MAX: u32 = 1_000_000;
+    /// Fewest and most io_uring submission queue entries (a power of two).
+    pub const RING_ENTRIES_MIN: u32 = 8;
+    /// Most io_uring submission queue entries.
+    pub const RING_ENTRIES_MAX: u32 = 32_768;
+    /// Fewest buffers per pool, per worker.
+    pub const POOL_BUFFERS_MIN: u32 = 8;
+    /// Buffers are a multiple of this many bytes (tensor alignment).
+    pub const BUFFER_ALIGN: u32 = 64;
+    /// Longest shard, route, tenant and peer name, in bytes.
+    pub const NAME_LEN_MAX: usize = 64;
+    /// Shortest tenant key, in bytes.
+    pub const TENANT_KEY_LEN_MIN: usize = 16;
+    /// Longest wait for a forwarded request's answer.
+    pub const FORWARD_TIMEOUT_MS_MAX: u32 = 60_000;
+    /// Most content conditions per route.
+    pub const CONTENT_CONDITIONS_MAX: usize = crate::route::CONTENT_CONDITIONS_MAX;
+    /// Most path segments in a content condition.
+    pub const CONTENT_PATH_SEGMENTS_MAX: usize = sluice_validate::json::PATH_SEGMENTS_MAX;
+    /// Bounds of `engine.negotiation_ttl_ms`: 1 s to 1 h.
+    pub const NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
+    /// See `NEGOTIATION_TTL_MS_MIN`.
+    pub const NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
+}
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Workers, transport choice and poll mode.
+    #[serde(default)]
+    pub engine: EngineCfg,
+    /// io_uring UDP transport.
+    #[serde(default)]
+    pub io_uring: UringCfg,
+    /// DPDK transport (feature `dpdk`); kept opaque here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpdk: Option<toml::Table>,
+    /// RDMA transport (feature `rdma`); kept opaque here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma: Option<toml::Table>,
+    /// This host.
+    #[serde(default)]
+    pub host: HostCfg,
+    /// ONNX Runtime library.
+    #[serde(default)]
+    pub onnxruntime: OrtCfg,
+    /// Queue shards.
+    #[serde(default)]
+    pub shards: Vec<ShardCfg>,
+    /// Routes; first match wins.
+    #[serde(default)]
+    pub routes: Vec<RouteCfg>,
+    /// Models.
+    #[serde(default)]
+    pub models: Vec<ModelCfg>,
+    /// Tenants. With none configured, authentication is off.
+    #[serde(default)]
+    pub tenants: Vec<TenantCfg>,
+    /// Peer appliances.
+    #[serde(default)]
+    pub peers: Vec<PeerCfg>,
+    /// Control plane (read by the Go daemon; opaque to the engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<toml::Table>,
+    /// Fleet mode (read by the Go daemon; opaque to the engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<toml::Table>,
+    /// JetStream ingress (read by the Go daemon; opaque to the engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<toml::Table>,
+    /// Directory of the config file; relative paths resolve against it.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+/// Which transport carries frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportKind {
+    /// io_uring UDP sockets.
+    #[default]
+    IoUring,
+    /// DPDK poll-mode drivers.
+    Dpdk,
+    /// RDMA verbs.
+    Rdma,
+}
+
+/// Hugepage policy for buffer pools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HugepageMode {
+    /// Try hugepages, fall back to normal pages.
+    #[default]
+    Auto,
+    /// Refuse to start without hugepages.
+    Required,
+    /// Normal pages only.
+    Off,
+}
+
+/// Worker poll mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PollMode {
+    /// Spin forever; the worker owns its core.
+    Busy,
+    /// Spin for `spin_us`, then sleep on the transport.
+    #[default]
+    Adaptive,
+}
+
+/// `[engine]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineCfg {
+    /// Cores to pin workers to.
+    pub workers: Vec<usize>,
+    /// Transport.
+    pub transport: TransportKind,
+    /// Frames per receive burst.
+    pub rx_burst_max: u32,
+    /// Hugepage policy.
+    pub hugepages: HugepageMode,
+    /// Poll mode.
+    pub poll: PollMode,
+    /// Spin time before sleeping, adaptive mode.
+    pub spin_us: u32,
+    /// How long a request forwarded to a peer waits for its answer before
+    /// the client gets a retryable `peer_down` and the peer is avoided.
+    pub forward_timeout_ms: u32,
+    /// How long a client may cache a negotiated schema: the `ttl_ms` of
+    /// every negotiate response.
+    pub negotiation_ttl_ms: u32,
+}
+
+impl Default for EngineCfg {
+    fn default() -> Self {
+        EngineCfg {
+            workers: vec![0],
+            transport: TransportKind::IoUring,
+            rx_burst_max: 32,
+            hugepages: HugepageMode::Auto,
+            poll: PollMode::Adaptive,
+            spin_us: 200,
+            forward_timeout_ms: 200,
+            negotiation_ttl_ms: 60_000,
+        }
+    }
+}
+
+/// `[io_uring]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UringCfg {
+    /// Address every worker binds with SO_REUSEPORT.
+    pub listen: String,
+    /// Submission queue entries.
+    pub ring_entries: u32,
+    /// Receive buffers per worker (a power of two).
+    pub rx_buffers: u32,
+    /// Transmit buffers per worker.
+    pub tx_buffers: u32,
+    /// Bytes per buffer.
+    pub buffer_size: u32,
+}
+
+impl Default for UringCfg {
+    fn default() -> Self {
+        UringCfg {
+            listen: "127.0.0.1:7070".into(),
+            ring_entries: 512,
+            rx_buffers: 256,
+            tx_buffers: 256,
+            buffer_size: 65536,
+        }
+    }
+}
+
+/// `[host]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostCfg {
+    /// Affinity labels of this host.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// `[onnxruntime]`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OrtCfg {
+    /// Path of libonnxruntime.so.
+    pub library: Option<PathBuf>,
+}
+
+/// `[[shards]]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardCfg {
+    /// Unique name.
+    pub name: String,
+    /// Labels a host must carry to serve this shard.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Requests of this shard run per scheduling round on a worker.
+    #[serde(default = "default_concurrency")]
+    pub max_concurrency: u32,
+    /// Requests a worker holds for this shard before answering busy.
+    #[serde(default = "default_queue_depth")]
+    pub queue_depth: u32,
+    /// Indices of the workers serving it; all when omitted.
+    #[serde(default)]
+    pub workers: Option<Vec<usize>>,
+    /// Dynamic batching: most rows (dimension 0) one run stacks from
+    /// requests waiting in this shard's queue for the same model version.
+    /// 1 (the default) runs every request on its own.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub batch_max: u32,
+    /// How long the first request of a batch may wait for more, in µs.
+    /// 0: only requests of the same receive burst are stacked.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batch_delay_us: u32,
+}
+
+fn default_concurrency() -> u32 {
+    8
+}
+fn one() -> u32 {
+    1
+}
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+fn default_queue_depth() -> u32 {
+    64
+}
+
+/// `[[routes]]`. Omitted matchers match anything.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteCfg {
+    /// Unique name.
+    pub name: String,
+    /// Model name, exact or glob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Model version: exact, glob, or semver range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// LoRA adapter id, exact or glob ("" matches requests without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
+    /// Intent, exact or glob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
+    /// Tenant name, exact or glob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// Conditions on the request's validated JSON section, all of which
+    /// must hold: `$.intent == "reasoning"`, `$.meta.tier != 3`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<String>,
+    /// Target shard.
+    pub shard: String,
+}
+
+/// Model backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelKind {
+    /// ONNX Runtime.
+    #[default]
+    Onnx,
+    /// Zeros shaped like the input: the engine measured alone.
+    Null,
+    /// The input returned.
+    Echo,
+}
+
+/// `[[models]]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelCfg {
+    /// Model name.
+    pub name: String,
+    /// Full version.
+    pub version: String,
+    /// Backend.
+    #[serde(default)]
+    pub kind: ModelKind,
+    /// Model file (onnx).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// Short names that resolve to this version.
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// LoRA adapters.
+    #[serde(default)]
+    pub adapters: Vec<AdapterCfg>,
+    /// Dynamic batching for this model version, whatever shard it runs in
+    /// (overrides the shard's `batch_max`). The model must be able to batch
+    /// (dimension 0 of every input and output declared with one symbol), or
+    /// loading it fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_max: Option<u32>,
+    /// Overrides the shard's `batch_delay_us` for this model version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_delay_us: Option<u32>,
+}
+
+/// A LoRA adapter of a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterCfg {
+    /// Adapter id as sent in requests.
+    pub id: String,
+    /// Adapter file (ONNX Runtime adapter format).
+    pub path: PathBuf,
+}
+
+/// `[[tenants]]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantCfg {
+    /// Name, used by routes and logs.
+    pub name: String,
+    /// Id on the wire (non-zero).
+    pub id: u32,
+    /// MAC key: "hex:..." or "env:VAR" (hex in the variable).
+    pub key: String,
+    /// Model name patterns this tenant may use.
+    #[serde(default = "star")]
+    pub models: Vec<String>,
+    /// Adapter id patterns this tenant may use.
+    #[serde(default = "star")]
+    pub adapters: Vec<String>,
+    /// Route name patterns this tenant may use.
+    #[serde(default = "star")]
+    pub routes: Vec<String>,
+}
+
+fn star() -> Vec<String> {
+    vec!["*".into()]
+}
+
+/// `[[peers]]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerCfg {
+    /// Unique name.
+    pub name: String,
+    /// Address of the peer's data plane: its UDP service address, or for
+    /// `transport = "rdma"` its `rdma.listen` address.
+    pub address: String,
+    /// Labels the peer carries.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// How forwards reach it: "udp" (default) or "rdma" (an RC connection
+    /// per worker, opened by an appliance whose own transport is rdma).
+    #[serde(default, skip_serializing_if = "PeerTransport::is_udp")]
+    pub transport: PeerTransport,
+}
+
+/// How a peer is reached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeerTransport {
+    /// Datagrams from the worker's forwarding port.
+    #[default]
+    Udp,
+    /// SEND on a reliable-connected queue pair to the peer's `rdma.listen`.
+    Rdma,
+}
+
+impl PeerTransport {
+    /// Whether this is the default (kept out of serialized configs).
+    pub fn is_udp(&self) -> bool {
+        *self == PeerTransport::Udp
+    }
+}
+
+/// A configuration error, located when possible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// File, when read from one.
+    pub file: Option<PathBuf>,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// Dotted key path, e.g. `shards[1].queue_depth`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.file, self.line) {
+            (Some(p), Some(l)) => write!(f, "{}:{}: ", p.display(), l)?,
+            (Some(p), None) => write!(f, "{}: ", p.display())?,
+            (None, Some(l)) => write!(f, "line {l}: ")?,
+            (None, None) => {}
+        }
+        if !self.key.is_empty() {
+            write!(f, "{}: ", self.key)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    /// An error at a key path, to be located later.
+    pub fn at(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: None,
+            line: None,
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads, parses and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: Some(path.to_owned()),
+            line: None,
+            key: String::new(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let base = path.parent().map(Path::to_owned).unwrap_or_default();
+        Config::parse(&text, base).map_err(|mut e| {
+            e.file = Some(path.to_owned());
+            e
+        })
+    }
+
+    /// Parses and validates TOML text; `base_dir` anchors relative paths.
+    pub fn parse(text: &str, base_dir: PathBuf) -> Result<Config, ConfigError> {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start));
+            ConfigError {
+                file: None,
+                line,
+                key: String::new(),
+                message: e.message().trim().to_string(),
+            }
+        })?;
+        cfg.base_dir = base_dir;
+        cfg.validate().map_err(|mut e| {
+            e.line = locate(text, &e.key);
+            e
+        })?;
+        Ok(cfg)
+    }
+
+    /// Resolves a config-relative path.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_owned()
+        } else {
+            self.base_dir.join(p)
+        }
+    }
+
+    /// The listen address of the io_uring transport.
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.io_uring
+            .listen
+            .parse()
+            .map_err(|_| ConfigError::at("io_uring.listen", "not an IP:port address"))
+    }
+}
+
+mod validate;
+pub use validate::{decode_key, validate_tables};
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Finds the line of a key path like `shards[1].queue_depth` in the TOML text:
+/// the key itself when present, else the nearest enclosing table or element.
+pub fn locate(text: &str, path: &str) -> Option<usize> {
+    use toml_edit::{Item, Table, Value};
+    #[derive(Clone, Copy)]
+    enum Node<'a> {
+        Item(&'a Item),
+        Table(&'a Table),
+        Value(&'a Value),
+    }
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut node = Node::Table(doc.as_table());
+    let mut best = None;
+    for part in path.split('.') {
+        let (name, index) = match part.find('[') {
+            Some(b) => (
+                &part[..b],
+                part[b + 1..part.len().saturating_sub(1)]
+                    .parse::<usize>()
+                    .ok(),
+            ),
+            None => (part, None),
+        };
+        let table = match node {
+            Node::Table(t) | Node::Item(Item::Table(t)) => Some(t),
+            _ => None,
+        };
+        let next = if let Some(t) = table {
+            if let Some(s) = t.key(name).and_then(|k| k.span()) {
+                best = Some(s.start);
+            }
+            t.get(name).map(Node::Item)
+        } else if let Node::Item(Item::Value(Value::InlineTable(t)))
+        | Node::Value(Value::InlineTable(t)) = node
+        {
+            if let Some(s) = t.key(name).and_then(|k| k.span()) {
+                best = Some(s.start);
+            }
+            t.get(name).map(Node::Value)
+        } else {
+            None
+        };
+        let Some(mut next) = next else { break };
+        if let Some(i) = index {
+            next = match next {
+                Node::Item(Item::ArrayOfTables(a)) => match a.get(i) {
+                    Some(t) => {
+                        if let Some(s) = t.span() {
+                            best = Some(s.start);
+                        }
+                        Node::Table(t)
+                    }
+                    None => break,
+                },
+                Node::Item(Item::Value(Value::Array(a))) | Node::Value(Value::Array(a)) => {
+                    match a.get(i) {
+                        Some(v) => {
+                            if let Some(s) = v.span() {
+                                best = Some(s.start);
+                            }
+                            Node::Value(v)
+                        }
+                        None => break,
+                    }
+                }
+                _ => break,
+            };
+        }
+        node = next;
+    }
+    best.map(|o| line_of(text, o))
+}
+
+#[cfg(test)]
+mod tests;
