@@ -84,6 +84,9 @@ type Engine struct {
 	// NegotiationTTLMs is how long a client may cache a negotiated schema
 	// (the ttl_ms of a negotiate response).
 	NegotiationTTLMs int `toml:"negotiation_ttl_ms" json:"negotiation_ttl_ms"`
+	// JSONSchemaFormat is what JSON Schema "format" does on the data plane:
+	// "annotation" (unless a schema's dialect opts in) or "assertion".
+	JSONSchemaFormat string `toml:"json_schema_format" json:"json_schema_format"`
 }
 
 // IOUring is the [io_uring] table.
@@ -192,6 +195,7 @@ func Defaults() Config {
 			Workers: []int{0}, Transport: "io_uring", RxBurstMax: 32,
 			Hugepages: "auto", Poll: "adaptive", SpinUs: 200, ForwardTimeoutMs: 200,
 			NegotiationTTLMs: 60_000,
+			JSONSchemaFormat: "annotation",
 		},
 		IOUring: IOUring{
 			Listen: "127.0.0.1:7070", RingEntries: 512, RxBuffers: 256,

@@ -219,6 +219,7 @@ func (c *checker) engine(e *Engine) {
 	c.rangeInt("engine.rx_burst_max", e.RxBurstMax, 1, lim.RxBurstMax)
 	c.oneOf("engine.hugepages", e.Hugepages, "auto", "required", "off")
 	c.oneOf("engine.poll", e.Poll, "busy", "adaptive")
+	c.oneOf("engine.json_schema_format", e.JSONSchemaFormat, "annotation", "assertion")
 	c.rangeInt("engine.spin_us", e.SpinUs, 0, lim.SpinUsMax)
 	c.rangeInt("engine.forward_timeout_ms", e.ForwardTimeoutMs, 1, lim.ForwardTimeoutMsMax)
 	c.rangeInt("engine.negotiation_ttl_ms", e.NegotiationTTLMs, lim.NegotiationTTLMsMin, lim.NegotiationTTLMsMax)

@@ -276,6 +276,8 @@ func changeMiddleware(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// A header that is present must be a valid id, empty included: only
+		// an absent header gets a fresh one.
 		id, err := idempotencyKey(r)
 		if err != nil {
 			writeKeyErr(w, r, err)

@@ -10,9 +10,13 @@
 //!    against the unvalidated request.
 //! 3. Registration to use: a new schema version pushed while traffic flows,
 //!    timed until the first request validated against it is answered.
+//! 4. Keywords: `pattern`, `unevaluated*` and `$dynamicRef` schemas on 1 KiB
+//!    sections against the `jsonschema` crate in the same run (keywords.rs).
 //!
-//! cargo run --release -p sluice-validation-bench [-- --quick]
+//! cargo run --release -p sluice-validation-bench [-- --quick] [-- --keywords (part 4 only)]
 #![deny(unsafe_code)]
+
+mod keywords;
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -541,6 +545,10 @@ fn main() -> Result<()> {
         "# Hot-path validation cost ({})",
         if quick { "quick" } else { "full" }
     );
+    if std::env::args().any(|a| a == "--keywords") {
+        return keywords::run(quick);
+    }
     in_process(quick)?;
+    keywords::run(quick)?;
     end_to_end(quick)
 }

@@ -157,6 +157,18 @@ pub enum PollMode {
     Adaptive,
 }
 
+/// What JSON Schema `format` does on the data plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JsonSchemaFormat {
+    /// An annotation, except in schemas whose dialect opts in to the
+    /// 2020-12 format-assertion vocabulary (the specification's default).
+    #[default]
+    Annotation,
+    /// An assertion for every format the validator knows, in every schema.
+    Assertion,
+}
+
 /// `[engine]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -179,6 +191,8 @@ pub struct EngineCfg {
     /// How long a client may cache a negotiated schema: the `ttl_ms` of
     /// every negotiate response.
     pub negotiation_ttl_ms: u32,
+    /// `format` in JSON schemas: "annotation" (default) or "assertion".
+    pub json_schema_format: JsonSchemaFormat,
 }
 
 impl Default for EngineCfg {
@@ -192,6 +206,7 @@ impl Default for EngineCfg {
             spin_us: 200,
             forward_timeout_ms: 200,
             negotiation_ttl_ms: 60_000,
+            json_schema_format: JsonSchemaFormat::Annotation,
         }
     }
 }

@@ -144,8 +144,13 @@ impl Engine {
         )?;
         let schema_list = new_schemas.as_ref().unwrap_or(&ctl.schemas);
         let (_, current) = self.shared.tables.load();
-        let schemas = SchemaTable::build_reusing(schema_list, ctl.schema_ttl_ms, &current.schemas)
-            .map_err(|m| ConfigError::at("schemas", m))?;
+        let schemas = SchemaTable::build_reusing(
+            schema_list,
+            ctl.schema_ttl_ms,
+            &current.schemas,
+            self.cfg.engine.json_schema_format,
+        )
+        .map_err(|m| ConfigError::at("schemas", m))?;
         let (slots, fresh) = assign_slots(&ctl.slots, &live.models)?;
         let slot_list: Vec<usize> = live
             .models
