@@ -10,7 +10,8 @@
 //! Memory: handles are created and freed here; JSON answers are allocated
 //! here and released with [`sluice_buf_free`]. Nothing keeps a pointer to
 //! caller memory after a call returns.
-#![allow(unsafe_code)] // this crate is the ABI boundary; every block has a SAFETY note
+#![allow(unsafe_code)]
+// this crate is the ABI boundary; every block has a SAFETY note
 // What crosses the ABI is never silently narrowed.
 #![deny(clippy::cast_possible_truncation)]
 
@@ -92,6 +93,19 @@ pub const SLUICE_NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
 pub const SLUICE_NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
 /// Longest drain [`sluice_engine_stop`] waits.
 pub const SLUICE_DRAIN_MS_MAX: u32 = 10_000;
+/// Most patterns in each of a tenant's lists (models, adapters, routes,
+/// subjects).
+pub const SLUICE_TENANT_PATTERNS_MAX: u32 = 64;
+/// Longest schema subject (a tenant's `subjects` patterns too).
+pub const SLUICE_SUBJECT_LEN_MAX: u32 = 255;
+/// Shortest `auth.freshness_window_ms`.
+pub const SLUICE_FRESHNESS_WINDOW_MS_MIN: u32 = 100;
+/// Longest `auth.freshness_window_ms`.
+pub const SLUICE_FRESHNESS_WINDOW_MS_MAX: u32 = 300_000;
+/// Fewest `auth.replay_entries` (one bucket of the replay table).
+pub const SLUICE_REPLAY_ENTRIES_MIN: u32 = 8;
+/// Most `auth.replay_entries`.
+pub const SLUICE_REPLAY_ENTRIES_MAX: u32 = 1 << 22;
 
 mod limits_check {
     use sluice_engine::config::limits as l;
@@ -136,6 +150,12 @@ mod limits_check {
     const _: () = assert!(eq(SLUICE_TENANT_KEY_LEN_MIN, l::TENANT_KEY_LEN_MIN));
     const _: () = assert!(SLUICE_NEGOTIATION_TTL_MS_MIN == l::NEGOTIATION_TTL_MS_MIN);
     const _: () = assert!(SLUICE_NEGOTIATION_TTL_MS_MAX == l::NEGOTIATION_TTL_MS_MAX);
+    const _: () = assert!(eq(SLUICE_TENANT_PATTERNS_MAX, l::TENANT_PATTERN_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_SUBJECT_LEN_MAX, w::SUBJECT_LEN_MAX));
+    const _: () = assert!(SLUICE_FRESHNESS_WINDOW_MS_MIN == l::FRESHNESS_WINDOW_MS_MIN);
+    const _: () = assert!(SLUICE_FRESHNESS_WINDOW_MS_MAX == l::FRESHNESS_WINDOW_MS_MAX);
+    const _: () = assert!(SLUICE_REPLAY_ENTRIES_MIN == l::REPLAY_ENTRIES_MIN);
+    const _: () = assert!(SLUICE_REPLAY_ENTRIES_MAX == l::REPLAY_ENTRIES_MAX);
 }
 
 /// Status of every call. The numbers are stable and map one-to-one to the Go

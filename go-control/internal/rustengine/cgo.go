@@ -68,6 +68,13 @@ var Limits = config.Limits{
 	NegotiationTTLMsMin: C.SLUICE_NEGOTIATION_TTL_MS_MIN,
 	NegotiationTTLMsMax: C.SLUICE_NEGOTIATION_TTL_MS_MAX,
 	DrainMsMax:          C.SLUICE_DRAIN_MS_MAX,
+	TenantPatternsMax:   C.SLUICE_TENANT_PATTERNS_MAX,
+	SubjectLenMax:       C.SLUICE_SUBJECT_LEN_MAX,
+	// [auth]
+	FreshnessWindowMsMin: C.SLUICE_FRESHNESS_WINDOW_MS_MIN,
+	FreshnessWindowMsMax: C.SLUICE_FRESHNESS_WINDOW_MS_MAX,
+	ReplayEntriesMin:     C.SLUICE_REPLAY_ENTRIES_MIN,
+	ReplayEntriesMax:     C.SLUICE_REPLAY_ENTRIES_MAX,
 }
 
 func init() { config.UseEngineLimits(Limits) }

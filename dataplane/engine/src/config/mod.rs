@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::auth::config::{AuthCfg, AuthMode, auth_allows_tenants};
+
 /// Hard limits on what a config may ask for.
 pub mod limits {
     /// Most workers (pinned cores).
@@ -67,6 +69,7 @@ pub mod limits {
     pub const NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
     /// See `NEGOTIATION_TTL_MS_MIN`.
     pub const NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
+    pub use crate::auth::config::limits::*;
 }
 
 /// The whole configuration file.
@@ -100,7 +103,10 @@ pub struct Config {
     /// Models.
     #[serde(default)]
     pub models: Vec<ModelCfg>,
-    /// Tenants. With none configured, authentication is off.
+    /// Authentication of frames (docs/wire.md, "Authentication").
+    #[serde(default)]
+    pub auth: AuthCfg,
+    /// Tenants: who may send, with which key, and what they may use.
     #[serde(default)]
     pub tenants: Vec<TenantCfg>,
     /// Peer appliances.
@@ -402,6 +408,10 @@ pub struct TenantCfg {
     /// Route name patterns this tenant may use.
     #[serde(default = "star")]
     pub routes: Vec<String>,
+    /// Schema subject patterns this tenant may negotiate and name in
+    /// requests.
+    #[serde(default = "star")]
+    pub subjects: Vec<String>,
 }
 
 fn star() -> Vec<String> {
@@ -541,6 +551,7 @@ impl Config {
 
 mod validate;
 pub use validate::{decode_key, validate_tables};
+pub(crate) use validate::{range, wire_token};
 
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())]

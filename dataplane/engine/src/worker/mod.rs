@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{Receiver, Sender};
 use sluice_wire::{ErrorCode, Frame};
 
+use crate::auth::ReplayTable;
 use crate::config::PollMode;
 use crate::config::limits::{MODEL_SLOT_COUNT_MAX, SHARD_COUNT_MAX};
 use crate::handler::{BatchKey, Handler, Reject, RunAccount};
@@ -95,6 +96,8 @@ pub struct WorkerParams {
     pub spin: Duration,
     /// How long a forwarded request waits for its peer.
     pub forward_timeout: Duration,
+    /// Slots of the replay table (`auth.replay_entries`).
+    pub replay_entries: usize,
 }
 
 /// A request admitted to a shard queue. It keeps its receive buffer until
@@ -148,7 +151,12 @@ pub struct Worker<T: Transport> {
     batch_run_ns: [u64; MODEL_SLOT_COUNT_MAX],
     sends: Vec<TxPacket>,
     burst_start: Instant,
+    /// Wall clock of the burst in µs since the Unix epoch; never runs
+    /// backwards on a worker, so a step back of the system clock cannot
+    /// make a frame whose deadline passed fresh again.
     now_us: u64,
+    /// Tags of authenticated frames accepted, until their deadlines. Fixed size.
+    replay: ReplayTable,
     last_publish: Instant,
     /// Forwarded requests awaiting their answer. Fixed size.
     forwarded: PendingForwards,
@@ -207,6 +215,7 @@ impl<T: Transport> Worker<T> {
             hist_out,
             burst_start: Instant::now(),
             now_us: 0,
+            replay: ReplayTable::new(p.replay_entries),
             last_publish: Instant::now(),
             forwarded: PendingForwards::new(FORWARD_PENDING_MAX),
             peers_down: vec![None; crate::config::limits::PEER_COUNT_MAX],
@@ -360,9 +369,10 @@ impl<T: Transport> Worker<T> {
         if n == 0 && self.held == 0 {
             return 0;
         }
-        self.now_us = SystemTime::now()
+        let wall = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
+        self.now_us = self.now_us.max(wall);
         if n > 0 {
             self.burst_start = Instant::now();
             bump(&self.counters.bursts, 1);
@@ -508,6 +518,7 @@ impl<T: Transport> Worker<T> {
             &self.tables,
             draining,
             self.now_us,
+            Some(&mut self.replay),
         );
         match verdict {
             Verdict::Drop => {
@@ -679,8 +690,12 @@ impl<T: Transport> Worker<T> {
                     bump(&self.counters.shard_errors[s], 1);
                 }
             }
+            Immediate::Refused(r) => {
+                self.counters.error(r.code);
+                self.counters.refused(r.cause);
+            }
             Immediate::Pong => bump(&self.counters.pings, 1),
-            Immediate::Negotiate => bump(&self.counters.negotiations, 1),
+            Immediate::Negotiate(_) => bump(&self.counters.negotiations, 1),
         }
         self.transport.rx_release(&pkt);
         match len {
