@@ -113,7 +113,9 @@ impl Default for Q<'_> {
             rows: 1,
             cols: 4,
             dtype: DType::F32,
-            deadline_us: 0,
+            // Signed frames need a deadline within the freshness window
+            // (10 s by default); 5 s is longer than any batch delay here.
+            deadline_us: fresh_deadline(),
         }
     }
 }
@@ -330,7 +332,7 @@ fn versions_batch_apart_and_refusals_stay_per_request() {
 }
 
 #[test]
-fn a_deadline_cuts_the_wait_short_and_no_deadline_waits_the_delay() {
+fn a_deadline_cuts_the_wait_short_and_a_far_deadline_waits_the_delay() {
     // A 1 s delay (the limit) and a batch that never fills.
     let mut e = engine(64, 1_000_000);
     let addr = e.local_addr().unwrap();
@@ -351,7 +353,8 @@ fn a_deadline_cuts_the_wait_short_and_no_deadline_waits_the_delay() {
         "after {waited:?}"
     );
     assert!(waited >= Duration::from_millis(440), "held {waited:?}");
-    // Without a deadline the batch waits for its delay.
+    // With a deadline beyond the delay (5 s; a signed frame must carry
+    // one) the batch waits for its delay.
     let t0 = Instant::now();
     let answer = roundtrip(
         &s,

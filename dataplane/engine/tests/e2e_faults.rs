@@ -331,8 +331,11 @@ fn a_failing_worker_answers_what_it_held_and_is_reported() {
 /// One worker; shard `batch` stacks up to `batch_max` requests and holds
 /// a batch for up to 1 s (the limit) waiting for more.
 fn batching_engine(batch_max: u32) -> Engine {
+    // Unsigned frames, as the other tests here: they are about faults.
     let text = format!(
         r#"
+[auth]
+mode = "none"
 [engine]
 workers = [0]
 poll = "adaptive"

@@ -57,7 +57,9 @@ key = "hex:{KEY_HEX}"
     sluice_engine::Config::parse(&text, root).unwrap()
 }
 
-fn frames() -> Vec<Vec<u8>> {
+/// Round `round`'s twelve signed requests: ids unique per round and a
+/// fresh deadline, so that no frame is a replay of an earlier one.
+fn frames(round: u64) -> Vec<Vec<u8>> {
     (0..12u64)
         .map(|i| {
             let rows = 1 + i % 3;
@@ -73,8 +75,9 @@ fn frames() -> Vec<Vec<u8>> {
             }];
             let repr = FrameRepr {
                 kind: Kind::Request,
-                request_id: i,
+                request_id: round * 12 + i,
                 tenant_id: 7,
+                deadline_us: fresh_deadline(),
                 model: "mlp",
                 model_version: "1.0.0",
                 tensors: &t,
@@ -88,15 +91,17 @@ fn frames() -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn traffic(e: &Engine, reqs: &[Vec<u8>], rounds: usize) {
+fn traffic(e: &Engine, first_round: u64, rounds: u64) {
     let addr = e.local_addr().unwrap();
     let s = client();
     let mut rbuf = vec![0u8; 70_000];
-    for _ in 0..rounds {
-        for f in reqs {
+    for round in first_round..first_round + rounds {
+        // Built on this thread: the allocations are not the worker's.
+        let reqs = frames(round);
+        for f in &reqs {
             s.send_to(f, addr).unwrap();
         }
-        for _ in reqs {
+        for _ in &reqs {
             let (n, _) = s.recv_from(&mut rbuf).expect("answered");
             assert_eq!(answer_kind(&rbuf[..n]), (Kind::Response, None));
         }
@@ -111,15 +116,14 @@ fn batching_worker_does_not_allocate() {
     };
     let mut e = Engine::new(config(), opts).unwrap();
     e.start().unwrap();
-    let reqs = frames();
-    traffic(&e, &reqs, 30);
+    traffic(&e, 0, 30);
     std::thread::sleep(Duration::from_millis(120));
     let before = sluice_testkit::watched_allocs();
     assert!(
         before > 0,
         "the counting allocator saw the worker's start-up"
     );
-    traffic(&e, &reqs, 300);
+    traffic(&e, 30, 300);
     std::thread::sleep(Duration::from_millis(120));
     let after = sluice_testkit::watched_allocs();
     let m = e
