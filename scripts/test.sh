@@ -21,7 +21,14 @@ failed=()
 run() {
     local name=$1; shift
     stage "$name"
-    if "$@"; then echo "---- $name: ok"; else echo "---- $name: FAILED"; failed+=("$name"); fi
+    local t0=$SECONDS
+    if "$@"; then
+        echo "---- $name: ok ($((SECONDS - t0)) s)"
+    else
+        # The disk left is the first thing to know about a failure in CI.
+        echo "---- $name: FAILED ($((SECONDS - t0)) s; disk: $(df -h "$root" | awk 'NR==2{print $4" free of "$2}'))"
+        failed+=("$name")
+    fi
 }
 
 # The conventions as lints: clippy with the workspace's [workspace.lints]

@@ -272,33 +272,32 @@ func outcomeFields(w http.ResponseWriter, err error, doc *api.Error) {
 // store), and the answer carries the id and where it landed.
 func changeMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !isWrite(r) {
+		if !writes(r.Method) {
 			next.ServeHTTP(w, r)
 			return
 		}
 		// A header that is present must be a valid id, empty included: only
 		// an absent header gets a fresh one.
-		id, err := idempotencyKey(r)
-		if err != nil {
-			writeKeyErr(w, r, err)
-			return
-		}
-		if id == "" {
+		id, given := r.Header.Get(HeaderIdempotencyKey), len(r.Header.Values(HeaderIdempotencyKey)) > 0
+		if !given {
 			id = change.NewID()
+		} else if err := change.Check(id); err != nil {
+			refuseChangeID(w, r, err)
+			return
 		}
 		rec := &change.Record{ID: id}
 		next.ServeHTTP(&changeWriter{ResponseWriter: w, rec: rec}, r.WithContext(change.With(r.Context(), rec)))
 	})
 }
 
-// keyCheckMiddleware is the embedded store's side of Idempotency-Key: the
-// key has nowhere to go, but one sent is still checked, so a malformed key
-// is refused (as in fleet mode) rather than ignored.
-func keyCheckMiddleware(next http.Handler) http.Handler {
+// changeIDCheck refuses a malformed Idempotency-Key where no change record
+// is kept (one host, no fleet): the header means nothing there, but a
+// client's bad key is answered the same in both modes.
+func changeIDCheck(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isWrite(r) {
-			if _, err := idempotencyKey(r); err != nil {
-				writeKeyErr(w, r, err)
+		if vs := r.Header.Values(HeaderIdempotencyKey); len(vs) > 0 && writes(r.Method) {
+			if err := change.Check(vs[0]); err != nil {
+				refuseChangeID(w, r, err)
 				return
 			}
 		}
@@ -306,33 +305,20 @@ func keyCheckMiddleware(next http.Handler) http.Handler {
 	})
 }
 
-func isWrite(r *http.Request) bool {
-	return r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodOptions
-}
-
-// idempotencyKey is a write call's Idempotency-Key, "" when none is sent.
-// One sent empty, or sent twice, is malformed.
-func idempotencyKey(r *http.Request) (string, error) {
-	v := r.Header.Values(HeaderIdempotencyKey)
-	switch len(v) {
-	case 0:
-		return "", nil
-	case 1:
-		return v[0], change.Check(v[0])
-	default:
-		return "", fmt.Errorf("%w: one Idempotency-Key per call (got %d)", errs.ErrInvalidArgument, len(v))
-	}
-}
-
-// writeKeyErr answers a refused Idempotency-Key in the format of the API
-// it was sent to (the registry answers as Confluent's does).
-func writeKeyErr(w http.ResponseWriter, r *http.Request, err error) {
-	if strings.HasPrefix(r.URL.Path, RegistryPrefix+"/") {
+// refuseChangeID answers a malformed Idempotency-Key with 400, in the
+// registry's content type on its paths (its clients read no other).
+func refuseChangeID(w http.ResponseWriter, r *http.Request, err error) {
+	if r.URL.Path == RegistryPrefix || strings.HasPrefix(r.URL.Path, RegistryPrefix+"/") {
 		api.WriteError(w, http.StatusBadRequest, registry.ContentType,
 			api.Error{ErrorCode: http.StatusBadRequest, Message: err.Error(), Code: errs.Name(err)})
 		return
 	}
 	writeErr(w, err)
+}
+
+// writes reports whether a call of this method may change state.
+func writes(method string) bool {
+	return method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions
 }
 
 // changeWriter adds the change headers as the answer starts.
