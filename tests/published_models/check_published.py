@@ -197,7 +197,11 @@ def main():
     tmp = tempfile.mkdtemp(prefix="sluice-published-")
     port, admin = free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_STREAM)
     m = lambda f: os.path.join(MODELS, f)
+    # Unsigned requests: this check is about models and outputs, not
+    # authentication (which the engine's own e2e tests cover).
     cfg = f"""
+[auth]
+mode = "none"
 [engine]
 workers = [{1 if os.cpu_count() > 1 else 0}]
 transport = "io_uring"
