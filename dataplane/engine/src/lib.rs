@@ -7,9 +7,11 @@
 //! boundaries through [`rcu::Rcu`] and per-worker rings.
 #![deny(unsafe_code)]
 
+pub mod auth;
 pub mod config;
 pub mod engine;
 pub mod handler;
+pub mod meta;
 pub mod onnx;
 pub mod pending;
 pub mod pool;

@@ -383,13 +383,26 @@ impl SchemaTable {
 
     /// Answers a negotiation: the latest live version, or the hinted one.
     pub fn negotiate(&self, subject: &str, version_hint: u32) -> Option<&SchemaEntry> {
+        self.negotiate_index(subject, version_hint)
+            .map(|i| &self.entries[i])
+    }
+
+    /// [`SchemaTable::negotiate`] as an index for [`SchemaTable::entry`]:
+    /// what a worker carries from classifying a negotiation to answering it.
+    pub fn negotiate_index(&self, subject: &str, version_hint: u32) -> Option<usize> {
         let v = self.by_subject.get(subject)?;
-        let mut live = v.iter().map(|&i| &self.entries[i]).filter(|e| !e.retired);
+        let mut live = v.iter().copied().filter(|&i| !self.entries[i].retired);
         if version_hint == 0 {
             live.next_back()
         } else {
-            live.into_iter().find(|e| e.version == version_hint)
+            live.into_iter()
+                .find(|&i| self.entries[i].version == version_hint)
         }
+    }
+
+    /// The entry at an index from [`SchemaTable::negotiate_index`].
+    pub fn entry(&self, index: usize) -> Option<&SchemaEntry> {
+        self.entries.get(index)
     }
 
     /// Validates a request that names a schema: its tensor table against a
@@ -398,16 +411,29 @@ impl SchemaTable {
     /// (O(section length)). Returns the section when it is validated JSON,
     /// for content routing. Never allocates.
     pub fn validate<'f>(&self, req: &'f Frame<&[u8]>) -> Result<Option<&'f [u8]>, Reject> {
-        let unknown = Reject::new(ErrorCode::UnknownSchema, "unknown or retired schema");
+        let e = self.lookup(req)?;
+        SchemaTable::validate_with(e, req)
+    }
+
+    /// The live schema version a request names (version 0: the newest live
+    /// version of its id).
+    pub fn lookup(&self, req: &Frame<&[u8]>) -> Result<&SchemaEntry, Reject> {
+        let unknown = Reject::new(ErrorCode::UnknownSchema, crate::auth::msg::UNKNOWN_SCHEMA);
         let ids = self.by_id.get(&req.schema_id()).ok_or(unknown)?;
         let v = req.schema_version();
-        // Version 0: the newest live version of the id.
-        let e = ids
-            .iter()
+        ids.iter()
             .rev()
             .map(|&i| &self.entries[i])
             .find(|e| !e.retired && (v == 0 || e.version == v))
-            .ok_or(unknown)?;
+            .ok_or(unknown)
+    }
+
+    /// [`SchemaTable::validate`] against an entry [`SchemaTable::lookup`]
+    /// found.
+    pub fn validate_with<'f>(
+        e: &SchemaEntry,
+        req: &'f Frame<&[u8]>,
+    ) -> Result<Option<&'f [u8]>, Reject> {
         let mismatch = |m| Reject::new(ErrorCode::SchemaMismatch, m);
         let section = || -> Result<&'f [u8], Reject> {
             let d = req.tensor(SECTION_TENSOR_NAME).ok_or(mismatch(

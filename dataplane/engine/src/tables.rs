@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 
 use sluice_wire::TenantKey;
 
+use crate::auth::AuthPolicy;
 use crate::config::{self, Config, ModelCfg, ModelKind, PeerCfg, RouteCfg, ShardCfg, TenantCfg};
 use crate::route::{Pattern, RouteTable};
 use crate::schema::SchemaTable;
@@ -26,6 +27,10 @@ pub struct Shard {
     pub worker_mask: u64,
     /// Whether this host carries every label of the shard.
     pub local: bool,
+    /// Most rows one batched run stacks (1: no batching).
+    pub batch_max: u32,
+    /// How long a batch's first request may wait for more, µs.
+    pub batch_delay_us: u32,
 }
 
 /// A tenant.
@@ -42,6 +47,7 @@ pub struct Tenant {
     models: Vec<Pattern>,
     adapters: Vec<Pattern>,
     routes: Vec<Pattern>,
+    subjects: Vec<Pattern>,
 }
 
 impl Tenant {
@@ -56,6 +62,10 @@ impl Tenant {
     /// May this tenant use the route?
     pub fn allows_route(&self, r: &str) -> bool {
         self.routes.iter().any(|p| p.matches(r))
+    }
+    /// May this tenant see the schema subject?
+    pub fn allows_subject(&self, s: &str) -> bool {
+        self.subjects.iter().any(|p| p.matches(s))
     }
 }
 
@@ -72,6 +82,36 @@ pub struct ModelEntry {
     pub slot: usize,
     /// Adapter ids.
     pub adapters: Vec<String>,
+    /// `batch_max` of the model, overriding its shard's.
+    pub batch_max: Option<u32>,
+    /// `batch_delay_us` of the model, overriding its shard's.
+    pub batch_delay_us: Option<u32>,
+}
+
+/// How requests of one model version in one shard batch: the model's own
+/// settings, else the shard's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BatchPolicy {
+    /// Most rows per run (1: no batching).
+    pub max: u32,
+    /// Longest wait of a batch's first request, µs.
+    pub delay_us: u32,
+}
+
+impl BatchPolicy {
+    /// The policy of `model` running in `shard`.
+    pub fn of(model: &ModelEntry, shard: &Shard) -> BatchPolicy {
+        match model.batch_max {
+            Some(max) => BatchPolicy {
+                max,
+                delay_us: model.batch_delay_us.unwrap_or(0),
+            },
+            None => BatchPolicy {
+                max: shard.batch_max,
+                delay_us: shard.batch_delay_us,
+            },
+        }
+    }
 }
 
 /// Models by name, version and alias.
@@ -93,6 +133,8 @@ impl ModelTable {
                 kind: m.kind,
                 slot: slots[i],
                 adapters: m.adapters.iter().map(|a| a.id.clone()).collect(),
+                batch_max: m.batch_max,
+                batch_delay_us: m.batch_delay_us,
             });
             let names = t.by_name.entry(m.name.clone()).or_default();
             names.push((m.version.clone(), i));
@@ -147,6 +189,31 @@ pub struct Tables {
     pub schemas: SchemaTable,
     /// Host labels.
     pub host_labels: BTreeMap<String, String>,
+    /// `[auth]`: fixed at start, carried here so that workers read it with
+    /// the tenants it applies to.
+    pub auth: AuthPolicy,
+}
+
+/// The start-time settings a snapshot is compiled against.
+#[derive(Debug, Clone, Copy)]
+pub struct HostView<'a> {
+    /// This host's labels.
+    pub labels: &'a BTreeMap<String, String>,
+    /// Workers.
+    pub worker_count: usize,
+    /// `[auth]`.
+    pub auth: &'a config::AuthCfg,
+}
+
+impl<'a> HostView<'a> {
+    /// The start-time settings of a config.
+    pub fn of(cfg: &'a Config) -> HostView<'a> {
+        HostView {
+            labels: &cfg.host.labels,
+            worker_count: cfg.engine.workers.len(),
+            auth: &cfg.auth,
+        }
+    }
 }
 
 /// The live parts of the config, as the control plane replaces them.
@@ -181,8 +248,7 @@ impl Tables {
     /// Compiles a snapshot. `slots[i]` is the handler slot of model i.
     pub fn build(
         live: &LiveConfig,
-        host_labels: &BTreeMap<String, String>,
-        worker_count: usize,
+        host: &HostView<'_>,
         slots: &[usize],
         schemas: SchemaTable,
     ) -> Result<Tables, config::ConfigError> {
@@ -192,19 +258,20 @@ impl Tables {
             &live.models,
             &live.tenants,
             &live.peers,
-            worker_count,
+            host.worker_count,
         )?;
-        Tables::compile(live, host_labels, worker_count, slots, schemas)
+        config::auth_allows_tenants(host.auth.mode, &live.tenants)?;
+        Tables::compile(live, host, slots, schemas)
     }
 
-    /// [`Tables::build`] for a set `config::validate_tables` already passed.
+    /// [`Tables::build`] for a set the validation already passed.
     pub(crate) fn compile(
         live: &LiveConfig,
-        host_labels: &BTreeMap<String, String>,
-        worker_count: usize,
+        host: &HostView<'_>,
         slots: &[usize],
         schemas: SchemaTable,
     ) -> Result<Tables, config::ConfigError> {
+        let (host_labels, worker_count) = (host.labels, host.worker_count);
         let all_workers = if worker_count >= 64 {
             u64::MAX
         } else {
@@ -223,6 +290,8 @@ impl Tables {
                     .as_ref()
                     .map_or(all_workers, |w| w.iter().fold(0u64, |m, &i| m | (1 << i))),
                 local: s.labels.iter().all(|(k, v)| host_labels.get(k) == Some(v)),
+                batch_max: s.batch_max,
+                batch_delay_us: s.batch_delay_us,
             })
             .collect();
         let names: Vec<&str> = shards.iter().map(|s| s.name.as_str()).collect();
@@ -248,6 +317,7 @@ impl Tables {
                 models: pats(&t.models),
                 adapters: pats(&t.adapters),
                 routes: pats(&t.routes),
+                subjects: pats(&t.subjects),
             });
         }
         tenants.sort_by_key(|t| t.id);
@@ -271,12 +341,8 @@ impl Tables {
             peers,
             schemas,
             host_labels: host_labels.clone(),
+            auth: AuthPolicy::of(host.auth),
         })
-    }
-
-    /// Whether requests must be authenticated (any tenant configured).
-    pub fn auth_required(&self) -> bool {
-        !self.tenants.is_empty()
     }
 
     /// The tenant with a wire id.

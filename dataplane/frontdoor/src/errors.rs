@@ -89,6 +89,8 @@ pub const fn map(code: ErrorCode) -> (StatusCode, Code) {
         E::Busy | E::PeerDown | E::ShuttingDown | E::ConnectionLost | E::NoRouteToShard => {
             (StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable)
         }
+        E::Stale => (StatusCode::BAD_REQUEST, Code::InvalidArgument),
+        E::Replayed => (StatusCode::CONFLICT, Code::AlreadyExists),
         E::FrameTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Code::ResourceExhausted),
         E::ResponseTooLarge => (StatusCode::INTERNAL_SERVER_ERROR, Code::ResourceExhausted),
         E::InferenceFailed | E::Internal => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
@@ -127,6 +129,7 @@ mod tests {
             Code::Unavailable => "UNAVAILABLE",
             Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
             Code::Internal => "INTERNAL",
+            Code::AlreadyExists => "ALREADY_EXISTS",
             _ => "OTHER",
         }
     }

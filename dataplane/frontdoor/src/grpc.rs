@@ -43,7 +43,7 @@ fn refused(ctx: &Ctx, r: Refusal) -> Status {
 
 const INFER_PATH: &str = "/inference.GRPCInferenceService/ModelInfer";
 
-fn tensor_meta(ts: &[crate::shim::TensorMeta]) -> Vec<pb::model_metadata_response::TensorMetadata> {
+fn tensor_meta(ts: &[sluice_engine::meta::TensorMeta]) -> Vec<pb::model_metadata_response::TensorMetadata> {
     ts.iter()
         .map(|t| pb::model_metadata_response::TensorMetadata {
             name: t.name.clone(),
@@ -354,7 +354,7 @@ impl GrpcInferenceService for Service {
         let f = self.find(&m, "/inference.GRPCInferenceService/ModelConfig", &r.name, &r.version)?;
         let v = f.version();
         let batching = f.batch.is_some();
-        let io_in = |t: &crate::shim::TensorMeta, optional: bool| pb::ModelInput {
+        let io_in = |t: &sluice_engine::meta::TensorMeta, optional: bool| pb::ModelInput {
             name: t.name.clone(),
             data_type: models::dtype_of(t).map_or(0, dtype::triton_type),
             dims: models::config_dims(t, batching),

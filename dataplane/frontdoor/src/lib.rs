@@ -20,7 +20,6 @@ mod http;
 mod models;
 pub mod semantic;
 mod server;
-mod shim;
 
 pub use server::start;
 

@@ -2,12 +2,9 @@
 //! engine's loaded sessions (`sluice_engine::meta`) and tables, for HTTP
 //! and gRPC alike.
 
-
 use sluice_engine::EngineError;
-use crate::shim::MetaFn;
-use crate::shim::{ModelMeta, TensorMeta, VersionMeta};
-use crate::shim::BatchPolicy;
-use sluice_engine::tables::Tables;
+use sluice_engine::meta::{MetaFn, ModelMeta, TensorMeta, VersionMeta};
+use sluice_engine::tables::{BatchPolicy, Tables};
 use sluice_wire::{DType, ErrorCode};
 
 use crate::dtype;
@@ -72,11 +69,16 @@ pub fn find(
     name: &str,
     version: &str,
 ) -> Result<Found, Refusal> {
-    if tables.auth_required() {
+    if tables.auth.required {
         let t = semantic::authenticate(h, tables, method, path)?;
         let allowed = tables.tenant(t.id).is_some_and(|t| t.allows_model(name));
         if !allowed {
-            return Err(Refusal::code(ErrorCode::Forbidden, "not permitted for this tenant"));
+            // A model outside the tenant's list is answered as one that
+            // does not exist (the engine's rule, auth/mod.rs).
+            return Err(Refusal::code(
+                ErrorCode::UnknownModel,
+                sluice_engine::auth::msg::UNKNOWN_MODEL,
+            ));
         }
     }
     let m = meta.get(name)?;

@@ -178,7 +178,7 @@ pub fn authenticate(
     method: &str,
     path: &str,
 ) -> Result<Tenant, Refusal> {
-    if !tables.auth_required() {
+    if !tables.auth.required {
         return Ok(Tenant {
             id: 0,
             name: String::new(),
@@ -282,7 +282,15 @@ pub fn read(
     if let Some(g) = h.text("grpc-timeout")?.and_then(parse_grpc_timeout) {
         timeout = Some(timeout.map_or(g, |t: Duration| t.min(g)));
     }
-    let deadline_us = timeout.map_or(0, |t| now_us() + t.as_micros() as u64);
+    // A signed frame must carry a deadline within the freshness window
+    // (docs/wire.md, Authentication): with authentication on, no timeout
+    // means the window, and a longer one is cut to it.
+    let deadline_us = match (timeout, tables.auth.required) {
+        (None, false) => 0,
+        (None, true) => now_us() + tables.auth.window_us,
+        (Some(t), false) => now_us() + t.as_micros() as u64,
+        (Some(t), true) => now_us() + (t.as_micros() as u64).min(tables.auth.window_us),
+    };
     let trace = h
         .text("traceparent")?
         .map(parse_traceparent)
@@ -328,7 +336,9 @@ mod tests {
 
     #[test]
     fn version_rule() {
-        let tables = Arc::new(Tables::default());
+        let mut t = Tables::default();
+        t.auth.required = false;
+        let tables = Arc::new(t);
         let mut h = http::HeaderMap::new();
         let e = read(&h, &tables, "POST", "/", "mlp", "").unwrap_err();
         assert_eq!(e.status, http::StatusCode::BAD_REQUEST);

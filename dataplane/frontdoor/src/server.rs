@@ -104,7 +104,7 @@ pub fn start(c: FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String> {
     let ctx = Arc::new(Ctx {
         cfg: c.cfg,
         shared: c.shared,
-        meta: crate::models::Meta::new(std::sync::Arc::new(|_: &str| Err(sluice_engine::EngineError::NotFound(String::new())))),
+        meta: crate::models::Meta::new(c.meta),
         workers,
         rr: AtomicUsize::new(0),
         stats: Stats::default(),

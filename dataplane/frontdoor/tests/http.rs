@@ -68,7 +68,8 @@ models = ["null"]
             }
         )
     } else {
-        String::new()
+        // No tenants: requests are unsigned (`[auth] mode = "none"`).
+        "[auth]\nmode = \"none\"\n".to_string()
     };
     let text = format!(
         r#"
@@ -424,10 +425,12 @@ fn tenants_authenticate_and_allow_lists_apply() {
     let bearer = format!("Bearer {TOKEN}");
     assert_eq!(infer(addr, &[("Authorization", &bearer)], &body).status, 200);
     assert_eq!(infer(addr, &[("Authorization", "Bearer wrong-token-wrong-token")], &body).status, 401);
-    // Tenant 8 may use "null" only: the worker's allow-list refuses mlp.
+    // Tenant 8 may use "null" only: the worker's allow-list refuses mlp,
+    // answered as for a model that does not exist (the engine's rule).
     let other: String = TOKEN.chars().rev().collect();
     let r = infer(addr, &[("Authorization", &format!("Bearer {other}"))], &body);
-    assert_eq!(r.status, 403, "{}", error_of(&r));
+    assert_eq!(r.status, 404, "{}", error_of(&r));
+    assert_eq!(error_of(&r), "unknown model or version");
     // HMAC with the tenant key over method, path and timestamp.
     let key: Vec<u8> = (0..32u8).collect();
     let ts = std::time::SystemTime::now()

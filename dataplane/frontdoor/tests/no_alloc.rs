@@ -37,6 +37,8 @@ tx_buffers = 64
 http_listen = "127.0.0.1:0"
 slots = 8
 body_bytes_max = 65536
+[auth]
+mode = "none"
 [onnxruntime]
 library = "{lib}"
 [[shards]]

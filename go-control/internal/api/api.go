@@ -77,6 +77,8 @@ type TenantView struct {
 	ID       int64    `json:"id"`
 	Models   []string `json:"models"`
 	Adapters []string `json:"adapters"`
+	Routes   []string `json:"routes"`
+	Subjects []string `json:"subjects"`
 }
 
 // RoutesDoc is what GET /v1/routes returns; PUT takes it or a bare array.
@@ -117,7 +119,9 @@ type ShardDoc struct {
 	MaxConcurrency int                `json:"max_concurrency"`
 	QueueDepth     int                `json:"queue_depth"`
 	Workers        []int              `json:"workers,omitempty"`
-	Local          bool               `json:"local"` // the host carries its labels
+	BatchMax       int                `json:"batch_max"`      // most rows per batched run (1: off)
+	BatchDelayUs   int                `json:"batch_delay_us"` // a batch's longest wait, µs
+	Local          bool               `json:"local"`          // the host carries its labels
 	Stats          *engine.ShardStats `json:"stats,omitempty"`
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,13 +32,15 @@ type Config struct {
 	Shards      []Shard     `toml:"shards" json:"shards"`
 	Routes      []Route     `toml:"routes" json:"routes"`
 	Models      []Model     `toml:"models" json:"models"`
+	Auth        Auth        `toml:"auth" json:"auth"`
 	Tenants     []Tenant    `toml:"tenants" json:"tenants"`
 	Peers       []Peer      `toml:"peers" json:"peers"`
 	Control     Control     `toml:"control" json:"control"`
 	// Frontdoor is the KServe v2 / Triton-compatible HTTP and gRPC front
 	// door the engine runs (off unless a listen address is set).
 	Frontdoor Frontdoor `toml:"frontdoor" json:"frontdoor"`
-	// Opaque here: the engine checks [dpdk] and [rdma] (per build feature).
+	// Opaque here: the engine checks [dpdk] and [rdma] (per build feature);
+	// the large-frame keys of [dpdk] are checked here too (dpdk.go).
 	DPDK map[string]any `toml:"dpdk" json:"dpdk,omitempty"`
 	RDMA map[string]any `toml:"rdma" json:"rdma,omitempty"`
 	// Fleet is read by the daemon when control.store = "nats"; the engine
@@ -91,6 +94,21 @@ type Engine struct {
 	JSONSchemaFormat string `toml:"json_schema_format" json:"json_schema_format"`
 }
 
+// Auth is the [auth] table (docs/wire.md, "Authentication"), read by the
+// engine at start only: a reload that changes it needs a restart.
+type Auth struct {
+	// Mode is "tenants" (every request and negotiation needs a tenant's
+	// valid tag, a fresh deadline and an unseen tag) or "none" (nothing is
+	// checked; no tenant may be configured).
+	Mode string `toml:"mode" json:"mode"`
+	// FreshnessWindowMs: an authenticated frame's deadline must lie in
+	// [now, now + this].
+	FreshnessWindowMs int `toml:"freshness_window_ms" json:"freshness_window_ms"`
+	// ReplayEntries: tags each worker remembers to refuse replays (a power
+	// of two).
+	ReplayEntries int `toml:"replay_entries" json:"replay_entries"`
+}
+
 // IOUring is the [io_uring] table.
 type IOUring struct {
 	Listen      string `toml:"listen" json:"listen"`
@@ -118,6 +136,10 @@ type Shard struct {
 	QueueDepth     int               `toml:"queue_depth" json:"queue_depth"`
 	// Workers serving the shard (indexes into engine.workers); nil: all.
 	Workers []int `toml:"workers" json:"workers,omitempty"`
+	// Dynamic batching: most rows one run stacks (1, the default: off) and
+	// how long a batch's first request may wait for more, µs.
+	BatchMax     int `toml:"batch_max" json:"batch_max,omitempty"`
+	BatchDelayUs int `toml:"batch_delay_us" json:"batch_delay_us,omitempty"`
 }
 
 // Route is one [[routes]] entry; empty matchers match anything.
@@ -142,6 +164,10 @@ type Model struct {
 	Path     string    `toml:"path" json:"path,omitempty"`
 	Aliases  []string  `toml:"aliases" json:"aliases,omitempty"`
 	Adapters []Adapter `toml:"adapters" json:"adapters,omitempty"`
+	// Dynamic batching for this version, overriding its shard's; nil: the
+	// shard's applies.
+	BatchMax     *int `toml:"batch_max" json:"batch_max,omitempty"`
+	BatchDelayUs *int `toml:"batch_delay_us" json:"batch_delay_us,omitempty"`
 }
 
 // Adapter is a LoRA adapter of a model.
@@ -158,6 +184,7 @@ type Tenant struct {
 	Models   []string `toml:"models" json:"models"`     // default ["*"]
 	Adapters []string `toml:"adapters" json:"adapters"` // default ["*"]
 	Routes   []string `toml:"routes" json:"routes"`     // default ["*"]
+	Subjects []string `toml:"subjects" json:"subjects"` // default ["*"]: schema subjects it may negotiate and name
 	// Tokens are the bearer tokens the front door accepts for this tenant:
 	// "sha256:<hex digest>" or "env:VAR" (VAR holds the token).
 	Tokens []string `toml:"tokens" json:"tokens,omitempty"`
@@ -213,6 +240,7 @@ func Defaults() Config {
 			Listen: "127.0.0.1:7070", RingEntries: 512, RxBuffers: 256,
 			TxBuffers: 256, BufferSize: 65536,
 		},
+		Auth: Auth{Mode: "tenants", FreshnessWindowMs: 10_000, ReplayEntries: 1 << 18},
 		Host: Host{Labels: map[string]string{}},
 		Frontdoor: Frontdoor{
 			Threads: 1, Cores: []int{}, Slots: 64, BodyBytesMax: 16 << 20, ReplyBytesMax: 16 << 20,
@@ -320,6 +348,9 @@ func (c *Config) tableDefaults(pos positions) {
 		if !has(k + "queue_depth") {
 			c.Shards[i].QueueDepth = DefaultQueueDepth
 		}
+		if !has(k + "batch_max") {
+			c.Shards[i].BatchMax = DefaultBatchMax
+		}
 	}
 	for i := range c.Models {
 		if !has(fmt.Sprintf("models[%d].kind", i)) {
@@ -330,7 +361,7 @@ func (c *Config) tableDefaults(pos positions) {
 	for i := range c.Tenants {
 		t := &c.Tenants[i]
 		k := fmt.Sprintf("tenants[%d].", i)
-		for name, l := range map[string]*[]string{"models": &t.Models, "adapters": &t.Adapters, "routes": &t.Routes} {
+		for name, l := range map[string]*[]string{"models": &t.Models, "adapters": &t.Adapters, "routes": &t.Routes, "subjects": &t.Subjects} {
 			if !has(k + name) {
 				*l = []string{"*"}
 			}
@@ -350,7 +381,7 @@ func strictUnmarshal(b []byte, v any) error {
 // UnmarshalJSON implements json.Unmarshaler with the engine's defaults.
 func (s *Shard) UnmarshalJSON(b []byte) error {
 	type raw Shard
-	r := raw{MaxConcurrency: DefaultMaxConcurrency, QueueDepth: DefaultQueueDepth}
+	r := raw{MaxConcurrency: DefaultMaxConcurrency, QueueDepth: DefaultQueueDepth, BatchMax: DefaultBatchMax}
 	if err := strictUnmarshal(b, &r); err != nil {
 		return err
 	}
@@ -359,13 +390,33 @@ func (s *Shard) UnmarshalJSON(b []byte) error {
 }
 
 // UnmarshalJSON implements json.Unmarshaler with the engine's defaults.
+// batch_max and batch_delay_us may be written 8 or 8.0.
 func (m *Model) UnmarshalJSON(b []byte) error {
 	type raw Model
-	r := raw{Kind: DefaultModelKind}
+	r := struct {
+		*raw
+		BatchMax     *json.Number `json:"batch_max"`      // shadows raw's
+		BatchDelayUs *json.Number `json:"batch_delay_us"` // shadows raw's
+	}{raw: &raw{Kind: DefaultModelKind}}
 	if err := strictUnmarshal(b, &r); err != nil {
 		return err
 	}
-	*m = Model(r)
+	for _, f := range []struct {
+		name string
+		n    *json.Number
+		dst  **int
+	}{{"batch_max", r.BatchMax, &r.raw.BatchMax}, {"batch_delay_us", r.BatchDelayUs, &r.raw.BatchDelayUs}} {
+		if f.n == nil {
+			continue
+		}
+		v, err := jsonnum.Int64(*f.n)
+		if err != nil || v < math.MinInt32 || v > math.MaxInt32 {
+			return fmt.Errorf("%s: %q is not an integer in range", f.name, string(*f.n))
+		}
+		iv := int(v)
+		*f.dst = &iv
+	}
+	*m = Model(*r.raw)
 	return nil
 }
 
@@ -376,7 +427,7 @@ func (t *Tenant) UnmarshalJSON(b []byte) error {
 	r := struct {
 		*raw
 		ID *json.Number `json:"id"` // shadows raw's
-	}{raw: &raw{Models: []string{"*"}, Adapters: []string{"*"}, Routes: []string{"*"}}}
+	}{raw: &raw{Models: []string{"*"}, Adapters: []string{"*"}, Routes: []string{"*"}, Subjects: []string{"*"}}}
 	if err := strictUnmarshal(b, &r); err != nil {
 		return err
 	}

@@ -105,6 +105,13 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"inline table in an array", "[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\n\nadapters = [{ id = \"a b\", path = \"x\" }]\n", "t.toml:6: models[0].adapters[0].id: \"a b\" must be 1 to 64 printable ASCII"},
 		{"syntax error", "[engine\nworkers = [0]\n", "t.toml:1:"},
 		{"duplicate alias", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\naliases = [\"a\"]\n[[models]]\nname = \"m\"\nversion = \"2\"\nkind = \"null\"\naliases = [\"b\", \"a\"]\n", "t.toml:10: models[1].aliases[1]: alias \"a\" of model m already names version 1"},
+		{"batch_max zero", "[[shards]]\nname = \"s\"\nbatch_max = 0\n", "t.toml:3: shards[0].batch_max: 0 is out of range 1..=256"},
+		{"batch_max above queue_depth", "[[shards]]\nname = \"s\"\nqueue_depth = 8\nbatch_max = 16\n", "t.toml:4: shards[0].batch_max: 16 is above queue_depth (8)"},
+		{"batch delay without batch", "[[shards]]\nname = \"s\"\nbatch_delay_us = 100\n", "t.toml:3: shards[0].batch_delay_us: needs batch_max above 1"},
+		{"batch delay too long", "[[shards]]\nname = \"s\"\nbatch_max = 4\nbatch_delay_us = 1000001\n", "t.toml:4: shards[0].batch_delay_us: 1000001 is out of range 0..=1000000"},
+		{"model batch on null", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\nbatch_max = 4\n", "t.toml:5: models[0].batch_max: only onnx models batch"},
+		{"model batch delay alone", "[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\nbatch_delay_us = 50\n", "t.toml:5: models[0].batch_delay_us: needs batch_max on the model too"},
+		{"model batch_max range", "[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\nbatch_max = 257\n", "t.toml:5: models[0].batch_max: 257 is out of range 1..=256"},
 		{"onnx without path", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"onnx\"\n", "t.toml:1: models[0].path: is required"},
 		{"front door listen", "[frontdoor]\nthreads = 1\nhttp_listen = \"localhost\"\n", "t.toml:3: frontdoor.http_listen: \"localhost\" is not an IP:port address"},
 		{"front door body limit", "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\nbody_bytes_max = 10\n", "t.toml:3: frontdoor.body_bytes_max: 10 is out of range 4096..="},
@@ -112,6 +119,12 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"front door same ports", "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\ngrpc_listen = \"127.0.0.1:8000\"\n", "t.toml:3: frontdoor.grpc_listen: must differ from http_listen"},
 		{"bad token", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\ntokens = [\"sha256:00\"]\n", "t.toml:5: tenants[0].tokens[0]: a sha256: token is 64 hex digits"},
 		{"plain token", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\ntokens = [\"secret\"]\n", "t.toml:5: tenants[0].tokens[0]: token must start with"},
+		{"auth mode", "[auth]\nmode = \"open\"\n", "t.toml:2: auth.mode: \"open\" is not one of \"tenants\", \"none\""},
+		{"freshness window", "[auth]\n\nfreshness_window_ms = 50\n", "t.toml:3: auth.freshness_window_ms: 50 is out of range 100..=300000"},
+		{"replay entries", "[auth]\nreplay_entries = 1000\n", "t.toml:2: auth.replay_entries: 1000 is not a power of two"},
+		{"mode none with tenants", "[auth]\nmode = \"none\"\n\n[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "t.toml:4: tenants[0]: auth.mode is \"none\""},
+		{"bad subject pattern", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nsubjects = [\"a-*\", \"\"]\n", "t.toml:5: tenants[0].subjects[1]: \"\" must be 1 to 255 printable ASCII"},
+		{"too many patterns", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nroutes = [" + strings.Repeat("\"r\", ", 65) + "]\n", "t.toml:5: tenants[0].routes: 65 entries; at most 64"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,6 +133,79 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 				t.Fatalf("error\n  %s\nwant it to contain\n  %s", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestBatchingKeys(t *testing.T) {
+	src := "[[shards]]\nname = \"s\"\nbatch_max = 32\nbatch_delay_us = 500\n[[shards]]\nname = \"p\"\n" +
+		"[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\nbatch_max = 8\nbatch_delay_us = 200\n" +
+		"[[models]]\nname = \"m\"\nversion = \"2\"\npath = \"m.onnx\"\n"
+	cfg, err := Parse("t.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Shards[0]; s.BatchMax != 32 || s.BatchDelayUs != 500 {
+		t.Fatalf("shard: %+v", s)
+	}
+	if s := cfg.Shards[1]; s.BatchMax != DefaultBatchMax || s.BatchDelayUs != 0 {
+		t.Fatalf("default shard: %+v", s)
+	}
+	if m := cfg.Models[0]; m.BatchMax == nil || *m.BatchMax != 8 || m.BatchDelayUs == nil || *m.BatchDelayUs != 200 {
+		t.Fatalf("model: %+v", m)
+	}
+	if m := cfg.Models[1]; m.BatchMax != nil || m.BatchDelayUs != nil {
+		t.Fatalf("model without batching keys: %+v", m)
+	}
+	// The JSON the engine receives carries the keys only where set, and the
+	// JSON form takes the same defaults.
+	b, err := json.Marshal(cfg.Models[1])
+	if err != nil || strings.Contains(string(b), "batch") {
+		t.Fatalf("%s %v", b, err)
+	}
+	var sh Shard
+	if err := json.Unmarshal([]byte(`{"name":"x"}`), &sh); err != nil || sh.BatchMax != DefaultBatchMax {
+		t.Fatalf("%+v %v", sh, err)
+	}
+}
+
+func TestAuthDefaultsAndExposure(t *testing.T) {
+	cfg, err := Parse("t.toml", []byte("[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := cfg.Auth; a.Mode != "tenants" || a.FreshnessWindowMs != 10_000 || a.ReplayEntries != 1<<18 {
+		t.Fatalf("auth defaults: %+v", a)
+	}
+	if s := cfg.Tenants[0].Subjects; len(s) != 1 || s[0] != "*" {
+		t.Fatalf("subjects default: %v", s)
+	}
+	js, _ := cfg.JSON()
+	for _, want := range []string{`"auth":{"mode":"tenants","freshness_window_ms":10000,"replay_entries":262144}`, `"subjects":["*"]`} {
+		if !strings.Contains(string(js), want) {
+			t.Fatalf("engine JSON lacks %s: %s", want, js)
+		}
+	}
+	var tn Tenant
+	if err := json.Unmarshal([]byte(`{"name":"t","id":3,"key":"hex:00"}`), &tn); err != nil || len(tn.Subjects) != 1 {
+		t.Fatalf("JSON tenant subjects default: %+v %v", tn, err)
+	}
+	for _, tc := range []struct {
+		src  string
+		want string // "" for no warning
+	}{
+		{"[auth]\nmode = \"none\"\n", ""},
+		{"[auth]\nmode = \"none\"\n[io_uring]\nlisten = \"0.0.0.0:7070\"\n", `io_uring.listen = "0.0.0.0:7070", which is not loopback`},
+		{"[auth]\nmode = \"none\"\n[io_uring]\nlisten = \"[::1]:7070\"\n", ""},
+		{"[io_uring]\nlisten = \"0.0.0.0:7070\"\n", ""},
+	} {
+		c, err := Parse("t.toml", []byte(tc.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := c.UnauthenticatedExposure()
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Fatalf("%q: exposure %q, want %q", tc.src, got, tc.want)
+		}
 	}
 }
 
@@ -302,5 +388,23 @@ func TestFrontdoorReachesTheEngine(t *testing.T) {
 	}
 	if c := cfg.Clone(); c.Frontdoor.Slots != 8 || len(c.Tenants[0].Tokens) != 1 {
 		t.Fatalf("clone: %+v", c.Frontdoor)
+	}
+}
+
+// A model posted as JSON may write its batching integers as 8.0, as JSON
+// Schema counts them; fractions are refused.
+func TestModelJSONBatchIntegers(t *testing.T) {
+	var m Model
+	if err := json.Unmarshal([]byte(`{"name":"m","version":"1","path":"m.onnx","batch_max":8.0,"batch_delay_us":200}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.BatchMax == nil || *m.BatchMax != 8 || m.BatchDelayUs == nil || *m.BatchDelayUs != 200 || m.Kind != DefaultModelKind {
+		t.Fatalf("%+v", m)
+	}
+	if err := json.Unmarshal([]byte(`{"name":"m","version":"1","batch_max":8.5}`), &m); err == nil {
+		t.Fatal("batch_max 8.5 accepted")
+	}
+	if err := json.Unmarshal([]byte(`{"name":"m","version":"1","colour":1}`), &m); err == nil {
+		t.Fatal("unknown field accepted")
 	}
 }

@@ -42,6 +42,8 @@ type Limits struct {
 	PeersMax            int
 	MaxConcurrencyMax   int
 	QueueDepthMax       int
+	BatchMaxMax         int // rows per batched run (batch_max)
+	BatchDelayUsMax     int // µs a batch may wait (batch_delay_us)
 	NameLenMax          int // shard, route, tenant and peer names
 	ModelNameLenMax     int
 	ModelVersionLenMax  int
@@ -50,6 +52,13 @@ type Limits struct {
 	NegotiationTTLMsMin int // engine.negotiation_ttl_ms
 	NegotiationTTLMsMax int
 	DrainMsMax          int // control.drain_ms: the C ABI caps a drain there
+	TenantPatternsMax   int // patterns in each of a tenant's lists
+	SubjectLenMax       int // a schema subject on the wire
+	// [auth]
+	FreshnessWindowMsMin int
+	FreshnessWindowMsMax int
+	ReplayEntriesMin     int // one bucket of the replay table
+	ReplayEntriesMax     int
 }
 
 // BuiltinLimits are the limits a build without the engine (sluicectl, the
@@ -61,8 +70,11 @@ var BuiltinLimits = Limits{
 	BufferSizeMin: 2048, BufferSizeMax: 1 << 20, BufferAlign: 64,
 	ShardsMax: 32, RoutesMax: 1024, ContentMax: 8, ContentPathDepthMax: 8, TenantsMax: 4096,
 	ModelsMax: 64, AdaptersMax: 32, PeersMax: 256, MaxConcurrencyMax: 4096, QueueDepthMax: 65536,
+	BatchMaxMax: 256, BatchDelayUsMax: 1_000_000,
 	NameLenMax: 64, ModelNameLenMax: 64, ModelVersionLenMax: 32, AdapterLenMax: 64, TenantKeyLenMin: 16,
 	NegotiationTTLMsMin: 1_000, NegotiationTTLMsMax: 3_600_000, DrainMsMax: 10_000,
+	TenantPatternsMax: 64, SubjectLenMax: 255,
+	FreshnessWindowMsMin: 100, FreshnessWindowMsMax: 300_000, ReplayEntriesMin: 8, ReplayEntriesMax: 1 << 22,
 }
 
 // lim are the limits in force: the engine's once it installed them.
@@ -82,6 +94,7 @@ const TenantIDMax = 1<<32 - 1
 const (
 	DefaultMaxConcurrency = 8
 	DefaultQueueDepth     = 64
+	DefaultBatchMax       = 1
 	DefaultModelKind      = "onnx"
 )
 
@@ -149,12 +162,14 @@ func Validate(cfg *Config) []Issue {
 	shards := c.shards(cfg.Shards, len(cfg.Engine.Workers))
 	c.routes(cfg.Routes, shards)
 	c.models(cfg.Models)
+	c.auth(&cfg.Auth, len(cfg.Tenants))
 	c.tenants(cfg.Tenants)
 	c.peers(cfg.Peers)
 	c.control(&cfg.Control)
 	c.frontdoor(&cfg.Frontdoor, cfg.Engine.Workers)
 	c.fleet(&cfg.Fleet, cfg.Control.Store == "nats")
 	c.jobs(&cfg.Jobs, &cfg.Fleet, &cfg.Engine)
+	c.dpdk(cfg.DPDK)
 	return c.issues
 }
 
@@ -302,6 +317,10 @@ func (c *checker) shards(list []Shard, workers int) map[string]bool {
 		names[s.Name] = true
 		c.rangeInt(key+".max_concurrency", s.MaxConcurrency, 1, lim.MaxConcurrencyMax)
 		c.rangeInt(key+".queue_depth", s.QueueDepth, 1, lim.QueueDepthMax)
+		c.batch(key, s.BatchMax, s.BatchDelayUs)
+		if s.BatchMax > s.QueueDepth {
+			c.add(key+".batch_max", "%d is above queue_depth (%d): a batch is taken from the shard's queue", s.BatchMax, s.QueueDepth)
+		}
 		if s.Workers != nil && len(s.Workers) == 0 {
 			c.add(key+".workers", "must not be empty (leave it out for all workers)")
 		}
@@ -312,6 +331,35 @@ func (c *checker) shards(list []Shard, workers int) map[string]bool {
 		}
 	}
 	return names
+}
+
+func (c *checker) auth(a *Auth, tenants int) {
+	c.oneOf("auth.mode", a.Mode, "tenants", "none")
+	c.rangeInt("auth.freshness_window_ms", a.FreshnessWindowMs, lim.FreshnessWindowMsMin, lim.FreshnessWindowMsMax)
+	c.rangeInt("auth.replay_entries", a.ReplayEntries, lim.ReplayEntriesMin, lim.ReplayEntriesMax)
+	if !isPow2(a.ReplayEntries) {
+		c.add("auth.replay_entries", "%d is not a power of two", a.ReplayEntries)
+	}
+	if a.Mode == "none" && tenants > 0 {
+		c.add("tenants[0]", "auth.mode is \"none\": no tag would be checked; remove the tenants or set auth.mode = \"tenants\"")
+	}
+}
+
+// UnauthenticatedExposure says why a config lets anyone who reaches the
+// data plane send requests unchecked: auth.mode = "none" with a listen
+// address that is not loopback (DPDK and RDMA face a NIC, so they always
+// count). "" when it does not. sluiced logs it as a warning at start-up.
+func (c *Config) UnauthenticatedExposure() string {
+	if c.Auth.Mode != "none" {
+		return ""
+	}
+	if c.Engine.Transport != "io_uring" {
+		return fmt.Sprintf("auth.mode = \"none\" with transport %q: anyone on its network may send requests under any tenant id", c.Engine.Transport)
+	}
+	if ap, err := netip.ParseAddrPort(c.IOUring.Listen); err == nil && ap.Addr().IsLoopback() {
+		return ""
+	}
+	return fmt.Sprintf("auth.mode = \"none\" with io_uring.listen = %q, which is not loopback: anyone who reaches it may send requests under any tenant id", c.IOUring.Listen)
 }
 
 func (c *checker) tenants(list []Tenant) {
@@ -336,6 +384,29 @@ func (c *checker) tenants(list []Tenant) {
 			if _, err := DecodeToken(tok, os.Getenv); err != nil {
 				c.add(fmt.Sprintf("%s.tokens[%d]", key, j), "%v", err)
 			}
+		}
+		c.tenantPatterns(key, t)
+	}
+}
+
+// tenantPatterns checks a tenant's lists as the engine does: at most
+// lim.TenantPatternsMax patterns each, every one a token of the wire limit of
+// what it matches.
+func (c *checker) tenantPatterns(key string, t Tenant) {
+	lists := []struct {
+		name   string
+		list   []string
+		lenMax int
+	}{
+		{"models", t.Models, lim.ModelNameLenMax},
+		{"adapters", t.Adapters, lim.AdapterLenMax},
+		{"routes", t.Routes, lim.NameLenMax},
+		{"subjects", t.Subjects, lim.SubjectLenMax},
+	}
+	for _, l := range lists {
+		c.count(key+"."+l.name, len(l.list), lim.TenantPatternsMax)
+		for j, p := range l.list {
+			c.token(fmt.Sprintf("%s.%s[%d]", key, l.name, j), p, l.lenMax)
 		}
 	}
 }
@@ -519,6 +590,9 @@ func (c *checker) models(list []Model) {
 				}
 			}
 		}
+		if m.BatchMax != nil || m.BatchDelayUs != nil {
+			c.modelBatch(key, &m)
+		}
 		c.count(key+".adapters", len(m.Adapters), lim.AdaptersMax)
 		for j, a := range m.Adapters {
 			akey := fmt.Sprintf("%s.adapters[%d]", key, j)
@@ -527,6 +601,37 @@ func (c *checker) models(list []Model) {
 				c.add(akey+".path", "is required")
 			}
 		}
+	}
+}
+
+// batch checks batch_max and batch_delay_us under key, as the engine does.
+func (c *checker) batch(key string, batchMax, delayUs int) {
+	c.rangeInt(key+".batch_max", batchMax, 1, lim.BatchMaxMax)
+	c.rangeInt(key+".batch_delay_us", delayUs, 0, lim.BatchDelayUsMax)
+	if delayUs > 0 && batchMax == 1 {
+		c.add(key+".batch_delay_us", "needs batch_max above 1: a request waits only for others to batch with")
+	}
+}
+
+func (c *checker) modelBatch(key string, m *Model) {
+	if m.Kind != "onnx" {
+		k := ".batch_max"
+		if m.BatchMax == nil {
+			k = ".batch_delay_us"
+		}
+		c.add(key+k, "only onnx models batch")
+		return
+	}
+	batchMax, delay := 1, 0
+	if m.BatchMax != nil {
+		batchMax = *m.BatchMax
+	}
+	if m.BatchDelayUs != nil {
+		delay = *m.BatchDelayUs
+	}
+	c.batch(key, batchMax, delay)
+	if delay > 0 && m.BatchMax == nil {
+		c.add(key+".batch_delay_us", "needs batch_max on the model too (a delay without a batch size)")
 	}
 }
 

@@ -25,14 +25,16 @@ type collector struct {
 
 	up, reloads, changes *prometheus.Desc
 
-	wRequests, wErrors, wRx, wTx, wRxNoBuf, wTxNoBuf, wTxErr, wForeign *prometheus.Desc
-	wPings, wNegotiations, wCopied, wSleeps, wPool, wPoolUse, wReuse   *prometheus.Desc
-	wLat, wLatHist, wLatMax                                            *prometheus.Desc
-	wUp, wPanics, wKernelDrops                                         *prometheus.Desc
+	wRequests, wErrors, wRefusals, wRx, wTx, wRxNoBuf, wTxNoBuf, wTxErr, wForeign *prometheus.Desc
+	wPings, wNegotiations, wCopied, wSleeps, wPool, wPoolUse, wReuse              *prometheus.Desc
+	wLat, wLatHist, wLatMax                                                       *prometheus.Desc
+	wUp, wPanics, wKernelDrops                                                    *prometheus.Desc
 
 	sRequests, sErrors                  *prometheus.Desc
 	sQueue, sQueueHist, sQueueMax       *prometheus.Desc
 	sService, sServiceHist, sServiceMax *prometheus.Desc
+
+	mRequests, mInferences, mExecutions, mFallbacks, mBatch, mQueue *prometheus.Desc
 
 	cOpen, cAccepted, cClosed, cRx, cRxBytes, cRxLarge, cTx, cTxBytes, cTxLarge, cErrors *prometheus.Desc
 
@@ -41,6 +43,7 @@ type collector struct {
 
 func newCollector(d *Daemon) *collector {
 	w, wp, s := []string{"worker", "core"}, []string{"worker", "core", "pool"}, []string{"shard", "local"}
+	mv := []string{"model", "version"}
 	// Per transport and worker, never per connection: bounded cardinality.
 	cw := []string{"transport", "worker"}
 	return &collector{
@@ -51,6 +54,7 @@ func newCollector(d *Daemon) *collector {
 
 		wRequests:     desc("worker_requests_total", "Requests answered by the worker (ok plus error frames).", w...),
 		wErrors:       desc("worker_errors_total", "Error frames by wire error code.", append(w, "code")...),
+		wRefusals:     desc("worker_refusals_total", "Refusals by authentication or a tenant's lists, by cause (docs/wire.md, \"What a tenant may see\"): what the error codes do not tell apart, such as a model outside the tenant's list (tenant_model) from one that does not exist. Each is also one error frame in worker_errors_total.", append(w, "cause")...),
 		wRx:           desc("worker_rx_frames_total", "Frames received.", w...),
 		wTx:           desc("worker_tx_frames_total", "Frames sent.", w...),
 		wRxNoBuf:      desc("worker_rx_no_buffers_total", "Receives lost for lack of a buffer.", w...),
@@ -58,7 +62,7 @@ func newCollector(d *Daemon) *collector {
 		wTxErr:        desc("worker_tx_errors_total", "Send errors.", w...),
 		wForeign:      desc("worker_not_sluice_total", "Datagrams that were not Sluice frames, dropped.", w...),
 		wPings:        desc("worker_pings_total", "Ping frames answered.", w...),
-		wNegotiations: desc("worker_negotiations_total", "Schema negotiations answered.", w...),
+		wNegotiations: desc("worker_negotiations_total", "Schema negotiations answered with a schema (refusals are error frames, in worker_errors_total).", w...),
 		wCopied:       desc("worker_payload_bytes_copied_total", "Payload bytes copied on the way to the model (0 is the design).", w...),
 		wSleeps:       desc("worker_sleeps_total", "Times an adaptive worker slept.", w...),
 		wPool:         desc("worker_pool_buffers", "Buffers in the worker's pool (from the config).", wp...),
@@ -80,6 +84,14 @@ func newCollector(d *Daemon) *collector {
 		sServiceHist: desc("shard_service_hist_seconds", "Time in the handler, as a histogram.", s...),
 		sServiceMax:  desc("shard_service_max_seconds", "Longest time in the handler.", s...),
 
+		// Per model version, as Triton's nv_inference_* counters.
+		mRequests:   desc("model_request_success_total", "Requests answered by a run of the model version (nv_inference_request_success).", mv...),
+		mInferences: desc("model_inference_count_total", "Inferences: rows (dimension 0) of the requests answered (nv_inference_count).", mv...),
+		mExecutions: desc("model_inference_exec_count_total", "Model executions, single or batched (nv_inference_exec_count); inferences/executions is the mean batch size.", mv...),
+		mFallbacks:  desc("model_batch_fallbacks_total", "Batched runs that failed and were run again one request at a time.", mv...),
+		mBatch:      desc("model_batch_size", "Rows per model execution (dynamic batching), as a histogram.", mv...),
+		mQueue:      desc("model_queue_delay_seconds", "Receive to start of the run that answered the request, as a histogram.", mv...),
+
 		cOpen:     desc("connections_open", "Connections open now (RDMA), by transport.", "transport"),
 		cAccepted: desc("connections_accepted_total", "Connections accepted by the worker.", cw...),
 		cClosed:   desc("connections_closed_total", "Connections closed (by either side) and released by the worker.", cw...),
@@ -100,10 +112,11 @@ func newCollector(d *Daemon) *collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.changes, c.wRequests, c.wErrors, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
+	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.changes, c.wRequests, c.wErrors, c.wRefusals, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
 		c.wTxErr, c.wForeign, c.wPings, c.wNegotiations, c.wCopied, c.wSleeps, c.wPool, c.wPoolUse, c.wReuse,
 		c.wLat, c.wLatHist, c.wLatMax, c.wUp, c.wPanics, c.wKernelDrops, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
 		c.sService, c.sServiceHist, c.sServiceMax,
+		c.mRequests, c.mInferences, c.mExecutions, c.mFallbacks, c.mBatch, c.mQueue,
 		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors,
 		c.fRequests, c.fRefusals, c.fCopied, c.fSlow, c.fConnRefused} {
 		ch <- d
@@ -173,6 +186,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, code := range codes {
 			counter(ch, c.wErrors, w.Errors[code], append(l, code)...)
 		}
+		causes := make([]string, 0, len(w.Refusals))
+		for cause := range w.Refusals {
+			causes = append(causes, cause)
+		}
+		sort.Strings(causes)
+		for _, cause := range causes {
+			counter(ch, c.wRefusals, w.Refusals[cause], append(l, cause)...)
+		}
 		counter(ch, c.wRx, w.RxFrames, l...)
 		counter(ch, c.wTx, w.TxFrames, l...)
 		counter(ch, c.wRxNoBuf, w.RxNoBuffers, l...)
@@ -203,6 +224,21 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, c.sErrors, s.Errors, l...)
 		latency(ch, c.sQueue, c.sQueueHist, c.sQueueMax, s.Queue, l...)
 		latency(ch, c.sService, c.sServiceHist, c.sServiceMax, s.Service, l...)
+	}
+	for _, m := range st.Models {
+		l := []string{m.Name, m.Version}
+		counter(ch, c.mRequests, m.Requests, l...)
+		counter(ch, c.mInferences, m.Inferences, l...)
+		counter(ch, c.mExecutions, m.Executions, l...)
+		counter(ch, c.mFallbacks, m.BatchFallbacks, l...)
+		h, err := prometheus.NewConstHistogram(c.mBatch, m.BatchSize.Count(), float64(m.BatchSize.Sum), m.BatchSize.Cumulative(), l...)
+		emit(ch, h, err)
+		q := make(map[float64]uint64, len(m.QueueDelayUs.Bounds))
+		for le, n := range m.QueueDelayUs.Cumulative() {
+			q[le*1e-6] = n
+		}
+		h, err = prometheus.NewConstHistogram(c.mQueue, m.QueueDelayUs.Count(), float64(m.QueueDelayUs.Sum)*ns, q, l...)
+		emit(ch, h, err)
 	}
 }
 

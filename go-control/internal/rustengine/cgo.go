@@ -58,6 +58,8 @@ var Limits = config.Limits{
 	PeersMax:            C.SLUICE_PEERS_MAX,
 	MaxConcurrencyMax:   C.SLUICE_CONCURRENCY_MAX,
 	QueueDepthMax:       C.SLUICE_QUEUE_DEPTH_MAX,
+	BatchMaxMax:         C.SLUICE_BATCH_MAX,
+	BatchDelayUsMax:     C.SLUICE_BATCH_DELAY_US_MAX,
 	NameLenMax:          C.SLUICE_NAME_LEN_MAX,
 	ModelNameLenMax:     C.SLUICE_MODEL_NAME_LEN_MAX,
 	ModelVersionLenMax:  C.SLUICE_MODEL_VERSION_LEN_MAX,
@@ -66,6 +68,13 @@ var Limits = config.Limits{
 	NegotiationTTLMsMin: C.SLUICE_NEGOTIATION_TTL_MS_MIN,
 	NegotiationTTLMsMax: C.SLUICE_NEGOTIATION_TTL_MS_MAX,
 	DrainMsMax:          C.SLUICE_DRAIN_MS_MAX,
+	TenantPatternsMax:   C.SLUICE_TENANT_PATTERNS_MAX,
+	SubjectLenMax:       C.SLUICE_SUBJECT_LEN_MAX,
+	// [auth]
+	FreshnessWindowMsMin: C.SLUICE_FRESHNESS_WINDOW_MS_MIN,
+	FreshnessWindowMsMax: C.SLUICE_FRESHNESS_WINDOW_MS_MAX,
+	ReplayEntriesMin:     C.SLUICE_REPLAY_ENTRIES_MIN,
+	ReplayEntriesMax:     C.SLUICE_REPLAY_ENTRIES_MAX,
 }
 
 func init() { config.UseEngineLimits(Limits) }
@@ -215,4 +224,21 @@ func cStatusNames() []int32 {
 		C.SLUICE_STATUS_SHUTTING_DOWN, C.SLUICE_STATUS_NOT_RUNNING, C.SLUICE_STATUS_UNSUPPORTED,
 		C.SLUICE_STATUS_IO, C.SLUICE_STATUS_TIMEOUT, C.SLUICE_STATUS_INTERNAL, C.SLUICE_STATUS_PANIC,
 	}
+}
+
+// cModelMeta returns a Go copy of the model's metadata JSON.
+func cModelMeta(h handle, name string) ([]byte, int32, string) {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	var p *C.uint8_t
+	var n C.size_t
+	rc, msg := call(func(e *C.char, c C.size_t) C.int32_t {
+		return C.sluice_engine_model_meta(h, cn, &p, &n, e, c)
+	})
+	if rc != 0 {
+		return nil, rc, msg
+	}
+	out := C.GoBytes(unsafe.Pointer(p), C.int(n))
+	C.sluice_buf_free(p, n)
+	return out, 0, ""
 }

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::auth::config::{AuthCfg, AuthMode, auth_allows_tenants};
+
 /// Hard limits on what a config may ask for.
 pub mod limits {
     /// Most workers (pinned cores).
@@ -41,6 +43,10 @@ pub mod limits {
     pub const BUFFER_SIZE_MAX: u32 = 1 << 20;
     /// Longest spin before an adaptive worker sleeps.
     pub const SPIN_US_MAX: u32 = 1_000_000;
+    /// Most rows one batched run stacks (`batch_max`).
+    pub const BATCH_MAX: u32 = 256;
+    /// Longest a request may wait for others to batch with (`batch_delay_us`).
+    pub const BATCH_DELAY_US_MAX: u32 = 1_000_000;
     /// Fewest and most io_uring submission queue entries (a power of two).
     pub const RING_ENTRIES_MIN: u32 = 8;
     /// Most io_uring submission queue entries.
@@ -63,6 +69,7 @@ pub mod limits {
     pub const NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
     /// See `NEGOTIATION_TTL_MS_MIN`.
     pub const NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
+    pub use crate::auth::config::limits::*;
 }
 
 /// The whole configuration file.
@@ -96,7 +103,10 @@ pub struct Config {
     /// Models.
     #[serde(default)]
     pub models: Vec<ModelCfg>,
-    /// Tenants. With none configured, authentication is off.
+    /// Authentication of frames (docs/wire.md, "Authentication").
+    #[serde(default)]
+    pub auth: AuthCfg,
+    /// Tenants: who may send, with which key, and what they may use.
     #[serde(default)]
     pub tenants: Vec<TenantCfg>,
     /// Peer appliances.
@@ -273,10 +283,28 @@ pub struct ShardCfg {
     /// Indices of the workers serving it; all when omitted.
     #[serde(default)]
     pub workers: Option<Vec<usize>>,
+    /// Dynamic batching: most rows (dimension 0) one run stacks from
+    /// requests waiting in this shard's queue for the same model version.
+    /// 1 (the default) runs every request on its own.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub batch_max: u32,
+    /// How long the first request of a batch may wait for more, in µs.
+    /// 0: only requests of the same receive burst are stacked.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batch_delay_us: u32,
 }
 
 fn default_concurrency() -> u32 {
     8
+}
+fn one() -> u32 {
+    1
+}
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 fn default_queue_depth() -> u32 {
     64
@@ -344,6 +372,15 @@ pub struct ModelCfg {
     /// LoRA adapters.
     #[serde(default)]
     pub adapters: Vec<AdapterCfg>,
+    /// Dynamic batching for this model version, whatever shard it runs in
+    /// (overrides the shard's `batch_max`). The model must be able to batch
+    /// (dimension 0 of every input and output declared with one symbol), or
+    /// loading it fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_max: Option<u32>,
+    /// Overrides the shard's `batch_delay_us` for this model version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_delay_us: Option<u32>,
 }
 
 /// A LoRA adapter of a model.
@@ -379,6 +416,10 @@ pub struct TenantCfg {
     /// `sha256:<hex digest>` or `env:VAR` (the variable holds the token).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tokens: Vec<String>,
+    /// Schema subject patterns this tenant may negotiate and name in
+    /// requests.
+    #[serde(default = "star")]
+    pub subjects: Vec<String>,
 }
 
 fn star() -> Vec<String> {
@@ -520,6 +561,7 @@ mod frontdoor;
 mod validate;
 pub use frontdoor::{FrontdoorCfg, decode_token, token_digest};
 pub use validate::{decode_key, validate_tables};
+pub(crate) use validate::{range, wire_token};
 
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())]

@@ -51,6 +51,7 @@ impl Config {
             NEGOTIATION_TTL_MS_MIN,
             NEGOTIATION_TTL_MS_MAX,
         )?;
+        crate::auth::config::validate(self)?;
         let u = &self.io_uring;
         self.listen_addr()?;
         range(
@@ -102,6 +103,12 @@ impl Config {
             ));
         }
         self.frontdoor.validate(&e.workers)?;
+        // [dpdk] is checked here too when the engine has DPDK, so its errors
+        // carry file:line like every other key's.
+        #[cfg(feature = "dpdk")]
+        if self.engine.transport == TransportKind::Dpdk {
+            crate::transport::dpdk::DpdkCfg::from_config(self)?;
+        }
         self.validate_tables()
     }
 
@@ -152,6 +159,16 @@ fn validate_shards(shards: &[ShardCfg], worker_count: usize) -> Result<(), Confi
         }
         range(&k("max_concurrency"), s.max_concurrency, 1, CONCURRENCY_MAX)?;
         range(&k("queue_depth"), s.queue_depth, 1, QUEUE_DEPTH_MAX)?;
+        validate_batch(&k(""), s.batch_max, s.batch_delay_us)?;
+        if s.batch_max > s.queue_depth {
+            return Err(ConfigError::at(
+                k("batch_max"),
+                format!(
+                    "{} is above queue_depth ({}): a batch is taken from the shard's queue",
+                    s.batch_max, s.queue_depth
+                ),
+            ));
+        }
         if let Some(w) = &s.workers {
             if let Some(bad) = w.iter().find(|&&w| w >= worker_count) {
                 return Err(ConfigError::at(
@@ -236,6 +253,27 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
         if m.kind == ModelKind::Onnx && m.path.is_none() {
             return Err(ConfigError::at(k("path"), "an onnx model needs a path"));
         }
+        if m.batch_max.is_some() || m.batch_delay_us.is_some() {
+            if m.kind != ModelKind::Onnx {
+                let key = if m.batch_max.is_some() {
+                    "batch_max"
+                } else {
+                    "batch_delay_us"
+                };
+                return Err(ConfigError::at(k(key), "only onnx models batch"));
+            }
+            validate_batch(
+                &k(""),
+                m.batch_max.unwrap_or(1),
+                m.batch_delay_us.unwrap_or(0),
+            )?;
+            if m.batch_delay_us.is_some_and(|d| d > 0) && m.batch_max.is_none() {
+                return Err(ConfigError::at(
+                    k("batch_delay_us"),
+                    "needs batch_max on the model too (a delay without a batch size)",
+                ));
+            }
+        }
         if m.adapters.len() > ADAPTER_COUNT_MAX {
             return Err(ConfigError::at(
                 k("adapters"),
@@ -249,6 +287,24 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
                 sluice_wire::limits::ADAPTER_LEN_MAX,
             )?;
         }
+    }
+    Ok(())
+}
+
+/// Checks `batch_max` and `batch_delay_us` under `prefix` (`shards[0].`).
+fn validate_batch(prefix: &str, batch_max: u32, delay_us: u32) -> Result<(), ConfigError> {
+    range(&format!("{prefix}batch_max"), batch_max, 1, BATCH_MAX)?;
+    range(
+        &format!("{prefix}batch_delay_us"),
+        delay_us,
+        0,
+        BATCH_DELAY_US_MAX,
+    )?;
+    if delay_us > 0 && batch_max == 1 {
+        return Err(ConfigError::at(
+            format!("{prefix}batch_delay_us"),
+            "needs batch_max above 1: a request waits only for others to batch with",
+        ));
     }
     Ok(())
 }
@@ -274,6 +330,7 @@ fn validate_tenants(tenants: &[TenantCfg]) -> Result<(), ConfigError> {
         }
         decode_key(&t.key).map_err(|m| ConfigError::at(k("key"), m))?;
         super::frontdoor::validate_tokens(&k("tokens"), &t.tokens)?;
+        crate::auth::config::tenant_patterns(i, t)?;
     }
     Ok(())
 }
@@ -321,7 +378,7 @@ pub fn decode_key(spec: &str) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-pub(super) fn range(key: &str, v: u32, lo: u32, hi: u32) -> Result<(), ConfigError> {
+pub(crate) fn range(key: &str, v: u32, lo: u32, hi: u32) -> Result<(), ConfigError> {
     if v < lo || v > hi {
         return Err(ConfigError::at(
             key,
@@ -341,7 +398,7 @@ fn name_ok(key: &str, v: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn wire_token(key: &str, v: &str, max: usize) -> Result<(), ConfigError> {
+pub(crate) fn wire_token(key: &str, v: &str, max: usize) -> Result<(), ConfigError> {
     if v.is_empty() || v.len() > max || !v.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(ConfigError::at(
             key,

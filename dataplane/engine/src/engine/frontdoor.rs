@@ -20,6 +20,9 @@ pub struct FrontdoorCtx {
     pub ports: Vec<IngressPort>,
     /// The tables workers read (routes, tenants, models) and the run state.
     pub shared: Arc<Shared>,
+    /// Model metadata of the loaded sessions (`GET /v2/models/{m}`,
+    /// Triton's config, gRPC ModelMetadata/ModelConfig).
+    pub meta: crate::meta::MetaFn,
 }
 
 /// A running front door.
@@ -72,6 +75,7 @@ impl Engine {
             cfg: self.cfg.frontdoor.clone(),
             ports: std::mem::take(&mut self.ingress_ports),
             shared: Arc::clone(&self.shared),
+            meta: self.meta_fn(),
         };
         let h = start(ctx).map_err(|e| EngineError::Start(format!("front door: {e}")))?;
         self.frontdoor = Some(h);

@@ -15,7 +15,7 @@ use crate::handler::{EchoHandler, Handler, NullHandler};
 use crate::rcu::Rcu;
 use crate::schema::{SchemaCfg, SchemaTable};
 use crate::stats::{HistExchange, WorkerCounters};
-use crate::tables::{LiveConfig, Tables};
+use crate::tables::{HostView, LiveConfig, Tables};
 use crate::worker::{Returned, Shared, WorkerMsg, state};
 
 mod apply;
@@ -99,8 +99,8 @@ struct WorkerHandle {
 }
 
 /// Control-side state, behind one mutex: control calls are serialized.
-struct Control {
-    live: LiveConfig,
+pub(crate) struct Control {
+    pub(crate) live: LiveConfig,
     schemas: Vec<SchemaCfg>,
     schema_ttl_ms: u32,
     /// (name, version) -> handler slot.
@@ -117,7 +117,7 @@ pub struct Engine {
     opts: EngineOptions,
     shared: Arc<Shared>,
     workers: Vec<WorkerHandle>,
-    control: Mutex<Control>,
+    pub(crate) control: Arc<Mutex<Control>>,
     listen: Option<SocketAddr>,
     hugepages: bool,
     running: bool,
@@ -165,8 +165,7 @@ impl Engine {
         }
         let tables = Tables::build(
             &live,
-            &cfg.host.labels,
-            cfg.engine.workers.len(),
+            &HostView::of(&cfg),
             &slot_list,
             SchemaTable::default(),
         )?;
@@ -176,12 +175,12 @@ impl Engine {
                 state: AtomicU8::new(state::STOPPED),
             }),
             workers: Vec::new(),
-            control: Mutex::new(Control {
+            control: Arc::new(Mutex::new(Control {
                 live,
                 schemas: Vec::new(),
                 schema_ttl_ms: cfg.engine.negotiation_ttl_ms,
                 slots,
-            }),
+            })),
             listen: None,
             hugepages: false,
             running: false,

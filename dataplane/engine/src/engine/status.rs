@@ -105,12 +105,18 @@ impl Engine {
                 .map(|&code| (code.as_str().to_string(), ld(&c.errors[code as usize])))
                 .filter(|(_, v)| *v > 0)
                 .collect();
+            let refusals = crate::auth::Cause::ALL
+                .iter()
+                .map(|&k| (k.as_str().to_string(), ld(&c.refusals[k as usize])))
+                .filter(|(_, v)| *v > 0)
+                .collect();
             let mut ws = WorkerStats {
                 index: i,
                 core: w.core,
                 epoch: ld(&c.epoch),
                 ok: ld(&c.ok),
                 errors,
+                refusals,
                 pings: ld(&c.pings),
                 negotiations: ld(&c.negotiations),
                 not_sluice: ld(&c.not_sluice),
@@ -152,6 +158,19 @@ impl Engine {
             snap.workers.push(ws);
         }
         snap.latency = Percentiles::of(&merged_total);
+        for m in tables.models.entries() {
+            let mut ms = crate::stats::ModelStats {
+                name: m.name.clone(),
+                version: m.version.clone(),
+                ..Default::default()
+            };
+            for w in &self.workers {
+                if let Some(c) = w.counters.models.get(m.slot) {
+                    ms.add(c);
+                }
+            }
+            snap.models.push(ms);
+        }
         for s in 0..nshards {
             snap.shards.push(ShardStats {
                 name: tables.shards[s].name.clone(),

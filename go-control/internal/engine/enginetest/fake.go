@@ -37,6 +37,7 @@ type Fake struct {
 	conns    map[uint64]*engine.Connection
 	connSeq  uint64
 	retired  map[connKey]*engine.ConnectionTotals // per transport and worker: closed connections
+	runs     map[string]*fakeModel                // by key(name, version)
 }
 
 type connKey struct {
@@ -47,8 +48,15 @@ type connKey struct {
 type fakeWorker struct {
 	requests uint64
 	errors   map[string]uint64
+	refusals map[string]uint64 // by cause
 	service  []uint64
 	failure  string // set by FailWorker
+}
+
+type fakeModel struct {
+	requests, rows, executions uint64
+	batch, queue               []uint64 // counts per bucket
+	queueNs                    uint64
 }
 
 type fakeShard struct {
@@ -413,7 +421,7 @@ func (f *Fake) Record(worker int, shard, code string, queueNs, serviceNs uint64)
 	defer f.mu.Unlock()
 	w := f.workers[worker]
 	if w == nil {
-		w = &fakeWorker{errors: map[string]uint64{}}
+		w = &fakeWorker{errors: map[string]uint64{}, refusals: map[string]uint64{}}
 		f.workers[worker] = w
 	}
 	s := f.shards[shard]
@@ -433,6 +441,47 @@ func (f *Fake) Record(worker int, shard, code string, queueNs, serviceNs uint64)
 	if len(s.service) < FakeSamplesMax {
 		s.service = append(s.service, serviceNs)
 		s.queue = append(s.queue, queueNs)
+	}
+}
+
+// The engine's bucket bounds (dataplane/engine/src/stats.rs), which the
+// Fake reports too.
+var (
+	BatchSizeBounds    = []uint64{1, 2, 4, 8, 16, 32, 64, 128, 256}
+	QueueDelayBoundsUs = []uint64{10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 25_000, 100_000}
+)
+
+func bucketOf(bounds []uint64, v uint64) int {
+	for i, b := range bounds {
+		if v <= b {
+			return i
+		}
+	}
+	return len(bounds)
+}
+
+// RecordRun counts one execution of a model version that answered requests
+// of rows rows in all, each after waiting queueNs (what a batched run of
+// the engine reports).
+func (f *Fake) RecordRun(model, version string, rows uint64, queueNs ...uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.runs == nil {
+		f.runs = map[string]*fakeModel{}
+	}
+	k := key(model, version)
+	m := f.runs[k]
+	if m == nil {
+		m = &fakeModel{batch: make([]uint64, len(BatchSizeBounds)+1), queue: make([]uint64, len(QueueDelayBoundsUs)+1)}
+		f.runs[k] = m
+	}
+	m.executions++
+	m.requests += uint64(len(queueNs))
+	m.rows += rows
+	m.batch[bucketOf(BatchSizeBounds, rows)]++
+	for _, q := range queueNs {
+		m.queue[bucketOf(QueueDelayBoundsUs, q/1000)]++
+		m.queueNs += q
 	}
 }
 
@@ -464,6 +513,22 @@ func summarize(samples []uint64) engine.Latency {
 	return l
 }
 
+// Refuse records a refusal on a worker before routing, as the engine
+// counts one: an error frame with code, and its cause (docs/wire.md,
+// "What a tenant may see").
+func (f *Fake) Refuse(worker int, code, cause string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := f.workers[worker]
+	if w == nil {
+		w = &fakeWorker{errors: map[string]uint64{}, refusals: map[string]uint64{}}
+		f.workers[worker] = w
+	}
+	w.requests++
+	w.errors[code]++
+	w.refusals[cause]++
+}
+
 // Stats implements engine.Engine.
 func (f *Fake) Stats() (engine.Stats, error) {
 	f.mu.Lock()
@@ -481,6 +546,10 @@ func (f *Fake) Stats() (engine.Stats, error) {
 			for c, n := range w.errors {
 				ws.Errors[c] = n
 				errN += n
+			}
+			ws.Refusals = engine.ErrorCounts{}
+			for c, n := range w.refusals {
+				ws.Refusals[c] = n
 			}
 			ws.OK = w.requests - errN
 			ws.RxFrames, ws.TxFrames, ws.BufferReuses = w.requests, w.requests, w.requests
@@ -510,6 +579,21 @@ func (f *Fake) Stats() (engine.Stats, error) {
 		}
 		st.Shards = append(st.Shards, ss)
 	}
+	for _, m := range f.models {
+		ms := engine.ModelStats{Name: m.Name, Version: m.Version,
+			BatchSize:    engine.Buckets{Bounds: BatchSizeBounds, Counts: make([]uint64, len(BatchSizeBounds)+1)},
+			QueueDelayUs: engine.Buckets{Bounds: QueueDelayBoundsUs, Counts: make([]uint64, len(QueueDelayBoundsUs)+1)}}
+		if r := f.runs[key(m.Name, m.Version)]; r != nil {
+			ms.Requests, ms.Inferences, ms.Executions = r.requests, r.rows, r.executions
+			copy(ms.BatchSize.Counts, r.batch)
+			copy(ms.QueueDelayUs.Counts, r.queue)
+			ms.BatchSize.Sum, ms.QueueDelayUs.Sum = r.rows, r.queueNs
+		}
+		st.Models = append(st.Models, ms)
+	}
+	sort.Slice(st.Models, func(i, j int) bool {
+		return key(st.Models[i].Name, st.Models[i].Version) < key(st.Models[j].Name, st.Models[j].Version)
+	})
 	return st, nil
 }
 
