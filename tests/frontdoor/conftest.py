@@ -22,6 +22,31 @@ ROOT = pathlib.Path(os.environ.get("SLUICE_REPO", pathlib.Path(__file__).resolve
 DEMO_TOKEN = "sluice-demo-token-0000"
 DEMO_KEY = bytes.fromhex("73756963652d64656d6f2d6b65792d30303030303030303030303030303030")
 MODELS = pathlib.Path(os.environ.get("SLUICE_MODELS", ROOT / ".cache/models"))
+# A published model (scripts/setup-models.sh: NudeNet's YOLOv8n detector,
+# images [batch,3,height,width], an output whose shape ONNX Runtime decides),
+# served with dynamic batching so Triton's config has something to say.
+NUDENET = MODELS / "nudenet_320n.onnx"
+NUDENET_BATCH_MAX = 8
+NUDENET_DELAY_US = 20000
+
+
+def published_models() -> str:
+    if not NUDENET.is_file():
+        pytest.fail(f"{NUDENET} missing: run scripts/setup-models.sh", pytrace=False)
+    return f"""
+[[routes]]
+name = "nudenet"
+model = "nudenet"
+shard = "hbm2-inference"
+
+[[models]]
+name = "nudenet"
+version = "3.4.2"
+kind = "onnx"
+path = {json.dumps(str(NUDENET))}
+batch_max = {NUDENET_BATCH_MAX}
+batch_delay_us = {NUDENET_DELAY_US}
+"""
 
 
 def make_config(dirpath: pathlib.Path, extra: str = "") -> pathlib.Path:
@@ -104,7 +129,7 @@ class Appliance:
 @pytest.fixture(scope="session")
 def appliance() -> Iterator[Appliance]:
     with tempfile.TemporaryDirectory(prefix="sluice-frontdoor-") as d:
-        a = Appliance(make_config(pathlib.Path(d)))
+        a = Appliance(make_config(pathlib.Path(d), published_models()))
         try:
             yield a
         finally:

@@ -125,12 +125,20 @@ def test_http_model_metadata_and_config(hc):
     m = hc.get_model_metadata("mlp", headers=auth())
     assert m["name"] == "mlp" and "1.0.0" in m["versions"]
     assert m["platform"] == "onnxruntime_onnx"
-    assert m["inputs"] == [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}]
+    # The required input, then the LoRA parameters a request may override
+    # (the config marks those optional).
+    assert m["inputs"][0] == {"name": "x", "datatype": "FP32", "shape": [-1, 4]}
+    assert [t["name"] for t in m["inputs"][1:]] == ["lora_a", "lora_b"]
+    assert m["inputs"][1]["shape"] == [4, 2]
     assert m["outputs"] == [{"name": "y", "datatype": "FP32", "shape": [-1, 3]}]
+    assert hc.get_model_metadata("mlp", "1.0.0", headers=auth()) == m
     c = hc.get_model_config("mlp", headers=auth())
     assert c["name"] == "mlp" and c["platform"] == "onnxruntime_onnx"
     assert c["input"][0]["name"] == "x" and c["input"][0]["data_type"] == "TYPE_FP32"
     assert c["max_batch_size"] == 0 and c["input"][0]["dims"] == [-1, 4]
+    assert "optional" not in c["input"][0]
+    assert [(i["name"], i.get("optional")) for i in c["input"][1:]] == [("lora_a", True), ("lora_b", True)]
+    assert c["output"] == [{"name": "y", "data_type": "TYPE_FP32", "dims": [-1, 3]}]
 
 
 def grpc_infer(gc, x, headers=None, version="1"):
@@ -146,10 +154,14 @@ def test_grpc_health_metadata_config(gc):
     assert gc.is_model_ready("mlp", "1", headers=grpc_auth())
     m = gc.get_model_metadata("mlp", headers=grpc_auth())
     assert m.name == "mlp" and m.platform == "onnxruntime_onnx"
-    assert [(t.name, t.datatype, list(t.shape)) for t in m.inputs] == [("x", "FP32", [-1, 4])]
+    assert [(t.name, t.datatype, list(t.shape)) for t in m.inputs] == [
+        ("x", "FP32", [-1, 4]), ("lora_a", "FP32", [4, 2]), ("lora_b", "FP32", [2, 3])]
+    assert [(t.name, list(t.shape)) for t in m.outputs] == [("y", [-1, 3])]
+    assert "1.0.0" in gc.get_model_metadata("mlp", "1.0.0", headers=grpc_auth()).versions
     c = gc.get_model_config("mlp", headers=grpc_auth()).config
     assert c.name == "mlp" and c.input[0].name == "x" and c.input[0].data_type == 11  # TYPE_FP32
-    assert list(c.output[0].dims) == [-1, 3]
+    assert not c.input[0].optional and c.input[1].optional and c.input[2].optional
+    assert c.max_batch_size == 0 and list(c.output[0].dims) == [-1, 3]
 
 
 def test_grpc_infer_matches_onnxruntime(gc):
