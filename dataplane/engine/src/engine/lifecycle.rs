@@ -136,12 +136,27 @@ impl Engine {
         handlers: Vec<Option<Box<dyn Handler>>>,
         listen: SocketAddr,
     ) -> Result<(SocketAddr, bool), EngineError> {
-        let uring_cfg = self.cfg.io_uring.clone();
+        let mut uring_cfg = self.cfg.io_uring.clone();
         let huge_mode = self.cfg.engine.hugepages;
-        self.spawn_worker(index, core, handlers, move || {
-            crate::transport::uring::UringTransport::new(listen, &uring_cfg, huge_mode)
+        let tcp = uring_cfg.tcp_enabled().then(|| {
+            Arc::new(crate::transport::tcp::TcpShared::for_config(
+                index, &uring_cfg,
+            ))
+        });
+        // Port 0 binds an ephemeral port on the first worker; the others
+        // join the port it got.
+        if let Some(first) = self.tcp.first().and_then(|t| t.listen()) {
+            uring_cfg.tcp_listen = first.to_string();
+        }
+        let shared = tcp.clone();
+        let made = self.spawn_worker(index, core, handlers, move || {
+            crate::transport::uring::UringTransport::with_tcp(listen, &uring_cfg, huge_mode, shared)
                 .map_err(|e| e.to_string())
-        })
+        });
+        if let Some(t) = tcp {
+            self.tcp.push(t);
+        }
+        made
     }
 
     fn abort_start(&mut self) {
@@ -152,6 +167,7 @@ impl Engine {
             }
         }
         self.workers.clear();
+        self.tcp.clear();
         #[cfg(feature = "dpdk")]
         {
             self.dpdk = None;

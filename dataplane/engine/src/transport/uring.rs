@@ -1,6 +1,7 @@
 //! io_uring UDP transport: one SO_REUSEPORT socket and one ring per worker,
 //! multishot `RecvMsg` into a provided-buffer ring, `SendMsg` from transmit
-//! buffers, everything in one hugepage region allocated at start-up.
+//! buffers, everything in one hugepage region allocated at start-up. With
+//! `tcp_listen` set, the same ring also serves TCP (`super::tcp`).
 //!
 //! Receive buffer layout (kernel-defined for multishot recvmsg):
 //! `io_uring_recvmsg_out` (16 B), then `NAME_LEN` bytes of source address,
@@ -13,13 +14,15 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
 use io_uring::{IoUring, cqueue, opcode, types};
 use memmap2::MmapMut;
 
-use super::{RxPacket, Transport, TransportCounters, TxPacket};
+use super::tcp::{DATAGRAM_LEN_MAX, TAG_TCP, TCP_BUF_BASE, Tcp, TcpShared, UdpMem};
+use super::{CONN_DATAGRAM, PeerAddr, RxPacket, Transport, TransportCounters, TxPacket};
 use crate::config::{HugepageMode, UringCfg};
 use crate::pool::{FreeList, Region};
 
@@ -39,10 +42,10 @@ const ENTER_GETEVENTS: u32 = 1;
 
 /// Stable per-buffer send state: the kernel reads these until completion.
 #[repr(C)]
-struct TxMeta {
-    hdr: libc::msghdr,
-    iov: libc::iovec,
-    addr: libc::sockaddr_storage,
+pub(super) struct TxMeta {
+    pub(super) hdr: libc::msghdr,
+    pub(super) iov: libc::iovec,
+    pub(super) addr: libc::sockaddr_storage,
 }
 
 /// Why the transport could not start.
@@ -50,6 +53,8 @@ struct TxMeta {
 pub enum UringError {
     /// Socket creation, options or bind failed.
     Socket(io::Error),
+    /// The TCP listener or its slots could not be set up.
+    Tcp(io::Error),
     /// Ring setup or buffer registration failed.
     Ring(io::Error),
     /// Buffer memory.
@@ -60,6 +65,7 @@ impl std::fmt::Display for UringError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             UringError::Socket(e) => write!(f, "udp socket: {e}"),
+            UringError::Tcp(e) => write!(f, "tcp (io_uring.tcp_listen): {e}"),
             UringError::Ring(e) => write!(f, "io_uring: {e}"),
             UringError::Pool(e) => write!(f, "{e}"),
         }
@@ -72,7 +78,8 @@ impl std::error::Error for UringError {}
 ///
 /// Drop order matters and is the field order: the ring goes first (after
 /// `Drop::drop` has cancelled the receive and waited for every send), then
-/// the socket, then the memory the kernel was told about.
+/// the socket, then the memory the kernel was told about, then the TCP side
+/// (its sockets, then its slots).
 pub struct UringTransport {
     ring: IoUring,
     socket: UdpSocket,
@@ -99,6 +106,8 @@ pub struct UringTransport {
     fwd_armed: bool,
     local: SocketAddr,
     counters: TransportCounters,
+    /// TCP beside UDP, when `io_uring.tcp_listen` is set.
+    tcp: Option<Box<Tcp>>,
 }
 
 // SAFETY: the raw pointers inside (msghdr, iovec) point into memory owned by
@@ -113,14 +122,36 @@ impl UringTransport {
         cfg: &UringCfg,
         huge: HugepageMode,
     ) -> Result<UringTransport, UringError> {
+        let shared = cfg.tcp_enabled().then(|| Arc::new(TcpShared::for_config(0, cfg)));
+        UringTransport::with_tcp(listen, cfg, huge, shared)
+    }
+
+    /// Like `new`, with the TCP side publishing into `tcp` (the engine
+    /// keeps it to list and close connections). TCP is served when
+    /// `cfg.tcp_listen` is set; `tcp_listen` may name port 0 on the first
+    /// worker and the bound port on the others.
+    pub fn with_tcp(
+        listen: SocketAddr,
+        cfg: &UringCfg,
+        huge: HugepageMode,
+        tcp: Option<Arc<TcpShared>>,
+    ) -> Result<UringTransport, UringError> {
         let socket = bind_reuseport(listen).map_err(UringError::Socket)?;
         let local = socket.local_addr().map_err(UringError::Socket)?;
         let fwd_socket =
             UdpSocket::bind(SocketAddr::new(local.ip(), 0)).map_err(UringError::Socket)?;
+        // Completions of TCP connections (a receive, a send and its
+        // notification each) come on top of the datagram ones.
+        let cq = if cfg.tcp_enabled() {
+            (2 * cfg.ring_entries).max(4 * (cfg.tcp_connections_max + 64)).min(65_536)
+        } else {
+            2 * cfg.ring_entries
+        };
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
             .setup_taskrun_flag()
+            .setup_cqsize(cq)
             .build(cfg.ring_entries)
             .or_else(|_| IoUring::new(cfg.ring_entries))
             .map_err(UringError::Ring)?;
@@ -169,6 +200,7 @@ impl UringTransport {
                 tx_capacity: tx_count,
                 ..TransportCounters::default()
             },
+            tcp: None,
         };
         t.counters.hugepages = t.region.is_huge();
         // SAFETY: the buffer ring memory lives in `t.buf_ring`, which outlives
@@ -186,8 +218,54 @@ impl UringTransport {
         t.publish_tail();
         t.arm_recv();
         t.arm_fwd_recv();
+        if let (Some(shared), Ok(Some(addr))) = (tcp, cfg.tcp_listen.parse().map(Some)) {
+            let mut side = Tcp::new(addr, cfg, huge, shared, rx_count, tx_count)
+                .map_err(UringError::Tcp)?;
+            side.arm_accept(&mut t.ring);
+            t.tcp = Some(Box::new(side));
+        }
         t.ring.submit().map_err(UringError::Ring)?;
         Ok(t)
+    }
+
+    /// The TCP address this worker accepts on.
+    pub fn tcp_local_addr(&self) -> Option<SocketAddr> {
+        self.tcp.as_ref().map(|t| t.local_addr())
+    }
+
+    fn udp_mem(&mut self) -> UdpMem {
+        UdpMem {
+            base: self.region.as_mut_ptr(),
+            rx_count: self.rx_count,
+            buf_size: self.buf_size,
+            fwd_fd: self.fwd_socket.as_raw_fd(),
+        }
+    }
+
+    /// Takes back the datagram buffers the TCP side is done with.
+    fn take_back(&mut self) {
+        let mut freed_tx = false;
+        let mut pushed = false;
+        while let Some(b) = self.tcp.as_mut().and_then(|t| t.take_released()) {
+            match b {
+                super::tcp::ReleasedBuf::Datagram(i) => {
+                    self.tx_free.free(i);
+                    freed_tx = true;
+                }
+                super::tcp::ReleasedBuf::UdpRx(bid) => {
+                    self.push_rx_buffer(bid);
+                    self.rx_in_use -= 1;
+                    pushed = true;
+                }
+                _ => {}
+            }
+        }
+        if pushed {
+            self.publish_tail();
+        }
+        if freed_tx {
+            self.flush_backlog();
+        }
     }
 
     fn rx_ptr(&mut self, bid: u32) -> *mut u8 {
@@ -388,7 +466,12 @@ impl UringTransport {
                 }
             }
             for &(ud, res, flags) in &batch[..k] {
-                if ud == TAG_RECV || ud == TAG_RECV_FWD {
+                if ud & TAG_TCP != 0 && ud >> 58 == 0 {
+                    let udp = self.udp_mem();
+                    if let Some(t) = self.tcp.as_deref_mut() {
+                        t.complete(&mut self.ring, &udp, ud, res, flags);
+                    }
+                } else if ud == TAG_RECV || ud == TAG_RECV_FWD {
                     let port = if ud == TAG_RECV {
                         super::PORT_SERVICE
                     } else {
@@ -463,6 +546,7 @@ impl UringTransport {
         if freed_tx > 0 {
             self.flush_backlog();
         }
+        self.take_back();
         n
     }
 
@@ -486,6 +570,7 @@ impl UringTransport {
             peer,
             truncated: flags & libc::MSG_TRUNC as u32 != 0,
             port: super::PORT_SERVICE,
+            conn: super::CONN_DATAGRAM,
         })
     }
 
@@ -502,40 +587,96 @@ impl UringTransport {
 impl Transport for UringTransport {
     fn rx_burst(&mut self, out: &mut [RxPacket]) -> usize {
         self.enter(0, None);
-        self.reap(out, 0)
+        let udp = self.udp_mem();
+        let mut n = 0;
+        if let Some(t) = self.tcp.as_deref_mut() {
+            t.housekeeping(&mut self.ring, &udp);
+            // Half the burst for TCP frames first, so neither side starves.
+            n = t.fill(&mut self.ring, out, 0, out.len() / 2);
+        }
+        n = self.reap(out, n);
+        // A completed header arms the body's receive and a completed frame
+        // the next header; data already queued completes on submission,
+        // so a pipelining connection yields several frames per burst.
+        for _ in 0..3 {
+            let Some(t) = self.tcp.as_deref_mut() else {
+                break;
+            };
+            n = t.fill(&mut self.ring, out, n, out.len());
+            if n == out.len() || self.ring.submission().is_empty() {
+                break;
+            }
+            self.enter(0, None);
+            n = self.reap(out, n);
+        }
+        self.take_back();
+        n
     }
 
     fn tx_alloc(&mut self) -> Option<u32> {
         self.tx_free.alloc()
     }
 
+    fn tx_alloc_for(&mut self, rx: &RxPacket) -> Option<u32> {
+        if rx.buf >= TCP_BUF_BASE
+            && let Some(tx) = self
+                .tcp
+                .as_deref_mut()
+                .and_then(|t| t.lend_reply(rx.buf - TCP_BUF_BASE))
+        {
+            return Some(tx);
+        }
+        self.tx_free.alloc()
+    }
+
+    fn rx_defer(&mut self, rx: &RxPacket) -> bool {
+        rx.buf >= TCP_BUF_BASE
+            && self
+                .tcp
+                .as_deref_mut()
+                .is_some_and(|t| t.defer(rx.buf - TCP_BUF_BASE))
+    }
+
     fn frames(&mut self, rx: &RxPacket, tx: u32) -> (&[u8], &mut [u8]) {
-        assert!(tx < self.tx_count);
-        let off = self.rx_offset(rx);
-        let rp = self.region.as_mut_ptr();
-        let tp = self.tx_ptr(tx);
-        let size = self.buf_size as usize;
-        // SAFETY: the receive buffer was handed to us by a completion and is
-        // not in the kernel's ring until rx_release; the transmit buffer was
-        // taken from the free list and is not in flight. They are distinct
-        // buffers of one region, so the slices do not overlap, and both
+        let (rp, rl) = self.rx_raw(rx);
+        let (tp, tl) = self.tx_raw(tx);
+        // SAFETY: the receive buffer or slot was handed to us and is in no
+        // kernel ring or operation until rx_release; the transmit buffer or
+        // reply slot was allocated and is not in flight. Receive and
+        // transmit memory never overlap (distinct buffers of the datagram
+        // region, or receive and reply halves of the TCP region), and both
         // borrows are tied to &mut self.
         unsafe {
             (
-                std::slice::from_raw_parts(rp.add(off), rx.len as usize),
-                std::slice::from_raw_parts_mut(tp, size),
+                std::slice::from_raw_parts(rp, rl),
+                std::slice::from_raw_parts_mut(tp, tl),
             )
         }
     }
 
     fn rx_bytes(&self, rx: &RxPacket) -> &[u8] {
-        let off = self.rx_offset(rx);
+        let (p, l) = if rx.buf >= TCP_BUF_BASE {
+            match self.tcp.as_deref() {
+                Some(t) => t.rx_slice(rx.buf - TCP_BUF_BASE, rx.len),
+                None => return &[],
+            }
+        } else {
+            // SAFETY: rx_offset checks the range lies inside the region.
+            (unsafe { self.region.as_ptr().add(self.rx_offset(rx)) }, rx.len as usize)
+        };
         // SAFETY: as in `frames`: the buffer is ours until rx_release, and
         // the range lies inside it.
-        unsafe { std::slice::from_raw_parts(self.region.as_ptr().add(off), rx.len as usize) }
+        unsafe { std::slice::from_raw_parts(p, l) }
     }
 
     fn rx_release(&mut self, rx: &RxPacket) {
+        if rx.buf >= TCP_BUF_BASE {
+            if let Some(t) = self.tcp.as_deref_mut() {
+                t.rx_release(&mut self.ring, rx.buf - TCP_BUF_BASE);
+            }
+            self.take_back();
+            return;
+        }
         self.push_rx_buffer(rx.buf as u16);
         self.publish_tail();
         self.rx_in_use -= 1;
@@ -543,6 +684,27 @@ impl Transport for UringTransport {
 
     fn tx_burst(&mut self, pkts: &[TxPacket]) {
         for p in pkts {
+            if p.conn != CONN_DATAGRAM {
+                let buf = if p.buf >= TCP_BUF_BASE {
+                    super::tcp::ReleasedBuf::Reply(p.buf - TCP_BUF_BASE)
+                } else {
+                    super::tcp::ReleasedBuf::Datagram(p.buf)
+                };
+                let cap = self.tx_raw(p.buf).1;
+                assert!(p.len as usize <= cap, "transmit frame longer than its buffer");
+                match self.tcp.as_deref_mut() {
+                    Some(t) => t.place_answer(&mut self.ring, p.conn, buf, p.len),
+                    None => self.tx_free.free(p.buf),
+                }
+                continue;
+            }
+            if p.buf >= TCP_BUF_BASE {
+                // A reply slot cannot leave as a datagram; never built so.
+                debug_assert!(false, "a tcp reply slot addressed to a datagram");
+                self.counters.tx_errors += 1;
+                self.tx_free_any(p.buf);
+                continue;
+            }
             assert!(
                 p.len <= self.buf_size,
                 "transmit frame longer than its buffer"
@@ -551,6 +713,11 @@ impl Transport for UringTransport {
                 self.tx_backlog.push_back(*p);
             }
         }
+        let udp = self.udp_mem();
+        if let Some(t) = self.tcp.as_deref_mut() {
+            t.pump_dirty(&mut self.ring, &udp);
+        }
+        self.take_back();
         if !self.tx_backlog.is_empty() {
             self.enter(0, None);
             self.flush_backlog();
@@ -558,17 +725,27 @@ impl Transport for UringTransport {
     }
 
     fn tx_free(&mut self, tx: u32) {
-        self.tx_free.free(tx);
+        self.tx_free_any(tx);
     }
 
     fn wait(&mut self, timeout: Duration) {
+        if self.tcp.as_deref().is_some_and(Tcp::has_ready) {
+            return;
+        }
         self.enter(1, Some(timeout));
     }
 
     fn counters(&self) -> TransportCounters {
+        let (rx_in, rx_frames, tx_frames, tx_errors) = self
+            .tcp
+            .as_deref()
+            .map_or((0, 0, 0, 0), |t| (t.rx_in_use, t.rx_frames, t.tx_frames, t.tx_errors));
         TransportCounters {
-            rx_in_use: self.rx_in_use,
+            rx_in_use: self.rx_in_use + rx_in,
             tx_in_use: self.tx_free.in_use(),
+            rx_frames: self.counters.rx_frames + rx_frames,
+            tx_frames: self.counters.tx_frames + tx_frames,
+            tx_errors: self.counters.tx_errors + tx_errors,
             buffer_reuses: self.tx_free.reuses
                 + self.counters.rx_frames.saturating_sub(self.rx_count as u64),
             ..self.counters
@@ -580,24 +757,80 @@ impl Transport for UringTransport {
     }
 
     fn rx_bytes_mut(&mut self, rx: &RxPacket) -> &mut [u8] {
-        let off = self.rx_offset(rx);
+        let (p, l) = self.rx_raw(rx);
         // SAFETY: as in `rx_bytes`: the buffer is ours until released, the
         // range lies inside it, and the borrow is tied to &mut self.
-        unsafe {
-            std::slice::from_raw_parts_mut(self.region.as_mut_ptr().add(off), rx.len as usize)
-        }
+        unsafe { std::slice::from_raw_parts_mut(p.cast_mut(), l) }
     }
 
     fn tx_bytes(&mut self, tx: u32) -> &mut [u8] {
-        assert!(tx < self.tx_count);
-        let p = self.tx_ptr(tx);
-        // SAFETY: a transmit buffer from the free list, not in flight; the
-        // borrow is tied to &mut self.
-        unsafe { std::slice::from_raw_parts_mut(p, self.buf_size as usize) }
+        let (p, l) = self.tx_raw(tx);
+        // SAFETY: a transmit buffer or reply slot that is allocated and not
+        // in flight; the borrow is tied to &mut self.
+        unsafe { std::slice::from_raw_parts_mut(p, l) }
     }
 
-    fn forward(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
+    fn forward_check(
+        &self,
+        rx: &RxPacket,
+        to: PeerAddr,
+    ) -> Result<(), (sluice_wire::ErrorCode, &'static str)> {
+        match self.tcp.as_deref() {
+            Some(t) => t.forward_check(rx.len, &to),
+            None if rx.len > DATAGRAM_LEN_MAX => Err((
+                sluice_wire::ErrorCode::FrameTooLarge,
+                "frame too large for a datagram",
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn forward(&mut self, rx: &RxPacket, to: PeerAddr) -> Option<u64> {
+        if rx.buf >= TCP_BUF_BASE {
+            let udp = self.udp_mem();
+            let sent = self.tcp.as_deref_mut().is_some_and(|t| {
+                t.forward(&mut self.ring, &udp, rx.buf - TCP_BUF_BASE, rx.len, to)
+            });
+            if !sent {
+                self.rx_release(rx);
+                return None;
+            }
+            return Some(0);
+        }
         let fd = self.fwd_socket.as_raw_fd();
+        if self.send_rx(rx, to.addr, fd) {
+            Some(0)
+        } else {
+            self.rx_release(rx);
+            None
+        }
+    }
+
+    fn relay(&mut self, rx: &RxPacket, to: SocketAddr, conn: u64) -> Option<u64> {
+        if conn != CONN_DATAGRAM {
+            match self.tcp.as_deref_mut() {
+                Some(t) => t.relay(&mut self.ring, rx, conn),
+                None => {
+                    self.rx_release(rx);
+                    return None;
+                }
+            }
+            self.take_back();
+            return Some(0);
+        }
+        let fd = self.socket.as_raw_fd();
+        if rx.buf >= TCP_BUF_BASE {
+            // A peer's answer over TCP to a datagram client.
+            let sent = rx.len <= DATAGRAM_LEN_MAX
+                && self.tcp.as_deref_mut().is_some_and(|t| {
+                    t.udp_send(&mut self.ring, rx.buf - TCP_BUF_BASE, rx.len, to, fd)
+                });
+            if !sent {
+                self.rx_release(rx);
+                return None;
+            }
+            return Some(0);
+        }
         if self.send_rx(rx, to, fd) {
             Some(0)
         } else {
@@ -606,13 +839,45 @@ impl Transport for UringTransport {
         }
     }
 
-    fn relay(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
-        let fd = self.socket.as_raw_fd();
-        if self.send_rx(rx, to, fd) {
-            Some(0)
+    fn lost_peer(&mut self) -> Option<SocketAddr> {
+        self.tcp.as_deref_mut().and_then(Tcp::lost_peer)
+    }
+}
+
+impl UringTransport {
+    /// Pointer and length of a received frame (datagram buffer or slot).
+    fn rx_raw(&mut self, rx: &RxPacket) -> (*const u8, usize) {
+        if rx.buf >= TCP_BUF_BASE {
+            return match self.tcp.as_deref() {
+                Some(t) => t.rx_slice(rx.buf - TCP_BUF_BASE, rx.len),
+                None => (std::ptr::NonNull::<u8>::dangling().as_ptr(), 0),
+            };
+        }
+        let off = self.rx_offset(rx);
+        // SAFETY: rx_offset checked the range lies inside the region.
+        (unsafe { self.region.as_mut_ptr().add(off) }, rx.len as usize)
+    }
+
+    /// Pointer and capacity of a transmit buffer or reply slot.
+    fn tx_raw(&mut self, tx: u32) -> (*mut u8, usize) {
+        if tx >= TCP_BUF_BASE {
+            return match self.tcp.as_deref_mut() {
+                Some(t) => t.reply_slice(tx - TCP_BUF_BASE),
+                None => (std::ptr::NonNull::<u8>::dangling().as_ptr(), 0),
+            };
+        }
+        assert!(tx < self.tx_count, "transmit buffer id out of range");
+        (self.tx_ptr(tx), self.buf_size as usize)
+    }
+
+    /// Returns a transmit buffer or reply slot that will not be sent.
+    fn tx_free_any(&mut self, tx: u32) {
+        if tx >= TCP_BUF_BASE {
+            if let Some(t) = self.tcp.as_deref_mut() {
+                t.unlend_reply(tx - TCP_BUF_BASE);
+            }
         } else {
-            self.rx_release(rx);
-            None
+            self.tx_free.free(tx);
         }
     }
 }
@@ -621,7 +886,7 @@ impl Drop for UringTransport {
     fn drop(&mut self) {
         // Cancel the multishot receive and wait (bounded) for it and every
         // send to complete, so the kernel holds no pointer into our memory
-        // when the fields below are freed.
+        // when the fields below are freed. TCP connections are shut first.
         for (armed, tag) in [(self.recv_armed, TAG_RECV), (self.fwd_armed, TAG_RECV_FWD)] {
             if armed {
                 let sqe = opcode::AsyncCancel::new(tag).build().user_data(TAG_CANCEL);
@@ -629,23 +894,50 @@ impl Drop for UringTransport {
                 let _ = unsafe { self.ring.submission().push(&sqe) };
             }
         }
+        let udp = self.udp_mem();
+        if let Some(t) = self.tcp.as_deref_mut() {
+            t.shutdown_all(&mut self.ring, &udp);
+        }
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
         let mut recv_done = !self.recv_armed;
         let mut fwd_done = !self.fwd_armed;
-        while (!recv_done || !fwd_done || self.tx_inflight > 0)
+        let tcp_busy = |t: &Option<Box<Tcp>>| t.as_deref().is_some_and(Tcp::busy);
+        while (!recv_done || !fwd_done || self.tx_inflight > 0 || tcp_busy(&self.tcp))
             && std::time::Instant::now() < deadline
         {
             self.enter(1, Some(Duration::from_millis(50)));
-            let mut cq = self.ring.completion();
-            cq.sync();
-            for cqe in &mut cq {
-                if cqe.user_data() == TAG_RECV && !cqueue::more(cqe.flags()) {
+            let mut batch = [(0u64, 0i32, 0u32); 64];
+            let mut k = 0;
+            {
+                let mut cq = self.ring.completion();
+                cq.sync();
+                for cqe in &mut cq {
+                    batch[k] = (cqe.user_data(), cqe.result(), cqe.flags());
+                    k += 1;
+                    if k == batch.len() {
+                        break;
+                    }
+                }
+            }
+            for &(ud, res, flags) in &batch[..k] {
+                if ud & TAG_TCP != 0 && ud >> 58 == 0 {
+                    if let Some(t) = self.tcp.as_deref_mut() {
+                        t.complete(&mut self.ring, &udp, ud, res, flags);
+                    }
+                } else if ud == TAG_RECV && !cqueue::more(flags) {
                     recv_done = true;
-                } else if cqe.user_data() == TAG_RECV_FWD && !cqueue::more(cqe.flags()) {
+                } else if ud == TAG_RECV_FWD && !cqueue::more(flags) {
                     fwd_done = true;
-                } else if cqe.user_data() & (TAG_SEND | TAG_SEND_RX) != 0 {
+                } else if ud & (TAG_SEND | TAG_SEND_RX) != 0 {
                     self.tx_inflight = self.tx_inflight.saturating_sub(1);
                 }
+            }
+        }
+        if tcp_busy(&self.tcp) {
+            // The kernel may still write into the slots: leak them rather
+            // than free memory in use.
+            if let Some(t) = self.tcp.take() {
+                std::mem::forget(t);
             }
         }
         let _ = self.ring.submitter().unregister_buf_ring(BGID);
@@ -668,7 +960,7 @@ fn bind_reuseport(addr: SocketAddr) -> io::Result<UdpSocket> {
     Ok(s.into())
 }
 
-fn write_sockaddr(a: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
+pub(super) fn write_sockaddr(a: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
     let bytes: &mut [u8; size_of::<libc::sockaddr_storage>()] =
         // SAFETY: sockaddr_storage is plain old data of exactly this size.
         unsafe { &mut *(out as *mut libc::sockaddr_storage).cast() };
@@ -691,7 +983,7 @@ fn write_sockaddr(a: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::soc
     }
 }
 
-fn read_sockaddr(b: &[u8], len: u32) -> Option<SocketAddr> {
+pub(super) fn read_sockaddr(b: &[u8], len: u32) -> Option<SocketAddr> {
     if len < 4 || b.len() < len as usize {
         return None;
     }

@@ -304,6 +304,11 @@ impl<T: Transport> Worker<T> {
                 let depth = self.tables.shards[shard].queue_depth as usize;
                 let q = &mut self.queues[shard];
                 if q.len() >= depth.min(q.capacity()) {
+                    // A stream transport takes the frame back and stops
+                    // reading its connection (back-pressure, not loss).
+                    if self.transport.rx_defer(&pkt) {
+                        return;
+                    }
                     self.reply(
                         i,
                         Immediate::Error(ErrorCode::Busy, "shard queue full"),
@@ -358,7 +363,7 @@ impl<T: Transport> Worker<T> {
     fn run_one(&mut self, shard: usize, p: Pending) {
         let pkt = self.rx[p.pkt as usize];
         let started = Instant::now();
-        let Some(tx) = self.transport.tx_alloc() else {
+        let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
             bump(&self.counters.tx_no_buffers, 1);
             self.transport.rx_release(&pkt);
             return;
@@ -407,11 +412,7 @@ impl<T: Transport> Worker<T> {
                     "handler claims a frame longer than its buffer"
                 );
                 bump(&self.counters.ok, 1);
-                self.sends.push(TxPacket {
-                    buf: tx,
-                    len: len as u32,
-                    peer: pkt.peer,
-                });
+                self.sends.push(TxPacket::answer(&pkt, tx, len as u32));
                 self.transport.rx_release(&pkt);
                 record(&mut self.hist.total, done - self.burst_start);
             }
@@ -429,7 +430,7 @@ impl<T: Transport> Worker<T> {
     /// Answers frame `i` at once and releases its receive buffer.
     fn reply(&mut self, i: usize, r: Immediate, shard: Option<usize>) {
         let pkt = self.rx[i];
-        let Some(tx) = self.transport.tx_alloc() else {
+        let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
             bump(&self.counters.tx_no_buffers, 1);
             self.transport.rx_release(&pkt);
             return;
@@ -451,11 +452,7 @@ impl<T: Transport> Worker<T> {
         self.transport.rx_release(&pkt);
         match len {
             Some(len) => {
-                self.sends.push(TxPacket {
-                    buf: tx,
-                    len: len as u32,
-                    peer: pkt.peer,
-                });
+                self.sends.push(TxPacket::answer(&pkt, tx, len as u32));
                 record(&mut self.hist.total, self.burst_start.elapsed());
             }
             None => self.transport.tx_free(tx),

@@ -245,6 +245,7 @@ impl Transport for DpdkTransport {
                         peer: SocketAddr::V4(src),
                         truncated,
                         port: crate::transport::PORT_SERVICE,
+                        conn: crate::transport::CONN_DATAGRAM,
                     };
                     k += 1;
                     self.stats.rx_sluice += 1;

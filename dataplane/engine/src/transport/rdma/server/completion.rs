@@ -65,6 +65,7 @@ impl RdmaTransport {
                     peer: self.peer_addrs[k],
                     truncated: false,
                     port: crate::transport::PORT_FORWARD,
+                    conn: crate::transport::CONN_DATAGRAM,
                 };
                 *n += 1;
                 self.rx_in_use += 1;
@@ -94,6 +95,7 @@ impl RdmaTransport {
                     peer,
                     truncated: false,
                     port: crate::transport::PORT_SERVICE,
+                    conn: crate::transport::CONN_DATAGRAM,
                 };
                 *n += 1;
                 self.rx_in_use += 1;
@@ -119,6 +121,7 @@ impl RdmaTransport {
                         peer,
                         truncated: false,
                         port: crate::transport::PORT_SERVICE,
+                        conn: crate::transport::CONN_DATAGRAM,
                     };
                     *n += 1;
                     self.rx_in_use += 1;
