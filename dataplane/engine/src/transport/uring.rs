@@ -37,6 +37,9 @@ const TAG_CANCEL: u64 = 1 << 60;
 const TAG_RECV_FWD: u64 = 1 << 59;
 /// A send straight from a receive buffer (forward or relay); low bits = bid.
 const TAG_SEND_RX: u64 = 1 << 58;
+/// Submit-and-reap rounds per burst while TCP receives complete on
+/// submission (a header, then its body, then the next header...).
+const TCP_ROUNDS_MAX: usize = 8;
 /// IORING_ENTER_GETEVENTS, from the kernel ABI.
 const ENTER_GETEVENTS: u32 = 1;
 
@@ -598,7 +601,7 @@ impl Transport for UringTransport {
         // A completed header arms the body's receive and a completed frame
         // the next header; data already queued completes on submission,
         // so a pipelining connection yields several frames per burst.
-        for _ in 0..3 {
+        for _ in 0..TCP_ROUNDS_MAX {
             let Some(t) = self.tcp.as_deref_mut() else {
                 break;
             };
