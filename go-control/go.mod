@@ -12,6 +12,7 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	github.com/sluice-ai/sluice/clients/go v0.0.0
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/sys v0.50.0
 	google.golang.org/protobuf v1.36.12
@@ -38,3 +39,6 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
+
+// The Go client lives in this repository (clients/go, its own module).
+replace github.com/sluice-ai/sluice/clients/go => ../clients/go

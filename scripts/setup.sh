@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 host lacks to build, run and test Sluice:
-# system packages, the Rust nightly toolchain and cargo-fuzz (fuzzing only),
-# staticcheck (Go lints),
-# and ONNX Runtime (from its PyPI wheel, checksum verified). Idempotent.
+# system packages, ONNX Runtime (from its PyPI wheel, checksum verified),
+# nats-server, and for the tests the rdma-core headers, the Python test
+# clients (confluent-kafka, schemathesis), the Rust nightly toolchain and
+# cargo-fuzz, staticcheck. Idempotent: with everything in place it only checks (about a
+# second), so scripts/demo.sh and scripts/test.sh call it every time.
 #
-#   scripts/setup.sh            everything
-#   scripts/setup.sh --runtime  only what the main job needs (no fuzzing tools)
+#   scripts/setup.sh            everything (scripts/test.sh)
+#   scripts/setup.sh --runtime  only what the main job needs (scripts/demo.sh)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-all}
@@ -13,6 +15,9 @@ log() { echo "setup: $*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 apt_pkgs=(clang libclang-dev pkg-config iproute2 ethtool libdpdk-dev dpdk-dev)
+# The RDMA unit tests and the C ABI connection test build rdma-sys, which
+# needs the rdma-core headers (no device needed).
+[ "$mode" != "--runtime" ] && apt_pkgs+=(libibverbs-dev librdmacm-dev)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -48,10 +53,20 @@ if [ "$mode" != "--runtime" ]; then
         log "installing staticcheck into .cache/bin"
         GOBIN="$root/.cache/bin" go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
     fi
+    # Debian's own python3 refuses pip installs (PEP 668) unless told.
+    export PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore
     if ! python3 -c "import confluent_kafka" 2>/dev/null; then
         log "installing confluent-kafka (the registry conformance test uses Confluent's own client)"
         python3 -m pip install -q "confluent-kafka[avro,schemaregistry]==2.16.1"
     fi
+    # The admin API and registry are checked against their OpenAPI document
+    # with schemathesis (scripts/api-check.sh).
+    if [ "$(python3 -c 'import importlib.metadata as m; print(m.version("schemathesis"))' 2>/dev/null)" != "4.32.5" ]; then
+        log "installing schemathesis (the admin API conformance stage)"
+        python3 -m pip install -q "schemathesis==4.32.5"
+    fi
+    # The Python client's test environments (pinned; .cache/python-client*).
+    bash "$root/scripts/setup-python-client.sh"
     if ! rustup run nightly rustc --version >/dev/null 2>&1; then
         log "installing the nightly toolchain (cargo-fuzz needs it)"
         rustup toolchain install nightly --profile minimal >/dev/null 2>&1

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Runs every test: Rust unit, property, integration and end-to-end tests
 # (real io_uring sockets, real ONNX Runtime), the Go control plane's tests,
-# and a bounded fuzzing run. Stages needing root (DPDK on veth) run when root.
+# the Python client's tests (against a real sluiced), the live admin API against its OpenAPI document (schemathesis), and a
+# bounded fuzzing run. Stages needing root (DPDK on veth) run when root.
+# It first installs what the tests need through scripts/setup.sh
+# (idempotent: a second run only checks), so on a fresh machine
+# `scripts/demo.sh` then `scripts/test.sh` is the whole set-up.
 #
 #   scripts/test.sh            everything
 #   FUZZ_SECONDS=N             fuzzing time per target (default 30)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+scripts/setup.sh
 export SLUICE_ORT_LIB="${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}"
 [ -f "$SLUICE_ORT_LIB" ] || scripts/setup-onnxruntime.sh >/dev/null
 
@@ -20,13 +25,15 @@ run() {
 }
 
 # The conventions as lints: clippy with the workspace's [workspace.lints]
-# (also on the two crates with their own workspace), -D warnings.
+# (also on the three crates with their own workspace), -D warnings.
 rust_lints() {
     cargo clippy --workspace --all-targets --all-features -- -D warnings &&
         CARGO_TARGET_DIR="$root/target/perf-nats" cargo clippy \
             --manifest-path perf/nats-responder/Cargo.toml --all-targets -- -D warnings &&
         CARGO_TARGET_DIR="$root/target/fuzz-lint" cargo clippy \
-            --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+            --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings &&
+        CARGO_TARGET_DIR="$root/target/python" cargo clippy \
+            --manifest-path clients/python/Cargo.toml --all-targets -- -D warnings
 }
 
 stage "build the engine's C ABI and the Go daemon (the end-to-end tests run sluiced)"
@@ -35,6 +42,10 @@ run "rust tests" cargo test --workspace
 run "rust lints (clippy -D warnings, every feature)" rust_lints
 run "go lints (go vet, staticcheck)" bash -c 'cd go-control && go vet ./... && ../.cache/bin/staticcheck ./...'
 run "go tests" bash -c 'cd go-control && go test ./...'
+run "admin API and registry against their OpenAPI document (schemathesis, live sluiced)" scripts/api-check.sh
+run "go client (clients/go: conformance vectors, real engine, npy against numpy)" bash -c 'cd clients/go && go vet ./... && go test ./... && cd ../../perf/goclient && go vet ./...'
+run "go client parser fuzz (${FUZZ_SECONDS:-30}s)" scripts/fuzz-go.sh "${FUZZ_SECONDS:-30}"
+run "python client (wheel built as pip does; pytest against sluiced; CPython 3.9 too)" scripts/test-python.sh
 run "nats comparison responder" env CARGO_TARGET_DIR="$root/target/perf-nats" cargo test --manifest-path perf/nats-responder/Cargo.toml
 run "dpdk unit tests" cargo test -p sluice-engine --features dpdk --lib transport::dpdk
 if [ "$(id -u)" = 0 ]; then

@@ -3,6 +3,8 @@ package registry
 import (
 	"fmt"
 	"net/http"
+
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 )
 
 // Confluent Schema Registry error codes.
@@ -24,7 +26,42 @@ const (
 	CodeReferenceExists                = 42206
 	CodeInvalidSubject                 = 42208
 	CodeStoreError                     = 50001
+	// Not Confluent's: a body over the limit (the admin API uses 413 too).
+	CodeTooLarge = 413
 )
+
+// codeNames name the codes in the error body's "code".
+var codeNames = map[int]string{
+	CodeSubjectNotFound:                "subject_not_found",
+	CodeVersionNotFound:                "version_not_found",
+	CodeSchemaNotFound:                 "schema_not_found",
+	CodeSubjectSoftDeleted:             "subject_soft_deleted",
+	CodeSubjectNotSoftDeleted:          "subject_not_soft_deleted",
+	CodeVersionSoftDeleted:             "version_soft_deleted",
+	CodeVersionNotSoftDeleted:          "version_not_soft_deleted",
+	CodeSubjectCompatibilityNotConfigd: "subject_compatibility_not_configured",
+	CodeIncompatibleSchema:             "incompatible_schema",
+	CodeInvalidSchema:                  "invalid_schema",
+	CodeInvalidVersion:                 "invalid_version",
+	CodeInvalidCompatibilityLevel:      "invalid_compatibility_level",
+	CodeInvalidMode:                    "invalid_mode",
+	CodeOperationNotPermitted:          "operation_not_permitted",
+	CodeReferenceExists:                "reference_exists",
+	CodeInvalidSubject:                 "invalid_subject",
+	CodeStoreError:                     "store_error",
+	CodeTooLarge:                       api.CodeTooLarge,
+	400:                                "bad_request",
+	404:                                api.CodeNotFound,
+	405:                                api.CodeMethodNotAllowed,
+}
+
+// CodeName names a registry error code; codes without a name are "error".
+func CodeName(code int) string {
+	if n, ok := codeNames[code]; ok {
+		return n
+	}
+	return "error"
+}
 
 // Error is a registry failure with its Confluent error code and HTTP status.
 type Error struct {
@@ -107,6 +144,10 @@ func errInvalidSubject(s string) *Error {
 func errReferenceExists(s string, v int, by []string) *Error {
 	return newErr(CodeReferenceExists, http.StatusUnprocessableEntity,
 		"One or more references exist to the schema {subject=%s, version=%d}: referenced by %v", s, v, by)
+}
+
+func errTooLarge(limit int64) *Error {
+	return newErr(CodeTooLarge, http.StatusRequestEntityTooLarge, "request body is over %d bytes", limit)
 }
 
 func errStore(err error) *Error {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/registry/compat"
 )
 
@@ -18,6 +19,9 @@ const ContentType = "application/vnd.schemaregistry.v1+json"
 // RequestBodyBytesMax bounds a request body: a schema at its size limit,
 // JSON-escaped, plus references.
 const RequestBodyBytesMax = 4*compat.SchemaBytesMax + 64<<10
+
+// ConfigBodyBytesMax bounds the body of PUT /config.
+const ConfigBodyBytesMax = 64 << 10
 
 type handler struct {
 	reg *Registry
@@ -103,18 +107,26 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(b)
 }
 
-type errorBody struct {
-	ErrorCode int      `json:"error_code"`
-	Message   string   `json:"message"`
-	Messages  []string `json:"messages,omitempty"`
-}
-
+// writeError answers with the error body the admin API shares (api.Error):
+// Confluent's error_code and message, plus code, the cause by name.
 func writeError(w http.ResponseWriter, err error) {
 	var e *Error
 	if !errors.As(err, &e) {
 		e = errStore(err)
 	}
-	writeJSON(w, e.Status, errorBody{ErrorCode: e.Code, Message: e.Message, Messages: e.Messages})
+	api.WriteError(w, e.Status, ContentType, api.Error{ErrorCode: e.Code, Message: e.Message, Code: CodeName(e.Code), Messages: e.Messages})
+}
+
+// readBody reads at most limit bytes of r's body; more is too_large (413).
+func readBody(r *http.Request, limit int64) ([]byte, *Error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, &Error{Code: 400, Status: http.StatusBadRequest, Message: fmt.Sprintf("cannot read request body: %v", err)}
+	}
+	if int64(len(body)) > limit {
+		return nil, errTooLarge(limit)
+	}
+	return body, nil
 }
 
 func flag(r *http.Request, name string) bool {
@@ -140,12 +152,9 @@ type schemaRequest struct {
 }
 
 func readSchema(r *http.Request) (SchemaInput, *Error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, RequestBodyBytesMax+1))
-	if err != nil {
-		return SchemaInput{}, errInvalidSchema("cannot read request body: %v", err)
-	}
-	if len(body) > RequestBodyBytesMax {
-		return SchemaInput{}, errInvalidSchema("request body larger than %d bytes", RequestBodyBytesMax)
+	body, rerr := readBody(r, RequestBodyBytesMax)
+	if rerr != nil {
+		return SchemaInput{}, rerr
 	}
 	var req schemaRequest
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -436,9 +445,9 @@ func (h *handler) getConfig(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) putConfig(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
-	if err != nil {
-		writeError(w, errInvalidLevel())
+	body, rerr := readBody(r, ConfigBodyBytesMax)
+	if rerr != nil {
+		writeError(w, rerr)
 		return
 	}
 	var req struct {

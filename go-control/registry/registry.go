@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sluice-ai/sluice/go-control/internal/jsonnum"
 	"github.com/sluice-ai/sluice/go-control/registry/compat"
 )
 
@@ -34,6 +36,27 @@ type Reference struct {
 	Name    string `json:"name"`
 	Subject string `json:"subject"`
 	Version int    `json:"version"`
+}
+
+// UnmarshalJSON reads version 3 or 3.0 alike, as Confluent's Jackson does.
+func (ref *Reference) UnmarshalJSON(b []byte) error {
+	var r struct {
+		Name    string       `json:"name"`
+		Subject string       `json:"subject"`
+		Version *json.Number `json:"version"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return err
+	}
+	*ref = Reference{Name: r.Name, Subject: r.Subject}
+	if r.Version != nil {
+		v, err := jsonnum.Int64(*r.Version)
+		if err != nil || v < math.MinInt32 || v > math.MaxInt32 {
+			return fmt.Errorf("reference version %s is not a version number", *r.Version)
+		}
+		ref.Version = int(v)
+	}
+	return nil
 }
 
 // SchemaInput is a schema as a client submits it.

@@ -121,6 +121,12 @@ impl Response {
     pub fn frame(&self) -> &Frame<Vec<u8>> {
         &self.frame
     }
+
+    /// The frame, by value: bindings hand its buffer to another owner (the
+    /// Python package lends it to numpy) without copying it.
+    pub fn into_frame(self) -> Frame<Vec<u8>> {
+        self.frame
+    }
 }
 
 /// A schema obtained by in-band negotiation.

@@ -96,6 +96,15 @@ fn tensors_and_headers_round_trip() {
     assert_eq!(c.stats().sent, 1);
     assert_eq!(c.stats().received, 1);
     assert_eq!(c.outstanding(), 0);
+    // The frame by value is the same buffer, moved rather than copied.
+    let (bytes, at) = (
+        resp.frame().as_bytes().to_vec(),
+        resp.frame().as_bytes().as_ptr(),
+    );
+    let frame = resp.into_frame();
+    assert_eq!(frame.as_bytes(), &bytes[..]);
+    let buffer = frame.into_inner();
+    assert_eq!(buffer.as_ptr(), at);
 }
 
 #[test]

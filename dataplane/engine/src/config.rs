@@ -57,6 +57,10 @@ pub mod limits {
     pub const TCP_POOL_BYTES_MAX: u64 = 16 << 30;
     /// Longest TCP idle timeout.
     pub const TCP_IDLE_TIMEOUT_MS_MAX: u32 = 3_600_000;
+    /// Bounds of `engine.negotiation_ttl_ms`: 1 s to 1 h.
+    pub const NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
+    /// See `NEGOTIATION_TTL_MS_MIN`.
+    pub const NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
 }
 
 use limits::*;
@@ -165,6 +169,9 @@ pub struct EngineCfg {
     /// How long a request forwarded to a peer waits for its answer before
     /// the client gets a retryable `peer_down` and the peer is avoided.
     pub forward_timeout_ms: u32,
+    /// How long a client may cache a negotiated schema: the `ttl_ms` of
+    /// every negotiate response.
+    pub negotiation_ttl_ms: u32,
 }
 
 impl Default for EngineCfg {
@@ -177,6 +184,7 @@ impl Default for EngineCfg {
             poll: PollMode::Adaptive,
             spin_us: 200,
             forward_timeout_ms: 200,
+            negotiation_ttl_ms: 60_000,
         }
     }
 }
@@ -619,6 +627,12 @@ impl Config {
         )?;
         range("engine.spin_us", e.spin_us, 0, SPIN_US_MAX)?;
         range("engine.forward_timeout_ms", e.forward_timeout_ms, 1, 60_000)?;
+        range(
+            "engine.negotiation_ttl_ms",
+            e.negotiation_ttl_ms,
+            NEGOTIATION_TTL_MS_MIN,
+            NEGOTIATION_TTL_MS_MAX,
+        )?;
         let u = &self.io_uring;
         self.listen_addr()?;
         range("io_uring.ring_entries", u.ring_entries, 8, 32_768)?;

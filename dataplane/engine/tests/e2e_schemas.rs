@@ -199,3 +199,41 @@ fn registering_versions_under_load_loses_nothing() {
         "registration to first validated use: worst {worst:?} over 19 versions; {n_ok} requests, none lost"
     );
 }
+
+/// Schemas pushed as a config section (as sluiced does) are negotiated with
+/// the ttl of `engine.negotiation_ttl_ms`.
+#[test]
+fn negotiation_ttl_comes_from_the_config() {
+    let mut cfg = test_config("");
+    cfg.engine.negotiation_ttl_ms = 5_000;
+    let mut e = Engine::new(
+        cfg,
+        EngineOptions {
+            no_pin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    e.start().unwrap();
+    let doc = serde_json::json!({ "schemas": [sig(11, 1, 4)] });
+    e.apply_json(doc.to_string().as_bytes()).unwrap();
+    let s = client();
+    let a = negotiate(&s, e.local_addr().unwrap(), "null-input", 0);
+    let n = Frame::new_checked(&a[..])
+        .unwrap()
+        .negotiate_response()
+        .map(|n| n.ttl_ms);
+    assert_eq!(n, Some(5_000));
+    e.stop(Duration::from_millis(10));
+
+    let mut cfg = test_config("");
+    cfg.engine.negotiation_ttl_ms = 10;
+    let err = Engine::new(cfg, EngineOptions::default())
+        .err()
+        .map(|e| e.to_string());
+    assert!(
+        err.as_deref()
+            .is_some_and(|m| m.contains("engine.negotiation_ttl_ms")),
+        "{err:?}"
+    );
+}

@@ -98,7 +98,7 @@ fn every_error_path_answers_with_its_code() {
                 model: "nope",
                 ..Req::default()
             },
-            ErrorCode::NoRoute,
+            ErrorCode::UnknownModel,
         ),
         (
             Req {
@@ -266,4 +266,49 @@ fn stop_answers_new_requests_with_shutting_down() {
     );
     let e = h.join().unwrap();
     assert!(!e.is_running());
+}
+
+/// The version rule is one rule: a request's version is an exact version or
+/// an alias; whatever does not resolve is unknown_model (routes never turn
+/// it into no_route), and ranges are for routes only.
+#[test]
+fn version_rules_are_one_rule() {
+    let e = start(
+        r#"
+[[models]]
+name = "orphan"
+version = "1"
+kind = "null"
+"#,
+    );
+    let addr = e.local_addr().unwrap();
+    let s = client();
+    let mut buf = vec![0u8; 4096];
+    let cases: &[(&str, &str, Option<ErrorCode>)] = &[
+        ("null", "1.0.0", None),                      // exact
+        ("null", "1", None),                          // alias
+        ("null", "2", Some(ErrorCode::UnknownModel)), // no such version; the ^1 route does not match it either
+        ("null", "2.1", Some(ErrorCode::UnknownModel)),
+        ("null", "1.9.0", Some(ErrorCode::UnknownModel)), // the ^1 route matches, no such version
+        ("null", "^1", Some(ErrorCode::UnknownModel)),    // a range is not a version
+        ("null", "1.*", Some(ErrorCode::UnknownModel)),
+        ("nope", "1", Some(ErrorCode::UnknownModel)),
+        ("orphan", "1", Some(ErrorCode::NoRoute)), // loaded, but no route takes it
+    ];
+    for (i, (model, version, want)) in cases.iter().enumerate() {
+        let n = build(
+            &Req {
+                id: 500 + i as u64,
+                model,
+                version,
+                ..Req::default()
+            },
+            &mut buf,
+        );
+        let (kind, code) = answer_kind(&roundtrip(&s, addr, &buf[..n]));
+        match want {
+            None => assert_eq!(kind, Kind::Response, "{model} {version}"),
+            Some(c) => assert_eq!(code, Some(*c), "{model} {version}"),
+        }
+    }
 }

@@ -21,8 +21,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/config"
-	"github.com/sluice-ai/sluice/go-control/internal/daemon"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
 )
 
@@ -38,12 +38,14 @@ commands:
   tenants                         tenants (keys are never shown)
   models                          loaded model versions and aliases
   models load -name N -version V -kind K [-path P] [-alias A]...
+  models unload NAME VERSION      unload a version from every core (also one from the file)
   alias set MODEL ALIAS VERSION   point an alias at a version
   peers ls | add NAME ADDR [LABEL=VALUE]... | rm NAME
   connections                     client connections (RDMA) with their counters
   connections close ID            disconnect one; its requests in flight fail, retryably
   stats                           counters and latency per worker and shard
   reload                          re-read the config file on the daemon
+  infer MODEL VERSION --input NAME=FILE.npy|FILE.json|@JSON ...  one inference request (infer -h)
 
 environment: SLUICE_ADDR (host:port or unix:/path), SLUICE_TOKEN
 `
@@ -61,21 +63,20 @@ type client struct {
 	http  *http.Client
 }
 
-// apiError is an error reply of the admin API.
+// apiError is an error reply of the admin API (its body is api.Error).
 type apiError struct {
 	Status int
-	Msg    string `json:"error"`
-	Code   string `json:"code"`
+	Body   api.Error
 }
 
 func (e *apiError) Error() string {
 	if e.Status == http.StatusUnauthorized {
 		return "unauthorized: pass the admin token with -token or SLUICE_TOKEN"
 	}
-	if e.Msg == "" {
+	if e.Body.Message == "" {
 		return fmt.Sprintf("HTTP %d", e.Status)
 	}
-	return fmt.Sprintf("%s (%s)", e.Msg, e.Code)
+	return fmt.Sprintf("%s (%s)", e.Body.Message, e.Body.Code)
 }
 
 func newClient(addr, token string, timeout time.Duration) *client {
@@ -125,12 +126,12 @@ func (c *client) call(method, path string, body, out any) ([]byte, error) {
 	}
 	if resp.StatusCode >= 300 {
 		e := &apiError{Status: resp.StatusCode}
-		_ = json.Unmarshal(raw, e)
+		_ = json.Unmarshal(raw, &e.Body)
 		return raw, e
 	}
 	if out != nil && len(raw) > 0 {
 		if err := json.Unmarshal(raw, out); err != nil {
-			return raw, fmt.Errorf("bad reply from the daemon: %v", err)
+			return raw, fmt.Errorf("bad reply from the daemon: %w", err)
 		}
 	}
 	return raw, nil
@@ -222,50 +223,13 @@ func dispatch(c *client, p *printer, args []string) error {
 	case "shards":
 		return shards(c, p)
 	case "routes":
-		if len(rest) == 0 {
-			return usageError("usage: sluicectl routes get|set FILE|reset")
-		}
-		switch rest[0] {
-		case "get":
-			return routesGet(c, p)
-		case "set":
-			if len(rest) != 2 {
-				return usageError("usage: sluicectl routes set FILE")
-			}
-			return routesSet(c, p, rest[1])
-		case "reset":
-			_, err := c.call("DELETE", "/v1/routes", nil, nil)
-			if err == nil && !p.json {
-				fmt.Fprintln(p.w, "routes: back to the config file")
-			}
-			return err
-		}
-		return usageError("usage: sluicectl routes get|set FILE|reset")
+		return routesCmd(c, p, rest)
 	case "tenants":
 		return tenants(c, p)
 	case "models":
-		if len(rest) > 0 && rest[0] == "load" {
-			return modelsLoad(c, p, rest[1:])
-		}
-		if err := want(0, "models [load ...]"); err != nil {
-			return err
-		}
-		return models(c, p)
+		return modelsCmd(c, p, rest)
 	case "alias":
-		if len(rest) != 4 || rest[0] != "set" {
-			return usageError("usage: sluicectl alias set MODEL ALIAS VERSION")
-		}
-		path := "/v1/models/" + url.PathEscape(rest[1]) + "/aliases/" + url.PathEscape(rest[2])
-		raw, err := c.call("PUT", path, daemon.AliasBody{Version: rest[3]}, nil)
-		if err != nil {
-			return err
-		}
-		if p.json {
-			p.raw(raw)
-		} else {
-			fmt.Fprintf(p.w, "%s alias %s -> %s\n", rest[1], rest[2], rest[3])
-		}
-		return nil
+		return aliasSet(c, p, rest)
 	case "peers":
 		return peers(c, p, rest)
 	case "connections":
@@ -278,26 +242,77 @@ func dispatch(c *client, p *printer, args []string) error {
 		return usageError("usage: sluicectl connections [close ID]")
 	case "stats":
 		return stats(c, p)
+	case "infer":
+		return infer(c, p, rest)
 	case "reload":
-		var res daemon.ReloadResult
-		raw, err := c.call("POST", "/v1/reload", nil, &res)
-		if err != nil {
-			return err
-		}
-		if p.json {
-			p.raw(raw)
-			return nil
-		}
-		fmt.Fprintf(p.w, "reloaded; applied: %s\n", listOr(res.Applied, "nothing changed"))
-		if len(res.RestartRequired) > 0 {
-			fmt.Fprintf(p.w, "changed but needs a restart: %s\n", strings.Join(res.RestartRequired, ", "))
-		}
-		return nil
+		return reload(c, p)
 	case "help", "-h", "--help":
 		fmt.Fprint(p.w, usage)
 		return nil
 	}
 	return usageError(fmt.Sprintf("unknown command %q", cmd))
+}
+
+func routesCmd(c *client, p *printer, rest []string) error {
+	switch {
+	case len(rest) == 1 && rest[0] == "get":
+		return routesGet(c, p)
+	case len(rest) == 2 && rest[0] == "set":
+		return routesSet(c, p, rest[1])
+	case len(rest) == 1 && rest[0] == "reset":
+		_, err := c.call("DELETE", "/v1/routes", nil, nil)
+		if err == nil && !p.json {
+			fmt.Fprintln(p.w, "routes: back to the config file")
+		}
+		return err
+	}
+	return usageError("usage: sluicectl routes get|set FILE|reset")
+}
+
+func modelsCmd(c *client, p *printer, rest []string) error {
+	switch {
+	case len(rest) == 0:
+		return models(c, p)
+	case rest[0] == "load":
+		return modelsLoad(c, p, rest[1:])
+	case rest[0] == "unload" && len(rest) == 3:
+		return modelsUnload(c, p, rest[1], rest[2])
+	}
+	return usageError("usage: sluicectl models [load ...|unload NAME VERSION]")
+}
+
+func aliasSet(c *client, p *printer, rest []string) error {
+	if len(rest) != 4 || rest[0] != "set" {
+		return usageError("usage: sluicectl alias set MODEL ALIAS VERSION")
+	}
+	path := "/v1/models/" + url.PathEscape(rest[1]) + "/aliases/" + url.PathEscape(rest[2])
+	raw, err := c.call("PUT", path, api.AliasBody{Version: rest[3]}, nil)
+	if err != nil {
+		return err
+	}
+	if p.json {
+		p.raw(raw)
+	} else {
+		fmt.Fprintf(p.w, "%s alias %s -> %s\n", rest[1], rest[2], rest[3])
+	}
+	return nil
+}
+
+func reload(c *client, p *printer) error {
+	var res api.ReloadResult
+	raw, err := c.call("POST", "/v1/reload", nil, &res)
+	if err != nil {
+		return err
+	}
+	if p.json {
+		p.raw(raw)
+		return nil
+	}
+	fmt.Fprintf(p.w, "reloaded; applied: %s\n", listOr(res.Applied, "nothing changed"))
+	if len(res.RestartRequired) > 0 {
+		fmt.Fprintf(p.w, "changed but needs a restart: %s\n", strings.Join(res.RestartRequired, ", "))
+	}
+	return nil
 }
 
 func connections(c *client, p *printer) error {
@@ -341,7 +356,7 @@ func listOr(l []string, empty string) string {
 }
 
 func status(c *client, p *printer) error {
-	var st daemon.StatusDoc
+	var st api.StatusDoc
 	raw, err := c.call("GET", "/v1/status", nil, &st)
 	if err != nil || p.json {
 		if err == nil {
@@ -393,7 +408,7 @@ func sumErrors(m map[string]uint64) uint64 {
 }
 
 func workers(c *client, p *printer) error {
-	var ws []daemon.WorkerDoc
+	var ws []api.WorkerDoc
 	raw, err := c.call("GET", "/v1/workers", nil, &ws)
 	if err != nil || p.json {
 		if err == nil {
@@ -424,7 +439,7 @@ func labels(m map[string]string) string {
 }
 
 func shards(c *client, p *printer) error {
-	var ss []daemon.ShardDoc
+	var ss []api.ShardDoc
 	raw, err := c.call("GET", "/v1/shards", nil, &ss)
 	if err != nil || p.json {
 		if err == nil {
@@ -450,7 +465,7 @@ func shards(c *client, p *printer) error {
 
 func dash(s string) string { return or(s, "*") }
 
-func printRoutes(p *printer, doc daemon.RoutesDoc) {
+func printRoutes(p *printer, doc api.RoutesDoc) {
 	var rows [][]string
 	for _, r := range doc.Routes {
 		rows = append(rows, []string{r.Name, dash(r.Model), dash(r.Version), dash(r.Adapter), dash(r.Intent), dash(r.Tenant), r.Shard})
@@ -460,7 +475,7 @@ func printRoutes(p *printer, doc daemon.RoutesDoc) {
 }
 
 func routesGet(c *client, p *printer) error {
-	var doc daemon.RoutesDoc
+	var doc api.RoutesDoc
 	raw, err := c.call("GET", "/v1/routes", nil, &doc)
 	if err != nil || p.json {
 		if err == nil {
@@ -500,9 +515,9 @@ func readRoutes(path string) ([]config.Route, error) {
 			var de *toml.DecodeError
 			if errors.As(err, &de) {
 				line, _ := de.Position()
-				return nil, fmt.Errorf("%s:%d: %v", path, line, err)
+				return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 			}
-			return nil, fmt.Errorf("%s: %v", path, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		return doc.Routes, nil
 	}
@@ -515,7 +530,7 @@ func readRoutes(path string) ([]config.Route, error) {
 		err = d.Decode(&doc)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", filepath.Base(path), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
 	return doc.Routes, nil
 }
@@ -528,7 +543,7 @@ func routesSet(c *client, p *printer, path string) error {
 	if routes == nil {
 		routes = []config.Route{}
 	}
-	var doc daemon.RoutesDoc
+	var doc api.RoutesDoc
 	raw, err := c.call("PUT", "/v1/routes", routes, &doc)
 	if err != nil || p.json {
 		if err == nil {
@@ -541,7 +556,7 @@ func routesSet(c *client, p *printer, path string) error {
 }
 
 func tenants(c *client, p *printer) error {
-	var ts []daemon.TenantView
+	var ts []api.TenantView
 	raw, err := c.call("GET", "/v1/tenants", nil, &ts)
 	if err != nil || p.json {
 		if err == nil {
@@ -608,6 +623,17 @@ func modelsLoad(c *client, p *printer, args []string) error {
 		p.raw(raw)
 	} else {
 		fmt.Fprintf(p.w, "loaded %s %s (%s)\n", m.Name, m.Version, m.Kind)
+	}
+	return nil
+}
+
+func modelsUnload(c *client, p *printer, name, version string) error {
+	path := "/v1/models/" + url.PathEscape(name) + "/versions/" + url.PathEscape(version)
+	if _, err := c.call("DELETE", path, nil, nil); err != nil {
+		return err
+	}
+	if !p.json {
+		fmt.Fprintf(p.w, "unloaded %s %s (it stays unloaded across reloads until loaded again)\n", name, version)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,11 +16,12 @@ import (
 
 	"github.com/sluice-ai/sluice/go-control/internal/daemon"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"github.com/sluice-ai/sluice/go-control/internal/engine/enginetest"
 )
 
 // startDaemon runs sluiced in-process on the fake engine, on an ephemeral
 // loopback port with the given admin token, and returns its address.
-func startDaemon(t *testing.T, token string) (string, *engine.Fake) {
+func startDaemon(t *testing.T, token string) (string, *enginetest.Fake) {
 	t.Helper()
 	dir := t.TempDir()
 	b, err := os.ReadFile("../../../cfg/sluice.toml")
@@ -52,7 +54,7 @@ func startDaemon(t *testing.T, token string) (string, *engine.Fake) {
 	})
 	select {
 	case a := <-ready:
-		return a.String(), d.Engine().(*engine.Fake)
+		return a.String(), d.Engine().(*enginetest.Fake)
 	case err := <-done:
 		t.Fatalf("daemon: %v", err)
 	case <-time.After(10 * time.Second):
@@ -128,6 +130,18 @@ func TestCommands(t *testing.T) {
 	if out := mustCtl(t, env, "models"); !strings.Contains(out, "mlp    2.0.0    null  1") {
 		t.Fatalf("models:\n%s", out)
 	}
+	if out := mustCtl(t, env, "models", "unload", "mlp", "2.0.0"); !strings.Contains(out, "unloaded mlp 2.0.0") {
+		t.Fatalf("unload: %s", out)
+	}
+	if out := mustCtl(t, env, "models"); strings.Contains(out, "2.0.0") {
+		t.Fatalf("models after unload:\n%s", out)
+	}
+	if code, _, errs := ctl(t, env, "models", "unload", "mlp", "2.0.0"); code != 1 || !strings.Contains(errs, "(not_found)") {
+		t.Fatalf("unload twice: %d %s", code, errs)
+	}
+	if code, _, _ := ctl(t, env, "models", "unload", "mlp"); code != 2 {
+		t.Fatalf("unload without a version: exit %d, want usage (2)", code)
+	}
 	mustCtl(t, env, "peers", "add", "east", "127.0.0.1:7170", "hardware.gpu.memory=gddr6")
 	if out := mustCtl(t, env, "peers", "ls"); !strings.Contains(out, "east  127.0.0.1:7170  hardware.gpu.memory=gddr6") {
 		t.Fatalf("peers:\n%s", out)
@@ -200,5 +214,19 @@ func TestAuthAndUsage(t *testing.T) {
 	// Nothing listening: a clear error, not a hang.
 	if code, _, errs := ctl(t, map[string]string{"SLUICE_ADDR": "127.0.0.1:1"}, "status"); code != 1 || !strings.Contains(errs, "connect") {
 		t.Fatalf("no daemon: %d %s", code, errs)
+	}
+}
+
+// The CLI speaks the API through internal/api: it links neither the daemon
+// nor the engine's cgo wrapper.
+func TestCLIDependsOnTheAPITypesOnly(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range []string{"/internal/daemon", "/internal/rustengine", "/internal/engine/enginetest"} {
+		if strings.Contains(string(out), "go-control"+pkg+"\n") {
+			t.Errorf("sluicectl links %s", pkg)
+		}
 	}
 }

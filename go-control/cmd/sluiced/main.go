@@ -25,7 +25,7 @@ func main() {
 
 func run() int {
 	cfgPath := flag.String("config", "/etc/sluice/sluice.toml", "path of the Sluice TOML config")
-	engName := flag.String("engine", defaultEngine(), "engine implementation: "+fmt.Sprint(engine.Available())+" (fake is in-memory, for tests)")
+	engName := flag.String("engine", defaultEngine(), "engine implementation: "+fmt.Sprint(engine.Available()))
 	timeout := flag.Duration("shutdown-timeout", daemon.ShutdownTimeoutDefault, "longest graceful drain on SIGTERM")
 	check := flag.Bool("check", false, "validate the config and exit")
 	version := flag.Bool("version", false, "print the version and exit")
@@ -44,7 +44,7 @@ func run() int {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if *engName == "" {
-		fmt.Fprintln(os.Stderr, "sluiced: no data-plane engine is built in; build with the engine (cgo) or pass -engine=fake for tests")
+		fmt.Fprintln(os.Stderr, "sluiced: no data-plane engine is built in; build with the engine (cgo)")
 		return 2
 	}
 	opts := daemon.Options{ConfigPath: *cfgPath, Engine: *engName, ShutdownTimeout: *timeout, Logger: log}

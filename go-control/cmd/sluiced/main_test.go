@@ -14,11 +14,12 @@ import (
 	"time"
 )
 
-// build compiles sluiced once for the tests that run it as a process.
+// build compiles sluiced once for the tests that run it as a process, with
+// the in-memory engine (tag sluicefake) so they need no cores or sockets.
 func build(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "sluiced")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-tags", "sluicefake", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -107,4 +108,19 @@ func TestProcess(t *testing.T) {
 			t.Fatal("sluiced did not exit 20 s after SIGTERM")
 		}
 	})
+}
+
+// The in-memory engine is for tests: a release build must not contain it.
+func TestReleaseBuildHasNoFake(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "/internal/engine/enginetest") {
+		t.Fatal("sluiced links internal/engine/enginetest without -tags sluicefake")
+	}
+	out, err = exec.Command("go", "list", "-deps", "-tags", "sluicefake", ".").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "/internal/engine/enginetest") {
+		t.Fatalf("the sluicefake build lacks the fake: %v", err)
+	}
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/sluice-ai/sluice/go-control/internal/jsonnum"
 )
 
 // FileSizeMax bounds the config file we are willing to read, in bytes.
@@ -67,6 +69,9 @@ type Engine struct {
 	SpinUs     int    `toml:"spin_us" json:"spin_us"`
 	// ForwardTimeoutMs bounds the wait for a peer's answer to a forwarded request.
 	ForwardTimeoutMs int `toml:"forward_timeout_ms" json:"forward_timeout_ms"`
+	// NegotiationTTLMs is how long a client may cache a negotiated schema
+	// (the ttl_ms of a negotiate response).
+	NegotiationTTLMs int `toml:"negotiation_ttl_ms" json:"negotiation_ttl_ms"`
 }
 
 // IOUring is the [io_uring] table.
@@ -154,6 +159,9 @@ type Control struct {
 	AdminToken  string `toml:"admin_token" json:"-"`
 	Store       string `toml:"store" json:"store"`
 	DataDir     string `toml:"data_dir" json:"data_dir"`
+	// DrainMs is how long a stop (SIGTERM) keeps answering new requests
+	// shutting_down while those in flight finish, before the workers exit.
+	DrainMs int `toml:"drain_ms" json:"drain_ms"`
 }
 
 // Defaults returns the values used for keys a file leaves out; they are the
@@ -163,6 +171,7 @@ func Defaults() Config {
 		Engine: Engine{
 			Workers: []int{0}, Transport: "io_uring", RxBurstMax: 32,
 			Hugepages: "auto", Poll: "adaptive", SpinUs: 200, ForwardTimeoutMs: 200,
+			NegotiationTTLMs: 60_000,
 		},
 		IOUring: IOUring{
 			Listen: "127.0.0.1:7070", RingEntries: 512, RxBuffers: 256,
@@ -171,7 +180,7 @@ func Defaults() Config {
 		Host: Host{Labels: map[string]string{}},
 		Control: Control{
 			AdminListen: "127.0.0.1:7071", Store: "embedded",
-			DataDir: "../.cache/sluice-data",
+			DataDir: "../.cache/sluice-data", DrainMs: 200,
 		},
 		Fleet: Fleet{
 			Servers: []string{}, BucketPrefix: "sluice", Replicas: 1,
@@ -318,13 +327,24 @@ func (m *Model) UnmarshalJSON(b []byte) error {
 }
 
 // UnmarshalJSON implements json.Unmarshaler with the engine's defaults.
+// The id may be written 7 or 7.0 (both are the integer 7 in JSON).
 func (t *Tenant) UnmarshalJSON(b []byte) error {
 	type raw Tenant
-	r := raw{Models: []string{"*"}, Adapters: []string{"*"}, Routes: []string{"*"}}
+	r := struct {
+		*raw
+		ID *json.Number `json:"id"` // shadows raw's
+	}{raw: &raw{Models: []string{"*"}, Adapters: []string{"*"}, Routes: []string{"*"}}}
 	if err := strictUnmarshal(b, &r); err != nil {
 		return err
 	}
-	*t = Tenant(r)
+	if r.ID != nil {
+		id, err := jsonnum.Int64(*r.ID)
+		if err != nil {
+			return fmt.Errorf("tenant id: %w", err)
+		}
+		r.raw.ID = id
+	}
+	*t = Tenant(*r.raw)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -96,6 +97,8 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"bad version pattern", "[[shards]]\nname = \"s\"\nmax_concurrency = 1\nqueue_depth = 1\n[[routes]]\nname = \"r\"\nversion = \">>1\"\nshard = \"s\"\n", "t.toml:7: routes[0].version:"},
 		{"bad key hex", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:zz\"\n", "t.toml:4: tenants[0].key: key is not an even number of hex digits"},
 		{"short key", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:00ff\"\n", "t.toml:4: tenants[0].key: key is 2 bytes"},
+		{"drain too long", "[control]\ndrain_ms = 20000\n", "t.toml:2: control.drain_ms: 20000 is out of range 0..=10000"},
+		{"negotiation ttl too short", "[engine]\nworkers = [0]\nnegotiation_ttl_ms = 10\n", "t.toml:3: engine.negotiation_ttl_ms: 10 is out of range 1000..=3600000"},
 		{"tenant id zero", "[[tenants]]\nname = \"t\"\nid = 0\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "t.toml:3: tenants[0].id: 0 is out of range"},
 		{"token needed off loopback", "[control]\nadmin_listen = \"0.0.0.0:7071\"\n", "t.toml:1: control.admin_token: is required when admin_listen"},
 		{"core does not exist", "[engine]\nworkers = [0, 4096]\n", "t.toml:2: engine.workers[1]: core 4096 does not exist or is offline"},
@@ -243,5 +246,22 @@ func TestPeerTransport(t *testing.T) {
 	is := CheckPeer("peers[0]", Peer{Name: "b", Address: "10.0.0.2:7471", Transport: "tcp"})
 	if len(is) != 1 || is[0].Key != "peers[0].transport" {
 		t.Fatalf("want one issue at peers[0].transport, got %v", is)
+	}
+}
+
+// docs/wire.md's example key, as the config writes it, decodes to the
+// ASCII bytes the spec signs its example with.
+func TestWireExampleKeyInConfigForm(t *testing.T) {
+	b, err := os.ReadFile("../../../docs/wire.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`key = "(hex:[0-9a-f]+)"`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("docs/wire.md shows no key = \"hex:...\" line")
+	}
+	key, err := DecodeKey(string(m[1]), func(string) string { return "" })
+	if err != nil || string(key) != "sluice-example-key-tenant-7" {
+		t.Fatalf("example key decodes to %q, %v", key, err)
 	}
 }

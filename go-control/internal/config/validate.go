@@ -179,7 +179,16 @@ func (c *checker) engine(e *Engine) {
 	c.oneOf("engine.poll", e.Poll, "busy", "adaptive")
 	c.rangeInt("engine.spin_us", e.SpinUs, 0, SpinUsMax)
 	c.rangeInt("engine.forward_timeout_ms", e.ForwardTimeoutMs, 1, 60_000)
+	c.rangeInt("engine.negotiation_ttl_ms", e.NegotiationTTLMs, NegotiationTTLMsMin, NegotiationTTLMsMax)
 }
+
+// Bounds of engine.negotiation_ttl_ms (the engine checks the same) and of
+// control.drain_ms (the C ABI caps a drain at 10 s).
+const (
+	NegotiationTTLMsMin = 1_000
+	NegotiationTTLMsMax = 3_600_000
+	DrainMsMax          = 10_000
+)
 
 // CPUOnlinePath lists the online CPUs, e.g. "0-3,6".
 const CPUOnlinePath = "/sys/devices/system/cpu/online"
@@ -362,7 +371,7 @@ func CheckContent(e string) error {
 	}
 	var v any
 	if err := json.Unmarshal([]byte(m[3]), &v); err != nil {
-		return fmt.Errorf("content %q: literal is not JSON: %v", e, err)
+		return fmt.Errorf("content %q: literal is not JSON: %w", e, err)
 	}
 	switch v.(type) {
 	case string, float64, bool, nil:
@@ -447,6 +456,7 @@ func (c *checker) control(ctl *Control) {
 		c.add("control.admin_token", "is required when admin_listen (%s) is not loopback or a unix socket", or(host, "all addresses"))
 	}
 	c.oneOf("control.store", ctl.Store, "embedded", "nats")
+	c.rangeInt("control.drain_ms", ctl.DrainMs, 0, DrainMsMax)
 	if ctl.DataDir == "" {
 		c.add("control.data_dir", "is required")
 	}

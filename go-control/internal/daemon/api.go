@@ -2,18 +2,20 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"strconv"
-	"time"
 
-	"github.com/sluice-ai/sluice/go-control/internal/config"
-	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
 )
 
@@ -23,10 +25,8 @@ const BodySizeMax = 1 << 20
 // Version is the daemon's version, reported by /v1/status.
 const Version = "0.1.0"
 
-type apiError struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
-}
+// contentType is what the admin API answers with.
+const contentType = "application/json"
 
 func httpStatus(err error) int {
 	switch errs.StatusOf(err) {
@@ -52,46 +52,54 @@ func httpStatus(err error) int {
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		code, b = http.StatusInternalServerError, []byte(`{"error":"encoding the response failed","code":"internal"}`)
+		writeAPIError(w, http.StatusInternalServerError, "internal", "encoding the response failed")
+		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(code)
 	w.Write(append(b, '\n'))
 }
 
-func writeErr(w http.ResponseWriter, err error) {
-	code := httpStatus(err)
-	if code == http.StatusServiceUnavailable {
+func writeAPIError(w http.ResponseWriter, status int, code, msg string) {
+	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, code, apiError{Error: err.Error(), Code: errs.Name(err)})
+	api.WriteError(w, status, contentType, api.Error{ErrorCode: status, Message: msg, Code: code})
 }
 
-// decode reads a bounded JSON body into v, refusing unknown fields.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+func writeErr(w http.ResponseWriter, err error) {
+	writeAPIError(w, httpStatus(err), errs.Name(err), err.Error())
+}
+
+// errTooLarge marks a body over BodySizeMax: 413, code too_large.
+var errTooLarge = fmt.Errorf("%w: request body is over %d bytes", errs.ErrInvalidArgument, BodySizeMax)
+
+// decode reads a bounded JSON body into v, refusing unknown fields; on
+// failure it has answered.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, BodySizeMax))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeJSON(w, http.StatusRequestEntityTooLarge, apiError{
-				Error: fmt.Sprintf("request body is over %d bytes", BodySizeMax), Code: "too_large"})
-			return false
+			writeAPIError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, errTooLarge.Error())
+			return errTooLarge
 		}
-		writeErr(w, fmt.Errorf("%w: reading body: %v", errs.ErrInvalidArgument, err))
-		return false
+		err = fmt.Errorf("%w: reading body: %w", errs.ErrInvalidArgument, err)
+		writeErr(w, err)
+		return err
 	}
 	if err := decodeBytes(body, v); err != nil {
 		writeErr(w, err)
-		return false
+		return err
 	}
-	return true
+	return nil
 }
 
 func decodeBytes(body []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
-		return fmt.Errorf("%w: bad JSON: %v", errs.ErrInvalidArgument, err)
+		return fmt.Errorf("%w: bad JSON: %w", errs.ErrInvalidArgument, err)
 	}
 	if d.More() {
 		return fmt.Errorf("%w: bad JSON: trailing data", errs.ErrInvalidArgument)
@@ -99,8 +107,83 @@ func decodeBytes(body []byte, v any) error {
 	return nil
 }
 
+// route is one admin API pattern and its handler method.
+type route struct {
+	pattern string
+	handler http.Handler
+}
+
+// routeTable lists every admin path (the registry is mounted beside it);
+// internal/api/openapi.json documents each, checked by a test.
+func (d *Daemon) routeTable() []route {
+	f := func(p string, h http.HandlerFunc) route { return route{p, h} }
+	return []route{
+		f("GET /v1/status", d.getStatus),
+		f("GET /v1/workers", d.getWorkers),
+		f("GET /v1/shards", d.getShards),
+		f("GET /v1/routes", d.getRoutes),
+		f("PUT /v1/routes", d.putRoutes),
+		f("DELETE /v1/routes", d.deleteRoutes),
+		f("GET /v1/tenants", d.getTenants),
+		f("PUT /v1/tenants", d.putTenants),
+		f("GET /v1/models", d.getModels),
+		f("POST /v1/models", d.postModel),
+		f("DELETE /v1/models/{name}/versions/{version}", d.deleteModel),
+		f("PUT /v1/models/{name}/aliases/{alias}", d.putAlias),
+		f("GET /v1/peers", d.getPeers),
+		f("POST /v1/peers", d.postPeer),
+		f("DELETE /v1/peers/{name}", d.deletePeer),
+		f("GET /v1/connections", d.getConnections),
+		f("DELETE /v1/connections/{id}", d.deleteConnection),
+		f("GET /v1/stats", d.getStats),
+		f("POST /v1/reload", d.postReload),
+		f("GET /openapi.json", d.getOpenAPI),
+		{"GET /metrics", d.metricsHandler()},
+	}
+}
+
+// routes maps every admin path to its handler method.
+func (d *Daemon) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, r := range d.routeTable() {
+		mux.Handle(r.pattern, r.handler)
+	}
+	return mux
+}
+
+// jsonMisses answers paths and methods mux does not serve with the JSON
+// error body (404, or 405 with Allow) instead of the mux's plain text.
+func jsonMisses(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		probe := &statusProbe{header: http.Header{}}
+		mux.ServeHTTP(probe, r)
+		if allow := probe.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		if probe.status == http.StatusMethodNotAllowed {
+			writeAPIError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path))
+			return
+		}
+		writeAPIError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no such path: %s (the API is listed at /openapi.json)", r.URL.Path))
+	})
+}
+
+// statusProbe records what the mux would answer and drops the body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(st int)          { p.status = st }
+
 // requireToken wraps h with bearer-token auth when token is set. A wrong or
-// missing token gets a bare 401.
+// missing token gets 401 with the JSON error body.
 func requireToken(token string, h http.Handler) http.Handler {
 	if token == "" {
 		return h
@@ -112,297 +195,45 @@ func requireToken(token string, h http.Handler) http.Handler {
 		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			w.WriteHeader(http.StatusUnauthorized)
+			writeAPIError(w, http.StatusUnauthorized, api.CodeUnauthorized, "unauthorized: send the admin token as Authorization: Bearer TOKEN")
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
 }
 
-// TenantView is a tenant as the API shows it: never with its key.
-type TenantView struct {
-	Name     string   `json:"name"`
-	ID       int64    `json:"id"`
-	Models   []string `json:"models"`
-	Adapters []string `json:"adapters"`
-}
+// peerKey carries who is on the other end of a unix-socket connection.
+type peerKey struct{}
 
-// RoutesDoc is what GET /v1/routes returns; PUT takes it or a bare array.
-type RoutesDoc struct {
-	Source string         `json:"source"` // "file" or "api"
-	Routes []config.Route `json:"routes"`
-}
-
-// StatusDoc is what GET /v1/status returns.
-type StatusDoc struct {
-	Daemon DaemonStatus  `json:"daemon"`
-	Engine engine.Status `json:"engine"`
-}
-
-// DaemonStatus describes sluiced itself.
-type DaemonStatus struct {
-	Version       string `json:"version"`
-	Config        string `json:"config"`
-	Engine        string `json:"engine"`
-	Store         string `json:"store"`
-	UptimeS       int64  `json:"uptime_s"`
-	ReloadsOK     uint64 `json:"reloads_ok"`
-	ReloadsFailed uint64 `json:"reloads_failed"`
-}
-
-// WorkerDoc joins a worker's info and counters.
-type WorkerDoc struct {
-	engine.WorkerInfo
-	Stats *engine.WorkerStats `json:"stats,omitempty"`
-}
-
-// ShardDoc joins a shard's config and counters.
-// (Fields are spelled out: embedding config.Shard would take its strict
-// UnmarshalJSON along.)
-type ShardDoc struct {
-	Name           string             `json:"name"`
-	Labels         map[string]string  `json:"labels,omitempty"`
-	MaxConcurrency int                `json:"max_concurrency"`
-	QueueDepth     int                `json:"queue_depth"`
-	Workers        []int              `json:"workers,omitempty"`
-	Local          bool               `json:"local"` // the host carries its labels
-	Stats          *engine.ShardStats `json:"stats,omitempty"`
-}
-
-// AliasBody is the body of PUT /v1/models/{name}/aliases/{alias}.
-type AliasBody struct {
-	Version string `json:"version"`
-}
-
-func (d *Daemon) routes() *http.ServeMux {
-	mux := http.NewServeMux()
-	s := d.state
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		st, err := d.eng.Status()
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		s.mu.Lock()
-		doc := StatusDoc{Engine: st, Daemon: DaemonStatus{
-			Version: Version, Config: s.path, Engine: d.engineName, Store: s.eff.Control.Store,
-			UptimeS: int64(time.Since(s.started) / time.Second), ReloadsOK: s.reloadsOK, ReloadsFailed: s.reloadsKO,
-		}}
-		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, doc)
-	})
-	mux.HandleFunc("GET /v1/workers", func(w http.ResponseWriter, r *http.Request) {
-		st, err := d.eng.Status()
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		stats, err := d.eng.Stats()
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		out := make([]WorkerDoc, 0, len(st.Workers))
-		for _, wi := range st.Workers {
-			doc := WorkerDoc{WorkerInfo: wi}
-			for i := range stats.Workers {
-				if stats.Workers[i].Index == wi.Index {
-					doc.Stats = &stats.Workers[i]
-				}
-			}
-			out = append(out, doc)
-		}
-		writeJSON(w, http.StatusOK, out)
-	})
-	mux.HandleFunc("GET /v1/shards", func(w http.ResponseWriter, r *http.Request) {
-		stats, err := d.eng.Stats()
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		cfg := s.snapshot()
-		out := make([]ShardDoc, 0, len(cfg.Shards))
-		for _, sh := range cfg.Shards {
-			doc := ShardDoc{Name: sh.Name, Labels: sh.Labels, MaxConcurrency: sh.MaxConcurrency, QueueDepth: sh.QueueDepth,
-				Workers: sh.Workers, Local: carries(cfg.Host.Labels, sh.Labels)}
-			for i := range stats.Shards {
-				if stats.Shards[i].Name == sh.Name {
-					doc.Stats = &stats.Shards[i]
-				}
-			}
-			out = append(out, doc)
-		}
-		writeJSON(w, http.StatusOK, out)
-	})
-	mux.HandleFunc("GET /v1/routes", func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		doc := RoutesDoc{Source: "file", Routes: nonNil(s.eff.Clone().Routes)}
-		if _, err := s.st.Get(keyRoutes); err == nil {
-			doc.Source = "api"
-		}
-		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, doc)
-	})
-	mux.HandleFunc("PUT /v1/routes", func(w http.ResponseWriter, r *http.Request) {
-		var raw json.RawMessage
-		if !decode(w, r, &raw) {
-			return
-		}
-		var routes []config.Route
-		if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '[' {
-			if err := decodeBytes(t, &routes); err != nil {
-				writeErr(w, err)
-				return
-			}
-		} else {
-			var doc RoutesDoc
-			if err := decodeBytes(t, &doc); err != nil {
-				writeErr(w, err)
-				return
-			}
-			routes = doc.Routes
-		}
-		if err := s.setRoutes(routes); err != nil {
-			writeErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, RoutesDoc{Source: "api", Routes: nonNil(routes)})
-	})
-	mux.HandleFunc("DELETE /v1/routes", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.resetRoutes(); err != nil {
-			writeErr(w, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	mux.HandleFunc("GET /v1/tenants", func(w http.ResponseWriter, r *http.Request) {
-		cfg := s.snapshot()
-		out := make([]TenantView, 0, len(cfg.Tenants))
-		for _, t := range cfg.Tenants {
-			out = append(out, TenantView{Name: t.Name, ID: t.ID, Models: nonNil(t.Models), Adapters: nonNil(t.Adapters)})
-		}
-		writeJSON(w, http.StatusOK, out)
-	})
-	mux.HandleFunc("PUT /v1/tenants", func(w http.ResponseWriter, r *http.Request) {
-		var ts []config.Tenant
-		if !decode(w, r, &ts) {
-			return
-		}
-		if err := s.setTenants(ts); err != nil {
-			writeErr(w, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
-		ms, err := d.eng.Models()
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, nonNil(ms))
-	})
-	mux.HandleFunc("POST /v1/models", func(w http.ResponseWriter, r *http.Request) {
-		var m config.Model
-		if !decode(w, r, &m) {
-			return
-		}
-		if err := s.loadModel(m); err != nil {
-			writeErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusCreated, m)
-	})
-	mux.HandleFunc("PUT /v1/models/{name}/aliases/{alias}", func(w http.ResponseWriter, r *http.Request) {
-		var b AliasBody
-		if !decode(w, r, &b) {
-			return
-		}
-		if b.Version == "" {
-			writeErr(w, fmt.Errorf("%w: version is required", errs.ErrInvalidArgument))
-			return
-		}
-		if err := s.setAlias(r.PathValue("name"), r.PathValue("alias"), b.Version); err != nil {
-			writeErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"model": r.PathValue("name"), "alias": r.PathValue("alias"), "version": b.Version})
-	})
-	mux.HandleFunc("GET /v1/peers", func(w http.ResponseWriter, r *http.Request) {
-		ps, err := d.eng.Peers()
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, nonNil(ps))
-	})
-	mux.HandleFunc("POST /v1/peers", func(w http.ResponseWriter, r *http.Request) {
-		var p config.Peer
-		if !decode(w, r, &p) {
-			return
-		}
-		if err := s.addPeer(p); err != nil {
-			writeErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusCreated, p)
-	})
-	mux.HandleFunc("DELETE /v1/peers/{name}", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.removePeer(r.PathValue("name")); err != nil {
-			writeErr(w, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	mux.HandleFunc("GET /v1/connections", func(w http.ResponseWriter, r *http.Request) {
-		cs, err := d.eng.Connections()
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, nonNil(cs))
-	})
-	mux.HandleFunc("DELETE /v1/connections/{id}", func(w http.ResponseWriter, r *http.Request) {
-		raw := r.PathValue("id")
-		id, err := strconv.ParseUint(raw, 10, 64)
-		if err != nil {
-			writeErr(w, fmt.Errorf("%w: connection id %q is not a decimal id from GET /v1/connections", errs.ErrInvalidArgument, raw))
-			return
-		}
-		if err := d.eng.CloseConnection(id); err != nil {
-			writeErr(w, err)
-			return
-		}
-		// The disconnect is under way; the connection may be listed as
-		// "closing" until its worker has let go of it.
-		w.WriteHeader(http.StatusNoContent)
-	})
-	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
-		st, err := d.eng.Stats()
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, st)
-	})
-	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
-		res, err := s.reload()
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, res)
-	})
-	mux.Handle("GET /metrics", d.metricsHandler())
-	return mux
-}
-
-// carries reports whether host labels include every shard label.
-func carries(host, shard map[string]string) bool {
-	for k, v := range shard {
-		if host[k] != v {
-			return false
-		}
+// connContext notes the credentials of a unix-socket peer (SO_PEERCRED)
+// for the audit log; TCP peers are named by address and token.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ctx
 	}
-	return true
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return ctx
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil || cerr != nil {
+		return context.WithValue(ctx, peerKey{}, "unix:unknown")
+	}
+	return context.WithValue(ctx, peerKey{}, fmt.Sprintf("unix:uid=%d,pid=%d", cred.Uid, cred.Pid))
+}
+
+// who names the caller of r for the audit log: the unix-socket peer, or the
+// token (a fingerprint, never the token) and the remote address.
+func who(r *http.Request) string {
+	if p, ok := r.Context().Value(peerKey{}).(string); ok {
+		return p
+	}
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		return "anonymous@" + r.RemoteAddr
+	}
+	sum := sha256.Sum256([]byte(auth))
+	return "token:" + hex.EncodeToString(sum[:4]) + "@" + r.RemoteAddr
 }

@@ -18,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"github.com/sluice-ai/sluice/go-control/internal/engine/enginetest"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
 )
 
@@ -50,7 +52,7 @@ func replaceOnce(t *testing.T, s, old, new string) string {
 type running struct {
 	t    *testing.T
 	d    *Daemon
-	fake *engine.Fake
+	fake *enginetest.Fake
 	path string // config file
 	base string // http://addr
 	http *http.Client
@@ -79,7 +81,7 @@ func start(t *testing.T, dir, src string, opts ...func(*Options)) *running {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{t: t, d: d, fake: d.Engine().(*engine.Fake), path: path, stop: cancel, done: make(chan error, 1),
+	r := &running{t: t, d: d, fake: d.Engine().(*enginetest.Fake), path: path, stop: cancel, done: make(chan error, 1),
 		http: &http.Client{Timeout: 10 * time.Second}}
 	go func() { r.done <- d.Run(ctx) }()
 	select {
@@ -145,11 +147,11 @@ func (r *running) must(method, path, body string, want int) []byte {
 	return b
 }
 
-func (r *running) apiErr(method, path, body string, want int, code string) apiError {
+func (r *running) apiErr(method, path, body string, want int, code string) api.Error {
 	r.t.Helper()
 	b := r.must(method, path, body, want)
-	var e apiError
-	if err := json.Unmarshal(b, &e); err != nil || e.Code != code || e.Error == "" {
+	var e api.Error
+	if err := json.Unmarshal(b, &e); err != nil || e.Code != code || e.Message == "" || e.ErrorCode != want {
 		r.t.Fatalf("%s %s: error body %s, want code %q", method, path, b, code)
 	}
 	return e
@@ -166,15 +168,15 @@ func decodeAs[T any](t *testing.T, b []byte) T {
 
 func TestStatusWorkersShards(t *testing.T) {
 	r := start(t, t.TempDir(), testConfig(t, ""))
-	st := decodeAs[StatusDoc](t, r.must("GET", "/v1/status", "", 200))
+	st := decodeAs[api.StatusDoc](t, r.must("GET", "/v1/status", "", 200))
 	if !st.Engine.Running || st.Engine.Transport != "io_uring" || st.Daemon.Engine != "fake" || st.Daemon.Version != Version {
 		t.Fatalf("status: %+v", st)
 	}
-	ws := decodeAs[[]WorkerDoc](t, r.must("GET", "/v1/workers", "", 200))
+	ws := decodeAs[[]api.WorkerDoc](t, r.must("GET", "/v1/workers", "", 200))
 	if len(ws) != 1 || ws[0].Core != 1 || ws[0].Stats == nil {
 		t.Fatalf("workers: %+v", ws)
 	}
-	ss := decodeAs[[]ShardDoc](t, r.must("GET", "/v1/shards", "", 200))
+	ss := decodeAs[[]api.ShardDoc](t, r.must("GET", "/v1/shards", "", 200))
 	if len(ss) != 2 || ss[0].Name != "hbm2-inference" || !ss[0].Local || ss[1].Local || ss[1].MaxConcurrency != 12 {
 		t.Fatalf("shards: %+v", ss)
 	}
@@ -186,14 +188,14 @@ func TestStatusWorkersShards(t *testing.T) {
 
 func TestRoutes(t *testing.T) {
 	r := start(t, t.TempDir(), testConfig(t, ""))
-	doc := decodeAs[RoutesDoc](t, r.must("GET", "/v1/routes", "", 200))
+	doc := decodeAs[api.RoutesDoc](t, r.must("GET", "/v1/routes", "", 200))
 	if doc.Source != "file" || len(doc.Routes) != 4 || doc.Routes[0].Name != "mlp" {
 		t.Fatalf("routes: %+v", doc)
 	}
 	// Refused sets: the whole set, with the reason; nothing changes.
 	e := r.apiErr("PUT", "/v1/routes", `[{"name":"a","shard":"hbm2-inference"},{"name":"b","shard":"nowhere"}]`, 422, "invalid_config")
-	if !strings.Contains(e.Error, `routes[1].shard: unknown shard "nowhere"`) {
-		t.Fatalf("reason: %s", e.Error)
+	if !strings.Contains(e.Message, `routes[1].shard: unknown shard "nowhere"`) {
+		t.Fatalf("reason: %s", e.Message)
 	}
 	r.apiErr("PUT", "/v1/routes", `[{"name":"a","shard":"hbm2-inference"},{"name":"a","shard":"hbm2-inference"}]`, 422, "invalid_config")
 	r.apiErr("PUT", "/v1/routes", `[{"name":"a","shard":"hbm2-inference","version":">>1"}]`, 422, "invalid_config")
@@ -204,7 +206,7 @@ func TestRoutes(t *testing.T) {
 	}
 	// A good set, as a bare array, then the GET form round-trips.
 	r.must("PUT", "/v1/routes", `[{"name":"all","shard":"gddr6-training"}]`, 200)
-	doc = decodeAs[RoutesDoc](t, r.must("GET", "/v1/routes", "", 200))
+	doc = decodeAs[api.RoutesDoc](t, r.must("GET", "/v1/routes", "", 200))
 	if doc.Source != "api" || len(doc.Routes) != 1 || doc.Routes[0].Shard != "gddr6-training" {
 		t.Fatalf("after PUT: %+v", doc)
 	}
@@ -215,7 +217,7 @@ func TestRoutes(t *testing.T) {
 	r.must("PUT", "/v1/routes", string(body), 200)
 	// DELETE goes back to the file's routes.
 	r.must("DELETE", "/v1/routes", "", 204)
-	doc = decodeAs[RoutesDoc](t, r.must("GET", "/v1/routes", "", 200))
+	doc = decodeAs[api.RoutesDoc](t, r.must("GET", "/v1/routes", "", 200))
 	if doc.Source != "file" || len(doc.Routes) != 4 || len(r.fake.Config().Routes) != 4 {
 		t.Fatalf("after DELETE: %+v", doc)
 	}
@@ -233,7 +235,7 @@ func TestTenantsNeverShowKeys(t *testing.T) {
 	if bytes.Contains(b, []byte("key")) || bytes.Contains(b, []byte("73756963")) {
 		t.Fatalf("key leaked: %s", b)
 	}
-	ts := decodeAs[[]TenantView](t, b)
+	ts := decodeAs[[]api.TenantView](t, b)
 	if len(ts) != 1 || ts[0].Name != "demo" || ts[0].ID != 1 {
 		t.Fatalf("tenants: %+v", ts)
 	}
@@ -243,12 +245,12 @@ func TestTenantsNeverShowKeys(t *testing.T) {
 		t.Fatalf("engine tenants: %+v", got)
 	}
 	e := r.apiErr("PUT", "/v1/tenants", `[{"name":"new","id":2,"models":["*"],"adapters":[]}]`, 422, "invalid_config")
-	if !strings.Contains(e.Error, "key") {
-		t.Fatalf("reason: %s", e.Error)
+	if !strings.Contains(e.Message, "key") {
+		t.Fatalf("reason: %s", e.Message)
 	}
 	e = r.apiErr("PUT", "/v1/tenants", `[{"name":"new","id":2,"key":"hex:0011","models":["*"],"adapters":[]}]`, 422, "invalid_config")
-	if strings.Contains(e.Error, "0011") {
-		t.Fatalf("key echoed in error: %s", e.Error)
+	if strings.Contains(e.Message, "0011") {
+		t.Fatalf("key echoed in error: %s", e.Message)
 	}
 	r.must("PUT", "/v1/tenants", `[{"name":"new","id":2,"key":"hex:000102030405060708090a0b0c0d0e0f","models":["*"],"adapters":["*"]}]`, 204)
 	if b := r.must("GET", "/v1/tenants", "", 200); bytes.Contains(b, []byte("0001020304")) {
@@ -305,13 +307,13 @@ func TestConnections(t *testing.T) {
 	}
 	for _, bad := range []string{"abc", "-1", "1.5", "18446744073709551616"} {
 		e := r.apiErr("DELETE", "/v1/connections/"+bad, "", 400, "invalid_argument")
-		if !strings.Contains(e.Error, strconv.Quote(bad)) {
-			t.Fatalf("error for %q does not name it: %s", bad, e.Error)
+		if !strings.Contains(e.Message, strconv.Quote(bad)) {
+			t.Fatalf("error for %q does not name it: %s", bad, e.Message)
 		}
 	}
 	e := r.apiErr("DELETE", "/v1/connections/"+strconv.FormatUint(id+100, 10), "", 404, "not_found")
-	if !strings.Contains(e.Error, "no connection") {
-		t.Fatalf("not found: %s", e.Error)
+	if !strings.Contains(e.Message, "no connection") {
+		t.Fatalf("not found: %s", e.Message)
 	}
 	r.must("DELETE", "/v1/connections/"+strconv.FormatUint(id, 10), "", 204)
 	if cs := decodeAs[[]engine.Connection](t, r.must("GET", "/v1/connections", "", 200)); len(cs) != 0 {
@@ -336,8 +338,9 @@ func TestTokenRequired(t *testing.T) {
 	for _, path := range []string{"/v1/status", "/v1/routes", "/metrics", "/v1/nothing"} {
 		for _, hdr := range [][]string{nil, {"Authorization", "Bearer wrong"}, {"Authorization", "s3cret"}} {
 			code, b := r.do("GET", path, "", hdr...)
-			if code != 401 || len(b) != 0 {
-				t.Fatalf("GET %s %v: %d %q, want a bare 401", path, hdr, code, b)
+			var e api.Error
+			if code != 401 || json.Unmarshal(b, &e) != nil || e.Code != "unauthorized" || e.ErrorCode != 401 {
+				t.Fatalf("GET %s %v: %d %q, want 401 with the JSON error", path, hdr, code, b)
 			}
 		}
 		code, _ := r.do("GET", path, "", "Authorization", "Bearer s3cret")
@@ -357,7 +360,7 @@ func TestUnixSocket(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "admin.sock")
 	r := start(t, dir, testConfig(t, dir, `admin_listen = "127.0.0.1:0"`, `admin_listen = "unix:admin.sock"`))
-	st := decodeAs[StatusDoc](t, r.must("GET", "/v1/status", "", 200))
+	st := decodeAs[api.StatusDoc](t, r.must("GET", "/v1/status", "", 200))
 	if !st.Engine.Running {
 		t.Fatalf("status over unix socket: %+v", st)
 	}
@@ -426,7 +429,7 @@ func TestReloadAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	applies := r.fake.Applies()
-	res := decodeAs[ReloadResult](t, r.must("POST", "/v1/reload", "", 200))
+	res := decodeAs[api.ReloadResult](t, r.must("POST", "/v1/reload", "", 200))
 	if strings.Join(res.Applied, ",") != "shards,routes" || len(res.RestartRequired) != 0 {
 		t.Fatalf("reload: %+v", res)
 	}
@@ -438,7 +441,7 @@ func TestReloadAPI(t *testing.T) {
 		t.Fatalf("engine config: %+v %+v", c.Shards, c.Routes)
 	}
 	// Nothing changed: nothing applied.
-	res = decodeAs[ReloadResult](t, r.must("POST", "/v1/reload", "", 200))
+	res = decodeAs[api.ReloadResult](t, r.must("POST", "/v1/reload", "", 200))
 	if len(res.Applied) != 0 || r.fake.Applies() != applies+1 {
 		t.Fatalf("no-op reload applied %+v", res)
 	}
@@ -449,8 +452,8 @@ func TestReloadAPI(t *testing.T) {
 	}
 	line := strings.Count(bad[:strings.Index(bad, "prority")], "\n") + 1
 	e := r.apiErr("POST", "/v1/reload", "", 422, "invalid_config")
-	if want := r.path + ":" + itoa(line) + ": routes.prority: unknown key"; !strings.Contains(e.Error, want) {
-		t.Fatalf("reason %q lacks %q", e.Error, want)
+	if want := r.path + ":" + itoa(line) + ": routes.prority: unknown key"; !strings.Contains(e.Message, want) {
+		t.Fatalf("reason %q lacks %q", e.Message, want)
 	}
 	if c := r.fake.Config(); len(c.Routes) != 5 {
 		t.Fatalf("refused file changed routes: %+v", c.Routes)
@@ -459,14 +462,14 @@ func TestReloadAPI(t *testing.T) {
 	if err := os.WriteFile(r.path, []byte(strings.Replace(src, "rx_burst_max = 32", "rx_burst_max = 64", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res = decodeAs[ReloadResult](t, r.must("POST", "/v1/reload", "", 200))
+	res = decodeAs[api.ReloadResult](t, r.must("POST", "/v1/reload", "", 200))
 	if strings.Join(res.RestartRequired, ",") != "engine" || strings.Join(res.Applied, ",") != "shards,routes" {
 		t.Fatalf("reload: %+v", res)
 	}
 	if c := r.fake.Config(); c.Engine.RxBurstMax != 32 {
 		t.Fatal("engine section changed live")
 	}
-	st := decodeAs[StatusDoc](t, r.must("GET", "/v1/status", "", 200))
+	st := decodeAs[api.StatusDoc](t, r.must("GET", "/v1/status", "", 200))
 	if st.Daemon.ReloadsOK != 3 || st.Daemon.ReloadsFailed != 1 {
 		t.Fatalf("reload counts: %+v", st.Daemon)
 	}
@@ -487,8 +490,8 @@ func TestReloadRefusedWhenOverrideConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := r.apiErr("POST", "/v1/reload", "", 422, "invalid_config")
-	if !strings.Contains(e.Error, `unknown shard "gddr6-training"`) || !strings.Contains(e.Error, "overrides made through the API") {
-		t.Fatalf("reason: %s", e.Error)
+	if !strings.Contains(e.Message, `unknown shard "gddr6-training"`) || !strings.Contains(e.Message, "overrides made through the API") {
+		t.Fatalf("reason: %s", e.Message)
 	}
 	if c := r.fake.Config(); c.Shards[1].Name != "gddr6-training" || c.Routes[0].Name != "all" {
 		t.Fatalf("running config changed: %+v %+v", c.Shards, c.Routes)
@@ -518,7 +521,7 @@ func TestReloadSIGHUP(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	doc := decodeAs[RoutesDoc](t, r.must("GET", "/v1/routes", "", 200))
+	doc := decodeAs[api.RoutesDoc](t, r.must("GET", "/v1/routes", "", 200))
 	if len(doc.Routes) != 5 {
 		t.Fatalf("routes after SIGHUP: %+v", doc.Routes)
 	}

@@ -23,7 +23,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 type collector struct {
 	d *Daemon
 
-	up, reloads *prometheus.Desc
+	up, reloads, changes *prometheus.Desc
 
 	wRequests, wErrors, wRx, wTx, wRxNoBuf, wTxNoBuf, wTxErr, wForeign *prometheus.Desc
 	wPings, wNegotiations, wCopied, wSleeps, wPool, wPoolUse, wReuse   *prometheus.Desc
@@ -44,6 +44,7 @@ func newCollector(d *Daemon) *collector {
 		d:       d,
 		up:      desc("engine_stats_up", "1 if the engine answered the stats call of this scrape."),
 		reloads: desc("config_reloads_total", "Config reloads, by result.", "result"),
+		changes: desc("control_changes_total", "Control changes made through the admin API, SIGHUP or the fleet (each one audit log line), by kind and outcome (ok, refused, failed).", "kind", "outcome"),
 
 		wRequests:     desc("worker_requests_total", "Requests answered by the worker (ok plus error frames).", w...),
 		wErrors:       desc("worker_errors_total", "Error frames by wire error code.", append(w, "code")...),
@@ -87,7 +88,7 @@ func newCollector(d *Daemon) *collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.wRequests, c.wErrors, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
+	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.changes, c.wRequests, c.wErrors, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
 		c.wTxErr, c.wForeign, c.wPings, c.wNegotiations, c.wCopied, c.wSleeps, c.wPool, c.wPoolUse, c.wReuse,
 		c.wLat, c.wLatHist, c.wLatMax, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
 		c.sService, c.sServiceHist, c.sServiceMax,
@@ -136,6 +137,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ok, ko := c.d.state.reloadCounts()
 	counter(ch, c.reloads, ok, "ok")
 	counter(ch, c.reloads, ko, "error")
+	for _, a := range c.d.audits.snapshot() {
+		counter(ch, c.changes, a.n, a.kind, a.outcome)
+	}
 	c.connections(ch)
 	st, err := c.d.eng.Stats() // one batched call per scrape
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
@@ -61,6 +62,7 @@ type Daemon struct {
 	reg        *registry.Registry
 	regHandler http.Handler
 	schemas    *schemaSync
+	audits     auditLog
 }
 
 // New loads the config and the stored overrides and creates the engine,
@@ -128,21 +130,27 @@ func New(opts Options) (*Daemon, error) {
 // Engine returns the engine the daemon drives (tests feed the Fake).
 func (d *Daemon) Engine() engine.Engine { return d.eng }
 
-// Reload re-reads the config file, as SIGHUP does.
-func (d *Daemon) Reload() (ReloadResult, error) { return d.state.reload() }
+// Reload re-reads the config file, as SIGHUP does. Fleet mode calls it when
+// the fleet's shared control state changed; it is audited as who=fleet.
+func (d *Daemon) Reload() (api.ReloadResult, error) {
+	res, err := d.state.reload()
+	d.auditAs("fleet", "reload", "reload", reloadWhat(res), err)
+	return res, err
+}
 
 // RefreshSchemas re-reads the registry from its store; the engine gets the
 // versions other writers (fleet appliances) added or retired.
 func (d *Daemon) RefreshSchemas(ctx context.Context) error { return d.reg.Refresh(ctx) }
 
-// Handler is the admin API with auth, as served.
+// Handler is the admin API with auth, as served: unknown paths get the JSON
+// error body, and changes to the registry are audited.
 func (d *Daemon) Handler() http.Handler {
 	mux := d.routes()
-	mux.Handle(RegistryPrefix+"/", d.regHandler)
+	mux.Handle(RegistryPrefix+"/", d.auditRegistry(d.regHandler))
 	for prefix, h := range d.opts.Mount {
 		mux.Handle(prefix, h)
 	}
-	return requireToken(d.state.eff.Control.AdminToken, mux)
+	return requireToken(d.state.eff.Control.AdminToken, jsonMisses(mux))
 }
 
 func (d *Daemon) notify(state string) {
@@ -159,17 +167,17 @@ func listen(addr string) (net.Listener, func(), error) {
 		}
 		ln, err := net.Listen("unix", path)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: admin_listen: %v", errs.ErrIO, err)
+			return nil, nil, fmt.Errorf("%w: admin_listen: %w", errs.ErrIO, err)
 		}
 		if err := os.Chmod(path, 0o660); err != nil {
 			ln.Close()
-			return nil, nil, fmt.Errorf("%w: admin socket: %v", errs.ErrIO, err)
+			return nil, nil, fmt.Errorf("%w: admin socket: %w", errs.ErrIO, err)
 		}
 		return ln, func() { os.Remove(path) }, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: admin_listen: %v", errs.ErrIO, err)
+		return nil, nil, fmt.Errorf("%w: admin_listen: %w", errs.ErrIO, err)
 	}
 	return ln, func() {}, nil
 }
@@ -205,6 +213,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    HeaderSizeMax,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnContext:       connContext,
 	}
 	// Schemas reach the engine's validator now and on every registry change.
 	syncCtx, stopSync := context.WithCancel(context.Background())
@@ -227,7 +236,8 @@ loop:
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				d.notify(reloadingState())
-				_, rerr := d.state.reload() // logged inside; a bad file leaves the running config
+				res, rerr := d.state.reload() // a bad file leaves the running config
+				d.auditAs("signal:SIGHUP", "reload", "reload", reloadWhat(res), rerr)
 				status := "READY=1\nSTATUS=serving"
 				if rerr != nil {
 					status += "; last reload refused"
@@ -255,7 +265,9 @@ loop:
 	// Stop taking admin requests first so nothing changes during the drain.
 	stopSync()
 	herr := srv.Shutdown(sctx)
-	eerr := d.eng.Stop(sctx)
+	drain := time.Duration(d.state.snapshot().Control.DrainMs) * time.Millisecond
+	log.Info("draining the engine", "drain_ms", drain.Milliseconds())
+	eerr := d.eng.Stop(sctx, drain)
 	if eerr != nil {
 		log.Error("engine stop", "err", eerr)
 	} else {

@@ -38,6 +38,9 @@ type schemaSync struct {
 	dirty   chan struct{}
 	pushed  int // successful pushes, for tests and status
 	lastErr error
+	// noted counts changes heard; pushedGen is the noted count the last
+	// successful push included.
+	noted, pushedGen uint64
 }
 
 func newSchemaSync() *schemaSync {
@@ -55,6 +58,7 @@ func (s *schemaSync) note(c registry.Change) {
 		s.live[k] = pushedSchema{Schema: engine.Schema{ID: c.SchemaID, Subject: c.Subject, Version: c.Version,
 			SchemaType: string(c.Type), Schema: c.Schema, Retired: c.Retired}, References: c.References}
 	}
+	s.noted++
 	s.mu.Unlock()
 	select {
 	case s.dirty <- struct{}{}:
@@ -62,8 +66,31 @@ func (s *schemaSync) note(c registry.Change) {
 	}
 }
 
-func (s *schemaSync) doc() ([]byte, error) {
+// waitPushed waits (at most timeout) until every change heard so far has
+// reached the engine, and reports whether it did.
+func (s *schemaSync) waitPushed(timeout time.Duration) bool {
 	s.mu.Lock()
+	want := s.noted
+	s.mu.Unlock()
+	deadline := time.Now().Add(timeout)
+	for {
+		s.mu.Lock()
+		done := s.pushedGen >= want
+		s.mu.Unlock()
+		if done {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// doc returns the set to push and the noted count it includes.
+func (s *schemaSync) doc() ([]byte, uint64, error) {
+	s.mu.Lock()
+	gen := s.noted
 	list := make([]pushedSchema, 0, len(s.live))
 	for _, v := range s.live {
 		list = append(list, v)
@@ -75,7 +102,8 @@ func (s *schemaSync) doc() ([]byte, error) {
 		}
 		return list[i].Version < list[j].Version
 	})
-	return json.Marshal(list)
+	b, err := json.Marshal(list)
+	return b, gen, err
 }
 
 // run pushes the set whenever it changes, until ctx ends.
@@ -90,7 +118,7 @@ func (s *schemaSync) run(ctx context.Context, d *Daemon) {
 		case <-s.dirty:
 		case <-retry.C:
 		}
-		doc, err := s.doc()
+		doc, gen, err := s.doc()
 		if err == nil {
 			err = d.eng.Apply(engine.Change{Section: engine.SectionSchemas, Doc: doc})
 		}
@@ -98,6 +126,7 @@ func (s *schemaSync) run(ctx context.Context, d *Daemon) {
 		s.lastErr = err
 		if err == nil {
 			s.pushed++
+			s.pushedGen = max(s.pushedGen, gen)
 		}
 		s.mu.Unlock()
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
@@ -27,6 +28,9 @@ const (
 	prefixAlias    = "alias."
 	prefixPeer     = "peer."
 	prefixPeerGone = "peergone." // a file-defined peer removed through the API
+	// A model version unloaded through the API: kept out of the effective
+	// config (file or store) until it is loaded again.
+	prefixModelGone = "modelgone."
 )
 
 func enc(parts ...string) string {
@@ -40,6 +44,12 @@ func enc(parts ...string) string {
 	return base64.RawURLEncoding.EncodeToString(b.Bytes())
 }
 
+// modelRef names a model version (the value of a prefixModelGone key).
+type modelRef struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
 type aliasRec struct {
 	Model   string `json:"model"`
 	Alias   string `json:"alias"`
@@ -48,12 +58,13 @@ type aliasRec struct {
 
 // overrides is the control state made through the API, as kept in the store.
 type overrides struct {
-	routes   []config.Route // nil: the file's routes
-	tenants  []config.Tenant
-	models   []config.Model
-	aliases  []aliasRec
-	peers    []config.Peer
-	peerGone map[string]bool
+	routes    []config.Route // nil: the file's routes
+	tenants   []config.Tenant
+	models    []config.Model
+	aliases   []aliasRec
+	peers     []config.Peer
+	peerGone  map[string]bool
+	modelGone map[[2]string]bool // (name, version)
 }
 
 // state is the daemon's view: the last good file, the overrides, and the
@@ -73,7 +84,7 @@ type state struct {
 }
 
 func loadOverrides(s store.Store) (*overrides, error) {
-	o := &overrides{peerGone: map[string]bool{}}
+	o := &overrides{peerGone: map[string]bool{}, modelGone: map[[2]string]bool{}}
 	get := func(key string, v any) error {
 		b, err := s.Get(key)
 		if errors.Is(err, errs.ErrNotFound) {
@@ -83,7 +94,7 @@ func loadOverrides(s store.Store) (*overrides, error) {
 			return err
 		}
 		if err := json.Unmarshal(b, v); err != nil {
-			return fmt.Errorf("%w: store key %s: %v", errs.ErrInternal, key, err)
+			return fmt.Errorf("%w: store key %s: %w", errs.ErrInternal, key, err)
 		}
 		return nil
 	}
@@ -100,7 +111,7 @@ func loadOverrides(s store.Store) (*overrides, error) {
 		}
 		for _, e := range es {
 			if err := each(e.Value); err != nil {
-				return fmt.Errorf("%w: store key %s: %v", errs.ErrInternal, e.Key, err)
+				return fmt.Errorf("%w: store key %s: %w", errs.ErrInternal, e.Key, err)
 			}
 		}
 		return nil
@@ -128,6 +139,12 @@ func loadOverrides(s store.Store) (*overrides, error) {
 			o.peerGone[string(b)] = true
 			return nil
 		}),
+		list(prefixModelGone, func(b []byte) error {
+			var m modelRef
+			err := json.Unmarshal(b, &m)
+			o.modelGone[[2]string{m.Name, m.Version}] = true
+			return err
+		}),
 	)
 	return o, err
 }
@@ -147,6 +164,7 @@ func compose(file *config.Config, o *overrides) *config.Config {
 			eff.Models = append(eff.Models, m)
 		}
 	}
+	eff.Models = slices.DeleteFunc(eff.Models, func(m config.Model) bool { return o.modelGone[[2]string{m.Name, m.Version}] })
 	for _, a := range o.aliases {
 		moveAlias(eff, a.Model, a.Alias, a.Version)
 	}
@@ -245,16 +263,8 @@ func staticSections(a, b *config.Config) []string {
 	return out
 }
 
-// ReloadResult says what a reload changed.
-type ReloadResult struct {
-	Applied []string `json:"applied"` // live sections sent to the engine
-	// RestartRequired lists changed sections that only a restart takes;
-	// their running values stay.
-	RestartRequired []string `json:"restart_required"`
-}
-
 // reload re-reads the file and applies the live sections that changed.
-func (s *state) reload() (ReloadResult, error) {
+func (s *state) reload() (api.ReloadResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res, err := s.reloadLocked()
@@ -269,11 +279,11 @@ func (s *state) reload() (ReloadResult, error) {
 	return res, nil
 }
 
-func (s *state) reloadLocked() (ReloadResult, error) {
-	res := ReloadResult{Applied: []string{}, RestartRequired: []string{}}
+func (s *state) reloadLocked() (api.ReloadResult, error) {
+	res := api.ReloadResult{Applied: []string{}, RestartRequired: []string{}}
 	file, err := config.Load(s.path)
 	if err != nil {
-		return res, fmt.Errorf("%w: %v", errs.ErrInvalidConfig, err)
+		return res, fmt.Errorf("%w: %w", errs.ErrInvalidConfig, err)
 	}
 	o, err := loadOverrides(s.st)
 	if err != nil {
@@ -307,7 +317,7 @@ func (s *state) reloadLocked() (ReloadResult, error) {
 	}
 	if len(changes) > 0 {
 		if err := s.eng.Apply(changes...); err != nil {
-			return ReloadResult{Applied: []string{}, RestartRequired: res.RestartRequired}, err
+			return api.ReloadResult{Applied: []string{}, RestartRequired: res.RestartRequired}, err
 		}
 	}
 	s.file = file
@@ -343,7 +353,7 @@ func (s *state) applySection(next *config.Config, sec engine.Section, persist fu
 func (s *state) putJSON(key string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errs.ErrInternal, err)
+		return fmt.Errorf("%w: %w", errs.ErrInternal, err)
 	}
 	return s.st.Put(key, b)
 }
@@ -404,11 +414,34 @@ func (s *state) loadModel(m config.Model) error {
 	}
 	// The engine has it now, whatever the store says.
 	s.eff = next
-	if err := s.putJSON(prefixModel+enc(m.Name, m.Version), m); err != nil {
+	err := errors.Join(s.putJSON(prefixModel+enc(m.Name, m.Version), m), s.st.Delete(prefixModelGone+enc(m.Name, m.Version)))
+	if err != nil {
 		s.log.Error("model loaded but not saved: it will be gone after a restart", "model", m.Name, "version", m.Version, "err", err)
 		return fmt.Errorf("loaded but not saved: %w", err)
 	}
 	return nil
+}
+
+// unloadModel removes a loaded version from every core; it stays out of the
+// effective config on reloads and restarts until it is loaded again. Its
+// aliases go with it: requests naming them get unknown_model.
+func (s *state) unloadModel(name, version string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.eff.Models, func(x config.Model) bool { return x.Name == name && x.Version == version })
+	if i < 0 {
+		return fmt.Errorf("%w: model %s version %s is not loaded", errs.ErrNotFound, name, version)
+	}
+	next := s.eff.Clone()
+	next.Models = slices.Delete(next.Models, i, i+1)
+	inFile := slices.ContainsFunc(s.file.Models, func(x config.Model) bool { return x.Name == name && x.Version == version })
+	return s.applySection(next, engine.SectionModels, func() error {
+		err := s.st.Delete(prefixModel + enc(name, version))
+		if err == nil && inFile {
+			err = s.putJSON(prefixModelGone+enc(name, version), modelRef{name, version})
+		}
+		return err
+	})
 }
 
 func (s *state) setAlias(model, alias, version string) error {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-ai/sluice/go-control/internal/config"
-	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"github.com/sluice-ai/sluice/go-control/internal/engine/enginetest"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
 	"github.com/sluice-ai/sluice/go-control/internal/store"
 )
@@ -25,7 +25,7 @@ func TestStoreFailureSetsTheEngineBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	js, _ := cfg.JSON()
-	fake, err := engine.NewFake(js)
+	fake, err := enginetest.NewFake(js)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package engine is the Go side of the data-plane engine: the interface the
 // daemon drives, the types that cross it, and a registry of implementations.
-// The Rust engine is linked through the C ABI in cgo.go (written separately);
-// Fake is an in-memory stand-in for unit tests that serves no traffic.
+// The Rust engine is package rustengine (the C ABI); the in-memory Fake for
+// tests is package enginetest, kept out of production binaries.
 package engine
 
 import (
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
@@ -44,10 +45,12 @@ type Change struct {
 type Engine interface {
 	// Start pins the workers, opens the transport and begins serving.
 	Start() error
-	// Stop stops taking new requests, answers the ones in flight, then
-	// releases cores and buffers. If ctx ends first it drops the rest and
-	// returns errs.ErrTimeout. Calling Stop twice returns errs.ErrNotRunning.
-	Stop(ctx context.Context) error
+	// Stop stops taking new requests: for drain, new requests are answered
+	// shutting_down (retryable) while the ones in flight finish; then the
+	// workers exit and cores and buffers are released. If ctx ends first it
+	// drops the rest and returns errs.ErrTimeout. Calling Stop twice
+	// returns errs.ErrNotRunning.
+	Stop(ctx context.Context, drain time.Duration) error
 	// Apply replaces the given sections atomically: the engine validates the
 	// whole resulting set and either takes all of it at the next burst
 	// boundary or refuses all of it with errs.ErrInvalidConfig and a reason.
@@ -113,17 +116,6 @@ type ConnectionTotals struct {
 	TxBytes   uint64 `json:"tx_bytes"`
 	TxLarge   uint64 `json:"tx_large"`
 	Errors    uint64 `json:"errors"`
-}
-
-// add counts c's traffic into t.
-func (t *ConnectionTotals) add(c *Connection) {
-	t.RxFrames += c.RxFrames
-	t.RxBytes += c.RxBytes
-	t.RxLarge += c.RxLarge
-	t.TxFrames += c.TxFrames
-	t.TxBytes += c.TxBytes
-	t.TxLarge += c.TxLarge
-	t.Errors += c.Errors
 }
 
 // Schema is one registered schema version pushed to the hot-path validator
@@ -246,17 +238,17 @@ func (e *ErrorCounts) UnmarshalJSON(b []byte) error {
 	}
 	var pairs [][2]json.RawMessage
 	if err := json.Unmarshal(b, &pairs); err != nil {
-		return fmt.Errorf("error counts: want an object or [name, count] pairs: %v", err)
+		return fmt.Errorf("error counts: want an object or [name, count] pairs: %w", err)
 	}
 	out := make(ErrorCounts, len(pairs))
 	for _, p := range pairs {
 		var name string
 		var n uint64
 		if err := json.Unmarshal(p[0], &name); err != nil {
-			return fmt.Errorf("error counts: %v", err)
+			return fmt.Errorf("error counts: %w", err)
 		}
 		if err := json.Unmarshal(p[1], &n); err != nil {
-			return fmt.Errorf("error counts: %v", err)
+			return fmt.Errorf("error counts: %w", err)
 		}
 		out[name] += n
 	}

@@ -82,18 +82,38 @@ func FromStatus(s Status, msg string) error {
 	return fmt.Errorf("%w: unknown engine status %d: %s", ErrInternal, s, msg)
 }
 
-// StatusOf returns the status matching err's sentinel; errors that wrap none
-// are internal.
+// StatusOf returns the status of the outermost sentinel err wraps (an
+// error may wrap several: "%w: %w"); errors that wrap none are internal.
 func StatusOf(err error) Status {
 	if err == nil {
 		return StatusOK
 	}
-	for _, e := range table {
-		if errors.Is(err, e.err) {
-			return e.status
-		}
+	if s, ok := statusIn(err); ok {
+		return s
 	}
 	return StatusInternal
+}
+
+// statusIn walks err's tree outermost first, left to right.
+func statusIn(err error) (Status, bool) {
+	for _, e := range table {
+		if err == e.err {
+			return e.status, true
+		}
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if inner := u.Unwrap(); inner != nil {
+			return statusIn(inner)
+		}
+	case interface{ Unwrap() []error }:
+		for _, inner := range u.Unwrap() {
+			if s, ok := statusIn(inner); ok {
+				return s, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // Name returns the snake_case code of err ("invalid_config", ...).

@@ -47,3 +47,16 @@ func TestUnknownAndNil(t *testing.T) {
 		t.Fatal("Invalid must be invalid_config")
 	}
 }
+
+func TestOutermostSentinelWins(t *testing.T) {
+	inner := fmt.Errorf("%w: model file", ErrNotFound)
+	err := fmt.Errorf("%w: store key k: %w", ErrIO, inner)
+	if StatusOf(err) != StatusIO || !errors.Is(err, ErrNotFound) {
+		t.Fatalf("StatusOf(%v) = %d, want io with the cause kept", err, StatusOf(err))
+	}
+	// ErrInvalidArgument comes first in the table but is the inner one.
+	err = fmt.Errorf("%w: apply: %w", ErrTimeout, ErrInvalidArgument)
+	if Name(err) != "timeout" {
+		t.Fatalf("Name = %s, want timeout", Name(err))
+	}
+}

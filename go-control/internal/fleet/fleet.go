@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/daemon"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
@@ -36,7 +37,7 @@ const SchemasBucketSuffix = "_schemas"
 
 // Target is what the fleet drives: a daemon.
 type Target interface {
-	Reload() (daemon.ReloadResult, error)
+	Reload() (api.ReloadResult, error)
 	RefreshSchemas(ctx context.Context) error
 }
 
@@ -106,13 +107,13 @@ func Connect(ctx context.Context, cfg config.Fleet, log *slog.Logger) (*Fleet, e
 	}
 	nc, err := nats.Connect(strings.Join(cfg.Servers, ","), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: fleet: connect %v: %v", errs.ErrIO, cfg.Servers, err)
+		return nil, fmt.Errorf("%w: fleet: connect %v: %w", errs.ErrIO, cfg.Servers, err)
 	}
 	f.nc = nc
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("%w: fleet: jetstream: %v", errs.ErrIO, err)
+		return nil, fmt.Errorf("%w: fleet: jetstream: %w", errs.ErrIO, err)
 	}
 	opTimeout := time.Duration(cfg.OpTimeoutMs) * time.Millisecond
 	f.Store, err = store.OpenNATS(ctx, js, store.NATSOptions{BucketPrefix: cfg.BucketPrefix, Replicas: cfg.Replicas, OpTimeout: opTimeout})
@@ -121,7 +122,7 @@ func Connect(ctx context.Context, cfg config.Fleet, log *slog.Logger) (*Fleet, e
 		f.Registry, err = natsstore.Open(rctx, js, cfg.BucketPrefix+SchemasBucketSuffix, cfg.Replicas)
 		cancel()
 		if err != nil {
-			err = fmt.Errorf("%w: fleet: %v", errs.ErrIO, err)
+			err = fmt.Errorf("%w: fleet: %w", errs.ErrIO, err)
 		}
 	}
 	if err != nil {

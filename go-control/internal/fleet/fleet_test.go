@@ -24,7 +24,7 @@ import (
 
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/daemon"
-	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"github.com/sluice-ai/sluice/go-control/internal/engine/enginetest"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
 	"github.com/sluice-ai/sluice/go-control/internal/store"
 )
@@ -138,7 +138,7 @@ type appliance struct {
 	path string
 	d    *daemon.Daemon
 	fl   *Fleet
-	fake *engine.Fake
+	fake *enginetest.Fake
 	base string
 	stop context.CancelFunc
 	done chan struct{}
@@ -208,7 +208,7 @@ func startAppliance(t *testing.T, name, path string) *appliance {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &appliance{t: t, name: name, path: path, d: d, fl: fl, fake: d.Engine().(*engine.Fake), stop: cancel, done: make(chan struct{})}
+	a := &appliance{t: t, name: name, path: path, d: d, fl: fl, fake: d.Engine().(*enginetest.Fake), stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
 		var wg sync.WaitGroup
@@ -335,7 +335,7 @@ func hasPeer(a *appliance, name string) bool {
 }
 
 func routesWith(a *appliance, mlpShard string) []config.Route {
-	rs := a.d.Engine().(*engine.Fake).Config().Routes
+	rs := a.d.Engine().(*enginetest.Fake).Config().Routes
 	for i := range rs {
 		if rs[i].Name == "mlp" {
 			rs[i].Shard = mlpShard

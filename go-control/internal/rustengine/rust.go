@@ -28,10 +28,6 @@ const (
 	queryTotals = 7
 )
 
-// drainMsDefault is how long a stop keeps answering late requests with
-// shutting_down before the workers exit.
-const drainMsDefault = 200
-
 func init() {
 	engine.Register("rust", Open)
 }
@@ -59,7 +55,7 @@ func Open(configJSON []byte) (engine.Engine, error) {
 	}
 	configJSON, err := dropNulls(configJSON)
 	if err != nil {
-		return nil, fmt.Errorf("%w: config: %v", errs.ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: config: %w", errs.ErrInvalidArgument, err)
 	}
 	h, rc, msg := cOpen(configJSON)
 	if err := toErr(rc, msg); err != nil {
@@ -105,14 +101,15 @@ func (e *Engine) Start() error {
 	return toErr(cStart(h))
 }
 
-// Stop answers late requests with shutting_down for a short drain, then
-// stops the workers; every frame received is answered.
-func (e *Engine) Stop(ctx context.Context) error {
+// Stop answers late requests with shutting_down for drain (at most half of
+// what ctx leaves, so the stop itself fits), then stops the workers; every
+// frame received is answered.
+func (e *Engine) Stop(ctx context.Context, drainFor time.Duration) error {
 	h, err := e.handle()
 	if err != nil {
 		return err
 	}
-	drain := uint64(drainMsDefault)
+	drain := uint64(max(drainFor.Milliseconds(), 0))
 	if d, ok := ctx.Deadline(); ok {
 		if left := time.Until(d).Milliseconds() / 2; left < int64(drain) {
 			drain = uint64(max(left, 0))
@@ -124,7 +121,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("%w: engine stop: %v", errs.ErrTimeout, ctx.Err())
+		return fmt.Errorf("%w: engine stop: %w", errs.ErrTimeout, ctx.Err())
 	}
 }
 
@@ -143,7 +140,7 @@ func (e *Engine) Apply(changes ...engine.Change) error {
 		b, err = dropNulls(b)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %v", errs.ErrInvalidArgument, err)
+		return fmt.Errorf("%w: %w", errs.ErrInvalidArgument, err)
 	}
 	return toErr(cApply(h, b))
 }
@@ -165,7 +162,7 @@ func (e *Engine) LoadModel(spec config.Model) error {
 	}
 	b, err := json.Marshal(spec)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errs.ErrInvalidArgument, err)
+		return fmt.Errorf("%w: %w", errs.ErrInvalidArgument, err)
 	}
 	return toErr(cLoadModel(h, b))
 }
@@ -180,7 +177,7 @@ func (e *Engine) query(what int32, into any) error {
 		return err
 	}
 	if err := json.Unmarshal(b, into); err != nil {
-		return fmt.Errorf("%w: decode engine answer: %v", errs.ErrInternal, err)
+		return fmt.Errorf("%w: decode engine answer: %w", errs.ErrInternal, err)
 	}
 	return nil
 }
@@ -199,7 +196,7 @@ func (e *Engine) AddPeer(p config.Peer) error {
 	}
 	b, err := json.Marshal(p)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errs.ErrInvalidArgument, err)
+		return fmt.Errorf("%w: %w", errs.ErrInvalidArgument, err)
 	}
 	return toErr(cAddPeer(h, b))
 }

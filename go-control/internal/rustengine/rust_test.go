@@ -179,10 +179,10 @@ func TestRealEngineThroughTheABI(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := e.Stop(ctx); err != nil {
+	if err := e.Stop(ctx, 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Stop(ctx); !errors.Is(err, errs.ErrNotRunning) {
+	if err := e.Stop(ctx, 0); !errors.Is(err, errs.ErrNotRunning) {
 		t.Fatalf("second stop: %v", err)
 	}
 }

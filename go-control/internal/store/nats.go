@@ -114,7 +114,7 @@ func OpenNATS(ctx context.Context, js jetstream.JetStream, o NATSOptions) (*NATS
 		name := o.BucketPrefix + "_" + kind
 		kv, err := openBucket(ctx, js, name, kind, o)
 		if err != nil {
-			return nil, fmt.Errorf("%w: nats bucket %s: %v", errs.ErrIO, name, err)
+			return nil, fmt.Errorf("%w: nats bucket %s: %w", errs.ErrIO, name, err)
 		}
 		n.buckets[kind] = kv
 	}
@@ -186,7 +186,7 @@ func (n *NATS) seenRev(key string) uint64 {
 }
 
 func ioErr(op, key string, err error) error {
-	return fmt.Errorf("%w: nats %s %s: %v", errs.ErrIO, op, key, err)
+	return fmt.Errorf("%w: nats %s %s: %w", errs.ErrIO, op, key, err)
 }
 
 func conflict(key string) error {

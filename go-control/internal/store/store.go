@@ -57,7 +57,7 @@ type Bolt struct {
 // 0700: the file may hold tenant keys.
 func OpenBolt(dataDir string) (*Bolt, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("%w: data dir: %v", errs.ErrIO, err)
+		return nil, fmt.Errorf("%w: data dir: %w", errs.ErrIO, err)
 	}
 	path := filepath.Join(dataDir, fileName)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: OpenTimeout})
@@ -65,14 +65,14 @@ func OpenBolt(dataDir string) (*Bolt, error) {
 		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("%w: %s is locked by another process", errs.ErrBusy, path)
 		}
-		return nil, fmt.Errorf("%w: open %s: %v", errs.ErrIO, path, err)
+		return nil, fmt.Errorf("%w: open %s: %w", errs.ErrIO, path, err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(bucket)
 		return err
 	}); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("%w: %s: %v", errs.ErrIO, path, err)
+		return nil, fmt.Errorf("%w: %s: %w", errs.ErrIO, path, err)
 	}
 	return &Bolt{db: db}, nil
 }
@@ -147,7 +147,7 @@ func (b *Bolt) wrap(err error) error {
 	if err == nil || errors.Is(err, errs.ErrInvalidArgument) || errors.Is(err, errs.ErrNotFound) {
 		return err
 	}
-	return fmt.Errorf("%w: store: %v", errs.ErrIO, err)
+	return fmt.Errorf("%w: store: %w", errs.ErrIO, err)
 }
 
 var _ Store = (*Bolt)(nil)

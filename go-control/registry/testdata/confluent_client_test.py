@@ -109,6 +109,12 @@ class ConfluentClientTest(unittest.TestCase):
         self.expect_error(40402, other.get_version, "py-req-value", 42)
         self.expect_error(40403, other.get_schema, 987654)
         self.expect_error(42201, other.register_schema, "py-bad", Schema('{"type":"nope"}', "AVRO"))
+        # A body over the limit: 413 with the same body shape as every error
+        # (error_code and message are what Confluent's client reads).
+        big = '{"type":"record","name":"big","doc":"' + "x" * (5 << 20) + '","fields":[]}'
+        err = self.expect_error(413, other.register_schema, "py-big", Schema(big, "AVRO"))
+        self.assertEqual(err.http_status_code, 413)
+        self.assertIn("over", err.error_message)
 
         # Soft, then hard delete.
         self.assertEqual(other.delete_version("py-req-value", 3), 3)

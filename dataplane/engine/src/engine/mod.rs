@@ -168,7 +168,7 @@ impl Engine {
             control: Mutex::new(Control {
                 live,
                 schemas: Vec::new(),
-                schema_ttl_ms: 60_000,
+                schema_ttl_ms: cfg.engine.negotiation_ttl_ms,
                 slots,
             }),
             listen: None,

@@ -108,6 +108,10 @@ pub fn classify_frame(
             Err(r) => return Verdict::Reply(E(r.code, r.message)),
         }
     }
+    // One version rule (docs/wire.md, "Model versions"): the request names an
+    // exact version or an alias, resolved first; routes match the resolved
+    // full version. A request that resolves to no loaded version is
+    // unknown_model unless a route sends it to a remote shard.
     let model = t.models.resolve(frame.model(), frame.model_version());
     let key = RouteKey {
         model: frame.model(),
@@ -118,6 +122,9 @@ pub fn classify_frame(
         json,
     };
     let Some((_, route)) = t.routes.find(&key) else {
+        if model.is_none() {
+            return Verdict::Reply(E(ErrorCode::UnknownModel, "unknown model or version"));
+        }
         return Verdict::Reply(E(ErrorCode::NoRoute, "no route matches the request"));
     };
     let forbidden = Verdict::Reply(E(ErrorCode::Forbidden, "not permitted for this tenant"));

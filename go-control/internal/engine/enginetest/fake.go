@@ -1,4 +1,4 @@
-package engine
+package enginetest
 
 import (
 	"bytes"
@@ -9,30 +9,34 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
+
+	"github.com/sluice-ai/sluice/go-control/internal/engine"
 )
 
-// Fake is an in-memory Engine for unit tests. It serves no traffic: it keeps
+// Fake is an in-memory engine.Engine for unit tests. It serves no traffic: it keeps
 // the applied config, validates changes the way the engine must, and reports
 // counters that tests feed through Record. Drain is modelled by Begin/End.
 type Fake struct {
 	mu       sync.Mutex
 	cfg      *config.Config
 	state    string
-	models   map[string]*ModelInfo // name@version
-	peers    map[string]*PeerStatus
+	models   map[string]*engine.ModelInfo // name@version
+	peers    map[string]*engine.PeerStatus
 	workers  map[int]*fakeWorker
 	shards   map[string]*fakeShard
 	inFlight int
+	drain    time.Duration // of the last Stop
 	drained  chan struct{} // closed when inFlight reaches 0 while draining
 	applies  int
 	stats    int // Stats calls
-	schemas  []Schema
-	conns    map[uint64]*Connection
+	schemas  []engine.Schema
+	conns    map[uint64]*engine.Connection
 	connSeq  uint64
-	retired  map[connKey]*ConnectionTotals // per transport and worker: closed connections
+	retired  map[connKey]*engine.ConnectionTotals // per transport and worker: closed connections
 }
 
 type connKey struct {
@@ -57,20 +61,20 @@ type fakeShard struct {
 const FakeSamplesMax = 1 << 16
 
 func init() {
-	Register("fake", func(js []byte) (Engine, error) { return NewFake(js) })
+	engine.Register("fake", func(js []byte) (engine.Engine, error) { return NewFake(js) })
 }
 
 // NewFake creates a Fake from the full config JSON.
 func NewFake(configJSON []byte) (*Fake, error) {
 	var cfg config.Config
 	if err := strictJSON(configJSON, &cfg); err != nil {
-		return nil, fmt.Errorf("%w: config: %v", errs.ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: config: %w", errs.ErrInvalidConfig, err)
 	}
 	if issues := config.Validate(&cfg); len(issues) > 0 {
 		return nil, refusal(issues)
 	}
-	f := &Fake{cfg: &cfg, state: "created", models: map[string]*ModelInfo{}, peers: map[string]*PeerStatus{},
-		workers: map[int]*fakeWorker{}, shards: map[string]*fakeShard{}, conns: map[uint64]*Connection{}, retired: map[connKey]*ConnectionTotals{}}
+	f := &Fake{cfg: &cfg, state: "created", models: map[string]*engine.ModelInfo{}, peers: map[string]*engine.PeerStatus{},
+		workers: map[int]*fakeWorker{}, shards: map[string]*fakeShard{}, conns: map[uint64]*engine.Connection{}, retired: map[connKey]*engine.ConnectionTotals{}}
 	f.syncModels()
 	f.syncPeers()
 	return f, nil
@@ -99,21 +103,21 @@ func refusal(issues []config.Issue) error {
 func key(name, version string) string { return name + "@" + version }
 
 func (f *Fake) syncModels() {
-	f.models = map[string]*ModelInfo{}
+	f.models = map[string]*engine.ModelInfo{}
 	for _, m := range f.cfg.Models {
 		ids := make([]string, len(m.Adapters))
 		for i, a := range m.Adapters {
 			ids[i] = a.ID
 		}
-		f.models[key(m.Name, m.Version)] = &ModelInfo{Name: m.Name, Version: m.Version, Kind: m.Kind,
+		f.models[key(m.Name, m.Version)] = &engine.ModelInfo{Name: m.Name, Version: m.Version, Kind: m.Kind,
 			Aliases: nonNil(slices.Clone(m.Aliases)), Adapters: ids}
 	}
 }
 
 func (f *Fake) syncPeers() {
-	f.peers = map[string]*PeerStatus{}
+	f.peers = map[string]*engine.PeerStatus{}
 	for _, p := range f.cfg.Peers {
-		f.peers[p.Name] = &PeerStatus{Peer: p, State: "connecting"}
+		f.peers[p.Name] = &engine.PeerStatus{Peer: p, State: "connecting"}
 	}
 }
 
@@ -128,7 +132,7 @@ func (f *Fake) live() error {
 	}
 }
 
-// Start implements Engine.
+// Start implements engine.Engine.
 func (f *Fake) Start() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -139,8 +143,10 @@ func (f *Fake) Start() error {
 	return nil
 }
 
-// Stop implements Engine: it waits for requests begun with Begin to End.
-func (f *Fake) Stop(ctx context.Context) error {
+// Stop implements engine.Engine: it waits for requests begun with Begin to
+// End (past drain too: the Fake has no traffic of its own to refuse), and
+// records drain for tests.
+func (f *Fake) Stop(ctx context.Context, drain time.Duration) error {
 	f.mu.Lock()
 	if f.state != "running" {
 		st := f.state
@@ -148,6 +154,7 @@ func (f *Fake) Stop(ctx context.Context) error {
 		return fmt.Errorf("%w: engine is %s", errs.ErrNotRunning, st)
 	}
 	f.state = "draining"
+	f.drain = drain
 	f.drained = make(chan struct{})
 	if f.inFlight == 0 {
 		close(f.drained)
@@ -169,8 +176,15 @@ func (f *Fake) Stop(ctx context.Context) error {
 		clear(f.retired)
 		n := f.inFlight
 		f.mu.Unlock()
-		return fmt.Errorf("%w: %d requests dropped: %v", errs.ErrTimeout, n, ctx.Err())
+		return fmt.Errorf("%w: %d requests dropped: %w", errs.ErrTimeout, n, ctx.Err())
 	}
+}
+
+// LastDrain is the drain the last Stop was given.
+func (f *Fake) LastDrain() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.drain
 }
 
 // Begin marks one request in flight; it fails once draining has begun, as
@@ -208,7 +222,7 @@ func (f *Fake) Applies() int {
 }
 
 // Schemas returns the schema set last applied.
-func (f *Fake) Schemas() []Schema {
+func (f *Fake) Schemas() []engine.Schema {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.schemas)
@@ -228,8 +242,8 @@ func (f *Fake) Config() *config.Config {
 	return f.cfg.Clone()
 }
 
-// Apply implements Engine: all changes or none.
-func (f *Fake) Apply(changes ...Change) error {
+// Apply implements engine.Engine: all changes or none.
+func (f *Fake) Apply(changes ...engine.Change) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.state == "draining" || f.state == "stopped" {
@@ -240,29 +254,29 @@ func (f *Fake) Apply(changes ...Change) error {
 	for _, ch := range changes {
 		var err error
 		switch ch.Section {
-		case SectionRoutes:
+		case engine.SectionRoutes:
 			next.Routes = nil
 			err = strictJSON(ch.Doc, &next.Routes)
-		case SectionShards:
+		case engine.SectionShards:
 			next.Shards = nil
 			err = strictJSON(ch.Doc, &next.Shards)
-		case SectionTenants:
+		case engine.SectionTenants:
 			next.Tenants = nil
 			err = strictJSON(ch.Doc, &next.Tenants)
-		case SectionModels:
+		case engine.SectionModels:
 			next.Models = nil
 			err = strictJSON(ch.Doc, &next.Models)
-		case SectionPeers:
+		case engine.SectionPeers:
 			next.Peers = nil
 			err = strictJSON(ch.Doc, &next.Peers)
-		case SectionSchemas:
+		case engine.SectionSchemas:
 			schemas = nil
 			err = strictJSON(ch.Doc, &schemas)
 		default:
 			return fmt.Errorf("%w: unknown section %q", errs.ErrInvalidArgument, ch.Section)
 		}
 		if err != nil {
-			return fmt.Errorf("%w: %s: %v", errs.ErrInvalidConfig, ch.Section, err)
+			return fmt.Errorf("%w: %s: %w", errs.ErrInvalidConfig, ch.Section, err)
 		}
 	}
 	if issues := config.Validate(next); len(issues) > 0 {
@@ -276,7 +290,7 @@ func (f *Fake) Apply(changes ...Change) error {
 	return nil
 }
 
-// SetAlias implements Engine.
+// SetAlias implements engine.Engine.
 func (f *Fake) SetAlias(model, alias, version string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -308,7 +322,7 @@ func (f *Fake) SetAlias(model, alias, version string) error {
 	return nil
 }
 
-// LoadModel implements Engine.
+// LoadModel implements engine.Engine.
 func (f *Fake) LoadModel(spec config.Model) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -325,11 +339,11 @@ func (f *Fake) LoadModel(spec config.Model) error {
 	return nil
 }
 
-// Models implements Engine.
-func (f *Fake) Models() ([]ModelInfo, error) {
+// Models implements engine.Engine.
+func (f *Fake) Models() ([]engine.ModelInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]ModelInfo, 0, len(f.models))
+	out := make([]engine.ModelInfo, 0, len(f.models))
 	for _, m := range f.models {
 		c := *m
 		c.Aliases = slices.Clone(m.Aliases)
@@ -339,7 +353,7 @@ func (f *Fake) Models() ([]ModelInfo, error) {
 	return out, nil
 }
 
-// AddPeer implements Engine.
+// AddPeer implements engine.Engine.
 func (f *Fake) AddPeer(p config.Peer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -350,11 +364,11 @@ func (f *Fake) AddPeer(p config.Peer) error {
 		return fmt.Errorf("%w: peer %q", errs.ErrAlreadyExists, p.Name)
 	}
 	f.cfg.Peers = append(f.cfg.Peers, p)
-	f.peers[p.Name] = &PeerStatus{Peer: p, State: "connecting"}
+	f.peers[p.Name] = &engine.PeerStatus{Peer: p, State: "connecting"}
 	return nil
 }
 
-// RemovePeer implements Engine.
+// RemovePeer implements engine.Engine.
 func (f *Fake) RemovePeer(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -366,11 +380,11 @@ func (f *Fake) RemovePeer(name string) error {
 	return nil
 }
 
-// Peers implements Engine.
-func (f *Fake) Peers() ([]PeerStatus, error) {
+// Peers implements engine.Engine.
+func (f *Fake) Peers() ([]engine.PeerStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]PeerStatus, 0, len(f.peers))
+	out := make([]engine.PeerStatus, 0, len(f.peers))
 	for _, p := range f.peers {
 		out = append(out, *p)
 	}
@@ -411,11 +425,11 @@ func (f *Fake) Record(worker int, shard, code string, queueNs, serviceNs uint64)
 // FakeBucketsNs are the histogram bounds the Fake reports.
 var FakeBucketsNs = []uint64{10_000, 100_000, 1_000_000, 10_000_000, 100_000_000}
 
-func summarize(samples []uint64) Latency {
-	l := Latency{Count: uint64(len(samples))}
+func summarize(samples []uint64) engine.Latency {
+	l := engine.Latency{Count: uint64(len(samples))}
 	if len(samples) == 0 {
 		for _, le := range FakeBucketsNs {
-			l.Buckets = append(l.Buckets, Bucket{LeNs: le})
+			l.Buckets = append(l.Buckets, engine.Bucket{LeNs: le})
 		}
 		return l
 	}
@@ -431,20 +445,20 @@ func summarize(samples []uint64) Latency {
 	l.P50Ns, l.P90Ns, l.P99Ns, l.P999Ns, l.MaxNs = rank(0.5), rank(0.9), rank(0.99), rank(0.999), s[len(s)-1]
 	for _, le := range FakeBucketsNs {
 		n, _ := slices.BinarySearch(s, le+1)
-		l.Buckets = append(l.Buckets, Bucket{LeNs: le, Count: uint64(n)})
+		l.Buckets = append(l.Buckets, engine.Bucket{LeNs: le, Count: uint64(n)})
 	}
 	return l
 }
 
-// Stats implements Engine.
-func (f *Fake) Stats() (Stats, error) {
+// Stats implements engine.Engine.
+func (f *Fake) Stats() (engine.Stats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stats++
-	var st Stats
+	var st engine.Stats
 	var all []uint64
 	for i, core := range f.cfg.Engine.Workers {
-		ws := WorkerStats{Index: i, Core: core, Errors: ErrorCounts{}}
+		ws := engine.WorkerStats{Index: i, Core: core, Errors: engine.ErrorCounts{}}
 		if w := f.workers[i]; w != nil {
 			var errN uint64
 			for c, n := range w.errors {
@@ -462,7 +476,7 @@ func (f *Fake) Stats() (Stats, error) {
 	}
 	st.Latency = summarize(all)
 	for _, sh := range f.cfg.Shards {
-		ss := ShardStats{Name: sh.Name, Local: true}
+		ss := engine.ShardStats{Name: sh.Name, Local: true}
 		for k, v := range sh.Labels {
 			if f.cfg.Host.Labels[k] != v {
 				ss.Local = false
@@ -482,15 +496,15 @@ func (f *Fake) Stats() (Stats, error) {
 	return st, nil
 }
 
-// Status implements Engine.
-func (f *Fake) Status() (Status, error) {
+// Status implements engine.Engine.
+func (f *Fake) Status() (engine.Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := Status{Running: f.state == "running", Draining: f.state == "draining", Transport: f.cfg.Engine.Transport,
+	st := engine.Status{Running: f.state == "running", Draining: f.state == "draining", Transport: f.cfg.Engine.Transport,
 		Listen: f.cfg.IOUring.Listen, HugepagesNote: "fake engine: in-memory, serves no traffic",
 		Schemas: len(f.schemas), Versions: map[string]string{"engine": "fake", "wire": "1"}}
 	for i, core := range f.cfg.Engine.Workers {
-		st.Workers = append(st.Workers, WorkerInfo{Index: i, Core: core})
+		st.Workers = append(st.Workers, engine.WorkerInfo{Index: i, Core: core})
 	}
 	for _, m := range f.models {
 		st.Models = append(st.Models, *m)
@@ -503,7 +517,7 @@ func (f *Fake) Status() (Status, error) {
 
 // Connect adds a connection as a connection-oriented transport would on
 // accept, and returns its id. Only a running engine accepts.
-func (f *Fake) Connect(c Connection) (uint64, error) {
+func (f *Fake) Connect(c engine.Connection) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.live(); err != nil {
@@ -538,11 +552,11 @@ func (f *Fake) CountConnection(id, rxFrames, rxBytes, txFrames, txBytes, errors 
 	return ok
 }
 
-// Connections implements Engine.
-func (f *Fake) Connections() ([]Connection, error) {
+// Connections implements engine.Engine.
+func (f *Fake) Connections() ([]engine.Connection, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]Connection, 0, len(f.conns))
+	out := make([]engine.Connection, 0, len(f.conns))
 	for _, c := range f.conns {
 		out = append(out, *c)
 	}
@@ -550,7 +564,7 @@ func (f *Fake) Connections() ([]Connection, error) {
 	return out, nil
 }
 
-// CloseConnection implements Engine. The real engine lists a closed
+// CloseConnection implements engine.Engine. The real engine lists a closed
 // connection as "closing" until its worker lets go; the Fake drops it at once.
 func (f *Fake) CloseConnection(id uint64) error {
 	f.mu.Lock()
@@ -560,33 +574,33 @@ func (f *Fake) CloseConnection(id uint64) error {
 		return fmt.Errorf("%w: no connection %d", errs.ErrNotFound, id)
 	}
 	t := f.totalsOf(c.Transport, c.Listen, c.Worker)
-	t.add(c)
+	addTraffic(t, c)
 	t.Closed++
 	delete(f.conns, id)
 	return nil
 }
 
-func (f *Fake) totalsOf(transport, listen string, worker int) *ConnectionTotals {
+func (f *Fake) totalsOf(transport, listen string, worker int) *engine.ConnectionTotals {
 	k := connKey{transport, worker}
 	t := f.retired[k]
 	if t == nil {
-		t = &ConnectionTotals{Transport: transport, Listen: listen, Worker: worker}
+		t = &engine.ConnectionTotals{Transport: transport, Listen: listen, Worker: worker}
 		f.retired[k] = t
 	}
 	return t
 }
 
-// ConnectionTotals implements Engine: closed connections' counts plus the
+// ConnectionTotals implements engine.Engine: closed connections' counts plus the
 // open ones', per transport and worker.
-func (f *Fake) ConnectionTotals() ([]ConnectionTotals, error) {
+func (f *Fake) ConnectionTotals() ([]engine.ConnectionTotals, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]ConnectionTotals, 0, len(f.retired))
+	out := make([]engine.ConnectionTotals, 0, len(f.retired))
 	for k, r := range f.retired {
 		t := *r
 		for _, c := range f.conns {
 			if c.Transport == k.transport && c.Worker == k.worker {
-				t.add(c)
+				addTraffic(&t, c)
 				t.Open++
 			}
 		}
@@ -601,6 +615,17 @@ func (f *Fake) ConnectionTotals() ([]ConnectionTotals, error) {
 	return out, nil
 }
 
+// addTraffic counts c's traffic into t.
+func addTraffic(t *engine.ConnectionTotals, c *engine.Connection) {
+	t.RxFrames += c.RxFrames
+	t.RxBytes += c.RxBytes
+	t.RxLarge += c.RxLarge
+	t.TxFrames += c.TxFrames
+	t.TxBytes += c.TxBytes
+	t.TxLarge += c.TxLarge
+	t.Errors += c.Errors
+}
+
 func nonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}
@@ -608,4 +633,4 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-var _ Engine = (*Fake)(nil)
+var _ engine.Engine = (*Fake)(nil)

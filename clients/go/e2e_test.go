@@ -1,0 +1,442 @@
+//go:build linux
+
+package sluice_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	sluice "github.com/sluice-ai/sluice/clients/go"
+	"github.com/sluice-ai/sluice/clients/go/wire"
+)
+
+// End to end against the real appliance: sluiced (built by
+// scripts/build-ffi.sh into .cache/bin) with the Rust engine, io_uring UDP
+// on loopback, ONNX Runtime and the bundled models, started from
+// cfg/sluice.toml with ephemeral ports. A missing binary fails the tests
+// with a hint; it never skips them.
+
+// The demo tenant of cfg/sluice.toml, and a second one limited to echo.
+var (
+	demoKey, _    = hex.DecodeString("73756963652d64656d6f2d6b65792d30303030303030303030303030303030")
+	limitedKey    = []byte("goclient-limited-tenant-key")
+	limitedTenant = fmt.Sprintf("\n[[tenants]]\nname = \"limited\"\nid = 2\nkey = \"hex:%x\"\nmodels = [\"echo\"]\n", limitedKey)
+)
+
+type appliance struct {
+	cmd   *exec.Cmd
+	admin string // host:port
+	data  string // host:port
+	dir   string
+}
+
+var (
+	appOnce sync.Once
+	app     *appliance
+	appErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if app != nil {
+		app.stop()
+	}
+	os.Exit(code)
+}
+
+func repoRoot() string {
+	root, _ := filepath.Abs("../..")
+	return root
+}
+
+// engine starts sluiced once for the package and returns it.
+func engine(t *testing.T) *appliance {
+	t.Helper()
+	appOnce.Do(func() { app, appErr = startAppliance() })
+	if appErr != nil {
+		t.Fatal(appErr)
+	}
+	return app
+}
+
+func startAppliance() (*appliance, error) {
+	root := repoRoot()
+	bin := os.Getenv("SLUICED")
+	if bin == "" {
+		bin = filepath.Join(root, ".cache/bin/sluiced")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%s missing: run `eval \"$(scripts/build-ffi.sh)\"` first (or set SLUICED): %v", bin, err)
+	}
+	src, err := os.ReadFile(filepath.Join(root, "cfg/sluice.toml"))
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "sluice-goclient-")
+	if err != nil {
+		return nil, err
+	}
+	cfg := strings.NewReplacer(
+		"../.cache/onnxruntime/", root+"/.cache/onnxruntime/",
+		"../models/", root+"/models/",
+		`listen = "127.0.0.1:7070"`, `listen = "127.0.0.1:0"`,
+		`admin_listen = "127.0.0.1:7071"`, `admin_listen = "127.0.0.1:0"`,
+		`data_dir = "../.cache/sluice-data"`, fmt.Sprintf("data_dir = %q", dir+"/data"),
+	).Replace(string(src)) + limitedTenant
+	path := filepath.Join(dir, "sluice.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "-config", path)
+	// Killed with the test binary, even when a test panics.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	a := &appliance{cmd: cmd, dir: dir}
+	adminc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			if testing.Verbose() {
+				fmt.Fprintln(os.Stderr, "sluiced|", line)
+			}
+			if _, rest, ok := strings.Cut(line, " admin="); ok {
+				adminc <- strings.Fields(rest)[0]
+			}
+		}
+	}()
+	select {
+	case a.admin = <-adminc:
+	case <-time.After(60 * time.Second):
+		a.stop()
+		return nil, errors.New("sluiced did not report its admin address in 60 s")
+	}
+	var st struct {
+		Engine struct {
+			Listen string `json:"listen"`
+		} `json:"engine"`
+	}
+	if err := a.getJSON("/v1/status", &st); err != nil || st.Engine.Listen == "" {
+		a.stop()
+		return nil, fmt.Errorf("status: %v %+v", err, st)
+	}
+	a.data = st.Engine.Listen
+	return a, nil
+}
+
+func (a *appliance) stop() {
+	_ = a.cmd.Process.Kill()
+	_ = a.cmd.Wait()
+	_ = os.RemoveAll(a.dir)
+}
+
+func (a *appliance) getJSON(path string, out any) error {
+	resp, err := http.Get("http://" + a.admin + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func (a *appliance) post(t *testing.T, path, body string) []byte {
+	t.Helper()
+	resp, err := http.Post("http://"+a.admin+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
+	}
+	return b
+}
+
+func (a *appliance) client(t *testing.T, o sluice.Options) *sluice.Client {
+	t.Helper()
+	if o.TenantID == 0 {
+		o.TenantID, o.Key = 1, demoKey
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Second
+	}
+	c, err := sluice.Dial(context.Background(), a.data, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// mlpReference is what models/mlp.onnx computes (dataplane/models,
+// bundled::mlp_reference): weights are multiples of 1/16, so f32 results
+// are exact and compared with ==.
+func mlpReference(x []float32, lora bool) []float32 {
+	const in, hidden, out, rank = 4, 8, 3, 2
+	q := func(k int) float32 { return float32(k) / 16 }
+	n := len(x) / in
+	y := make([]float32, n*out)
+	for r := 0; r < n; r++ {
+		h := make([]float32, hidden)
+		for j := 0; j < hidden; j++ {
+			var acc float32
+			for i := 0; i < in; i++ {
+				acc += x[r*in+i] * q((i*5+j*3)%9-4)
+			}
+			h[j] = max(acc+q(j%5-2), 0)
+		}
+		for k := 0; k < out; k++ {
+			var acc float32
+			for j := 0; j < hidden; j++ {
+				acc += h[j] * q((j*7+k*2)%11-5)
+			}
+			y[r*out+k] = acc + q(k-1)
+		}
+		if lora {
+			xa := make([]float32, rank)
+			for s := 0; s < rank; s++ {
+				for i := 0; i < in; i++ {
+					xa[s] += x[r*in+i] * q((i+2*s)%5-2)
+				}
+			}
+			for k := 0; k < out; k++ {
+				var d float32
+				for s := 0; s < rank; s++ {
+					d += xa[s] * q((3*s+k)%7-3)
+				}
+				y[r*out+k] += d
+			}
+		}
+	}
+	return y
+}
+
+func sixteenths(n, seed int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(((i*7+seed*3)%13)-6) / 16
+	}
+	return x
+}
+
+func TestEngineMLP(t *testing.T) {
+	c := engine(t).client(t, sluice.Options{})
+	for _, batch := range []int{1, 32} {
+		for _, adapter := range []string{"", "formal"} {
+			x := sixteenths(4*batch, batch)
+			req := sluice.NewRequest("mlp", "1", sluice.NewTensor("x", []uint64{uint64(batch), 4}, x))
+			req.Adapter = adapter
+			resp, err := c.Infer(context.Background(), req)
+			if err != nil {
+				t.Fatalf("batch %d adapter %q: %v", batch, adapter, err)
+			}
+			o, ok := resp.Output("y")
+			if !ok || o.DType != wire.F32 || fmt.Sprint(o.Dims) != fmt.Sprintf("[%d 3]", batch) {
+				t.Fatalf("outputs %v", resp.Outputs)
+			}
+			y, err := sluice.Values[float32](o)
+			want := mlpReference(x, adapter != "")
+			if err != nil || fmt.Sprint(y) != fmt.Sprint(want) {
+				t.Fatalf("batch %d adapter %q: y = %v, want %v (%v)", batch, adapter, y, want, err)
+			}
+			if resp.Model != "mlp" || resp.ModelVersion == "" {
+				t.Fatalf("response names %s %s", resp.Model, resp.ModelVersion)
+			}
+			resp.Release()
+		}
+	}
+	if rtt, err := c.Ping(context.Background()); err != nil || rtt <= 0 {
+		t.Fatal(rtt, err)
+	}
+}
+
+// Every dtype, rank 0 and empty shapes round-trip through the echo model
+// byte for byte.
+func TestEngineEchoEveryDType(t *testing.T) {
+	c := engine(t).client(t, sluice.Options{})
+	rng := rand.New(rand.NewSource(7))
+	shapes := [][]uint64{{3}, {}, {0}, {2, 0, 3}, {2, 3}}
+	for _, d := range wire.DTypes {
+		for _, dims := range shapes {
+			n := 1
+			for _, x := range dims {
+				n *= int(x)
+			}
+			data := make([]byte, n*d.Size())
+			rng.Read(data)
+			if d == wire.Bool {
+				for i := range data {
+					data[i] &= 1
+				}
+			}
+			in := sluice.Tensor{Name: "t", DType: d, Dims: dims, Data: data}
+			resp, err := c.Infer(context.Background(), sluice.NewRequest("echo", "1", in))
+			if err != nil {
+				t.Fatalf("%s %v: %v", d, dims, err)
+			}
+			o := resp.Outputs[0]
+			if len(resp.Outputs) != 1 || o.Name != "t" || o.DType != d || fmt.Sprint(o.Dims) != fmt.Sprint(dims) || !bytes.Equal(o.Data, data) {
+				t.Fatalf("%s %v: got %v % x", d, dims, o, o.Data)
+			}
+			resp.Release()
+		}
+	}
+}
+
+func TestEngineErrors(t *testing.T) {
+	a := engine(t)
+	c := a.client(t, sluice.Options{})
+	x := sluice.NewTensor("x", []uint64{1, 4}, []float32{1, 2, 3, 4})
+	past := &sluice.Request{Model: "mlp", Version: "1", Inputs: []sluice.Tensor{x}, Deadline: time.Now().Add(-time.Second)}
+	cases := []struct {
+		name string
+		c    *sluice.Client
+		req  *sluice.Request
+		want error
+	}{
+		{"no version", c, sluice.NewRequest("mlp", "", x), sluice.ErrModelVersionRequired},
+		{"unknown model", c, sluice.NewRequest("nope", "1", x), sluice.ErrUnknownModel},
+		{"unknown version", c, sluice.NewRequest("null", "7", x), sluice.ErrUnknownModel},
+		{"unknown adapter", c, &sluice.Request{Model: "mlp", Version: "1", Adapter: "casual", Inputs: []sluice.Tensor{x}}, sluice.ErrUnknownAdapter},
+		{"bad shape", c, sluice.NewRequest("mlp", "1", sluice.NewTensor("x", []uint64{1, 5}, make([]float32, 5))), sluice.ErrBadTensor},
+		{"bad dtype", c, sluice.NewRequest("mlp", "1", sluice.NewTensor("x", []uint64{1, 4}, make([]int32, 4))), sluice.ErrBadTensor},
+		{"deadline passed", c, past, sluice.ErrDeadlineExceeded},
+		{"wrong key", a.client(t, sluice.Options{TenantID: 1, Key: []byte("wrong")}), sluice.NewRequest("mlp", "1", x), sluice.ErrUnauthenticated},
+		{"unsigned", a.client(t, sluice.Options{TenantID: 1, Key: nil, Timeout: 5 * time.Second}), sluice.NewRequest("mlp", "1", x), sluice.ErrUnauthenticated},
+		{"forbidden", a.client(t, sluice.Options{TenantID: 2, Key: limitedKey}), sluice.NewRequest("mlp", "1", x), sluice.ErrForbidden},
+	}
+	for _, k := range cases {
+		_, err := k.c.Infer(context.Background(), k.req)
+		var se *sluice.ServerError
+		if !errors.Is(err, k.want) || !errors.As(err, &se) || se.Message == "" || sluice.IsRetryable(err) {
+			t.Errorf("%s: got %v, want %v", k.name, err, k.want)
+		}
+	}
+	// The limited tenant may use echo.
+	if _, err := a.client(t, sluice.Options{TenantID: 2, Key: limitedKey}).Infer(context.Background(), sluice.NewRequest("echo", "1", x)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Negotiate(context.Background(), "no-such-subject", 0); !errors.Is(err, sluice.ErrUnknownSubject) {
+		t.Fatalf("negotiate: %v", err)
+	}
+}
+
+// A context deadline reaches the engine as the frame deadline, and a
+// request within it is answered.
+func TestEngineContextDeadline(t *testing.T) {
+	c := engine(t).client(t, sluice.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	resp, err := c.Infer(ctx, sluice.NewRequest("echo", "1", sluice.Scalar("s", int64(5))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := sluice.Values[int64](resp.Outputs[0])
+	if len(v) != 1 || v[0] != 5 {
+		t.Fatal(v)
+	}
+}
+
+// A JSON schema registered through the registry is negotiated in-band,
+// and requests carrying a section are validated against it.
+func TestEngineNegotiationAndSection(t *testing.T) {
+	a := engine(t)
+	c := a.client(t, sluice.Options{})
+	schema := `{"type":"object","properties":{"intent":{"type":"string"},"priority":{"type":"integer","minimum":0}},"required":["intent"]}`
+	body, _ := json.Marshal(map[string]string{"schemaType": "JSON", "schema": schema})
+	var reg struct {
+		ID uint32 `json:"id"`
+	}
+	if err := json.Unmarshal(a.post(t, "/registry/subjects/goclient-section/versions", string(body)), &reg); err != nil || reg.ID == 0 {
+		t.Fatalf("register: %v %+v", err, reg)
+	}
+	var s *sluice.Schema
+	var err error
+	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(50 * time.Millisecond) {
+		if s, err = c.Negotiate(context.Background(), "goclient-section", 0); err == nil {
+			break
+		}
+	}
+	if err != nil || s.SchemaID != reg.ID || s.Version != 1 || s.Type != wire.SchemaJSON || string(s.Text) != schema {
+		t.Fatalf("negotiate: %+v %v", s, err)
+	}
+	x := sluice.NewTensor("x", []uint64{1, 4}, sixteenths(4, 1))
+	req := &sluice.Request{Model: "mlp", Version: "1", Inputs: []sluice.Tensor{x},
+		Section: []byte(`{"intent":"chat","priority":2}`), SchemaID: s.SchemaID, SchemaVersion: s.Version}
+	resp, err := c.Infer(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, _ := sluice.Values[float32](resp.Outputs[0])
+	if fmt.Sprint(y) != fmt.Sprint(mlpReference(sixteenths(4, 1), false)) {
+		t.Fatalf("y = %v", y)
+	}
+	req.Section = []byte(`{"priority":-1}`)
+	if _, err := c.Infer(context.Background(), req); !errors.Is(err, sluice.ErrSchemaMismatch) {
+		t.Fatalf("bad section: %v", err)
+	}
+	req.Section, req.SchemaID = []byte(`{"intent":"chat"}`), 999999
+	if _, err := c.Infer(context.Background(), req); !errors.Is(err, sluice.ErrUnknownSchema) {
+		t.Fatalf("unknown schema: %v", err)
+	}
+}
+
+// Many goroutines share one client (one socket); every answer carries the
+// data of its own request.
+func TestEngineConcurrentGoroutines(t *testing.T) {
+	c := engine(t).client(t, sluice.Options{})
+	const goroutines, each = 64, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				x := []int32{int32(g), int32(i), int32(g*1000 + i)}
+				resp, err := c.Infer(context.Background(), sluice.NewRequest("echo", "1", sluice.NewTensor("x", []uint64{3}, x)))
+				if err != nil {
+					errs <- fmt.Errorf("goroutine %d request %d: %w", g, i, err)
+					return
+				}
+				y, _ := sluice.Values[int32](resp.Outputs[0])
+				if fmt.Sprint(y) != fmt.Sprint(x) {
+					errs <- fmt.Errorf("goroutine %d request %d: got %v", g, i, y)
+					return
+				}
+				resp.Release()
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.Received != goroutines*each || st.Malformed != 0 || st.Timeouts != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}

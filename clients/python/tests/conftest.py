@@ -1,0 +1,282 @@
+"""Starts the real appliance for the suite: ``sluiced`` (Go control plane
+with the Rust engine) on loopback, from ``cfg/sluice.toml`` with the bundled
+models, plus a model of the suite's own (built with ``onnx``), a restricted
+tenant, a shard nobody serves and a peer that is down.
+
+``sluiced`` comes from ``scripts/build-ffi.sh`` (``.cache/bin/sluiced``);
+missing is a failure with a hint, never a skip."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from typing import Any, Dict, Iterator, Optional
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(os.environ.get("SLUICE_REPO", pathlib.Path(__file__).resolve().parents[3]))
+DEMO_KEY = bytes.fromhex("73756963652d64656d6f2d6b65792d30303030303030303030303030303030")
+RESTRICTED_KEY = b"sluice-python-tests-restricted-tenant"
+OWN_MODEL = "classifier"
+
+
+def own_model_bytes() -> bytes:
+    """The README's "a model of your own": logits = x.W + b, probs =
+    softmax(logits), built with the onnx package."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.array([[0.5, -1.0], [0.25, 0.75], [-0.5, 0.5], [1.0, 0.125]], np.float32)
+    b = np.array([0.1, -0.2], np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["xw"]),
+            helper.make_node("Add", ["xw", "b"], ["logits"]),
+            helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
+        ],
+        "classifier",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [
+            helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 2]),
+            helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 2]),
+        ],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def free_udp_port() -> int:
+    """A loopback UDP port nobody listens on (bound, read, released)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def make_config(dirpath: pathlib.Path) -> pathlib.Path:
+    src = (ROOT / "cfg" / "sluice.toml").read_text()
+    ort = os.environ.get("SLUICE_ORT_LIB", str(ROOT / ".cache/onnxruntime/libonnxruntime.so.1.31.1"))
+    text = (
+        src.replace('"../.cache/onnxruntime/libonnxruntime.so.1.31.1"', json.dumps(ort))
+        .replace("../models/", f"{ROOT}/models/")
+        .replace('listen = "127.0.0.1:7070"', 'listen = "127.0.0.1:0"')
+        .replace('admin_listen = "127.0.0.1:7071"', 'admin_listen = "127.0.0.1:0"')
+        .replace('data_dir = "../.cache/sluice-data"', f'data_dir = "{dirpath}/data"')
+    )
+    own = dirpath / f"{OWN_MODEL}.onnx"
+    try:
+        own.write_bytes(own_model_bytes())
+        own_model = f"""
+[[routes]]
+name = "{OWN_MODEL}"
+model = "{OWN_MODEL}"
+shard = "hbm2-inference"
+
+[[models]]
+name = "{OWN_MODEL}"
+version = "1"
+kind = "onnx"
+path = "{own}"
+"""
+    except ImportError:  # no onnx package (the CPython 3.9 run)
+        own_model = ""
+    text += f"""
+# --- added by clients/python/tests/conftest.py ---
+[[shards]]
+name = "tpu-only"
+labels = {{ "hardware.accel" = "tpu" }}
+max_concurrency = 1
+queue_depth = 4
+
+# Carries the gddr6 labels of the "training" route's shard, and is down.
+[[peers]]
+name = "down"
+address = "127.0.0.1:{free_udp_port()}"
+labels = {{ "hardware.gpu.memory" = "gddr6" }}
+
+[[routes]]
+name = "tpu"
+intent = "tpu"
+shard = "tpu-only"
+
+[[routes]]
+name = "two_io"
+model = "two_io"
+shard = "hbm2-inference"
+
+[[models]]
+name = "two_io"
+version = "1"
+kind = "onnx"
+path = "{ROOT}/models/two_io.onnx"
+{own_model}
+[[tenants]]
+name = "restricted"
+id = 2
+key = "hex:{RESTRICTED_KEY.hex()}"
+models = ["mlp"]
+adapters = []
+"""
+    path = dirpath / "sluice.toml"
+    path.write_text(text)
+    return path
+
+
+class Appliance:
+    """A running sluiced."""
+
+    def __init__(self, config: pathlib.Path) -> None:
+        binary = pathlib.Path(os.environ.get("SLUICED", ROOT / ".cache/bin/sluiced"))
+        if not binary.is_file():
+            pytest.fail(f"{binary} missing: run scripts/build-ffi.sh", pytrace=False)
+        self.proc = subprocess.Popen(
+            [str(binary), "-config", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.log: list = []
+        found: Dict[str, str] = {}
+        ready = threading.Event()
+
+        def pump() -> None:
+            assert self.proc.stderr is not None
+            for line in self.proc.stderr:
+                self.log.append(line.rstrip())
+                m = re.search(r"admin=(\S+)", line)
+                if m and "admin" not in found:
+                    found["admin"] = m.group(1)
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(60) or "admin" not in found:
+            self.stop()
+            pytest.fail("sluiced did not start:\n" + "\n".join(self.log[-30:]), pytrace=False)
+        self.admin = found["admin"]
+        status = self.http("GET", "/v1/status")
+        self.data = status["engine"]["listen"]
+
+    def http(self, method: str, path: str, body: Optional[Any] = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(
+            f"http://{self.admin}{path}",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read().decode()
+        return json.loads(text) if text else None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def appliance() -> Iterator[Appliance]:
+    with tempfile.TemporaryDirectory(prefix="sluice-pytest-") as d:
+        a = Appliance(make_config(pathlib.Path(d)))
+        try:
+            yield a
+        finally:
+            a.stop()
+
+
+@pytest.fixture
+def client(appliance: Appliance) -> Iterator[Any]:
+    import sluice
+
+    with sluice.Client(appliance.data, tenant=1, key=DEMO_KEY, timeout=2.0) as c:
+        yield c
+
+
+def wait_until(cond: Any, timeout: float = 10.0, what: str = "condition") -> None:
+    t0 = time.monotonic()
+    while not cond():
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+class UdpPeer:
+    """A loopback UDP endpoint on a thread that answers each datagram with
+    whatever ``handler(data, addr)`` returns (a list of datagrams to send
+    back, in order). For the client's behaviour on answers the appliance
+    never sends (garbage, wrong kinds, codes it cannot be made to produce):
+    the fake stands in only for the far end of those tests."""
+
+    def __init__(self, handler: Any) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.1)
+        self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.handler = handler
+        self.received = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data, addr = self.sock.recvfrom(1 << 16)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.received += 1
+            for out in self.handler(data, addr) or []:
+                self.sock.sendto(out, addr)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()
+
+    def __enter__(self) -> "UdpPeer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Relay(UdpPeer):
+    """A UDP relay between a client and the appliance; ``mangle(answer,
+    request)`` returns the datagrams the client gets instead of the answer."""
+
+    def __init__(self, upstream: str, mangle: Any) -> None:
+        host, port = upstream.rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.mangle = mangle
+        self.up = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.up.settimeout(5)
+        super().__init__(self._relay)
+
+    def _relay(self, data: bytes, addr: Any) -> Any:
+        self.up.sendto(data, self.upstream)
+        answer, _ = self.up.recvfrom(1 << 16)
+        return self.mangle(answer, data)
+
+    def close(self) -> None:
+        super().close()
+        self.up.close()
