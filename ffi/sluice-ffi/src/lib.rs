@@ -70,16 +70,18 @@ pub enum SluiceQuery {
     Peers = 4,
     /// The live tables (shards, routes, models, tenants without keys, peers).
     Live = 5,
-    /// Connections of connection-oriented transports (RDMA), with counters:
-    /// an array of objects with id, transport, listen, worker, peer, device,
-    /// state, rx/tx frames and bytes, rx/tx_large (frames by RDMA WRITE into
-    /// a slot) and errors. Empty for io_uring and DPDK, and in a library
-    /// built without the `rdma` feature.
+    /// Connections of connection-oriented transports (RDMA, and TCP on
+    /// io_uring with `tcp_listen`), with counters: an array of objects with
+    /// id, transport ("rdma" or "tcp"), role, listen, worker, peer, device,
+    /// state, rx/tx frames and bytes, rx/tx_large (RDMA: frames by RDMA
+    /// WRITE into a slot; TCP: frames a datagram could not carry) and
+    /// errors. Empty for UDP-only io_uring and for DPDK.
     Connections = 6,
     /// Per-worker connection counters since start (closed connections
     /// included, so they only grow): an array of objects with transport,
     /// listen, worker, open, accepted, closed, rx/tx frames and bytes,
-    /// rx/tx_large and errors. Empty where [`SluiceQuery::Connections`] is.
+    /// rx/tx_large and errors (TCP adds its own counters and slot use).
+    /// Empty where [`SluiceQuery::Connections`] is.
     ConnectionTotals = 7,
 }
 
@@ -444,9 +446,9 @@ pub unsafe extern "C" fn sluice_engine_remove_peer(
 
 /// Closes a connection by the id [`SluiceQuery::Connections`] lists: the
 /// peer is disconnected, its requests in flight fail on its side with a
-/// retryable connection loss, and the connection leaves the list once its
-/// worker has let go of it. `NOT_FOUND` for an id this engine does not
-/// serve (always, on io_uring and DPDK or without the `rdma` feature).
+/// retryable connection loss (TCP: the stream ends), and the connection
+/// leaves the list once its worker has let go of it. `NOT_FOUND` for an id
+/// this engine does not serve (always on DPDK and UDP-only io_uring).
 ///
 /// # Safety
 /// `e` is a live handle; `err` points to `err_cap` bytes.
@@ -460,9 +462,9 @@ pub unsafe extern "C" fn sluice_engine_close_connection(
     guard(err, err_cap, || conns::close(&read(handle(e)?), id))
 }
 
-/// Connection management. Only the RDMA transport has connections; the
-/// RDMA runtime is per process, so lists are narrowed to this engine's
-/// listen address.
+/// Connection management: RDMA connections (the RDMA runtime is per
+/// process, so its lists are narrowed to this engine's listen address) and
+/// TCP connections of the io_uring transport (kept per engine).
 mod conns {
     use super::{Outcome, SluiceStatus};
     use sluice_engine::Engine;
@@ -491,35 +493,62 @@ mod conns {
         v
     }
 
-    pub(super) fn list_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
-        #[cfg(feature = "rdma")]
-        return serde_json::to_vec(&mine(eng));
-        #[cfg(not(feature = "rdma"))]
-        {
-            let _ = eng;
-            Ok(b"[]".to_vec())
+    /// Both lists as JSON values (they share one shape).
+    fn values<A: serde::Serialize, B: serde::Serialize>(
+        a: &[A],
+        b: &[B],
+    ) -> serde_json::Result<Vec<u8>> {
+        let mut v = Vec::with_capacity(a.len() + b.len());
+        for x in a {
+            v.push(serde_json::to_value(x)?);
         }
+        for x in b {
+            v.push(serde_json::to_value(x)?);
+        }
+        serde_json::to_vec(&v)
+    }
+
+    pub(super) fn list_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
+        let tcp = if eng.is_running() {
+            eng.tcp_connections()
+        } else {
+            Vec::new()
+        };
+        #[cfg(feature = "rdma")]
+        return values(&mine(eng), &tcp);
+        #[cfg(not(feature = "rdma"))]
+        values::<(), _>(&[], &tcp)
     }
 
     pub(super) fn totals_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
+        let tcp = eng.tcp_connection_totals();
         #[cfg(feature = "rdma")]
         {
-            let Some(listen) = rdma_listen(eng) else {
-                return Ok(b"[]".to_vec());
+            let mut v = match rdma_listen(eng) {
+                Some(listen) => {
+                    let mut v = sluice_engine::transport::rdma::connection_totals();
+                    v.retain(|t| t.listen == listen);
+                    v
+                }
+                None => Vec::new(),
             };
-            let mut v = sluice_engine::transport::rdma::connection_totals();
-            v.retain(|t| t.listen == listen);
             v.sort_by_key(|t| t.worker);
-            serde_json::to_vec(&v)
+            values(&v, &tcp)
         }
         #[cfg(not(feature = "rdma"))]
-        {
-            let _ = eng;
-            Ok(b"[]".to_vec())
-        }
+        values::<(), _>(&[], &tcp)
     }
 
     pub(super) fn close(eng: &Engine, id: u64) -> Outcome {
+        if eng.is_running() && eng.tcp_connections().iter().any(|c| c.id == id) {
+            return eng.close_tcp_connection(id).map_err(|e| match e {
+                // Gone between the list and the close.
+                sluice_engine::EngineError::NotFound(_) => {
+                    (SluiceStatus::NotFound, format!("no connection {id}"))
+                }
+                e => (SluiceStatus::Internal, e.to_string()),
+            });
+        }
         #[cfg(feature = "rdma")]
         if mine(eng).iter().any(|c| c.id == id) {
             use sluice_engine::transport::rdma::{RdmaError, close_connection};
@@ -531,14 +560,20 @@ mod conns {
                 e => (SluiceStatus::Internal, e.to_string()),
             });
         }
-        let why = if !cfg!(feature = "rdma") {
-            " (this library is built without the `rdma` feature: no transport has connections)"
-        } else if eng.config().engine.transport != TransportKind::Rdma {
-            " (only the rdma transport has connections)"
-        } else if !eng.is_running() {
-            " (the engine is not running)"
-        } else {
-            ""
+        let tcp = !eng.config().io_uring.tcp_listen.is_empty();
+        let why = match eng.config().engine.transport {
+            _ if !eng.is_running() => " (the engine is not running)",
+            TransportKind::IoUring if tcp => "",
+            TransportKind::IoUring => {
+                " (io_uring serves connections only with io_uring.tcp_listen set)"
+            }
+            TransportKind::Rdma if !cfg!(feature = "rdma") => {
+                " (this library is built without the `rdma` feature)"
+            }
+            TransportKind::Rdma => "",
+            TransportKind::Dpdk => {
+                " (only the rdma transport and io_uring with tcp_listen have connections)"
+            }
         };
         Err((SluiceStatus::NotFound, format!("no connection {id}{why}")))
     }

@@ -106,6 +106,15 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"syntax error", "[engine\nworkers = [0]\n", "t.toml:1:"},
 		{"duplicate alias", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\naliases = [\"a\"]\n[[models]]\nname = \"m\"\nversion = \"2\"\nkind = \"null\"\naliases = [\"b\", \"a\"]\n", "t.toml:10: models[1].aliases[1]: alias \"a\" of model m already names version 1"},
 		{"onnx without path", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"onnx\"\n", "t.toml:1: models[0].path: is required"},
+		{"bad tcp listen", "[io_uring]\ntcp_listen = \"anywhere\"\n", "t.toml:2: io_uring.tcp_listen: \"anywhere\" is not an IP:port address"},
+		{"tcp connections", "[io_uring]\ntcp_listen = \"127.0.0.1:7072\"\n\ntcp_connections_max = 0\n", "t.toml:4: io_uring.tcp_connections_max: 0 is out of range 1..=4096"},
+		{"tcp slot size", "[io_uring]\ntcp_slots = [\n  { size = 65536, count = 8 },\n  { size = 100000, count = 2 },\n]\n", "t.toml:4: io_uring.tcp_slots[1].size: 100000 is not a multiple of 4096"},
+		{"tcp slot order", "[io_uring]\ntcp_slots = [{ size = 2097152, count = 8 }, { size = 65536, count = 2 }]\n", "t.toml:2: io_uring.tcp_slots[1].size: slot classes must be listed smallest first"},
+		{"tcp slot missing count", "[io_uring]\ntcp_slots = [{ size = 65536 }]\n", "t.toml:2: io_uring.tcp_slots[0].count: 0 is out of range 1..=4096"},
+		{"tcp frame limit above the largest slot", "[io_uring]\ntcp_slots = [{ size = 65536, count = 8 }]\ntcp_frame_len_max = 70000\n", "t.toml:3: io_uring.tcp_frame_len_max: 70000 is out of range 96..=65536"},
+		{"tcp pool too large", "[io_uring]\ntcp_slots = [{ size = 268435456, count = 64 }]\n", "t.toml:2: io_uring.tcp_slots: 34359738368 bytes of slots per worker"},
+		{"tcp zc mode", "[io_uring]\ntcp_send_zc = \"maybe\"\n", "t.toml:2: io_uring.tcp_send_zc: \"maybe\" is not one of"},
+		{"peer tcp address", "[[peers]]\nname = \"b\"\naddress = \"10.0.0.2:7070\"\ntcp_address = \"b:7072\"\n", "t.toml:4: peers[0].tcp_address: \"b:7072\" is not an IP:port address"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,6 +43,15 @@ const (
 	AdapterLenMax       = 64
 	TenantKeyLenMin     = 16 // bytes of HMAC key
 	TenantIDMax         = 1<<32 - 1
+	FixedHeaderLen      = 96 // bytes of a frame's fixed header
+	TCPConnectionsMax   = 4096
+	TCPPipelineMax      = 1024
+	TCPIdleTimeoutMsMax = 3_600_000
+	TCPSlotClassesMax   = 4
+	TCPSlotCountMax     = 4096
+	TCPSlotSizeMin      = 4096 // slot sizes are multiples of it
+	TCPSlotSizeMax      = 256 << 20
+	TCPPoolBytesMax     = 16 << 30 // receive and reply slots, per worker
 )
 
 // Defaults of keys inside array tables, as the engine applies them.
@@ -255,6 +264,44 @@ func (c *checker) ioURing(u *IOUring, rxBurst int) {
 	if u.BufferSize%BufferAlign != 0 {
 		c.add("io_uring.buffer_size", "%d is not a multiple of %d", u.BufferSize, BufferAlign)
 	}
+	c.tcp(u)
+}
+
+// tcp checks the TCP keys of [io_uring] as the engine does.
+func (c *checker) tcp(u *IOUring) {
+	if u.TCPListen != "" {
+		if _, err := netip.ParseAddrPort(u.TCPListen); err != nil {
+			c.add("io_uring.tcp_listen", "%q is not an IP:port address (or \"\" for no TCP)", u.TCPListen)
+		}
+	}
+	c.rangeInt("io_uring.tcp_connections_max", u.TCPConnectionsMax, 1, TCPConnectionsMax)
+	c.rangeInt("io_uring.tcp_idle_timeout_ms", u.TCPIdleTimeoutMs, 1, TCPIdleTimeoutMsMax)
+	c.rangeInt("io_uring.tcp_pipeline_max", u.TCPPipelineMax, 1, TCPPipelineMax)
+	c.oneOf("io_uring.tcp_send_zc", u.TCPSendZC, "auto", "on", "off")
+	if len(u.TCPSlots) == 0 || len(u.TCPSlots) > TCPSlotClassesMax {
+		c.add("io_uring.tcp_slots", "1 to %d slot classes", TCPSlotClassesMax)
+		return
+	}
+	largest, pool := 0, int64(0)
+	for i, s := range u.TCPSlots {
+		key := fmt.Sprintf("io_uring.tcp_slots[%d]", i)
+		c.rangeInt(key+".size", s.Size, TCPSlotSizeMin, TCPSlotSizeMax)
+		if s.Size%TCPSlotSizeMin != 0 {
+			c.add(key+".size", "%d is not a multiple of %d", s.Size, TCPSlotSizeMin)
+		}
+		if i > 0 && s.Size <= u.TCPSlots[i-1].Size {
+			c.add(key+".size", "slot classes must be listed smallest first, each larger than the last")
+		}
+		c.rangeInt(key+".count", s.Count, 1, TCPSlotCountMax)
+		largest = max(largest, s.Size)
+		pool += 2 * int64(s.Size) * int64(s.Count)
+	}
+	if pool > TCPPoolBytesMax {
+		c.add("io_uring.tcp_slots", "%d bytes of slots per worker (receive and reply) exceed %d", pool, int64(TCPPoolBytesMax))
+	}
+	if u.TCPFrameLenMax != 0 && (u.TCPFrameLenMax < FixedHeaderLen || u.TCPFrameLenMax > largest) {
+		c.add("io_uring.tcp_frame_len_max", "%d is out of range %d..=%d (at most the largest tcp_slots size)", u.TCPFrameLenMax, FixedHeaderLen, largest)
+	}
 }
 
 func (c *checker) shards(list []Shard, workers int) map[string]bool {
@@ -434,6 +481,11 @@ func CheckPeer(key string, p Peer) []Issue {
 	c.token(key+".name", p.Name, NameLenMax)
 	if _, err := netip.ParseAddrPort(p.Address); err != nil {
 		c.add(key+".address", "%q is not an IP:port address", p.Address)
+	}
+	if p.TCPAddress != "" {
+		if _, err := netip.ParseAddrPort(p.TCPAddress); err != nil {
+			c.add(key+".tcp_address", "%q is not an IP:port address", p.TCPAddress)
+		}
 	}
 	switch p.Transport {
 	case "", "udp", "rdma":
