@@ -261,12 +261,67 @@ impl<'a> Request<'a> {
         tenant_id: u32,
         key: Option<&TenantKey>,
     ) -> Result<usize, Error> {
+        self.encode_with(buf, request_id, tenant_id, key, false)
+            .map(|l| l.frame_len)
+    }
+
+    /// The frame's length, without writing it.
+    pub fn encoded_len(&self) -> Result<usize, Error> {
+        self.with_repr(0, 0, false, |r| r.layout())
+            .map(|l| l.frame_len)
+    }
+
+    /// Like [`Request::encode`], but raw tensor data is left out of `buf`
+    /// (its place is not written): a vectored write sends it from the
+    /// caller's memory, at the offsets the layout gives.
+    pub(crate) fn encode_header_only(
+        &self,
+        buf: &mut [u8],
+        request_id: u64,
+        tenant_id: u32,
+        key: Option<&TenantKey>,
+    ) -> Result<sluice_wire::Layout, Error> {
+        self.encode_with(buf, request_id, tenant_id, key, true)
+    }
+
+    fn encode_with(
+        &self,
+        buf: &mut [u8],
+        request_id: u64,
+        tenant_id: u32,
+        key: Option<&TenantKey>,
+        raw_in_place: bool,
+    ) -> Result<sluice_wire::Layout, Error> {
+        let key = match self.tenant {
+            Some((_, k)) => k,
+            None => key,
+        };
+        let layout = self.with_repr(request_id, tenant_id, raw_in_place, |r| r.emit(buf))?;
+        for (i, t) in self.tensors.iter().enumerate() {
+            let off = layout.tensor_offsets[i];
+            t.data.write(&mut buf[off..off + t.data.byte_len()]);
+        }
+        if let Some(key) = key {
+            sign(key, &mut buf[..layout.frame_len]);
+        }
+        Ok(layout)
+    }
+
+    /// Runs `f` on the frame's description (the tensor table lives on the
+    /// stack: nothing is allocated).
+    fn with_repr<R>(
+        &self,
+        request_id: u64,
+        tenant_id: u32,
+        raw_in_place: bool,
+        f: impl FnOnce(&FrameRepr<'_>) -> Result<R, Error>,
+    ) -> Result<R, Error> {
         if let Some(e) = self.invalid {
             return Err(e);
         }
-        let (tenant_id, key) = match self.tenant {
-            Some((id, k)) => (id, k),
-            None => (tenant_id, key),
+        let tenant_id = match self.tenant {
+            Some((id, _)) => id,
+            None => tenant_id,
         };
         let placeholder = TensorRepr {
             name: "",
@@ -289,12 +344,12 @@ impl<'a> Request<'a> {
                 dtype: t.data.dtype(),
                 dims: t.dims(),
                 data: match t.data {
-                    TensorData::Raw(_, b) => Some(b),
+                    TensorData::Raw(_, b) if !raw_in_place => Some(b),
                     _ => None,
                 },
             };
         }
-        let repr = FrameRepr {
+        f(&FrameRepr {
             kind: Kind::Request,
             request_id,
             tenant_id,
@@ -310,16 +365,7 @@ impl<'a> Request<'a> {
             extensions: &self.extensions,
             tensors: &reprs[..self.tensors.len()],
             ..FrameRepr::default()
-        };
-        let layout = repr.emit(buf)?;
-        for (i, t) in self.tensors.iter().enumerate() {
-            let off = layout.tensor_offsets[i];
-            t.data.write(&mut buf[off..off + t.data.byte_len()]);
-        }
-        if let Some(key) = key {
-            sign(key, &mut buf[..layout.frame_len]);
-        }
-        Ok(layout.frame_len)
+        })
     }
 }
 
