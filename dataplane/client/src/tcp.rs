@@ -35,7 +35,8 @@ pub(crate) struct TcpLink {
     rbuf: Box<[u8]>,
     rstart: usize,
     rend: usize,
-    /// A large frame being read into its own buffer, and how much is in.
+    /// A large frame being read into its own buffer (what is in), and its
+    /// length.
     big: Option<(Vec<u8>, usize)>,
 }
 
@@ -135,15 +136,24 @@ impl TcpLink {
                 s.set_read_timeout(Some(w))?;
             }
             let r = match &mut self.big {
-                Some((v, got)) => s.read(&mut v[*got..]),
+                // Into the spare capacity: the kernel's copy is the only
+                // write to it (no zeroing first).
+                Some((v, want)) => {
+                    let left = (*want - v.len()) as u64;
+                    match s.take(left).read_to_end(v) {
+                        Ok(_) if v.len() < *want => Err(ErrorKind::UnexpectedEof.into()),
+                        r => r,
+                    }
+                }
                 None => s.read(&mut self.rbuf[self.rend..]),
             };
             match r {
-                Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
-                Ok(n) => match &mut self.big {
-                    Some((_, got)) => *got += n,
-                    None => self.rend += n,
-                },
+                Ok(0) if self.big.is_none() => return Err(ErrorKind::UnexpectedEof.into()),
+                Ok(n) => {
+                    if self.big.is_none() {
+                        self.rend += n;
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     if !block || !spin || until.is_some_and(|u| Instant::now() >= u) {
@@ -159,8 +169,8 @@ impl TcpLink {
     /// A frame that is in already, if any; prepares the buffers for the
     /// next read otherwise.
     fn take_frame(&mut self) -> std::io::Result<Option<Vec<u8>>> {
-        if let Some((v, got)) = &self.big {
-            if *got == v.len() {
+        if let Some((v, want)) = &self.big {
+            if v.len() == *want {
                 return Ok(self.big.take().map(|(v, _)| v));
             }
             return Ok(None);
@@ -175,11 +185,11 @@ impl TcpLink {
             }
             if len > self.rbuf.len() {
                 // Large: the rest goes straight into the frame's own memory.
-                let mut v = vec![0u8; len];
-                v[..avail].copy_from_slice(&self.rbuf[self.rstart..self.rend]);
+                let mut v = Vec::with_capacity(len);
+                v.extend_from_slice(&self.rbuf[self.rstart..self.rend]);
                 self.rstart = 0;
                 self.rend = 0;
-                self.big = Some((v, avail));
+                self.big = Some((v, len));
                 return Ok(None);
             }
         }
