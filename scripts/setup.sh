@@ -65,6 +65,9 @@ if [ "$mode" != "--runtime" ]; then
         log "installing schemathesis (the admin API conformance stage)"
         python3 -m pip install -q "schemathesis==4.32.5"
     fi
+    # The async-jobs benchmark's modules (perf/jobs: onnxruntime_go, nats.go;
+    # scripts/test-jobs.sh vets it). Idempotent: a no-op once cached.
+    (cd "$root/perf/jobs" && go mod download)
     # The Python client's test environments (pinned; .cache/python-client*).
     bash "$root/scripts/setup-python-client.sh"
     if ! rustup run nightly rustc --version >/dev/null 2>&1; then

@@ -44,6 +44,7 @@ run "go lints (go vet, staticcheck)" bash -c 'cd go-control && go vet ./... && .
 run "go tests" bash -c 'cd go-control && go test ./...'
 run "admin API and registry against their OpenAPI document (schemathesis, live sluiced)" scripts/api-check.sh
 run "go client (clients/go: conformance vectors, real engine, npy against numpy)" bash -c 'cd clients/go && go vet ./... && go test ./... && cd ../../perf/goclient && go vet ./...'
+run "async jobs end to end (nats-server 3-node cluster with crashes, sluiced, the seed's snippet against onnxruntime-python; about 2 min)" scripts/test-jobs.sh
 run "go client parser fuzz (${FUZZ_SECONDS:-30}s)" scripts/fuzz-go.sh "${FUZZ_SECONDS:-30}"
 run "python client (wheel built as pip does; pytest against sluiced; CPython 3.9 too)" scripts/test-python.sh
 run "nats comparison responder" env CARGO_TARGET_DIR="$root/target/perf-nats" cargo test --manifest-path perf/nats-responder/Cargo.toml
@@ -60,6 +61,8 @@ if [ "$(id -u)" = 0 ]; then
 else
     stage "rdma end to end: skipped (needs root for the guest image)"
 fi
+# About 2 minutes: 60 s of faults plus start-up, settling and the check.
+run "fleet fault injection (3 nats-server, 3 sluiced, 60 s of faults)" scripts/fleet-faults.sh 60s
 run "schema registry with Confluent's client" bash -c 'cd go-control && python3 registry/testdata/confluent_client_test.py'
 run "fuzz (${FUZZ_SECONDS:-30}s per target)" scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
 

@@ -86,33 +86,50 @@ func (s *BoltStore) Get(ctx context.Context, key string) (Entry, error) {
 }
 
 func (s *BoltStore) Put(ctx context.Context, key string, value []byte, expect uint64) (uint64, error) {
-	var rev uint64
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(boltBucket)
-		var cur uint64
-		if v := b.Get([]byte(key)); v != nil {
-			e, err := decodeBolt([]byte(key), v)
-			if err != nil {
-				return err
-			}
-			cur = e.Revision
-		}
-		if cur != expect {
-			return ErrRevisionMismatch
-		}
-		var err error
-		if rev, err = b.NextSequence(); err != nil {
-			return err
-		}
-		buf := make([]byte, 8+len(value))
-		binary.BigEndian.PutUint64(buf, rev)
-		copy(buf[8:], value)
-		return b.Put([]byte(key), buf)
-	})
+	revs, err := s.PutAll(ctx, []Write{{Key: key, Value: value, Expect: expect}})
 	if err != nil {
 		return 0, err
 	}
-	return rev, nil
+	return revs[0], nil
+}
+
+// PutAll writes every write in one transaction, or none.
+func (s *BoltStore) PutAll(ctx context.Context, ws []Write) ([]uint64, error) {
+	revs := make([]uint64, len(ws))
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(boltBucket)
+		for _, w := range ws {
+			var cur uint64
+			if v := b.Get([]byte(w.Key)); v != nil {
+				e, err := decodeBolt([]byte(w.Key), v)
+				if err != nil {
+					return err
+				}
+				cur = e.Revision
+			}
+			if cur != w.Expect {
+				return ErrRevisionMismatch
+			}
+		}
+		for i, w := range ws {
+			rev, err := b.NextSequence()
+			if err != nil {
+				return err
+			}
+			buf := make([]byte, 8+len(w.Value))
+			binary.BigEndian.PutUint64(buf, rev)
+			copy(buf[8:], w.Value)
+			if err := b.Put([]byte(w.Key), buf); err != nil {
+				return err
+			}
+			revs[i] = rev
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return revs, nil
 }
 
 func (s *BoltStore) Delete(ctx context.Context, key string, expect uint64) error {

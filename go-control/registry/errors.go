@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -26,6 +27,7 @@ const (
 	CodeReferenceExists                = 42206
 	CodeInvalidSubject                 = 42208
 	CodeStoreError                     = 50001
+	CodeOperationTimeout               = 50002
 	// Not Confluent's: a body over the limit (the admin API uses 413 too).
 	CodeTooLarge = 413
 )
@@ -49,6 +51,7 @@ var codeNames = map[int]string{
 	CodeReferenceExists:                "reference_exists",
 	CodeInvalidSubject:                 "invalid_subject",
 	CodeStoreError:                     "store_error",
+	CodeOperationTimeout:               "outcome_unknown",
 	CodeTooLarge:                       api.CodeTooLarge,
 	400:                                "bad_request",
 	404:                                api.CodeNotFound,
@@ -150,8 +153,21 @@ func errTooLarge(limit int64) *Error {
 	return newErr(CodeTooLarge, http.StatusRequestEntityTooLarge, "request body is over %d bytes", limit)
 }
 
+// errStore reports a store failure with what it means for the write: a
+// shared store that may still apply it answers 504 (outcome unknown), one
+// that refused it before writing 503 (retry); anything else is 500.
 func errStore(err error) *Error {
-	e := newErr(CodeStoreError, http.StatusInternalServerError, "Error while storing: %v", err)
+	var e *Error
+	switch {
+	case errors.Is(err, ErrOutcomeUnknown):
+		e = newErr(CodeOperationTimeout, http.StatusGatewayTimeout,
+			"Outcome unknown: the store did not answer in time and may still apply this write; "+
+				"read it back, or repeat the same request (a registration of the same schema is idempotent): %v", err)
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrRevisionMismatch):
+		e = newErr(CodeStoreError, http.StatusServiceUnavailable, "Not stored, nothing changed; retry: %v", err)
+	default:
+		e = newErr(CodeStoreError, http.StatusInternalServerError, "Error while storing: %v", err)
+	}
 	e.cause = err
 	return e
 }

@@ -114,6 +114,9 @@ func writeError(w http.ResponseWriter, err error) {
 	if !errors.As(err, &e) {
 		e = errStore(err)
 	}
+	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout {
+		w.Header().Set("Retry-After", "1")
+	}
 	api.WriteError(w, e.Status, ContentType, api.Error{ErrorCode: e.Code, Message: e.Message, Code: CodeName(e.Code), Messages: e.Messages})
 }
 

@@ -672,23 +672,6 @@ func (r *Registry) register(ctx context.Context, subject string, in SchemaInput,
 		}
 	}
 
-	if !known {
-		newID := r.nextID
-		rev, err := r.putJSON(ctx, keyNextID, nextIDVal{Next: newID + 1}, r.nextIDRev)
-		if err != nil {
-			return 0, 0, storeErr(err)
-		}
-		r.nextID, r.nextIDRev = newID+1, rev
-		info := SchemaInfo{ID: newID, Type: in.Type, Schema: in.Schema, References: refs}
-		srev, err := r.putJSON(ctx, schemaKey(newID), schemaVal{ID: newID, SchemaType: in.Type, Schema: in.Schema, References: refs}, 0)
-		if err != nil {
-			return 0, 0, storeErr(err)
-		}
-		r.schemas[newID] = &schemaRec{SchemaInfo: info, key: key, parsed: parsed, rev: srev}
-		r.byKey[key] = newID
-		existingID = newID
-	}
-
 	next := 1
 	if sub != nil && len(sub.versions) > 0 {
 		next = sub.versions[len(sub.versions)-1].version + 1
@@ -696,9 +679,42 @@ func (r *Registry) register(ctx context.Context, subject string, in SchemaInput,
 	if next > VersionMax {
 		return 0, 0, errInvalidVersion(fmt.Sprint(next))
 	}
-	vrev, err := r.putJSON(ctx, versionKey(subject, next), versionVal{Subject: subject, Version: next, ID: existingID}, 0)
-	if err != nil {
-		return 0, 0, storeErr(err)
+	var vrev uint64
+	if known {
+		rev, err := r.putJSON(ctx, versionKey(subject, next), versionVal{Subject: subject, Version: next, ID: existingID}, 0)
+		if err != nil {
+			return 0, 0, storeErr(err)
+		}
+		vrev = rev
+	} else {
+		// A new id is allocated by the same atomic write that records the
+		// version: a registration that fails consumes no id.
+		newID := r.nextID
+		ws := make([]Write, 3)
+		for i, kv := range []struct {
+			key    string
+			v      any
+			expect uint64
+		}{
+			{keyNextID, nextIDVal{Next: newID + 1}, r.nextIDRev},
+			{schemaKey(newID), schemaVal{ID: newID, SchemaType: in.Type, Schema: in.Schema, References: refs}, 0},
+			{versionKey(subject, next), versionVal{Subject: subject, Version: next, ID: newID}, 0},
+		} {
+			b, err := json.Marshal(kv.v)
+			if err != nil {
+				return 0, 0, storeErr(err)
+			}
+			ws[i] = Write{Key: kv.key, Value: b, Expect: kv.expect}
+		}
+		revs, err := r.store.PutAll(ctx, ws)
+		if err != nil {
+			return 0, 0, storeErr(err)
+		}
+		r.nextID, r.nextIDRev = newID+1, revs[0]
+		info := SchemaInfo{ID: newID, Type: in.Type, Schema: in.Schema, References: refs}
+		r.schemas[newID] = &schemaRec{SchemaInfo: info, key: key, parsed: parsed, rev: revs[1]}
+		r.byKey[key] = newID
+		existingID, vrev = newID, revs[2]
 	}
 	sub = r.subject(subject, true)
 	v := &versionRec{version: next, id: existingID, rev: vrev}

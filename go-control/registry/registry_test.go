@@ -215,11 +215,26 @@ func TestInputLimits(t *testing.T) {
 type failingStore struct {
 	Store
 	fail bool
+	err  error // nil: a plain failure
+}
+
+func (f *failingStore) failure() error {
+	if f.err != nil {
+		return f.err
+	}
+	return errors.New("disk on fire")
+}
+
+func (f *failingStore) PutAll(ctx context.Context, ws []Write) ([]uint64, error) {
+	if f.fail {
+		return nil, f.failure()
+	}
+	return f.Store.PutAll(ctx, ws)
 }
 
 func (f *failingStore) Put(ctx context.Context, key string, value []byte, expect uint64) (uint64, error) {
 	if f.fail {
-		return 0, errors.New("disk on fire")
+		return 0, f.failure()
 	}
 	return f.Store.Put(ctx, key, value, expect)
 }
@@ -239,6 +254,18 @@ func TestStoreFailureIs50001(t *testing.T) {
 	}
 	if len(reg.Subjects(true)) != 0 {
 		t.Fatal("failed registration left a subject behind")
+	}
+	// A shared store's outcomes keep their meaning: unknown is 504, a
+	// refusal before writing 503; neither consumed an id.
+	for _, c := range []struct {
+		err    error
+		status int
+	}{{ErrOutcomeUnknown, 504}, {ErrUnavailable, 503}} {
+		fs.err = fmt.Errorf("%w: test", c.err)
+		_, _, err = reg.Register(ctx, "s", SchemaInput{Type: compat.Avro, Schema: avroV1})
+		if !errors.As(err, &e) || e.Status != c.status {
+			t.Fatalf("store %v: %v", c.err, err)
+		}
 	}
 	fs.fail = false
 	mustRegister(t, reg, "s", SchemaInput{Type: compat.Avro, Schema: avroV1}, 1, 1)

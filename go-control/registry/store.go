@@ -22,10 +22,23 @@ type Store interface {
 	// (0: the key must not exist) and returns the new revision; otherwise
 	// it fails with ErrRevisionMismatch and changes nothing.
 	Put(ctx context.Context, key string, value []byte, expect uint64) (uint64, error)
+	// PutAll stores every write or none: each is a compare-and-set as in
+	// Put, and one mismatch refuses them all (ErrRevisionMismatch). It
+	// returns the new revisions in order. A registration allocates its id
+	// and records its version in one PutAll, so a registration that fails
+	// consumes no id.
+	PutAll(ctx context.Context, ws []Write) ([]uint64, error)
 	// Delete removes key if its current revision is expect; ErrNotFound if
 	// it does not exist, ErrRevisionMismatch if the revision differs.
 	Delete(ctx context.Context, key string, expect uint64) error
 	Close() error
+}
+
+// Write is one compare-and-set of a PutAll.
+type Write struct {
+	Key    string
+	Value  []byte
+	Expect uint64
 }
 
 // Entry is one stored value with the revision of its last write.
@@ -40,6 +53,12 @@ var (
 	ErrNotFound         = errors.New("store: key not found")
 	ErrRevisionMismatch = errors.New("store: revision mismatch")
 	ErrClosed           = errors.New("store: closed")
+	// ErrUnavailable: a shared store could not take the write; nothing was
+	// written and retrying can succeed.
+	ErrUnavailable = errors.New("store: unavailable, not written")
+	// ErrOutcomeUnknown: a shared store was sent the write and did not
+	// answer in time; it may still be applied.
+	ErrOutcomeUnknown = errors.New("store: outcome unknown")
 )
 
 // MemoryStore keeps everything in memory; for tests and throwaway servers.
@@ -95,6 +114,26 @@ func (m *MemoryStore) Put(_ context.Context, key string, value []byte, expect ui
 	m.rev++
 	m.entries[key] = Entry{Key: key, Value: append([]byte(nil), value...), Revision: m.rev}
 	return m.rev, nil
+}
+
+func (m *MemoryStore) PutAll(_ context.Context, ws []Write) ([]uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	for _, w := range ws {
+		if m.entries[w.Key].Revision != w.Expect {
+			return nil, ErrRevisionMismatch
+		}
+	}
+	revs := make([]uint64, len(ws))
+	for i, w := range ws {
+		m.rev++
+		m.entries[w.Key] = Entry{Key: w.Key, Value: append([]byte(nil), w.Value...), Revision: m.rev}
+		revs[i] = m.rev
+	}
+	return revs, nil
 }
 
 func (m *MemoryStore) Delete(_ context.Context, key string, expect uint64) error {

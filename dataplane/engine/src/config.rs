@@ -108,6 +108,9 @@ pub struct Config {
     /// Fleet mode (read by the Go daemon; opaque to the engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<toml::Table>,
+    /// JetStream ingress (read by the Go daemon; opaque to the engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<toml::Table>,
     /// Directory of the config file; relative paths resolve against it.
     #[serde(skip)]
     pub base_dir: PathBuf,

@@ -162,7 +162,7 @@ func TestInferAgainstTheEngine(t *testing.T) {
 		code int
 		want string
 	}{
-		{append([]string{"nope", "1", "--input", "x=@1"}, auth...), 1, "no_route"},
+		{append([]string{"nope", "1", "--input", "x=@1"}, auth...), 1, "unknown_model"},
 		{[]string{"mlp", "1", "--input", "x=@[[1,2,3,4]]", "--tenant", "1", "--key", "wrong"}, 1, "unauthenticated"},
 		{append([]string{"mlp", "1", "--input", "x=@[[1,2,3]]"}, auth...), 1, "bad_tensor"},
 		{append([]string{"mlp", "1", "--input", "x:f32=@[[1,2,3,4]]", "--adapter", "casual"}, auth...), 1, "unknown_adapter"},

@@ -45,6 +45,7 @@ commands:
   connections close ID            disconnect one; its requests in flight fail, retryably
   stats                           counters and latency per worker and shard
   reload                          re-read the config file on the daemon
+  jobs                            JetStream ingress: per stream lag, in flight, acked, nak'ed, dead-lettered, redelivered
   infer MODEL VERSION --input NAME=FILE.npy|FILE.json|@JSON ...  one inference request (infer -h)
 
 environment: SLUICE_ADDR (host:port or unix:/path), SLUICE_TOKEN
@@ -246,6 +247,8 @@ func dispatch(c *client, p *printer, args []string) error {
 		return infer(c, p, rest)
 	case "reload":
 		return reload(c, p)
+	case "jobs":
+		return jobs(c, p, rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(p.w, usage)
 		return nil

@@ -21,7 +21,7 @@ import (
 
 // startDaemon runs sluiced in-process on the fake engine, on an ephemeral
 // loopback port with the given admin token, and returns its address.
-func startDaemon(t *testing.T, token string) (string, *enginetest.Fake) {
+func startDaemon(t *testing.T, token string, edits ...func(*daemon.Options)) (string, *enginetest.Fake) {
 	t.Helper()
 	dir := t.TempDir()
 	b, err := os.ReadFile("../../../cfg/sluice.toml")
@@ -36,8 +36,12 @@ func startDaemon(t *testing.T, token string) (string, *enginetest.Fake) {
 		t.Fatal(err)
 	}
 	ready := make(chan net.Addr, 1)
-	d, err := daemon.New(daemon.Options{ConfigPath: path, Engine: "fake", Ready: func(a net.Addr) { ready <- a },
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	opts := daemon.Options{ConfigPath: path, Engine: "fake", Ready: func(a net.Addr) { ready <- a },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, e := range edits {
+		e(&opts)
+	}
+	d, err := daemon.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-ai/sluice/go-control/internal/daemon"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
 	"github.com/sluice-ai/sluice/go-control/internal/fleet"
+	"github.com/sluice-ai/sluice/go-control/internal/jobs"
 	// The real data-plane engine, linked through the C ABI.
 	_ "github.com/sluice-ai/sluice/go-control/internal/rustengine"
 )
@@ -50,14 +51,24 @@ func run() int {
 	opts := daemon.Options{ConfigPath: *cfgPath, Engine: *engName, ShutdownTimeout: *timeout, Logger: log}
 	// Fleet mode: the control state and the registry live in the cluster.
 	var fl *fleet.Fleet
-	if cfg, err := config.Load(*cfgPath); err == nil && cfg.Control.Store == "nats" {
+	cfg, cfgErr := config.Load(*cfgPath) // daemon.New reports a bad file
+	if cfgErr == nil && len(cfg.Jobs.Streams) > 0 {
+		// Async jobs: JetStream streams into this appliance's data plane.
+		if opts.Ingress, cfgErr = jobs.New(cfg, log); cfgErr != nil {
+			fmt.Fprintf(os.Stderr, "sluiced: %v\n", cfgErr)
+			return 1
+		}
+	}
+	if cfgErr == nil && cfg.Control.Store == "nats" {
+		var err error
 		if fl, err = fleet.Connect(context.Background(), cfg.Fleet, log); err != nil {
 			fmt.Fprintf(os.Stderr, "sluiced: %v\n", err)
 			return 1
 		}
 		defer fl.Close()
-		opts.Store, opts.RegistryStore = fl.Store, fl.Registry
+		opts.Store, opts.RegistryStore, opts.Fleet = fl.Store, fl.Registry, fl
 		opts.Mount = map[string]http.Handler{"/v1/fleet": fl.Handler()}
+		opts.Collectors = append(opts.Collectors, fl.Collector())
 	}
 	d, err := daemon.New(opts)
 	if err != nil {

@@ -31,6 +31,22 @@ type Error struct {
 	Code      string `json:"code"`
 	// Messages lists what breaks, for the registry's incompatible_schema.
 	Messages []string `json:"messages,omitempty"`
+	// Change names a fleet write whose outcome is unknown (504).
+	Change *Outcome `json:"change,omitempty"`
+}
+
+// Outcome names a fleet write whose outcome is unknown: it was sent to the
+// store and not answered in time, so it may still be applied (then by
+// every appliance) or never. Repeat the call with the same
+// Idempotency-Key (within RepeatWithin it is not applied twice, and the
+// answer says whether it had landed), or read the keys back: the change
+// landed if a key moved past its base revision carrying the change id.
+type Outcome struct {
+	ID            string   `json:"id"`
+	Bucket        string   `json:"bucket"`
+	Keys          []string `json:"keys"`
+	BaseRevisions []uint64 `json:"base_revisions"`
+	RepeatWithin  string   `json:"repeat_within"`
 }
 
 func (e *Error) Error() string { return e.Message + " (" + e.Code + ")" }
@@ -123,4 +139,50 @@ type ReloadResult struct {
 	// RestartRequired lists changed sections that only a restart takes;
 	// their running values stay.
 	RestartRequired []string `json:"restart_required"`
+}
+
+// JobsDoc is what GET /v1/jobs returns: the JetStream ingress (docs/jobs.md).
+type JobsDoc struct {
+	Enabled   bool           `json:"enabled"`   // [[jobs.streams]] are configured
+	Connected string         `json:"connected"` // the NATS server in use; "" while (re)connecting or off
+	Draining  bool           `json:"draining"`  // stopped fetching; finishing what it holds
+	Streams   []JobStreamDoc `json:"streams"`
+}
+
+// JobStreamDoc is one configured stream and its durable consumer.
+type JobStreamDoc struct {
+	Stream   string `json:"stream"`
+	Consumer string `json:"consumer"`
+	// State is "starting" (finding or creating the stream and consumer),
+	// "consuming", "draining" or "stopped".
+	State     string `json:"state"`
+	LastError string `json:"last_error,omitempty"`
+	// From the consumer's info, fleet-wide (read every few seconds):
+	// Lag is stored and not yet delivered; AckPending delivered and not
+	// yet acked (bounded by MaxAckPending).
+	Lag           uint64 `json:"lag"`
+	AckPending    uint64 `json:"ack_pending"`
+	MaxAckPending int    `json:"max_ack_pending"`
+	// InFlight is held by this appliance now.
+	InFlight int         `json:"in_flight"`
+	Counters JobCounters `json:"counters"`
+}
+
+// JobCounters count what this appliance did with a stream's messages
+// since it started. Every message taken ends acked (after its result or
+// dead letter was stored, or skipped) or nak'ed.
+type JobCounters struct {
+	Received      uint64 `json:"received"`       // messages fetched
+	Redelivered   uint64 `json:"redelivered"`    // of those, delivered before (to any appliance)
+	Acked         uint64 `json:"acked"`          // acked: result or dead letter stored, or skipped
+	Naked         uint64 `json:"naked"`          // nak'ed for a retryable error, with nak_delay_ms
+	Results       uint64 `json:"results"`        // results stored
+	Duplicates    uint64 `json:"duplicates"`     // result or dead-letter publishes JetStream found already stored (Nats-Msg-Id)
+	DeadLettered  uint64 `json:"dead_lettered"`  // dead letters stored
+	Expired       uint64 `json:"expired"`        // of those, past X-AI-Timeout and not run
+	Skipped       uint64 `json:"skipped"`        // sluiced's own results or dead letters met on the consumer, acked unrun
+	PublishErrors uint64 `json:"publish_errors"` // result or dead-letter publishes that failed (the message was nak'ed)
+	FetchErrors   uint64 `json:"fetch_errors"`
+	// DeadLetterCodes counts dead letters by code.
+	DeadLetterCodes map[string]uint64 `json:"dead_letter_codes"`
 }

@@ -40,6 +40,9 @@ type Config struct {
 	// Fleet is read by the daemon when control.store = "nats"; the engine
 	// takes it as an opaque table.
 	Fleet Fleet `toml:"fleet" json:"fleet"`
+	// Jobs is the JetStream ingress (docs/jobs.md), read by the daemon;
+	// the engine takes it as an opaque table.
+	Jobs Jobs `toml:"jobs" json:"jobs"`
 }
 
 // Fleet is the [fleet] table: the NATS JetStream cluster whose KV buckets
@@ -57,6 +60,14 @@ type Fleet struct {
 	ResyncIntervalMs int `toml:"resync_interval_ms" json:"resync_interval_ms"`
 	// Changes heard within this window are applied together.
 	SettleMs int `toml:"settle_ms" json:"settle_ms"`
+	// CheckIntervalMs: how often each bucket's mirror asks the stream
+	// leader for its last revision (a watch behind it for two intervals is
+	// re-created, and what it missed is read from the leader at once).
+	CheckIntervalMs int `toml:"check_interval_ms" json:"check_interval_ms"`
+	// History: values kept per key in the buckets (1: the latest only). The
+	// stream keeps each change with its change id, so history is an audit
+	// trail (nats kv history) and what the fault suite checks against.
+	History int `toml:"history" json:"history"`
 }
 
 // Engine is the [engine] table.
@@ -209,7 +220,9 @@ func Defaults() Config {
 		Fleet: Fleet{
 			Servers: []string{}, BucketPrefix: "sluice", Replicas: 1,
 			ConnectTimeoutMs: 2000, OpTimeoutMs: 5000, ResyncIntervalMs: 5000, SettleMs: 20,
+			CheckIntervalMs: 200, History: 1,
 		},
+		Jobs: jobsDefaults(),
 	}
 }
 
@@ -308,6 +321,7 @@ func (c *Config) tableDefaults(pos positions) {
 			c.Models[i].Kind = DefaultModelKind
 		}
 	}
+	c.jobStreamDefaults(has)
 	for i := range c.Tenants {
 		t := &c.Tenants[i]
 		k := fmt.Sprintf("tenants[%d].", i)

@@ -129,6 +129,7 @@ func Validate(cfg *Config) []Issue {
 	c.peers(cfg.Peers)
 	c.control(&cfg.Control)
 	c.fleet(&cfg.Fleet, cfg.Control.Store == "nats")
+	c.jobs(&cfg.Jobs, &cfg.Fleet, &cfg.Engine)
 	return c.issues
 }
 
@@ -141,6 +142,9 @@ const (
 	ResyncIntervalMsMin = 100
 	ResyncIntervalMsMax = 3_600_000
 	SettleMsMax         = 10_000
+	CheckIntervalMsMin  = 20
+	CheckIntervalMsMax  = 10_000
+	FleetHistoryMax     = 4096 // natskv.HistoryMax
 )
 
 var bucketPrefixRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -166,6 +170,8 @@ func (c *checker) fleet(f *Fleet, used bool) {
 	c.rangeInt("fleet.op_timeout_ms", f.OpTimeoutMs, 1, FleetTimeoutMsMax)
 	c.rangeInt("fleet.resync_interval_ms", f.ResyncIntervalMs, ResyncIntervalMsMin, ResyncIntervalMsMax)
 	c.rangeInt("fleet.settle_ms", f.SettleMs, 0, SettleMsMax)
+	c.rangeInt("fleet.check_interval_ms", f.CheckIntervalMs, CheckIntervalMsMin, CheckIntervalMsMax)
+	c.rangeInt("fleet.history", f.History, 1, FleetHistoryMax)
 }
 
 func (c *checker) engine(e *Engine) {

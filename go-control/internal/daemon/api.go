@@ -29,6 +29,9 @@ const Version = "0.1.0"
 const contentType = "application/json"
 
 func httpStatus(err error) int {
+	if code, ok := fleetStatus(err); ok {
+		return code
+	}
 	switch errs.StatusOf(err) {
 	case errs.StatusInvalidArgument:
 		return http.StatusBadRequest
@@ -68,7 +71,13 @@ func writeAPIError(w http.ResponseWriter, status int, code, msg string) {
 }
 
 func writeErr(w http.ResponseWriter, err error) {
-	writeAPIError(w, httpStatus(err), errs.Name(err), err.Error())
+	status := httpStatus(err)
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	e := api.Error{ErrorCode: status, Message: err.Error(), Code: errs.Name(err)}
+	outcomeFields(w, err, &e) // fleet writes: when to retry, which change to check
+	api.WriteError(w, status, contentType, e)
 }
 
 // errTooLarge marks a body over BodySizeMax: 413, code too_large.
@@ -137,6 +146,7 @@ func (d *Daemon) routeTable() []route {
 		f("DELETE /v1/connections/{id}", d.deleteConnection),
 		f("GET /v1/stats", d.getStats),
 		f("POST /v1/reload", d.postReload),
+		f("GET /v1/jobs", d.getJobs),
 		f("GET /openapi.json", d.getOpenAPI),
 		{"GET /metrics", d.metricsHandler()},
 	}

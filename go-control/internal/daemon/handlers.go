@@ -115,7 +115,7 @@ func (d *Daemon) putRoutes(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err == nil {
-		err = d.state.setRoutes(routes)
+		err = d.state.setRoutes(r.Context(), routes)
 	}
 	d.audit(r, "routes", "set", fmt.Sprintf("%d routes", len(routes)), err)
 	if err != nil {
@@ -126,7 +126,7 @@ func (d *Daemon) putRoutes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) deleteRoutes(w http.ResponseWriter, r *http.Request) {
-	err := d.state.resetRoutes()
+	err := d.state.resetRoutes(r.Context())
 	d.audit(r, "routes", "reset", "back to the file's routes", err)
 	if err != nil {
 		writeErr(w, err)
@@ -161,7 +161,7 @@ func (d *Daemon) putTenants(w http.ResponseWriter, r *http.Request) {
 	for i, t := range ts {
 		names[i] = t.Name
 	}
-	err = d.state.setTenants(ts)
+	err = d.state.setTenants(r.Context(), ts)
 	d.audit(r, "tenants", "set", fmt.Sprintf("%d tenants %v", len(ts), names), err)
 	if err != nil {
 		writeErr(w, err)
@@ -185,7 +185,7 @@ func (d *Daemon) postModel(w http.ResponseWriter, r *http.Request) {
 		d.audit(r, "models", "load", "", err)
 		return
 	}
-	err := d.state.loadModel(m)
+	err := d.state.loadModel(r.Context(), m)
 	d.audit(r, "models", "load", m.Name+" "+m.Version+" ("+m.Kind+")", err)
 	if err != nil {
 		writeErr(w, err)
@@ -196,7 +196,7 @@ func (d *Daemon) postModel(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) deleteModel(w http.ResponseWriter, r *http.Request) {
 	name, version := r.PathValue("name"), r.PathValue("version")
-	err := d.state.unloadModel(name, version)
+	err := d.state.unloadModel(r.Context(), name, version)
 	d.audit(r, "models", "unload", name+" "+version, err)
 	if err != nil {
 		writeErr(w, err)
@@ -216,7 +216,7 @@ func (d *Daemon) putAlias(w http.ResponseWriter, r *http.Request) {
 	if b.Version == "" {
 		err = fmt.Errorf("%w: version is required", errs.ErrInvalidArgument)
 	} else {
-		err = d.state.setAlias(model, alias, b.Version)
+		err = d.state.setAlias(r.Context(), model, alias, b.Version)
 	}
 	d.audit(r, "aliases", "set", model+" "+alias+" -> "+b.Version, err)
 	if err != nil {
@@ -242,7 +242,7 @@ func (d *Daemon) postPeer(w http.ResponseWriter, r *http.Request) {
 		d.audit(r, "peers", "add", "", err)
 		return
 	}
-	err = d.state.addPeer(p)
+	err = d.state.addPeer(r.Context(), p)
 	d.audit(r, "peers", "add", p.Name+" "+p.Address, err)
 	if err != nil {
 		writeErr(w, err)
@@ -253,7 +253,7 @@ func (d *Daemon) postPeer(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) deletePeer(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	err := d.state.removePeer(name)
+	err := d.state.removePeer(r.Context(), name)
 	d.audit(r, "peers", "remove", name, err)
 	if err != nil {
 		writeErr(w, err)

@@ -220,5 +220,9 @@ func (s *state) reloadCounts() (uint64, uint64) {
 func (d *Daemon) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(d), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(d.opts.Collectors...)
+	if d.opts.Ingress != nil {
+		reg.MustRegister(d.opts.Ingress)
+	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: 4})
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
@@ -51,6 +53,15 @@ type Options struct {
 	// RegistryStore, if set, holds the schema registry instead of the
 	// bolt file in the data dir (fleet mode shares it through NATS).
 	RegistryStore registry.Store
+	// Fleet, if set, makes this appliance one of a fleet: an admin API
+	// change is stored in the shared store first, and reaches the engine
+	// (this one's too) only from there, through the fleet's loop.
+	Fleet FleetLink
+	// Collectors are added to /metrics (the fleet's revisions).
+	Collectors []prometheus.Collector
+	// Ingress, if set, feeds requests from outside (package jobs: JetStream
+	// streams): started once the engine serves, drained before it.
+	Ingress Ingress
 }
 
 // Daemon is one running sluiced.
@@ -123,7 +134,7 @@ func New(opts Options) (*Daemon, error) {
 		reg:        reg,
 		regHandler: regHandler,
 		schemas:    newSchemaSync(),
-		state:      &state{path: opts.ConfigPath, log: log, eng: eng, st: st, file: file, eff: eff, started: time.Now()},
+		state:      &state{path: opts.ConfigPath, log: log, eng: eng, st: st, file: file, eff: eff, started: time.Now(), link: opts.Fleet},
 	}, nil
 }
 
@@ -138,9 +149,15 @@ func (d *Daemon) Reload() (api.ReloadResult, error) {
 	return res, err
 }
 
-// RefreshSchemas re-reads the registry from its store; the engine gets the
-// versions other writers (fleet appliances) added or retired.
-func (d *Daemon) RefreshSchemas(ctx context.Context) error { return d.reg.Refresh(ctx) }
+// RefreshSchemas re-reads the registry from its store and returns once the
+// engine has the versions other writers (fleet appliances) added or
+// retired.
+func (d *Daemon) RefreshSchemas(ctx context.Context) error {
+	if err := d.reg.Refresh(ctx); err != nil {
+		return err
+	}
+	return d.schemas.flush(ctx)
+}
 
 // Handler is the admin API with auth, as served: unknown paths get the JSON
 // error body, and changes to the registry are audited.
@@ -150,7 +167,11 @@ func (d *Daemon) Handler() http.Handler {
 	for prefix, h := range d.opts.Mount {
 		mux.Handle(prefix, h)
 	}
-	return requireToken(d.state.eff.Control.AdminToken, jsonMisses(mux))
+	h := jsonMisses(mux)
+	if d.opts.Fleet != nil {
+		h = changeMiddleware(h) // fleet writes carry a change id
+	}
+	return requireToken(d.state.eff.Control.AdminToken, h)
 }
 
 func (d *Daemon) notify(state string) {
@@ -204,6 +225,13 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err := d.eng.Start(); err != nil {
 		ln.Close()
 		return fmt.Errorf("engine start: %w", err)
+	}
+	if in := d.opts.Ingress; in != nil {
+		if err := in.Start(d); err != nil {
+			ln.Close()
+			_ = d.eng.Stop(context.Background(), 0)
+			return fmt.Errorf("jobs ingress: %w", err)
+		}
 	}
 	srv := &http.Server{
 		Handler:           d.Handler(),
@@ -266,6 +294,8 @@ loop:
 	stopSync()
 	herr := srv.Shutdown(sctx)
 	drain := time.Duration(d.state.snapshot().Control.DrainMs) * time.Millisecond
+	// The ingress finishes what it holds while the engine still answers.
+	ierr := d.drainIngress(sctx, drain)
 	log.Info("draining the engine", "drain_ms", drain.Milliseconds())
 	eerr := d.eng.Stop(sctx, drain)
 	if eerr != nil {
@@ -276,5 +306,5 @@ loop:
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
-	return errors.Join(serveErr, herr, eerr)
+	return errors.Join(serveErr, herr, ierr, eerr)
 }

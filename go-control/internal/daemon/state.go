@@ -4,6 +4,7 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -71,6 +72,8 @@ type overrides struct {
 // effective config the engine runs.
 type state struct {
 	mu        sync.Mutex
+	link      FleetLink  // fleet mode: changes go to the shared store first (fleetwrite.go)
+	writeMu   sync.Mutex // fleet mode: one change at a time from this appliance
 	path      string
 	log       *slog.Logger
 	eng       engine.Engine
@@ -260,14 +263,21 @@ func staticSections(a, b *config.Config) []string {
 	if !eq(a.Fleet, b.Fleet) {
 		out = append(out, "fleet")
 	}
+	if !eq(a.Jobs, b.Jobs) {
+		out = append(out, "jobs")
+	}
 	return out
 }
 
 // reload re-reads the file and applies the live sections that changed.
-func (s *state) reload() (api.ReloadResult, error) {
+func (s *state) reload() (api.ReloadResult, error) { return s.reloadFrom(s.st) }
+
+// reloadFrom is reload with the overrides read from st (the fleet passes
+// one consistent view of its buckets).
+func (s *state) reloadFrom(st store.Store) (api.ReloadResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	res, err := s.reloadLocked()
+	res, err := s.reloadLocked(st)
 	if err != nil {
 		s.reloadsKO++
 		s.log.Error("reload refused; the running config stays", "err", err)
@@ -279,21 +289,20 @@ func (s *state) reload() (api.ReloadResult, error) {
 	return res, nil
 }
 
-func (s *state) reloadLocked() (api.ReloadResult, error) {
+func (s *state) reloadLocked(st store.Store) (api.ReloadResult, error) {
 	res := api.ReloadResult{Applied: []string{}, RestartRequired: []string{}}
 	file, err := config.Load(s.path)
 	if err != nil {
 		return res, fmt.Errorf("%w: %w", errs.ErrInvalidConfig, err)
 	}
-	o, err := loadOverrides(s.st)
+	o, err := loadOverrides(st)
 	if err != nil {
 		return res, err
 	}
 	next := compose(file, o)
 	res.RestartRequired = append(res.RestartRequired, staticSections(s.eff, next)...)
 	// Static sections keep their running values until a restart.
-	next.Engine, next.IOUring, next.Host, next.ONNXRuntime, next.Control, next.Fleet =
-		s.eff.Engine, s.eff.IOUring, s.eff.Host, s.eff.ONNXRuntime, s.eff.Control, s.eff.Fleet
+	keepStatic(next, s.eff)
 	if err := validate(next); err != nil {
 		return res, fmt.Errorf("%w (with the overrides made through the API)", err)
 	}
@@ -323,6 +332,13 @@ func (s *state) reloadLocked() (api.ReloadResult, error) {
 	s.file = file
 	s.eff = next
 	return res, nil
+}
+
+// keepStatic gives next the running values of the sections only a
+// restart changes.
+func keepStatic(next, running *config.Config) {
+	next.Engine, next.IOUring, next.Host, next.ONNXRuntime, next.Control, next.Fleet, next.Jobs =
+		running.Engine, running.IOUring, running.Host, running.ONNXRuntime, running.Control, running.Fleet, running.Jobs
 }
 
 // applySection validates cfg with one section changed, applies it, and on
@@ -358,7 +374,10 @@ func (s *state) putJSON(key string, v any) error {
 	return s.st.Put(key, b)
 }
 
-func (s *state) setRoutes(routes []config.Route) error {
+func (s *state) setRoutes(ctx context.Context, routes []config.Route) error {
+	if s.link != nil {
+		return s.fleetSetRoutes(ctx, routes)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := s.eff.Clone()
@@ -367,7 +386,10 @@ func (s *state) setRoutes(routes []config.Route) error {
 }
 
 // resetRoutes drops the API's route override and goes back to the file.
-func (s *state) resetRoutes() error {
+func (s *state) resetRoutes(ctx context.Context) error {
+	if s.link != nil {
+		return s.fleetResetRoutes(ctx)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := s.eff.Clone()
@@ -377,7 +399,10 @@ func (s *state) resetRoutes() error {
 
 // setTenants replaces the tenant set; an entry without a key keeps the key
 // of the running tenant of the same name.
-func (s *state) setTenants(ts []config.Tenant) error {
+func (s *state) setTenants(ctx context.Context, ts []config.Tenant) error {
+	if s.link != nil {
+		return s.fleetSetTenants(ctx, ts)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := s.eff.Clone()
@@ -398,7 +423,10 @@ func (s *state) setTenants(ts []config.Tenant) error {
 	return s.applySection(next, engine.SectionTenants, func() error { return s.putJSON(keyTenants, next.Tenants) })
 }
 
-func (s *state) loadModel(m config.Model) error {
+func (s *state) loadModel(ctx context.Context, m config.Model) error {
+	if s.link != nil {
+		return s.fleetLoadModel(ctx, m)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if slices.ContainsFunc(s.eff.Models, func(x config.Model) bool { return x.Name == m.Name && x.Version == m.Version }) {
@@ -425,7 +453,10 @@ func (s *state) loadModel(m config.Model) error {
 // unloadModel removes a loaded version from every core; it stays out of the
 // effective config on reloads and restarts until it is loaded again. Its
 // aliases go with it: requests naming them get unknown_model.
-func (s *state) unloadModel(name, version string) error {
+func (s *state) unloadModel(ctx context.Context, name, version string) error {
+	if s.link != nil {
+		return s.fleetUnloadModel(ctx, name, version)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.eff.Models, func(x config.Model) bool { return x.Name == name && x.Version == version })
@@ -444,7 +475,10 @@ func (s *state) unloadModel(name, version string) error {
 	})
 }
 
-func (s *state) setAlias(model, alias, version string) error {
+func (s *state) setAlias(ctx context.Context, model, alias, version string) error {
+	if s.link != nil {
+		return s.fleetSetAlias(ctx, model, alias, version)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !slices.ContainsFunc(s.eff.Models, func(x config.Model) bool { return x.Name == model && x.Version == version }) {
@@ -474,7 +508,10 @@ func (s *state) setAlias(model, alias, version string) error {
 	return nil
 }
 
-func (s *state) addPeer(p config.Peer) error {
+func (s *state) addPeer(ctx context.Context, p config.Peer) error {
+	if s.link != nil {
+		return s.fleetAddPeer(ctx, p)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if slices.ContainsFunc(s.eff.Peers, func(x config.Peer) bool { return x.Name == p.Name }) {
@@ -499,7 +536,10 @@ func (s *state) addPeer(p config.Peer) error {
 	return nil
 }
 
-func (s *state) removePeer(name string) error {
+func (s *state) removePeer(ctx context.Context, name string) error {
+	if s.link != nil {
+		return s.fleetRemovePeer(ctx, name)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.eff.Peers, func(x config.Peer) bool { return x.Name == name })

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -40,20 +41,20 @@ func TestStoreFailureSetsTheEngineBack(t *testing.T) {
 	s := &state{log: slog.New(slog.NewTextHandler(io.Discard, nil)), eng: fake, st: brokenStore{bolt},
 		file: cfg, eff: cfg.Clone(), started: time.Now()}
 
-	err = s.setRoutes([]config.Route{{Name: "all", Shard: "gddr6-training"}})
+	err = s.setRoutes(context.Background(), []config.Route{{Name: "all", Shard: "gddr6-training"}})
 	if !errors.Is(err, errs.ErrIO) {
 		t.Fatalf("setRoutes: %v", err)
 	}
 	if r := fake.Config().Routes; len(r) != 4 || len(s.eff.Routes) != 4 {
 		t.Fatalf("routes not set back: engine %+v", r)
 	}
-	if err := s.addPeer(config.Peer{Name: "east", Address: "127.0.0.1:7170"}); !errors.Is(err, errs.ErrIO) {
+	if err := s.addPeer(context.Background(), config.Peer{Name: "east", Address: "127.0.0.1:7170"}); !errors.Is(err, errs.ErrIO) {
 		t.Fatalf("addPeer: %v", err)
 	}
 	if ps, _ := fake.Peers(); len(ps) != 0 || len(s.eff.Peers) != 0 {
 		t.Fatalf("peer not removed again: %+v", ps)
 	}
-	if err := s.setAlias("mlp", "stable", "1.0.0"); !errors.Is(err, errs.ErrIO) {
+	if err := s.setAlias(context.Background(), "mlp", "stable", "1.0.0"); !errors.Is(err, errs.ErrIO) {
 		t.Fatalf("setAlias: %v", err)
 	}
 	ms, _ := fake.Models()
@@ -66,7 +67,7 @@ func TestStoreFailureSetsTheEngineBack(t *testing.T) {
 	}
 	// The engine has the model even though it could not be saved; the
 	// daemon's view follows the engine.
-	if err := s.loadModel(config.Model{Name: "mlp", Version: "2", Kind: "null"}); !errors.Is(err, errs.ErrIO) {
+	if err := s.loadModel(context.Background(), config.Model{Name: "mlp", Version: "2", Kind: "null"}); !errors.Is(err, errs.ErrIO) {
 		t.Fatalf("loadModel: %v", err)
 	}
 	if len(s.eff.Models) != 4 {

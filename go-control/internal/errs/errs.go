@@ -44,6 +44,31 @@ var (
 	ErrPanic           = errors.New("engine panic")
 )
 
+// Control-plane sentinels: outcomes of a write to a replicated store (fleet
+// mode). They have no engine status code; StatusOf reports them as
+// internal, so the admin API tests for them with errors.Is first.
+var (
+	// ErrConflict: the store refused a compare-and-set because another
+	// writer changed the key first. Nothing was written; retrying once this
+	// appliance has caught up can succeed.
+	ErrConflict = errors.New("conflict")
+	// ErrUnavailable: the store could not take the write (no connection,
+	// no stream leader, quorum not ready) and nothing was written.
+	ErrUnavailable = errors.New("unavailable")
+	// ErrOutcomeUnknown: the write was sent but no answer came in time; it
+	// may still be applied (everywhere) or never (anywhere).
+	ErrOutcomeUnknown = errors.New("outcome unknown")
+)
+
+var controlOnly = []struct {
+	err  error
+	name string
+}{
+	{ErrConflict, "conflict"},
+	{ErrUnavailable, "unavailable"},
+	{ErrOutcomeUnknown, "outcome_unknown"},
+}
+
 type entry struct {
 	status Status
 	err    error
@@ -120,6 +145,11 @@ func statusIn(err error) (Status, bool) {
 func Name(err error) string {
 	if err == nil {
 		return "ok"
+	}
+	for _, c := range controlOnly {
+		if errors.Is(err, c.err) {
+			return c.name
+		}
 	}
 	s := StatusOf(err)
 	for _, e := range table {

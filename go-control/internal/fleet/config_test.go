@@ -36,6 +36,8 @@ func TestFleetConfigErrors(t *testing.T) {
 		{`resync_interval_ms = 5000`, `resync_interval_ms = 10`, `fleet.resync_interval_ms: 10 is out of range`},
 		{`bucket_prefix = "sluice"`, `bucket_prefix = "a.b"`, `fleet.bucket_prefix: "a.b" must be`},
 		{`settle_ms = 20`, "settle_ms = 20\nsettle_s = 1", `fleet.settle_s: unknown key`},
+		{`history = 1`, `history = 0`, `fleet.history: 0 is out of range 1..=4096`},
+		{`check_interval_ms = 200`, `check_interval_ms = 5`, `fleet.check_interval_ms: 5 is out of range 20..=10000`},
 	} {
 		if strings.Count(src, c.old) != 1 {
 			t.Fatalf("cfg/fleet.toml no longer has exactly one %q", c.old)

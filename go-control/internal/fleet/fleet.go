@@ -1,18 +1,17 @@
 // Package fleet runs a sluiced as one appliance of a fleet: the control
 // state (routes, tenants, models, aliases, peers) and the schema registry
 // live in NATS JetStream KV buckets shared by every appliance, and each
-// appliance applies what the others write through the same path as its
-// own changes (daemon Reload and registry Refresh: the effective config is
-// recomposed, validated whole, and sent to the engine in one Apply).
+// appliance serves what the buckets hold through the same path as a
+// SIGHUP (daemon reload and registry refresh: the effective config is
+// recomposed, validated whole, and sent to the engine in one Apply). A
+// change made through this appliance's admin API is stored first and
+// reaches this engine the same way, from the store (save before serve).
 package fleet
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -29,19 +28,29 @@ import (
 	"github.com/sluice-ai/sluice/go-control/registry/natsstore"
 )
 
-// ReconnectWait spaces reconnect attempts to the cluster.
-const ReconnectWait = 250 * time.Millisecond
+// Connection settings: a server that stops answering (SIGSTOP, a dead
+// host) is given up after two missed pings or two failed flushes, and
+// nothing is buffered while reconnecting, so a write either leaves or is
+// refused at once (never sent late, after its caller was told it failed).
+const (
+	ReconnectWait  = 250 * time.Millisecond
+	PingInterval   = 500 * time.Millisecond
+	PingsOutMax    = 2
+	flushFailsMax  = 2
+	flushTimeoutLo = 250 * time.Millisecond
+)
 
 // SchemasBucketSuffix names the registry's bucket: PREFIX_schemas.
 const SchemasBucketSuffix = "_schemas"
 
 // Target is what the fleet drives: a daemon.
 type Target interface {
-	Reload() (api.ReloadResult, error)
+	ReloadFrom(v *store.View) (api.ReloadResult, error)
 	RefreshSchemas(ctx context.Context) error
 }
 
 var _ Target = (*daemon.Daemon)(nil)
+var _ daemon.FleetLink = (*Fleet)(nil)
 
 // Fleet is this appliance's link to the cluster.
 type Fleet struct {
@@ -51,26 +60,38 @@ type Fleet struct {
 	nc       *nats.Conn
 	Store    *store.NATS      // control state; pass as daemon.Options.Store
 	Registry *natsstore.Store // schema registry; pass as daemon.Options.RegistryStore
+	schemas  string           // the registry's bucket name
+	stop     context.CancelFunc
 
 	ctrlDirty   chan struct{}
 	schemaDirty chan struct{}
 	reconnected chan struct{}
 
-	mu    sync.Mutex
-	stats Stats
+	mu       sync.Mutex
+	stats    Stats
+	served   map[string]served // by bucket
+	servedCh chan struct{}     // closed (and replaced) when served moves
+}
+
+type served struct {
+	rev    uint64
+	digest string
+	at     time.Time
 }
 
 // Stats count what the fleet loop did.
 type Stats struct {
-	ControlResyncs   uint64 // reloads that succeeded (applied or found nothing new)
-	ControlRefused   uint64 // reloads refused: the shared state is not valid here (yet)
-	SchemaRefreshes  uint64
-	SchemaFailures   uint64
-	Reconnects       uint64
-	LastControlError string
+	ControlResyncs   uint64 `json:"control_resyncs"` // applies that succeeded (changed something or not)
+	ControlRefused   uint64 `json:"control_refused"` // the shared state is not valid here (yet)
+	SchemaRefreshes  uint64 `json:"schema_refreshes"`
+	SchemaFailures   uint64 `json:"schema_failures"`
+	Reconnects       uint64 `json:"reconnects"`
+	ForcedReconnects uint64 `json:"forced_reconnects"` // the server in use stopped answering
+	LastControlError string `json:"last_control_error,omitempty"`
 }
 
-// Connect dials the cluster and opens (creating if needed) the buckets.
+// Connect dials the cluster, opens (creating if needed) the buckets and
+// fills their mirrors, which then follow the buckets until Close.
 func Connect(ctx context.Context, cfg config.Fleet, log *slog.Logger) (*Fleet, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -83,14 +104,18 @@ func Connect(ctx context.Context, cfg config.Fleet, log *slog.Logger) (*Fleet, e
 		name, _ = os.Hostname()
 	}
 	f := &Fleet{
-		cfg: cfg, name: name, log: log.With("fleet", name),
+		cfg: cfg, name: name, log: log.With("fleet", name), schemas: cfg.BucketPrefix + SchemasBucketSuffix,
 		ctrlDirty: make(chan struct{}, 1), schemaDirty: make(chan struct{}, 1), reconnected: make(chan struct{}, 1),
+		served: map[string]served{}, servedCh: make(chan struct{}),
 	}
 	opts := []nats.Option{
 		nats.Name("sluiced " + name),
 		nats.Timeout(time.Duration(cfg.ConnectTimeoutMs) * time.Millisecond),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(ReconnectWait),
+		nats.ReconnectBufSize(-1),
+		nats.PingInterval(PingInterval),
+		nats.MaxPingsOutstanding(PingsOutMax),
 		nats.RetryOnFailedConnect(false),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			f.log.Info("reconnected to the fleet", "server", c.ConnectedUrlRedacted())
@@ -110,26 +135,45 @@ func Connect(ctx context.Context, cfg config.Fleet, log *slog.Logger) (*Fleet, e
 		return nil, fmt.Errorf("%w: fleet: connect %v: %w", errs.ErrIO, cfg.Servers, err)
 	}
 	f.nc = nc
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("%w: fleet: jetstream: %w", errs.ErrIO, err)
-	}
-	opTimeout := time.Duration(cfg.OpTimeoutMs) * time.Millisecond
-	f.Store, err = store.OpenNATS(ctx, js, store.NATSOptions{BucketPrefix: cfg.BucketPrefix, Replicas: cfg.Replicas, OpTimeout: opTimeout})
-	if err == nil {
-		rctx, cancel := context.WithTimeout(ctx, opTimeout)
-		f.Registry, err = natsstore.Open(rctx, js, cfg.BucketPrefix+SchemasBucketSuffix, cfg.Replicas)
-		cancel()
-		if err != nil {
-			err = fmt.Errorf("%w: fleet: %w", errs.ErrIO, err)
-		}
-	}
-	if err != nil {
+	if err := f.open(ctx); err != nil {
 		nc.Close()
 		return nil, err
 	}
 	return f, nil
+}
+
+func (f *Fleet) open(ctx context.Context) error {
+	js, err := jetstream.New(f.nc)
+	if err != nil {
+		return fmt.Errorf("%w: fleet: jetstream: %w", errs.ErrIO, err)
+	}
+	cfg := f.cfg
+	opTimeout := time.Duration(cfg.OpTimeoutMs) * time.Millisecond
+	check := time.Duration(cfg.CheckIntervalMs) * time.Millisecond
+	f.Store, err = store.OpenNATS(ctx, js, store.NATSOptions{BucketPrefix: cfg.BucketPrefix, Replicas: cfg.Replicas,
+		History: cfg.History, OpTimeout: opTimeout, CheckInterval: check, Log: f.log})
+	if err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	f.Registry, err = natsstore.OpenWith(ctx, js, f.schemas, natsstore.Options{Replicas: cfg.Replicas,
+		History: cfg.History, OpTimeout: opTimeout, CheckInterval: check})
+	if err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	bg, stop := context.WithCancel(context.Background())
+	if err := f.Store.Start(bg, f.markControl); err != nil {
+		stop()
+		f.Registry.Close()
+		return fmt.Errorf("fleet: %w", err)
+	}
+	if err := f.Registry.Watch(bg, f.markSchemas); err != nil {
+		stop()
+		f.Registry.Close()
+		return fmt.Errorf("fleet: %w", err)
+	}
+	f.stop = stop
+	go f.keepConnected(bg)
+	return nil
 }
 
 func signal(ch chan struct{}) {
@@ -149,31 +193,50 @@ func (f *Fleet) Stats() Stats {
 	return f.stats
 }
 
-// watch (re)starts the bucket watchers; the returned cancel stops them.
-func (f *Fleet) watch(ctx context.Context) (context.CancelFunc, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	err := errors.Join(f.Store.Watch(wctx, f.markControl), f.Registry.Watch(wctx, f.markSchemas))
-	if err != nil {
-		cancel()
-		return nil, err
+// keepConnected gives up a server that stopped answering (a stopped
+// process keeps its sockets open, so only missed answers tell) sooner than
+// the ping timeout would, and reconnects to another.
+func (f *Fleet) keepConnected(ctx context.Context) {
+	interval := max(time.Duration(f.cfg.CheckIntervalMs)*time.Millisecond, flushTimeoutLo)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	fails := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !f.nc.IsConnected() {
+			fails = 0
+			continue
+		}
+		if err := f.nc.FlushTimeout(interval); err != nil {
+			fails++
+		} else {
+			fails = 0
+		}
+		if fails >= flushFailsMax {
+			f.log.Warn("the fleet server in use does not answer; reconnecting to another", "server", f.nc.ConnectedUrlRedacted())
+			f.mu.Lock()
+			f.stats.ForcedReconnects++
+			f.mu.Unlock()
+			_ = f.nc.ForceReconnect()
+			fails = 0
+		}
 	}
-	return cancel, nil
 }
 
-// Run applies the fleet's state to t until ctx ends: once at start (to
-// catch what changed between loading and now), after every change heard
-// on the buckets, after a reconnect, and every resync_interval_ms.
-// Changes heard within settle_ms are applied together.
+// Run serves the fleet's state on t until ctx ends: once at start (to
+// catch what changed between loading and now), after every new snapshot of
+// a bucket, after a reconnect, and every resync_interval_ms. Changes heard
+// within settle_ms are applied together. The control state and the schemas
+// have a loop each: a registration that waits on the store (it holds the
+// registry) never holds up a route change, nor the other way round.
 func (f *Fleet) Run(ctx context.Context, t Target) error {
-	stopWatch, err := f.watch(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped while starting
-		}
-		return err
-	}
-	defer func() { stopWatch() }()
-	settle := time.Duration(f.cfg.SettleMs) * time.Millisecond
+	var wg sync.WaitGroup
+	wg.Go(func() { f.loop(ctx, f.ctrlDirty, func() { f.applyControl(t) }) })
+	wg.Go(func() { f.loop(ctx, f.schemaDirty, func() { f.applySchemas(ctx, t) }) })
 	tick := time.NewTicker(time.Duration(f.cfg.ResyncIntervalMs) * time.Millisecond)
 	defer tick.Stop()
 	f.markControl()
@@ -181,78 +244,82 @@ func (f *Fleet) Run(ctx context.Context, t Target) error {
 	for {
 		select {
 		case <-ctx.Done():
+			wg.Wait()
 			return nil
-		case <-f.ctrlDirty:
-			f.markControl()
-		case <-f.schemaDirty:
-			f.markSchemas()
 		case <-tick.C:
-			if !f.Store.Watching() {
-				// The last watch failed or ended under us: try again.
-				stopWatch = f.rewatch(ctx, stopWatch)
-			}
-			f.markControl()
-			f.markSchemas()
 		case <-f.reconnected:
 			f.mu.Lock()
 			f.stats.Reconnects++
 			f.mu.Unlock()
-			// Watchers may have missed writes while we were away; start
-			// them afresh and resync everything.
-			stopWatch = f.rewatch(ctx, stopWatch)
-			f.markControl()
-			f.markSchemas()
+		}
+		f.markControl()
+		f.markSchemas()
+	}
+}
+
+// loop runs apply after each signal on dirty, settle_ms later.
+func (f *Fleet) loop(ctx context.Context, dirty chan struct{}, apply func()) {
+	settle := time.Duration(f.cfg.SettleMs) * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-dirty:
 		}
 		if settle > 0 {
 			select {
 			case <-ctx.Done():
-				return nil
+				return
 			case <-time.After(settle):
 			}
 		}
-		f.apply(ctx, t)
+		take(dirty) // what came during the settle is in this round
+		apply()
 	}
 }
 
-// rewatch stops the running watch and starts a new one; on failure reads
-// go to the server and the next interval tries again.
-func (f *Fleet) rewatch(ctx context.Context, stop context.CancelFunc) context.CancelFunc {
-	stop()
-	c, err := f.watch(ctx)
+// applySchemas refreshes the registry from its mirror and records the
+// revision served once the engine has it.
+func (f *Fleet) applySchemas(ctx context.Context, t Target) {
+	snap := f.Registry.Bucket().Snapshot()
+	rctx, cancel := context.WithTimeout(ctx, time.Duration(f.cfg.OpTimeoutMs)*time.Millisecond)
+	err := t.RefreshSchemas(rctx)
+	cancel()
+	f.mu.Lock()
 	if err != nil {
-		f.log.Warn("fleet watch failed; resyncing on the interval", "err", err)
-		return func() {}
+		f.stats.SchemaFailures++
+	} else {
+		f.stats.SchemaRefreshes++
 	}
-	return c
+	f.mu.Unlock()
+	if err != nil {
+		f.log.Warn("schema refresh from the fleet failed; retrying on the next change or interval", "err", err)
+		return
+	}
+	if snap != nil {
+		// The registry read a snapshot at least this new.
+		f.setServed(map[string]uint64{f.schemas: snap.Revision}, map[string]string{f.schemas: snap.Digest()})
+	}
 }
 
-// apply runs whatever is marked dirty.
-func (f *Fleet) apply(ctx context.Context, t Target) {
-	ctrl, schemas := take(f.ctrlDirty), take(f.schemaDirty)
-	if schemas {
-		err := t.RefreshSchemas(ctx)
-		f.mu.Lock()
-		if err != nil {
-			f.stats.SchemaFailures++
-		} else {
-			f.stats.SchemaRefreshes++
-		}
-		f.mu.Unlock()
-		if err != nil {
-			f.log.Warn("schema refresh from the fleet failed; retrying on the next change or interval", "err", err)
-		}
+// applyControl serves the control buckets' snapshots (one consistent
+// state per bucket) and records the revisions served.
+func (f *Fleet) applyControl(t Target) {
+	view, err := f.Store.View()
+	if err == nil {
+		_, err = t.ReloadFrom(view) // logs its own outcome; a refusal leaves the running config whole
 	}
-	if ctrl {
-		_, err := t.Reload() // logs its own outcome; a refusal leaves the running config whole
-		f.mu.Lock()
-		if err != nil {
-			f.stats.ControlRefused++
-			f.stats.LastControlError = err.Error()
-		} else {
-			f.stats.ControlResyncs++
-			f.stats.LastControlError = ""
-		}
-		f.mu.Unlock()
+	f.mu.Lock()
+	if err != nil {
+		f.stats.ControlRefused++
+		f.stats.LastControlError = err.Error()
+	} else {
+		f.stats.ControlResyncs++
+		f.stats.LastControlError = ""
+	}
+	f.mu.Unlock()
+	if err == nil {
+		f.setServed(view.Revisions(), view.Digests())
 	}
 }
 
@@ -265,42 +332,54 @@ func take(ch chan struct{}) bool {
 	}
 }
 
-// Status is what GET /v1/fleet answers.
-type Status struct {
-	Name      string   `json:"name"`
-	Servers   []string `json:"servers"`
-	Connected string   `json:"connected"` // the node in use; "" while reconnecting
-	Watching  bool     `json:"watching"`  // buckets mirrored and watched
-	Buckets   []string `json:"buckets"`
-	Stats
-}
-
-// Status describes the link to the cluster.
-func (f *Fleet) Status() Status {
-	st := Status{Name: f.name, Servers: f.cfg.Servers, Watching: f.Store.Watching(), Stats: f.Stats(),
-		Buckets: append(store.BucketNames(f.cfg.BucketPrefix), f.cfg.BucketPrefix+SchemasBucketSuffix)}
-	if f.nc.IsConnected() {
-		st.Connected = f.nc.ConnectedUrlRedacted()
-	}
-	return st
-}
-
-// Handler serves Status as JSON (sluiced mounts it at /v1/fleet, behind
-// the admin token).
-func (f *Fleet) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet {
-			w.Header().Set("Allow", http.MethodGet)
-			http.Error(w, `{"error":"method not allowed","code":"invalid_argument"}`, http.StatusMethodNotAllowed)
-			return
+func (f *Fleet) setServed(revs map[string]uint64, digests map[string]string) {
+	f.mu.Lock()
+	now := time.Now()
+	for b, r := range revs {
+		// at is when this revision began to be served: a resync that finds
+		// nothing new leaves it.
+		if old, ok := f.served[b]; !ok || r > old.rev {
+			f.served[b] = served{rev: r, digest: digests[b], at: now}
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(f.Status())
-	})
+	}
+	close(f.servedCh)
+	f.servedCh = make(chan struct{})
+	f.mu.Unlock()
 }
 
-// Close drops the connection to the cluster.
+// View implements daemon.FleetLink.
+func (f *Fleet) View() (*store.View, error) { return f.Store.View() }
+
+// Commit implements daemon.FleetLink.
+func (f *Fleet) Commit(ctx context.Context, view *store.View, changeID string, ops ...store.Op) (store.Committed, error) {
+	return f.Store.Commit(ctx, view, changeID, ops...)
+}
+
+// WaitServed implements daemon.FleetLink.
+func (f *Fleet) WaitServed(ctx context.Context, bucket string, rev uint64) bool {
+	for {
+		f.mu.Lock()
+		ok, ch := f.served[bucket].rev >= rev, f.servedCh
+		f.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ch:
+		}
+	}
+}
+
+// Close stops the mirrors and drops the connection to the cluster.
 func (f *Fleet) Close() {
+	if f.stop != nil {
+		f.stop()
+	}
+	if f.Registry != nil {
+		f.Registry.Close()
+	}
 	if f.nc != nil {
 		f.nc.Close()
 	}

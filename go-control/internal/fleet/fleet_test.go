@@ -18,14 +18,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/daemon"
 	"github.com/sluice-ai/sluice/go-control/internal/engine/enginetest"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
+	"github.com/sluice-ai/sluice/go-control/internal/natstest"
 	"github.com/sluice-ai/sluice/go-control/internal/store"
 )
 
@@ -41,94 +40,6 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// cluster is a real 3-node nats-server cluster with JetStream, in-process.
-type cluster struct {
-	t     *testing.T
-	opts  []*server.Options
-	nodes []*server.Server
-}
-
-func (c *cluster) urls() []string {
-	var out []string
-	for _, o := range c.opts {
-		out = append(out, fmt.Sprintf("nats://127.0.0.1:%d", o.Port))
-	}
-	return out
-}
-
-func startCluster(t *testing.T, n int) *cluster {
-	t.Helper()
-	c := &cluster{t: t}
-	routePorts := make([]int, n)
-	for i := range routePorts {
-		routePorts[i] = freePort(t)
-	}
-	var routes []string
-	for _, p := range routePorts {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
-	}
-	for i := range n {
-		c.opts = append(c.opts, &server.Options{
-			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: freePort(t),
-			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-			Cluster: server.ClusterOpts{Name: "sluice-test", Host: "127.0.0.1", Port: routePorts[i]},
-			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
-		})
-	}
-	c.nodes = make([]*server.Server, n)
-	for i := range n {
-		c.start(i)
-	}
-	t.Cleanup(func() {
-		for _, s := range c.nodes {
-			if s != nil {
-				s.Shutdown()
-			}
-		}
-	})
-	// JetStream answers once the meta group has a leader.
-	nc, err := nats.Connect(strings.Join(c.urls(), ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	deadline := time.Now().Add(convergeWait)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := js.AccountInfo(ctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("JetStream cluster not ready: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return c
-}
-
-func (c *cluster) start(i int) {
-	c.t.Helper()
-	o := *c.opts[i]
-	s, err := server.NewServer(&o)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		c.t.Fatalf("nats node %d did not start", i)
-	}
-	c.nodes[i] = s
-}
-
-func (c *cluster) stop(i int) {
-	c.nodes[i].Shutdown()
-	c.nodes[i].WaitForShutdown()
-	c.nodes[i] = nil
 }
 
 // appliance is one sluiced (fake engine) in fleet mode, in-process.
@@ -200,9 +111,10 @@ func startAppliance(t *testing.T, name, path string) *appliance {
 	}
 	ready := make(chan net.Addr, 1)
 	d, err := daemon.New(daemon.Options{ConfigPath: path, Engine: "fake", Logger: log,
-		ShutdownTimeout: 5 * time.Second, Store: fl.Store, RegistryStore: fl.Registry,
-		Mount: map[string]http.Handler{"/v1/fleet": fl.Handler()},
-		Ready: func(a net.Addr) { ready <- a }})
+		ShutdownTimeout: 5 * time.Second, Store: fl.Store, RegistryStore: fl.Registry, Fleet: fl,
+		Mount:      map[string]http.Handler{"/v1/fleet": fl.Handler()},
+		Collectors: []prometheus.Collector{fl.Collector()},
+		Ready:      func(a net.Addr) { ready <- a }})
 	if err != nil {
 		fl.Close()
 		t.Fatal(err)
@@ -241,6 +153,14 @@ func (a *appliance) shutdown() {
 
 func (a *appliance) do(t *testing.T, method, path string, body any) (int, []byte) {
 	t.Helper()
+	code, out, _ := a.doKey(t, method, path, body, "")
+	return code, out
+}
+
+// doKey is do with an Idempotency-Key (none when ""), returning the
+// answer's headers too.
+func (a *appliance) doKey(t *testing.T, method, path string, body any, key string) (int, []byte, http.Header) {
+	t.Helper()
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -254,26 +174,38 @@ func (a *appliance) do(t *testing.T, method, path string, body any) (int, []byte
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s on %s: %v", method, path, a.name, err)
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, out
+	return resp.StatusCode, out, resp.Header
 }
 
-// must retries a write while the cluster answers "busy" or an I/O error
-// (a leader election after a node stopped), and fails on anything else.
+// must makes one change, repeating it (with the same Idempotency-Key, so
+// that it is never applied twice) while the fleet answers that retrying
+// can help: 503 (not applied), 504 (outcome unknown), 409 conflict (the
+// key moved; this appliance catches up first). Anything else fails.
 func (a *appliance) must(t *testing.T, method, path string, body any) {
 	t.Helper()
+	key := fmt.Sprintf("t-%s-%d", a.name, time.Now().UnixNano())
 	deadline := time.Now().Add(convergeWait)
 	for {
-		code, out := a.do(t, method, path, body)
+		code, out, h := a.doKey(t, method, path, body, key)
 		if code/100 == 2 {
 			return
 		}
-		if (code == http.StatusServiceUnavailable || code == http.StatusInternalServerError) && time.Now().Before(deadline) {
+		retry := code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout ||
+			code == http.StatusConflict && strings.Contains(string(out), `"conflict"`) ||
+			code == http.StatusServiceUnavailable && strings.Contains(string(out), "50001")
+		if retry && h.Get("Retry-After") == "" {
+			t.Fatalf("%s %s on %s: %d without Retry-After", method, path, a.name, code)
+		}
+		if retry && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
@@ -355,13 +287,29 @@ func TestFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node NATS cluster")
 	}
-	c := startCluster(t, 3)
+	c := natstest.Start(t, 3)
 	var apps []*appliance
 	paths := map[string]string{}
 	for _, n := range []string{"a", "b", "c"} {
-		paths[n] = fleetConfig(t, t.TempDir(), n, c.urls())
-		apps = append(apps, startAppliance(t, n, paths[n]))
+		paths[n] = fleetConfig(t, t.TempDir(), n, c.URLs())
 	}
+	// All three start at once on the fresh cluster: the buckets are created
+	// or bound whoever comes first.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, n := range []string{"a", "b", "c"} {
+		wg.Go(func() {
+			x := startAppliance(t, n, paths[n])
+			mu.Lock()
+			apps = append(apps, x)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	slices.SortFunc(apps, func(x, y *appliance) int { return strings.Compare(x.name, y.name) })
 	a, b := apps[0], apps[1]
 
 	t.Run("route change moves on all", func(t *testing.T) {
@@ -423,7 +371,7 @@ func TestFleet(t *testing.T) {
 	t.Run("shared state that is not valid here is refused whole", func(t *testing.T) {
 		// Another writer puts a route set naming a shard no appliance has,
 		// together with a change to mlp: nothing of it may reach an engine.
-		w := writer(t, c.urls())
+		w := writer(t, c)
 		before := make([]int, len(apps))
 		for i, x := range apps {
 			before[i] = x.fake.Applies()
@@ -448,13 +396,13 @@ func TestFleet(t *testing.T) {
 	})
 
 	t.Run("one NATS node stops; the fleet keeps working and converges", func(t *testing.T) {
-		c.stop(0)
+		c.StopNode(0)
 		a.must(t, "PUT", "/v1/routes", routesWith(a, "gddr6-training"))
 		registerSchema(t, a, "orders-value", `{"type":"object","properties":{"id":{"type":"integer"}},"description":"v2"}`)
 		eventually(t, "route and schema with a node down", apps, func(x *appliance) bool {
 			return routeShard(x, "mlp") == "gddr6-training" && hasSchema(x, "orders-value", 2)
 		})
-		c.start(0)
+		c.StartNode(0)
 		b.must(t, "POST", "/v1/peers", config.Peer{Name: "after-restart", Address: "127.0.0.1:9999"})
 		eventually(t, "peer after the node is back", apps, func(x *appliance) bool { return hasPeer(x, "after-restart") })
 	})
@@ -465,8 +413,20 @@ func TestFleet(t *testing.T) {
 		if err := json.Unmarshal(out, &st); code != 200 || err != nil {
 			t.Fatalf("GET /v1/fleet: %d %s %v", code, out, err)
 		}
-		if st.Name != "b" || !st.Watching || st.Connected == "" || len(st.Buckets) != 7 || st.ControlResyncs == 0 {
+		if st.Name != "b" || st.Connected == "" || len(st.Buckets) != 7 || st.ControlResyncs == 0 {
 			t.Fatalf("status: %+v", st)
+		}
+		// Every bucket shows the store's revision and the served one.
+		eventually(t, "b in sync", []*appliance{b}, func(x *appliance) bool { return x.fl.Status().InSync })
+		for _, bs := range b.fl.Status().Buckets {
+			if bs.ServedRevision != bs.StoreRevision || bs.MirrorRevision != bs.StoreRevision || bs.ServedDigest != bs.Digest {
+				t.Fatalf("bucket %s: %+v", bs.Bucket, bs)
+			}
+		}
+		code, out = b.do(t, "GET", "/metrics", nil)
+		if code != 200 || !strings.Contains(string(out), `sluice_fleet_served_revision{bucket="sluice_routes"}`) ||
+			!strings.Contains(string(out), `sluice_fleet_store_revision{bucket="sluice_schemas"}`) {
+			t.Fatalf("metrics: %d\n%s", code, out)
 		}
 		if code, _ := b.do(t, "POST", "/v1/fleet", nil); code != http.StatusMethodNotAllowed {
 			t.Fatalf("POST /v1/fleet: %d", code)
@@ -511,15 +471,16 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // rawWriter writes to the buckets directly, as another appliance would.
 type rawWriter struct{ st *store.NATS }
 
-func writer(t *testing.T, urls []string) *rawWriter {
-	nc, err := nats.Connect(strings.Join(urls, ","))
+func writer(t *testing.T, c *natstest.Cluster) *rawWriter {
+	nc, js := c.Connect()
+	t.Cleanup(nc.Close)
+	st, err := store.OpenNATS(context.Background(), js, store.NATSOptions{Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
-	st, err := store.OpenNATS(context.Background(), js, store.NATSOptions{Replicas: 3})
-	if err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := st.Start(ctx, func() {}); err != nil {
 		t.Fatal(err)
 	}
 	return &rawWriter{st: st}
@@ -529,16 +490,14 @@ func (w *rawWriter) put(t *testing.T, key string, v any) {
 	t.Helper()
 	b, _ := json.Marshal(v)
 	for range 100 {
-		if _, err := w.st.Get(key); err != nil && !errors.Is(err, errs.ErrNotFound) {
-			t.Fatal(err)
-		}
 		err := w.st.Put(key, b)
 		if err == nil {
 			return
 		}
-		if !errors.Is(err, errs.ErrBusy) {
+		if !errors.Is(err, errs.ErrConflict) {
 			t.Fatal(err)
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("put %s: always conflicting", key)
 }

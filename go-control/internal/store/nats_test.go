@@ -6,36 +6,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
+	"github.com/sluice-ai/sluice/go-control/internal/natstest"
 )
 
 // natsPair opens two stores, as two appliances would, on one real
-// nats-server with JetStream.
+// nats-server with JetStream, and starts their mirrors.
 func natsPair(t *testing.T) (*NATS, *NATS) {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(srv.Shutdown)
+	c := natstest.Start(t, 1)
 	open := func() *NATS {
-		nc, err := nats.Connect(srv.ClientURL())
+		nc, js := c.Connect()
+		t.Cleanup(nc.Close)
+		s, err := OpenNATS(context.Background(), js, NATSOptions{BucketPrefix: "t", CheckInterval: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(nc.Close)
-		js, _ := jetstream.New(nc)
-		s, err := OpenNATS(context.Background(), js, NATSOptions{BucketPrefix: "t"})
-		if err != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		if err := s.Start(ctx, func() {}); err != nil {
 			t.Fatal(err)
 		}
 		return s
@@ -43,48 +32,62 @@ func natsPair(t *testing.T) (*NATS, *NATS) {
 	return open(), open()
 }
 
+// caughtUp waits until s's mirror has key at value (or absent, value nil).
+func caughtUp(t *testing.T, s *NATS, key string, value []byte) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, err := s.Get(key)
+		if value == nil && errors.Is(err, errs.ErrNotFound) || value != nil && err == nil && string(v) == string(value) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: mirror has %q %v, want %q", key, v, err, value)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 func TestNATSCompareAndSet(t *testing.T) {
 	a, b := natsPair(t)
 	if _, err := a.Get("routes"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("missing key: %v", err)
 	}
+	stale, _ := b.View() // b's view before a writes
 	if err := a.Put("routes", []byte(`[1]`)); err != nil {
 		t.Fatal(err)
 	}
-	// b has not seen the key: its create must not overwrite a's value.
-	if err := b.Put("routes", []byte(`[2]`)); !errors.Is(err, errs.ErrBusy) {
+	// A change composed from a view without a's write must not overwrite it.
+	if _, err := b.Commit(context.Background(), stale, "c-blind", Op{Key: "routes", Value: []byte(`[2]`)}); !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("blind create over another's write: %v", err)
 	}
-	if v, _ := b.Get("routes"); string(v) != `[1]` {
-		t.Fatalf("b reads %s", v)
+	caughtUp(t, b, "routes", []byte(`[1]`))
+	// b's view now has it: b may update.
+	fresh, _ := b.View()
+	c, err := b.Commit(context.Background(), fresh, "c-2", Op{Key: "routes", Value: []byte(`[2]`)})
+	if err != nil || c.Revision <= fresh.KeyRevision("routes") || c.Bucket != "t_routes" {
+		t.Fatalf("update: %+v %v", c, err)
 	}
-	// Both now at the same revision; the first writer wins, the second
-	// gets a conflict until it has read again.
-	if err := b.Put("routes", []byte(`[2]`)); err != nil {
-		t.Fatal(err)
+	// The same change repeated (same id) is not applied twice.
+	if again, err := b.Commit(context.Background(), fresh, "c-2", Op{Key: "routes", Value: []byte(`[2]`)}); err != nil || !again.Duplicate || again.Revision != c.Revision {
+		t.Fatalf("repeat: %+v %v", again, err)
 	}
-	if err := a.Put("routes", []byte(`[3]`)); !errors.Is(err, errs.ErrBusy) {
-		t.Fatalf("stale update: %v", err)
-	}
-	if err := a.Delete("routes"); !errors.Is(err, errs.ErrBusy) {
+	if _, err := a.Commit(context.Background(), fresh, "c-3", Op{Key: "routes", Delete: true}); !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("stale delete: %v", err)
 	}
-	if v, _ := a.Get("routes"); string(v) != `[2]` {
-		t.Fatalf("a reads %s", v)
-	}
+	caughtUp(t, a, "routes", []byte(`[2]`))
 	if err := a.Delete("routes"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Get("routes"); !errors.Is(err, errs.ErrNotFound) {
-		t.Fatalf("after delete: %v", err)
-	}
-	// Deleting what is missing everywhere is fine; re-creating works.
+	caughtUp(t, b, "routes", nil)
+	// Deleting what is missing is fine; re-creating works.
 	if err := b.Delete("routes"); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Put("routes", []byte(`[4]`)); err != nil {
 		t.Fatal(err)
 	}
+	caughtUp(t, a, "routes", []byte(`[4]`))
 }
 
 func TestNATSListByKind(t *testing.T) {
@@ -97,6 +100,8 @@ func TestNATSListByKind(t *testing.T) {
 	if err := a.Delete("model.m1"); err != nil {
 		t.Fatal(err)
 	}
+	caughtUp(t, b, "model.m1", nil)
+	caughtUp(t, b, "tenants", []byte("tenants"))
 	es, err := b.List("model.")
 	if err != nil {
 		t.Fatal(err)
@@ -108,12 +113,15 @@ func TestNATSListByKind(t *testing.T) {
 	if es, _ := b.List("peer."); len(es) != 1 || es[0].Key != "peer.p" {
 		t.Fatalf("peers: %+v", es)
 	}
-	// Listing counts as reading: b may now update what it listed.
-	if err := b.Put("model.m2", []byte("v2")); err != nil {
+	// Keys of one bucket change together or not at all.
+	v, _ := b.View()
+	if _, err := b.Commit(context.Background(), v, "pair", Op{Key: "peer.p", Delete: true}, Op{Key: "peergone.p", Value: []byte("p")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Put("model.m2", []byte("v3")); !errors.Is(err, errs.ErrBusy) {
-		t.Fatalf("a's view is stale: %v", err)
+	caughtUp(t, a, "peergone.p", []byte("p"))
+	caughtUp(t, a, "peer.p", nil)
+	if _, err := b.Commit(context.Background(), v, "spans", Op{Key: "peer.z", Value: nil}, Op{Key: "routes", Value: nil}); !errors.Is(err, errs.ErrInternal) {
+		t.Fatalf("a change across buckets: %v", err)
 	}
 	if err := a.Put("bad key", nil); !errors.Is(err, errs.ErrInvalidArgument) {
 		t.Fatalf("bad key: %v", err)
@@ -121,68 +129,55 @@ func TestNATSListByKind(t *testing.T) {
 	if err := a.Put("big", make([]byte, ValueSizeMax+1)); !errors.Is(err, errs.ErrInvalidArgument) {
 		t.Fatalf("big value: %v", err)
 	}
+	for _, h := range a.Health() {
+		if !h.InSync && h.StoreCheckedMsAgo >= 0 && h.MirrorRevision < h.StoreRevision {
+			t.Fatalf("health: %+v", h)
+		}
+	}
 }
 
 func TestNATSWatchHearsOtherWriters(t *testing.T) {
-	a, b := natsPair(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	heard := make(chan struct{}, 16)
-	if err := a.Watch(ctx, func() { heard <- struct{}{} }); err != nil {
+	c := natstest.Start(t, 1)
+	nc, js := c.Connect()
+	defer nc.Close()
+	heard := make(chan struct{}, 64)
+	a, err := OpenNATS(context.Background(), js, NATSOptions{BucketPrefix: "w"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Put("alias.x", []byte("1")); err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := a.Start(ctx, func() { heard <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	for len(heard) > 0 {
+		<-heard // the initial snapshots
+	}
+	nc2, js2 := c.Connect()
+	defer nc2.Close()
+	w, err := OpenNATS(context.Background(), js2, NATSOptions{BucketPrefix: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Put("alias.x", []byte("1")); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-heard:
 	case <-time.After(10 * time.Second):
-		t.Fatal("a did not hear b's write")
+		t.Fatal("a did not hear w's write")
 	}
-	// Reads come from a's mirror now: b's write is there, with its
-	// revision, so a may update it.
-	if v, err := a.Get("alias.x"); err != nil || string(v) != "1" {
-		t.Fatalf("mirror read: %q %v", v, err)
+	v, _ := a.View()
+	if got, err := v.Get("alias.x"); err != nil || string(got) != "1" {
+		t.Fatalf("mirror read: %q %v", got, err)
 	}
-	if err := a.Put("alias.x", []byte("2")); err != nil {
-		t.Fatal(err)
+	if v.KeyRevision("alias.x") == 0 || v.Revisions()["w_aliases"] < v.KeyRevision("alias.x") {
+		t.Fatalf("view revisions: %v / %d", v.Revisions(), v.KeyRevision("alias.x"))
 	}
-	// a's own write is in its mirror at once; b, which did not re-read,
-	// conflicts.
-	if v, _ := a.Get("alias.x"); string(v) != "2" {
-		t.Fatalf("own write not mirrored: %q", v)
-	}
-	if err := b.Put("alias.x", []byte("3")); !errors.Is(err, errs.ErrBusy) {
-		t.Fatalf("stale writer: %v", err)
-	}
-	if err := a.Delete("alias.x"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Get("alias.x"); !errors.Is(err, errs.ErrNotFound) {
-		t.Fatalf("deleted key still mirrored: %v", err)
-	}
-	if es, _ := a.List("alias."); len(es) != 0 {
-		t.Fatalf("list after delete: %+v", es)
-	}
-	// Once the watch ends, reads go to the server again.
-	cancel()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		a.mu.Lock()
-		off := a.mirror == nil
-		a.mu.Unlock()
-		if off {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("mirror outlived its watch")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := b.Put("alias.y", []byte("9")); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := a.Get("alias.y"); err != nil || string(v) != "9" {
-		t.Fatalf("server read after the watch: %q %v", v, err)
+	if err := v.Put("alias.x", nil); !errors.Is(err, errs.ErrInternal) {
+		t.Fatalf("a view is read-only: %v", err)
 	}
 }

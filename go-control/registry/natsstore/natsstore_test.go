@@ -136,3 +136,63 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 	t.Fatal("condition not reached")
 }
+
+// Registrations racing on two appliances: each id is allocated by exactly
+// one successful registration, so the ids are 1..n with no gap.
+func TestIDsOnlyFromSuccessfulRegistrations(t *testing.T) {
+	ctx := context.Background()
+	srv := startServer(t)
+	var regs []*registry.Registry
+	for range 2 {
+		st, err := Open(ctx, connect(t, srv), "ids", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := registry.Open(ctx, st, registry.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, reg)
+	}
+	const each = 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ids := map[int]string{}
+	failed := 0
+	for a, reg := range regs {
+		for i := range each {
+			wg.Go(func() {
+				subject := fmt.Sprintf("s-%d-%d", a, i)
+				sig := fmt.Sprintf(`{"inputs":[{"name":"x%d_%d","dtype":"f32","shape":[-1,4]}]}`, a, i)
+				for {
+					id, _, err := reg.Register(ctx, subject, registry.SchemaInput{Type: compat.Tensor, Schema: sig})
+					var e *registry.Error
+					if errors.As(err, &e) && e.Status == 503 {
+						mu.Lock()
+						failed++ // lost the race three times: refused, retried here
+						mu.Unlock()
+						continue
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					if other, dup := ids[id]; dup {
+						t.Errorf("id %d given to %s and %s", id, other, subject)
+					}
+					ids[id] = subject
+					mu.Unlock()
+					return
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for id := 1; id <= 2*each; id++ {
+		if _, ok := ids[id]; !ok {
+			t.Errorf("id %d unused: ids %v (%d refused attempts)", id, ids, failed)
+		}
+	}
+	t.Logf("%d registrations, %d refused after losing every retry", len(ids), failed)
+}

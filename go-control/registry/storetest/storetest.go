@@ -83,4 +83,21 @@ func Contract(t *testing.T, s registry.Store) {
 	if e, err := s.Get(ctx, "c"); err != nil || string(e.Value) != "mine" || e.Revision != r4 {
 		t.Fatalf("stored value aliased the caller's buffer: %+v %v", e, err)
 	}
+	// PutAll: one stale base refuses every write; otherwise all land.
+	e, _ = s.Get(ctx, "a/1")
+	if _, err := s.PutAll(ctx, []registry.Write{{Key: "d/1", Value: []byte("d")}, {Key: "a/1", Value: []byte("x"), Expect: e.Revision - 1}}); !errors.Is(err, registry.ErrRevisionMismatch) {
+		t.Fatalf("stale batch: %v", err)
+	}
+	if _, err := s.Get(ctx, "d/1"); !errors.Is(err, registry.ErrNotFound) {
+		t.Fatalf("a refused batch wrote d/1: %v", err)
+	}
+	revs, err := s.PutAll(ctx, []registry.Write{{Key: "d/1", Value: []byte("d")}, {Key: "a/1", Value: []byte("four"), Expect: e.Revision}})
+	if err != nil || len(revs) != 2 || revs[0] <= e.Revision || revs[1] <= revs[0] {
+		t.Fatalf("batch: %v %v", revs, err)
+	}
+	for i, k := range []string{"d/1", "a/1"} {
+		if got, err := s.Get(ctx, k); err != nil || got.Revision != revs[i] {
+			t.Fatalf("after batch %s: %+v %v (want revision %d)", k, got, err, revs[i])
+		}
+	}
 }

@@ -1,0 +1,171 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-ai/sluice/go-control/internal/errs"
+	"github.com/sluice-ai/sluice/go-control/internal/natskv"
+)
+
+// readStore reads every message of every bucket from the stream leaders
+// (the suite keeps history per key, so nothing was removed): the record of
+// which changes the store took.
+func readStore(ctx context.Context, c *natsCluster, buckets []string) (StoreState, error) {
+	st := StoreState{Last: map[string]uint64{}, Digests: map[string]string{}, Complete: map[string]bool{}}
+	for _, name := range buckets {
+		b, err := natskv.Open(ctx, c.js, natskv.Options{Bucket: name, Replicas: 3, History: historyPerKey, OpTimeout: 5 * time.Second})
+		if err != nil {
+			return st, err
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		s, err := c.js.Stream(sctx, natskv.StreamName(name))
+		cancel()
+		if err != nil {
+			return st, fmt.Errorf("stream %s: %w", name, err)
+		}
+		last := s.CachedInfo().State.LastSeq
+		st.Last[name], st.Complete[name] = last, true
+		latest := map[string]natskv.Entry{}
+		for seq := uint64(1); seq <= last; seq++ {
+			var e natskv.Entry
+			for attempt := 0; ; attempt++ {
+				rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				e, err = b.LeaderSeq(rctx, seq)
+				cancel()
+				if err == nil || errors.Is(err, errs.ErrNotFound) || attempt == 5 {
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if errors.Is(err, errs.ErrNotFound) {
+				st.Complete[name] = false
+				continue
+			}
+			if err != nil {
+				return st, fmt.Errorf("%s seq %d: %w", name, seq, err)
+			}
+			st.Msgs = append(st.Msgs, StoreMsg{Bucket: name, Seq: seq, Key: e.Key, ChangeID: e.ChangeID, Deleted: e.Deleted})
+			latest[e.Key] = e
+		}
+		var live []natskv.Entry
+		for _, e := range latest {
+			if !e.Deleted {
+				live = append(live, e)
+			}
+		}
+		sort.Slice(live, func(i, j int) bool { return live[i].Key < live[j].Key })
+		st.Digests[name] = natskv.DigestOf(live)
+		for _, e := range live {
+			switch {
+			case strings.HasSuffix(name, "_routes") && e.Key == "routes":
+				st.Routes = e.Value
+			case strings.HasSuffix(name, "_schemas") && strings.HasPrefix(e.Key, "subjects/"):
+				var v struct {
+					Subject string `json:"subject"`
+					Deleted bool   `json:"deleted"`
+				}
+				if json.Unmarshal(e.Value, &v) == nil && !v.Deleted {
+					st.Subjects = append(st.Subjects, v.Subject)
+				}
+			}
+		}
+		sort.Strings(st.Subjects)
+		st.Subjects = dedup(st.Subjects)
+	}
+	return st, nil
+}
+
+func dedup(s []string) []string {
+	var out []string
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// quiesce waits until every appliance serves what every stream's leader
+// has, and says how long that took.
+func quiesce(ctx context.Context, c *natsCluster, apps []*appliance, buckets []string, within time.Duration) (time.Duration, error) {
+	t0 := time.Now()
+	for {
+		last := map[string]uint64{}
+		ok := true
+		for _, b := range buckets {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			s, err := c.js.Stream(sctx, natskv.StreamName(b))
+			cancel()
+			if err != nil {
+				ok = false
+				break
+			}
+			last[b] = s.CachedInfo().State.LastSeq
+		}
+		for _, a := range apps {
+			if !ok {
+				break
+			}
+			st, err := a.fleetStatus(time.Second)
+			if err != nil {
+				ok = false
+				break
+			}
+			for _, bs := range st.Buckets {
+				if bs.ServedRevision != last[bs.Bucket] {
+					ok = false
+				}
+			}
+		}
+		if ok {
+			return time.Since(t0), nil
+		}
+		if time.Since(t0) > within || ctx.Err() != nil {
+			return time.Since(t0), fmt.Errorf("the fleet did not settle within %v", within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// finals reads what each appliance serves, once the fleet settled.
+func finals(apps []*appliance) []Final {
+	var out []Final
+	for _, a := range apps {
+		f := Final{Appliance: a.name, Served: map[string]uint64{}, Digests: map[string]string{}, Stats: map[string]uint64{}}
+		st, err := a.fleetStatus(5 * time.Second)
+		if err != nil {
+			f.Err = err.Error() + "; its goroutines are in " + a.p.log
+			a.p.signal(syscall.SIGQUIT, false) // Go prints every goroutine's stack
+			out = append(out, f)
+			continue
+		}
+		for _, b := range st.Buckets {
+			f.Served[b.Bucket], f.Digests[b.Bucket] = b.ServedRevision, b.ServedDigest
+			f.Stats["watch_restarts"] += b.WatchRestarts
+			f.Stats["check_failures"] += b.CheckFailures
+		}
+		f.Stats["forced_reconnects"] = st.ForcedReconnects
+		f.Stats["reconnects"] = st.Reconnects
+		f.Stats["control_refused"] = st.ControlRefused
+		var routes struct {
+			Routes json.RawMessage `json:"routes"`
+		}
+		if err := a.getJSON("/v1/routes", &routes); err != nil {
+			f.Err = err.Error()
+		}
+		f.Routes = routes.Routes
+		if err := a.getJSON("/registry/subjects", &f.Subjects); err != nil {
+			f.Err = err.Error()
+		}
+		sort.Strings(f.Subjects)
+		out = append(out, f)
+	}
+	return out
+}
