@@ -49,7 +49,7 @@ fi
 
 if [ "$mode" != "--runtime" ]; then
     # staticcheck for the Go lint stage of scripts/test.sh (Go module proxy, pinned).
-    if [ ! -x "$root/.cache/bin/staticcheck" ] || ! "$root/.cache/bin/staticcheck" -version 2>/dev/null | grep -q "v0.8.2"; then
+    if [ ! -x "$root/.cache/bin/staticcheck" ] || ! "$root/.cache/bin/staticcheck" -version 2>/dev/null | grep -q "(0\.8\.2)"; then
         log "installing staticcheck into .cache/bin"
         GOBIN="$root/.cache/bin" go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
     fi

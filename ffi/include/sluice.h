@@ -15,6 +15,191 @@
 #define SLUICE_ABI_VERSION 1
 
 /**
+ * Most workers (pinned cores).
+ */
+#define SLUICE_WORKERS_MAX 64
+
+/**
+ * Largest `engine.rx_burst_max`.
+ */
+#define SLUICE_RX_BURST_MAX 256
+
+/**
+ * Largest `engine.spin_us`.
+ */
+#define SLUICE_SPIN_US_MAX 1000000
+
+/**
+ * Largest `engine.forward_timeout_ms`.
+ */
+#define SLUICE_FORWARD_TIMEOUT_MS_MAX 60000
+
+/**
+ * Fewest `io_uring.ring_entries`.
+ */
+#define SLUICE_RING_ENTRIES_MIN 8
+
+/**
+ * Most `io_uring.ring_entries`.
+ */
+#define SLUICE_RING_ENTRIES_MAX 32768
+
+/**
+ * Fewest buffers per pool, per worker.
+ */
+#define SLUICE_POOL_BUFFERS_MIN 8
+
+/**
+ * Most buffers per pool, per worker.
+ */
+#define SLUICE_POOL_BUFFERS_MAX 32768
+
+/**
+ * Smallest buffer, bytes.
+ */
+#define SLUICE_BUFFER_SIZE_MIN 2048
+
+/**
+ * Largest buffer, bytes.
+ */
+#define SLUICE_BUFFER_SIZE_MAX (1 << 20)
+
+/**
+ * Buffers are a multiple of this many bytes.
+ */
+#define SLUICE_BUFFER_ALIGN 64
+
+/**
+ * Most shards.
+ */
+#define SLUICE_SHARDS_MAX 32
+
+/**
+ * Most routes.
+ */
+#define SLUICE_ROUTES_MAX 1024
+
+/**
+ * Most content conditions per route.
+ */
+#define SLUICE_CONTENT_CONDITIONS_MAX 8
+
+/**
+ * Most path segments in a content condition.
+ */
+#define SLUICE_CONTENT_PATH_SEGMENTS_MAX 8
+
+/**
+ * Most tenants.
+ */
+#define SLUICE_TENANTS_MAX 4096
+
+/**
+ * Most loaded model versions.
+ */
+#define SLUICE_MODELS_MAX 64
+
+/**
+ * Most adapters per model.
+ */
+#define SLUICE_ADAPTERS_MAX 32
+
+/**
+ * Most peers.
+ */
+#define SLUICE_PEERS_MAX 256
+
+/**
+ * Largest shard `max_concurrency`.
+ */
+#define SLUICE_CONCURRENCY_MAX 4096
+
+/**
+ * Largest shard `queue_depth`.
+ */
+#define SLUICE_QUEUE_DEPTH_MAX 65536
+
+/**
+ * Longest shard, route, tenant and peer name, bytes.
+ */
+#define SLUICE_NAME_LEN_MAX 64
+
+/**
+ * Longest model name, bytes (the wire format's limit).
+ */
+#define SLUICE_MODEL_NAME_LEN_MAX 64
+
+/**
+ * Longest model version or alias, bytes.
+ */
+#define SLUICE_MODEL_VERSION_LEN_MAX 32
+
+/**
+ * Longest adapter id, bytes.
+ */
+#define SLUICE_ADAPTER_LEN_MAX 64
+
+/**
+ * Shortest tenant key, bytes.
+ */
+#define SLUICE_TENANT_KEY_LEN_MIN 16
+
+/**
+ * Shortest `engine.negotiation_ttl_ms`.
+ */
+#define SLUICE_NEGOTIATION_TTL_MS_MIN 1000
+
+/**
+ * Longest `engine.negotiation_ttl_ms`.
+ */
+#define SLUICE_NEGOTIATION_TTL_MS_MAX 3600000
+
+/**
+ * Longest drain [`sluice_engine_stop`] waits.
+ */
+#define SLUICE_DRAIN_MS_MAX 10000
+
+/**
+ * Most `io_uring.tcp_connections_max`.
+ */
+#define SLUICE_TCP_CONNECTIONS_MAX 4096
+
+/**
+ * Most `io_uring.tcp_pipeline_max`.
+ */
+#define SLUICE_TCP_PIPELINE_MAX 1024
+
+/**
+ * Longest `io_uring.tcp_idle_timeout_ms`.
+ */
+#define SLUICE_TCP_IDLE_TIMEOUT_MS_MAX 3600000
+
+/**
+ * Most `io_uring.tcp_slots` classes.
+ */
+#define SLUICE_TCP_SLOT_CLASSES_MAX 4
+
+/**
+ * Most slots of one class, per worker.
+ */
+#define SLUICE_TCP_SLOT_COUNT_MAX 4096
+
+/**
+ * Smallest TCP slot, bytes; sizes are multiples of it.
+ */
+#define SLUICE_TCP_SLOT_SIZE_MIN 4096
+
+/**
+ * Largest TCP slot, bytes (the largest frame).
+ */
+#define SLUICE_TCP_SLOT_SIZE_MAX (256 << 20)
+
+/**
+ * Most TCP slot memory (receive and reply) per worker, bytes.
+ */
+#define SLUICE_TCP_POOL_BYTES_MAX 17179869184
+
+/**
  * Status of every call. The numbers are stable and map one-to-one to the Go
  * sentinel errors of `go-control/internal/errs`.
  */

@@ -7,7 +7,9 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-use sluice_client::{Client, ClientConfig, ClientError, Endpoints, PollMode, Request, TransportMode};
+use sluice_client::{
+    Client, ClientConfig, ClientError, Endpoints, PollMode, Request, TransportMode,
+};
 
 use crate::driver::{Outcome, Transport};
 use crate::mix::Mix;
@@ -271,7 +273,12 @@ pub struct EchoTcpTransport {
 
 impl EchoTcpTransport {
     /// Connects to the TCP echo server at `addr`.
-    pub fn connect(addr: SocketAddr, mix: &Mix, timeout: Duration, spin: bool) -> std::io::Result<Self> {
+    pub fn connect(
+        addr: SocketAddr,
+        mix: &Mix,
+        timeout: Duration,
+        spin: bool,
+    ) -> std::io::Result<Self> {
         let sock = TcpStream::connect_timeout(&addr, timeout)?;
         sock.set_nodelay(true)?;
         sock.set_nonblocking(true)?;

@@ -68,7 +68,11 @@ struct Conn {
 }
 
 /// Echoes every connection accepted on `listener` until `stop` is set.
-pub fn run(listener: &TcpListener, cfg: &TcpEchoConfig, stop: &AtomicBool) -> io::Result<TcpEchoStats> {
+pub fn run(
+    listener: &TcpListener,
+    cfg: &TcpEchoConfig,
+    stop: &AtomicBool,
+) -> io::Result<TcpEchoStats> {
     if cfg.connections_max == 0 || cfg.buffer_size == 0 || cfg.buffer_size > 1 << 30 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -107,7 +111,9 @@ pub fn run(listener: &TcpListener, cfg: &TcpEchoConfig, stop: &AtomicBool) -> io
                 // SAFETY: our socket; its operations complete with errors.
                 unsafe { libc::shutdown(c.fd, libc::SHUT_RDWR) };
             }
-            let cancel = opcode::AsyncCancel::new(TAG_ACCEPT).build().user_data(TAG_CANCEL);
+            let cancel = opcode::AsyncCancel::new(TAG_ACCEPT)
+                .build()
+                .user_data(TAG_CANCEL);
             // SAFETY: a cancel references no memory.
             let _ = unsafe { ring.submission().push(&cancel) };
         }
@@ -127,7 +133,9 @@ pub fn run(listener: &TcpListener, cfg: &TcpEchoConfig, stop: &AtomicBool) -> io
             let _ = ring.submitter().submit_with_args(0, &SubmitArgs::new());
         } else {
             let ts = Timespec::from(Duration::from_millis(10));
-            let _ = ring.submitter().submit_with_args(1, &SubmitArgs::new().timespec(&ts));
+            let _ = ring
+                .submitter()
+                .submit_with_args(1, &SubmitArgs::new().timespec(&ts));
         }
         let mut batch = [(0u64, 0i32, 0u32); 64];
         let mut k = 0;

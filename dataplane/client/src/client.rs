@@ -379,7 +379,9 @@ impl Client {
         };
         match self.cfg.transport {
             TransportMode::Udp if !udp => Err(none("udp")),
-            TransportMode::Udp if !fits => Err(ClientError::InvalidRequest(sluice_wire::Error::TooLarge)),
+            TransportMode::Udp if !fits => {
+                Err(ClientError::InvalidRequest(sluice_wire::Error::TooLarge))
+            }
             TransportMode::Udp => Ok(Via::Udp),
             TransportMode::Tcp if !tcp => Err(none("tcp")),
             TransportMode::Tcp => Ok(Via::Tcp),
@@ -500,7 +502,8 @@ impl Client {
             .collect();
         for id in lost {
             self.forget(id);
-            self.failed.push_back((id, Err(ClientError::ConnectionLost)));
+            self.failed
+                .push_back((id, Err(ClientError::ConnectionLost)));
         }
     }
 

@@ -38,8 +38,7 @@ mod response;
 mod tcp;
 
 pub use client::{
-    Answer, Client, ClientConfig, ClientStats, DATAGRAM_LEN_MAX, Endpoints, PollMode,
-    TransportMode,
+    Answer, Client, ClientConfig, ClientStats, DATAGRAM_LEN_MAX, Endpoints, PollMode, TransportMode,
 };
 pub use error::ClientError;
 pub use request::{Deadline, Request, TensorData, TensorInput};

@@ -8,7 +8,6 @@ use std::io::{ErrorKind, IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-
 use sluice_wire::{FIXED_HEADER_LEN, Frame};
 
 /// Read buffer: frames up to this size are read through it.
@@ -18,7 +17,9 @@ const READ_BUF_BYTES: usize = 64 << 10;
 fn declared_len(hdr: &[u8]) -> std::io::Result<usize> {
     let f = Frame::new_unchecked(hdr);
     let len = f.header_len() + f.payload_len();
-    if !f.has_magic() || f.header_len() < FIXED_HEADER_LEN || len > sluice_wire::limits::FRAME_LEN_MAX
+    if !f.has_magic()
+        || f.header_len() < FIXED_HEADER_LEN
+        || len > sluice_wire::limits::FRAME_LEN_MAX
     {
         return Err(std::io::Error::new(
             ErrorKind::InvalidData,
@@ -132,7 +133,9 @@ impl TcpLink {
                 return Err(ErrorKind::NotConnected.into());
             };
             if !nonblocking {
-                let w = wait.unwrap_or(Duration::from_secs(1)).max(Duration::from_micros(1));
+                let w = wait
+                    .unwrap_or(Duration::from_secs(1))
+                    .max(Duration::from_micros(1));
                 s.set_read_timeout(Some(w))?;
             }
             let r = match &mut self.big {

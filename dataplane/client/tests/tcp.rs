@@ -59,7 +59,9 @@ fn cfg(poll: PollMode) -> ClientConfig {
 }
 
 fn bytes(n: usize, seed: u8) -> Vec<u8> {
-    (0..n * 4).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect()
+    (0..n * 4)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect()
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! worker and handed to readers through a pair of preallocated buffers, so
 //! neither side locks or allocates on the hot path.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
@@ -76,6 +77,17 @@ pub struct WorkerCounters {
     pub tx_in_use: AtomicU64,
     /// Pool: buffer allocations that reused a buffer.
     pub buffer_reuses: AtomicU64,
+    /// Transport: datagrams the kernel dropped in this worker's socket
+    /// queue before the worker saw them (SO_RXQ_OVFL; 0 where the
+    /// transport cannot tell).
+    pub rx_kernel_drops: AtomicU64,
+    /// Serving: set once the worker runs, cleared when its loop ends
+    /// (stopped, or failed).
+    pub alive: AtomicBool,
+    /// Panics caught in the worker's loop (a worker stops at its first).
+    pub panics: AtomicU64,
+    /// Why the worker failed, once it has (written once, off the hot path).
+    pub failure: Mutex<Option<String>>,
 }
 
 impl Default for WorkerCounters {
@@ -106,6 +118,10 @@ impl Default for WorkerCounters {
             rx_in_use: AtomicU64::new(0),
             tx_in_use: AtomicU64::new(0),
             buffer_reuses: AtomicU64::new(0),
+            rx_kernel_drops: AtomicU64::new(0),
+            alive: AtomicBool::new(false),
+            panics: AtomicU64::new(0),
+            failure: Mutex::new(None),
         }
     }
 }
@@ -338,6 +354,12 @@ pub struct WorkerStats {
     pub buffer_reuses: u64,
     /// Times slept (adaptive mode).
     pub sleeps: u64,
+    /// Datagrams the kernel dropped in the socket queue (SO_RXQ_OVFL).
+    pub rx_kernel_drops: u64,
+    /// Whether the worker serves (false once stopped or failed).
+    pub alive: bool,
+    /// Panics caught in the worker's loop.
+    pub panics: u64,
     /// Receive to reply.
     pub latency: Percentiles,
     /// Per shard.
@@ -395,4 +417,8 @@ pub struct Totals {
     pub payload_bytes_copied: u64,
     /// Buffer reuses.
     pub buffer_reuses: u64,
+    /// Datagrams the kernel dropped in socket queues (SO_RXQ_OVFL).
+    pub rx_kernel_drops: u64,
+    /// Workers whose loop failed (panicked).
+    pub workers_failed: u64,
 }

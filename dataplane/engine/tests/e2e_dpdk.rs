@@ -286,6 +286,18 @@ fn end_to_end(vdev_kind: &str) {
     let in_use_idle = dpdk::stats().pool_in_use.expect("running");
     eprintln!("mbufs held by the PMD at start: {in_use_idle}");
 
+    let request = echo_and_arp(&sock, to);
+    garbage_is_dropped(&sock, to, &request);
+    errors_are_answered(&sock, to);
+    fragments_are_refused(&sock, to, vdev_kind);
+    mlp_matches_io_uring(&sock, to, &vdev);
+    pipelined_burst(&sock, to, in_use_idle);
+    stop_returns_everything(engine, vdev_kind, &vdev, in_use_idle, huge_before);
+}
+
+/// Step 1: A request; the peer resolves the appliance through its ARP reply.
+/// Returns the request, for more of the same.
+fn echo_and_arp(sock: &UdpSocket, to: SocketAddr) -> Vec<u8> {
     // 1. A request: the peer kernel resolves 10.99.0.1 through our ARP reply.
     let mut frame = vec![0u8; 8192];
     let data: Vec<f32> = (0..64).map(|i| i as f32 * 0.5).collect();
@@ -299,7 +311,7 @@ fn end_to_end(vdev_kind: &str) {
         },
         &mut frame,
     );
-    let answer = roundtrip(&sock, to, &frame[..n]);
+    let answer = roundtrip(sock, to, &frame[..n]);
     let f = Frame::new_checked(&answer[..]).expect("reply parses");
     assert_eq!(f.kind(), Kind::Response);
     assert_eq!(f.request_id(), 1);
@@ -312,22 +324,31 @@ fn end_to_end(vdev_kind: &str) {
     assert_eq!(got, data);
     let s = wait_stats(|s| s.arp_replies >= 1);
     assert!(s.arp_replies >= 1, "answered ARP: {s:?}");
+    frame.truncate(n);
+    frame
+}
 
+/// Step 2: Garbage is counted and dropped; the engine keeps serving.
+fn garbage_is_dropped(sock: &UdpSocket, to: SocketAddr, request: &[u8]) {
     // 2. Garbage to the port: wrong UDP port, no Sluice magic. Counted and
     //    dropped; the engine keeps serving.
     for _ in 0..200 {
         sock.send_to(b"definitely not sluice", to).unwrap();
-        sock.send_to(&frame[..n], SocketAddr::from(([10, 99, 0, 1], 9000)))
+        sock.send_to(request, SocketAddr::from(([10, 99, 0, 1], 9000)))
             .unwrap();
     }
-    let answer = roundtrip(&sock, to, &frame[..n]);
+    let answer = roundtrip(sock, to, request);
     assert_eq!(answer_kind(&answer).0, Kind::Response);
     let s = wait_stats(|s| {
         s.drops[Garbage::NotSluice as usize] >= 200 && s.drops[Garbage::WrongPort as usize] >= 200
     });
     assert!(s.drops[Garbage::NotSluice as usize] >= 200, "{s:?}");
     assert!(s.drops[Garbage::WrongPort as usize] >= 200, "{s:?}");
+}
 
+/// Step 3: Errors are answered (and their mbufs freed).
+fn errors_are_answered(sock: &UdpSocket, to: SocketAddr) {
+    let mut frame = vec![0u8; 8192];
     // 3. Errors are answered (and their mbufs freed): bad tag, unknown model.
     let n2 = build(
         &Req {
@@ -339,7 +360,7 @@ fn end_to_end(vdev_kind: &str) {
         },
         &mut frame,
     );
-    let (kind, code) = answer_kind(&roundtrip(&sock, to, &frame[..n2]));
+    let (kind, code) = answer_kind(&roundtrip(sock, to, &frame[..n2]));
     assert_eq!(
         (kind, code),
         (Kind::Error, Some(ErrorCode::Unauthenticated))
@@ -354,10 +375,13 @@ fn end_to_end(vdev_kind: &str) {
         &mut frame,
     );
     assert_eq!(
-        answer_kind(&roundtrip(&sock, to, &frame[..n3])).0,
+        answer_kind(&roundtrip(sock, to, &frame[..n3])).0,
         Kind::Error
     );
+}
 
+/// Step 4: A datagram larger than the MTU is refused, its fragments counted.
+fn fragments_are_refused(sock: &UdpSocket, to: SocketAddr, vdev_kind: &str) {
     // 4. A datagram larger than the MTU arrives as IPv4 fragments: the first
     //    is answered frame_too_large, the others are dropped and counted.
     let big: Vec<f32> = vec![1.0; 2000];
@@ -372,7 +396,7 @@ fn end_to_end(vdev_kind: &str) {
         },
         &mut big_frame,
     );
-    let (kind, code) = answer_kind(&roundtrip(&sock, to, &big_frame[..nb]));
+    let (kind, code) = answer_kind(&roundtrip(sock, to, &big_frame[..nb]));
     assert_eq!((kind, code), (Kind::Error, Some(ErrorCode::FrameTooLarge)));
     // The second fragment may land in a later burst than the answer.
     let s = wait_stats(|s| s.rx_truncated >= 1 && s.drops[Garbage::Fragment as usize] >= 1);
@@ -382,7 +406,11 @@ fn end_to_end(vdev_kind: &str) {
     if vdev_kind == "af_xdp" {
         assert!(s.drops[Garbage::Fragment as usize] >= 1, "{s:?}");
     }
+}
 
+/// Step 5: ONNX Runtime over DPDK answers what io_uring answers.
+fn mlp_matches_io_uring(sock: &UdpSocket, to: SocketAddr, vdev: &str) {
+    let mut frame = vec![0u8; 8192];
     // 5. ONNX Runtime over DPDK: the MLP reads its input in place from the
     //    (realigned) receive mbuf and writes into the reply mbuf; the answer
     //    is bit-identical to the same request over io_uring.
@@ -397,9 +425,9 @@ fn end_to_end(vdev_kind: &str) {
         },
         &mut frame,
     );
-    let over_dpdk = roundtrip(&sock, to, &frame[..nm]);
+    let over_dpdk = roundtrip(sock, to, &frame[..nm]);
     let mut reference = Engine::new(
-        config_for("io_uring", &vdev, "unused"),
+        config_for("io_uring", vdev, "unused"),
         EngineOptions::default(),
     )
     .unwrap();
@@ -424,7 +452,12 @@ fn end_to_end(vdev_kind: &str) {
     let (yd, yu) = (y(&over_dpdk), y(&over_uring));
     assert!(!yd.is_empty());
     assert_eq!(yd, yu, "MLP output over DPDK equals the io_uring reference");
+}
 
+/// Step 6: A pipelined burst: every request answered; no mbuf leaked since
+/// the start (`in_use_idle` mbufs were out of the pools then).
+fn pipelined_burst(sock: &UdpSocket, to: SocketAddr, in_use_idle: u64) {
+    let mut frame = vec![0u8; 8192];
     // 6. A pipelined burst: every request answered, ids matched.
     let total = 2000u64;
     let window = 32u64;
@@ -478,7 +511,16 @@ fn end_to_end(vdev_kind: &str) {
         in_use <= in_use_idle + TX_RECLAIM_SLACK,
         "mbufs in use {in_use}, at start {in_use_idle}"
     );
+}
 
+/// Step 7: Stop: every mbuf back in its pool, EAL cleaned, hugepages returned.
+fn stop_returns_everything(
+    mut engine: Engine,
+    vdev_kind: &str,
+    vdev: &str,
+    in_use_idle: u64,
+    huge_before: u64,
+) {
     // 7. Stop: every mbuf back in its pool, EAL cleaned, hugepages returned.
     engine.stop(Duration::from_millis(50));
     let r = dpdk::last_stop_report().expect("stop report");
@@ -513,7 +555,7 @@ fn end_to_end(vdev_kind: &str) {
         );
     }
     // EAL cannot come back in this process: a second start says so.
-    let mut again = Engine::new(config(&vdev, "sl-e2e-again"), EngineOptions::default()).unwrap();
+    let mut again = Engine::new(config(vdev, "sl-e2e-again"), EngineOptions::default()).unwrap();
     let e = again
         .start()
         .expect_err("second EAL in one process is refused");

@@ -19,11 +19,7 @@ fn tcp_config(extra: &str) -> sluice_engine::Config {
     u.tcp_listen = "127.0.0.1:0".into();
     u.tcp_connections_max = 64;
     u.tcp_idle_timeout_ms = 300;
-    u.tcp_slots = vec![
-        slot(64 << 10, 32),
-        slot(2 << 20, 4),
-        slot(18 << 20, 1),
-    ];
+    u.tcp_slots = vec![slot(64 << 10, 32), slot(2 << 20, 4), slot(18 << 20, 1)];
     cfg.validate().unwrap();
     cfg
 }
@@ -45,7 +41,6 @@ fn engine(extra: &str) -> Engine {
     e.start().unwrap();
     e
 }
-
 
 #[test]
 fn ping_and_requests_over_tcp() {
@@ -73,7 +68,12 @@ fn ping_and_requests_over_tcp() {
         );
         let a = tcp_roundtrip(&mut s, &buf[..n]);
         let f = Frame::new_checked(&a[..]).unwrap();
-        assert_eq!((f.kind(), f.request_id()), (Kind::Response, id), "{:?}", f.error_body());
+        assert_eq!(
+            (f.kind(), f.request_id()),
+            (Kind::Response, id),
+            "{:?}",
+            f.error_body()
+        );
     }
     e.stop(Duration::ZERO);
 }
@@ -109,7 +109,10 @@ fn tensor_f32(a: &[u8]) -> Vec<f32> {
 fn eventually(e: &Engine, what: &str, ok: impl Fn(&Engine) -> bool) {
     let until = std::time::Instant::now() + Duration::from_secs(5);
     while !ok(e) {
-        assert!(std::time::Instant::now() < until, "timed out waiting for {what}");
+        assert!(
+            std::time::Instant::now() < until,
+            "timed out waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -156,7 +159,11 @@ fn large_frames_land_whole_and_answers_keep_request_order() {
         ((1u64 << 18) + (1 << 22) + 100) * 4
     );
     let t = &e.tcp_connection_totals()[0];
-    assert_eq!(t.header_bytes_copied, 11 * 96, "the fixed header, once per frame");
+    assert_eq!(
+        t.header_bytes_copied,
+        11 * 96,
+        "the fixed header, once per frame"
+    );
     assert!(t.rx_large >= 4 && t.tx_large >= 4, "{t:?}");
     eventually(&e, "slots back", idle);
     e.stop(Duration::ZERO);
@@ -227,7 +234,10 @@ fn a_stalled_frame_closes_its_connection_after_the_idle_timeout() {
         }
     }
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(250), "closed too early: {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(250),
+        "closed too early: {waited:?}"
+    );
     let t = &e.tcp_connection_totals()[0];
     assert_eq!(t.idle_timeouts, 2, "{t:?}");
     let a3 = tcp_roundtrip(&mut quiet, &big(77, "null", 4, 0.0));
@@ -265,20 +275,32 @@ fn a_declared_length_over_the_limit_gets_an_error_then_the_end() {
     let a = read_frame(&mut s).unwrap();
     let f = Frame::new_checked(&a[..]).unwrap();
     assert_eq!(f.request_id(), 2);
-    assert_eq!(answer_kind(&a), (Kind::Error, Some(sluice_wire::ErrorCode::FrameTooLarge)));
+    assert_eq!(
+        answer_kind(&a),
+        (Kind::Error, Some(sluice_wire::ErrorCode::FrameTooLarge))
+    );
     let mut rest = Vec::new();
-    assert_eq!(s.read_to_end(&mut rest).unwrap(), 0, "the write side is shut");
+    assert_eq!(
+        s.read_to_end(&mut rest).unwrap(),
+        0,
+        "the write side is shut"
+    );
     drop(s);
     // Not a frame at all: malformed, then the end.
     let mut s = tcp_client(addr);
     s.write_all(&[0x47u8; 200]).unwrap();
     let a = read_frame(&mut s).unwrap();
-    assert_eq!(answer_kind(&a), (Kind::Error, Some(sluice_wire::ErrorCode::MalformedFrame)));
+    assert_eq!(
+        answer_kind(&a),
+        (Kind::Error, Some(sluice_wire::ErrorCode::MalformedFrame))
+    );
     assert_eq!(s.read_to_end(&mut rest).unwrap(), 0);
     drop(s);
     let t = &e.tcp_connection_totals()[0];
     assert_eq!((t.oversized, t.malformed), (1, 1), "{t:?}");
-    eventually(&e, "connections closed", |e| e.tcp_connection_totals()[0].open == 0 && idle(e));
+    eventually(&e, "connections closed", |e| {
+        e.tcp_connection_totals()[0].open == 0 && idle(e)
+    });
     e.stop(Duration::ZERO);
 }
 
@@ -290,7 +312,12 @@ fn a_half_closed_connection_gets_every_answer() {
     let mut s = tcp_client(addr);
     let mut all = Vec::new();
     for id in 0..30 {
-        all.extend(big(id, if id % 3 == 0 { "echo" } else { "null" }, 1 << (id % 16), 0.0));
+        all.extend(big(
+            id,
+            if id % 3 == 0 { "echo" } else { "null" },
+            1 << (id % 16),
+            0.0,
+        ));
     }
     s.write_all(&all).unwrap();
     s.shutdown(std::net::Shutdown::Write).unwrap();
@@ -299,8 +326,14 @@ fn a_half_closed_connection_gets_every_answer() {
         assert_eq!(Frame::new_checked(&a[..]).unwrap().request_id(), id);
     }
     let mut rest = Vec::new();
-    assert_eq!(s.read_to_end(&mut rest).unwrap(), 0, "closed once all is answered");
-    eventually(&e, "closed", |e| e.tcp_connection_totals()[0].closed == 1 && idle(e));
+    assert_eq!(
+        s.read_to_end(&mut rest).unwrap(),
+        0,
+        "closed once all is answered"
+    );
+    eventually(&e, "closed", |e| {
+        e.tcp_connection_totals()[0].closed == 1 && idle(e)
+    });
     e.stop(Duration::ZERO);
 }
 
@@ -348,7 +381,11 @@ fn full_queues_and_pools_push_back_instead_of_answering_busy() {
     });
     for id in (1000..1004).chain(0..60) {
         let f = read_frame(&mut a).unwrap();
-        assert_eq!(answer_kind(&f), (Kind::Response, None), "request {id}: not busy");
+        assert_eq!(
+            answer_kind(&f),
+            (Kind::Response, None),
+            "request {id}: not busy"
+        );
         assert_eq!(Frame::new_checked(&f[..]).unwrap().request_id(), id);
     }
     rb.join().unwrap();
@@ -367,7 +404,11 @@ fn full_queues_and_pools_push_back_instead_of_answering_busy() {
     for c in conns.iter_mut() {
         for id in 0..20 {
             let f = read_frame(c).unwrap();
-            assert_eq!(answer_kind(&f), (Kind::Response, None), "request {id}: not busy");
+            assert_eq!(
+                answer_kind(&f),
+                (Kind::Response, None),
+                "request {id}: not busy"
+            );
         }
     }
     let t = &e.tcp_connection_totals()[0];
@@ -390,8 +431,14 @@ fn connections_are_listed_and_closed_by_id() {
     let l = e.tcp_connections();
     assert_eq!(l.len(), 3, "{l:?}");
     let mine = s[1].local_addr().unwrap();
-    let c = l.iter().find(|c| c.peer == Some(mine)).expect("listed by its address");
-    assert_eq!((c.transport, c.role, c.state, c.rx_frames, c.tx_frames), ("tcp", "client", "up", 1, 1));
+    let c = l
+        .iter()
+        .find(|c| c.peer == Some(mine))
+        .expect("listed by its address");
+    assert_eq!(
+        (c.transport, c.role, c.state, c.rx_frames, c.tx_frames),
+        ("tcp", "client", "up", 1, 1)
+    );
     e.close_tcp_connection(c.id).unwrap();
     let mut one = [0u8; 1];
     assert!(matches!(s[1].read(&mut one), Ok(0) | Err(_)));

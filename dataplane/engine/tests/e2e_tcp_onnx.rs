@@ -136,17 +136,27 @@ fn one_and_sixteen_mib_tensors_run_in_place_over_tcp() {
         let req = request(id, &x);
         let got = outputs(&tcp_roundtrip(&mut s, &req));
         let want = in_process(&req);
-        assert!(got == want, "request {id}: the engine's answer differs from sluice-infer's");
+        assert!(
+            got == want,
+            "request {id}: the engine's answer differs from sluice-infer's"
+        );
         let y = f32s(&got.0);
         let wy: Vec<f32> = x.iter().map(|v| v * 0.5 + 0.25).collect();
         assert_eq!(y, wy, "y is exact");
         let total = f32s(&got.1)[0] as f64;
         let wt: f64 = x.iter().map(|&v| f64::from(v)).sum();
-        assert!((total - wt).abs() <= 1e-3 * wt.abs().max(1.0), "{total} vs {wt}");
+        assert!(
+            (total - wt).abs() <= 1e-3 * wt.abs().max(1.0),
+            "{total} vs {wt}"
+        );
     }
     let st = e.stats();
     assert_eq!(st.total(|w| w.ok), 3);
-    assert_eq!(st.total(|w| w.payload_bytes_copied), 0, "no payload byte copied");
+    assert_eq!(
+        st.total(|w| w.payload_bytes_copied),
+        0,
+        "no payload byte copied"
+    );
     let t = &e.tcp_connection_totals()[0];
     assert_eq!(t.header_bytes_copied, 3 * 96);
     assert_eq!((t.rx_large, t.tx_large), (3, 3));

@@ -99,7 +99,12 @@ fn request(id: u64, n: usize) -> Vec<u8> {
 
 fn check_echo(a: &[u8], id: u64, n: usize) {
     let f = Frame::new_checked(a).unwrap();
-    assert_eq!((f.kind(), f.request_id()), (Kind::Response, id), "{:?}", f.error_body());
+    assert_eq!(
+        (f.kind(), f.request_id()),
+        (Kind::Response, id),
+        "{:?}",
+        f.error_body()
+    );
     let d = f.tensors().next().unwrap();
     let got: Vec<f32> = f
         .tensor_data(&d)
@@ -140,7 +145,9 @@ fn large_frames_are_forwarded_over_tcp_and_relayed_back() {
     assert_eq!((ta.peer_connects, ta.peer_forwards), (1, 5), "{ta:?}");
     let conns = a.tcp_connections();
     assert!(
-        conns.iter().any(|c| c.role == "peer" && c.peer == b.tcp_local_addr()),
+        conns
+            .iter()
+            .any(|c| c.role == "peer" && c.peer == b.tcp_local_addr()),
         "{conns:?}"
     );
     // B goes away: what waits on it fails retryably, fast.
@@ -162,7 +169,10 @@ fn without_a_tcp_address_a_large_forward_is_refused_clearly() {
     let mut s = tcp_client(a.tcp_local_addr().unwrap());
     check_echo(&tcp_roundtrip(&mut s, &request(1, 16)), 1, 16);
     let ans = tcp_roundtrip(&mut s, &request(2, 1 << 18));
-    assert_eq!(answer_kind(&ans), (Kind::Error, Some(ErrorCode::FrameTooLarge)));
+    assert_eq!(
+        answer_kind(&ans),
+        (Kind::Error, Some(ErrorCode::FrameTooLarge))
+    );
     let f = Frame::new_checked(&ans[..]).unwrap();
     let msg = f.error_body().unwrap().message.to_string();
     assert!(msg.contains("tcp_address"), "{msg}");

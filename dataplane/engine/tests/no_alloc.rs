@@ -215,7 +215,10 @@ fn worker_hot_path_does_not_allocate() {
         st.total(|w| w.ok)
     );
     let t = &e.tcp_connection_totals()[0];
-    assert!(t.rx_frames >= 2600 && t.malformed == 2, "tcp traffic flowed: {t:?}");
+    assert!(
+        t.rx_frames >= 2600 && t.malformed == 2,
+        "tcp traffic flowed: {t:?}"
+    );
     assert_eq!(
         after - before,
         0,

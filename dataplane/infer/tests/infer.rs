@@ -254,33 +254,13 @@ fn reject(
 }
 
 #[test]
-fn every_bad_request_is_rejected_with_a_code() {
+fn inputs_that_do_not_match_the_model_are_rejected_with_a_code() {
     let mut mlp = load(&mlp_spec());
-    let mut two = load(&spec("two_io.onnx", "two_io"));
     let x4 = f32_bytes(&sixteenths(4, 0));
-    let x8 = f32_bytes(&sixteenths(8, 0));
     let bad = |code: ErrorCode, message: &str, r: sluice_infer::Reject| {
         assert_eq!(r.code, code, "{r}");
         assert_eq!(r.message, message);
     };
-
-    // Missing input.
-    let w = f32_bytes(&sixteenths(TWO_IO_WIDTH, 1));
-    let rx = request(
-        "two_io",
-        "",
-        &[Input {
-            name: "a",
-            dtype: DType::F32,
-            dims: &[1, 8],
-            data: &w,
-        }],
-    );
-    bad(
-        ErrorCode::BadTensor,
-        "a model input is missing",
-        reject(&mut two, rx.as_slice(), None, 4096),
-    );
 
     // A tensor the model does not have.
     let rx = request(
@@ -382,6 +362,33 @@ fn every_bad_request_is_rejected_with_a_code() {
         "input dimension does not match the model",
         reject(&mut mlp, rx.as_slice(), None, 4096),
     );
+}
+
+#[test]
+fn a_model_with_two_inputs_needs_both_with_one_batch() {
+    let mut two = load(&spec("two_io.onnx", "two_io"));
+    let bad = |code: ErrorCode, message: &str, r: sluice_infer::Reject| {
+        assert_eq!(r.code, code, "{r}");
+        assert_eq!(r.message, message);
+    };
+
+    // Missing input.
+    let w = f32_bytes(&sixteenths(TWO_IO_WIDTH, 1));
+    let rx = request(
+        "two_io",
+        "",
+        &[Input {
+            name: "a",
+            dtype: DType::F32,
+            dims: &[1, 8],
+            data: &w,
+        }],
+    );
+    bad(
+        ErrorCode::BadTensor,
+        "a model input is missing",
+        reject(&mut two, rx.as_slice(), None, 4096),
+    );
 
     // Inconsistent batch across inputs.
     let w2 = f32_bytes(&sixteenths(2 * TWO_IO_WIDTH, 1));
@@ -408,6 +415,17 @@ fn every_bad_request_is_rejected_with_a_code() {
         "inputs disagree on a shared dimension (e.g. batch)",
         reject(&mut two, rx.as_slice(), None, 4096),
     );
+}
+
+#[test]
+fn misplaced_or_unservable_requests_are_rejected_with_a_code() {
+    let mut mlp = load(&mlp_spec());
+    let x4 = f32_bytes(&sixteenths(4, 0));
+    let x8 = f32_bytes(&sixteenths(8, 0));
+    let bad = |code: ErrorCode, message: &str, r: sluice_infer::Reject| {
+        assert_eq!(r.code, code, "{r}");
+        assert_eq!(r.message, message);
+    };
 
     // Misaligned: the frame starts 2 bytes past a 64-byte boundary, so the
     // f32 data is not 4-byte aligned in memory.

@@ -30,14 +30,11 @@ impl Rng {
     }
 }
 
-#[test]
-fn random_requests_are_answered_or_rejected_never_crash() {
-    init();
-    let mut models = [
-        OrtModel::load(&mlp_spec()).unwrap(),
-        OrtModel::load(&spec("two_io.onnx", "two_io")).unwrap(),
-    ];
-    let mut rng = Rng(0x5eed_1234_abcd_0001);
+/// The inputs of a random request for model `m` (0: mlp, 1: two_io): a
+/// valid set, then 0 to 2 random mutations (name, dtype, shape, one input
+/// more or less), so that valid and invalid requests both occur.
+#[allow(clippy::type_complexity)]
+fn random_inputs(rng: &mut Rng, m: usize) -> (Vec<(&'static str, DType)>, Vec<Vec<u64>>) {
     let names = ["x", "a", "b", "z"];
     let dtypes = [
         DType::F32,
@@ -48,6 +45,46 @@ fn random_requests_are_answered_or_rejected_never_crash() {
         DType::F64,
         DType::U8,
     ];
+    let batch = rng.below(5);
+    let mut meta: Vec<(&str, DType)> = Vec::new();
+    let mut dims: Vec<Vec<u64>> = Vec::new();
+    if m == 0 {
+        meta.push(("x", DType::F32));
+        dims.push(vec![batch, 4]);
+    } else {
+        meta.extend([("a", DType::F32), ("b", DType::F32)]);
+        dims.extend([vec![batch, 8], vec![batch, 8]]);
+    }
+    for _ in 0..rng.below(3) {
+        let i = rng.below(meta.len().max(1) as u64) as usize;
+        match rng.below(6) {
+            0 if !meta.is_empty() => meta[i].0 = *rng.pick(&names),
+            1 if !meta.is_empty() => meta[i].1 = *rng.pick(&dtypes),
+            2 if !meta.is_empty() => {
+                let rank = *rng.pick(&[0usize, 1, 2, 3]);
+                dims[i] = (0..rank).map(|_| *rng.pick(&[0u64, 1, 2, 4, 8])).collect();
+            }
+            3 if !meta.is_empty() => {
+                meta.remove(i);
+                dims.remove(i);
+            }
+            _ => {
+                meta.push((*rng.pick(&names), *rng.pick(&dtypes)));
+                dims.push(vec![rng.below(3), *rng.pick(&[4u64, 8])]);
+            }
+        }
+    }
+    (meta, dims)
+}
+
+#[test]
+fn random_requests_are_answered_or_rejected_never_crash() {
+    init();
+    let mut models = [
+        OrtModel::load(&mlp_spec()).unwrap(),
+        OrtModel::load(&spec("two_io.onnx", "two_io")).unwrap(),
+    ];
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
     let adapters = [None, None, Some("formal"), Some("nope"), Some("")];
     let tx_lens = [0usize, 100, 200, 4096, 4096];
     let mut stats = RunStats::default();
@@ -56,37 +93,7 @@ fn random_requests_are_answered_or_rejected_never_crash() {
 
     for _ in 0..4000 {
         let m = rng.below(2) as usize;
-        // Start from a valid request for the model, then apply 0 to 2 random
-        // mutations, so that valid and invalid requests both occur.
-        let batch = rng.below(5);
-        let mut meta: Vec<(&str, DType)> = Vec::new();
-        let mut dims: Vec<Vec<u64>> = Vec::new();
-        if m == 0 {
-            meta.push(("x", DType::F32));
-            dims.push(vec![batch, 4]);
-        } else {
-            meta.extend([("a", DType::F32), ("b", DType::F32)]);
-            dims.extend([vec![batch, 8], vec![batch, 8]]);
-        }
-        for _ in 0..rng.below(3) {
-            let i = rng.below(meta.len().max(1) as u64) as usize;
-            match rng.below(6) {
-                0 if !meta.is_empty() => meta[i].0 = *rng.pick(&names),
-                1 if !meta.is_empty() => meta[i].1 = *rng.pick(&dtypes),
-                2 if !meta.is_empty() => {
-                    let rank = *rng.pick(&[0usize, 1, 2, 3]);
-                    dims[i] = (0..rank).map(|_| *rng.pick(&[0u64, 1, 2, 4, 8])).collect();
-                }
-                3 if !meta.is_empty() => {
-                    meta.remove(i);
-                    dims.remove(i);
-                }
-                _ => {
-                    meta.push((*rng.pick(&names), *rng.pick(&dtypes)));
-                    dims.push(vec![rng.below(3), *rng.pick(&[4u64, 8])]);
-                }
-            }
-        }
+        let (meta, dims) = random_inputs(&mut rng, m);
         let data: Vec<Vec<u8>> = meta
             .iter()
             .zip(&dims)

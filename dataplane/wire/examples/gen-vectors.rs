@@ -4,8 +4,10 @@
 //!
 //! The vectors are defined in `tests/vectors_gen/` (shared with the test
 //! that keeps the committed file current); this is only the printer.
-// A build tool over the test helpers: a failed expect is a failed build.
-#![allow(clippy::expect_used, clippy::unwrap_used)]
+#![allow(
+    clippy::expect_used,
+    reason = "the shared test helpers' expects are test assertions: a vector that cannot be built is a bug"
+)]
 
 #[path = "../tests/common/mod.rs"]
 mod common;

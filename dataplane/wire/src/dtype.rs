@@ -124,6 +124,6 @@ impl DType {
         if bytes > crate::limits::FRAME_LEN_MAX as u64 {
             return None;
         }
-        Some(bytes as usize)
+        usize::try_from(bytes).ok()
     }
 }

@@ -589,7 +589,7 @@ fn parse_tensor_entry(header: &[u8], off: usize) -> Result<(TensorDesc<'_>, usiz
         TensorDesc {
             name,
             dtype,
-            rank: rank as u8,
+            rank: fixed[1],
             dims,
             data_offset,
             data_len,

@@ -13,6 +13,9 @@
 #![no_std]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// The wire format is where a silent truncation would corrupt a frame: every
+// narrowing conversion is checked.
+#![deny(clippy::cast_possible_truncation)]
 
 #[cfg(test)]
 extern crate std;

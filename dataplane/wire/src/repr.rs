@@ -137,6 +137,20 @@ pub struct Layout {
     pub tensor_offsets: [usize; TENSOR_COUNT_MAX],
 }
 
+/// A length `layout` has checked against its limit, in the width of its
+/// wire field (u8, u16, u32): never truncated, refused if it would be.
+fn len_u8(n: usize) -> Result<u8, Error> {
+    u8::try_from(n).map_err(|_| Error::FieldTooLong)
+}
+
+fn len_u16(n: usize) -> Result<u16, Error> {
+    u16::try_from(n).map_err(|_| Error::FieldTooLong)
+}
+
+fn len_u32(n: usize) -> Result<u32, Error> {
+    u32::try_from(n).map_err(|_| Error::TooLarge)
+}
+
 /// Truncates to at most `max` bytes on a character boundary.
 fn clip(s: &str, max: usize) -> &str {
     if s.len() <= max {
@@ -325,14 +339,14 @@ impl<'a> FrameRepr<'a> {
         h[field::VERSION] = VERSION;
         h[field::KIND] = self.kind as u8;
         put_u16(h, field::FLAGS.start, self.flags);
-        put_u16(h, field::HEADER_LEN.start, layout.header_len as u16);
+        put_u16(h, field::HEADER_LEN.start, len_u16(layout.header_len)?);
         put_u32(h, field::TENANT_ID.start, self.tenant_id);
         put_u64(h, field::REQUEST_ID.start, self.request_id);
         put_u64(h, field::DEADLINE_US.start, self.deadline_us);
         put_u32(
             h,
             field::PAYLOAD_LEN.start,
-            (layout.frame_len - layout.header_len) as u32,
+            len_u32(layout.frame_len - layout.header_len)?,
         );
         put_u32(h, field::SCHEMA_ID.start, self.schema_id);
         put_u32(h, field::SCHEMA_VERSION.start, self.schema_version);
@@ -340,12 +354,12 @@ impl<'a> FrameRepr<'a> {
         h[field::TRACE_ID].copy_from_slice(&self.trace.trace_id);
         h[field::SPAN_ID].copy_from_slice(&self.trace.parent_id);
         h[field::TRACE_FLAGS] = self.trace.flags;
-        h[field::MODEL_LEN] = self.model.len() as u8;
-        h[field::MODEL_VERSION_LEN] = self.model_version.len() as u8;
-        h[field::ADAPTER_LEN] = self.adapter.len() as u8;
-        h[field::INTENT_LEN] = self.intent.len() as u8;
-        h[field::EXT_COUNT] = self.extensions.len() as u8;
-        h[field::TENSOR_COUNT] = self.tensors.len() as u8;
+        h[field::MODEL_LEN] = len_u8(self.model.len())?;
+        h[field::MODEL_VERSION_LEN] = len_u8(self.model_version.len())?;
+        h[field::ADAPTER_LEN] = len_u8(self.adapter.len())?;
+        h[field::INTENT_LEN] = len_u8(self.intent.len())?;
+        h[field::EXT_COUNT] = len_u8(self.extensions.len())?;
+        h[field::TENSOR_COUNT] = len_u8(self.tensors.len())?;
 
         let mut off = FIXED_HEADER_LEN;
         for s in [self.model, self.model_version, self.adapter, self.intent] {
@@ -353,8 +367,8 @@ impl<'a> FrameRepr<'a> {
             off += s.len();
         }
         for e in self.extensions {
-            h[off] = e.key.len() as u8;
-            h[off + 1] = e.value.len() as u8;
+            h[off] = len_u8(e.key.len())?;
+            h[off + 1] = len_u8(e.value.len())?;
             off += 2;
             h[off..off + e.key.len()].copy_from_slice(e.key.as_bytes());
             off += e.key.len();
@@ -364,11 +378,11 @@ impl<'a> FrameRepr<'a> {
         for (i, t) in self.tensors.iter().enumerate() {
             let len = t.dtype.byte_len(t.dims).unwrap_or(0);
             h[off] = t.dtype as u8;
-            h[off + 1] = t.dims.len() as u8;
-            h[off + 2] = t.name.len() as u8;
+            h[off + 1] = len_u8(t.dims.len())?;
+            h[off + 2] = len_u8(t.name.len())?;
             h[off + 3] = 0;
-            put_u32(h, off + 4, layout.tensor_offsets[i] as u32);
-            put_u32(h, off + 8, len as u32);
+            put_u32(h, off + 4, len_u32(layout.tensor_offsets[i])?);
+            put_u32(h, off + 8, len_u32(len)?);
             off += field::TENSOR_ENTRY_FIXED_LEN;
             for &d in t.dims {
                 put_u64(h, off, d);
@@ -395,7 +409,7 @@ impl<'a> FrameRepr<'a> {
             BodyRepr::Error { code, message } => {
                 let m = clip(message, ERROR_MESSAGE_LEN_MAX);
                 put_u16(body, 0, code as u16);
-                put_u16(body, 2, m.len() as u16);
+                put_u16(body, 2, len_u16(m.len())?);
                 body[ERROR_FIXED_LEN..].copy_from_slice(m.as_bytes());
             }
             BodyRepr::NegotiateRequest {
@@ -403,7 +417,7 @@ impl<'a> FrameRepr<'a> {
                 version_hint,
             } => {
                 put_u32(body, 0, version_hint);
-                body[4] = subject.len() as u8;
+                body[4] = len_u8(subject.len())?;
                 body[5..8].fill(0);
                 body[NEGOTIATE_REQ_FIXED_LEN..].copy_from_slice(subject.as_bytes());
             }
@@ -419,7 +433,7 @@ impl<'a> FrameRepr<'a> {
                 put_u32(body, 8, ttl_ms);
                 body[12] = schema_type as u8;
                 body[13..16].fill(0);
-                put_u32(body, 16, schema.len() as u32);
+                put_u32(body, 16, len_u32(schema.len())?);
                 body[NEGOTIATE_RESP_FIXED_LEN..].copy_from_slice(schema);
             }
         }

@@ -3,7 +3,8 @@
 //! the generator makes today; every valid vector parses into its fields and
 //! rebuilds from them byte for byte; every invalid vector fails with its
 //! error; and the file covers every error, dtype, kind and error code.
-// Tests may unwrap and expect: a failed unwrap is a failed test.
+// Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
+// covers #[test] functions; this covers their helpers).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;

@@ -10,7 +10,10 @@
 //! Memory: handles are created and freed here; JSON answers are allocated
 //! here and released with [`sluice_buf_free`]. Nothing keeps a pointer to
 //! caller memory after a call returns.
-#![allow(unsafe_code)] // this crate is the ABI boundary; every block has a SAFETY note
+#![allow(unsafe_code)]
+// this crate is the ABI boundary; every block has a SAFETY note
+// What crosses the ABI is never silently narrowed.
+#![deny(clippy::cast_possible_truncation)]
 
 use std::ffi::{CStr, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -22,6 +25,137 @@ use sluice_engine::{Config, Engine, EngineError, EngineOptions};
 
 /// Version of this ABI; bumped on any incompatible change.
 pub const SLUICE_ABI_VERSION: u32 = 1;
+
+// The engine's limits, for a control plane to check configs against (the Go
+// daemon takes them from this header, so it accepts exactly what the engine
+// does). The values are the engine's own constants: the assertions below
+// fail the build when either side changes alone.
+
+/// Most workers (pinned cores).
+pub const SLUICE_WORKERS_MAX: u32 = 64;
+/// Largest `engine.rx_burst_max`.
+pub const SLUICE_RX_BURST_MAX: u32 = 256;
+/// Largest `engine.spin_us`.
+pub const SLUICE_SPIN_US_MAX: u32 = 1_000_000;
+/// Largest `engine.forward_timeout_ms`.
+pub const SLUICE_FORWARD_TIMEOUT_MS_MAX: u32 = 60_000;
+/// Fewest `io_uring.ring_entries`.
+pub const SLUICE_RING_ENTRIES_MIN: u32 = 8;
+/// Most `io_uring.ring_entries`.
+pub const SLUICE_RING_ENTRIES_MAX: u32 = 32_768;
+/// Fewest buffers per pool, per worker.
+pub const SLUICE_POOL_BUFFERS_MIN: u32 = 8;
+/// Most buffers per pool, per worker.
+pub const SLUICE_POOL_BUFFERS_MAX: u32 = 32_768;
+/// Smallest buffer, bytes.
+pub const SLUICE_BUFFER_SIZE_MIN: u32 = 2048;
+/// Largest buffer, bytes.
+pub const SLUICE_BUFFER_SIZE_MAX: u32 = 1 << 20;
+/// Buffers are a multiple of this many bytes.
+pub const SLUICE_BUFFER_ALIGN: u32 = 64;
+/// Most shards.
+pub const SLUICE_SHARDS_MAX: u32 = 32;
+/// Most routes.
+pub const SLUICE_ROUTES_MAX: u32 = 1024;
+/// Most content conditions per route.
+pub const SLUICE_CONTENT_CONDITIONS_MAX: u32 = 8;
+/// Most path segments in a content condition.
+pub const SLUICE_CONTENT_PATH_SEGMENTS_MAX: u32 = 8;
+/// Most tenants.
+pub const SLUICE_TENANTS_MAX: u32 = 4096;
+/// Most loaded model versions.
+pub const SLUICE_MODELS_MAX: u32 = 64;
+/// Most adapters per model.
+pub const SLUICE_ADAPTERS_MAX: u32 = 32;
+/// Most peers.
+pub const SLUICE_PEERS_MAX: u32 = 256;
+/// Largest shard `max_concurrency`.
+pub const SLUICE_CONCURRENCY_MAX: u32 = 4096;
+/// Largest shard `queue_depth`.
+pub const SLUICE_QUEUE_DEPTH_MAX: u32 = 65_536;
+/// Longest shard, route, tenant and peer name, bytes.
+pub const SLUICE_NAME_LEN_MAX: u32 = 64;
+/// Longest model name, bytes (the wire format's limit).
+pub const SLUICE_MODEL_NAME_LEN_MAX: u32 = 64;
+/// Longest model version or alias, bytes.
+pub const SLUICE_MODEL_VERSION_LEN_MAX: u32 = 32;
+/// Longest adapter id, bytes.
+pub const SLUICE_ADAPTER_LEN_MAX: u32 = 64;
+/// Shortest tenant key, bytes.
+pub const SLUICE_TENANT_KEY_LEN_MIN: u32 = 16;
+/// Shortest `engine.negotiation_ttl_ms`.
+pub const SLUICE_NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
+/// Longest `engine.negotiation_ttl_ms`.
+pub const SLUICE_NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
+/// Longest drain [`sluice_engine_stop`] waits.
+pub const SLUICE_DRAIN_MS_MAX: u32 = 10_000;
+/// Most `io_uring.tcp_connections_max`.
+pub const SLUICE_TCP_CONNECTIONS_MAX: u32 = 4096;
+/// Most `io_uring.tcp_pipeline_max`.
+pub const SLUICE_TCP_PIPELINE_MAX: u32 = 1024;
+/// Longest `io_uring.tcp_idle_timeout_ms`.
+pub const SLUICE_TCP_IDLE_TIMEOUT_MS_MAX: u32 = 3_600_000;
+/// Most `io_uring.tcp_slots` classes.
+pub const SLUICE_TCP_SLOT_CLASSES_MAX: u32 = 4;
+/// Most slots of one class, per worker.
+pub const SLUICE_TCP_SLOT_COUNT_MAX: u32 = 4096;
+/// Smallest TCP slot, bytes; sizes are multiples of it.
+pub const SLUICE_TCP_SLOT_SIZE_MIN: u32 = 4096;
+/// Largest TCP slot, bytes (the largest frame).
+pub const SLUICE_TCP_SLOT_SIZE_MAX: u32 = 256 << 20;
+/// Most TCP slot memory (receive and reply) per worker, bytes.
+pub const SLUICE_TCP_POOL_BYTES_MAX: u64 = 17_179_869_184; // 16 GiB, written out: C would overflow `16 << 30`
+
+mod limits_check {
+    use sluice_engine::config::limits as l;
+    use sluice_wire::limits as w;
+
+    use super::*;
+
+    const fn eq(a: u32, b: usize) -> bool {
+        a as usize == b
+    }
+
+    const _: () = assert!(eq(SLUICE_WORKERS_MAX, l::WORKER_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_RX_BURST_MAX, l::RX_BURST_MAX));
+    const _: () = assert!(SLUICE_SPIN_US_MAX == l::SPIN_US_MAX);
+    const _: () = assert!(SLUICE_FORWARD_TIMEOUT_MS_MAX == l::FORWARD_TIMEOUT_MS_MAX);
+    const _: () = assert!(SLUICE_RING_ENTRIES_MIN == l::RING_ENTRIES_MIN);
+    const _: () = assert!(SLUICE_RING_ENTRIES_MAX == l::RING_ENTRIES_MAX);
+    const _: () = assert!(SLUICE_POOL_BUFFERS_MIN == l::POOL_BUFFERS_MIN);
+    const _: () = assert!(SLUICE_POOL_BUFFERS_MAX == l::POOL_BUFFERS_MAX);
+    const _: () = assert!(SLUICE_BUFFER_SIZE_MIN == l::BUFFER_SIZE_MIN);
+    const _: () = assert!(SLUICE_BUFFER_SIZE_MAX == l::BUFFER_SIZE_MAX);
+    const _: () = assert!(SLUICE_BUFFER_ALIGN == l::BUFFER_ALIGN);
+    const _: () = assert!(eq(SLUICE_SHARDS_MAX, l::SHARD_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_ROUTES_MAX, l::ROUTE_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_CONTENT_CONDITIONS_MAX, l::CONTENT_CONDITIONS_MAX));
+    const _: () = assert!(eq(
+        SLUICE_CONTENT_PATH_SEGMENTS_MAX,
+        l::CONTENT_PATH_SEGMENTS_MAX
+    ));
+    const _: () = assert!(eq(SLUICE_TENANTS_MAX, l::TENANT_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_MODELS_MAX, l::MODEL_SLOT_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_ADAPTERS_MAX, l::ADAPTER_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_PEERS_MAX, l::PEER_COUNT_MAX));
+    const _: () = assert!(SLUICE_CONCURRENCY_MAX == l::CONCURRENCY_MAX);
+    const _: () = assert!(SLUICE_QUEUE_DEPTH_MAX == l::QUEUE_DEPTH_MAX);
+    const _: () = assert!(eq(SLUICE_NAME_LEN_MAX, l::NAME_LEN_MAX));
+    const _: () = assert!(eq(SLUICE_MODEL_NAME_LEN_MAX, w::MODEL_NAME_LEN_MAX));
+    const _: () = assert!(eq(SLUICE_MODEL_VERSION_LEN_MAX, w::MODEL_VERSION_LEN_MAX));
+    const _: () = assert!(eq(SLUICE_ADAPTER_LEN_MAX, w::ADAPTER_LEN_MAX));
+    const _: () = assert!(eq(SLUICE_TENANT_KEY_LEN_MIN, l::TENANT_KEY_LEN_MIN));
+    const _: () = assert!(SLUICE_NEGOTIATION_TTL_MS_MIN == l::NEGOTIATION_TTL_MS_MIN);
+    const _: () = assert!(SLUICE_NEGOTIATION_TTL_MS_MAX == l::NEGOTIATION_TTL_MS_MAX);
+    const _: () = assert!(SLUICE_TCP_CONNECTIONS_MAX == l::TCP_CONNECTIONS_MAX);
+    const _: () = assert!(SLUICE_TCP_PIPELINE_MAX == l::TCP_PIPELINE_MAX);
+    const _: () = assert!(SLUICE_TCP_IDLE_TIMEOUT_MS_MAX == l::TCP_IDLE_TIMEOUT_MS_MAX);
+    const _: () = assert!(eq(SLUICE_TCP_SLOT_CLASSES_MAX, l::TCP_SLOT_CLASSES_MAX));
+    const _: () = assert!(SLUICE_TCP_SLOT_COUNT_MAX == l::TCP_SLOT_COUNT_MAX);
+    const _: () = assert!(SLUICE_TCP_SLOT_SIZE_MIN == l::TCP_SLOT_SIZE_MIN);
+    const _: () = assert!(SLUICE_TCP_SLOT_SIZE_MAX == l::TCP_SLOT_SIZE_MAX);
+    const _: () = assert!(SLUICE_TCP_POOL_BYTES_MAX == l::TCP_POOL_BYTES_MAX);
+}
 
 /// Status of every call. The numbers are stable and map one-to-one to the Go
 /// sentinel errors of `go-control/internal/errs`.
@@ -85,6 +219,22 @@ pub enum SluiceQuery {
     ConnectionTotals = 7,
 }
 
+impl SluiceQuery {
+    /// The query numbered `v`, if there is one.
+    pub const fn from_i32(v: i32) -> Option<SluiceQuery> {
+        Some(match v {
+            1 => SluiceQuery::Stats,
+            2 => SluiceQuery::Status,
+            3 => SluiceQuery::Models,
+            4 => SluiceQuery::Peers,
+            5 => SluiceQuery::Live,
+            6 => SluiceQuery::Connections,
+            7 => SluiceQuery::ConnectionTotals,
+            _ => return None,
+        })
+    }
+}
+
 /// Counters summed over workers and the merged latency, as a fixed struct:
 /// the cheapest read for a scrape. Layout checked by tests on both sides.
 #[repr(C)]
@@ -144,6 +294,7 @@ fn status_of(e: &EngineError) -> SluiceStatus {
         EngineError::Unsupported(_) => SluiceStatus::Unsupported,
         EngineError::NotFound(_) => SluiceStatus::NotFound,
         EngineError::InvalidArgument(_) => SluiceStatus::InvalidArgument,
+        EngineError::Timeout(_) => SluiceStatus::Timeout,
     }
 }
 
@@ -325,7 +476,9 @@ pub unsafe extern "C" fn sluice_engine_stop(
         if !eng.is_running() {
             return Err((SluiceStatus::NotRunning, "engine is not running".into()));
         }
-        eng.stop(Duration::from_millis(drain_ms.min(10_000)));
+        eng.stop(Duration::from_millis(
+            drain_ms.min(u64::from(SLUICE_DRAIN_MS_MAX)),
+        ));
         Ok(())
     })
 }
@@ -599,21 +752,23 @@ pub unsafe extern "C" fn sluice_engine_query(
             return Err(bad_arg("null out pointer"));
         }
         let eng = read(handle(e)?);
-        let json = match what {
-            1 => serde_json::to_vec(&eng.stats()),
-            2 => serde_json::to_vec(&eng.status()),
-            3 => serde_json::to_vec(&eng.status().models),
-            4 => serde_json::to_vec(&eng.live().peers),
-            5 => {
+        let Some(query) = SluiceQuery::from_i32(what) else {
+            return Err(bad_arg(format!("unknown query {what}")));
+        };
+        let json = match query {
+            SluiceQuery::Stats => serde_json::to_vec(&eng.stats()),
+            SluiceQuery::Status => serde_json::to_vec(&eng.status()),
+            SluiceQuery::Models => serde_json::to_vec(&eng.status().models),
+            SluiceQuery::Peers => serde_json::to_vec(&eng.live().peers),
+            SluiceQuery::Live => {
                 let mut live = eng.live();
                 for t in &mut live.tenants {
                     t.key = "(hidden)".into();
                 }
                 serde_json::to_vec(&live)
             }
-            6 => conns::list_json(&eng),
-            7 => conns::totals_json(&eng),
-            _ => return Err(bad_arg(format!("unknown query {what}"))),
+            SluiceQuery::Connections => conns::list_json(&eng),
+            SluiceQuery::ConnectionTotals => conns::totals_json(&eng),
         }
         .map_err(|e| (SluiceStatus::Internal, format!("encode: {e}")))?;
         let boxed = json.into_boxed_slice();
@@ -661,7 +816,8 @@ pub unsafe extern "C" fn sluice_engine_totals(
         let (epoch, s, lat) = eng.totals();
         let t = SluiceTotals {
             abi_version: SLUICE_ABI_VERSION,
-            workers: eng.status_workers() as u32,
+            // At most SLUICE_WORKERS_MAX: the config refuses more.
+            workers: u32::try_from(eng.status_workers()).unwrap_or(u32::MAX),
             ok: s.ok,
             errors: s.errors,
             pings: s.pings,

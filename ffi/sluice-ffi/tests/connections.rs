@@ -120,7 +120,8 @@ fn tcp_connections_are_listed_counted_and_closed() {
     let status = query_obj(e, SluiceQuery::Status);
     let addr: std::net::SocketAddr = status["tcp_listen"].as_str().unwrap().parse().unwrap();
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
     let ping = sluice_wire::FrameRepr {
         kind: sluice_wire::Kind::Ping,
         request_id: 3,
@@ -139,14 +140,23 @@ fn tcp_connections_are_listed_counted_and_closed() {
     assert_eq!(l[0]["transport"], "tcp");
     assert_eq!(l[0]["role"], "client");
     assert_eq!(l[0]["peer"], s.local_addr().unwrap().to_string());
-    assert_eq!((l[0]["rx_frames"].as_u64(), l[0]["tx_frames"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (l[0]["rx_frames"].as_u64(), l[0]["tx_frames"].as_u64()),
+        (Some(1), Some(1))
+    );
     let t = totals(e);
-    assert_eq!((t[0]["transport"].as_str(), t[0]["accepted"].as_u64()), (Some("tcp"), Some(1)));
+    assert_eq!(
+        (t[0]["transport"].as_str(), t[0]["accepted"].as_u64()),
+        (Some("tcp"), Some(1))
+    );
     let id = l[0]["id"].as_u64().unwrap();
     let (rc, m) = close(e, id);
     assert_eq!(rc, 0, "{m}");
     let mut one = [0u8; 1];
-    assert!(matches!(s.read(&mut one), Ok(0) | Err(_)), "the stream ends");
+    assert!(
+        matches!(s.read(&mut one), Ok(0) | Err(_)),
+        "the stream ends"
+    );
     let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while !connections(e).is_empty() {
         assert!(std::time::Instant::now() < until, "still listed");

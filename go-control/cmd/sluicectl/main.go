@@ -386,6 +386,11 @@ func status(c *client, p *printer) error {
 	fmt.Fprintf(p.w, "workers    %d\nmodels     %d\nschemas    %d\nepoch      %d\nconfig     %s\nstore      %s\nuptime     %s\nreloads    %d ok, %d refused\n",
 		len(e.Workers), len(e.Models), e.Schemas, e.Epoch, st.Daemon.Config, st.Daemon.Store,
 		time.Duration(st.Daemon.UptimeS)*time.Second, st.Daemon.ReloadsOK, st.Daemon.ReloadsFailed)
+	for _, w := range e.Workers {
+		if w.Failed() {
+			fmt.Fprintf(p.w, "FAILED     worker %d (core %d): %s\n", w.Index, w.Core, w.Failure)
+		}
+	}
 	for _, u := range e.SchemasUnenforced {
 		fmt.Fprintf(p.w, "schema     not fully enforced: %s\n", u)
 	}

@@ -221,6 +221,19 @@ func TestAuthAndUsage(t *testing.T) {
 	}
 }
 
+// status names a failed worker and why.
+func TestStatusShowsAFailedWorker(t *testing.T) {
+	addr, fake := startDaemon(t, "", func(o *daemon.Options) { o.WorkerCheckEvery = time.Hour })
+	env := map[string]string{"SLUICE_ADDR": addr}
+	if out := mustCtl(t, env, "status"); strings.Contains(out, "FAILED") {
+		t.Fatalf("status before the fault:\n%s", out)
+	}
+	fake.FailWorker(0, "injected fault")
+	if out := mustCtl(t, env, "status"); !strings.Contains(out, "FAILED     worker 0 (core 1): injected fault") {
+		t.Fatalf("status after the fault:\n%s", out)
+	}
+}
+
 // The CLI speaks the API through internal/api: it links neither the daemon
 // nor the engine's cgo wrapper.
 func TestCLIDependsOnTheAPITypesOnly(t *testing.T) {

@@ -248,18 +248,18 @@ func (c *checker) jobStream(key string, s *JobStream, heldMs int) {
 	if s.Tenant == "" {
 		c.add(key+".tenant", "is required: requests run as that [[tenants]] entry, signed with its key")
 	} else {
-		c.token(key+".tenant", s.Tenant, NameLenMax)
+		c.token(key+".tenant", s.Tenant, lim.NameLenMax)
 	}
 	c.count(key+".tenants", len(s.Tenants), JobTenantsMax)
 	for i, t := range s.Tenants {
-		c.token(fmt.Sprintf("%s.tenants[%d]", key, i), t, NameLenMax)
+		c.token(fmt.Sprintf("%s.tenants[%d]", key, i), t, lim.NameLenMax)
 	}
 	c.count(key+".models", len(s.Models), JobModelsMax)
 	for tok, m := range s.Models {
 		if err := CheckSubject(tok, false); err != nil || strings.Contains(tok, ".") {
 			c.add(key+".models."+tok, "%q is not one subject token", tok)
 		}
-		c.token(key+".models."+tok, m, ModelNameLenMax)
+		c.token(key+".models."+tok, m, lim.ModelNameLenMax)
 	}
 }
 

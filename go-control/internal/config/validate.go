@@ -14,45 +14,82 @@ import (
 	"strings"
 )
 
-// Limits, mirrored from the engine's config (dataplane/engine/src/config.rs)
-// and the wire format: the daemon must accept exactly what the engine does.
-const (
-	WorkersMax          = 64
-	RxBurstMax          = 256
-	SpinUsMax           = 1_000_000
-	RingEntriesMin      = 8
-	RingEntriesMax      = 32768
-	PoolBuffersMin      = 8
-	PoolBuffersMax      = 32768 // rx_buffers and tx_buffers, per worker
-	BufferSizeMin       = 2048
-	BufferSizeMax       = 1 << 20
-	BufferAlign         = 64
-	ShardsMax           = 32
-	RoutesMax           = 1024
-	ContentMax          = 8 // content conditions per route
-	ContentPathDepthMax = 8
-	TenantsMax          = 4096
-	ModelsMax           = 64 // loaded model versions
-	AdaptersMax         = 32 // per model
-	PeersMax            = 256
-	MaxConcurrencyMax   = 4096
-	QueueDepthMax       = 65536
-	NameLenMax          = 64 // shard, route, tenant and peer names
-	ModelNameLenMax     = 64
-	ModelVersionLenMax  = 32
-	AdapterLenMax       = 64
-	TenantKeyLenMin     = 16 // bytes of HMAC key
-	TenantIDMax         = 1<<32 - 1
-	FixedHeaderLen      = 96 // bytes of a frame's fixed header
-	TCPConnectionsMax   = 4096
-	TCPPipelineMax      = 1024
-	TCPIdleTimeoutMsMax = 3_600_000
-	TCPSlotClassesMax   = 4
-	TCPSlotCountMax     = 4096
-	TCPSlotSizeMin      = 4096 // slot sizes are multiples of it
-	TCPSlotSizeMax      = 256 << 20
-	TCPPoolBytesMax     = 16 << 30 // receive and reply slots, per worker
-)
+// Limits are the engine's limits a config is checked against, so that the
+// daemon accepts exactly what the engine does. Their one source is the
+// engine (dataplane/engine/src/config.rs), exported as SLUICE_* in
+// ffi/include/sluice.h: a linked engine installs them with UseEngineLimits
+// (package rustengine does, at init, from the header's values).
+type Limits struct {
+	WorkersMax          int
+	RxBurstMax          int
+	SpinUsMax           int
+	ForwardTimeoutMsMax int
+	RingEntriesMin      int
+	RingEntriesMax      int
+	PoolBuffersMin      int
+	PoolBuffersMax      int // rx_buffers and tx_buffers, per worker
+	BufferSizeMin       int
+	BufferSizeMax       int
+	BufferAlign         int
+	ShardsMax           int
+	RoutesMax           int
+	ContentMax          int // content conditions per route
+	ContentPathDepthMax int
+	TenantsMax          int
+	ModelsMax           int // loaded model versions
+	AdaptersMax         int // per model
+	PeersMax            int
+	MaxConcurrencyMax   int
+	QueueDepthMax       int
+	NameLenMax          int // shard, route, tenant and peer names
+	ModelNameLenMax     int
+	ModelVersionLenMax  int
+	AdapterLenMax       int
+	TenantKeyLenMin     int // bytes of HMAC key
+	NegotiationTTLMsMin int // engine.negotiation_ttl_ms
+	NegotiationTTLMsMax int
+	DrainMsMax          int // control.drain_ms: the C ABI caps a drain there
+	TCPConnectionsMax   int
+	TCPPipelineMax      int
+	TCPIdleTimeoutMsMax int
+	TCPSlotClassesMax   int
+	TCPSlotCountMax     int
+	TCPSlotSizeMin      int // slot sizes are multiples of it
+	TCPSlotSizeMax      int
+	TCPPoolBytesMax     int64 // receive and reply slots, per worker
+}
+
+// BuiltinLimits are the limits a build without the engine (sluicectl, the
+// fake engine) checks against: the header's values when this was written.
+// rustengine's tests fail when they drift from the header.
+var BuiltinLimits = Limits{
+	WorkersMax: 64, RxBurstMax: 256, SpinUsMax: 1_000_000, ForwardTimeoutMsMax: 60_000,
+	RingEntriesMin: 8, RingEntriesMax: 32768, PoolBuffersMin: 8, PoolBuffersMax: 32768,
+	BufferSizeMin: 2048, BufferSizeMax: 1 << 20, BufferAlign: 64,
+	ShardsMax: 32, RoutesMax: 1024, ContentMax: 8, ContentPathDepthMax: 8, TenantsMax: 4096,
+	ModelsMax: 64, AdaptersMax: 32, PeersMax: 256, MaxConcurrencyMax: 4096, QueueDepthMax: 65536,
+	NameLenMax: 64, ModelNameLenMax: 64, ModelVersionLenMax: 32, AdapterLenMax: 64, TenantKeyLenMin: 16,
+	NegotiationTTLMsMin: 1_000, NegotiationTTLMsMax: 3_600_000, DrainMsMax: 10_000,
+	TCPConnectionsMax: 4096, TCPPipelineMax: 1024, TCPIdleTimeoutMsMax: 3_600_000,
+	TCPSlotClassesMax: 4, TCPSlotCountMax: 4096, TCPSlotSizeMin: 4096, TCPSlotSizeMax: 256 << 20,
+	TCPPoolBytesMax: 16 << 30,
+}
+
+// lim are the limits in force: the engine's once it installed them.
+var lim = BuiltinLimits
+
+// UseEngineLimits installs the linked engine's limits. Call it at init,
+// before any config is checked.
+func UseEngineLimits(l Limits) { lim = l }
+
+// EngineLimits returns the limits configs are checked against.
+func EngineLimits() Limits { return lim }
+
+// TenantIDMax is the largest tenant id: the wire field is 32 bits.
+const TenantIDMax = 1<<32 - 1
+
+// fixedHeaderLen is the wire format's fixed header: the smallest frame.
+const fixedHeaderLen = 96
 
 // Defaults of keys inside array tables, as the engine applies them.
 const (
@@ -159,8 +196,8 @@ func (c *checker) fleet(f *Fleet, used bool) {
 			c.add(fmt.Sprintf("fleet.servers[%d]", i), "%q is not a nats://host:port or tls://host:port URL", s)
 		}
 	}
-	if len(f.Name) > NameLenMax {
-		c.add("fleet.name", "longer than %d bytes", NameLenMax)
+	if len(f.Name) > lim.NameLenMax {
+		c.add("fleet.name", "longer than %d bytes", lim.NameLenMax)
 	}
 	if len(f.BucketPrefix) > BucketPrefixLenMax || !bucketPrefixRe.MatchString(f.BucketPrefix) {
 		c.add("fleet.bucket_prefix", "%q must be 1..=%d of [A-Za-z0-9_-]", f.BucketPrefix, BucketPrefixLenMax)
@@ -175,8 +212,8 @@ func (c *checker) fleet(f *Fleet, used bool) {
 }
 
 func (c *checker) engine(e *Engine) {
-	if len(e.Workers) == 0 || len(e.Workers) > WorkersMax {
-		c.add("engine.workers", "needs 1..=%d cores, got %d", WorkersMax, len(e.Workers))
+	if len(e.Workers) == 0 || len(e.Workers) > lim.WorkersMax {
+		c.add("engine.workers", "needs 1..=%d cores, got %d", lim.WorkersMax, len(e.Workers))
 	}
 	online, desc := OnlineCPUs()
 	for i, core := range e.Workers {
@@ -189,21 +226,13 @@ func (c *checker) engine(e *Engine) {
 		}
 	}
 	c.oneOf("engine.transport", e.Transport, "io_uring", "dpdk", "rdma")
-	c.rangeInt("engine.rx_burst_max", e.RxBurstMax, 1, RxBurstMax)
+	c.rangeInt("engine.rx_burst_max", e.RxBurstMax, 1, lim.RxBurstMax)
 	c.oneOf("engine.hugepages", e.Hugepages, "auto", "required", "off")
 	c.oneOf("engine.poll", e.Poll, "busy", "adaptive")
-	c.rangeInt("engine.spin_us", e.SpinUs, 0, SpinUsMax)
-	c.rangeInt("engine.forward_timeout_ms", e.ForwardTimeoutMs, 1, 60_000)
-	c.rangeInt("engine.negotiation_ttl_ms", e.NegotiationTTLMs, NegotiationTTLMsMin, NegotiationTTLMsMax)
+	c.rangeInt("engine.spin_us", e.SpinUs, 0, lim.SpinUsMax)
+	c.rangeInt("engine.forward_timeout_ms", e.ForwardTimeoutMs, 1, lim.ForwardTimeoutMsMax)
+	c.rangeInt("engine.negotiation_ttl_ms", e.NegotiationTTLMs, lim.NegotiationTTLMsMin, lim.NegotiationTTLMsMax)
 }
-
-// Bounds of engine.negotiation_ttl_ms (the engine checks the same) and of
-// control.drain_ms (the C ABI caps a drain at 10 s).
-const (
-	NegotiationTTLMsMin = 1_000
-	NegotiationTTLMsMax = 3_600_000
-	DrainMsMax          = 10_000
-)
 
 // CPUOnlinePath lists the online CPUs, e.g. "0-3,6".
 const CPUOnlinePath = "/sys/devices/system/cpu/online"
@@ -254,21 +283,21 @@ func (c *checker) ioURing(u *IOUring, rxBurst int) {
 	if _, err := netip.ParseAddrPort(u.Listen); err != nil {
 		c.add("io_uring.listen", "%q is not an IP:port address", u.Listen)
 	}
-	c.rangeInt("io_uring.ring_entries", u.RingEntries, RingEntriesMin, RingEntriesMax)
+	c.rangeInt("io_uring.ring_entries", u.RingEntries, lim.RingEntriesMin, lim.RingEntriesMax)
 	if !isPow2(u.RingEntries) {
 		c.add("io_uring.ring_entries", "%d is not a power of two", u.RingEntries)
 	}
-	c.rangeInt("io_uring.rx_buffers", u.RxBuffers, PoolBuffersMin, PoolBuffersMax)
+	c.rangeInt("io_uring.rx_buffers", u.RxBuffers, lim.PoolBuffersMin, lim.PoolBuffersMax)
 	if !isPow2(u.RxBuffers) {
 		c.add("io_uring.rx_buffers", "%d is not a power of two (buffer rings need one)", u.RxBuffers)
 	}
-	c.rangeInt("io_uring.tx_buffers", u.TxBuffers, PoolBuffersMin, PoolBuffersMax)
+	c.rangeInt("io_uring.tx_buffers", u.TxBuffers, lim.PoolBuffersMin, lim.PoolBuffersMax)
 	if u.TxBuffers < rxBurst {
 		c.add("io_uring.tx_buffers", "%d is below engine.rx_burst_max (%d): every received frame gets an answer", u.TxBuffers, rxBurst)
 	}
-	c.rangeInt("io_uring.buffer_size", u.BufferSize, BufferSizeMin, BufferSizeMax)
-	if u.BufferSize%BufferAlign != 0 {
-		c.add("io_uring.buffer_size", "%d is not a multiple of %d", u.BufferSize, BufferAlign)
+	c.rangeInt("io_uring.buffer_size", u.BufferSize, lim.BufferSizeMin, lim.BufferSizeMax)
+	if u.BufferSize%lim.BufferAlign != 0 {
+		c.add("io_uring.buffer_size", "%d is not a multiple of %d", u.BufferSize, lim.BufferAlign)
 	}
 	c.tcp(u)
 }
@@ -280,48 +309,48 @@ func (c *checker) tcp(u *IOUring) {
 			c.add("io_uring.tcp_listen", "%q is not an IP:port address (or \"\" for no TCP)", u.TCPListen)
 		}
 	}
-	c.rangeInt("io_uring.tcp_connections_max", u.TCPConnectionsMax, 1, TCPConnectionsMax)
-	c.rangeInt("io_uring.tcp_idle_timeout_ms", u.TCPIdleTimeoutMs, 1, TCPIdleTimeoutMsMax)
-	c.rangeInt("io_uring.tcp_pipeline_max", u.TCPPipelineMax, 1, TCPPipelineMax)
+	c.rangeInt("io_uring.tcp_connections_max", u.TCPConnectionsMax, 1, lim.TCPConnectionsMax)
+	c.rangeInt("io_uring.tcp_idle_timeout_ms", u.TCPIdleTimeoutMs, 1, lim.TCPIdleTimeoutMsMax)
+	c.rangeInt("io_uring.tcp_pipeline_max", u.TCPPipelineMax, 1, lim.TCPPipelineMax)
 	c.oneOf("io_uring.tcp_send_zc", u.TCPSendZC, "auto", "on", "off")
-	if len(u.TCPSlots) == 0 || len(u.TCPSlots) > TCPSlotClassesMax {
-		c.add("io_uring.tcp_slots", "1 to %d slot classes", TCPSlotClassesMax)
+	if len(u.TCPSlots) == 0 || len(u.TCPSlots) > lim.TCPSlotClassesMax {
+		c.add("io_uring.tcp_slots", "1 to %d slot classes", lim.TCPSlotClassesMax)
 		return
 	}
 	largest, pool := 0, int64(0)
 	for i, s := range u.TCPSlots {
 		key := fmt.Sprintf("io_uring.tcp_slots[%d]", i)
-		c.rangeInt(key+".size", s.Size, TCPSlotSizeMin, TCPSlotSizeMax)
-		if s.Size%TCPSlotSizeMin != 0 {
-			c.add(key+".size", "%d is not a multiple of %d", s.Size, TCPSlotSizeMin)
+		c.rangeInt(key+".size", s.Size, lim.TCPSlotSizeMin, lim.TCPSlotSizeMax)
+		if s.Size%lim.TCPSlotSizeMin != 0 {
+			c.add(key+".size", "%d is not a multiple of %d", s.Size, lim.TCPSlotSizeMin)
 		}
 		if i > 0 && s.Size <= u.TCPSlots[i-1].Size {
 			c.add(key+".size", "slot classes must be listed smallest first, each larger than the last")
 		}
-		c.rangeInt(key+".count", s.Count, 1, TCPSlotCountMax)
+		c.rangeInt(key+".count", s.Count, 1, lim.TCPSlotCountMax)
 		largest = max(largest, s.Size)
 		pool += 2 * int64(s.Size) * int64(s.Count)
 	}
-	if pool > TCPPoolBytesMax {
-		c.add("io_uring.tcp_slots", "%d bytes of slots per worker (receive and reply) exceed %d", pool, int64(TCPPoolBytesMax))
+	if pool > lim.TCPPoolBytesMax {
+		c.add("io_uring.tcp_slots", "%d bytes of slots per worker (receive and reply) exceed %d", pool, lim.TCPPoolBytesMax)
 	}
-	if u.TCPFrameLenMax != 0 && (u.TCPFrameLenMax < FixedHeaderLen || u.TCPFrameLenMax > largest) {
-		c.add("io_uring.tcp_frame_len_max", "%d is out of range %d..=%d (at most the largest tcp_slots size)", u.TCPFrameLenMax, FixedHeaderLen, largest)
+	if u.TCPFrameLenMax != 0 && (u.TCPFrameLenMax < fixedHeaderLen || u.TCPFrameLenMax > largest) {
+		c.add("io_uring.tcp_frame_len_max", "%d is out of range %d..=%d (at most the largest tcp_slots size)", u.TCPFrameLenMax, fixedHeaderLen, largest)
 	}
 }
 
 func (c *checker) shards(list []Shard, workers int) map[string]bool {
-	c.count("shards", len(list), ShardsMax)
+	c.count("shards", len(list), lim.ShardsMax)
 	names := map[string]bool{}
 	for i, s := range list {
 		key := fmt.Sprintf("shards[%d]", i)
-		c.token(key+".name", s.Name, NameLenMax)
+		c.token(key+".name", s.Name, lim.NameLenMax)
 		if names[s.Name] {
 			c.add(key+".name", "shard %q defined twice", s.Name)
 		}
 		names[s.Name] = true
-		c.rangeInt(key+".max_concurrency", s.MaxConcurrency, 1, MaxConcurrencyMax)
-		c.rangeInt(key+".queue_depth", s.QueueDepth, 1, QueueDepthMax)
+		c.rangeInt(key+".max_concurrency", s.MaxConcurrency, 1, lim.MaxConcurrencyMax)
+		c.rangeInt(key+".queue_depth", s.QueueDepth, 1, lim.QueueDepthMax)
 		if s.Workers != nil && len(s.Workers) == 0 {
 			c.add(key+".workers", "must not be empty (leave it out for all workers)")
 		}
@@ -335,10 +364,10 @@ func (c *checker) shards(list []Shard, workers int) map[string]bool {
 }
 
 func (c *checker) tenants(list []Tenant) {
-	c.count("tenants", len(list), TenantsMax)
+	c.count("tenants", len(list), lim.TenantsMax)
 	for i, t := range list {
 		key := fmt.Sprintf("tenants[%d]", i)
-		c.token(key+".name", t.Name, NameLenMax)
+		c.token(key+".name", t.Name, lim.NameLenMax)
 		if t.ID < 1 || t.ID > TenantIDMax {
 			c.add(key+".id", "%d is out of range 1..=%d (0 is reserved)", t.ID, int64(TenantIDMax))
 		}
@@ -373,18 +402,18 @@ func DecodeKey(s string, getenv func(string) string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("key is not an even number of hex digits")
 	}
-	if len(b) < TenantKeyLenMin {
-		return nil, fmt.Errorf("key is %d bytes; it must be at least %d", len(b), TenantKeyLenMin)
+	if len(b) < lim.TenantKeyLenMin {
+		return nil, fmt.Errorf("key is %d bytes; it must be at least %d", len(b), lim.TenantKeyLenMin)
 	}
 	return b, nil
 }
 
 func (c *checker) routes(list []Route, shards map[string]bool) {
-	c.count("routes", len(list), RoutesMax)
+	c.count("routes", len(list), lim.RoutesMax)
 	names := map[string]bool{}
 	for i, r := range list {
 		key := fmt.Sprintf("routes[%d]", i)
-		c.token(key+".name", r.Name, NameLenMax)
+		c.token(key+".name", r.Name, lim.NameLenMax)
 		if names[r.Name] {
 			c.add(key+".name", "route %q defined twice", r.Name)
 		}
@@ -397,7 +426,7 @@ func (c *checker) routes(list []Route, shards map[string]bool) {
 		if !shards[r.Shard] {
 			c.add(key+".shard", "unknown shard %q", r.Shard)
 		}
-		c.count(key+".content", len(r.Content), ContentMax)
+		c.count(key+".content", len(r.Content), lim.ContentMax)
 		for j, e := range r.Content {
 			if err := CheckContent(e); err != nil {
 				c.add(fmt.Sprintf("%s.content[%d]", key, j), "%v", err)
@@ -419,8 +448,8 @@ func CheckContent(e string) error {
 	if m == nil {
 		return fmt.Errorf("content %q: want PATH == LITERAL or PATH != LITERAL, PATH like $.intent", e)
 	}
-	if n := len(segmentRe.FindAllString(m[1], -1)); n > ContentPathDepthMax {
-		return fmt.Errorf("content %q: path deeper than %d", e, ContentPathDepthMax)
+	if n := len(segmentRe.FindAllString(m[1], -1)); n > lim.ContentPathDepthMax {
+		return fmt.Errorf("content %q: path deeper than %d", e, lim.ContentPathDepthMax)
 	}
 	var v any
 	if err := json.Unmarshal([]byte(m[3]), &v); err != nil {
@@ -434,11 +463,11 @@ func CheckContent(e string) error {
 }
 
 func (c *checker) models(list []Model) {
-	c.count("models", len(list), ModelsMax)
+	c.count("models", len(list), lim.ModelsMax)
 	for i, m := range list {
 		key := fmt.Sprintf("models[%d]", i)
-		c.token(key+".name", m.Name, ModelNameLenMax)
-		c.token(key+".version", m.Version, ModelVersionLenMax)
+		c.token(key+".name", m.Name, lim.ModelNameLenMax)
+		c.token(key+".version", m.Version, lim.ModelVersionLenMax)
 		for _, o := range list[:i] {
 			if o.Name == m.Name && o.Version == m.Version {
 				c.add(key+".version", "model %s version %s defined twice", m.Name, m.Version)
@@ -451,7 +480,7 @@ func (c *checker) models(list []Model) {
 		}
 		for j, a := range m.Aliases {
 			akey := fmt.Sprintf("%s.aliases[%d]", key, j)
-			c.token(akey, a, ModelVersionLenMax)
+			c.token(akey, a, lim.ModelVersionLenMax)
 			for oi, o := range list {
 				if o.Name == m.Name && (o.Version == a || (oi != i && slices.Contains(o.Aliases, a))) {
 					c.add(akey, "alias %q of model %s already names version %s", a, m.Name, o.Version)
@@ -459,10 +488,10 @@ func (c *checker) models(list []Model) {
 				}
 			}
 		}
-		c.count(key+".adapters", len(m.Adapters), AdaptersMax)
+		c.count(key+".adapters", len(m.Adapters), lim.AdaptersMax)
 		for j, a := range m.Adapters {
 			akey := fmt.Sprintf("%s.adapters[%d]", key, j)
-			c.token(akey+".id", a.ID, AdapterLenMax)
+			c.token(akey+".id", a.ID, lim.AdapterLenMax)
 			if a.Path == "" {
 				c.add(akey+".path", "is required")
 			}
@@ -471,7 +500,7 @@ func (c *checker) models(list []Model) {
 }
 
 func (c *checker) peers(list []Peer) {
-	c.count("peers", len(list), PeersMax)
+	c.count("peers", len(list), lim.PeersMax)
 	for i, p := range list {
 		key := fmt.Sprintf("peers[%d]", i)
 		c.issues = append(c.issues, CheckPeer(key, p)...)
@@ -484,7 +513,7 @@ func (c *checker) peers(list []Peer) {
 // CheckPeer validates one peer; key prefixes the issues.
 func CheckPeer(key string, p Peer) []Issue {
 	c := &checker{}
-	c.token(key+".name", p.Name, NameLenMax)
+	c.token(key+".name", p.Name, lim.NameLenMax)
 	if _, err := netip.ParseAddrPort(p.Address); err != nil {
 		c.add(key+".address", "%q is not an IP:port address", p.Address)
 	}
@@ -514,7 +543,7 @@ func (c *checker) control(ctl *Control) {
 		c.add("control.admin_token", "is required when admin_listen (%s) is not loopback or a unix socket", or(host, "all addresses"))
 	}
 	c.oneOf("control.store", ctl.Store, "embedded", "nats")
-	c.rangeInt("control.drain_ms", ctl.DrainMs, 0, DrainMsMax)
+	c.rangeInt("control.drain_ms", ctl.DrainMs, 0, lim.DrainMsMax)
 	if ctl.DataDir == "" {
 		c.add("control.data_dir", "is required")
 	}

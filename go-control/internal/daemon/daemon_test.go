@@ -673,3 +673,26 @@ func TestRegistryMountedAndSchemasReachEngine(t *testing.T) {
 	}
 	r.must("GET", "/registry/subjects", "", 200)
 }
+
+// A failed data-plane worker stops the daemon with an error (sluiced then
+// exits non-zero and the service manager restarts it); status shows it.
+func TestFailedWorkerStopsTheDaemon(t *testing.T) {
+	dir := t.TempDir()
+	r := start(t, dir, testConfig(t, dir), func(o *Options) { o.WorkerCheckEvery = 20 * time.Millisecond })
+	st := decodeAs[api.StatusDoc](t, r.must("GET", "/v1/status", "", 200))
+	for _, w := range st.Engine.Workers {
+		if !w.Alive || w.Failed() {
+			t.Fatalf("worker %d before the fault: %+v", w.Index, w)
+		}
+	}
+	r.fake.FailWorker(0, "injected fault")
+	select {
+	case err := <-r.done:
+		if !errors.Is(err, errs.ErrInternal) || !strings.Contains(err.Error(), "worker 0") || !strings.Contains(err.Error(), "injected fault") {
+			t.Fatalf("Run returned %v, want the failed worker wrapped in ErrInternal", err)
+		}
+		r.once.Do(func() {}) // already stopped
+	case <-time.After(5 * time.Second):
+		t.Fatal("the daemon kept running with a failed worker")
+	}
+}

@@ -274,8 +274,10 @@ func changeMiddleware(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		id := r.Header.Get(HeaderIdempotencyKey)
-		if id == "" {
+		// A header that is present must be a valid id, empty included: only
+		// an absent header gets a fresh one.
+		id, given := r.Header.Get(HeaderIdempotencyKey), len(r.Header.Values(HeaderIdempotencyKey)) > 0
+		if !given {
 			id = change.NewID()
 		} else if err := change.Check(id); err != nil {
 			writeErr(w, err)

@@ -113,8 +113,10 @@ func TestFleetWriteOutcomes(t *testing.T) {
 	if code, body, _ := r.doHeaders("PUT", "/v1/routes", `[{"name":"x","shard":"no-such"}]`); code != 422 {
 		t.Fatalf("invalid routes: %d %s", code, body)
 	}
-	if code, _, _ := r.doHeaders("PUT", "/v1/routes", routes, "Idempotency-Key", "has space"); code != 400 {
-		t.Fatalf("bad Idempotency-Key: %d", code)
+	for _, bad := range []string{"has space", ""} {
+		if code, _, _ := r.doHeaders("PUT", "/v1/routes", routes, "Idempotency-Key", bad); code != 400 {
+			t.Fatalf("bad Idempotency-Key %q: %d", bad, code)
+		}
 	}
 	if len(link.commits) != n {
 		t.Fatalf("an invalid change reached the store: %v", link.commits)

@@ -28,6 +28,7 @@ type collector struct {
 	wRequests, wErrors, wRx, wTx, wRxNoBuf, wTxNoBuf, wTxErr, wForeign *prometheus.Desc
 	wPings, wNegotiations, wCopied, wSleeps, wPool, wPoolUse, wReuse   *prometheus.Desc
 	wLat, wLatHist, wLatMax                                            *prometheus.Desc
+	wUp, wPanics, wKernelDrops                                         *prometheus.Desc
 
 	sRequests, sErrors                  *prometheus.Desc
 	sQueue, sQueueHist, sQueueMax       *prometheus.Desc
@@ -64,6 +65,9 @@ func newCollector(d *Daemon) *collector {
 		wLat:          desc("worker_latency_seconds", "Receive-to-reply time on the worker (quantiles from the engine's HDR histogram).", w...),
 		wLatHist:      desc("worker_latency_hist_seconds", "Receive-to-reply time on the worker, as a histogram.", w...),
 		wLatMax:       desc("worker_latency_max_seconds", "Longest receive-to-reply time on the worker.", w...),
+		wUp:           desc("worker_up", "1 while the worker serves; 0 once its loop failed (sluiced then exits to be restarted).", w...),
+		wPanics:       desc("worker_panics_total", "Panics caught in the worker's loop (it stops at the first).", w...),
+		wKernelDrops:  desc("worker_rx_kernel_drops_total", "Datagrams the kernel dropped in the worker's socket queue before it read them (SO_RXQ_OVFL).", w...),
 
 		sRequests:    desc("shard_requests_total", "Requests routed to the shard.", s...),
 		sErrors:      desc("shard_errors_total", "Error frames after routing.", s...),
@@ -90,7 +94,7 @@ func newCollector(d *Daemon) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.changes, c.wRequests, c.wErrors, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
 		c.wTxErr, c.wForeign, c.wPings, c.wNegotiations, c.wCopied, c.wSleeps, c.wPool, c.wPoolUse, c.wReuse,
-		c.wLat, c.wLatHist, c.wLatMax, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
+		c.wLat, c.wLatHist, c.wLatMax, c.wUp, c.wPanics, c.wKernelDrops, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
 		c.sService, c.sServiceHist, c.sServiceMax,
 		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors} {
 		ch <- d
@@ -175,6 +179,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, c.wPoolUse, float64(w.TxInUse), append(l, "tx")...)
 		counter(ch, c.wReuse, w.BufferReuses, l...)
 		latency(ch, c.wLat, c.wLatHist, c.wLatMax, w.Latency, l...)
+		up := 0.0
+		if w.Alive {
+			up = 1
+		}
+		gauge(ch, c.wUp, up, l...)
+		counter(ch, c.wPanics, w.Panics, l...)
+		counter(ch, c.wKernelDrops, w.RxKernelDrops, l...)
 	}
 	for _, s := range st.Shards {
 		l := []string{s.Name, strconv.FormatBool(s.Local)}

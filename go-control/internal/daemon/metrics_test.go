@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"math"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
 )
 
@@ -190,5 +192,30 @@ func TestConnectionMetrics(t *testing.T) {
 	// One series per worker, not per connection.
 	if f := fams["sluice_connection_rx_frames_total"]; len(f.Metric) != 2 {
 		t.Fatalf("rx frames series: %d", len(f.Metric))
+	}
+}
+
+// Each worker's liveness and caught panics are exported, and so are the
+// datagrams the kernel dropped before a worker read them.
+func TestWorkerLivenessMetrics(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""), func(o *Options) { o.WorkerCheckEvery = time.Hour })
+	fams := scrape(t, r)
+	if v := find(t, fams, "sluice_worker_up", map[string]string{"worker": "0"}).GetGauge().GetValue(); v != 1 {
+		t.Fatalf("worker_up before the fault = %v", v)
+	}
+	if v := find(t, fams, "sluice_worker_rx_kernel_drops_total", map[string]string{"worker": "0"}).GetCounter().GetValue(); v != 0 {
+		t.Fatalf("rx_kernel_drops = %v", v)
+	}
+	r.fake.FailWorker(0, "injected fault")
+	fams = scrape(t, r)
+	if v := find(t, fams, "sluice_worker_up", map[string]string{"worker": "0"}).GetGauge().GetValue(); v != 0 {
+		t.Fatalf("worker_up after the fault = %v", v)
+	}
+	if v := find(t, fams, "sluice_worker_panics_total", map[string]string{"worker": "0"}).GetCounter().GetValue(); v != 1 {
+		t.Fatalf("worker_panics_total = %v", v)
+	}
+	st := decodeAs[api.StatusDoc](t, r.must("GET", "/v1/status", "", 200))
+	if w := st.Engine.Workers[0]; w.Alive || !w.Failed() || w.Failure != "injected fault" {
+		t.Fatalf("status of the failed worker: %+v", w)
 	}
 }

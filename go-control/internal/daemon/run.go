@@ -53,6 +53,9 @@ type Options struct {
 	// RegistryStore, if set, holds the schema registry instead of the
 	// bolt file in the data dir (fleet mode shares it through NATS).
 	RegistryStore registry.Store
+	// WorkerCheckEvery is how often a failed worker is looked for; 0:
+	// WorkerCheckEveryDefault.
+	WorkerCheckEvery time.Duration
 	// Fleet, if set, makes this appliance one of a fleet: an admin API
 	// change is stored in the shared store first, and reaches the engine
 	// (this one's too) only from there, through the fleet's loop.
@@ -249,6 +252,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	cancelSub := d.reg.Subscribe(d.schemas.note)
 	defer cancelSub()
 	go d.schemas.run(syncCtx, d)
+	failed := d.watchWorkers(syncCtx, d.opts.WorkerCheckEvery)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("sluiced serving", "admin", ln.Addr().String(), "engine", d.engineName, "config", d.state.path)
@@ -257,7 +261,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		d.opts.Ready(ln.Addr())
 	}
 
-	var serveErr error
+	var serveErr, workerErr error
 loop:
 	for {
 		select {
@@ -280,6 +284,10 @@ loop:
 			break loop
 		case serveErr = <-served:
 			log.Error("admin server failed", "err", serveErr)
+			break loop
+		case workerErr = <-failed:
+			log.Error("a data-plane worker failed; draining the others and exiting non-zero so that the service manager restarts sluiced", "err", workerErr)
+			d.notify("STATUS=a data-plane worker failed; restarting")
 			break loop
 		}
 	}
@@ -306,5 +314,5 @@ loop:
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
-	return errors.Join(serveErr, herr, ierr, eerr)
+	return errors.Join(workerErr, serveErr, herr, ierr, eerr)
 }

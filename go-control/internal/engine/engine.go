@@ -174,7 +174,16 @@ type WorkerInfo struct {
 	Index int    `json:"index"`
 	Core  int    `json:"core"`
 	Epoch uint64 `json:"epoch"` // snapshot it runs on
+	Alive bool   `json:"alive"` // serving; false once failed (or stopped)
+	// Panics caught in the worker's loop; a worker stops at its first.
+	Panics uint64 `json:"panics"`
+	// Failure says why the worker failed, once it has.
+	Failure string `json:"failure,omitempty"`
 }
+
+// Failed reports whether the worker failed (its loop panicked): it serves
+// nothing more and the daemon exits so that it is restarted.
+func (w WorkerInfo) Failed() bool { return w.Panics > 0 || w.Failure != "" }
 
 // Stats is one snapshot. Counters are cumulative since Start.
 type Stats struct {
@@ -205,6 +214,12 @@ type WorkerStats struct {
 	Sleeps             uint64       `json:"sleeps"`  // adaptive mode
 	Latency            Latency      `json:"latency"` // receive to reply
 	Shards             []ShardStats `json:"shards,omitempty"`
+
+	// RxKernelDrops are datagrams the kernel dropped in the worker's socket
+	// queue before the worker saw them (SO_RXQ_OVFL).
+	RxKernelDrops uint64 `json:"rx_kernel_drops"`
+	Alive         bool   `json:"alive"`  // serving
+	Panics        uint64 `json:"panics"` // panics caught in its loop
 }
 
 // Requests is every request answered: ok plus error frames.

@@ -19,7 +19,64 @@ import "C"
 
 import (
 	"unsafe"
+
+	"github.com/sluice-ai/sluice/go-control/internal/config"
 )
+
+// Query kinds of sluice_engine_query, from the header.
+const (
+	queryStats  = int32(C.SLUICE_QUERY_STATS)
+	queryStatus = int32(C.SLUICE_QUERY_STATUS)
+	queryModels = int32(C.SLUICE_QUERY_MODELS)
+	queryPeers  = int32(C.SLUICE_QUERY_PEERS)
+	queryConns  = int32(C.SLUICE_QUERY_CONNECTIONS)
+	queryTotals = int32(C.SLUICE_QUERY_CONNECTION_TOTALS)
+)
+
+// Limits are the engine's limits, from the header (generated from the
+// engine's own constants). The daemon checks configs against them: they
+// are installed in package config at init.
+var Limits = config.Limits{
+	WorkersMax:          C.SLUICE_WORKERS_MAX,
+	RxBurstMax:          C.SLUICE_RX_BURST_MAX,
+	SpinUsMax:           C.SLUICE_SPIN_US_MAX,
+	ForwardTimeoutMsMax: C.SLUICE_FORWARD_TIMEOUT_MS_MAX,
+	RingEntriesMin:      C.SLUICE_RING_ENTRIES_MIN,
+	RingEntriesMax:      C.SLUICE_RING_ENTRIES_MAX,
+	PoolBuffersMin:      C.SLUICE_POOL_BUFFERS_MIN,
+	PoolBuffersMax:      C.SLUICE_POOL_BUFFERS_MAX,
+	BufferSizeMin:       C.SLUICE_BUFFER_SIZE_MIN,
+	BufferSizeMax:       C.SLUICE_BUFFER_SIZE_MAX,
+	BufferAlign:         C.SLUICE_BUFFER_ALIGN,
+	ShardsMax:           C.SLUICE_SHARDS_MAX,
+	RoutesMax:           C.SLUICE_ROUTES_MAX,
+	ContentMax:          C.SLUICE_CONTENT_CONDITIONS_MAX,
+	ContentPathDepthMax: C.SLUICE_CONTENT_PATH_SEGMENTS_MAX,
+	TenantsMax:          C.SLUICE_TENANTS_MAX,
+	ModelsMax:           C.SLUICE_MODELS_MAX,
+	AdaptersMax:         C.SLUICE_ADAPTERS_MAX,
+	PeersMax:            C.SLUICE_PEERS_MAX,
+	MaxConcurrencyMax:   C.SLUICE_CONCURRENCY_MAX,
+	QueueDepthMax:       C.SLUICE_QUEUE_DEPTH_MAX,
+	NameLenMax:          C.SLUICE_NAME_LEN_MAX,
+	ModelNameLenMax:     C.SLUICE_MODEL_NAME_LEN_MAX,
+	ModelVersionLenMax:  C.SLUICE_MODEL_VERSION_LEN_MAX,
+	AdapterLenMax:       C.SLUICE_ADAPTER_LEN_MAX,
+	TenantKeyLenMin:     C.SLUICE_TENANT_KEY_LEN_MIN,
+	NegotiationTTLMsMin: C.SLUICE_NEGOTIATION_TTL_MS_MIN,
+	NegotiationTTLMsMax: C.SLUICE_NEGOTIATION_TTL_MS_MAX,
+	DrainMsMax:          C.SLUICE_DRAIN_MS_MAX,
+	TCPConnectionsMax:   C.SLUICE_TCP_CONNECTIONS_MAX,
+	TCPPipelineMax:      C.SLUICE_TCP_PIPELINE_MAX,
+	TCPIdleTimeoutMsMax: C.SLUICE_TCP_IDLE_TIMEOUT_MS_MAX,
+	TCPSlotClassesMax:   C.SLUICE_TCP_SLOT_CLASSES_MAX,
+	TCPSlotCountMax:     C.SLUICE_TCP_SLOT_COUNT_MAX,
+	TCPSlotSizeMin:      C.SLUICE_TCP_SLOT_SIZE_MIN,
+	TCPSlotSizeMax:      C.SLUICE_TCP_SLOT_SIZE_MAX,
+	TCPPoolBytesMax:     C.SLUICE_TCP_POOL_BYTES_MAX,
+}
+
+func init() { config.UseEngineLimits(Limits) }
 
 const errCap = 1024
 

@@ -18,16 +18,6 @@ import (
 // ABIVersion is the C ABI this package was written against.
 const ABIVersion = 1
 
-// Query kinds of sluice_engine_query.
-const (
-	queryStats  = 1
-	queryStatus = 2
-	queryModels = 3
-	queryPeers  = 4
-	queryConns  = 6
-	queryTotals = 7
-)
-
 func init() {
 	engine.Register("rust", Open)
 }

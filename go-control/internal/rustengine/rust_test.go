@@ -103,6 +103,9 @@ func TestRealEngineThroughTheABI(t *testing.T) {
 	if err != nil || !st.Running || st.Listen == "" || len(st.Workers) != 1 {
 		t.Fatalf("status %+v %v", st, err)
 	}
+	if w := st.Workers[0]; !w.Alive || w.Failed() {
+		t.Fatalf("a serving worker reports %+v", w)
+	}
 	ping(t, st.Listen)
 
 	// A bad route set is refused whole with the reason; nothing changes.
@@ -265,5 +268,19 @@ func TestNullsAreDropped(t *testing.T) {
 	b, err := dropNulls([]byte(`{"a":null,"b":[1,null,{"c":null,"d":2}],"e":{"f":null}}`))
 	if err != nil || string(b) != `{"b":[1,{"d":2}],"e":{}}` {
 		t.Fatalf("%s %v", b, err)
+	}
+}
+
+// The limits configs are checked against are the engine's, from the
+// header; a build without the engine (sluicectl, the fake) uses the same.
+func TestLimitsComeFromTheHeader(t *testing.T) {
+	if got := config.EngineLimits(); got != Limits {
+		t.Fatalf("installed limits %+v, want the header's %+v", got, Limits)
+	}
+	if config.BuiltinLimits != Limits {
+		t.Fatalf("config.BuiltinLimits %+v drifted from ffi/include/sluice.h %+v: update them", config.BuiltinLimits, Limits)
+	}
+	if Limits.WorkersMax == 0 || Limits.BufferSizeMax != 1<<20 {
+		t.Fatalf("limits not read from the header: %+v", Limits)
 	}
 }

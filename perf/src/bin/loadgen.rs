@@ -183,9 +183,27 @@ fn run(args: &Args) -> Result<(), String> {
         Mode::Sluice => {
             use sluice_client::{Endpoints, TransportMode};
             let (ep, mode) = match args.transport {
-                Via::Udp => (Endpoints { udp: Some(addr), tcp: None }, TransportMode::Udp),
-                Via::Tcp => (Endpoints { udp: None, tcp: Some(addr) }, TransportMode::Tcp),
-                Via::Auto => (Endpoints { udp: Some(addr), tcp: tcp_addr }, TransportMode::Auto),
+                Via::Udp => (
+                    Endpoints {
+                        udp: Some(addr),
+                        tcp: None,
+                    },
+                    TransportMode::Udp,
+                ),
+                Via::Tcp => (
+                    Endpoints {
+                        udp: None,
+                        tcp: Some(addr),
+                    },
+                    TransportMode::Tcp,
+                ),
+                Via::Auto => (
+                    Endpoints {
+                        udp: Some(addr),
+                        tcp: tcp_addr,
+                    },
+                    TransportMode::Auto,
+                ),
             };
             let mut t = SluiceTransport::connect_endpoints(ep, mode, &mix, args.timeout, cfg.spin)
                 .map_err(|e| e.to_string())?;

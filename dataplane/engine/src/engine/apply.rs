@@ -14,9 +14,13 @@ use crate::tables::{LiveConfig, Tables};
 use crate::worker::WorkerMsg;
 
 impl Engine {
+    /// The oldest epoch a serving worker runs on. A failed worker is left
+    /// out: it will never move on, and the snapshot it holds stays alive
+    /// through its own reference until its thread is gone.
     fn min_epoch(&self) -> u64 {
         self.workers
             .iter()
+            .filter(|w| w.counters.alive.load(Ordering::Acquire))
             .map(|w| w.counters.epoch.load(Ordering::Acquire))
             .min()
             .unwrap_or(u64::MAX)
@@ -30,7 +34,7 @@ impl Engine {
         let t0 = Instant::now();
         while self.is_running() && self.min_epoch() < epoch {
             if Instant::now() > deadline {
-                return Err(EngineError::Start(
+                return Err(EngineError::Timeout(
                     "a worker did not pick up the change in time".into(),
                 ));
             }
@@ -58,9 +62,12 @@ impl Engine {
     fn wait_applied(&self, targets: &[u64]) -> Result<(), EngineError> {
         let deadline = Instant::now() + SLOT_WAIT;
         for (w, &t) in self.workers.iter().zip(targets) {
-            while w.counters.control_applied.load(Ordering::Acquire) < t {
+            // A failed worker applies nothing more: it is not waited for.
+            while w.counters.alive.load(Ordering::Acquire)
+                && w.counters.control_applied.load(Ordering::Acquire) < t
+            {
                 if Instant::now() > deadline {
-                    return Err(EngineError::Start(
+                    return Err(EngineError::Timeout(
                         "a worker did not apply a control message in time".into(),
                     ));
                 }
@@ -205,9 +212,14 @@ impl Engine {
             .collect();
         for (w, hs) in self.workers.iter().zip(per_worker) {
             for (slot, handler) in hs {
-                w.ctrl
-                    .send(WorkerMsg::Install { slot, handler })
-                    .map_err(|_| EngineError::NotRunning)?;
+                // A failed worker is gone (its end of the channel with it):
+                // it serves nothing, so it needs no handler.
+                if !w.counters.alive.load(Ordering::Acquire) {
+                    break;
+                }
+                if w.ctrl.send(WorkerMsg::Install { slot, handler }).is_err() {
+                    break;
+                }
             }
         }
         self.wait_applied(&targets)

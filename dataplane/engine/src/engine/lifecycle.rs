@@ -224,6 +224,7 @@ impl Engine {
                     }
                 };
                 let c = transport.counters();
+                c2.alive.store(true, Ordering::Release);
                 let _ = ready_tx.send(Ok((transport.local_addr(), c.hugepages)));
                 let mut w = Worker::new(
                     params,
@@ -237,12 +238,12 @@ impl Engine {
                         hist_out: h2,
                     },
                 );
-                w.run();
+                w.run_guarded();
             })
             .map_err(|e| EngineError::Start(format!("spawn worker {index}: {e}")))?;
         let res = ready_rx
             .recv_timeout(Duration::from_secs(10))
-            .map_err(|_| EngineError::Start(format!("worker {index} did not start")))?;
+            .map_err(|_| EngineError::Timeout(format!("worker {index} did not start in 10 s")))?;
         self.workers.push(WorkerHandle {
             core,
             thread: Some(thread),

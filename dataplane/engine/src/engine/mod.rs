@@ -46,6 +46,9 @@ pub enum EngineError {
     AlreadyExists(String),
     /// A call argument is malformed.
     InvalidArgument(String),
+    /// A wait passed its deadline (a worker did not start, or did not pick
+    /// up a change, in time).
+    Timeout(String),
 }
 
 impl std::fmt::Display for EngineError {
@@ -60,6 +63,7 @@ impl std::fmt::Display for EngineError {
             EngineError::NotFound(m) => write!(f, "not found: {m}"),
             EngineError::AlreadyExists(m) => write!(f, "already exists: {m}"),
             EngineError::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
+            EngineError::Timeout(m) => write!(f, "timeout: {m}"),
         }
     }
 }

@@ -50,6 +50,13 @@ pub struct WorkerStatus {
     pub core: usize,
     /// Epoch it runs on.
     pub epoch: u64,
+    /// Serving. False once the worker failed (or the engine stopped).
+    pub alive: bool,
+    /// Panics caught in its loop (it stops at the first).
+    pub panics: u64,
+    /// Why it failed, when it has.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 /// One model in `status`.
@@ -109,6 +116,9 @@ impl Engine {
                 tx_in_use: ld(&c.tx_in_use),
                 buffer_reuses: ld(&c.buffer_reuses),
                 sleeps: ld(&c.sleeps),
+                rx_kernel_drops: ld(&c.rx_kernel_drops),
+                alive: c.alive.load(Ordering::Acquire),
+                panics: ld(&c.panics),
                 ..WorkerStats::default()
             };
             w.hist.read(|h| {
@@ -169,6 +179,8 @@ impl Engine {
             t.tx_no_buffers += ld(&c.tx_no_buffers);
             t.payload_bytes_copied += ld(&c.payload_bytes_copied);
             t.buffer_reuses += ld(&c.buffer_reuses);
+            t.rx_kernel_drops += ld(&c.rx_kernel_drops);
+            t.workers_failed += u64::from(ld(&c.panics) > 0);
             w.hist.read(|h| {
                 let _ = merged.add(&h.total);
             });
@@ -221,6 +233,9 @@ impl Engine {
                     index: i,
                     core: w.core,
                     epoch: w.counters.epoch.load(Ordering::Relaxed),
+                    alive: w.counters.alive.load(Ordering::Acquire),
+                    panics: w.counters.panics.load(Ordering::Relaxed),
+                    failure: w.counters.failure.lock().ok().and_then(|f| f.clone()),
                 })
                 .collect(),
             hugepages: self.hugepages,

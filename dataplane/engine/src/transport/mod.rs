@@ -116,6 +116,10 @@ pub struct TransportCounters {
     pub tx_capacity: u32,
     /// Buffer allocations that reused a buffer.
     pub buffer_reuses: u64,
+    /// Datagrams the kernel dropped in the socket's receive queue before the
+    /// transport saw them (SO_RXQ_OVFL, cumulative; 0 where there is no
+    /// kernel socket queue).
+    pub rx_kernel_drops: u64,
     /// Whether the pools sit in hugepages.
     pub hugepages: bool,
 }

@@ -102,6 +102,8 @@ impl<T: Transport> Worker<T> {
         if frame.check_len().is_ok() {
             frame.set_flags(frame.flags() | flags::FORWARDED);
         }
+        // The transport owns the buffer from here (sent or released).
+        self.rx_open[i] = false;
         match self.transport.forward(&pkt, peer) {
             Some(copied) => {
                 bump(&self.counters.forwarded, 1);
@@ -111,7 +113,11 @@ impl<T: Transport> Worker<T> {
                 bump(&self.counters.tx_no_buffers, 1);
                 if let Some(f) = self.forwarded.take(&peer.addr, rid) {
                     // Sent with the burst's other answers.
-                    self.answer_forward(f, "the request could not be sent to the peer");
+                    self.answer_forward(
+                        f,
+                        ErrorCode::PeerDown,
+                        "the request could not be sent to the peer",
+                    );
                 }
             }
         }
@@ -121,7 +127,11 @@ impl<T: Transport> Worker<T> {
     pub(super) fn fail_forwards_to(&mut self, peer: std::net::SocketAddr) {
         let mut cursor = 0;
         while let Some(f) = self.forwarded.next_to_peer(&mut cursor, &peer) {
-            self.answer_forward(f, "the connection to the peer serving this shard was lost");
+            self.answer_forward(
+                f,
+                ErrorCode::PeerDown,
+                "the connection to the peer serving this shard was lost",
+            );
             if self.sends.len() == self.sends.capacity() {
                 self.flush_sends();
             }
@@ -130,16 +140,13 @@ impl<T: Transport> Worker<T> {
     }
 
     /// Queues a retryable `peer_down` for a forward that will get no answer.
-    fn answer_forward(&mut self, f: Forwarded, message: &'static str) {
+    pub(super) fn answer_forward(&mut self, f: Forwarded, code: ErrorCode, message: &'static str) {
         let Some(tx) = self.transport.tx_alloc() else {
             bump(&self.counters.tx_no_buffers, 1);
             return;
         };
         let repr = FrameRepr {
-            body: BodyRepr::Error {
-                code: ErrorCode::PeerDown,
-                message,
-            },
+            body: BodyRepr::Error { code, message },
             ..FrameRepr::answer(
                 Kind::Error,
                 f.request_id,
@@ -149,7 +156,7 @@ impl<T: Transport> Worker<T> {
         };
         match repr.emit(self.transport.tx_bytes(tx)) {
             Ok(l) => {
-                self.counters.error(ErrorCode::PeerDown);
+                self.counters.error(code);
                 self.sends.push(TxPacket {
                     buf: tx,
                     len: l.frame_len as u32,
@@ -170,7 +177,7 @@ impl<T: Transport> Worker<T> {
         };
         let Some(f) = rid.and_then(|rid| self.forwarded.take(&pkt.peer, rid)) else {
             bump(&self.counters.forward_stale, 1);
-            self.transport.rx_release(&pkt);
+            self.release(i);
             return;
         };
         for d in self.peers_down.iter_mut() {
@@ -178,6 +185,7 @@ impl<T: Transport> Worker<T> {
                 *d = None;
             }
         }
+        self.rx_open[i] = false;
         match self.transport.relay(&pkt, f.client, f.client_conn) {
             Some(copied) => {
                 bump(&self.counters.relayed, 1);
@@ -217,7 +225,11 @@ impl<T: Transport> Worker<T> {
                     }
                 }
             }
-            self.answer_forward(f, "the peer serving this shard did not answer");
+            self.answer_forward(
+                f,
+                ErrorCode::PeerDown,
+                "the peer serving this shard did not answer",
+            );
             if self.sends.len() == self.sends.capacity() {
                 self.flush_sends();
             }

@@ -3,6 +3,7 @@
 //! burst is answered in that burst. After start-up nothing here locks or
 //! allocates; control changes arrive at burst boundaries.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -112,6 +113,11 @@ pub struct Worker<T: Transport> {
     hist: Box<HistSet>,
     hist_out: Arc<HistExchange>,
     rx: Vec<RxPacket>,
+    /// Frames of the current burst: `rx[..burst_n]`.
+    burst_n: usize,
+    /// Per frame of the burst: received and not yet answered, forwarded or
+    /// released (what a failing worker still holds).
+    rx_open: Box<[bool]>,
     /// Per shard: requests admitted this burst, in arrival order.
     queues: Vec<Vec<Pending>>,
     sends: Vec<TxPacket>,
@@ -125,6 +131,8 @@ pub struct Worker<T: Transport> {
 }
 
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
+/// Most receive polls a failed worker makes to answer what is queued for it.
+const FAIL_DRAIN_POLLS_MAX: usize = 64;
 
 const SLEEP_MAX: Duration = Duration::from_millis(10);
 
@@ -149,6 +157,8 @@ impl<T: Transport> Worker<T> {
         counters.epoch.store(epoch, Ordering::Release);
         Worker {
             rx: vec![RxPacket::default(); p.rx_burst_max],
+            burst_n: 0,
+            rx_open: vec![false; p.rx_burst_max].into_boxed_slice(),
             queues: (0..SHARD_COUNT_MAX)
                 .map(|_| Vec::with_capacity(p.rx_burst_max))
                 .collect(),
@@ -171,6 +181,37 @@ impl<T: Transport> Worker<T> {
             peers_down: vec![None; crate::config::limits::PEER_COUNT_MAX],
             last_forward_scan: Instant::now(),
         }
+    }
+
+    /// Runs the loop with panics caught. A panic is counted, logged and kept
+    /// as the worker's failure; what the worker held is answered
+    /// ([`Worker::fail_held`]); then the worker stops serving: the caller
+    /// drops it, which closes its socket, so the kernel hashes its flows to
+    /// the other workers. Returns whether the loop failed.
+    pub fn run_guarded(&mut self) -> bool {
+        let failed = match catch_unwind(AssertUnwindSafe(|| self.run())) {
+            Ok(()) => false,
+            Err(p) => {
+                // Not serving from here on: live changes stop waiting for it.
+                self.counters.alive.store(false, Ordering::Release);
+                let why = panic_text(p.as_ref());
+                log::error!(
+                    "worker {} failed: {why}; answering what it held, then it stops serving",
+                    self.p.index
+                );
+                bump(&self.counters.panics, 1);
+                if let Ok(mut f) = self.counters.failure.lock() {
+                    *f = Some(why);
+                }
+                if catch_unwind(AssertUnwindSafe(|| self.fail_held())).is_err() {
+                    log::error!("worker {}: could not answer what it held", self.p.index);
+                }
+                self.publish_stats();
+                true
+            }
+        };
+        self.counters.alive.store(false, Ordering::Release);
+        failed
     }
 
     /// Runs until the engine stops.
@@ -252,6 +293,7 @@ impl<T: Transport> Worker<T> {
         set(&k.rx_in_use, c.rx_in_use as u64);
         set(&k.tx_in_use, c.tx_in_use as u64);
         set(&k.buffer_reuses, c.buffer_reuses);
+        set(&k.rx_kernel_drops, c.rx_kernel_drops);
     }
 
     /// One burst. Returns the number of frames received.
@@ -265,13 +307,94 @@ impl<T: Transport> Worker<T> {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
         bump(&self.counters.bursts, 1);
+        self.burst_n = n;
+        self.rx_open[..n].fill(true);
         for i in 0..n {
             self.classify(i, draining);
         }
         self.run_queues();
         debug_assert!(self.queues.iter().all(Vec::is_empty));
+        debug_assert!(
+            self.rx_open[..n].iter().all(|o| !o),
+            "a frame left unanswered"
+        );
         self.flush_sends();
+        self.burst_n = 0;
         n
+    }
+
+    /// Releases frame `i`'s receive buffer: its life in this burst ends.
+    fn release(&mut self, i: usize) {
+        self.rx_open[i] = false;
+        let pkt = self.rx[i];
+        self.transport.rx_release(&pkt);
+    }
+
+    /// After a panic in the loop: answers what the worker held, so its
+    /// clients see an error frame rather than silence. Frames of the burst
+    /// not answered yet get a retryable `internal`; answers already built go
+    /// out; requests waiting on peers are failed the same way. Best effort:
+    /// the worker's state is whatever the panic left.
+    pub fn fail_held(&mut self) {
+        const WHY: &str = "the worker serving this request failed; retry";
+        for q in &mut self.queues {
+            q.clear();
+        }
+        self.flush_sends();
+        for i in 0..self.burst_n.min(self.rx.len()) {
+            if !self.rx_open[i] {
+                continue;
+            }
+            if self.rx[i].port == PORT_FORWARD {
+                // A peer's answer: its request is failed with the forwards.
+                self.release(i);
+                continue;
+            }
+            self.reply(i, Immediate::Error(ErrorCode::Internal, WHY), None);
+            if self.sends.len() == self.sends.capacity() {
+                self.flush_sends();
+            }
+        }
+        self.burst_n = 0;
+        // Frames already queued for this worker (the socket closes with it
+        // and the kernel would drop them): answered too, until the queue
+        // stays empty for a few polls (bounded).
+        let mut empty = 0;
+        for _ in 0..FAIL_DRAIN_POLLS_MAX {
+            let n = self.transport.rx_burst(&mut self.rx);
+            if n == 0 {
+                empty += 1;
+                if empty == 3 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            empty = 0;
+            self.burst_n = n;
+            self.rx_open[..n].fill(true);
+            for i in 0..n {
+                if self.rx[i].port == PORT_FORWARD {
+                    self.release(i);
+                } else {
+                    self.reply(i, Immediate::Error(ErrorCode::Internal, WHY), None);
+                }
+            }
+            self.burst_n = 0;
+            self.flush_sends();
+        }
+        let mut cursor = 0;
+        let now = Instant::now();
+        while let Some(f) = self
+            .forwarded
+            .next_expired(&mut cursor, now, Duration::ZERO)
+        {
+            self.answer_forward(f, ErrorCode::Internal, WHY);
+            if self.sends.len() == self.sends.capacity() {
+                self.flush_sends();
+            }
+        }
+        self.flush_sends();
     }
 
     /// Parses, authenticates, validates, routes and admits one frame;
@@ -292,7 +415,7 @@ impl<T: Transport> Worker<T> {
         match verdict {
             Verdict::Drop => {
                 bump(&self.counters.not_sluice, 1);
-                self.transport.rx_release(&pkt);
+                self.release(i);
             }
             Verdict::Reply(r) => self.reply(i, r, None),
             Verdict::Forward { shard } => {
@@ -307,6 +430,7 @@ impl<T: Transport> Worker<T> {
                     // A stream transport takes the frame back and stops
                     // reading its connection (back-pressure, not loss).
                     if self.transport.rx_defer(&pkt) {
+                        self.rx_open[i] = false;
                         return;
                     }
                     self.reply(
@@ -365,7 +489,7 @@ impl<T: Transport> Worker<T> {
         let started = Instant::now();
         let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
             bump(&self.counters.tx_no_buffers, 1);
-            self.transport.rx_release(&pkt);
+            self.release(p.pkt as usize);
             return;
         };
         let now_us = self.now_us;
@@ -413,7 +537,7 @@ impl<T: Transport> Worker<T> {
                 );
                 bump(&self.counters.ok, 1);
                 self.sends.push(TxPacket::answer(&pkt, tx, len as u32));
-                self.transport.rx_release(&pkt);
+                self.release(p.pkt as usize);
                 record(&mut self.hist.total, done - self.burst_start);
             }
             Err(r) => {
@@ -429,10 +553,11 @@ impl<T: Transport> Worker<T> {
 
     /// Answers frame `i` at once and releases its receive buffer.
     fn reply(&mut self, i: usize, r: Immediate, shard: Option<usize>) {
+        self.rx_open[i] = false;
         let pkt = self.rx[i];
         let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
             bump(&self.counters.tx_no_buffers, 1);
-            self.transport.rx_release(&pkt);
+            self.release(i);
             return;
         };
         let len = {
@@ -449,7 +574,7 @@ impl<T: Transport> Worker<T> {
             Immediate::Pong => bump(&self.counters.pings, 1),
             Immediate::Negotiate => bump(&self.counters.negotiations, 1),
         }
-        self.transport.rx_release(&pkt);
+        self.release(i);
         match len {
             Some(len) => {
                 self.sends.push(TxPacket::answer(&pkt, tx, len as u32));
@@ -458,4 +583,12 @@ impl<T: Transport> Worker<T> {
             None => self.transport.tx_free(tx),
         }
     }
+}
+
+/// The message of a caught panic.
+pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }

@@ -48,6 +48,7 @@ type fakeWorker struct {
 	requests uint64
 	errors   map[string]uint64
 	service  []uint64
+	failure  string // set by FailWorker
 }
 
 type fakeShard struct {
@@ -226,6 +227,19 @@ func (f *Fake) Schemas() []engine.Schema {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.schemas)
+}
+
+// FailWorker makes worker i report a failure, as a worker whose loop
+// panicked does (tests of the daemon's reaction).
+func (f *Fake) FailWorker(i int, why string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := f.workers[i]
+	if w == nil {
+		w = &fakeWorker{errors: map[string]uint64{}}
+		f.workers[i] = w
+	}
+	w.failure = why
 }
 
 // StatsCalls counts Stats calls (metrics must take one snapshot a scrape).
@@ -458,7 +472,10 @@ func (f *Fake) Stats() (engine.Stats, error) {
 	var st engine.Stats
 	var all []uint64
 	for i, core := range f.cfg.Engine.Workers {
-		ws := engine.WorkerStats{Index: i, Core: core, Errors: engine.ErrorCounts{}}
+		ws := engine.WorkerStats{Index: i, Core: core, Errors: engine.ErrorCounts{}, Alive: f.state == "running"}
+		if w := f.workers[i]; w != nil && w.failure != "" {
+			ws.Alive, ws.Panics = false, 1
+		}
 		if w := f.workers[i]; w != nil {
 			var errN uint64
 			for c, n := range w.errors {
@@ -504,7 +521,11 @@ func (f *Fake) Status() (engine.Status, error) {
 		Listen: f.cfg.IOUring.Listen, HugepagesNote: "fake engine: in-memory, serves no traffic",
 		Schemas: len(f.schemas), Versions: map[string]string{"engine": "fake", "wire": "1"}}
 	for i, core := range f.cfg.Engine.Workers {
-		st.Workers = append(st.Workers, engine.WorkerInfo{Index: i, Core: core})
+		wi := engine.WorkerInfo{Index: i, Core: core, Alive: f.state == "running"}
+		if w := f.workers[i]; w != nil && w.failure != "" {
+			wi.Alive, wi.Panics, wi.Failure = false, 1, w.failure
+		}
+		st.Workers = append(st.Workers, wi)
 	}
 	for _, m := range f.models {
 		st.Models = append(st.Models, *m)

@@ -4,7 +4,7 @@
 
 use io_uring::{IoUring, opcode};
 
-use super::conn::{Answer, RxPhase, Role};
+use super::conn::{Answer, Role, RxPhase};
 use super::*;
 use crate::stats::bump;
 

@@ -200,7 +200,14 @@ impl Conn {
     }
 
     /// Resets a free slot for a new connection (its generation stays).
-    pub fn reset(&mut self, fd: i32, role: Role, remote: SocketAddr, key: SocketAddr, now: Instant) {
+    pub fn reset(
+        &mut self,
+        fd: i32,
+        role: Role,
+        remote: SocketAddr,
+        key: SocketAddr,
+        now: Instant,
+    ) {
         debug_assert!(self.fd < 0 && self.ops == 0);
         let generation = self.generation;
         *self = Conn::new(now);

@@ -8,7 +8,7 @@ use std::os::fd::AsRawFd;
 use io_uring::{IoUring, cqueue, opcode, types};
 use sluice_wire::{ErrorCode, FIXED_HEADER_LEN, Frame};
 
-use super::conn::{Answer, Buf, RxPhase, Role};
+use super::conn::{Answer, Buf, Role, RxPhase};
 use super::slots::{Reply, Waiter};
 use super::status::{ROLE_CLIENT, conn_state};
 use super::*;
@@ -94,10 +94,9 @@ impl Tcp {
             return;
         }
         let (ptr, len) = match conn.rx {
-            RxPhase::Header { got } => (
-                conn.hdr.as_mut_ptr().wrapping_add(got as usize),
-                HDR - got,
-            ),
+            RxPhase::Header { got } => {
+                (conn.hdr.as_mut_ptr().wrapping_add(got as usize), HDR - got)
+            }
             RxPhase::Body { pair, got, len } => (
                 base.wrapping_add(self.pool.rx_off(pair) + got as usize),
                 len - got,
@@ -141,7 +140,10 @@ impl Tcp {
         }
         let n = res as u32;
         conn.progress_at = now;
-        bump(&self.shared.conns[c as usize].counters.rx_bytes, u64::from(n));
+        bump(
+            &self.shared.conns[c as usize].counters.rx_bytes,
+            u64::from(n),
+        );
         match conn.rx {
             RxPhase::Drain => self.arm_recv(ring, c),
             RxPhase::Header { got } if got + n < HDR => {
@@ -353,7 +355,14 @@ impl Tcp {
     /// Refuses what the stream declared and stops reading it: an error
     /// frame goes out after the answers before it, then the write side is
     /// shut and the rest of the input discarded until the client closes.
-    fn reject(&mut self, ring: &mut IoUring, udp: &UdpMem, c: u32, code: ErrorCode, msg: &'static str) {
+    fn reject(
+        &mut self,
+        ring: &mut IoUring,
+        udp: &UdpMem,
+        c: u32,
+        code: ErrorCode,
+        msg: &'static str,
+    ) {
         let conn = &mut self.conns[c as usize];
         bump(&self.shared.conns[c as usize].counters.errors, 1);
         conn.reject = true;
@@ -434,9 +443,9 @@ impl Tcp {
     /// Whether a token names a connection that can still be answered.
     pub(super) fn token_live(&self, token: u64) -> bool {
         let (c, generation, _) = untoken(token);
-        self.conns
-            .get(c as usize)
-            .is_some_and(|k| k.generation == generation && k.fd >= 0 && !k.dead && k.role == Role::Client)
+        self.conns.get(c as usize).is_some_and(|k| {
+            k.generation == generation && k.fd >= 0 && !k.dead && k.role == Role::Client
+        })
     }
 
     /// The worker takes `pair` back (its shard queue is full): it is
@@ -506,10 +515,7 @@ impl Tcp {
     /// Bytes of a received frame.
     pub(in crate::transport) fn rx_slice(&self, pair: u32, len: u32) -> (*const u8, usize) {
         assert!(self.pool.rx_held(pair), "tcp frame not held");
-        assert!(
-            len <= self.pool.size_of(pair),
-            "tcp frame outside its slot"
-        );
+        assert!(len <= self.pool.size_of(pair), "tcp frame outside its slot");
         (
             self.region.as_ptr().wrapping_add(self.pool.rx_off(pair)),
             len as usize,
@@ -520,7 +526,10 @@ impl Tcp {
     pub(in crate::transport) fn reply_slice(&mut self, pair: u32) -> (*mut u8, usize) {
         assert!(pair < self.pool.len(), "reply slot out of range");
         let off = self.pool.reply_off(pair);
-        (self.base().wrapping_add(off), self.pool.size_of(pair) as usize)
+        (
+            self.base().wrapping_add(off),
+            self.pool.size_of(pair) as usize,
+        )
     }
 }
 
@@ -534,7 +543,13 @@ fn peer_name(fd: i32) -> Option<SocketAddr> {
     let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: getpeername writes at most `len` bytes into `ss`.
-    let r = unsafe { libc::getpeername(fd, (&mut ss as *mut libc::sockaddr_storage).cast(), &mut len) };
+    let r = unsafe {
+        libc::getpeername(
+            fd,
+            (&mut ss as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        )
+    };
     if r != 0 {
         return None;
     }

@@ -8,7 +8,7 @@ use std::os::fd::IntoRawFd;
 
 use io_uring::{IoUring, cqueue, opcode, types};
 
-use super::conn::{Answer, Buf, IOV_MAX, RxPhase, Role};
+use super::conn::{Answer, Buf, IOV_MAX, Role, RxPhase};
 use super::slots::Reply;
 use super::status::{ROLE_PEER, conn_state};
 use super::*;
@@ -169,7 +169,14 @@ impl Tcp {
         self.finish_if_done(c);
     }
 
-    pub(super) fn on_notif(&mut self, ring: &mut IoUring, udp: &UdpMem, c: u32, k: usize, res: i32) {
+    pub(super) fn on_notif(
+        &mut self,
+        ring: &mut IoUring,
+        udp: &UdpMem,
+        c: u32,
+        k: usize,
+        res: i32,
+    ) {
         let conn = &mut self.conns[c as usize];
         conn.ops -= 1;
         if res & NOTIF_ZC_COPIED != 0 {
@@ -279,7 +286,14 @@ impl Tcp {
 
     /// Sends the frame in `pair` as a datagram from `fd` to `to`; the slot
     /// is released once sent.
-    pub(in crate::transport) fn udp_send(&mut self, ring: &mut IoUring, pair: u32, len: u32, to: SocketAddr, fd: i32) -> bool {
+    pub(in crate::transport) fn udp_send(
+        &mut self,
+        ring: &mut IoUring,
+        pair: u32,
+        len: u32,
+        to: SocketAddr,
+        fd: i32,
+    ) -> bool {
         let off = self.pool.rx_off(pair);
         let data = self.base().wrapping_add(off);
         if self.pool.get(pair).token != 0 {
@@ -321,7 +335,11 @@ impl Tcp {
     }
 
     /// Whether a frame can be forwarded to `to` now.
-    pub(in crate::transport) fn forward_check(&self, len: u32, to: &PeerAddr) -> Result<(), (sluice_wire::ErrorCode, &'static str)> {
+    pub(in crate::transport) fn forward_check(
+        &self,
+        len: u32,
+        to: &PeerAddr,
+    ) -> Result<(), (sluice_wire::ErrorCode, &'static str)> {
         use sluice_wire::ErrorCode;
         if len <= DATAGRAM_LEN_MAX {
             return Ok(());
@@ -339,10 +357,9 @@ impl Tcp {
                 ErrorCode::Busy,
                 "too many frames queued to the peer's tcp connection",
             )),
-            None if slot.is_none() && !free => Err((
-                ErrorCode::PeerDown,
-                "too many tcp peers on this worker",
-            )),
+            None if slot.is_none() && !free => {
+                Err((ErrorCode::PeerDown, "too many tcp peers on this worker"))
+            }
             _ => Ok(()),
         }
     }
@@ -351,7 +368,14 @@ impl Tcp {
     /// forwarding port when it fits one, else on this worker's TCP
     /// connection to the peer (opened on first use). False when it cannot
     /// go (the caller releases it).
-    pub(in crate::transport) fn forward(&mut self, ring: &mut IoUring, udp: &UdpMem, pair: u32, len: u32, to: PeerAddr) -> bool {
+    pub(in crate::transport) fn forward(
+        &mut self,
+        ring: &mut IoUring,
+        udp: &UdpMem,
+        pair: u32,
+        len: u32,
+        to: PeerAddr,
+    ) -> bool {
         if len <= DATAGRAM_LEN_MAX {
             return self.udp_send(ring, pair, len, to.addr, udp.fwd_fd);
         }
@@ -381,7 +405,11 @@ impl Tcp {
 
     /// This worker's connection to a peer, opened when there is none.
     fn peer_conn(&mut self, ring: &mut IoUring, addr: SocketAddr, tcp: SocketAddr) -> Option<u32> {
-        let k = match self.peers.iter().position(|p| p.is_some_and(|p| p.addr == addr)) {
+        let k = match self
+            .peers
+            .iter()
+            .position(|p| p.is_some_and(|p| p.addr == addr))
+        {
             Some(k) => k,
             None => {
                 let k = self.peers.iter().position(Option::is_none)?;
@@ -408,7 +436,9 @@ impl Tcp {
         } else {
             socket2::Domain::IPV6
         };
-        let sock = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP)).ok()?;
+        let sock =
+            socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))
+                .ok()?;
         let _ = sock.set_nodelay(true);
         let fd = sock.into_raw_fd();
         let now = self.now;

@@ -194,7 +194,10 @@ impl SlotPool {
         }
         let k = e.class as usize;
         let c = &mut self.classes[k];
-        assert!(c.free.len() < c.count as usize, "slot class free list overflow");
+        assert!(
+            c.free.len() < c.count as usize,
+            "slot class free list overflow"
+        );
         c.free.push(pair);
         Some(k)
     }
@@ -291,11 +294,23 @@ mod tests {
         let mut p = pool();
         let a = p.alloc(1).unwrap();
         assert_eq!(p.alloc(1), None);
-        p.wait(1, Waiter { conn: 3, generation: 1 });
+        p.wait(
+            1,
+            Waiter {
+                conn: 3,
+                generation: 1,
+            },
+        );
         assert_eq!(p.next_waiter(1), None, "no pair free yet");
         assert_eq!(p.release_rx(a), None);
         assert_eq!(p.release_reply(a), Some(1));
-        assert_eq!(p.next_waiter(1), Some(Waiter { conn: 3, generation: 1 }));
+        assert_eq!(
+            p.next_waiter(1),
+            Some(Waiter {
+                conn: 3,
+                generation: 1
+            })
+        );
         assert!(p.all_free());
         let b = p.alloc(1).unwrap();
         assert_eq!(a, b, "the warm pair comes back first");

@@ -264,7 +264,9 @@ impl TcpShared {
 
     /// Whether a connection id belongs to this worker and is open.
     pub fn has(&self, id: u64) -> bool {
-        self.conns.iter().any(|c| c.read().is_some_and(|r| r.0 == id))
+        self.conns
+            .iter()
+            .any(|c| c.read().is_some_and(|r| r.0 == id))
     }
 
     /// Asks the worker to close connection `id`. False when it is not
@@ -281,8 +283,15 @@ impl TcpShared {
             let Some((id, role, state, peer)) = c.read() else {
                 continue;
             };
-            let [rx_frames, rx_bytes, rx_large, tx_frames, tx_bytes, tx_large, errors] =
-                c.counters.snapshot();
+            let [
+                rx_frames,
+                rx_bytes,
+                rx_large,
+                tx_frames,
+                tx_bytes,
+                tx_large,
+                errors,
+            ] = c.counters.snapshot();
             out.push(TcpConnStatus {
                 id,
                 transport: "tcp",

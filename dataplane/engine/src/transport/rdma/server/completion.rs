@@ -9,7 +9,10 @@ use crate::transport::RxPacket;
 
 impl RdmaTransport {
     pub(super) fn on_completion(&mut self, wc: Wc, out: &mut [RxPacket], n: &mut usize) {
-        debug_assert!(*n < out.len(), "a completion polled without room in the burst");
+        debug_assert!(
+            *n < out.len(),
+            "a completion polled without room in the burst"
+        );
         let idx = (wc.wr_id & INDEX_MASK) as u32;
         if wc.wr_id & TAG_HELD != 0 {
             if wc.ok {

@@ -4,15 +4,20 @@
 //! `tcp_listen` set, the same ring also serves TCP (`super::tcp`).
 //!
 //! Receive buffer layout (kernel-defined for multishot recvmsg):
-//! `io_uring_recvmsg_out` (16 B), then `NAME_LEN` bytes of source address,
-//! then the datagram. `NAME_LEN` is 48 so the datagram starts at offset 64
-//! of a 64-byte aligned buffer: tensor data aligned in the frame is aligned
-//! in memory too, and ONNX Runtime can read it in place.
+//! `io_uring_recvmsg_out` (16 B), then the source address area, then the
+//! control area (where SO_RXQ_OVFL reports the socket's drop count), then
+//! the datagram. The areas are sized per address family ([`RxLayout`]) so
+//! that the datagram starts 64-byte aligned in a 64-byte aligned buffer:
+//! tensor data aligned in the frame is aligned in memory too, and ONNX
+//! Runtime can read it in place. IPv4: 16 + 16 + 32, the datagram at 64;
+//! IPv6: 16 + 32 + 80, the datagram at 128. The largest frame a buffer
+//! takes is `buffer_size` minus that offset (65,472 bytes for 64 KiB
+//! buffers on IPv4).
 #![allow(unsafe_code)]
 
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -21,15 +26,57 @@ use std::time::Duration;
 use io_uring::{IoUring, cqueue, opcode, types};
 use memmap2::MmapMut;
 
+mod sock;
+
+use sock::{bind_reuseport, enable_rxq_ovfl, rxq_ovfl};
+pub(super) use sock::{read_sockaddr, write_sockaddr};
+
 use super::tcp::{DATAGRAM_LEN_MAX, TAG_TCP, TCP_BUF_BASE, Tcp, TcpShared, UdpMem};
 use super::{CONN_DATAGRAM, PeerAddr, RxPacket, Transport, TransportCounters, TxPacket};
 use crate::config::{HugepageMode, UringCfg};
 use crate::pool::{FreeList, Region};
 
-const NAME_LEN: u32 = 48;
 const RECVMSG_OUT_LEN: u32 = 16;
-/// Where the datagram starts in a receive buffer.
-pub const RX_DATA_OFFSET: u32 = RECVMSG_OUT_LEN + NAME_LEN;
+/// Where the datagram starts in a receive buffer of an IPv4 socket.
+pub const RX_DATA_OFFSET_V4: u32 = 64;
+/// Where the datagram starts in a receive buffer of an IPv6 socket.
+pub const RX_DATA_OFFSET_V6: u32 = 128;
+
+/// Sizes of the source address and control areas of a receive buffer, for
+/// one address family (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxLayout {
+    /// Source address area: a `sockaddr_in` or `sockaddr_in6` fits.
+    pub name_len: u32,
+    /// Control area: room for the SO_RXQ_OVFL message (CMSG_SPACE(4)).
+    pub control_len: u32,
+}
+
+impl RxLayout {
+    /// The layout for sockets bound to `addr`'s family.
+    pub fn for_addr(addr: &SocketAddr) -> RxLayout {
+        if addr.is_ipv4() {
+            RxLayout {
+                name_len: 16,
+                control_len: 32,
+            }
+        } else {
+            RxLayout {
+                name_len: 32,
+                control_len: 80,
+            }
+        }
+    }
+
+    /// Where the datagram starts.
+    pub fn data_offset(&self) -> u32 {
+        RECVMSG_OUT_LEN + self.name_len + self.control_len
+    }
+}
+
+const _: () = assert!(RECVMSG_OUT_LEN + 16 + 32 == RX_DATA_OFFSET_V4);
+const _: () = assert!(RECVMSG_OUT_LEN + 32 + 80 == RX_DATA_OFFSET_V6);
+const _: () = assert!(RX_DATA_OFFSET_V4.is_multiple_of(64) && RX_DATA_OFFSET_V6.is_multiple_of(64));
 const BGID: u16 = 0;
 const TAG_RECV: u64 = 1 << 62;
 const TAG_SEND: u64 = 1 << 61;
@@ -92,6 +139,11 @@ pub struct UringTransport {
     buf_ring: MmapMut,
     /// Template header for multishot recvmsg; the kernel reads it per datagram.
     recv_hdr: Box<libc::msghdr>,
+    /// Receive buffer layout of this socket's family.
+    layout: RxLayout,
+    /// Last SO_RXQ_OVFL value seen per socket (service, forwarding): the
+    /// kernel reports the socket's cumulative drop count.
+    last_ovfl: [u32; 2],
     tx_meta: Box<[TxMeta]>,
     /// Send state for frames sent straight from receive buffers.
     rx_meta: Box<[TxMeta]>,
@@ -125,7 +177,9 @@ impl UringTransport {
         cfg: &UringCfg,
         huge: HugepageMode,
     ) -> Result<UringTransport, UringError> {
-        let shared = cfg.tcp_enabled().then(|| Arc::new(TcpShared::for_config(0, cfg)));
+        let shared = cfg
+            .tcp_enabled()
+            .then(|| Arc::new(TcpShared::for_config(0, cfg)));
         UringTransport::with_tcp(listen, cfg, huge, shared)
     }
 
@@ -143,10 +197,16 @@ impl UringTransport {
         let local = socket.local_addr().map_err(UringError::Socket)?;
         let fwd_socket =
             UdpSocket::bind(SocketAddr::new(local.ip(), 0)).map_err(UringError::Socket)?;
+        for s in [&socket, &fwd_socket] {
+            enable_rxq_ovfl(s).map_err(UringError::Socket)?;
+        }
+        let layout = RxLayout::for_addr(&local);
         // Completions of TCP connections (a receive, a send and its
         // notification each) come on top of the datagram ones.
         let cq = if cfg.tcp_enabled() {
-            (2 * cfg.ring_entries).max(4 * (cfg.tcp_connections_max + 64)).min(65_536)
+            (2 * cfg.ring_entries)
+                .max(4 * (cfg.tcp_connections_max + 64))
+                .min(65_536)
         } else {
             2 * cfg.ring_entries
         };
@@ -168,7 +228,10 @@ impl UringTransport {
 
         // SAFETY: msghdr is plain old data; all-zero is a valid value.
         let mut recv_hdr: Box<libc::msghdr> = Box::new(unsafe { zeroed() });
-        recv_hdr.msg_namelen = NAME_LEN;
+        recv_hdr.msg_namelen = layout.name_len;
+        // Multishot recvmsg reads only the lengths of the template: the
+        // areas live in each provided buffer.
+        recv_hdr.msg_controllen = layout.control_len as usize;
         let tx_meta: Box<[TxMeta]> = (0..tx_count)
             // SAFETY: TxMeta is plain old data; all-zero is a valid value.
             .map(|_| unsafe { zeroed::<TxMeta>() })
@@ -184,6 +247,8 @@ impl UringTransport {
             fwd_socket,
             buf_ring,
             recv_hdr,
+            layout,
+            last_ovfl: [0; 2],
             tx_meta,
             rx_meta,
             region,
@@ -222,8 +287,8 @@ impl UringTransport {
         t.arm_recv();
         t.arm_fwd_recv();
         if let (Some(shared), Ok(Some(addr))) = (tcp, cfg.tcp_listen.parse().map(Some)) {
-            let mut side = Tcp::new(addr, cfg, huge, shared, rx_count, tx_count)
-                .map_err(UringError::Tcp)?;
+            let mut side =
+                Tcp::new(addr, cfg, huge, shared, rx_count, tx_count).map_err(UringError::Tcp)?;
             side.arm_accept(&mut t.ring);
             t.tcp = Some(Box::new(side));
         }
@@ -496,7 +561,7 @@ impl UringTransport {
                     let Some(bid) = cqueue::buffer_select(flags) else {
                         continue;
                     };
-                    match self.parse_recv(bid, res as u32) {
+                    match self.parse_recv(bid, res as u32, usize::from(port)) {
                         Some(mut pkt) if n < out.len() => {
                             pkt.port = port;
                             out[n] = pkt;
@@ -553,28 +618,50 @@ impl UringTransport {
         n
     }
 
-    fn parse_recv(&mut self, bid: u16, res: u32) -> Option<RxPacket> {
-        if res < RX_DATA_OFFSET {
+    /// Reads a receive completion's buffer: source address, the kernel's
+    /// drop count when it reports one, and where the datagram lies. `sock`
+    /// is 0 for the service socket, 1 for the forwarding one.
+    fn parse_recv(&mut self, bid: u16, res: u32, sock: usize) -> Option<RxPacket> {
+        let off = self.layout.data_offset();
+        if res < off {
             return None;
         }
         let ptr = self.rx_ptr(bid as u32);
         // SAFETY: the kernel filled `res` bytes of buffer `bid` and handed it
         // to us with this completion; it is ours until pushed back.
-        let head = unsafe { std::slice::from_raw_parts(ptr, RX_DATA_OFFSET as usize) };
+        let head = unsafe { std::slice::from_raw_parts(ptr, off as usize) };
         let name_len = u32::from_ne_bytes([head[0], head[1], head[2], head[3]]);
+        let control_len = u32::from_ne_bytes([head[4], head[5], head[6], head[7]]);
         let payload_len = u32::from_ne_bytes([head[8], head[9], head[10], head[11]]);
         let flags = u32::from_ne_bytes([head[12], head[13], head[14], head[15]]);
-        let peer = read_sockaddr(&head[RECVMSG_OUT_LEN as usize..], name_len.min(NAME_LEN))?;
-        let len = (res - RX_DATA_OFFSET).min(payload_len);
+        let name_at = RECVMSG_OUT_LEN as usize;
+        let control_at = name_at + self.layout.name_len as usize;
+        let control =
+            &head[control_at..control_at + control_len.min(self.layout.control_len) as usize];
+        if let Some(v) = rxq_ovfl(control) {
+            self.note_ovfl(sock.min(1), v);
+        }
+        let peer = read_sockaddr(&head[name_at..], name_len.min(self.layout.name_len))?;
+        let len = (res - off).min(payload_len);
         Some(RxPacket {
             buf: bid as u32,
-            off: RX_DATA_OFFSET,
+            off,
             len,
             peer,
             truncated: flags & libc::MSG_TRUNC as u32 != 0,
             port: super::PORT_SERVICE,
             conn: super::CONN_DATAGRAM,
         })
+    }
+
+    /// Counts the drops a socket's SO_RXQ_OVFL value adds to the last one
+    /// seen (the kernel counter is cumulative and wraps at 2^32).
+    fn note_ovfl(&mut self, sock: usize, v: u32) {
+        let d = v.wrapping_sub(self.last_ovfl[sock]);
+        if d != 0 && d < 1 << 31 {
+            self.counters.rx_kernel_drops += u64::from(d);
+            self.last_ovfl[sock] = v;
+        }
     }
 
     fn flush_backlog(&mut self) {
@@ -665,7 +752,10 @@ impl Transport for UringTransport {
             }
         } else {
             // SAFETY: rx_offset checks the range lies inside the region.
-            (unsafe { self.region.as_ptr().add(self.rx_offset(rx)) }, rx.len as usize)
+            (
+                unsafe { self.region.as_ptr().add(self.rx_offset(rx)) },
+                rx.len as usize,
+            )
         };
         // SAFETY: as in `frames`: the buffer is ours until rx_release, and
         // the range lies inside it.
@@ -694,7 +784,10 @@ impl Transport for UringTransport {
                     super::tcp::ReleasedBuf::Datagram(p.buf)
                 };
                 let cap = self.tx_raw(p.buf).1;
-                assert!(p.len as usize <= cap, "transmit frame longer than its buffer");
+                assert!(
+                    p.len as usize <= cap,
+                    "transmit frame longer than its buffer"
+                );
                 match self.tcp.as_deref_mut() {
                     Some(t) => t.place_answer(&mut self.ring, p.conn, buf, p.len),
                     None => self.tx_free.free(p.buf),
@@ -739,10 +832,10 @@ impl Transport for UringTransport {
     }
 
     fn counters(&self) -> TransportCounters {
-        let (rx_in, rx_frames, tx_frames, tx_errors) = self
-            .tcp
-            .as_deref()
-            .map_or((0, 0, 0, 0), |t| (t.rx_in_use, t.rx_frames, t.tx_frames, t.tx_errors));
+        let (rx_in, rx_frames, tx_frames, tx_errors) =
+            self.tcp.as_deref().map_or((0, 0, 0, 0), |t| {
+                (t.rx_in_use, t.rx_frames, t.tx_frames, t.tx_errors)
+            });
         TransportCounters {
             rx_in_use: self.rx_in_use + rx_in,
             tx_in_use: self.tx_free.in_use(),
@@ -858,7 +951,10 @@ impl UringTransport {
         }
         let off = self.rx_offset(rx);
         // SAFETY: rx_offset checked the range lies inside the region.
-        (unsafe { self.region.as_mut_ptr().add(off) }, rx.len as usize)
+        (
+            unsafe { self.region.as_mut_ptr().add(off) },
+            rx.len as usize,
+        )
     }
 
     /// Pointer and capacity of a transmit buffer or reply slot.
@@ -944,71 +1040,5 @@ impl Drop for UringTransport {
             }
         }
         let _ = self.ring.submitter().unregister_buf_ring(BGID);
-    }
-}
-
-fn bind_reuseport(addr: SocketAddr) -> io::Result<UdpSocket> {
-    let domain = if addr.is_ipv4() {
-        socket2::Domain::IPV4
-    } else {
-        socket2::Domain::IPV6
-    };
-    let s = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
-    s.set_reuse_address(true)?;
-    s.set_reuse_port(true)?;
-    // Generous kernel buffers: bursts from pipelined clients must not drop.
-    let _ = s.set_recv_buffer_size(8 << 20);
-    let _ = s.set_send_buffer_size(8 << 20);
-    s.bind(&addr.into())?;
-    Ok(s.into())
-}
-
-pub(super) fn write_sockaddr(a: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
-    let bytes: &mut [u8; size_of::<libc::sockaddr_storage>()] =
-        // SAFETY: sockaddr_storage is plain old data of exactly this size.
-        unsafe { &mut *(out as *mut libc::sockaddr_storage).cast() };
-    bytes.fill(0);
-    match a {
-        SocketAddr::V4(v4) => {
-            bytes[0..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
-            bytes[2..4].copy_from_slice(&v4.port().to_be_bytes());
-            bytes[4..8].copy_from_slice(&v4.ip().octets());
-            size_of::<libc::sockaddr_in>() as libc::socklen_t
-        }
-        SocketAddr::V6(v6) => {
-            bytes[0..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
-            bytes[2..4].copy_from_slice(&v6.port().to_be_bytes());
-            bytes[4..8].copy_from_slice(&v6.flowinfo().to_be_bytes());
-            bytes[8..24].copy_from_slice(&v6.ip().octets());
-            bytes[24..28].copy_from_slice(&v6.scope_id().to_ne_bytes());
-            size_of::<libc::sockaddr_in6>() as libc::socklen_t
-        }
-    }
-}
-
-pub(super) fn read_sockaddr(b: &[u8], len: u32) -> Option<SocketAddr> {
-    if len < 4 || b.len() < len as usize {
-        return None;
-    }
-    let family = u16::from_ne_bytes([b[0], b[1]]) as i32;
-    let port = u16::from_be_bytes([b[2], b[3]]);
-    match family {
-        libc::AF_INET if len >= 8 => {
-            let ip = std::net::Ipv4Addr::new(b[4], b[5], b[6], b[7]);
-            Some(SocketAddr::V4(SocketAddrV4::new(ip, port)))
-        }
-        libc::AF_INET6 if len >= 28 => {
-            let mut o = [0u8; 16];
-            o.copy_from_slice(&b[8..24]);
-            let flow = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
-            let scope = u32::from_ne_bytes([b[24], b[25], b[26], b[27]]);
-            Some(SocketAddr::V6(SocketAddrV6::new(
-                o.into(),
-                port,
-                flow,
-                scope,
-            )))
-        }
-        _ => None,
     }
 }
