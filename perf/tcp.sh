@@ -83,7 +83,7 @@ ready() {
 
 # cpu_ns PID: nanoseconds the process's threads have run (schedstat).
 cpu_ns() {
-    cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'
+    cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'
 }
 
 # run NAME CMD...: one measured run pinned to the client core.
