@@ -19,7 +19,7 @@ esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(parse_frame roundtrip validate_json validate_avro validate_protobuf)
+    targets=(parse_frame roundtrip validate_json compile_json validate_avro validate_protobuf)
 fi
 if ! command -v cargo-fuzz >/dev/null; then
     echo "cargo-fuzz missing: cargo install cargo-fuzz --locked" >&2

@@ -47,6 +47,13 @@ type Options struct {
 	// FrameLenMax is the largest frame accepted over TCP. Default and
 	// maximum: the wire limit, 256 MiB.
 	FrameLenMax int
+	// SignedDeadline: with a Key, the furthest ahead a frame's deadline
+	// lies. The appliance refuses a signed frame without a deadline, or
+	// with one beyond its freshness window (auth.freshness_window_ms,
+	// default 10 s), as ErrStale (docs/wire.md, "Clients"). A request's or
+	// context's earlier deadline is kept; negotiations and pings get this.
+	// Default 2 s.
+	SignedDeadline time.Duration
 }
 
 // Defaults.
@@ -56,6 +63,7 @@ const (
 	OutstandingMaxDefault    = 4096
 	SchemaCacheMaxDefault    = 1024
 	SocketBufferBytesDefault = 4 << 20
+	SignedDeadlineDefault    = 2 * time.Second
 )
 
 func (o Options) frameLenMax() int {
@@ -80,6 +88,9 @@ func (o *Options) fill() {
 	}
 	if o.SocketBufferBytes == 0 {
 		o.SocketBufferBytes = SocketBufferBytesDefault
+	}
+	if o.SignedDeadline <= 0 {
+		o.SignedDeadline = SignedDeadlineDefault
 	}
 }
 
@@ -249,13 +260,28 @@ func (c *Client) inferOnce(ctx context.Context, req *Request) (answer, error) {
 	ctxDeadline, _ := ctx.Deadline()
 	var scratch [wire.TensorCountMax + 1]wire.TensorRepr
 	id := c.nextID.Add(1)
-	r := req.repr(id, c.opts.TenantID, deadlineUs(req.Deadline, ctxDeadline), scratch[:0])
+	r := req.repr(id, c.opts.TenantID, c.frameDeadline(deadlineUs(req.Deadline, ctxDeadline)), scratch[:0])
 	return c.roundTrip(ctx, &r, wire.KindResponse)
+}
+
+// frameDeadline is the deadline written into a frame: asked (µs since the
+// epoch, 0 for none) for an unsigned frame; for a signed one asked unless
+// it lies later than now + Options.SignedDeadline, so that the appliance's
+// freshness rule accepts it.
+func (c *Client) frameDeadline(asked uint64) uint64 {
+	if c.key == nil {
+		return asked
+	}
+	limit := uint64(time.Now().Add(c.opts.SignedDeadline).UnixMicro())
+	if asked == 0 || asked > limit {
+		return limit
+	}
+	return asked
 }
 
 // Ping sends a ping and returns the round-trip time.
 func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
-	r := wire.Repr{Kind: wire.KindPing, RequestID: c.nextID.Add(1), TenantID: c.opts.TenantID}
+	r := wire.Repr{Kind: wire.KindPing, RequestID: c.nextID.Add(1), TenantID: c.opts.TenantID, DeadlineUs: c.frameDeadline(0)}
 	start := time.Now()
 	a, err := c.roundTrip(ctx, &r, wire.KindPong)
 	if err != nil {

@@ -208,6 +208,55 @@ func TestDeadlinesAndTimeouts(t *testing.T) {
 	}
 }
 
+// With a key every frame carries a deadline the appliance's freshness rule
+// accepts (docs/wire.md, "Clients"): an earlier one of the request's or the
+// context's, else now + Options.SignedDeadline; pings and negotiations too.
+func TestSignedFramesCarryFreshDeadlines(t *testing.T) {
+	type seen struct {
+		kind     wire.Kind
+		deadline uint64
+	}
+	got := make(chan seen, 8)
+	s := startFake(t, func(b []byte) [][]byte {
+		f, _ := wire.Parse(b)
+		got <- seen{f.Kind(), f.DeadlineUs()}
+		return nil // never answers
+	})
+	for _, ahead := range []time.Duration{0, 300 * time.Millisecond} {
+		want := ahead
+		if want == 0 {
+			want = SignedDeadlineDefault
+		}
+		c := dial(t, s.addr(), Options{Key: []byte("k"), TenantID: 1, Timeout: 20 * time.Millisecond, SignedDeadline: ahead})
+		within := func(what string, d seen, from time.Time, by time.Duration) {
+			t.Helper()
+			lo, hi := uint64(from.Add(by).UnixMicro()), uint64(time.Now().Add(by).UnixMicro())
+			if d.deadline < lo || d.deadline > hi {
+				t.Fatalf("%s (%v): deadline %d not in [%d, %d]", what, ahead, d.deadline, lo, hi)
+			}
+		}
+		from := time.Now()
+		_, _ = c.Infer(context.Background(), NewRequest("m", "1"))
+		within("no deadline", <-got, from, want)
+		from = time.Now()
+		_, _ = c.Infer(context.Background(), &Request{Model: "m", Version: "1", Deadline: time.Now().Add(time.Hour)})
+		within("a later deadline", <-got, from, want)
+		from = time.Now()
+		_, _ = c.Infer(context.Background(), &Request{Model: "m", Version: "1", Deadline: time.Now().Add(100 * time.Millisecond)})
+		within("an earlier deadline", <-got, from, 100*time.Millisecond)
+		from = time.Now()
+		_, _ = c.Ping(context.Background())
+		within("ping", <-got, from, want)
+		from = time.Now()
+		_, _ = c.Negotiate(context.Background(), "s", 0)
+		if d := <-got; d.kind != wire.KindNegotiateRequest {
+			t.Fatalf("kind %s", d.kind)
+		} else {
+			within("negotiation", d, from, want)
+		}
+	}
+}
+
 func TestPingNegotiateAndSchemaCache(t *testing.T) {
 	c := dial(t, echoServer(t).addr(), Options{})
 	if rtt, err := c.Ping(context.Background()); err != nil || rtt <= 0 {

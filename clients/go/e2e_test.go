@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,7 +37,7 @@ import (
 var (
 	demoKey, _    = hex.DecodeString("73756963652d64656d6f2d6b65792d30303030303030303030303030303030")
 	limitedKey    = []byte("goclient-limited-tenant-key")
-	limitedTenant = fmt.Sprintf("\n[[tenants]]\nname = \"limited\"\nid = 2\nkey = \"hex:%x\"\nmodels = [\"echo\"]\n", limitedKey)
+	limitedTenant = fmt.Sprintf("\n[[tenants]]\nname = \"limited\"\nid = 2\nkey = \"hex:%x\"\nmodels = [\"echo\"]\nsubjects = [\"goclient-echo-*\"]\n", limitedKey)
 )
 
 type appliance struct {
@@ -326,7 +327,8 @@ func TestEngineErrors(t *testing.T) {
 		{"deadline passed", c, past, sluice.ErrDeadlineExceeded},
 		{"wrong key", a.client(t, sluice.Options{TenantID: 1, Key: []byte("wrong")}), sluice.NewRequest("mlp", "1", x), sluice.ErrUnauthenticated},
 		{"unsigned", a.client(t, sluice.Options{TenantID: 1, Key: nil, Timeout: 5 * time.Second}), sluice.NewRequest("mlp", "1", x), sluice.ErrUnauthenticated},
-		{"forbidden", a.client(t, sluice.Options{TenantID: 2, Key: limitedKey}), sluice.NewRequest("mlp", "1", x), sluice.ErrForbidden},
+		// Not the tenant's: answered as not existing (docs/wire.md, "What a tenant may see").
+		{"not the tenant's model", a.client(t, sluice.Options{TenantID: 2, Key: limitedKey}), sluice.NewRequest("mlp", "1", x), sluice.ErrUnknownModel},
 	}
 	for _, k := range cases {
 		_, err := k.c.Infer(context.Background(), k.req)
@@ -401,6 +403,102 @@ func TestEngineNegotiationAndSection(t *testing.T) {
 	req.Section, req.SchemaID = []byte(`{"intent":"chat"}`), 999999
 	if _, err := c.Infer(context.Background(), req); !errors.Is(err, sluice.ErrUnknownSchema) {
 		t.Fatalf("unknown schema: %v", err)
+	}
+}
+
+// Authentication against the appliance (docs/wire.md, "What the appliance
+// checks"): the client writes fresh deadlines, so a context deadline beyond
+// the freshness window still works; a negotiation needs the tenant's tag
+// and sees only its subjects; a copy of a signed frame is refused as a
+// replay, a frame without a deadline as stale.
+func TestEngineAuthentication(t *testing.T) {
+	a := engine(t)
+	c := a.client(t, sluice.Options{})
+	x := sluice.NewTensor("x", []uint64{1, 4}, []float32{1, 2, 3, 4})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // beyond the 10 s window
+	defer cancel()
+	if _, err := c.Infer(ctx, sluice.NewRequest("null", "1", x)); err != nil {
+		t.Fatalf("a long context deadline: %v", err)
+	}
+	// Negotiation: the subject exists, but is not the limited tenant's.
+	body, _ := json.Marshal(map[string]string{"schemaType": "JSON", "schema": `{"type":"object"}`})
+	a.post(t, "/registry/subjects/goclient-auth/versions", string(body))
+	var err error
+	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(50 * time.Millisecond) {
+		if _, err = c.Negotiate(context.Background(), "goclient-auth", 0); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("demo tenant negotiates: %v", err)
+	}
+	limited := a.client(t, sluice.Options{TenantID: 2, Key: limitedKey})
+	_, hidden := limited.Negotiate(context.Background(), "goclient-auth", 0)
+	_, missing := limited.Negotiate(context.Background(), "goclient-echo-none", 0)
+	if !errors.Is(hidden, sluice.ErrUnknownSubject) || hidden.Error() != missing.Error() {
+		t.Fatalf("hidden subject %v, missing subject %v: want the same unknown_subject", hidden, missing)
+	}
+	wrong := a.client(t, sluice.Options{TenantID: 1, Key: []byte("wrong key, wrong key")})
+	if _, err := wrong.Negotiate(context.Background(), "goclient-auth", 0); !errors.Is(err, sluice.ErrUnauthenticated) {
+		t.Fatalf("negotiation with a wrong key: %v", err)
+	}
+	// Raw frames: the same signed bytes twice, and a signed frame without a deadline.
+	conn, err := net.Dial("udp", a.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	key := wire.NewTenantKey(demoKey)
+	send := func(deadline uint64, id uint64) []byte {
+		r := wire.Repr{Kind: wire.KindNegotiateRequest, RequestID: id, TenantID: 1, DeadlineUs: deadline,
+			Body: &wire.NegotiateRequest{Subject: "goclient-auth"}}
+		l, err := r.Layout()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, l.FrameLen)
+		if _, err := r.Emit(b); err != nil {
+			t.Fatal(err)
+		}
+		f, err := wire.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key.Sign(&f)
+		return b
+	}
+	ask := func(b []byte) wire.Frame {
+		if _, err := conn.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 65536)
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := wire.Parse(buf[:n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	code := func(f wire.Frame) wire.Code {
+		eb, _ := f.ErrorBody()
+		return eb.Code
+	}
+	frame := send(uint64(time.Now().Add(2*time.Second).UnixMicro()), 1<<40)
+	if f := ask(frame); f.Kind() != wire.KindNegotiateResponse {
+		t.Fatalf("first copy: %s %s", f.Kind(), code(f))
+	}
+	if f := ask(frame); f.Kind() != wire.KindError || code(f) != wire.CodeReplayed {
+		t.Fatalf("second copy: %s %s", f.Kind(), code(f))
+	}
+	if f := ask(send(0, 1<<40+1)); code(f) != wire.CodeStale {
+		t.Fatalf("deadline 0: %s", code(f))
+	}
+	if !errors.Is(sluice.CodeError(wire.CodeReplayed), sluice.ErrReplayed) || !errors.Is(sluice.CodeError(wire.CodeStale), sluice.ErrStale) {
+		t.Fatal("sentinels of the new codes")
 	}
 }
 

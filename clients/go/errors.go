@@ -36,6 +36,14 @@ var (
 	// client's own stream connection (TCP) breaks. Retryable.
 	ErrConnectionLost  = errors.New("sluice: connection_lost")
 	ErrUnsupportedKind = errors.New("sluice: unsupported_kind")
+	// ErrStale: a signed frame's deadline was 0 or beyond the appliance's
+	// freshness window (docs/wire.md, "What the appliance checks"); the
+	// client writes fresh deadlines itself (Options.SignedDeadline).
+	ErrStale = errors.New("sluice: stale")
+	// ErrReplayed: the appliance already accepted a frame with this tag.
+	// The client never resends a frame (each retry has a new request id),
+	// so this means a copy of one of its frames arrived first.
+	ErrReplayed = errors.New("sluice: replayed")
 	// ErrUnknownCode: the server answered with a code this build does not
 	// know (a newer server). Not retryable.
 	ErrUnknownCode = errors.New("sluice: unknown error code")
@@ -84,6 +92,8 @@ var codeSentinels = [...]error{
 	wire.CodeUnknownSubject:       ErrUnknownSubject,
 	wire.CodeConnectionLost:       ErrConnectionLost,
 	wire.CodeUnsupportedKind:      ErrUnsupportedKind,
+	wire.CodeStale:                ErrStale,
+	wire.CodeReplayed:             ErrReplayed,
 }
 
 // CodeError returns the sentinel of a code; ErrUnknownCode for codes this

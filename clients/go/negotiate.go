@@ -30,7 +30,7 @@ func (c *Client) Negotiate(ctx context.Context, subject string, versionHint uint
 		return s, nil
 	}
 	r := wire.Repr{Kind: wire.KindNegotiateRequest, RequestID: c.nextID.Add(1), TenantID: c.opts.TenantID,
-		Body: &wire.NegotiateRequest{Subject: subject, VersionHint: versionHint}}
+		DeadlineUs: c.frameDeadline(0), Body: &wire.NegotiateRequest{Subject: subject, VersionHint: versionHint}}
 	a, err := c.roundTrip(ctx, &r, wire.KindNegotiateResponse)
 	if err != nil {
 		return nil, err

@@ -200,6 +200,37 @@
 #define SLUICE_TCP_POOL_BYTES_MAX 17179869184
 
 /**
+ * Most patterns in each of a tenant's lists (models, adapters, routes,
+ * subjects).
+ */
+#define SLUICE_TENANT_PATTERNS_MAX 64
+
+/**
+ * Longest schema subject (a tenant's `subjects` patterns too).
+ */
+#define SLUICE_SUBJECT_LEN_MAX 255
+
+/**
+ * Shortest `auth.freshness_window_ms`.
+ */
+#define SLUICE_FRESHNESS_WINDOW_MS_MIN 100
+
+/**
+ * Longest `auth.freshness_window_ms`.
+ */
+#define SLUICE_FRESHNESS_WINDOW_MS_MAX 300000
+
+/**
+ * Fewest `auth.replay_entries` (one bucket of the replay table).
+ */
+#define SLUICE_REPLAY_ENTRIES_MIN 8
+
+/**
+ * Most `auth.replay_entries`.
+ */
+#define SLUICE_REPLAY_ENTRIES_MAX (1 << 22)
+
+/**
  * Status of every call. The numbers are stable and map one-to-one to the Go
  * sentinel errors of `go-control/internal/errs`.
  */

@@ -1,14 +1,18 @@
 //! `JsonSchema::validate` and `Predicate::matches` on arbitrary bytes: they
 //! must never panic, errors must point inside the input, no schema accepts
-//! what the permissive schema finds malformed, and on a well-formed section
+//! what the permissive schema finds malformed, a verdict does not change
+//! when the same section is validated again, and on a well-formed section
 //! `==` and `!=` of the same predicate must disagree. (Well-formedness is
-//! checked against serde_json in tests/json_differential.rs.)
+//! checked against serde_json in tests/json_differential.rs.) The schemas
+//! cover every keyword family of the hot path: patterns, dependent*,
+//! unevaluated* (bit sets), dynamic references (the dynamic scope),
+//! anchors, `$id`-relative references, asserted formats, a meta-schema.
 #![no_main]
 
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use sluice_validate::json::{JsonSchema, Predicate};
+use sluice_validate::json::{CompileOptions, FormatMode, JsonSchema, Predicate};
 
 struct Fixture {
     any: JsonSchema,
@@ -28,6 +32,27 @@ const SCHEMAS: &[&str] = &[
          "oneOf":[{"type":"array","uniqueItems":true},{"not":{"type":"array"}}]}"##,
     r##"{"$schema":"http://json-schema.org/draft-04/schema#","items":[{"type":"integer"},{"multipleOf":0.5}],
          "additionalItems":{"type":"boolean"},"contains":{"type":"integer"},"propertyNames":{"maxLength":3}}"##,
+    r##"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":["object","string","array"],
+         "pattern":"^[a-z]+(-[0-9]{1,3})?$",
+         "properties":{"when":{"format":"date-time"},"host":{"format":"hostname"},"ip":{"format":"ipv6"},
+                       "re":{"format":"regex"},"u":{"format":"uri-reference"},"t":{"format":"uri-template"},
+                       "d":{"format":"duration"},"e":{"format":"email"}},
+         "patternProperties":{"^x-":{"type":"string"},"\\d$":{"type":"integer"},"é+":{"maxLength":2}},
+         "dependentRequired":{"a":["b"]},"dependentSchemas":{"b":{"properties":{"c":{"const":1}}}},
+         "anyOf":[{"properties":{"k":true}},{"prefixItems":[{"type":"string"}]},true],
+         "if":{"contains":{"const":"a"}},"then":{"prefixItems":[true,true]},
+         "unevaluatedProperties":{"type":"number"},"unevaluatedItems":false}"##,
+    r##"{"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://f.test/t","$dynamicAnchor":"n",
+         "type":["object","array","integer"],"properties":{"kids":{"type":"array","items":{"$dynamicRef":"#n"}}},
+         "items":{"$ref":"s"},"$defs":{"s":{"$id":"s","$dynamicAnchor":"n","$ref":"#/$defs/b",
+         "unevaluatedProperties":false,"$defs":{"b":{"properties":{"v":{"$anchor":"v","type":"integer"},"kids":true}}}}}}"##,
+    r##"{"$schema":"https://json-schema.org/draft/2019-09/schema","$id":"https://f.test/r","$recursiveAnchor":true,
+         "type":["object","integer"],"additionalProperties":{"$recursiveRef":"#"},"unevaluatedItems":false,
+         "dependentSchemas":{"a":{"required":["b"]}}}"##,
+    r##"{"$id":"http://x.test/root","$defs":{"int":{"type":"string"},"A":{"$id":"http://x.test/a",
+         "$defs":{"int":{"type":"integer"}},"properties":{"v":{"$ref":"#/$defs/int"}},
+         "dependencies":{"v":["w"],"z":{"properties":{"w":{"minimum":3}}}}}},"$ref":"#/$defs/A"}"##,
+    r##"{"$ref":"https://json-schema.org/draft/2020-12/schema"}"##,
 ];
 
 const PREDICATES: &[(&str, &str)] = &[
@@ -43,7 +68,13 @@ fn fixture() -> &'static Fixture {
         any: JsonSchema::compile("true", &[]).unwrap(),
         schemas: SCHEMAS
             .iter()
-            .map(|s| JsonSchema::compile(s, &[]).unwrap())
+            .map(|s| {
+                let options = CompileOptions {
+                    format: FormatMode::Assertion,
+                    ..CompileOptions::default()
+                };
+                JsonSchema::compile_with(s, &[], &options).unwrap()
+            })
             .collect(),
         predicates: PREDICATES
             .iter()
@@ -62,10 +93,12 @@ fuzz_target!(|data: &[u8]| {
         }
     };
     for s in &f.schemas {
-        match s.validate(data) {
+        let verdict = s.validate(data);
+        match verdict {
             Ok(()) => assert!(well_formed, "a schema accepted malformed JSON"),
             Err(e) => assert!(e.offset <= data.len(), "{e:?}"),
         }
+        assert_eq!(s.validate(data), verdict, "the verdict changed");
     }
     for (eq, ne) in &f.predicates {
         let (a, b) = (eq.matches(data), ne.matches(data));

@@ -9,8 +9,9 @@ import (
 
 // TenantKey computes and checks frame tags: HMAC-SHA256 over the header
 // except the tag field, truncated to 16 bytes, with the FORWARDED flag read
-// as zero (docs/wire.md, "Authentication"). Tensor data and bodies are not
-// covered. Safe for concurrent use.
+// as zero, followed by the body for a negotiate request (docs/wire.md,
+// "Authentication"). Tensor data and other bodies are not covered. Safe for
+// concurrent use.
 type TenantKey struct {
 	// Keyed MACs, reset between uses, so that a tag costs no re-keying.
 	macs sync.Pool
@@ -27,10 +28,14 @@ func NewTenantKey(key []byte) *TenantKey {
 
 // Tag computes the tag of a checked frame f.
 func (t *TenantKey) Tag(f *Frame) [AuthTagLen]byte {
-	return t.tag(f.b[:f.HeaderLen()])
+	var body []byte
+	if f.Kind() == KindNegotiateRequest {
+		body = f.Payload() // at most 263 bytes: the subject asked for
+	}
+	return t.tag(f.b[:f.HeaderLen()], body)
 }
 
-func (t *TenantKey) tag(header []byte) [AuthTagLen]byte {
+func (t *TenantKey) tag(header, body []byte) [AuthTagLen]byte {
 	mac := t.macs.Get().(hash.Hash)
 	mac.Reset()
 	var flags [2]byte
@@ -39,6 +44,7 @@ func (t *TenantKey) tag(header []byte) [AuthTagLen]byte {
 	mac.Write(flags[:])
 	mac.Write(header[offFlags+2 : offAuthTag])
 	mac.Write(header[offAuthTag+AuthTagLen:])
+	mac.Write(body)
 	var sum [sha256.Size]byte
 	mac.Sum(sum[:0])
 	t.macs.Put(mac)

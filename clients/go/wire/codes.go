@@ -32,6 +32,8 @@ const (
 	CodeUnknownSubject       Code = 21
 	CodeConnectionLost       Code = 22
 	CodeUnsupportedKind      Code = 23
+	CodeStale                Code = 24
+	CodeReplayed             Code = 25
 )
 
 var codeTable = [...]struct {
@@ -61,6 +63,8 @@ var codeTable = [...]struct {
 	CodeUnknownSubject:       {"unknown_subject", false},
 	CodeConnectionLost:       {"connection_lost", true},
 	CodeUnsupportedKind:      {"unsupported_kind", false},
+	CodeStale:                {"stale", false},
+	CodeReplayed:             {"replayed", false},
 }
 
 // Codes lists every code this build knows, in numeric order.

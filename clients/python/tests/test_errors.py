@@ -46,11 +46,33 @@ def test_unauthenticated(appliance) -> None:
         expect(sluice.AuthError, "unauthenticated", c.infer, "mlp", "1", {"x": X})
 
 
-def test_forbidden(appliance) -> None:
+def test_outside_the_tenants_lists(appliance) -> None:
+    """A model or adapter that exists but is not the tenant's is answered as
+    one that does not exist (docs/wire.md, "What a tenant may see")."""
     with sluice.Client(appliance.data, tenant=2, key=RESTRICTED_KEY) as c:
         assert "y" in c.infer("mlp", "1", {"x": X}), "mlp is allowed"
-        expect(sluice.AuthError, "forbidden", c.infer, "echo", "1", {"x": X})
-        expect(sluice.AuthError, "forbidden", c.infer, "mlp", "1", {"x": X}, adapter="formal")
+        hidden = expect(sluice.RoutingError, "unknown_model", c.infer, "echo", "1", {"x": X})
+        missing = expect(sluice.RoutingError, "unknown_model", c.infer, "nosuch", "1", {"x": X})
+        assert hidden.message == missing.message
+        expect(sluice.RoutingError, "unknown_adapter", c.infer, "mlp", "1", {"x": X}, adapter="formal")
+
+
+def test_stale_and_replayed(appliance) -> None:
+    """Signed frames built by hand: without a deadline they are stale; the
+    same bytes twice are a replay (the client itself never does either)."""
+    now_us = int(time.time() * 1e6)
+    frame = {"kind": "ping", "request_id": 7, "tenant_id": 1}
+    for deadline, want in [(0, "stale"), (now_us + 60_000_000, "stale")]:
+        req = dict(frame, kind="negotiate_request", deadline_us=deadline,
+                   body={"negotiate_request": {"subject": "nosuch", "version_hint": 0}})
+        answer = raw_exchange(appliance, sluice.wire.build(req, key=DEMO_KEY))
+        assert answer["body"]["error"]["code_name"] == want
+    req = dict(frame, kind="negotiate_request", request_id=8, deadline_us=now_us + 2_000_000,
+               body={"negotiate_request": {"subject": "nosuch", "version_hint": 0}})
+    signed = sluice.wire.build(req, key=DEMO_KEY)
+    assert raw_exchange(appliance, signed)["body"]["error"]["code_name"] == "unknown_subject"
+    assert raw_exchange(appliance, signed)["body"]["error"]["code_name"] == "replayed"
+    assert sluice.error_class(next(c for c, (n, _) in sluice.ERROR_CODES.items() if n == "replayed")) is sluice.AuthError
 
 
 def test_routing(client: sluice.Client) -> None:
@@ -139,6 +161,8 @@ FAMILY = {
     "unknown_subject": sluice.SchemaError,
     "connection_lost": sluice.UnavailableError,
     "unsupported_kind": sluice.ProtocolError,
+    "stale": sluice.AuthError,
+    "replayed": sluice.AuthError,
 }
 
 

@@ -34,7 +34,8 @@ EXAMPLES = wire_md_examples()
 
 def test_wire_md_has_the_examples() -> None:
     assert [n for n, _ in EXAMPLES] == [
-        "ping", "pong", "request", "response", "error", "negotiate_request", "negotiate_response"
+        "ping", "pong", "request", "response", "error", "negotiate_request", "negotiate_request_signed",
+        "negotiate_response",
     ]
 
 
@@ -68,6 +69,11 @@ def test_wire_md_request_fields() -> None:
     assert f["auth_tag"] == bytes.fromhex("6615dcede0db52597fea3fbc77cb66cb")
     e = sluice.wire.parse(dict(EXAMPLES)["error"])["body"]["error"]
     assert e == {"code": 5, "code_name": "model_version_required", "message": "model version required"}
+    # A negotiate request's tag covers its body: another subject breaks it.
+    signed = dict(EXAMPLES)["negotiate_request_signed"]
+    assert sluice.wire.parse(signed)["auth_tag"] == bytes.fromhex("b0ba7ae227f8d90f68a675534d64bc84")
+    assert sluice.wire.verify(signed, EXAMPLE_KEY)
+    assert not sluice.wire.verify(signed[:-1] + b"X", EXAMPLE_KEY)
     n = sluice.wire.parse(dict(EXAMPLES)["negotiate_response"])["body"]["negotiate_response"]
     assert n == {"schema_id": 3, "version": 2, "ttl_ms": 60000, "schema_type": 3, "schema": b'{"type":"object"}'}
 

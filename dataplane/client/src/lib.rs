@@ -25,9 +25,12 @@
 //! datagram goes by UDP and a larger one over TCP; a lost TCP connection
 //! fails its outstanding requests with [`ClientError::ConnectionLost`] and
 //! is opened again by the next send. Requests are signed with the tenant
-//! key when one is configured. Answers are matched by request id; late,
-//! duplicate, foreign and garbled frames are ignored and counted in
-//! [`ClientStats`].
+//! key when one is configured, and a signed frame always carries a deadline
+//! at most [`ClientConfig::signed_deadline`] (2 s) ahead, as the
+//! appliance's freshness rule wants (docs/wire.md, "Clients"); every frame
+//! and every retry takes a new request id, so the appliance never takes one
+//! for a replay. Answers are matched by request id; late, duplicate,
+//! foreign and garbled frames are ignored and counted in [`ClientStats`].
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -41,6 +44,6 @@ pub use client::{
     Answer, Client, ClientConfig, ClientStats, DATAGRAM_LEN_MAX, Endpoints, PollMode, TransportMode,
 };
 pub use error::ClientError;
-pub use request::{Deadline, Request, TensorData, TensorInput};
+pub use request::{Deadline, Request, SIGNED_DEADLINE_DEFAULT, TensorData, TensorInput};
 pub use response::{NegotiatedSchema, Response, TensorView};
 pub use sluice_wire::{DType, ErrorCode, SchemaType, TenantKey, TraceContext};

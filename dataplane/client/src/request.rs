@@ -252,8 +252,10 @@ impl<'a> Request<'a> {
 
     /// Writes the frame into `buf` as `request_id` of `tenant_id` (unless
     /// the request names its own tenant), signs it when a key applies, and
-    /// returns its length. Allocates nothing. `Client::send` uses this; it
-    /// is public for tools that drive sockets themselves.
+    /// returns its length. Allocates nothing. A signed frame gets a fresh
+    /// deadline: at most [`SIGNED_DEADLINE_DEFAULT`] ahead (docs/wire.md,
+    /// "Clients"). `Client::send` uses [`Request::encode_with`]; this is
+    /// public for tools that drive sockets themselves.
     pub fn encode(
         &self,
         buf: &mut [u8],
@@ -261,42 +263,67 @@ impl<'a> Request<'a> {
         tenant_id: u32,
         key: Option<&TenantKey>,
     ) -> Result<usize, Error> {
-        self.encode_with(buf, request_id, tenant_id, key, false)
+        self.encode_with(buf, request_id, tenant_id, key, SIGNED_DEADLINE_DEFAULT)
+    }
+
+    /// [`Request::encode`] with the furthest deadline a signed frame may
+    /// carry: the request's own deadline when it is earlier, else now +
+    /// `signed_deadline`. Unsigned frames keep the request's deadline (0
+    /// for none).
+    pub fn encode_with(
+        &self,
+        buf: &mut [u8],
+        request_id: u64,
+        tenant_id: u32,
+        key: Option<&TenantKey>,
+        signed_deadline: Duration,
+    ) -> Result<usize, Error> {
+        self.emit_frame(buf, request_id, tenant_id, key, signed_deadline, false)
             .map(|l| l.frame_len)
     }
 
     /// The frame's length, without writing it.
     pub fn encoded_len(&self) -> Result<usize, Error> {
-        self.with_repr(0, 0, false, |r| r.layout())
+        self.with_repr(0, 0, false, false, Duration::ZERO, |r| r.layout())
             .map(|l| l.frame_len)
     }
 
-    /// Like [`Request::encode`], but raw tensor data is left out of `buf`
-    /// (its place is not written): a vectored write sends it from the
-    /// caller's memory, at the offsets the layout gives.
+    /// Like [`Request::encode_with`], but raw tensor data is left out of
+    /// `buf` (its place is not written; the tag does not cover tensor
+    /// data): a vectored write sends it from the caller's memory, at the
+    /// offsets the layout gives.
     pub(crate) fn encode_header_only(
         &self,
         buf: &mut [u8],
         request_id: u64,
         tenant_id: u32,
         key: Option<&TenantKey>,
+        signed_deadline: Duration,
     ) -> Result<sluice_wire::Layout, Error> {
-        self.encode_with(buf, request_id, tenant_id, key, true)
+        self.emit_frame(buf, request_id, tenant_id, key, signed_deadline, true)
     }
 
-    fn encode_with(
+    fn emit_frame(
         &self,
         buf: &mut [u8],
         request_id: u64,
         tenant_id: u32,
         key: Option<&TenantKey>,
+        signed_deadline: Duration,
         raw_in_place: bool,
     ) -> Result<sluice_wire::Layout, Error> {
         let key = match self.tenant {
             Some((_, k)) => k,
             None => key,
         };
-        let layout = self.with_repr(request_id, tenant_id, raw_in_place, |r| r.emit(buf))?;
+        let layout = self.with_repr(
+            request_id,
+            tenant_id,
+            key.is_some(),
+            raw_in_place,
+            signed_deadline,
+            |r| r.emit(buf),
+        )?;
         for (i, t) in self.tensors.iter().enumerate() {
             let off = layout.tensor_offsets[i];
             t.data.write(&mut buf[off..off + t.data.byte_len()]);
@@ -308,12 +335,15 @@ impl<'a> Request<'a> {
     }
 
     /// Runs `f` on the frame's description (the tensor table lives on the
-    /// stack: nothing is allocated).
+    /// stack: nothing is allocated). A signed frame's deadline is capped at
+    /// now + `signed_deadline`.
     fn with_repr<R>(
         &self,
         request_id: u64,
         tenant_id: u32,
+        signed: bool,
         raw_in_place: bool,
+        signed_deadline: Duration,
         f: impl FnOnce(&FrameRepr<'_>) -> Result<R, Error>,
     ) -> Result<R, Error> {
         if let Some(e) = self.invalid {
@@ -353,7 +383,11 @@ impl<'a> Request<'a> {
             kind: Kind::Request,
             request_id,
             tenant_id,
-            deadline_us: deadline_us(self.deadline),
+            deadline_us: if signed {
+                signed_deadline_us(deadline_us(self.deadline), signed_deadline)
+            } else {
+                deadline_us(self.deadline)
+            },
             schema_id: self.schema_id,
             schema_version: self.schema_version,
             token_count: self.token_count,
@@ -372,6 +406,23 @@ impl<'a> Request<'a> {
 pub(crate) fn sign(key: &TenantKey, frame: &mut [u8]) {
     let mut f = sluice_wire::Frame::new_unchecked(frame);
     key.sign(&mut f);
+}
+
+/// How far ahead a signed frame's deadline lies when nothing earlier is
+/// asked for: the appliance refuses signed frames without a deadline or
+/// with one beyond its freshness window (`auth.freshness_window_ms`,
+/// default 10 s) as `stale`.
+pub const SIGNED_DEADLINE_DEFAULT: Duration = Duration::from_secs(2);
+
+/// The deadline of a signed frame: `asked` (µs since the epoch, 0 for
+/// none) unless it lies later than now + `ahead`.
+pub(crate) fn signed_deadline_us(asked: u64, ahead: Duration) -> u64 {
+    let cap = deadline_us(Deadline::After(ahead));
+    if asked == 0 || asked > cap {
+        cap
+    } else {
+        asked
+    }
 }
 
 fn deadline_us(d: Deadline) -> u64 {

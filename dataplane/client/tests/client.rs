@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use responder::{KEY, Responder, TENANT_ID};
 use sluice_client::{
     Client, ClientConfig, ClientError, DType, Deadline, ErrorCode, PollMode, Request, SchemaType,
-    TraceContext,
+    TenantKey, TraceContext,
 };
 
 fn config(poll: PollMode) -> ClientConfig {
@@ -56,7 +56,9 @@ fn tensors_and_headers_round_trip() {
         .tensor_f32("input", &[3, 4], &xs)
         .tensor_i64("ids", &[4], &ids)
         .tensor_raw("mask", DType::Bool, &[1, 3], &raw);
+    let before = now_us();
     let resp = c.call(&req).unwrap();
+    let after = now_us();
 
     assert_eq!(resp.model(), "echo");
     assert_eq!(resp.model_version(), "1.2.3");
@@ -71,7 +73,9 @@ fn tensors_and_headers_round_trip() {
         ext(&resp, "schema"),
         [42u32.to_le_bytes(), 3u32.to_le_bytes()].concat()
     );
-    assert_eq!(ext(&resp, "deadline_us"), 0u64.to_le_bytes());
+    // Signed and without a deadline of its own: now + 2 s.
+    let d = u64::from_le_bytes(ext(&resp, "deadline_us").try_into().unwrap());
+    assert!((before + 2_000_000..=after + 2_000_000).contains(&d), "{d}");
 
     let names: Vec<&str> = resp.tensors().map(|t| t.name).collect();
     assert_eq!(names, ["input", "ids", "mask"]);
@@ -107,24 +111,82 @@ fn tensors_and_headers_round_trip() {
     assert_eq!(buffer.as_ptr(), at);
 }
 
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+fn deadline_of(resp: &sluice_client::Response) -> u64 {
+    u64::from_le_bytes(ext(resp, "deadline_us").try_into().unwrap())
+}
+
+/// A signed frame always carries a deadline the appliance's freshness rule
+/// accepts: the request's own when earlier, else now + signed_deadline;
+/// negotiations and pings too (the responder refuses them as stale
+/// otherwise).
+#[test]
+fn signed_frames_carry_a_fresh_deadline() {
+    let r = Responder::start();
+    for ahead in [Duration::from_secs(2), Duration::from_millis(300)] {
+        let mut c = Client::connect(
+            r.addr,
+            ClientConfig {
+                signed_deadline: ahead,
+                ..config(PollMode::Block)
+            },
+        )
+        .unwrap();
+        let ahead_us = ahead.as_micros() as u64;
+        for req in [
+            Request::new("echo", "1"),
+            Request::new("echo", "1").deadline_after(Duration::from_secs(60)),
+        ] {
+            let before = now_us();
+            let d = deadline_of(&c.call(&req).unwrap());
+            assert!(
+                (before + ahead_us..=now_us() + ahead_us).contains(&d),
+                "{ahead:?}: {d}"
+            );
+        }
+        // An earlier deadline of the request's own is kept.
+        let before = now_us();
+        let req = Request::new("echo", "1").deadline_after(Duration::from_millis(100));
+        let d = deadline_of(&c.call(&req).unwrap());
+        assert!((before + 100_000..=now_us() + 100_000).contains(&d));
+        c.negotiate("short", 0).unwrap();
+        c.ping().unwrap();
+    }
+    // Encoding by hand (load generators) is fresh by default as well.
+    let key = TenantKey::new(KEY);
+    let mut buf = vec![0u8; 4096];
+    let before = now_us();
+    let n = Request::new("echo", "1")
+        .encode(&mut buf, 1, 7, Some(&key))
+        .unwrap();
+    let f = sluice_wire::Frame::new_checked(&buf[..n]).unwrap();
+    let d = f.deadline_us();
+    assert!((before + 2_000_000..=now_us() + 2_000_000).contains(&d));
+    let n = Request::new("echo", "1")
+        .encode(&mut buf, 1, 7, None)
+        .unwrap();
+    let f = sluice_wire::Frame::new_checked(&buf[..n]).unwrap();
+    assert_eq!(f.deadline_us(), 0, "unsigned frames keep no deadline");
+}
+
 #[test]
 fn relative_deadline_is_absolute_on_the_wire() {
     let r = Responder::start();
     let mut c = client(&r);
-    let now_us = || {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_micros() as u64
-    };
     let before = now_us();
-    let req = Request::new("echo", "1").deadline_after(Duration::from_secs(5));
+    let req = Request::new("echo", "1").deadline_after(Duration::from_millis(1500));
     let resp = c.call(&req).unwrap();
     let after = now_us();
-    let d = u64::from_le_bytes(ext(&resp, "deadline_us").try_into().unwrap());
+    let d = deadline_of(&resp);
     assert!(
-        d >= before + 5_000_000 && d <= after + 5_000_000,
-        "deadline {d} not in [{before}, {after}] + 5 s"
+        d >= before + 1_500_000 && d <= after + 1_500_000,
+        "deadline {d} not in [{before}, {after}] + 1.5 s"
     );
 
     let req = Request::new("echo", "1").deadline(Deadline::AtUnixUs(123_456));

@@ -1,6 +1,9 @@
 //! The client over TCP against the real engine (io_uring, TCP beside UDP):
 //! large tensors, pipelining in order, the automatic choice of transport,
-//! and reconnecting after the server closes the connection.
+//! and reconnecting after the server closes the connection. Every request
+//! is signed (the appliance's default `auth.mode = "tenants"`): over TCP
+//! the tag is computed on a header whose tensor data is sent from the
+//! caller's memory.
 // Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
 // covers #[test] functions; this covers their helpers).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
@@ -29,6 +32,12 @@ name = "s"
 [[routes]]
 name = "all"
 shard = "s"
+[[tenants]]
+name = "t"
+id = 7
+key = "hex:000102030405060708090a0b0c0d0e0f"
+models = ["*"]
+routes = ["*"]
 [[models]]
 name = "echo"
 version = "1"
@@ -50,8 +59,13 @@ kind = "null"
     e
 }
 
+/// The tenant's key, as in the config above.
+const KEY: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+
 fn cfg(poll: PollMode) -> ClientConfig {
     ClientConfig {
+        tenant_id: 7,
+        key: Some(KEY.to_vec()),
         timeout: Duration::from_secs(20),
         poll,
         ..ClientConfig::default()

@@ -7,6 +7,7 @@
 //! boundaries through [`rcu::Rcu`] and per-worker rings.
 #![deny(unsafe_code)]
 
+pub mod auth;
 pub mod config;
 pub mod engine;
 pub mod handler;

@@ -213,7 +213,16 @@ impl RouteTable {
 
     /// The first matching route and its index.
     pub fn find(&self, k: &RouteKey<'_>) -> Option<(usize, &Route)> {
-        self.routes.iter().enumerate().find(|(_, r)| r.matches(k))
+        self.matching(k).next()
+    }
+
+    /// Every matching route with its index, in priority order (the tenant
+    /// filter in `auth::route_for` takes the first it allows).
+    pub fn matching<'s>(&'s self, k: &RouteKey<'_>) -> impl Iterator<Item = (usize, &'s Route)> {
+        self.routes
+            .iter()
+            .enumerate()
+            .filter(move |(_, r)| r.matches(k))
     }
 
     /// All routes.

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use sluice_validate::Reference;
 use sluice_validate::avro::AvroSchema;
-use sluice_validate::json::JsonSchema;
+use sluice_validate::json::{CompileOptions, Draft, FormatMode, JsonSchema};
 use sluice_validate::protobuf::ProtobufSchema;
 use sluice_wire::{DType, Frame, SECTION_TENSOR_NAME, SchemaType};
 
+use crate::config::JsonSchemaFormat;
 use crate::handler::Reject;
 use sluice_wire::ErrorCode;
 
@@ -211,10 +212,15 @@ fn resolve_refs<'a>(
 
 /// What a compiled check depends on: type, text, state and the texts of
 /// its resolved references.
-fn fingerprint(s: &SchemaCfg, by_key: &HashMap<(&str, u32), &SchemaCfg>) -> u64 {
+fn fingerprint(
+    s: &SchemaCfg,
+    by_key: &HashMap<(&str, u32), &SchemaCfg>,
+    format: JsonSchemaFormat,
+) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (&s.schema_type, &s.schema, s.retired).hash(&mut h);
+    (format == JsonSchemaFormat::Assertion).hash(&mut h);
     match resolve_refs(s, by_key) {
         Ok(refs) => refs.hash(&mut h),
         Err(e) => e.hash(&mut h),
@@ -222,10 +228,23 @@ fn fingerprint(s: &SchemaCfg, by_key: &HashMap<(&str, u32), &SchemaCfg>) -> u64 
     h.finish()
 }
 
+/// How the engine reads JSON schemas: a schema without `$schema` is
+/// draft-07 (as Confluent Schema Registry reads it), `format` as configured.
+pub fn json_options(format: JsonSchemaFormat) -> CompileOptions {
+    CompileOptions {
+        default_draft: Draft::Draft7,
+        format: match format {
+            JsonSchemaFormat::Annotation => FormatMode::Annotation,
+            JsonSchemaFormat::Assertion => FormatMode::Assertion,
+        },
+    }
+}
+
 fn compile_structured(
     t: SchemaType,
     s: &SchemaCfg,
     by_key: &HashMap<(&str, u32), &SchemaCfg>,
+    format: JsonSchemaFormat,
 ) -> Check {
     let refs = match resolve_refs(s, by_key) {
         Ok(r) => r,
@@ -236,7 +255,9 @@ fn compile_structured(
         .map(|&(name, schema)| Reference { name, schema })
         .collect();
     let r = match t {
-        SchemaType::Json => JsonSchema::compile(&s.schema, &refs).map(Check::Json),
+        SchemaType::Json => {
+            JsonSchema::compile_with(&s.schema, &refs, &json_options(format)).map(Check::Json)
+        }
         SchemaType::Avro => AvroSchema::compile(&s.schema, &refs).map(Check::Avro),
         SchemaType::Protobuf => {
             ProtobufSchema::compile(&s.schema, &refs, None).map(Check::Protobuf)
@@ -251,17 +272,24 @@ impl SchemaTable {
     /// refused (the registry checks nothing about it); a structured schema
     /// the data plane cannot compile is kept and refuses its requests.
     pub fn build(list: &[SchemaCfg], ttl_ms: u32) -> Result<SchemaTable, String> {
-        SchemaTable::build_reusing(list, ttl_ms, &SchemaTable::default())
+        SchemaTable::build_reusing(
+            list,
+            ttl_ms,
+            &SchemaTable::default(),
+            JsonSchemaFormat::default(),
+        )
     }
 
     /// [`SchemaTable::build`], reusing what `prev` compiled for versions
     /// whose type, text, references and state are unchanged: a push
     /// carries the whole set, and compiling a Protobuf schema takes
-    /// milliseconds, so a new version should cost only itself.
+    /// milliseconds, so a new version should cost only itself. `format`:
+    /// what JSON Schema `format` does (`[engine] json_schema_format`).
     pub fn build_reusing(
         list: &[SchemaCfg],
         ttl_ms: u32,
         prev: &SchemaTable,
+        format: JsonSchemaFormat,
     ) -> Result<SchemaTable, String> {
         if list.len() > limits::SCHEMA_COUNT_MAX {
             return Err(format!("at most {} schemas", limits::SCHEMA_COUNT_MAX));
@@ -286,7 +314,7 @@ impl SchemaTable {
                     sluice_wire::limits::SCHEMA_LEN_MAX
                 ));
             }
-            let fingerprint = fingerprint(s, &by_key);
+            let fingerprint = fingerprint(s, &by_key, format);
             let before = prev_by_fp.get(&fingerprint);
             let reused = before
                 .filter(|e| *e.text == *s.schema.as_bytes())
@@ -299,7 +327,7 @@ impl SchemaTable {
                 // Never checked against: refused before its check is read.
                 Arc::new(Check::Unenforceable("retired".into()))
             } else {
-                Arc::new(compile_structured(schema_type, s, &by_key))
+                Arc::new(compile_structured(schema_type, s, &by_key, format))
             };
             if let Check::Unenforceable(why) = &*check {
                 // Warn once per schema, not on every push.
@@ -355,13 +383,26 @@ impl SchemaTable {
 
     /// Answers a negotiation: the latest live version, or the hinted one.
     pub fn negotiate(&self, subject: &str, version_hint: u32) -> Option<&SchemaEntry> {
+        self.negotiate_index(subject, version_hint)
+            .map(|i| &self.entries[i])
+    }
+
+    /// [`SchemaTable::negotiate`] as an index for [`SchemaTable::entry`]:
+    /// what a worker carries from classifying a negotiation to answering it.
+    pub fn negotiate_index(&self, subject: &str, version_hint: u32) -> Option<usize> {
         let v = self.by_subject.get(subject)?;
-        let mut live = v.iter().map(|&i| &self.entries[i]).filter(|e| !e.retired);
+        let mut live = v.iter().copied().filter(|&i| !self.entries[i].retired);
         if version_hint == 0 {
             live.next_back()
         } else {
-            live.into_iter().find(|e| e.version == version_hint)
+            live.into_iter()
+                .find(|&i| self.entries[i].version == version_hint)
         }
+    }
+
+    /// The entry at an index from [`SchemaTable::negotiate_index`].
+    pub fn entry(&self, index: usize) -> Option<&SchemaEntry> {
+        self.entries.get(index)
     }
 
     /// Validates a request that names a schema: its tensor table against a
@@ -370,16 +411,29 @@ impl SchemaTable {
     /// (O(section length)). Returns the section when it is validated JSON,
     /// for content routing. Never allocates.
     pub fn validate<'f>(&self, req: &'f Frame<&[u8]>) -> Result<Option<&'f [u8]>, Reject> {
-        let unknown = Reject::new(ErrorCode::UnknownSchema, "unknown or retired schema");
+        let e = self.lookup(req)?;
+        SchemaTable::validate_with(e, req)
+    }
+
+    /// The live schema version a request names (version 0: the newest live
+    /// version of its id).
+    pub fn lookup(&self, req: &Frame<&[u8]>) -> Result<&SchemaEntry, Reject> {
+        let unknown = Reject::new(ErrorCode::UnknownSchema, crate::auth::msg::UNKNOWN_SCHEMA);
         let ids = self.by_id.get(&req.schema_id()).ok_or(unknown)?;
         let v = req.schema_version();
-        // Version 0: the newest live version of the id.
-        let e = ids
-            .iter()
+        ids.iter()
             .rev()
             .map(|&i| &self.entries[i])
             .find(|e| !e.retired && (v == 0 || e.version == v))
-            .ok_or(unknown)?;
+            .ok_or(unknown)
+    }
+
+    /// [`SchemaTable::validate`] against an entry [`SchemaTable::lookup`]
+    /// found.
+    pub fn validate_with<'f>(
+        e: &SchemaEntry,
+        req: &'f Frame<&[u8]>,
+    ) -> Result<Option<&'f [u8]>, Reject> {
         let mismatch = |m| Reject::new(ErrorCode::SchemaMismatch, m);
         let section = || -> Result<&'f [u8], Reject> {
             let d = req.tensor(SECTION_TENSOR_NAME).ok_or(mismatch(
@@ -454,23 +508,77 @@ mod tests {
         }
     }
 
+    fn json(id: u32, text: &str) -> SchemaCfg {
+        SchemaCfg {
+            schema_type: "JSON".into(),
+            ..cfg(id, 1, text)
+        }
+    }
+
+    fn check(t: &SchemaTable, k: usize) -> &JsonSchema {
+        match &*t.entries[k].check {
+            Check::Json(j) => j,
+            other => panic!("not compiled as JSON: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn json_schemas_are_draft7_by_default_and_format_follows_the_config() {
+        // A Confluent draft-07 schema without $schema: array-form items is
+        // the tuple form, not a refusal.
+        let tuple = json(
+            1,
+            r#"{"items":[{"type":"string"}],"additionalItems":false}"#,
+        );
+        let dated = json(2, r#"{"type":"string","format":"date"}"#);
+        let opted = json(
+            3,
+            r#"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"string","pattern":"^[a-z]+$"}"#,
+        );
+        let list = [tuple, dated, opted];
+        let t = SchemaTable::build(&list, 1000).unwrap();
+        assert!(check(&t, 0).validate(br#"["a"]"#).is_ok());
+        assert!(check(&t, 0).validate(br#"["a","b"]"#).is_err());
+        // format is an annotation by default, reported as not enforced.
+        assert!(check(&t, 1).validate(br#""not a date""#).is_ok());
+        assert_eq!(
+            t.unenforced(),
+            [(
+                2,
+                1,
+                vec!["format \"date\" (annotation only: not asserted) at #".to_string()]
+            )]
+        );
+        assert!(check(&t, 2).validate(br#""abc""#).is_ok());
+        assert!(check(&t, 2).validate(br#""ABC""#).is_err());
+        // With `json_schema_format = "assertion"` it asserts, and the
+        // changed option recompiles (the fingerprint covers it).
+        let a = SchemaTable::build_reusing(&list, 1000, &t, JsonSchemaFormat::Assertion).unwrap();
+        assert!(!Arc::ptr_eq(&t.entries[1].check, &a.entries[1].check));
+        assert!(check(&a, 1).validate(br#""not a date""#).is_err());
+        assert!(check(&a, 1).validate(br#""2024-02-29""#).is_ok());
+        assert!(a.unenforced().is_empty());
+    }
+
     #[test]
     fn a_push_recompiles_only_what_changed() {
         let a = cfg(1, 1, "syntax = \"proto3\";\nmessage A { string x = 1; }\n");
         let b = cfg(2, 2, "syntax = \"proto3\";\nmessage B { int32 y = 1; }\n");
         let t1 = SchemaTable::build(std::slice::from_ref(&a), 1000).unwrap();
-        let t2 = SchemaTable::build_reusing(&[a.clone(), b.clone()], 1000, &t1).unwrap();
+        let t2 = SchemaTable::build_reusing(&[a.clone(), b.clone()], 1000, &t1, Default::default())
+            .unwrap();
         assert!(Arc::ptr_eq(&t1.entries[0].check, &t2.entries[0].check));
         assert!(matches!(*t2.entries[1].check, Check::Protobuf(_)));
         // A changed text, or the same text retired, is compiled anew.
         let mut a2 = a.clone();
         a2.schema.push_str("message C { bool z = 1; }\n");
-        let t3 = SchemaTable::build_reusing(&[a2, b.clone()], 1000, &t2).unwrap();
+        let t3 =
+            SchemaTable::build_reusing(&[a2, b.clone()], 1000, &t2, Default::default()).unwrap();
         assert!(!Arc::ptr_eq(&t2.entries[0].check, &t3.entries[0].check));
         assert!(Arc::ptr_eq(&t2.entries[1].check, &t3.entries[1].check));
         let mut gone = b;
         gone.retired = true;
-        let t4 = SchemaTable::build_reusing(&[a, gone], 1000, &t3).unwrap();
+        let t4 = SchemaTable::build_reusing(&[a, gone], 1000, &t3, Default::default()).unwrap();
         assert!(matches!(*t4.entries[1].check, Check::Unenforceable(_)));
     }
 }

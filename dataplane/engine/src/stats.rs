@@ -12,6 +12,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use sluice_wire::ErrorCode;
 
+use crate::auth::{CAUSE_COUNT, Cause};
 use crate::config::limits::SHARD_COUNT_MAX;
 
 /// Highest error code value tracked.
@@ -28,6 +29,10 @@ pub fn bump(c: &AtomicU64, n: u64) {
 pub struct WorkerCounters {
     /// Error frames sent, by code.
     pub errors: [AtomicU64; ERROR_CODE_SLOTS],
+    /// Refusals by cause (`auth::Cause`): what the error codes do not
+    /// tell apart, such as a model outside the tenant's list from one
+    /// that does not exist.
+    pub refusals: [AtomicU64; CAUSE_COUNT],
     /// Requests answered with a response.
     pub ok: AtomicU64,
     /// Pings answered.
@@ -94,6 +99,7 @@ impl Default for WorkerCounters {
     fn default() -> Self {
         WorkerCounters {
             errors: std::array::from_fn(|_| AtomicU64::new(0)),
+            refusals: std::array::from_fn(|_| AtomicU64::new(0)),
             ok: AtomicU64::new(0),
             pings: AtomicU64::new(0),
             negotiations: AtomicU64::new(0),
@@ -131,6 +137,12 @@ impl WorkerCounters {
     #[inline]
     pub fn error(&self, code: ErrorCode) {
         bump(&self.errors[(code as usize).min(ERROR_CODE_SLOTS - 1)], 1);
+    }
+
+    /// Counts a refusal's cause (its error frame is counted by `error`).
+    #[inline]
+    pub fn refused(&self, cause: Cause) {
+        bump(&self.refusals[cause as usize], 1);
     }
 }
 
@@ -320,6 +332,8 @@ pub struct WorkerStats {
     pub ok: u64,
     /// Error frames by code name.
     pub errors: Vec<(String, u64)>,
+    /// Refusals by cause name (docs/operations.md, "Refusals").
+    pub refusals: Vec<(String, u64)>,
     /// Pings.
     pub pings: u64,
     /// Negotiations.

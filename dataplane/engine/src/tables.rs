@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 
 use sluice_wire::TenantKey;
 
+use crate::auth::AuthPolicy;
 use crate::config::{self, Config, ModelCfg, ModelKind, PeerCfg, RouteCfg, ShardCfg, TenantCfg};
 use crate::route::{Pattern, RouteTable};
 use crate::schema::SchemaTable;
@@ -40,6 +41,7 @@ pub struct Tenant {
     models: Vec<Pattern>,
     adapters: Vec<Pattern>,
     routes: Vec<Pattern>,
+    subjects: Vec<Pattern>,
 }
 
 impl Tenant {
@@ -54,6 +56,10 @@ impl Tenant {
     /// May this tenant use the route?
     pub fn allows_route(&self, r: &str) -> bool {
         self.routes.iter().any(|p| p.matches(r))
+    }
+    /// May this tenant see the schema subject?
+    pub fn allows_subject(&self, s: &str) -> bool {
+        self.subjects.iter().any(|p| p.matches(s))
     }
 }
 
@@ -147,6 +153,31 @@ pub struct Tables {
     pub schemas: SchemaTable,
     /// Host labels.
     pub host_labels: BTreeMap<String, String>,
+    /// `[auth]`: fixed at start, carried here so that workers read it with
+    /// the tenants it applies to.
+    pub auth: AuthPolicy,
+}
+
+/// The start-time settings a snapshot is compiled against.
+#[derive(Debug, Clone, Copy)]
+pub struct HostView<'a> {
+    /// This host's labels.
+    pub labels: &'a BTreeMap<String, String>,
+    /// Workers.
+    pub worker_count: usize,
+    /// `[auth]`.
+    pub auth: &'a config::AuthCfg,
+}
+
+impl<'a> HostView<'a> {
+    /// The start-time settings of a config.
+    pub fn of(cfg: &'a Config) -> HostView<'a> {
+        HostView {
+            labels: &cfg.host.labels,
+            worker_count: cfg.engine.workers.len(),
+            auth: &cfg.auth,
+        }
+    }
 }
 
 /// The live parts of the config, as the control plane replaces them.
@@ -181,8 +212,7 @@ impl Tables {
     /// Compiles a snapshot. `slots[i]` is the handler slot of model i.
     pub fn build(
         live: &LiveConfig,
-        host_labels: &BTreeMap<String, String>,
-        worker_count: usize,
+        host: &HostView<'_>,
         slots: &[usize],
         schemas: SchemaTable,
     ) -> Result<Tables, config::ConfigError> {
@@ -192,19 +222,20 @@ impl Tables {
             &live.models,
             &live.tenants,
             &live.peers,
-            worker_count,
+            host.worker_count,
         )?;
-        Tables::compile(live, host_labels, worker_count, slots, schemas)
+        config::auth_allows_tenants(host.auth.mode, &live.tenants)?;
+        Tables::compile(live, host, slots, schemas)
     }
 
-    /// [`Tables::build`] for a set `config::validate_tables` already passed.
+    /// [`Tables::build`] for a set the validation already passed.
     pub(crate) fn compile(
         live: &LiveConfig,
-        host_labels: &BTreeMap<String, String>,
-        worker_count: usize,
+        host: &HostView<'_>,
         slots: &[usize],
         schemas: SchemaTable,
     ) -> Result<Tables, config::ConfigError> {
+        let (host_labels, worker_count) = (host.labels, host.worker_count);
         let all_workers = if worker_count >= 64 {
             u64::MAX
         } else {
@@ -240,6 +271,7 @@ impl Tables {
                 models: pats(&t.models),
                 adapters: pats(&t.adapters),
                 routes: pats(&t.routes),
+                subjects: pats(&t.subjects),
             });
         }
         tenants.sort_by_key(|t| t.id);
@@ -264,12 +296,8 @@ impl Tables {
             peers,
             schemas,
             host_labels: host_labels.clone(),
+            auth: AuthPolicy::of(host.auth),
         })
-    }
-
-    /// Whether requests must be authenticated (any tenant configured).
-    pub fn auth_required(&self) -> bool {
-        !self.tenants.is_empty()
     }
 
     /// The tenant with a wire id.

@@ -337,7 +337,20 @@ fn garbage_is_dropped(sock: &UdpSocket, to: SocketAddr, request: &[u8]) {
         sock.send_to(request, SocketAddr::from(([10, 99, 0, 1], 9000)))
             .unwrap();
     }
-    let answer = roundtrip(sock, to, request);
+    // A new request: the same signed bytes again would be a replay.
+    let mut frame = vec![0u8; 8192];
+    let data: Vec<f32> = (0..64).map(|i| i as f32 * 0.5).collect();
+    let n = build(
+        &Req {
+            id: 2,
+            model: "echo",
+            version: "1",
+            data: &data,
+            ..Req::default()
+        },
+        &mut frame,
+    );
+    let answer = roundtrip(sock, to, &frame[..n]);
     assert_eq!(answer_kind(&answer).0, Kind::Response);
     let s = wait_stats(|s| {
         s.drops[Garbage::NotSluice as usize] >= 200 && s.drops[Garbage::WrongPort as usize] >= 200

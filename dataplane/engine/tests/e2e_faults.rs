@@ -46,7 +46,12 @@ fn factory(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
 }
 
 fn engine() -> Engine {
+    // Unsigned traffic: the flows and resends below rely on the kernel's
+    // flow hash and on no replay table (docs/wire.md, "What the appliance
+    // checks", mode "none").
     let text = r#"
+[auth]
+mode = "none"
 [engine]
 workers = [0, 1]
 poll = "adaptive"

@@ -63,6 +63,7 @@ fn request(id: u64, version: &str, adapter: &str, batch: usize, buf: &mut [u8]) 
         kind: Kind::Request,
         request_id: id,
         tenant_id: 7,
+        deadline_us: fresh_deadline(),
         model: "mlp",
         model_version: version,
         adapter,

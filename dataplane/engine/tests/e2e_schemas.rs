@@ -37,7 +37,9 @@ fn negotiate(
     let mut buf = vec![0u8; 1024];
     let repr = FrameRepr {
         kind: Kind::NegotiateRequest,
-        request_id: 9,
+        request_id: next_id(),
+        tenant_id: 7,
+        deadline_us: fresh_deadline(),
         body: BodyRepr::NegotiateRequest {
             subject,
             version_hint: hint,
@@ -45,6 +47,7 @@ fn negotiate(
         ..FrameRepr::default()
     };
     let n = repr.emit(&mut buf).unwrap().frame_len;
+    TenantKey::new(&key_bytes()).sign(&mut Frame::new_unchecked(&mut buf[..n]));
     roundtrip(s, addr, &buf[..n])
 }
 
@@ -59,8 +62,9 @@ fn with_schema(id: u32, version: u32, data: &[f32], buf: &mut [u8]) -> usize {
     }];
     let repr = FrameRepr {
         kind: Kind::Request,
-        request_id: 1,
+        request_id: next_id(),
         tenant_id: 7,
+        deadline_us: fresh_deadline(),
         model: "null",
         model_version: "1",
         schema_id: id,

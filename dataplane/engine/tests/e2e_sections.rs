@@ -230,3 +230,97 @@ fn bad_content_conditions_are_config_errors() {
         assert!(err.contains("content"), "{bad}: {err}");
     }
 }
+
+/// Issue 19: the JSON Schema keywords that need more than one pass, a
+/// draft-07 schema without `$schema`, and what a schema leaves unenforced,
+/// through the real engine.
+#[test]
+fn json_schema_keywords_are_enforced_and_reported() {
+    const STRICT_TREE: &str = r##"{"$schema":"https://json-schema.org/draft/2020-12/schema",
+        "$id":"https://t.test/strict","$dynamicAnchor":"node","$ref":"tree","unevaluatedProperties":false,
+        "$defs":{"tree":{"$id":"tree","$dynamicAnchor":"node","type":"object",
+            "properties":{"name":{"type":"string","pattern":"^[a-z]+-[0-9]{2}$"},
+                          "kids":{"type":"array","items":{"$dynamicRef":"#node"}}}}}}"##;
+    let list = vec![
+        schema(31, "tree", "JSON", STRICT_TREE),
+        // Confluent's default dialect: the tuple form of items.
+        schema(
+            32,
+            "pair",
+            "JSON",
+            r#"{"items":[{"type":"string"},{"type":"integer"}],"additionalItems":false}"#,
+        ),
+        // A back-reference no DFA can match: refused, with the reason.
+        schema(33, "echo", "JSON", r#"{"pattern":"^(a+)\\1$"}"#),
+        schema(34, "dated", "JSON", r#"{"type":"string","format":"date"}"#),
+    ];
+    let mut e = Engine::new(
+        test_config(""),
+        EngineOptions {
+            no_pin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    e.start().unwrap();
+    let doc = serde_json::json!({
+        "shards": [{"name": "hbm2", "labels": {"hardware.gpu.memory": "hbm2"}}],
+        "routes": [{"name": "null", "model": "null", "version": "^1", "shard": "hbm2"}],
+        "schemas": list,
+    });
+    e.apply_json(doc.to_string().as_bytes()).unwrap();
+    let addr = e.local_addr().unwrap();
+    let s = client();
+    let mut buf = vec![0u8; 8192];
+    let mut ask = |id: u32, section: &[u8]| {
+        let n = build_section(id, Some(section), &mut buf);
+        answer_kind(&roundtrip(&s, addr, &buf[..n]))
+    };
+    let ok = (Kind::Response, None);
+    let mismatch = (Kind::Error, Some(ErrorCode::SchemaMismatch));
+    assert_eq!(
+        ask(
+            31,
+            br#"{"name":"root-01","kids":[{"name":"leaf-02","kids":[]}]}"#
+        ),
+        ok
+    );
+    for bad in [
+        &br#"{"name":"Root-01"}"#[..],
+        br#"{"name":"root-01","kids":[{"name":"leaf-02","colour":"red"}]}"#,
+        br#"{"kids":[{"kids":[{"name":"x"}]}]}"#,
+    ] {
+        assert_eq!(ask(31, bad), mismatch, "{}", String::from_utf8_lossy(bad));
+    }
+    assert_eq!(ask(32, br#"["a",1]"#), ok);
+    assert_eq!(ask(32, br#"["a",1,2]"#), mismatch);
+    assert_eq!(
+        ask(33, br#""aa""#),
+        mismatch,
+        "an unenforceable schema refuses"
+    );
+    assert_eq!(ask(34, br#""not a date""#), ok, "format is an annotation");
+    let st = e.status();
+    let line = |id: u32| {
+        st.schemas_unenforced
+            .iter()
+            .find(|u| u.starts_with(&format!("id {id} v1:")))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert!(
+        line(33).contains("back-references are not supported"),
+        "{:?}",
+        st.schemas_unenforced
+    );
+    assert!(
+        line(34).contains("format \"date\" (annotation only: not asserted)"),
+        "{:?}",
+        st.schemas_unenforced
+    );
+    assert!(
+        line(31).is_empty() && line(32).is_empty(),
+        "{:?}",
+        st.schemas_unenforced
+    );
+}

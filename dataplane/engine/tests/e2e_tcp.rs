@@ -359,21 +359,23 @@ fn full_queues_and_pools_push_back_instead_of_answering_busy() {
     for id in 0..60 {
         small.extend(big(id, "null", 4, 0.0));
     }
-    let mut large = Vec::new();
+    // Signed frames: each connection sends its own (the same bytes twice
+    // would be refused as a replay).
+    let (mut la, mut large) = (Vec::new(), Vec::new());
     for id in 0..4 {
-        large.extend(big(1000 + id, "null", 1 << 18, 0.0));
+        la.extend(big(1000 + id, "null", 1 << 18, 0.0));
+        large.extend(big(2000 + id, "null", 1 << 18, 0.0));
     }
     // Writers apart from readers: a client that stops reading while it
     // writes would see its own answers push back on it.
     let (mut wa, mut wb) = (a.try_clone().unwrap(), b.try_clone().unwrap());
-    let la = large.clone();
     let ta = std::thread::spawn(move || {
         wa.write_all(&la).unwrap();
         wa.write_all(&small).unwrap();
     });
     let tb = std::thread::spawn(move || wb.write_all(&large).unwrap());
     let rb = std::thread::spawn(move || {
-        for id in 1000..1004 {
+        for id in 2000..2004 {
             let f = read_frame(&mut b).unwrap();
             assert_eq!(answer_kind(&f), (Kind::Response, None));
             assert_eq!(Frame::new_checked(&f[..]).unwrap().request_id(), id);
@@ -394,11 +396,11 @@ fn full_queues_and_pools_push_back_instead_of_answering_busy() {
     // Many connections pipelining at once: more frames for the shard in
     // one burst than its queue holds.
     let mut conns: Vec<_> = (0..16).map(|_| tcp_client(addr)).collect();
-    let mut wire = Vec::new();
-    for id in 0..20 {
-        wire.extend(big(id, "null", 4, 0.0));
-    }
-    for c in conns.iter_mut() {
+    for (i, c) in conns.iter_mut().enumerate() {
+        let mut wire = Vec::new();
+        for id in 0..20 {
+            wire.extend(big(100 * i as u64 + id, "null", 4, 0.0));
+        }
         c.write_all(&wire).unwrap();
     }
     for c in conns.iter_mut() {
@@ -415,6 +417,9 @@ fn full_queues_and_pools_push_back_instead_of_answering_busy() {
     assert!(t.slot_waits > 0, "the 2 MiB slot ran out: {t:?}");
     assert!(t.deferred > 0, "the shard queue filled: {t:?}");
     assert_eq!(e.stats().errors(sluice_wire::ErrorCode::Busy), 0);
+    // A frame held back was checked again when read again, not taken for
+    // a replay of itself.
+    assert_eq!(e.stats().errors(sluice_wire::ErrorCode::Replayed), 0);
     eventually(&e, "slots back", idle);
     e.stop(Duration::ZERO);
 }
@@ -536,8 +541,12 @@ fn clients_killed_mid_frame_and_mid_answer_lose_nothing_accepted() {
             send(1000 + id + 10 * kids.len() as u64, 1 << 16);
         }
     }
-    // Let the answer to mid_answer start (it is not read), then kill all.
-    std::thread::sleep(Duration::from_millis(200));
+    // Let mid_answer's two requests be run and its 16 MiB answer start (it
+    // is not read), then kill all: 25 of the good client's and those 2.
+    eventually(&e, "mid_answer's requests answered", |e| {
+        e.stats().total(|w| w.ok) >= 27
+    });
+    std::thread::sleep(Duration::from_millis(50));
     for k in &mut kids {
         k.kill().unwrap();
         k.wait().unwrap();

@@ -70,6 +70,7 @@ fn request(id: u64, x: &[f32]) -> Vec<u8> {
         kind: Kind::Request,
         request_id: id,
         tenant_id: 7,
+        deadline_us: fresh_deadline(),
         model: "large",
         model_version: "1.0.0",
         tensors: &t,

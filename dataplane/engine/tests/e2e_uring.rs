@@ -121,12 +121,13 @@ fn every_error_path_answers_with_its_code() {
             },
             ErrorCode::Unauthenticated,
         ),
+        // Outside the tenant's lists is answered as not existing.
         (
             Req {
                 tenant: 8,
                 ..Req::default()
             },
-            ErrorCode::Forbidden,
+            ErrorCode::UnknownModel,
         ),
         (
             Req {
@@ -135,14 +136,21 @@ fn every_error_path_answers_with_its_code() {
                 adapter: "formal",
                 ..Req::default()
             },
-            ErrorCode::Forbidden,
+            ErrorCode::UnknownAdapter,
         ),
         (
             Req {
                 adapter: "casual",
                 ..Req::default()
             },
-            ErrorCode::Forbidden,
+            ErrorCode::UnknownAdapter,
+        ),
+        (
+            Req {
+                deadline_us: 0,
+                ..Req::default()
+            },
+            ErrorCode::Stale,
         ),
         (
             Req {
@@ -275,6 +283,11 @@ fn stop_answers_new_requests_with_shutting_down() {
 fn version_rules_are_one_rule() {
     let e = start(
         r#"
+[[tenants]]
+name = "all"
+id = 9
+key = "hex:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+
 [[models]]
 name = "orphan"
 version = "1"
@@ -299,6 +312,7 @@ kind = "null"
         let n = build(
             &Req {
                 id: 500 + i as u64,
+                tenant: 9, // every model is in its list
                 model,
                 version,
                 ..Req::default()

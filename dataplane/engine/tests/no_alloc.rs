@@ -1,6 +1,8 @@
 //! After start-up, the worker's per-request path makes no heap allocation:
 //! a counting global allocator counts allocations made on worker threads
-//! while real io_uring traffic of every kind flows, over UDP and TCP.
+//! while real io_uring traffic of every kind flows, over UDP and TCP,
+//! signed, with the freshness rule and the replay table on (replays, stale
+//! deadlines, negotiations, things outside a tenant's lists).
 // Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
 // covers #[test] functions; this covers their helpers).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
@@ -64,6 +66,39 @@ fn traffic(e: &Engine, rounds: u64) {
         ];
         for r in &reqs {
             let n = build(r, &mut buf);
+            s.send_to(&buf[..n], addr).unwrap();
+            s.recv_from(&mut rbuf).expect("answered");
+        }
+        // Refused by authentication: a replay of the last frame, a stale
+        // deadline, a model outside tenant 8's list.
+        let n = build(&reqs[5], &mut buf);
+        s.send_to(&buf[..n], addr).unwrap();
+        s.recv_from(&mut rbuf).expect("replayed");
+        let refused = [
+            Req {
+                id: i,
+                deadline_us: 0,
+                ..Req::default()
+            },
+            Req {
+                id: i,
+                tenant: 8,
+                ..Req::default()
+            },
+        ];
+        for r in &refused {
+            let n = build(r, &mut buf);
+            s.send_to(&buf[..n], addr).unwrap();
+            s.recv_from(&mut rbuf).expect("answered");
+        }
+        // Signed negotiations: answered, hidden from tenant 8, replayed.
+        for (tenant, subject) in [(7, "llm-out"), (8, "llm-out")] {
+            let n = build_negotiate(i, tenant, subject, true, &mut buf);
+            s.send_to(&buf[..n], addr).unwrap();
+            s.recv_from(&mut rbuf).expect("answered");
+        }
+        let n = build_negotiate(i, 7, "llm-out", true, &mut buf);
+        for _ in 0..2 {
             s.send_to(&buf[..n], addr).unwrap();
             s.recv_from(&mut rbuf).expect("answered");
         }
@@ -219,10 +254,19 @@ fn worker_hot_path_does_not_allocate() {
         t.rx_frames >= 2600 && t.malformed == 2,
         "tcp traffic flowed: {t:?}"
     );
+    use sluice_wire::ErrorCode as C;
+    for (code, n) in [
+        (C::Replayed, 1000),
+        (C::Stale, 500),
+        (C::UnknownSubject, 500),
+    ] {
+        assert!(st.errors(code) >= n, "{code}: {}", st.errors(code));
+    }
+    assert!(st.total(|w| w.negotiations) >= 1000);
     assert_eq!(
         after - before,
         0,
-        "worker threads allocated {} times during 7400 datagram and 2600 tcp requests",
+        "worker threads allocated {} times during 11400 datagram frames and 2600 tcp requests",
         after - before
     );
     e.stop(Duration::ZERO);

@@ -121,7 +121,10 @@ fn slow_factory(
 /// The engine publishes the count per worker in its stats.
 #[test]
 fn a_worker_that_falls_behind_reports_kernel_drops_in_its_stats() {
+    // An unsigned request must reach the slow model: no tag checks.
     let text = r#"
+[auth]
+mode = "none"
 [engine]
 workers = [0]
 poll = "adaptive"

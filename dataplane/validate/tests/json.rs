@@ -12,6 +12,16 @@ fn schema(text: &str) -> JsonSchema {
     JsonSchema::compile(text, &[]).unwrap_or_else(|e| panic!("{text}: {e}"))
 }
 
+/// `text` (an object schema) read as 2020-12 rather than the default draft 7.
+fn schema_2020(text: &str) -> JsonSchema {
+    let text = text.replacen(
+        '{',
+        r#"{"$schema":"https://json-schema.org/draft/2020-12/schema","#,
+        1,
+    );
+    schema(&text)
+}
+
 #[track_caller]
 fn ok(s: &JsonSchema, doc: &str) {
     assert_eq!(s.validate(doc.as_bytes()), Ok(()), "should accept {doc}");
@@ -90,8 +100,19 @@ fn numeric_bounds_draft6_and_draft4() {
     bad(&d4, "1", "number not above exclusiveMinimum");
     bad(&d4, "3", "number not below exclusiveMaximum");
     ok(&d4, "2");
-    let d4f = schema(r#"{"minimum":1,"exclusiveMinimum":false}"#);
+    let d4f = schema(
+        r#"{"$schema":"http://json-schema.org/draft-04/schema#","minimum":1,"exclusiveMinimum":false}"#,
+    );
     ok(&d4f, "1");
+    // The boolean form is draft 4 only: elsewhere the schema is refused.
+    compile_err(
+        r#"{"minimum":1,"exclusiveMinimum":true}"#,
+        "exclusiveMinimum must be a number in draft-07 (a boolean is draft-04) at #/exclusiveMinimum",
+    );
+    compile_err(
+        r#"{"$schema":"http://json-schema.org/draft-04/schema#","exclusiveMaximum":3}"#,
+        "exclusiveMaximum must be a boolean in draft-04",
+    );
 }
 
 #[test]
@@ -208,11 +229,27 @@ fn tuple_forms() {
     ok(&d7, r#"["a"]"#);
     assert_eq!(bad(&d7, r#"["a",1,2]"#, "additional item not allowed"), 7);
     bad(&d7, r#"[1]"#, "type mismatch: expected string");
-    let d2020 = schema(r#"{"prefixItems":[{"type":"string"}],"items":{"type":"boolean"}}"#);
+    let d2020 = schema_2020(r#"{"prefixItems":[{"type":"string"}],"items":{"type":"boolean"}}"#);
     ok(&d2020, r#"["a",true,false]"#);
     bad(&d2020, r#"["a",true,0]"#, "type mismatch: expected boolean");
-    let closed = schema(r#"{"prefixItems":[true],"items":false}"#);
+    let closed = schema_2020(r#"{"prefixItems":[true],"items":false}"#);
     bad(&closed, "[1,2]", "additional item not allowed");
+    // Keywords of other drafts are ignored: prefixItems in draft 7 (the
+    // default), the array form of items in 2020-12 is refused.
+    let d7_prefix = schema(r#"{"prefixItems":[{"type":"string"}]}"#);
+    ok(&d7_prefix, "[1]");
+    assert_eq!(
+        d7_prefix.unenforced(),
+        ["prefixItems (not a draft-07 keyword: ignored) at #"]
+    );
+    let text =
+        r#"{"$schema":"https://json-schema.org/draft/2020-12/schema","items":[{"type":"string"}]}"#;
+    compile_err(text, "items must be a schema in 2020-12");
+    let d2019 = schema(
+        r#"{"$schema":"https://json-schema.org/draft/2019-09/schema","prefixItems":[{"type":"string"}],"items":[{"type":"integer"}],"additionalItems":false}"#,
+    );
+    ok(&d2019, "[1]");
+    bad(&d2019, "[1,2]", "additional item not allowed");
     // additionalItems without the tuple form is ignored (the spec says so).
     let ignored = schema(r#"{"items":{"type":"integer"},"additionalItems":false}"#);
     ok(&ignored, "[1,2,3]");
@@ -220,7 +257,7 @@ fn tuple_forms() {
 
 #[test]
 fn contains() {
-    let s = schema(r#"{"contains":{"type":"string"},"minContains":2,"maxContains":3}"#);
+    let s = schema_2020(r#"{"contains":{"type":"string"},"minContains":2,"maxContains":3}"#);
     ok(&s, r#"[1,"a","b"]"#);
     bad(&s, r#"[1,"a"]"#, "contains: too few matching items");
     bad(
@@ -232,6 +269,13 @@ fn contains() {
     ok(&plain, "[1,5]");
     bad(&plain, "[1,2]", "contains: too few matching items");
     bad(&plain, "[]", "contains: too few matching items");
+    // minContains is not a draft 7 keyword, contains not a draft 4 one.
+    let d7 = schema(r#"{"contains":{"type":"string"},"minContains":2}"#);
+    ok(&d7, r#"[1,"a"]"#);
+    let d4 = schema(
+        r#"{"$schema":"http://json-schema.org/draft-04/schema#","contains":{"type":"string"}}"#,
+    );
+    ok(&d4, "[1]");
 }
 
 #[test]
@@ -248,7 +292,9 @@ fn enum_and_const() {
     ok(&c, r#"{"x":"y"}"#);
     bad(&c, r#"{"x":"y","z":1}"#, "value not equal to const");
     bad(&c, "false", "value not equal to const");
-    compile_err(r#"{"enum":[]}"#, "enum must have 1 to ENUM_VALUES_MAX");
+    let empty = schema(r#"{"enum":[]}"#);
+    bad(&empty, "1", "value not in enum (the enum is empty)");
+    bad(&empty, "null", "value not in enum (the enum is empty)");
 }
 
 #[test]
@@ -326,7 +372,7 @@ fn local_refs_and_recursion() {
         r##"{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"i":{"type":"integer"}},"properties":{"a":{"$ref":"#/definitions/i","maximum":1}}}"##,
     );
     ok(&d7, r#"{"a":5}"#);
-    let d2020 = schema(
+    let d2020 = schema_2020(
         r##"{"$defs":{"i":{"type":"integer"}},"properties":{"a":{"$ref":"#/$defs/i","maximum":1}}}"##,
     );
     bad(&d2020, r#"{"a":5}"#, "number above maximum");
@@ -404,24 +450,35 @@ fn references_by_name() {
 
 #[test]
 fn unenforced_keywords_are_listed() {
+    // Draft 7 (no $schema): 2019-09 keywords are ignored and said so,
+    // format is an annotation, the draft 7 keywords are enforced.
     let s = schema(
-        r##"{"properties":{"name":{"type":"string","pattern":"^a","format":"email"},
+        r##"{"properties":{"name":{"type":"string","pattern":"^a","format":"email","contentMediaType":"text/plain"},
              "m":{"patternProperties":{"x":{}},"dependentRequired":{"a":["b"]},"unevaluatedProperties":false}},
              "dependencies":{"a":["b"]}}"##,
     );
     assert_eq!(
         s.unenforced(),
         [
-            "dependencies at #",
-            "dependentRequired at #/properties/m",
-            "format at #/properties/name",
-            "pattern at #/properties/name",
-            "patternProperties at #/properties/m",
-            "unevaluatedProperties at #/properties/m",
+            "contentMediaType (annotation only) at #/properties/name",
+            "dependentRequired (not a draft-07 keyword: ignored) at #/properties/m",
+            "format \"email\" (annotation only: not asserted) at #/properties/name",
+            "unevaluatedProperties (not a draft-07 keyword: ignored) at #/properties/m",
         ]
     );
-    // The other keywords still apply.
     bad(&s, r#"{"name":1}"#, "type mismatch: expected string");
+    bad(&s, r#"{"name":"b"}"#, "string does not match pattern");
+    bad(
+        &s,
+        r#"{"a":1}"#,
+        "property required by a present property (dependentRequired) missing",
+    );
+    ok(&s, r#"{"name":"a@b","a":1,"b":2,"m":{"a":1}}"#);
+    // Drafts 4-7 ignore the siblings of $ref, so they are not reported.
+    let r = schema(
+        r##"{"definitions":{"a":{}},"properties":{"x":{"$ref":"#/definitions/a","prefixItems":[]}}}"##,
+    );
+    assert!(r.unenforced().is_empty(), "{:?}", r.unenforced());
     assert!(
         schema(r#"{"type":"string","x-unknown":1}"#)
             .unenforced()
@@ -739,6 +796,35 @@ fn worst_case_recursion_fits_a_small_stack() {
         verdicts.1.unwrap_err().message,
         "nesting deeper than DEPTH_MAX"
     );
+}
+
+#[test]
+fn worst_case_recursion_with_evaluation_marks_fits_a_small_stack() {
+    // The heavier frames: every applicator level collects marks for
+    // unevaluatedProperties, through $dynamicRef, with an anyOf (which
+    // keeps a bit set per branch) at the bottom of each chain.
+    let stack_bytes: usize = if cfg!(debug_assertions) {
+        8 << 20
+    } else {
+        512 << 10
+    };
+    let mut chain = r##"{"anyOf":[{"type":["object","integer"],"properties":{"a":{"$dynamicRef":"#n"}}},{"type":"string"}],"unevaluatedProperties":false}"##
+        .to_string();
+    for _ in 0..(json::APPLICATOR_DEPTH_MAX - 3) {
+        chain = format!(r#"{{"allOf":[{chain}],"unevaluatedProperties":false}}"#);
+    }
+    let text = format!(
+        r##"{{"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"http://x.test/s","$dynamicAnchor":"n","$ref":"#/$defs/n","$defs":{{"n":{chain}}}}}"##
+    );
+    let s = JsonSchema::compile(&text, &[]).unwrap();
+    let doc = format!("{}1{}", r#"{"a":"#.repeat(DEPTH_MAX), "}".repeat(DEPTH_MAX));
+    let verdict = std::thread::Builder::new()
+        .stack_size(stack_bytes)
+        .spawn(move || s.validate(doc.as_bytes()))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(verdict, Ok(()));
 }
 
 proptest::proptest! {

@@ -1,7 +1,10 @@
 //! Differential test: our validator against an independent implementation
-//! (the `jsonschema` crate) on generated documents, for schemas restricted
-//! to the keywords we enforce. Each document is also re-encoded with every
+//! (the `jsonschema` crate) on generated documents, for schemas covering
+//! the keywords we enforce (patterns, dependent*, unevaluated* and dynamic
+//! references included). Each document is also re-encoded with every
 //! string character as a `\u` escape, which must not change the verdict.
+//! Schemas without `$schema` are read as draft 7 by us and as 2020-12 by
+//! the crate, so those use only keywords that mean the same in both.
 // Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
 // covers #[test] functions; this covers their helpers).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
@@ -50,6 +53,37 @@ const SCHEMAS: &[&str] = &[
         "type":"array","contains":{"type":"object","required":["a"]},"minContains":1,"maxContains":2,
         "uniqueItems":false,
         "items":{"anyOf":[{"type":"object"},{"type":"array","uniqueItems":true},{"type":"integer"}]}}"#,
+    // 2020-12: patterns, dependent*, additionalProperties after patterns.
+    r#"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":["object","string"],
+        "pattern":"^(a|b)*c?$|日",
+        "properties":{"x":{"pattern":"^[a-c]+$"},"tags":{"items":{"pattern":"\\w{2}|^$"}}},
+        "patternProperties":{"^a":{"type":"integer"},"b$":{"type":["string","array"]},"é|本":{"maxLength":1}},
+        "additionalProperties":{"type":["array","null","boolean"]},
+        "dependentRequired":{"a":["b"]},"dependentSchemas":{"v":{"required":["x"]}}}"#,
+    // 2020-12: unevaluated* through anyOf, oneOf, if/then/else, $ref.
+    r##"{"$schema":"https://json-schema.org/draft/2020-12/schema",
+         "$defs":{"k":{"properties":{"kids":{"type":"array"}}}},
+         "anyOf":[{"properties":{"a":{"type":"integer"}}},{"properties":{"b":true},"required":["b"]},{"type":"array"}],
+         "oneOf":[{"prefixItems":[{"type":"string"}]},{"contains":{"type":"integer"}},{"type":"object"}],
+         "if":{"properties":{"c":{"const":null}},"required":["c"]},"then":{"properties":{"v":true}},
+         "else":{"properties":{"x":true}},"$ref":"#/$defs/k",
+         "unevaluatedProperties":{"type":"string"},"unevaluatedItems":{"type":["integer","null"]}}"##,
+    // 2020-12: a recursive tree through $dynamicRef, closed by a strict
+    // extension that overrides the anchor.
+    r##"{"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://t.test/strict",
+         "$dynamicAnchor":"node","$ref":"tree","unevaluatedProperties":false,
+         "$defs":{"tree":{"$id":"tree","$dynamicAnchor":"node","type":"object",
+                          "properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$dynamicRef":"#node"}}}}}}"##,
+    // 2019-09: the same through $recursiveRef, and dependentSchemas.
+    r##"{"$schema":"https://json-schema.org/draft/2019-09/schema","$id":"https://t.test/r",
+         "$recursiveAnchor":true,"type":["object","integer","string"],
+         "additionalProperties":{"$recursiveRef":"#"},"dependentSchemas":{"x":{"maxProperties":2}},
+         "unevaluatedItems":false}"##,
+    // Draft 7: dependencies (both forms), patterns on code points.
+    r#"{"$schema":"http://json-schema.org/draft-07/schema#",
+        "dependencies":{"a":["b","c"],"x":{"properties":{"v":{"type":"null"}}}},
+        "patternProperties":{"^.$":{"pattern":"^.{0,2}$"}},
+        "items":{"pattern":"[^a-z]"}}"#,
 ];
 
 fn leaf() -> impl Strategy<Value = Value> {

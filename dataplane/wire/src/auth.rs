@@ -3,8 +3,10 @@
 //! The tag covers every header byte except the tag field itself: the fixed
 //! header, the routing strings, the extension headers and the tensor table
 //! (names, dtypes, shapes, offsets, lengths). Tensor data is not covered, so
-//! the check costs the same for any payload size. The FORWARDED flag is read
-//! as zero: a relaying appliance sets it without the tenant key.
+//! the check costs the same for any payload size. The body of a negotiate
+//! request is covered too (at most 263 bytes): it names the subject asked
+//! for. The FORWARDED flag is read as zero: a relaying appliance sets it
+//! without the tenant key.
 
 use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
@@ -56,6 +58,10 @@ impl TenantKey {
         mac.update(&flags.to_le_bytes());
         mac.update(&a[8..]);
         mac.update(b);
+        if frame.kind() == crate::Kind::NegotiateRequest {
+            // Bounded by the body check: 8 + SUBJECT_LEN_MAX bytes.
+            mac.update(frame.payload());
+        }
         mac
     }
 

@@ -139,7 +139,9 @@ error_codes! {
     UnsupportedVersion = 2, false, "unsupported_version";
     /// The tenant is unknown or the authentication tag is wrong.
     Unauthenticated = 3, false, "unauthenticated";
-    /// The tenant may not use this route, model or adapter.
+    /// The tenant may not do this. Kept for compatibility: the engine
+    /// answers a model, adapter, route or subject outside a tenant's lists
+    /// as if it did not exist.
     Forbidden = 4, false, "forbidden";
     /// The request carries no model version.
     ModelVersionRequired = 5, false, "model_version_required";
@@ -157,7 +159,8 @@ error_codes! {
     BadTensor = 11, false, "bad_tensor";
     /// The deadline passed before the request ran.
     DeadlineExceeded = 12, false, "deadline_exceeded";
-    /// The shard queue is full.
+    /// A queue or table the frame needs is full (the shard queue, or the
+    /// worker's replay table).
     Busy = 13, true, "busy";
     /// The shard is not served here and no peer carries its labels.
     NoRouteToShard = 14, false, "no_route_to_shard";
@@ -179,6 +182,12 @@ error_codes! {
     ConnectionLost = 22, true, "connection_lost";
     /// The frame kind is valid but not accepted by this endpoint.
     UnsupportedKind = 23, false, "unsupported_kind";
+    /// An authenticated frame's deadline is 0 or lies further ahead than
+    /// the appliance's freshness window.
+    Stale = 24, false, "stale";
+    /// An authenticated frame with this tag was already accepted and its
+    /// deadline has not passed: a replay, or a resend of the same frame.
+    Replayed = 25, false, "replayed";
 }
 
 impl fmt::Display for ErrorCode {

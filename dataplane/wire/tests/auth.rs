@@ -145,3 +145,40 @@ fn forwarded_flag_is_outside_the_tag() {
     buf[6] ^= 0x01;
     assert_ne!(verifies(&key, &buf), Some(true));
 }
+
+/// A negotiate request's tag covers its body: every byte of the version
+/// hint and the subject that keeps the frame valid breaks the tag. Bodies
+/// of other kinds are not covered (an error frame's message, for one).
+#[test]
+fn a_negotiate_requests_body_is_covered() {
+    let key = TenantKey::new(EXAMPLE_KEY);
+    let orig = example("negotiate_request_signed");
+    assert_eq!(verifies(&key, &orig), Some(true));
+    let f = Frame::new_checked(&orig[..]).unwrap();
+    let body = f.header_len()..f.frame_len();
+    let mut changed = 0;
+    for i in body {
+        for x in 1..=255u8 {
+            let mut buf = orig.clone();
+            buf[i] ^= x;
+            if let Some(ok) = verifies(&key, &buf) {
+                assert!(!ok, "body byte {i} ^ {x:#x} keeps the tag valid");
+                changed += 1;
+            }
+        }
+    }
+    assert!(
+        changed > 1000,
+        "the hint and the subject were changed validly"
+    );
+    let mut err = example("error");
+    let mut f = Frame::new_checked(&mut err[..]).unwrap();
+    key.sign(&mut f);
+    let last = err.len() - 1;
+    err[last] = b'X';
+    assert_eq!(
+        verifies(&key, &err),
+        Some(true),
+        "an error body is not covered"
+    );
+}

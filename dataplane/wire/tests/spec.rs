@@ -196,6 +196,31 @@ fn negotiate_request() {
     assert_eq!(f.payload_len(), 8 + 14);
 }
 
+/// A negotiate request's tag covers its body too: the subject it asks for.
+#[test]
+fn negotiate_request_tag_covers_the_body() {
+    use hmac::{Hmac, Mac};
+    let f = parsed("negotiate_request_signed");
+    assert_eq!(f.flags(), flags::AUTHENTICATED);
+    assert_eq!((f.request_id(), f.deadline_us()), (44, DEADLINE_US));
+    let b = f.as_bytes();
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(EXAMPLE_KEY).unwrap();
+    mac.update(&b[..80]);
+    mac.update(&b[96..f.header_len()]);
+    mac.update(&b[f.header_len()..]);
+    let full = mac.finalize().into_bytes();
+    assert_eq!(f.auth_tag(), &full[..16]);
+    assert!(TenantKey::new(EXAMPLE_KEY).verify(&f));
+    // Another subject under the same header does not verify.
+    let mut other = b.to_vec();
+    *other.last_mut().unwrap() = b'X';
+    let g = Frame::new_checked(&other[..]).unwrap();
+    assert!(!TenantKey::new(EXAMPLE_KEY).verify(&g));
+    let text = std::fs::read_to_string(repo_root().join("docs/wire.md")).unwrap();
+    let tag: String = f.auth_tag().iter().map(|b| format!("{b:02x}")).collect();
+    assert!(text.contains(&tag), "docs/wire.md states the tag {tag}");
+}
+
 #[test]
 fn negotiate_response() {
     let f = parsed("negotiate_response");

@@ -105,6 +105,19 @@ pub const SLUICE_TCP_SLOT_SIZE_MIN: u32 = 4096;
 pub const SLUICE_TCP_SLOT_SIZE_MAX: u32 = 256 << 20;
 /// Most TCP slot memory (receive and reply) per worker, bytes.
 pub const SLUICE_TCP_POOL_BYTES_MAX: u64 = 17_179_869_184; // 16 GiB, written out: C would overflow `16 << 30`
+/// Most patterns in each of a tenant's lists (models, adapters, routes,
+/// subjects).
+pub const SLUICE_TENANT_PATTERNS_MAX: u32 = 64;
+/// Longest schema subject (a tenant's `subjects` patterns too).
+pub const SLUICE_SUBJECT_LEN_MAX: u32 = 255;
+/// Shortest `auth.freshness_window_ms`.
+pub const SLUICE_FRESHNESS_WINDOW_MS_MIN: u32 = 100;
+/// Longest `auth.freshness_window_ms`.
+pub const SLUICE_FRESHNESS_WINDOW_MS_MAX: u32 = 300_000;
+/// Fewest `auth.replay_entries` (one bucket of the replay table).
+pub const SLUICE_REPLAY_ENTRIES_MIN: u32 = 8;
+/// Most `auth.replay_entries`.
+pub const SLUICE_REPLAY_ENTRIES_MAX: u32 = 1 << 22;
 
 mod limits_check {
     use sluice_engine::config::limits as l;
@@ -155,6 +168,12 @@ mod limits_check {
     const _: () = assert!(SLUICE_TCP_SLOT_SIZE_MIN == l::TCP_SLOT_SIZE_MIN);
     const _: () = assert!(SLUICE_TCP_SLOT_SIZE_MAX == l::TCP_SLOT_SIZE_MAX);
     const _: () = assert!(SLUICE_TCP_POOL_BYTES_MAX == l::TCP_POOL_BYTES_MAX);
+    const _: () = assert!(eq(SLUICE_TENANT_PATTERNS_MAX, l::TENANT_PATTERN_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_SUBJECT_LEN_MAX, w::SUBJECT_LEN_MAX));
+    const _: () = assert!(SLUICE_FRESHNESS_WINDOW_MS_MIN == l::FRESHNESS_WINDOW_MS_MIN);
+    const _: () = assert!(SLUICE_FRESHNESS_WINDOW_MS_MAX == l::FRESHNESS_WINDOW_MS_MAX);
+    const _: () = assert!(SLUICE_REPLAY_ENTRIES_MIN == l::REPLAY_ENTRIES_MIN);
+    const _: () = assert!(SLUICE_REPLAY_ENTRIES_MAX == l::REPLAY_ENTRIES_MAX);
 }
 
 /// Status of every call. The numbers are stable and map one-to-one to the Go

@@ -195,6 +195,7 @@ mod rdma {
         format!(
             r#"{{
   "engine": {{"workers": [0], "transport": "rdma", "poll": "adaptive"}},
+  "auth": {{"mode": "none"}},
   "rdma": {{"listen": "{ip}:{port}", "connections_max": 2, "slots_per_connection": 1,
             "slot_size": 2097152, "large_tx_buffers": 1, "rx_buffers": 32, "tx_buffers": 32}},
   "shards": [{{"name": "s"}}],

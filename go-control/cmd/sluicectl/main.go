@@ -574,9 +574,10 @@ func tenants(c *client, p *printer) error {
 	}
 	var rows [][]string
 	for _, t := range ts {
-		rows = append(rows, []string{t.Name, fmt.Sprint(t.ID), or(strings.Join(t.Models, ","), "-"), or(strings.Join(t.Adapters, ","), "-")})
+		list := func(l []string) string { return or(strings.Join(l, ","), "-") }
+		rows = append(rows, []string{t.Name, fmt.Sprint(t.ID), list(t.Models), list(t.Adapters), list(t.Routes), list(t.Subjects)})
 	}
-	p.table("NAME\tID\tMODELS\tADAPTERS", rows)
+	p.table("NAME\tID\tMODELS\tADAPTERS\tROUTES\tSUBJECTS", rows)
 	return nil
 }
 

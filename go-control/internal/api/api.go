@@ -77,6 +77,8 @@ type TenantView struct {
 	ID       int64    `json:"id"`
 	Models   []string `json:"models"`
 	Adapters []string `json:"adapters"`
+	Routes   []string `json:"routes"`
+	Subjects []string `json:"subjects"`
 }
 
 // RoutesDoc is what GET /v1/routes returns; PUT takes it or a bare array.

@@ -31,6 +31,7 @@ type Config struct {
 	Shards      []Shard     `toml:"shards" json:"shards"`
 	Routes      []Route     `toml:"routes" json:"routes"`
 	Models      []Model     `toml:"models" json:"models"`
+	Auth        Auth        `toml:"auth" json:"auth"`
 	Tenants     []Tenant    `toml:"tenants" json:"tenants"`
 	Peers       []Peer      `toml:"peers" json:"peers"`
 	Control     Control     `toml:"control" json:"control"`
@@ -83,6 +84,24 @@ type Engine struct {
 	// NegotiationTTLMs is how long a client may cache a negotiated schema
 	// (the ttl_ms of a negotiate response).
 	NegotiationTTLMs int `toml:"negotiation_ttl_ms" json:"negotiation_ttl_ms"`
+	// JSONSchemaFormat is what JSON Schema "format" does on the data plane:
+	// "annotation" (unless a schema's dialect opts in) or "assertion".
+	JSONSchemaFormat string `toml:"json_schema_format" json:"json_schema_format"`
+}
+
+// Auth is the [auth] table (docs/wire.md, "Authentication"), read by the
+// engine at start only: a reload that changes it needs a restart.
+type Auth struct {
+	// Mode is "tenants" (every request and negotiation needs a tenant's
+	// valid tag, a fresh deadline and an unseen tag) or "none" (nothing is
+	// checked; no tenant may be configured).
+	Mode string `toml:"mode" json:"mode"`
+	// FreshnessWindowMs: an authenticated frame's deadline must lie in
+	// [now, now + this].
+	FreshnessWindowMs int `toml:"freshness_window_ms" json:"freshness_window_ms"`
+	// ReplayEntries: tags each worker remembers to refuse replays (a power
+	// of two).
+	ReplayEntries int `toml:"replay_entries" json:"replay_entries"`
 }
 
 // IOUring is the [io_uring] table.
@@ -170,6 +189,7 @@ type Tenant struct {
 	Models   []string `toml:"models" json:"models"`     // default ["*"]
 	Adapters []string `toml:"adapters" json:"adapters"` // default ["*"]
 	Routes   []string `toml:"routes" json:"routes"`     // default ["*"]
+	Subjects []string `toml:"subjects" json:"subjects"` // default ["*"]: schema subjects it may negotiate and name
 }
 
 // Peer is one [[peers]] entry: another appliance that serves shards by label.
@@ -204,6 +224,7 @@ func Defaults() Config {
 			Workers: []int{0}, Transport: "io_uring", RxBurstMax: 32,
 			Hugepages: "auto", Poll: "adaptive", SpinUs: 200, ForwardTimeoutMs: 200,
 			NegotiationTTLMs: 60_000,
+			JSONSchemaFormat: "annotation",
 		},
 		IOUring: IOUring{
 			Listen: "127.0.0.1:7070", RingEntries: 512, RxBuffers: 256,
@@ -212,6 +233,7 @@ func Defaults() Config {
 			TCPSlots:  []TCPSlot{{Size: 64 << 10, Count: 128}, {Size: 2 << 20, Count: 16}, {Size: 16 << 20, Count: 2}},
 			TCPSendZC: "auto",
 		},
+		Auth: Auth{Mode: "tenants", FreshnessWindowMs: 10_000, ReplayEntries: 1 << 18},
 		Host: Host{Labels: map[string]string{}},
 		Control: Control{
 			AdminListen: "127.0.0.1:7071", Store: "embedded",
@@ -325,7 +347,7 @@ func (c *Config) tableDefaults(pos positions) {
 	for i := range c.Tenants {
 		t := &c.Tenants[i]
 		k := fmt.Sprintf("tenants[%d].", i)
-		for name, l := range map[string]*[]string{"models": &t.Models, "adapters": &t.Adapters, "routes": &t.Routes} {
+		for name, l := range map[string]*[]string{"models": &t.Models, "adapters": &t.Adapters, "routes": &t.Routes, "subjects": &t.Subjects} {
 			if !has(k + name) {
 				*l = []string{"*"}
 			}
@@ -371,7 +393,7 @@ func (t *Tenant) UnmarshalJSON(b []byte) error {
 	r := struct {
 		*raw
 		ID *json.Number `json:"id"` // shadows raw's
-	}{raw: &raw{Models: []string{"*"}, Adapters: []string{"*"}, Routes: []string{"*"}}}
+	}{raw: &raw{Models: []string{"*"}, Adapters: []string{"*"}, Routes: []string{"*"}, Subjects: []string{"*"}}}
 	if err := strictUnmarshal(b, &r); err != nil {
 		return err
 	}

@@ -115,6 +115,12 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"tcp pool too large", "[io_uring]\ntcp_slots = [{ size = 268435456, count = 64 }]\n", "t.toml:2: io_uring.tcp_slots: 34359738368 bytes of slots per worker"},
 		{"tcp zc mode", "[io_uring]\ntcp_send_zc = \"maybe\"\n", "t.toml:2: io_uring.tcp_send_zc: \"maybe\" is not one of"},
 		{"peer tcp address", "[[peers]]\nname = \"b\"\naddress = \"10.0.0.2:7070\"\ntcp_address = \"b:7072\"\n", "t.toml:4: peers[0].tcp_address: \"b:7072\" is not an IP:port address"},
+		{"auth mode", "[auth]\nmode = \"open\"\n", "t.toml:2: auth.mode: \"open\" is not one of \"tenants\", \"none\""},
+		{"freshness window", "[auth]\n\nfreshness_window_ms = 50\n", "t.toml:3: auth.freshness_window_ms: 50 is out of range 100..=300000"},
+		{"replay entries", "[auth]\nreplay_entries = 1000\n", "t.toml:2: auth.replay_entries: 1000 is not a power of two"},
+		{"mode none with tenants", "[auth]\nmode = \"none\"\n\n[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "t.toml:4: tenants[0]: auth.mode is \"none\""},
+		{"bad subject pattern", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nsubjects = [\"a-*\", \"\"]\n", "t.toml:5: tenants[0].subjects[1]: \"\" must be 1 to 255 printable ASCII"},
+		{"too many patterns", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nroutes = [" + strings.Repeat("\"r\", ", 65) + "]\n", "t.toml:5: tenants[0].routes: 65 entries; at most 64"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,6 +129,47 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 				t.Fatalf("error\n  %s\nwant it to contain\n  %s", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestAuthDefaultsAndExposure(t *testing.T) {
+	cfg, err := Parse("t.toml", []byte("[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := cfg.Auth; a.Mode != "tenants" || a.FreshnessWindowMs != 10_000 || a.ReplayEntries != 1<<18 {
+		t.Fatalf("auth defaults: %+v", a)
+	}
+	if s := cfg.Tenants[0].Subjects; len(s) != 1 || s[0] != "*" {
+		t.Fatalf("subjects default: %v", s)
+	}
+	js, _ := cfg.JSON()
+	for _, want := range []string{`"auth":{"mode":"tenants","freshness_window_ms":10000,"replay_entries":262144}`, `"subjects":["*"]`} {
+		if !strings.Contains(string(js), want) {
+			t.Fatalf("engine JSON lacks %s: %s", want, js)
+		}
+	}
+	var tn Tenant
+	if err := json.Unmarshal([]byte(`{"name":"t","id":3,"key":"hex:00"}`), &tn); err != nil || len(tn.Subjects) != 1 {
+		t.Fatalf("JSON tenant subjects default: %+v %v", tn, err)
+	}
+	for _, tc := range []struct {
+		src  string
+		want string // "" for no warning
+	}{
+		{"[auth]\nmode = \"none\"\n", ""},
+		{"[auth]\nmode = \"none\"\n[io_uring]\nlisten = \"0.0.0.0:7070\"\n", `io_uring.listen = "0.0.0.0:7070", which is not loopback`},
+		{"[auth]\nmode = \"none\"\n[io_uring]\nlisten = \"[::1]:7070\"\n", ""},
+		{"[io_uring]\nlisten = \"0.0.0.0:7070\"\n", ""},
+	} {
+		c, err := Parse("t.toml", []byte(tc.src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := c.UnauthenticatedExposure()
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Fatalf("%q: exposure %q, want %q", tc.src, got, tc.want)
+		}
 	}
 }
 

@@ -57,6 +57,13 @@ type Limits struct {
 	TCPSlotSizeMin      int // slot sizes are multiples of it
 	TCPSlotSizeMax      int
 	TCPPoolBytesMax     int64 // receive and reply slots, per worker
+	TenantPatternsMax   int   // patterns in each of a tenant's lists
+	SubjectLenMax       int   // a schema subject on the wire
+	// [auth]
+	FreshnessWindowMsMin int
+	FreshnessWindowMsMax int
+	ReplayEntriesMin     int // one bucket of the replay table
+	ReplayEntriesMax     int
 }
 
 // BuiltinLimits are the limits a build without the engine (sluicectl, the
@@ -72,7 +79,9 @@ var BuiltinLimits = Limits{
 	NegotiationTTLMsMin: 1_000, NegotiationTTLMsMax: 3_600_000, DrainMsMax: 10_000,
 	TCPConnectionsMax: 4096, TCPPipelineMax: 1024, TCPIdleTimeoutMsMax: 3_600_000,
 	TCPSlotClassesMax: 4, TCPSlotCountMax: 4096, TCPSlotSizeMin: 4096, TCPSlotSizeMax: 256 << 20,
-	TCPPoolBytesMax: 16 << 30,
+	TCPPoolBytesMax:   16 << 30,
+	TenantPatternsMax: 64, SubjectLenMax: 255,
+	FreshnessWindowMsMin: 100, FreshnessWindowMsMax: 300_000, ReplayEntriesMin: 8, ReplayEntriesMax: 1 << 22,
 }
 
 // lim are the limits in force: the engine's once it installed them.
@@ -162,6 +171,7 @@ func Validate(cfg *Config) []Issue {
 	shards := c.shards(cfg.Shards, len(cfg.Engine.Workers))
 	c.routes(cfg.Routes, shards)
 	c.models(cfg.Models)
+	c.auth(&cfg.Auth, len(cfg.Tenants))
 	c.tenants(cfg.Tenants)
 	c.peers(cfg.Peers)
 	c.control(&cfg.Control)
@@ -229,6 +239,7 @@ func (c *checker) engine(e *Engine) {
 	c.rangeInt("engine.rx_burst_max", e.RxBurstMax, 1, lim.RxBurstMax)
 	c.oneOf("engine.hugepages", e.Hugepages, "auto", "required", "off")
 	c.oneOf("engine.poll", e.Poll, "busy", "adaptive")
+	c.oneOf("engine.json_schema_format", e.JSONSchemaFormat, "annotation", "assertion")
 	c.rangeInt("engine.spin_us", e.SpinUs, 0, lim.SpinUsMax)
 	c.rangeInt("engine.forward_timeout_ms", e.ForwardTimeoutMs, 1, lim.ForwardTimeoutMsMax)
 	c.rangeInt("engine.negotiation_ttl_ms", e.NegotiationTTLMs, lim.NegotiationTTLMsMin, lim.NegotiationTTLMsMax)
@@ -363,6 +374,35 @@ func (c *checker) shards(list []Shard, workers int) map[string]bool {
 	return names
 }
 
+func (c *checker) auth(a *Auth, tenants int) {
+	c.oneOf("auth.mode", a.Mode, "tenants", "none")
+	c.rangeInt("auth.freshness_window_ms", a.FreshnessWindowMs, lim.FreshnessWindowMsMin, lim.FreshnessWindowMsMax)
+	c.rangeInt("auth.replay_entries", a.ReplayEntries, lim.ReplayEntriesMin, lim.ReplayEntriesMax)
+	if !isPow2(a.ReplayEntries) {
+		c.add("auth.replay_entries", "%d is not a power of two", a.ReplayEntries)
+	}
+	if a.Mode == "none" && tenants > 0 {
+		c.add("tenants[0]", "auth.mode is \"none\": no tag would be checked; remove the tenants or set auth.mode = \"tenants\"")
+	}
+}
+
+// UnauthenticatedExposure says why a config lets anyone who reaches the
+// data plane send requests unchecked: auth.mode = "none" with a listen
+// address that is not loopback (DPDK and RDMA face a NIC, so they always
+// count). "" when it does not. sluiced logs it as a warning at start-up.
+func (c *Config) UnauthenticatedExposure() string {
+	if c.Auth.Mode != "none" {
+		return ""
+	}
+	if c.Engine.Transport != "io_uring" {
+		return fmt.Sprintf("auth.mode = \"none\" with transport %q: anyone on its network may send requests under any tenant id", c.Engine.Transport)
+	}
+	if ap, err := netip.ParseAddrPort(c.IOUring.Listen); err == nil && ap.Addr().IsLoopback() {
+		return ""
+	}
+	return fmt.Sprintf("auth.mode = \"none\" with io_uring.listen = %q, which is not loopback: anyone who reaches it may send requests under any tenant id", c.IOUring.Listen)
+}
+
 func (c *checker) tenants(list []Tenant) {
 	c.count("tenants", len(list), lim.TenantsMax)
 	for i, t := range list {
@@ -379,6 +419,29 @@ func (c *checker) tenants(list []Tenant) {
 		}
 		if _, err := DecodeKey(t.Key, os.Getenv); err != nil {
 			c.add(key+".key", "%v", err)
+		}
+		c.tenantPatterns(key, t)
+	}
+}
+
+// tenantPatterns checks a tenant's lists as the engine does: at most
+// lim.TenantPatternsMax patterns each, every one a token of the wire limit of
+// what it matches.
+func (c *checker) tenantPatterns(key string, t Tenant) {
+	lists := []struct {
+		name   string
+		list   []string
+		lenMax int
+	}{
+		{"models", t.Models, lim.ModelNameLenMax},
+		{"adapters", t.Adapters, lim.AdapterLenMax},
+		{"routes", t.Routes, lim.NameLenMax},
+		{"subjects", t.Subjects, lim.SubjectLenMax},
+	}
+	for _, l := range lists {
+		c.count(key+"."+l.name, len(l.list), lim.TenantPatternsMax)
+		for j, p := range l.list {
+			c.token(fmt.Sprintf("%s.%s[%d]", key, l.name, j), p, l.lenMax)
 		}
 	}
 }

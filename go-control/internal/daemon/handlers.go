@@ -139,7 +139,8 @@ func (d *Daemon) getTenants(w http.ResponseWriter, r *http.Request) {
 	cfg := d.state.snapshot()
 	out := make([]api.TenantView, 0, len(cfg.Tenants))
 	for _, t := range cfg.Tenants {
-		out = append(out, api.TenantView{Name: t.Name, ID: t.ID, Models: nonNil(t.Models), Adapters: nonNil(t.Adapters)})
+		out = append(out, api.TenantView{Name: t.Name, ID: t.ID, Models: nonNil(t.Models), Adapters: nonNil(t.Adapters),
+			Routes: nonNil(t.Routes), Subjects: nonNil(t.Subjects)})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

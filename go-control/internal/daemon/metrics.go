@@ -25,10 +25,10 @@ type collector struct {
 
 	up, reloads, changes *prometheus.Desc
 
-	wRequests, wErrors, wRx, wTx, wRxNoBuf, wTxNoBuf, wTxErr, wForeign *prometheus.Desc
-	wPings, wNegotiations, wCopied, wSleeps, wPool, wPoolUse, wReuse   *prometheus.Desc
-	wLat, wLatHist, wLatMax                                            *prometheus.Desc
-	wUp, wPanics, wKernelDrops                                         *prometheus.Desc
+	wRequests, wErrors, wRefusals, wRx, wTx, wRxNoBuf, wTxNoBuf, wTxErr, wForeign *prometheus.Desc
+	wPings, wNegotiations, wCopied, wSleeps, wPool, wPoolUse, wReuse              *prometheus.Desc
+	wLat, wLatHist, wLatMax                                                       *prometheus.Desc
+	wUp, wPanics, wKernelDrops                                                    *prometheus.Desc
 
 	sRequests, sErrors                  *prometheus.Desc
 	sQueue, sQueueHist, sQueueMax       *prometheus.Desc
@@ -49,6 +49,7 @@ func newCollector(d *Daemon) *collector {
 
 		wRequests:     desc("worker_requests_total", "Requests answered by the worker (ok plus error frames).", w...),
 		wErrors:       desc("worker_errors_total", "Error frames by wire error code.", append(w, "code")...),
+		wRefusals:     desc("worker_refusals_total", "Refusals by authentication or a tenant's lists, by cause (docs/wire.md, \"What a tenant may see\"): what the error codes do not tell apart, such as a model outside the tenant's list (tenant_model) from one that does not exist. Each is also one error frame in worker_errors_total.", append(w, "cause")...),
 		wRx:           desc("worker_rx_frames_total", "Frames received.", w...),
 		wTx:           desc("worker_tx_frames_total", "Frames sent.", w...),
 		wRxNoBuf:      desc("worker_rx_no_buffers_total", "Receives lost for lack of a buffer.", w...),
@@ -56,7 +57,7 @@ func newCollector(d *Daemon) *collector {
 		wTxErr:        desc("worker_tx_errors_total", "Send errors.", w...),
 		wForeign:      desc("worker_not_sluice_total", "Datagrams that were not Sluice frames, dropped.", w...),
 		wPings:        desc("worker_pings_total", "Ping frames answered.", w...),
-		wNegotiations: desc("worker_negotiations_total", "Schema negotiations answered.", w...),
+		wNegotiations: desc("worker_negotiations_total", "Schema negotiations answered with a schema (refusals are error frames, in worker_errors_total).", w...),
 		wCopied:       desc("worker_payload_bytes_copied_total", "Payload bytes copied on the way to the model (0 is the design).", w...),
 		wSleeps:       desc("worker_sleeps_total", "Times an adaptive worker slept.", w...),
 		wPool:         desc("worker_pool_buffers", "Buffers in the worker's pool (from the config).", wp...),
@@ -92,7 +93,7 @@ func newCollector(d *Daemon) *collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.changes, c.wRequests, c.wErrors, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
+	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.changes, c.wRequests, c.wErrors, c.wRefusals, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
 		c.wTxErr, c.wForeign, c.wPings, c.wNegotiations, c.wCopied, c.wSleeps, c.wPool, c.wPoolUse, c.wReuse,
 		c.wLat, c.wLatHist, c.wLatMax, c.wUp, c.wPanics, c.wKernelDrops, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
 		c.sService, c.sServiceHist, c.sServiceMax,
@@ -162,6 +163,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		sort.Strings(codes)
 		for _, code := range codes {
 			counter(ch, c.wErrors, w.Errors[code], append(l, code)...)
+		}
+		causes := make([]string, 0, len(w.Refusals))
+		for cause := range w.Refusals {
+			causes = append(causes, cause)
+		}
+		sort.Strings(causes)
+		for _, cause := range causes {
+			counter(ch, c.wRefusals, w.Refusals[cause], append(l, cause)...)
 		}
 		counter(ch, c.wRx, w.RxFrames, l...)
 		counter(ch, c.wTx, w.TxFrames, l...)

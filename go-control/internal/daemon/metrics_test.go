@@ -65,6 +65,10 @@ func TestMetrics(t *testing.T) {
 		}
 		r.fake.Record(0, "hbm2-inference", code, 2_000, uint64(i)*1_000)
 	}
+	// Two refusals before routing: a model outside the tenant's list
+	// answered as unknown, and a replay.
+	r.fake.Refuse(0, "unknown_model", "tenant_model")
+	r.fake.Refuse(0, "replayed", "replayed")
 	calls := r.fake.StatsCalls()
 	fams := scrape(t, r)
 	if got := r.fake.StatsCalls() - calls; got != 1 {
@@ -83,7 +87,15 @@ func TestMetrics(t *testing.T) {
 	if v := find(t, fams, "sluice_worker_errors_total", map[string]string{"worker": "0", "code": "no_route"}).GetCounter().GetValue(); v != 3 {
 		t.Fatalf("no_route = %v", v)
 	}
-	if v := find(t, fams, "sluice_worker_requests_total", map[string]string{"worker": "0"}).GetCounter().GetValue(); v != 100 {
+	for cause, code := range map[string]string{"tenant_model": "unknown_model", "replayed": "replayed"} {
+		if v := find(t, fams, "sluice_worker_refusals_total", map[string]string{"worker": "0", "cause": cause}).GetCounter().GetValue(); v != 1 {
+			t.Fatalf("refusals %s = %v", cause, v)
+		}
+		if v := find(t, fams, "sluice_worker_errors_total", map[string]string{"worker": "0", "code": code}).GetCounter().GetValue(); v != 1 {
+			t.Fatalf("errors %s = %v", code, v)
+		}
+	}
+	if v := find(t, fams, "sluice_worker_requests_total", map[string]string{"worker": "0"}).GetCounter().GetValue(); v != 102 {
 		t.Fatalf("worker requests = %v", v)
 	}
 	if v := find(t, fams, "sluice_worker_errors_total", map[string]string{"worker": "0", "core": "1", "code": "busy"}).GetCounter().GetValue(); v != 1 {

@@ -130,6 +130,7 @@ func New(opts Options) (*Daemon, error) {
 	if opts.Engine == "fake" {
 		log.Warn("running the fake engine: in-memory, serves no traffic (for tests only)")
 	}
+	warnAuth(log, eff)
 	return &Daemon{
 		opts:       opts,
 		eng:        eng,
@@ -139,6 +140,17 @@ func New(opts Options) (*Daemon, error) {
 		schemas:    newSchemaSync(),
 		state:      &state{path: opts.ConfigPath, log: log, eng: eng, st: st, file: file, eff: eff, started: time.Now(), link: opts.Fleet},
 	}, nil
+}
+
+// warnAuth says at start-up what [auth] leaves open (docs/wire.md,
+// "What the appliance checks").
+func warnAuth(log *slog.Logger, c *config.Config) {
+	if why := c.UnauthenticatedExposure(); why != "" {
+		log.Warn("data plane unauthenticated", "why", why)
+	}
+	if c.Auth.Mode == "tenants" && len(c.Tenants) == 0 {
+		log.Warn("auth.mode = \"tenants\" and no tenant is configured: every request and negotiation is refused (unauthenticated) until tenants are added")
+	}
 }
 
 // Engine returns the engine the daemon drives (tests feed the Fake).

@@ -263,6 +263,9 @@ func staticSections(a, b *config.Config) []string {
 	if !eq(a.Fleet, b.Fleet) {
 		out = append(out, "fleet")
 	}
+	if !eq(a.Auth, b.Auth) {
+		out = append(out, "auth")
+	}
 	if !eq(a.Jobs, b.Jobs) {
 		out = append(out, "jobs")
 	}
@@ -337,8 +340,8 @@ func (s *state) reloadLocked(st store.Store) (api.ReloadResult, error) {
 // keepStatic gives next the running values of the sections only a
 // restart changes.
 func keepStatic(next, running *config.Config) {
-	next.Engine, next.IOUring, next.Host, next.ONNXRuntime, next.Control, next.Fleet, next.Jobs =
-		running.Engine, running.IOUring, running.Host, running.ONNXRuntime, running.Control, running.Fleet, running.Jobs
+	next.Engine, next.IOUring, next.Host, next.ONNXRuntime, next.Control, next.Fleet, next.Jobs, next.Auth =
+		running.Engine, running.IOUring, running.Host, running.ONNXRuntime, running.Control, running.Fleet, running.Jobs, running.Auth
 }
 
 // applySection validates cfg with one section changed, applies it, and on

@@ -197,8 +197,9 @@ type WorkerStats struct {
 	Index              int          `json:"index"`
 	Core               int          `json:"core"`
 	Epoch              uint64       `json:"epoch"`
-	OK                 uint64       `json:"ok"`     // responses sent
-	Errors             ErrorCounts  `json:"errors"` // error frames by wire code name
+	OK                 uint64       `json:"ok"`                 // responses sent
+	Errors             ErrorCounts  `json:"errors"`             // error frames by wire code name
+	Refusals           ErrorCounts  `json:"refusals,omitempty"` // by cause: unknown_tenant, bad_tag, replayed, tenant_model, ...
 	Pings              uint64       `json:"pings"`
 	Negotiations       uint64       `json:"negotiations"`
 	NotSluice          uint64       `json:"not_sluice"` // foreign datagrams dropped

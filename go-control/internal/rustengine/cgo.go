@@ -74,6 +74,13 @@ var Limits = config.Limits{
 	TCPSlotSizeMin:      C.SLUICE_TCP_SLOT_SIZE_MIN,
 	TCPSlotSizeMax:      C.SLUICE_TCP_SLOT_SIZE_MAX,
 	TCPPoolBytesMax:     C.SLUICE_TCP_POOL_BYTES_MAX,
+	TenantPatternsMax:   C.SLUICE_TENANT_PATTERNS_MAX,
+	SubjectLenMax:       C.SLUICE_SUBJECT_LEN_MAX,
+	// [auth]
+	FreshnessWindowMsMin: C.SLUICE_FRESHNESS_WINDOW_MS_MIN,
+	FreshnessWindowMsMax: C.SLUICE_FRESHNESS_WINDOW_MS_MAX,
+	ReplayEntriesMin:     C.SLUICE_REPLAY_ENTRIES_MIN,
+	ReplayEntriesMax:     C.SLUICE_REPLAY_ENTRIES_MAX,
 }
 
 func init() { config.UseEngineLimits(Limits) }

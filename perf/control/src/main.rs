@@ -19,6 +19,7 @@ use sluice_ffi::*;
 
 const CONFIG: &str = r#"{
   "engine": {"workers": [1], "poll": "busy"},
+  "auth": {"mode": "none"},
   "io_uring": {"listen": "127.0.0.1:0"},
   "shards": [{"name": "a"}, {"name": "b"}],
   "routes": [{"name": "null", "model": "null", "shard": "a"}],

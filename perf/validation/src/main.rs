@@ -10,9 +10,16 @@
 //!    against the unvalidated request.
 //! 3. Registration to use: a new schema version pushed while traffic flows,
 //!    timed until the first request validated against it is answered.
+//! 4. Keywords: `pattern`, `unevaluated*` and `$dynamicRef` schemas on 1 KiB
+//!    sections against the `jsonschema` crate in the same run (keywords.rs).
+//! 5. What the freshness rule and the replay table add to classification
+//!    (`replay.rs`), against the tag check alone, in the same run.
 //!
-//! cargo run --release -p sluice-validation-bench [-- --quick]
+//! cargo run --release -p sluice-validation-bench [-- --quick] [--keywords (part 4 only)] [--replay (part 5 only)]
 #![deny(unsafe_code)]
+
+mod keywords;
+mod replay;
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -23,7 +30,7 @@ use hdrhistogram::Histogram;
 use sluice_client::{Client, ClientConfig, PollMode, Request};
 use sluice_engine::config::Config;
 use sluice_engine::schema::{SchemaCfg, SchemaTable};
-use sluice_engine::tables::{LiveConfig, Tables};
+use sluice_engine::tables::{HostView, LiveConfig, Tables};
 use sluice_engine::worker::{Verdict, classify_frame};
 use sluice_engine::{Engine, EngineOptions};
 use sluice_wire::{DType, Frame, FrameRepr, Kind, SECTION_TENSOR_NAME, TenantKey, TensorRepr};
@@ -342,7 +349,7 @@ fn in_process(quick: bool) -> Result<Vec<f64>> {
     let slots: Vec<usize> = (0..live.models.len()).collect();
     let table = SchemaTable::build(&schemas(), 30_000)?;
     assert!(table.unenforced().is_empty(), "{:?}", table.unenforced());
-    let t = Tables::build(&live, &cfg.host.labels, 1, &slots, table)?;
+    let t = Tables::build(&live, &HostView::of(&cfg), &slots, table)?;
     let iters = if quick { 20_000 } else { 200_000 };
     println!(
         "## In process: classify_frame (parse, HMAC, validate, route, admit), median of 11 rounds of {iters}"
@@ -355,7 +362,9 @@ fn in_process(quick: bool) -> Result<Vec<f64>> {
         let mut buf = Vec::new();
         let n = frame(&c, &mut buf)?;
         let bytes = &buf[..n];
-        match classify_frame(bytes, false, &t, false, 0) {
+        // The tag check only (no replay table): every round classifies the
+        // same bytes; section 4 measures what freshness and replays add.
+        match classify_frame(bytes, false, &t, false, 0, None) {
             Verdict::Admit { .. } => {}
             v => panic!("{}: not admitted: {v:?}", c.name),
         }
@@ -363,7 +372,7 @@ fn in_process(quick: bool) -> Result<Vec<f64>> {
         for _ in 0..11 {
             let t0 = Instant::now();
             for _ in 0..iters {
-                black_box(classify_frame(black_box(bytes), false, &t, false, 0));
+                black_box(classify_frame(black_box(bytes), false, &t, false, 0, None));
             }
             rounds.push(t0.elapsed().as_nanos() as f64 / iters as f64);
         }
@@ -541,6 +550,14 @@ fn main() -> Result<()> {
         "# Hot-path validation cost ({})",
         if quick { "quick" } else { "full" }
     );
+    if std::env::args().any(|a| a == "--keywords") {
+        return keywords::run(quick);
+    }
+    if std::env::args().any(|a| a == "--replay") {
+        return replay::measure(&config(0)?, quick);
+    }
     in_process(quick)?;
-    end_to_end(quick)
+    keywords::run(quick)?;
+    end_to_end(quick)?;
+    replay::measure(&config(0)?, quick)
 }

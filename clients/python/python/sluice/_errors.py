@@ -75,8 +75,11 @@ class ProtocolError(ServerError):
 
 
 class AuthError(ServerError):
-    """unauthenticated (unknown tenant or bad tag) or forbidden (the tenant
-    may not use this model, adapter or route)."""
+    """unauthenticated (unknown tenant, unsigned or bad tag), stale (a
+    signed frame's deadline is 0 or beyond the appliance's freshness
+    window), replayed (the appliance already accepted a frame with this
+    tag), or forbidden (not sent by the appliance, which answers a thing
+    outside a tenant's lists as one that does not exist)."""
 
 
 class RoutingError(ServerError):
@@ -115,6 +118,8 @@ _FAMILIES: Dict[str, Type[ServerError]] = {
     "unsupported_kind": ProtocolError,
     "unauthenticated": AuthError,
     "forbidden": AuthError,
+    "stale": AuthError,
+    "replayed": AuthError,
     "model_version_required": RoutingError,
     "no_route": RoutingError,
     "unknown_model": RoutingError,

@@ -85,6 +85,11 @@ pub struct ClientConfig {
     pub schema_cache_max: usize,
     /// Which transport carries each request.
     pub transport: TransportMode,
+    /// With a key: the furthest ahead a frame's deadline lies (requests
+    /// with an earlier deadline keep theirs; negotiations and pings get
+    /// exactly this). It must be within the appliance's
+    /// `auth.freshness_window_ms`. Default 2 s.
+    pub signed_deadline: Duration,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -99,6 +104,7 @@ impl std::fmt::Debug for ClientConfig {
             .field("outstanding_max", &self.outstanding_max)
             .field("schema_cache_max", &self.schema_cache_max)
             .field("transport", &self.transport)
+            .field("signed_deadline", &self.signed_deadline)
             .finish()
     }
 }
@@ -115,6 +121,7 @@ impl Default for ClientConfig {
             outstanding_max: 4096,
             schema_cache_max: 1024,
             transport: TransportMode::Auto,
+            signed_deadline: crate::request::SIGNED_DEADLINE_DEFAULT,
         }
     }
 }
@@ -353,11 +360,12 @@ impl Client {
         match via {
             Via::Udp => {
                 let len = req
-                    .encode(
+                    .encode_with(
                         &mut self.send_buf,
                         id,
                         self.cfg.tenant_id,
                         self.key.as_ref(),
+                        self.cfg.signed_deadline,
                     )
                     .map_err(datagram_limit)?;
                 self.transmit(len)?;
@@ -437,6 +445,7 @@ impl Client {
             kind: Kind::Ping,
             request_id: id,
             tenant_id: self.cfg.tenant_id,
+            deadline_us: self.control_deadline_us(),
             ..FrameRepr::default()
         };
         let start = Instant::now();
@@ -477,6 +486,7 @@ impl Client {
             kind: Kind::NegotiateRequest,
             request_id: id,
             tenant_id: self.cfg.tenant_id,
+            deadline_us: self.control_deadline_us(),
             body: BodyRepr::NegotiateRequest {
                 subject,
                 version_hint,
@@ -508,6 +518,14 @@ impl Client {
     /// Drops every cached schema, forcing renegotiation.
     pub fn clear_schema_cache(&mut self) {
         self.schemas.clear();
+    }
+
+    /// A negotiation's or ping's deadline: fresh when signed, none when not.
+    fn control_deadline_us(&self) -> u64 {
+        match self.key {
+            Some(_) => crate::request::signed_deadline_us(0, self.cfg.signed_deadline),
+            None => 0,
+        }
     }
 
     fn take_id(&mut self) -> u64 {

@@ -50,7 +50,13 @@ impl Client {
             buf.resize(len, 0);
         }
         let r = req
-            .encode_header_only(&mut buf[..len], id, self.cfg.tenant_id, self.key.as_ref())
+            .encode_header_only(
+                &mut buf[..len],
+                id,
+                self.cfg.tenant_id,
+                self.key.as_ref(),
+                self.cfg.signed_deadline,
+            )
             .map_err(ClientError::InvalidRequest)
             .and_then(|layout| {
                 let mut parts = [IoSlice::new(&[]); 2 * sluice_wire::limits::TENSOR_COUNT_MAX + 1];

@@ -131,6 +131,23 @@ fn handle(
         sock.send_to(&st.out[..len], from).unwrap();
         return;
     }
+    // The appliance's freshness rule (docs/wire.md, "What the appliance
+    // checks"): a signed request or negotiation needs a deadline within
+    // 10 s; the deadline is then echoed (requests: as an extension).
+    if matches!(req.kind(), Kind::Request | Kind::NegotiateRequest) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64;
+        let d = req.deadline_us();
+        let far = d > now + 10_000_000;
+        // A deadline in the past is the server's deadline_exceeded; the
+        // tests that send one ask for it.
+        if d == 0 || far {
+            error(sock, st, &req, ErrorCode::Stale, "stale", from);
+            return;
+        }
+    }
     // A request that timed out earlier is answered late, before this one.
     if let Some((id, to)) = st.late.take() {
         let repr = FrameRepr {

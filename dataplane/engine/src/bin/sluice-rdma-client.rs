@@ -130,10 +130,21 @@ fn build(
         dims: &dims,
         data: None,
     }];
+    // A signed frame needs a fresh deadline (docs/wire.md, "Clients").
+    let deadline_us = match a.key {
+        Some(_) => {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as u64)
+                + 2_000_000
+        }
+        None => 0,
+    };
     let repr = FrameRepr {
         kind: Kind::Request,
         request_id: id,
         tenant_id: a.tenant,
+        deadline_us,
         model,
         model_version: version,
         tensors: &t,

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::auth::config::{AuthCfg, AuthMode, auth_allows_tenants};
+
 /// Hard limits on what a config may ask for.
 pub mod limits {
     /// Most workers (pinned cores).
@@ -79,6 +81,7 @@ pub mod limits {
     pub const NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
     /// See `NEGOTIATION_TTL_MS_MIN`.
     pub const NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
+    pub use crate::auth::config::limits::*;
 }
 
 /// The whole configuration file.
@@ -112,7 +115,10 @@ pub struct Config {
     /// Models.
     #[serde(default)]
     pub models: Vec<ModelCfg>,
-    /// Tenants. With none configured, authentication is off.
+    /// Authentication of frames (docs/wire.md, "Authentication").
+    #[serde(default)]
+    pub auth: AuthCfg,
+    /// Tenants: who may send, with which key, and what they may use.
     #[serde(default)]
     pub tenants: Vec<TenantCfg>,
     /// Peer appliances.
@@ -169,6 +175,18 @@ pub enum PollMode {
     Adaptive,
 }
 
+/// What JSON Schema `format` does on the data plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JsonSchemaFormat {
+    /// An annotation, except in schemas whose dialect opts in to the
+    /// 2020-12 format-assertion vocabulary (the specification's default).
+    #[default]
+    Annotation,
+    /// An assertion for every format the validator knows, in every schema.
+    Assertion,
+}
+
 /// `[engine]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -191,6 +209,8 @@ pub struct EngineCfg {
     /// How long a client may cache a negotiated schema: the `ttl_ms` of
     /// every negotiate response.
     pub negotiation_ttl_ms: u32,
+    /// `format` in JSON schemas: "annotation" (default) or "assertion".
+    pub json_schema_format: JsonSchemaFormat,
 }
 
 impl Default for EngineCfg {
@@ -204,6 +224,7 @@ impl Default for EngineCfg {
             spin_us: 200,
             forward_timeout_ms: 200,
             negotiation_ttl_ms: 60_000,
+            json_schema_format: JsonSchemaFormat::Annotation,
         }
     }
 }
@@ -461,6 +482,10 @@ pub struct TenantCfg {
     /// Route name patterns this tenant may use.
     #[serde(default = "star")]
     pub routes: Vec<String>,
+    /// Schema subject patterns this tenant may negotiate and name in
+    /// requests.
+    #[serde(default = "star")]
+    pub subjects: Vec<String>,
 }
 
 fn star() -> Vec<String> {
@@ -617,6 +642,7 @@ impl Config {
 
 mod validate;
 pub use validate::{decode_key, validate_tables};
+pub(crate) use validate::{range, wire_token};
 
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())]

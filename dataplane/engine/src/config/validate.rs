@@ -51,6 +51,7 @@ impl Config {
             NEGOTIATION_TTL_MS_MIN,
             NEGOTIATION_TTL_MS_MAX,
         )?;
+        crate::auth::config::validate(self)?;
         let u = &self.io_uring;
         self.listen_addr()?;
         range(
@@ -342,6 +343,7 @@ fn validate_tenants(tenants: &[TenantCfg]) -> Result<(), ConfigError> {
             return Err(ConfigError::at(k("id"), "duplicate tenant id or name"));
         }
         decode_key(&t.key).map_err(|m| ConfigError::at(k("key"), m))?;
+        crate::auth::config::tenant_patterns(i, t)?;
     }
     Ok(())
 }
@@ -393,7 +395,7 @@ pub fn decode_key(spec: &str) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-fn range(key: &str, v: u32, lo: u32, hi: u32) -> Result<(), ConfigError> {
+pub(crate) fn range(key: &str, v: u32, lo: u32, hi: u32) -> Result<(), ConfigError> {
     if v < lo || v > hi {
         return Err(ConfigError::at(
             key,
@@ -413,7 +415,7 @@ fn name_ok(key: &str, v: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn wire_token(key: &str, v: &str, max: usize) -> Result<(), ConfigError> {
+pub(crate) fn wire_token(key: &str, v: &str, max: usize) -> Result<(), ConfigError> {
     if v.is_empty() || v.len() > max || !v.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(ConfigError::at(
             key,

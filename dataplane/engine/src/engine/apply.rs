@@ -10,7 +10,7 @@ use super::*;
 use crate::config::{ConfigError, ModelCfg};
 use crate::handler::Handler;
 use crate::schema::{SchemaCfg, SchemaTable};
-use crate::tables::{LiveConfig, Tables};
+use crate::tables::{HostView, LiveConfig, Tables};
 use crate::worker::WorkerMsg;
 
 impl Engine {
@@ -142,10 +142,16 @@ impl Engine {
             &live.peers,
             self.cfg.engine.workers.len(),
         )?;
+        crate::config::auth_allows_tenants(self.cfg.auth.mode, &live.tenants)?;
         let schema_list = new_schemas.as_ref().unwrap_or(&ctl.schemas);
         let (_, current) = self.shared.tables.load();
-        let schemas = SchemaTable::build_reusing(schema_list, ctl.schema_ttl_ms, &current.schemas)
-            .map_err(|m| ConfigError::at("schemas", m))?;
+        let schemas = SchemaTable::build_reusing(
+            schema_list,
+            ctl.schema_ttl_ms,
+            &current.schemas,
+            self.cfg.engine.json_schema_format,
+        )
+        .map_err(|m| ConfigError::at("schemas", m))?;
         let (slots, fresh) = assign_slots(&ctl.slots, &live.models)?;
         let slot_list: Vec<usize> = live
             .models
@@ -153,13 +159,7 @@ impl Engine {
             .map(|m| slots[&(m.name.clone(), m.version.clone())])
             .collect();
         // Validated above, before any model was loaded.
-        let tables = Tables::compile(
-            &live,
-            &self.cfg.host.labels,
-            self.cfg.engine.workers.len(),
-            &slot_list,
-            schemas,
-        )?;
+        let tables = Tables::compile(&live, &HostView::of(&self.cfg), &slot_list, schemas)?;
 
         // 1. Load new versions for every worker (off the hot path) and install.
         if self.is_running() && !fresh.is_empty() {

@@ -120,6 +120,16 @@ impl Engine {
             }
         }
         self.running = true;
+        if let Some(why) = self.cfg.unauthenticated_exposure() {
+            log::warn!("{why}");
+        }
+        if self.cfg.auth.mode == crate::config::AuthMode::Tenants
+            && self.lock_control()?.live.tenants.is_empty()
+        {
+            log::warn!(
+                "auth.mode = \"tenants\" and no tenant is configured: every request and negotiation is refused (unauthenticated) until tenants are added"
+            );
+        }
         if !self.hugepages {
             log::warn!(
                 "buffer pools use normal pages: no 2 MiB hugepages were free (HugePages_Free={:?})",
@@ -148,10 +158,24 @@ impl Engine {
         if let Some(first) = self.tcp.first().and_then(|t| t.listen()) {
             uring_cfg.tcp_listen = first.to_string();
         }
+        // With authentication and several workers, every copy of a signed
+        // datagram goes to one worker (the replay guarantee is per
+        // appliance). TCP frames meet the replay table of the worker that
+        // accepted their connection only (a limitation, docs/wire.md).
+        let workers = self.cfg.engine.workers.len();
+        let steer = (self.cfg.auth.mode == crate::config::AuthMode::Tenants && workers > 1)
+            .then_some(workers as u32);
         let shared = tcp.clone();
         let made = self.spawn_worker(index, core, handlers, move || {
-            crate::transport::uring::UringTransport::with_tcp(listen, &uring_cfg, huge_mode, shared)
-                .map_err(|e| e.to_string())
+            let t = crate::transport::uring::UringTransport::with_tcp(
+                listen, &uring_cfg, huge_mode, shared,
+            )
+            .map_err(|e| e.to_string())?;
+            if let Some(group) = steer {
+                t.steer_by_tag(group)
+                    .map_err(|e| format!("udp socket: steering signed frames by tag: {e}"))?;
+            }
+            Ok(t)
         });
         if let Some(t) = tcp {
             self.tcp.push(t);
@@ -198,6 +222,11 @@ impl Engine {
             poll: self.cfg.engine.poll,
             spin: Duration::from_micros(self.cfg.engine.spin_us as u64),
             forward_timeout: Duration::from_millis(self.cfg.engine.forward_timeout_ms as u64),
+            // Without authentication the table is never read: one bucket.
+            replay_entries: match self.cfg.auth.mode {
+                crate::config::AuthMode::Tenants => self.cfg.auth.replay_entries as usize,
+                crate::config::AuthMode::None => crate::auth::REPLAY_WAYS,
+            },
         };
         let shared = Arc::clone(&self.shared);
         let (c2, h2) = (Arc::clone(&counters), Arc::clone(&hist));

@@ -15,7 +15,7 @@ use crate::handler::{EchoHandler, Handler, NullHandler};
 use crate::rcu::Rcu;
 use crate::schema::{SchemaCfg, SchemaTable};
 use crate::stats::{HistExchange, WorkerCounters};
-use crate::tables::{LiveConfig, Tables};
+use crate::tables::{HostView, LiveConfig, Tables};
 use crate::worker::{Returned, Shared, WorkerMsg, state};
 
 mod apply;
@@ -158,8 +158,7 @@ impl Engine {
         }
         let tables = Tables::build(
             &live,
-            &cfg.host.labels,
-            cfg.engine.workers.len(),
+            &HostView::of(&cfg),
             &slot_list,
             SchemaTable::default(),
         )?;

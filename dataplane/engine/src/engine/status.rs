@@ -93,12 +93,18 @@ impl Engine {
                 .map(|&code| (code.as_str().to_string(), ld(&c.errors[code as usize])))
                 .filter(|(_, v)| *v > 0)
                 .collect();
+            let refusals = crate::auth::Cause::ALL
+                .iter()
+                .map(|&k| (k.as_str().to_string(), ld(&c.refusals[k as usize])))
+                .filter(|(_, v)| *v > 0)
+                .collect();
             let mut ws = WorkerStats {
                 index: i,
                 core: w.core,
                 epoch: ld(&c.epoch),
                 ok: ld(&c.ok),
                 errors,
+                refusals,
                 pings: ld(&c.pings),
                 negotiations: ld(&c.negotiations),
                 not_sluice: ld(&c.not_sluice),

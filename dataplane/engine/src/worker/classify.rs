@@ -4,19 +4,23 @@
 
 use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, flags};
 
+use crate::auth::{self, Refusal, ReplayTable, RouteFound, msg};
 use crate::route::RouteKey;
-use crate::tables::Tables;
+use crate::schema::SchemaTable;
+use crate::tables::{Tables, Tenant};
 
 /// What to answer without running a model.
 #[derive(Debug, Clone, Copy)]
 pub enum Immediate {
     /// An error frame.
     Error(ErrorCode, &'static str),
+    /// An error frame for a refusal whose cause the worker counts.
+    Refused(Refusal),
     /// A pong.
     Pong,
-    /// A negotiation answer (or unknown_subject) for the request's subject,
-    /// looked up once, when the answer is built.
-    Negotiate,
+    /// A negotiation answer: the index of the schema entry in the tables
+    /// of this burst.
+    Negotiate(usize),
 }
 
 /// The outcome of classifying a frame.
@@ -40,14 +44,21 @@ pub enum Verdict {
     },
 }
 
+fn refused(r: Refusal) -> Verdict {
+    Verdict::Reply(Immediate::Refused(r))
+}
+
 /// Steps 2 to 6 of the data path for one frame: parse, authenticate,
-/// validate, route, admit. Pure: no I/O, no allocation.
+/// validate, route, admit. No I/O, no allocation; the only state it
+/// changes is the worker's replay table (`None`: the tag is checked, but
+/// not the freshness rule nor replays, for benchmarks).
 pub fn classify_frame(
     bytes: &[u8],
     truncated: bool,
     t: &Tables,
     draining: bool,
     now_us: u64,
+    replay: Option<&mut ReplayTable>,
 ) -> Verdict {
     use Immediate::Error as E;
     if !Frame::new_unchecked(bytes).has_magic() {
@@ -65,8 +76,9 @@ pub fn classify_frame(
     };
     match frame.kind() {
         Kind::Request => {}
+        // A ping is never checked: its pong says only that we are up.
         Kind::Ping => return Verdict::Reply(Immediate::Pong),
-        Kind::NegotiateRequest => return Verdict::Reply(Immediate::Negotiate),
+        Kind::NegotiateRequest => return negotiate(&frame, t, now_us, replay),
         _ => {
             return Verdict::Reply(E(
                 ErrorCode::UnsupportedKind,
@@ -77,37 +89,51 @@ pub fn classify_frame(
     if draining {
         return Verdict::Reply(E(ErrorCode::ShuttingDown, "appliance is shutting down"));
     }
-    let mut tenant_name = "";
-    let tenant = if t.auth_required() {
-        let auth = Verdict::Reply(E(ErrorCode::Unauthenticated, "authentication failed"));
-        let Some(tenant) = t.tenant(frame.tenant_id()) else {
-            return auth;
-        };
-        if frame.flags() & flags::AUTHENTICATED == 0 || !tenant.key.verify(&frame) {
-            return auth;
-        }
-        tenant_name = &tenant.name;
-        Some(tenant)
-    } else {
-        None
+    let tenant = match auth::authenticate(&frame, t, now_us, replay) {
+        Ok(tn) => tn,
+        Err(r) => return refused(r),
     };
     if frame.model_version().is_empty() {
         return Verdict::Reply(E(ErrorCode::ModelVersionRequired, "model version required"));
     }
     if frame.deadline_us() != 0 && now_us > frame.deadline_us() {
-        return Verdict::Reply(E(
-            ErrorCode::DeadlineExceeded,
-            "deadline passed before the request ran",
-        ));
+        return Verdict::Reply(E(ErrorCode::DeadlineExceeded, msg::EXPIRED));
+    }
+    // The tenant's lists come before any lookup that would tell it whether
+    // a model, adapter or schema exists.
+    if let Err(r) = auth::model_allowed(tenant, frame.model())
+        .and_then(|()| auth::adapter_allowed(tenant, frame.adapter()))
+    {
+        return refused(r);
     }
     // Validation comes before routing: routes may look into the section.
     let mut json = None;
     if frame.schema_id() != 0 {
-        match t.schemas.validate(&frame) {
+        let entry = match t.schemas.lookup(&frame) {
+            Ok(e) => e,
+            Err(r) => return Verdict::Reply(E(r.code, r.message)),
+        };
+        if let Err(r) = auth::schema_allowed(tenant, &entry.subject) {
+            return refused(r);
+        }
+        match SchemaTable::validate_with(entry, &frame) {
             Ok(j) => json = j,
             Err(r) => return Verdict::Reply(E(r.code, r.message)),
         }
     }
+    route(&frame, t, tenant, json)
+}
+
+/// Steps 5 and 6: resolve the model, route among the routes the tenant may
+/// use, then forward or admit.
+fn route(
+    frame: &Frame<&[u8]>,
+    t: &Tables,
+    tenant: Option<&Tenant>,
+    json: Option<&[u8]>,
+) -> Verdict {
+    use Immediate::Error as E;
+    let tenant_name = tenant.map_or("", |tn| tn.name.as_str());
     // One version rule (docs/wire.md, "Model versions"): the request names an
     // exact version or an alias, resolved first; routes match the resolved
     // full version. A request that resolves to no loaded version is
@@ -121,21 +147,21 @@ pub fn classify_frame(
         tenant: tenant_name,
         json,
     };
-    let Some((_, route)) = t.routes.find(&key) else {
-        if model.is_none() {
-            return Verdict::Reply(E(ErrorCode::UnknownModel, "unknown model or version"));
+    let route = match auth::route_for(t, &key, tenant) {
+        RouteFound::Route(r) => r,
+        found => {
+            let (code, message) = match model {
+                None => (ErrorCode::UnknownModel, msg::UNKNOWN_MODEL),
+                Some(_) => (ErrorCode::NoRoute, msg::NO_ROUTE),
+            };
+            return match found {
+                RouteFound::Hidden => {
+                    refused(Refusal::with(auth::Cause::TenantRoute, code, message))
+                }
+                _ => Verdict::Reply(E(code, message)),
+            };
         }
-        return Verdict::Reply(E(ErrorCode::NoRoute, "no route matches the request"));
     };
-    let forbidden = Verdict::Reply(E(ErrorCode::Forbidden, "not permitted for this tenant"));
-    if let Some(tn) = tenant {
-        if !tn.allows_route(&route.name) || !tn.allows_model(frame.model()) {
-            return forbidden;
-        }
-        if !frame.adapter().is_empty() && !tn.allows_adapter(frame.adapter()) {
-            return forbidden;
-        }
-    }
     let shard = route.shard;
     if !t.shards[shard].local {
         if frame.flags() & flags::FORWARDED != 0 {
@@ -147,17 +173,44 @@ pub fn classify_frame(
         return Verdict::Forward { shard };
     }
     let Some(model) = model else {
-        return Verdict::Reply(E(ErrorCode::UnknownModel, "unknown model or version"));
+        return Verdict::Reply(E(ErrorCode::UnknownModel, msg::UNKNOWN_MODEL));
     };
     if !frame.adapter().is_empty() && !model.adapters.iter().any(|a| a == frame.adapter()) {
-        return Verdict::Reply(E(
-            ErrorCode::UnknownAdapter,
-            "unknown adapter for this model",
-        ));
+        return Verdict::Reply(E(ErrorCode::UnknownAdapter, msg::UNKNOWN_ADAPTER));
     }
     Verdict::Admit {
         shard,
         slot: model.slot,
+    }
+}
+
+/// A negotiation: authenticated like a request (when tenants are on), then
+/// answered only for a subject in the tenant's list; a subject outside it
+/// is answered as an unknown one.
+fn negotiate(
+    frame: &Frame<&[u8]>,
+    t: &Tables,
+    now_us: u64,
+    replay: Option<&mut ReplayTable>,
+) -> Verdict {
+    let tenant = match auth::authenticate(frame, t, now_us, replay) {
+        Ok(tn) => tn,
+        Err(r) => return refused(r),
+    };
+    let unknown = Verdict::Reply(Immediate::Error(
+        ErrorCode::UnknownSubject,
+        msg::UNKNOWN_SUBJECT,
+    ));
+    // The checked parse validated the body.
+    let Some(n) = frame.negotiate_request() else {
+        return unknown;
+    };
+    if let Err(r) = auth::subject_allowed(tenant, n.subject) {
+        return refused(r);
+    }
+    match t.schemas.negotiate_index(n.subject, n.version_hint) {
+        Some(i) => Verdict::Reply(Immediate::Negotiate(i)),
+        None => unknown,
     }
 }
 
@@ -176,18 +229,16 @@ pub(super) fn build_immediate(
     let checked = Frame::new_checked(req).ok();
     let trace = checked.as_ref().map(|f| f.trace()).unwrap_or_default();
     let answer = |kind| FrameRepr::answer(kind, rid, tenant, trace);
+    let error = |code, message| FrameRepr {
+        body: BodyRepr::Error { code, message },
+        ..answer(Kind::Error)
+    };
     let repr = match *r {
-        Immediate::Error(code, message) => FrameRepr {
-            body: BodyRepr::Error { code, message },
-            ..answer(Kind::Error)
-        },
+        Immediate::Error(code, message) => error(code, message),
+        Immediate::Refused(r) => error(r.code, r.message),
         Immediate::Pong => answer(Kind::Pong),
-        Immediate::Negotiate => {
-            let found = checked
-                .as_ref()
-                .and_then(|f| f.negotiate_request())
-                .and_then(|n| t.schemas.negotiate(n.subject, n.version_hint));
-            match found {
+        Immediate::Negotiate(index) => {
+            match t.schemas.entry(index) {
                 Some(e) => FrameRepr {
                     schema_id: e.id,
                     schema_version: e.version,
@@ -200,13 +251,8 @@ pub(super) fn build_immediate(
                     },
                     ..answer(Kind::NegotiateResponse)
                 },
-                None => FrameRepr {
-                    body: BodyRepr::Error {
-                        code: ErrorCode::UnknownSubject,
-                        message: "unknown subject or version",
-                    },
-                    ..answer(Kind::Error)
-                },
+                // Classified against the same tables: cannot happen.
+                None => error(ErrorCode::Internal, "negotiation lost its schema"),
             }
         }
     };

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{Receiver, Sender};
 use sluice_wire::{ErrorCode, Frame};
 
+use crate::auth::ReplayTable;
 use crate::config::PollMode;
 use crate::config::limits::{MODEL_SLOT_COUNT_MAX, SHARD_COUNT_MAX};
 use crate::handler::{Handler, Reject, RunAccount};
@@ -91,6 +92,8 @@ pub struct WorkerParams {
     pub spin: Duration,
     /// How long a forwarded request waits for its peer.
     pub forward_timeout: Duration,
+    /// Slots of the replay table (`auth.replay_entries`).
+    pub replay_entries: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -122,7 +125,12 @@ pub struct Worker<T: Transport> {
     queues: Vec<Vec<Pending>>,
     sends: Vec<TxPacket>,
     burst_start: Instant,
+    /// Wall clock of the burst in µs since the Unix epoch; never runs
+    /// backwards on a worker, so a step back of the system clock cannot
+    /// make a frame whose deadline passed fresh again.
     now_us: u64,
+    /// Tags of authenticated frames accepted, until their deadlines. Fixed size.
+    replay: ReplayTable,
     last_publish: Instant,
     /// Forwarded requests awaiting their answer. Fixed size.
     forwarded: PendingForwards,
@@ -176,6 +184,7 @@ impl<T: Transport> Worker<T> {
             hist_out,
             burst_start: Instant::now(),
             now_us: 0,
+            replay: ReplayTable::new(p.replay_entries),
             last_publish: Instant::now(),
             forwarded: PendingForwards::new(FORWARD_PENDING_MAX),
             peers_down: vec![None; crate::config::limits::PEER_COUNT_MAX],
@@ -303,9 +312,10 @@ impl<T: Transport> Worker<T> {
             return 0;
         }
         self.burst_start = Instant::now();
-        self.now_us = SystemTime::now()
+        let wall = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
+        self.now_us = self.now_us.max(wall);
         bump(&self.counters.bursts, 1);
         self.burst_n = n;
         self.rx_open[..n].fill(true);
@@ -411,6 +421,7 @@ impl<T: Transport> Worker<T> {
             &self.tables,
             draining,
             self.now_us,
+            Some(&mut self.replay),
         );
         match verdict {
             Verdict::Drop => {
@@ -429,7 +440,16 @@ impl<T: Transport> Worker<T> {
                 if q.len() >= depth.min(q.capacity()) {
                     // A stream transport takes the frame back and stops
                     // reading its connection (back-pressure, not loss).
+                    // Its tag is forgotten: the frame is checked again,
+                    // and accepted once, when it comes back.
+                    let mut tag = [0u8; 16];
+                    tag.copy_from_slice(
+                        Frame::new_unchecked(self.transport.rx_bytes(&pkt)).auth_tag(),
+                    );
                     if self.transport.rx_defer(&pkt) {
+                        if self.tables.auth.required {
+                            self.replay.forget(&tag);
+                        }
                         self.rx_open[i] = false;
                         return;
                     }
@@ -571,8 +591,12 @@ impl<T: Transport> Worker<T> {
                     bump(&self.counters.shard_errors[s], 1);
                 }
             }
+            Immediate::Refused(r) => {
+                self.counters.error(r.code);
+                self.counters.refused(r.cause);
+            }
             Immediate::Pong => bump(&self.counters.pings, 1),
-            Immediate::Negotiate => bump(&self.counters.negotiations, 1),
+            Immediate::Negotiate(_) => bump(&self.counters.negotiations, 1),
         }
         self.release(i);
         match len {

@@ -2,7 +2,8 @@
 #![allow(dead_code)]
 
 use std::net::{SocketAddr, UdpSocket};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sluice_engine::config::Config;
 use sluice_engine::schema::SchemaCfg;
@@ -84,6 +85,7 @@ id = 8
 key = "hex:{KEY_HEX}"
 models = ["echo"]
 adapters = []
+subjects = ["echo-*"]
 {extra}
 "#
     );
@@ -102,7 +104,29 @@ pub struct Req<'a> {
     pub sign: bool,
 }
 
+/// The wall clock in µs since the Unix epoch.
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+/// A deadline the freshness rule accepts: 5 s from now (the default
+/// window is 10 s).
+pub fn fresh_deadline() -> u64 {
+    now_us() + 5_000_000
+}
+
+/// Request ids unique within the test process, so that signed frames
+/// built alike still differ (the replay table keys on the tag).
+pub fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1_000_000);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 impl Default for Req<'_> {
+    /// Signed, with a fresh deadline: what the clients send.
     fn default() -> Self {
         Req {
             id: 1,
@@ -111,7 +135,7 @@ impl Default for Req<'_> {
             version: "1",
             adapter: "",
             intent: "",
-            deadline_us: 0,
+            deadline_us: fresh_deadline(),
             data: &[1.0, 2.0, 3.0, 4.0],
             sign: true,
         }
@@ -241,8 +265,9 @@ pub fn build_section(schema_id: u32, section: Option<&[u8]>, buf: &mut [u8]) -> 
     }
     let repr = FrameRepr {
         kind: Kind::Request,
-        request_id: 5,
+        request_id: next_id(),
         tenant_id: 7,
+        deadline_us: fresh_deadline(),
         model: "null",
         model_version: "1",
         schema_id,
@@ -279,4 +304,25 @@ pub fn tcp_roundtrip(s: &mut std::net::TcpStream, frame: &[u8]) -> Vec<u8> {
     use std::io::Write;
     s.write_all(frame).unwrap();
     read_frame(s).expect("an answer arrives")
+}
+
+/// A negotiation for `subject` (latest version) from `tenant`, signed with
+/// the test key when `sign`, with a fresh deadline.
+pub fn build_negotiate(id: u64, tenant: u32, subject: &str, sign: bool, buf: &mut [u8]) -> usize {
+    let repr = FrameRepr {
+        kind: Kind::NegotiateRequest,
+        request_id: id,
+        tenant_id: tenant,
+        deadline_us: fresh_deadline(),
+        body: sluice_wire::BodyRepr::NegotiateRequest {
+            subject,
+            version_hint: 0,
+        },
+        ..FrameRepr::default()
+    };
+    let n = repr.emit(buf).unwrap().frame_len;
+    if sign {
+        TenantKey::new(&key_bytes()).sign(&mut Frame::new_unchecked(&mut buf[..n]));
+    }
+    n
 }

@@ -2,12 +2,19 @@
 //! predicates for routing (issue 8).
 //!
 //! [`JsonSchema::compile`] runs on the control path: it parses the schema
-//! with serde_json and flattens it into a node table (indices, no boxed
-//! tree). [`JsonSchema::validate`] runs on a worker: one strict RFC 8259
-//! pass over the section that checks the node table while it parses, with
-//! no allocation and no lock, not even on error paths. Applicators (`allOf`,
-//! `anyOf`, `oneOf`, `not`, `if`, `$ref` next to other keywords) re-scan the
-//! value's span, which the enclosing pass has already checked for syntax.
+//! and the documents it references with serde_json, indexes their schema
+//! resources (index.rs: `$id` base URIs, anchors, dialects), and flattens
+//! everything into a node table (indices, no boxed tree; compile.rs and
+//! keywords.rs), building a DFA for each pattern (regex.rs).
+//! [`JsonSchema::validate`] runs on a worker: one strict RFC 8259 pass over
+//! the section that checks the node table while it parses, with no
+//! allocation and no lock, not even on error paths. Applicators (`allOf`,
+//! `anyOf`, `oneOf`, `not`, `if`, `$ref`/`$dynamicRef` next to other
+//! keywords, `dependentSchemas`) re-scan the value's span, which the
+//! enclosing pass has already checked for syntax; `unevaluated*` adds one
+//! more pass over the members the others left (validate.rs, walk.rs).
+//! docs/design.md ("JSON Schema") has the dialect rules, the ECMA-262
+//! differences of patterns and the limits.
 //!
 //! Bounded work: a validation takes at most
 //! `WORK_STEPS_BASE + WORK_STEPS_PER_BYTE * section.len()` steps (a step is
@@ -17,9 +24,13 @@
 //! `DEPTH_MAX * (APPLICATOR_DEPTH_MAX + 1)` frames: values nest at most
 //! `DEPTH_MAX` deep and, on one value, applicators chain at most
 //! `APPLICATOR_DEPTH_MAX` deep (checked at compile time, which also refuses
-//! `$ref` cycles that consume no input). Measured stack need at that worst
-//! case: under 256 KiB in a release build (a debug build needs up to
-//! 4 MiB), so a worker thread's default 2 MiB stack is enough.
+//! `$ref` cycles that consume no input, the alternatives of dynamic
+//! references included). Measured stack need at that worst case: under
+//! 256 KiB in a release build (a debug build needs up to 4 MiB), so a
+//! worker thread's default 2 MiB stack is enough. Fixed-size state instead
+//! of allocation: the dynamic scope (`SCOPE_MAX` entries), evaluation bit
+//! sets (`EVALUATED_MAX` bits), stack buffers for escaped keys and format
+//! checks.
 //!
 //! Numbers compare as f64. Integer literals of any size are integers; with
 //! a fraction or exponent, integrality is decided on the f64 value (so
@@ -32,9 +43,17 @@
 //! tolerance of 1e-9 on the quotient otherwise.
 
 mod compile;
+mod draft;
+mod ecma;
+mod format;
+mod index;
+mod keywords;
 mod predicate;
+mod regex;
 mod scan;
+mod uri;
 mod validate;
+mod walk;
 
 pub use predicate::Predicate;
 
@@ -42,8 +61,25 @@ use crate::{CompileError, Invalid, Reference};
 
 /// Most properties (declared plus required) one object schema may name.
 pub const PROPERTIES_MAX: usize = 1024;
-/// Most names one `required` may list (a u64 bitmask tracks them).
+/// Most names one object schema's `required`, `dependentRequired` and
+/// `dependentSchemas` (or `dependencies`) may name together (a u64 bitmask
+/// tracks their presence).
 pub const REQUIRED_MAX: usize = 64;
+/// Most patterns in one `patternProperties`.
+pub const PATTERNS_MAX: usize = 64;
+/// Largest DFA (bytes of tables) one `pattern` may compile to.
+pub const REGEX_DFA_BYTES_MAX: usize = 4 << 20;
+/// Largest total of DFA tables one schema's patterns may need.
+pub const REGEX_TOTAL_BYTES_MAX: usize = 32 << 20;
+/// Most members (or items) of one object (array) that `unevaluatedProperties`
+/// (`unevaluatedItems`) can track one by one: evaluation bit sets are fixed
+/// arrays of this many bits. A larger instance under such a schema is
+/// refused with [`EVALUATED_EXCEEDED`] unless an adjacent keyword
+/// (`additionalProperties`, `items`) evaluates every member.
+pub const EVALUATED_MAX: usize = 256;
+/// Deepest dynamic scope (schema resources entered) a validation tracks
+/// for `$dynamicRef`/`$recursiveRef`.
+pub const SCOPE_MAX: usize = 256;
 /// Longest property name, in bytes (escaped keys are decoded into a stack
 /// buffer of this size to be compared).
 pub const PROPERTY_NAME_BYTES_MAX: usize = 256;
@@ -67,6 +103,10 @@ pub const PATH_SEGMENTS_MAX: usize = 8;
 
 /// Message of the [`Invalid`] returned when the work budget runs out.
 pub const BUDGET_EXCEEDED: &str = "validation work budget exceeded";
+/// Message of the [`Invalid`] returned when an object or array under
+/// `unevaluated*` has more than [`EVALUATED_MAX`] members to track.
+pub const EVALUATED_EXCEEDED: &str =
+    "more than EVALUATED_MAX members or items to track for unevaluatedProperties/unevaluatedItems";
 
 /// Sentinel node index: no schema (anything is valid).
 pub(crate) const NONE: u32 = u32::MAX;
@@ -149,6 +189,24 @@ pub(crate) struct Node {
     pub if_: u32,
     pub then_: u32,
     pub else_: u32,
+    /// Schema resource the node belongs to (for the dynamic scope).
+    pub resource: u16,
+    /// `$dynamicRef`/`$recursiveRef`: index into `dyn_refs`.
+    pub dyn_ref: u32,
+    /// `pattern`: index into `regexes`.
+    pub pattern: u32,
+    /// `format`, when asserted.
+    pub format: format::Format,
+    /// `patternProperties`: (regex, schema) pairs.
+    pub pattern_props: Span,
+    /// `dependentRequired`: (trigger bit, required mask) pairs.
+    pub dep_required: Span,
+    /// `dependentSchemas`: (trigger bit, schema) pairs.
+    pub dep_schemas: Span,
+    pub uneval_props: u32,
+    pub uneval_items: u32,
+    /// 2020-12: items `contains` matches count as evaluated.
+    pub contains_marks: bool,
 }
 
 impl Node {
@@ -194,6 +252,16 @@ impl Node {
             if_: NONE,
             then_: NONE,
             else_: NONE,
+            resource: 0,
+            dyn_ref: NONE,
+            pattern: NONE,
+            format: format::Format::None,
+            pattern_props: Span::default(),
+            dep_required: Span::default(),
+            dep_schemas: Span::default(),
+            uneval_props: NONE,
+            uneval_items: NONE,
+            contains_marks: false,
         }
     }
 }
@@ -226,11 +294,64 @@ pub(crate) struct Prop {
     pub head: u64,
     /// Schema from `properties` (NONE: any value).
     pub node: u32,
-    /// Bit in `required_mask`, or `u8::MAX` when not required.
+    /// Presence bit (`required`, `dependent*`), or `u8::MAX` when none.
     pub bit: u8,
     /// Named in `properties` (otherwise only in `required`, and
     /// `additionalProperties` still applies).
     pub declared: bool,
+}
+
+/// A `$dynamicRef`/`$recursiveRef`: the static target, and the
+/// alternatives by resource (sorted by resource) when it is dynamic.
+#[derive(Debug, Clone)]
+pub(crate) struct DynRef {
+    pub target: u32,
+    pub candidates: Span,
+}
+
+/// A JSON Schema dialect (the `$schema` of a schema resource).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Draft {
+    /// Draft 4 (`http://json-schema.org/draft-04/schema#`).
+    Draft4,
+    /// Draft 6 (`http://json-schema.org/draft-06/schema#`).
+    Draft6,
+    /// Draft 7 (`http://json-schema.org/draft-07/schema#`).
+    Draft7,
+    /// Draft 2019-09 (`https://json-schema.org/draft/2019-09/schema`).
+    Draft2019_09,
+    /// Draft 2020-12 (`https://json-schema.org/draft/2020-12/schema`).
+    Draft2020_12,
+}
+
+/// What `format` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FormatMode {
+    /// An annotation, except where the schema's dialect opts in to the
+    /// 2020-12 format-assertion vocabulary (the specification's default).
+    #[default]
+    Annotation,
+    /// An assertion for every format the validator knows, in every draft.
+    Assertion,
+}
+
+/// How a schema is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// Dialect of a schema resource without `$schema`. Draft 7 by default,
+    /// as Confluent Schema Registry reads JSON schemas.
+    pub default_draft: Draft,
+    /// Whether `format` asserts.
+    pub format: FormatMode,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            default_draft: Draft::Draft7,
+            format: FormatMode::Annotation,
+        }
+    }
 }
 
 /// A JSON Schema compiled for the data plane.
@@ -243,17 +364,37 @@ pub struct JsonSchema {
     /// (and whether the value is a string without escapes).
     pub(crate) consts: Vec<(u32, u32, bool)>,
     pub(crate) const_bytes: Vec<u8>,
+    pub(crate) regexes: Vec<regex::Regex>,
+    pub(crate) pattern_props: Vec<(u32, u32)>,
+    pub(crate) dep_required: Vec<(u8, u64)>,
+    pub(crate) dep_schemas: Vec<(u8, u32)>,
+    pub(crate) dyn_refs: Vec<DynRef>,
+    /// (resource, node) alternatives of dynamic references.
+    pub(crate) dyn_targets: Vec<(u16, u32)>,
+    /// Some reference is dynamic: the hot path tracks the dynamic scope.
+    pub(crate) dynamic: bool,
     pub(crate) root: u32,
     pub(crate) unenforced: Vec<String>,
 }
 
 impl JsonSchema {
-    /// Compiles `text` (drafts 4, 6, 7, 2019-09 and 2020-12, chosen by
-    /// `$schema`; 2020-12 when absent). `refs` are schemas a `$ref` may name
-    /// (the ref string is the reference name, optionally followed by
-    /// `#/pointer`).
+    /// Compiles `text` with [`CompileOptions::default`]: drafts 4, 6, 7,
+    /// 2019-09 and 2020-12 chosen by `$schema`, draft 7 when absent (as
+    /// Confluent reads JSON schemas), `format` an annotation unless the
+    /// dialect opts in. `refs` are the schemas a `$ref` may name: by their
+    /// name as written, by that name resolved against the base URI, or by
+    /// their own `$id`; the json-schema.org meta-schemas are built in.
     pub fn compile(text: &str, refs: &[Reference<'_>]) -> Result<JsonSchema, CompileError> {
-        compile::compile(text, refs)
+        compile::compile(text, refs, &CompileOptions::default())
+    }
+
+    /// [`JsonSchema::compile`] with explicit options.
+    pub fn compile_with(
+        text: &str,
+        refs: &[Reference<'_>],
+        options: &CompileOptions,
+    ) -> Result<JsonSchema, CompileError> {
+        compile::compile(text, refs, options)
     }
 
     /// Checks that `section` is one well-formed JSON value (RFC 8259,

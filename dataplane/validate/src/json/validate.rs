@@ -1,22 +1,37 @@
 //! The hot path: one strict parse of the section that checks the node table
 //! as it goes. No allocation, no lock; see the module docs for the bounds.
+//! Objects and arrays are walked in walk.rs.
+//!
+//! `unevaluatedProperties`/`unevaluatedItems` need to know which members
+//! (items) the adjacent keywords and the in-place applicators that
+//! succeeded have evaluated: a node that has one collects that into a
+//! [`Marks`] bit set on its stack (EVALUATED_MAX bits, no allocation),
+//! passing it down to the in-place subschemas; a failed subschema's marks
+//! are dropped. `$dynamicRef`/`$recursiveRef` choose their target from the
+//! dynamic scope: the schema resources entered so far, kept in a fixed
+//! array of SCOPE_MAX entries in the walker (only when some reference is
+//! dynamic).
 
+use super::format::Format;
 use super::scan::{self, err, msg, skip_ws};
-use super::{BUDGET_EXCEEDED, JsonSchema, NONE, Node, PROPERTY_NAME_BYTES_MAX};
 use super::{
-    T_ARR, T_BOOL, T_INT, T_NULL, T_NUM, T_OBJ, T_STR, WORK_STEPS_BASE, WORK_STEPS_PER_BYTE,
+    BUDGET_EXCEEDED, EVALUATED_EXCEEDED, EVALUATED_MAX, JsonSchema, NONE, Node, SCOPE_MAX,
 };
+use super::{T_BOOL, T_INT, T_NULL, T_NUM, T_STR, WORK_STEPS_BASE, WORK_STEPS_PER_BYTE};
 use crate::Invalid;
-use crate::limits::DEPTH_MAX;
 
 /// Static messages of the schema layer.
 pub(crate) mod rule {
     pub const FALSE_SCHEMA: &str = "schema is false: no value allowed";
     pub const REQUIRED: &str = "required property missing";
+    pub const DEPENDENT_REQUIRED: &str =
+        "property required by a present property (dependentRequired) missing";
     pub const ADDITIONAL_PROPERTY: &str = "additional property not allowed";
+    pub const UNEVALUATED_PROPERTY: &str = "unevaluated property not allowed";
     pub const MIN_PROPERTIES: &str = "fewer properties than minProperties";
     pub const MAX_PROPERTIES: &str = "more properties than maxProperties";
     pub const ADDITIONAL_ITEM: &str = "additional item not allowed";
+    pub const UNEVALUATED_ITEM: &str = "unevaluated item not allowed";
     pub const MIN_ITEMS: &str = "fewer items than minItems";
     pub const MAX_ITEMS: &str = "more items than maxItems";
     pub const UNIQUE: &str = "uniqueItems: duplicate item";
@@ -24,6 +39,7 @@ pub(crate) mod rule {
     pub const MAX_CONTAINS: &str = "contains: too many matching items";
     pub const MIN_LENGTH: &str = "string shorter than minLength";
     pub const MAX_LENGTH: &str = "string longer than maxLength";
+    pub const PATTERN: &str = "string does not match pattern";
     pub const MINIMUM: &str = "number below minimum";
     pub const EX_MINIMUM: &str = "number not above exclusiveMinimum";
     pub const MAXIMUM: &str = "number above maximum";
@@ -35,6 +51,7 @@ pub(crate) mod rule {
     pub const ONE_OF_NONE: &str = "oneOf: no subschema matched";
     pub const ONE_OF_MANY: &str = "oneOf: more than one subschema matched";
     pub const NOT: &str = "not: value matched the subschema";
+    pub const SCOPE: &str = "dynamic scope deeper than SCOPE_MAX";
 }
 
 pub(crate) fn validate(schema: &JsonSchema, s: &[u8]) -> Result<(), Invalid> {
@@ -50,8 +67,10 @@ pub(crate) fn validate(schema: &JsonSchema, s: &[u8]) -> Result<(), Invalid> {
         schema,
         budget: WORK_STEPS_BASE.saturating_add(s.len().saturating_mul(WORK_STEPS_PER_BYTE)),
         fatal: false,
+        scope: [0; SCOPE_MAX],
+        scope_len: 0,
     };
-    let end = w.value(i, schema.root, 0)?;
+    let end = w.value(i, schema.root, 0, None)?;
     let j = skip_ws(s, end);
     if j != s.len() {
         return Err(err(msg::TRAILING, j));
@@ -59,35 +78,84 @@ pub(crate) fn validate(schema: &JsonSchema, s: &[u8]) -> Result<(), Invalid> {
     Ok(())
 }
 
-struct Walker<'a> {
-    s: &'a [u8],
-    schema: &'a JsonSchema,
-    budget: usize,
-    /// Set when the budget ran out: applicators must not read that failure
-    /// as "subschema did not match".
-    fatal: bool,
+/// Which members of an object (items of an array) have been evaluated.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Marks {
+    bits: [u64; EVALUATED_MAX / 64],
+    /// Every member (item) is.
+    pub all: bool,
+    /// How many members (items) the instance has, once a walk counted them.
+    pub len: Option<usize>,
 }
 
-/// Looks up a key that has escapes: decoded into a stack buffer first. A key
-/// longer than any property name (PROPERTY_NAME_BYTES_MAX) matches none.
-#[cold]
-#[inline(never)]
-fn find_escaped(s: &[u8], k: usize, props: &[super::Prop]) -> Option<usize> {
-    let mut buf = [0u8; PROPERTY_NAME_BYTES_MAX];
-    let mut len = 0;
-    let mut it = scan::StrBytes::new(s, k);
-    for b in it.by_ref() {
-        *buf.get_mut(len)? = b;
-        len += 1;
+impl Marks {
+    /// Marks member `k`; false when `k` is past EVALUATED_MAX.
+    #[inline]
+    pub fn set(&mut self, k: usize) -> bool {
+        match self.bits.get_mut(k / 64) {
+            Some(w) => {
+                *w |= 1 << (k % 64);
+                true
+            }
+            None => self.all,
+        }
     }
-    if it.bad {
-        return None;
+
+    #[inline]
+    pub fn get(&self, k: usize) -> bool {
+        self.all
+            || self
+                .bits
+                .get(k / 64)
+                .is_some_and(|w| w & (1 << (k % 64)) != 0)
     }
-    let key = &buf[..len];
-    let head = super::name_head(key);
-    props
-        .binary_search_by(|p| super::name_order(&p.name, p.head, key, head))
-        .ok()
+
+    #[inline]
+    pub fn merge(&mut self, o: &Marks) {
+        for (a, b) in self.bits.iter_mut().zip(o.bits) {
+            *a |= b;
+        }
+        self.all |= o.all;
+        self.len = self.len.or(o.len);
+    }
+
+    /// Whether every member is marked (so the unevaluated pass has nothing
+    /// to do and need not re-walk the instance).
+    pub fn covers(&self) -> bool {
+        if self.all {
+            return true;
+        }
+        let Some(len) = self.len else {
+            return false;
+        };
+        if len > EVALUATED_MAX {
+            return false;
+        }
+        let (full, rest) = (len / 64, len % 64);
+        self.bits[..full].iter().all(|&w| w == u64::MAX)
+            && (rest == 0 || self.bits[full] & ((1u64 << rest) - 1) == (1u64 << rest) - 1)
+    }
+}
+
+/// The in-place applicator that already ran as the syntax pass.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum First {
+    None,
+    Ref,
+    Dyn,
+    AllOf,
+}
+
+pub(crate) struct Walker<'a> {
+    pub s: &'a [u8],
+    pub schema: &'a JsonSchema,
+    pub budget: usize,
+    /// Set when the budget ran out (or a tracking limit was hit):
+    /// applicators must not read that failure as "subschema did not match".
+    pub fatal: bool,
+    /// Resources entered, outermost first (only when `schema.dynamic`).
+    scope: [u16; SCOPE_MAX],
+    scope_len: usize,
 }
 
 /// `multipleOf` test: exact on integers below 2^53, else a relative
@@ -104,9 +172,9 @@ fn is_multiple(v: f64, m: f64) -> bool {
     (q - q.round()).abs() <= 1e-9 * q.abs().max(1.0)
 }
 
-impl Walker<'_> {
+impl<'a> Walker<'a> {
     #[inline]
-    fn charge(&mut self, n: usize, at: usize) -> Result<(), Invalid> {
+    pub fn charge(&mut self, n: usize, at: usize) -> Result<(), Invalid> {
         if self.budget < n {
             self.budget = 0;
             self.fatal = true;
@@ -116,21 +184,67 @@ impl Walker<'_> {
         Ok(())
     }
 
+    /// A failure that no applicator may read as a mismatch.
+    #[cold]
+    pub fn fatal(&mut self, message: &'static str, at: usize) -> Invalid {
+        self.fatal = true;
+        err(message, at)
+    }
+
+    /// Marks member `k` evaluated, or fails when it is past EVALUATED_MAX.
     #[inline]
-    fn ws(&mut self, i: usize) -> usize {
+    pub fn mark(&mut self, m: &mut Marks, k: usize, at: usize) -> Result<(), Invalid> {
+        if m.set(k) {
+            Ok(())
+        } else {
+            Err(self.fatal(EVALUATED_EXCEEDED, at))
+        }
+    }
+
+    #[inline]
+    pub fn ws(&mut self, i: usize) -> usize {
         let j = skip_ws(self.s, i);
         self.budget = self.budget.saturating_sub(j - i);
         j
     }
 
+    #[inline]
+    pub fn skip(&mut self, i: usize, depth: usize) -> Result<usize, Invalid> {
+        let end = scan::skip_value(self.s, i, depth)?;
+        self.charge(end - i, i)?;
+        Ok(end)
+    }
+
+    /// Enters `n`'s schema resource in the dynamic scope.
+    #[inline]
+    fn enter(&mut self, n: &Node, at: usize) -> Result<(), Invalid> {
+        if self.scope_len == 0 || self.scope[self.scope_len - 1] != n.resource {
+            let Some(slot) = self.scope.get_mut(self.scope_len) else {
+                return Err(self.fatal(rule::SCOPE, at));
+            };
+            *slot = n.resource;
+            self.scope_len += 1;
+        }
+        Ok(())
+    }
+
     /// Validates the value at `i` (no leading whitespace) against `node`;
     /// returns the offset past it. `depth` counts the enclosing containers.
-    fn value(&mut self, i: usize, node: u32, depth: usize) -> Result<usize, Invalid> {
+    /// `marks`, when given, collects the members (items) of this value
+    /// that the node evaluates.
+    pub fn value(
+        &mut self,
+        i: usize,
+        node: u32,
+        depth: usize,
+        marks: Option<&mut Marks>,
+    ) -> Result<usize, Invalid> {
         self.charge(1, i)?;
         if node == NONE {
-            let end = scan::skip_value(self.s, i, depth)?;
-            self.charge(end - i, i)?;
-            return Ok(end);
+            return self.skip(i, depth);
+        }
+        if self.schema.dynamic {
+            return self.value_scoped(i, node, depth, marks);
         }
         let nodes = &self.schema.nodes;
         let mut n = &nodes[node as usize];
@@ -138,40 +252,133 @@ impl Walker<'_> {
         while n.pure_ref {
             n = &nodes[n.ref_ as usize];
         }
+        if n.uneval_props != NONE || n.uneval_items != NONE {
+            return self.unevaluated(i, n, depth, marks);
+        }
+        self.node(i, n, depth, marks)
+    }
+
+    /// [`Walker::value`] for a schema with dynamic references: the same,
+    /// keeping the dynamic scope (resources entered, left on return).
+    #[inline(never)]
+    fn value_scoped(
+        &mut self,
+        i: usize,
+        node: u32,
+        depth: usize,
+        marks: Option<&mut Marks>,
+    ) -> Result<usize, Invalid> {
+        let nodes = &self.schema.nodes;
+        let mut n = &nodes[node as usize];
+        let base = self.scope_len;
+        self.enter(n, i)?;
+        while n.pure_ref {
+            n = &nodes[n.ref_ as usize];
+            self.enter(n, i)?;
+        }
+        let r = if n.uneval_props != NONE || n.uneval_items != NONE {
+            self.unevaluated(i, n, depth, marks)
+        } else {
+            self.node(i, n, depth, marks)
+        };
+        self.scope_len = base;
+        r
+    }
+
+    /// The target of the dynamic reference `d`: the outermost resource in
+    /// the dynamic scope that has an alternative, else the static target.
+    fn dyn_target(&mut self, d: u32, at: usize) -> Result<u32, Invalid> {
+        let schema = self.schema;
+        let r = &schema.dyn_refs[d as usize];
+        let cands = &schema.dyn_targets[r.candidates.range()];
+        if cands.is_empty() {
+            return Ok(r.target);
+        }
+        self.charge(self.scope_len, at)?;
+        for &res in &self.scope[..self.scope_len] {
+            if let Ok(k) = cands.binary_search_by_key(&res, |c| c.0) {
+                return Ok(cands[k].1);
+            }
+        }
+        Ok(r.target)
+    }
+
+    /// A node with `unevaluatedProperties`/`unevaluatedItems`: its own
+    /// keywords and applicators mark what they evaluate, then the rest
+    /// goes to the unevaluated schema. Out of line: its bit set stays off
+    /// the frames of ordinary recursion.
+    #[inline(never)]
+    fn unevaluated(
+        &mut self,
+        i: usize,
+        n: &'a Node,
+        depth: usize,
+        outer: Option<&mut Marks>,
+    ) -> Result<usize, Invalid> {
+        let mut m = Marks::default();
+        let end = self.node(i, n, depth, Some(&mut m))?;
+        if m.covers() {
+            m.all = true;
+        }
+        match self.s.get(i) {
+            Some(b'{') if n.uneval_props != NONE => {
+                self.rest_members(i, n.uneval_props, depth, &m)?;
+                m.all = true;
+            }
+            Some(b'[') if n.uneval_items != NONE => {
+                self.rest_items(i, n.uneval_items, depth, &m)?;
+                m.all = true;
+            }
+            _ => {}
+        }
+        if let Some(o) = outer {
+            o.merge(&m);
+        }
+        Ok(end)
+    }
+
+    // Inlined into `value`, the hot recursion (its other caller is the
+    // out-of-line `unevaluated`).
+    #[inline(always)]
+    fn node(
+        &mut self,
+        i: usize,
+        n: &'a Node,
+        depth: usize,
+        mut marks: Option<&mut Marks>,
+    ) -> Result<usize, Invalid> {
         if n.falsy {
             return Err(err(rule::FALSE_SCHEMA, i));
         }
         if !n.checks {
-            let end = scan::skip_value(self.s, i, depth)?;
-            self.charge(end - i, i)?;
-            return Ok(end);
+            return self.skip(i, depth);
         }
         if !n.own {
-            // Only applicators: a subschema that must match (`$ref`, first
-            // of `allOf`) doubles as the syntax pass, saving a scan per
-            // level of a chain. Its success proves the span well-formed,
-            // which the other applicators rely on.
-            let first = if n.ref_ != NONE {
-                n.ref_
+            // Only applicators: a subschema that must match (`$ref`, the
+            // dynamic reference, first of `allOf`) doubles as the syntax
+            // pass, saving a scan per level of a chain. Its success proves
+            // the span well-formed, which the other applicators rely on.
+            let (first, kind) = if n.ref_ != NONE {
+                (n.ref_, First::Ref)
+            } else if n.dyn_ref != NONE {
+                (self.dyn_target(n.dyn_ref, i)?, First::Dyn)
             } else if !n.all_of.is_empty() {
-                self.schema.edges[n.all_of.start as usize]
+                (self.schema.edges[n.all_of.start as usize], First::AllOf)
             } else {
-                NONE
+                (NONE, First::None)
             };
             let end = if first == NONE {
-                let end = scan::skip_value(self.s, i, depth)?;
-                self.charge(end - i, i)?;
-                end
+                self.skip(i, depth)?
             } else {
-                self.value(i, first, depth)?
+                self.value(i, first, depth, marks.as_deref_mut())?
             };
-            self.applicators(i, n, depth, first != NONE)?;
+            self.applicators(i, n, depth, kind, marks)?;
             return Ok(end);
         }
         let mut plain = false;
         let end = match self.s.get(i) {
-            Some(b'{') => self.object(i, n, depth)?,
-            Some(b'[') => self.array(i, n, depth)?,
+            Some(b'{') => self.object(i, n, depth, marks.as_deref_mut())?,
+            Some(b'[') => self.array(i, n, depth, marks.as_deref_mut())?,
             Some(b'"') => {
                 if n.types & T_STR == 0 {
                     return Err(err(n.type_msg, i));
@@ -184,6 +391,9 @@ impl Walker<'_> {
                 }
                 if t.chars > n.max_length {
                     return Err(err(rule::MAX_LENGTH, i));
+                }
+                if n.pattern != NONE || n.format != Format::None {
+                    self.string(i, &t, n)?;
                 }
                 t.end
             }
@@ -229,9 +439,34 @@ impl Walker<'_> {
             }
         }
         if n.applicators {
-            self.applicators(i, n, depth, false)?;
+            self.applicators(i, n, depth, First::None, marks)?;
         }
         Ok(end)
+    }
+
+    /// `pattern` and `format` on the string token at `i` (out of line: most
+    /// strings have neither).
+    #[inline(never)]
+    fn string(&mut self, i: usize, t: &scan::Str, n: &Node) -> Result<(), Invalid> {
+        if n.pattern != NONE {
+            self.charge(t.end - i, i)?;
+            let re = &self.schema.regexes[n.pattern as usize];
+            let ok = if t.escaped {
+                re.is_match(scan::StrBytes::new(self.s, i))
+            } else {
+                re.is_match_bytes(&self.s[i + 1..t.end - 1])
+            };
+            if !ok {
+                return Err(err(rule::PATTERN, i));
+            }
+        }
+        if n.format != Format::None {
+            self.charge(t.end - i, i)?;
+            if !super::format::check_token(n.format, self.s, i, t) {
+                return Err(err(n.format.message(), i));
+            }
+        }
+        Ok(())
     }
 
     fn number(&mut self, i: usize, end: usize, n: &Node) -> Result<(), Invalid> {
@@ -291,39 +526,48 @@ impl Walker<'_> {
 
     /// Runs a subschema on a span already checked for syntax; `Ok(false)`
     /// when it does not match, `Err` only when the budget ran out.
-    fn matches(&mut self, i: usize, node: u32, depth: usize) -> Result<bool, Invalid> {
-        match self.value(i, node, depth) {
+    pub fn matches(
+        &mut self,
+        i: usize,
+        node: u32,
+        depth: usize,
+        marks: Option<&mut Marks>,
+    ) -> Result<bool, Invalid> {
+        match self.value(i, node, depth, marks) {
             Ok(_) => Ok(true),
             Err(e) if self.fatal => Err(e),
             Err(_) => Ok(false),
         }
     }
 
-    /// `first_done`: the `$ref`, or else the first `allOf` entry, has
-    /// already been applied.
+    /// In-place applicators; `first` has already been applied.
     fn applicators(
         &mut self,
         i: usize,
-        n: &Node,
+        n: &'a Node,
         depth: usize,
-        first_done: bool,
+        first: First,
+        marks: Option<&mut Marks>,
     ) -> Result<(), Invalid> {
-        let edges = &self.schema.edges;
-        let mut skip_all_of = 0;
-        if n.ref_ != NONE {
-            if !first_done {
-                self.value(i, n.ref_, depth)?;
-            }
-        } else if first_done {
-            skip_all_of = 1;
+        if let Some(m) = marks {
+            return self.applicators_marked(i, n, depth, first, m);
         }
-        for &e in &edges[n.all_of.range()][skip_all_of..] {
-            self.value(i, e, depth)?;
+        let edges = &self.schema.edges;
+        if n.ref_ != NONE && first != First::Ref {
+            self.value(i, n.ref_, depth, None)?;
+        }
+        if n.dyn_ref != NONE && first != First::Dyn {
+            let t = self.dyn_target(n.dyn_ref, i)?;
+            self.value(i, t, depth, None)?;
+        }
+        let skip = usize::from(first == First::AllOf);
+        for &e in &edges[n.all_of.range()][skip..] {
+            self.value(i, e, depth, None)?;
         }
         if !n.any_of.is_empty() {
             let mut ok = false;
             for &e in &edges[n.any_of.range()] {
-                if self.matches(i, e, depth)? {
+                if self.matches(i, e, depth, None)? {
                     ok = true;
                     break;
                 }
@@ -335,7 +579,7 @@ impl Walker<'_> {
         if !n.one_of.is_empty() {
             let mut count = 0;
             for &e in &edges[n.one_of.range()] {
-                if self.matches(i, e, depth)? {
+                if self.matches(i, e, depth, None)? {
                     count += 1;
                     if count > 1 {
                         return Err(err(rule::ONE_OF_MANY, i));
@@ -346,267 +590,92 @@ impl Walker<'_> {
                 return Err(err(rule::ONE_OF_NONE, i));
             }
         }
-        if n.not != NONE && self.matches(i, n.not, depth)? {
+        if n.not != NONE && self.matches(i, n.not, depth, None)? {
             return Err(err(rule::NOT, i));
         }
         if n.if_ != NONE {
-            let branch = if self.matches(i, n.if_, depth)? {
+            let branch = if self.matches(i, n.if_, depth, None)? {
                 n.then_
             } else {
                 n.else_
             };
             if branch != NONE {
-                self.value(i, branch, depth)?;
+                self.value(i, branch, depth, None)?;
             }
         }
         Ok(())
     }
 
-    /// The schema for the member whose key token starts at `k`, the
-    /// required bit it sets (0 when none), and whether it is additional.
-    #[inline]
-    fn lookup(&self, k: usize, key: &scan::Str, n: &Node) -> (u32, u64, bool) {
-        let props = &self.schema.props[n.props.range()];
-        if !props.is_empty() {
-            let found = if key.escaped {
-                find_escaped(self.s, k, props)
-            } else {
-                {
-                    let name = &self.s[k + 1..key.end - 1];
-                    let head = super::name_head(name);
-                    props
-                        .binary_search_by(|p| super::name_order(&p.name, p.head, name, head))
-                        .ok()
-                }
-            };
-            if let Some(p) = found {
-                let p = &props[p];
-                let bit = if p.bit == u8::MAX { 0 } else { 1u64 << p.bit };
-                if p.declared {
-                    return (p.node, bit, false);
-                }
-                return (n.additional, bit, true);
-            }
-        }
-        (n.additional, 0, true)
-    }
-
-    fn object(&mut self, i: usize, n: &Node, depth: usize) -> Result<usize, Invalid> {
-        if n.types & T_OBJ == 0 {
-            return Err(err(n.type_msg, i));
-        }
-        if depth >= DEPTH_MAX {
-            return Err(err(msg::DEPTH, i));
-        }
-        let d = depth + 1;
-        let s = self.s;
-        let mut j = self.ws(i + 1);
-        let mut count = 0usize;
-        let mut seen = 0u64;
-        if s.get(j) == Some(&b'}') {
-            j += 1;
-        } else {
-            loop {
-                match s.get(j) {
-                    Some(b'"') => {}
-                    None => return Err(err(msg::EOF, j)),
-                    Some(_) => return Err(err(msg::EXPECTED_KEY, j)),
-                }
-                let key = scan::scan_string(s, j)?;
-                self.charge(key.end - j, j)?;
-                let (child, bit, additional) = self.lookup(j, &key, n);
-                if additional && child != NONE && self.schema.nodes[child as usize].falsy {
-                    return Err(err(rule::ADDITIONAL_PROPERTY, j));
-                }
-                if n.property_names != NONE {
-                    self.value(j, n.property_names, d)?;
-                }
-                seen |= bit;
-                j = self.ws(key.end);
-                match s.get(j) {
-                    Some(b':') => {}
-                    None => return Err(err(msg::EOF, j)),
-                    Some(_) => return Err(err(msg::EXPECTED_COLON, j)),
-                }
-                j = self.ws(j + 1);
-                j = self.value(j, child, d)?;
-                count += 1;
-                j = self.ws(j);
-                match s.get(j) {
-                    Some(b',') => {
-                        j = self.ws(j + 1);
-                        if s.get(j) == Some(&b'}') {
-                            return Err(err(msg::TRAILING_COMMA, j));
-                        }
-                    }
-                    Some(b'}') => {
-                        j += 1;
-                        break;
-                    }
-                    None => return Err(err(msg::EOF, j)),
-                    Some(_) => return Err(err(msg::EXPECTED_OBJ_SEP, j)),
-                }
-            }
-        }
-        if seen & n.required_mask != n.required_mask {
-            return Err(err(rule::REQUIRED, i));
-        }
-        if count < n.min_properties {
-            return Err(err(rule::MIN_PROPERTIES, i));
-        }
-        if count > n.max_properties {
-            return Err(err(rule::MAX_PROPERTIES, i));
-        }
-        Ok(j)
-    }
-
-    fn array(&mut self, i: usize, n: &Node, depth: usize) -> Result<usize, Invalid> {
-        if n.types & T_ARR == 0 {
-            return Err(err(n.type_msg, i));
-        }
-        if depth >= DEPTH_MAX {
-            return Err(err(msg::DEPTH, i));
-        }
-        let d = depth + 1;
-        let s = self.s;
+    /// [`Walker::applicators`] collecting evaluation marks: every `anyOf`
+    /// branch runs (each that matches adds its marks), the matching `oneOf`
+    /// branch and a matching `if` add theirs.
+    #[inline(never)]
+    fn applicators_marked(
+        &mut self,
+        i: usize,
+        n: &'a Node,
+        depth: usize,
+        first: First,
+        m: &mut Marks,
+    ) -> Result<(), Invalid> {
         let edges = &self.schema.edges;
-        let prefix = &edges[n.prefix.range()];
-        let mut j = self.ws(i + 1);
-        let mut count = 0usize;
-        let mut contained = 0usize;
-        if s.get(j) == Some(&b']') {
-            j += 1;
-        } else {
-            loop {
-                let child = prefix.get(count).copied().unwrap_or(n.items);
-                if count >= prefix.len() && child != NONE && self.schema.nodes[child as usize].falsy
-                {
-                    return Err(err(rule::ADDITIONAL_ITEM, j));
+        if n.ref_ != NONE && first != First::Ref {
+            self.value(i, n.ref_, depth, Some(m))?;
+        }
+        if n.dyn_ref != NONE && first != First::Dyn {
+            let t = self.dyn_target(n.dyn_ref, i)?;
+            self.value(i, t, depth, Some(m))?;
+        }
+        let skip = usize::from(first == First::AllOf);
+        for &e in &edges[n.all_of.range()][skip..] {
+            self.value(i, e, depth, Some(m))?;
+        }
+        if !n.any_of.is_empty() {
+            let mut ok = false;
+            for &e in &edges[n.any_of.range()] {
+                let mut t = Marks::default();
+                if self.matches(i, e, depth, Some(&mut t))? {
+                    m.merge(&t);
+                    ok = true;
                 }
-                let start = j;
-                j = self.value(j, child, d)?;
-                if n.contains != NONE && self.matches(start, n.contains, d)? {
-                    contained += 1;
-                }
-                count += 1;
-                j = self.ws(j);
-                match s.get(j) {
-                    Some(b',') => {
-                        j = self.ws(j + 1);
-                        if s.get(j) == Some(&b']') {
-                            return Err(err(msg::TRAILING_COMMA, j));
-                        }
+            }
+            if !ok {
+                return Err(err(rule::ANY_OF, i));
+            }
+        }
+        if !n.one_of.is_empty() {
+            let mut count = 0;
+            let mut won = Marks::default();
+            for &e in &edges[n.one_of.range()] {
+                let mut t = Marks::default();
+                if self.matches(i, e, depth, Some(&mut t))? {
+                    count += 1;
+                    if count > 1 {
+                        return Err(err(rule::ONE_OF_MANY, i));
                     }
-                    Some(b']') => {
-                        j += 1;
-                        break;
-                    }
-                    None => return Err(err(msg::EOF, j)),
-                    Some(_) => return Err(err(msg::EXPECTED_ARR_SEP, j)),
+                    won = t;
                 }
             }
-        }
-        if count < n.min_items {
-            return Err(err(rule::MIN_ITEMS, i));
-        }
-        if count > n.max_items {
-            return Err(err(rule::MAX_ITEMS, i));
-        }
-        if n.contains != NONE {
-            if contained < n.min_contains {
-                return Err(err(rule::MIN_CONTAINS, i));
+            if count == 0 {
+                return Err(err(rule::ONE_OF_NONE, i));
             }
-            if contained > n.max_contains {
-                return Err(err(rule::MAX_CONTAINS, i));
+            m.merge(&won);
+        }
+        if n.not != NONE && self.matches(i, n.not, depth, None)? {
+            return Err(err(rule::NOT, i));
+        }
+        if n.if_ != NONE {
+            let mut t = Marks::default();
+            let branch = if self.matches(i, n.if_, depth, Some(&mut t))? {
+                m.merge(&t);
+                n.then_
+            } else {
+                n.else_
+            };
+            if branch != NONE {
+                self.value(i, branch, depth, Some(m))?;
             }
-        }
-        if n.unique_items && count > 1 {
-            self.unique(i, d)?;
-        }
-        Ok(j)
-    }
-
-    /// Pairwise comparison of the items of the (valid) array at `open`:
-    /// quadratic, paid from the work budget. Up to UNIQUE_SPANS_MAX items
-    /// are located once in a stack table; longer arrays are re-walked.
-    #[inline(never)] // keeps the span table out of the recursive frames
-    fn unique(&mut self, open: usize, d: usize) -> Result<(), Invalid> {
-        const UNIQUE_SPANS_MAX: usize = 32;
-        let s = self.s;
-        let next = |w: &mut Self, at: usize| -> Result<(usize, Option<usize>), Invalid> {
-            let end = scan::skip_value(s, at, d)?;
-            w.charge(end - at, at)?;
-            let k = w.ws(end);
-            Ok((end, (s.get(k) == Some(&b',')).then(|| skip_ws(s, k + 1))))
-        };
-        let mut spans = [(0usize, 0usize); UNIQUE_SPANS_MAX];
-        let mut count = 0;
-        let mut at = Some(skip_ws(s, open + 1));
-        while let Some(a) = at
-            && count < UNIQUE_SPANS_MAX
-        {
-            let (end, following) = next(self, a)?;
-            spans[count] = (a, end);
-            count += 1;
-            at = following;
-        }
-        if at.is_none() {
-            let spans = &spans[..count];
-            for (x, &p) in spans.iter().enumerate() {
-                for &q in &spans[x + 1..] {
-                    if self.same(p, q)? {
-                        return Err(err(rule::UNIQUE, q.0));
-                    }
-                }
-            }
-            return Ok(());
-        }
-        let mut a = skip_ws(s, open + 1);
-        while let (_, Some(mut b)) = next(self, a)? {
-            let following = b;
-            loop {
-                if self.same((a, usize::MAX), (b, usize::MAX))? {
-                    return Err(err(rule::UNIQUE, b));
-                }
-                match next(self, b)?.1 {
-                    Some(x) => b = x,
-                    None => break,
-                }
-            }
-            a = following;
         }
         Ok(())
-    }
-
-    /// Whether the values at `p.0` and `q.0` are equal. When both ends are
-    /// known (not usize::MAX), scalars are decided without `equal`.
-    fn same(&mut self, p: (usize, usize), q: (usize, usize)) -> Result<bool, Invalid> {
-        let s = self.s;
-        let (x, y) = (s[p.0], s[q.0]);
-        let kind = |b: u8| match b {
-            b'-' | b'0'..=b'9' => b'0',
-            other => other,
-        };
-        if kind(x) != kind(y) {
-            return Ok(false);
-        }
-        if matches!(x, b't' | b'f' | b'n') {
-            return Ok(true);
-        }
-        if x == b'"' && p.1 != usize::MAX && q.1 != usize::MAX {
-            let (a, b) = (&s[p.0..p.1], &s[q.0..q.1]);
-            if !a.contains(&b'\\') && !b.contains(&b'\\') {
-                self.charge(a.len().min(b.len()), q.0)?;
-                return Ok(a == b);
-            }
-        }
-        if scan::equal(s, p.0, s, q.0, &mut self.budget) {
-            return Ok(true);
-        }
-        if self.budget == 0 {
-            self.fatal = true;
-            return Err(err(BUDGET_EXCEEDED, q.0));
-        }
-        Ok(false)
     }
 }

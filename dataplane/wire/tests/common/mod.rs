@@ -18,6 +18,7 @@ pub const EXAMPLES: &[&str] = &[
     "response",
     "error",
     "negotiate_request",
+    "negotiate_request_signed",
     "negotiate_response",
 ];
 
@@ -129,6 +130,22 @@ pub fn example(name: &str) -> Vec<u8> {
             },
             ..FrameRepr::default()
         }),
+        "negotiate_request_signed" => {
+            let mut buf = emit(&FrameRepr {
+                kind: Kind::NegotiateRequest,
+                request_id: 44,
+                tenant_id: 7,
+                deadline_us: DEADLINE_US,
+                body: BodyRepr::NegotiateRequest {
+                    subject: "resnet50-input",
+                    version_hint: 0,
+                },
+                ..FrameRepr::default()
+            });
+            let mut frame = Frame::new_checked(&mut buf[..]).expect("example parses");
+            TenantKey::new(EXAMPLE_KEY).sign(&mut frame);
+            buf
+        }
         "negotiate_response" => emit(&FrameRepr {
             kind: Kind::NegotiateResponse,
             request_id: 43,

@@ -371,7 +371,8 @@ fn wire_md_cases() -> Vec<Case> {
     EXAMPLES
         .iter()
         .map(|name| {
-            let key = (*name == "request").then(|| EXAMPLE_KEY.to_vec());
+            let key =
+                (*name == "request" || name.ends_with("_signed")).then(|| EXAMPLE_KEY.to_vec());
             Case {
                 name: format!("wire-md-{}", name.replace('_', "-")),
                 source: format!("wire.md example {name}"),
@@ -717,7 +718,7 @@ fn auth_cases() -> Vec<Case> {
         ),
         signed_case(
             "auth-negotiate-request",
-            "edge: a signed negotiation request",
+            "edge: a signed negotiation request (the tag covers the body: the subject)",
             emit(&FrameRepr {
                 kind: Kind::NegotiateRequest,
                 request_id: 6,
@@ -725,6 +726,21 @@ fn auth_cases() -> Vec<Case> {
                 body: BodyRepr::NegotiateRequest {
                     subject: "mlp-input",
                     version_hint: 0,
+                },
+                ..FrameRepr::default()
+            }),
+            demo_key,
+        ),
+        signed_case(
+            "auth-negotiate-other-subject",
+            "edge: the same header as auth-negotiate-request asking for another subject and version: another tag",
+            emit(&FrameRepr {
+                kind: Kind::NegotiateRequest,
+                request_id: 6,
+                tenant_id: 1,
+                body: BodyRepr::NegotiateRequest {
+                    subject: "mlp-output",
+                    version_hint: 2,
                 },
                 ..FrameRepr::default()
             }),

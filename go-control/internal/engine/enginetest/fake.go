@@ -47,6 +47,7 @@ type connKey struct {
 type fakeWorker struct {
 	requests uint64
 	errors   map[string]uint64
+	refusals map[string]uint64 // by cause
 	service  []uint64
 	failure  string // set by FailWorker
 }
@@ -413,7 +414,7 @@ func (f *Fake) Record(worker int, shard, code string, queueNs, serviceNs uint64)
 	defer f.mu.Unlock()
 	w := f.workers[worker]
 	if w == nil {
-		w = &fakeWorker{errors: map[string]uint64{}}
+		w = &fakeWorker{errors: map[string]uint64{}, refusals: map[string]uint64{}}
 		f.workers[worker] = w
 	}
 	s := f.shards[shard]
@@ -464,6 +465,22 @@ func summarize(samples []uint64) engine.Latency {
 	return l
 }
 
+// Refuse records a refusal on a worker before routing, as the engine
+// counts one: an error frame with code, and its cause (docs/wire.md,
+// "What a tenant may see").
+func (f *Fake) Refuse(worker int, code, cause string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := f.workers[worker]
+	if w == nil {
+		w = &fakeWorker{errors: map[string]uint64{}, refusals: map[string]uint64{}}
+		f.workers[worker] = w
+	}
+	w.requests++
+	w.errors[code]++
+	w.refusals[cause]++
+}
+
 // Stats implements engine.Engine.
 func (f *Fake) Stats() (engine.Stats, error) {
 	f.mu.Lock()
@@ -481,6 +498,10 @@ func (f *Fake) Stats() (engine.Stats, error) {
 			for c, n := range w.errors {
 				ws.Errors[c] = n
 				errN += n
+			}
+			ws.Refusals = engine.ErrorCounts{}
+			for c, n := range w.refusals {
+				ws.Refusals[c] = n
 			}
 			ws.OK = w.requests - errN
 			ws.RxFrames, ws.TxFrames, ws.BufferReuses = w.requests, w.requests, w.requests

@@ -111,6 +111,7 @@ fn requests_for_peer_shards_fail_with_peer_down() {
     };
     let text = format!(
         "[engine]\nworkers = [0]\ntransport = \"rdma\"\npoll = \"adaptive\"\nforward_timeout_ms = 50\n\
+         [auth]\nmode = \"none\"\n\
          [rdma]\nlisten = \"{ip}:7474\"\nconnections_max = 1\nslots_per_connection = 0\nslot_size = 2097152\n\
          large_tx_buffers = 0\nrx_buffers = 16\ntx_buffers = 16\n\
          [[shards]]\nname = \"far\"\nlabels = {{ gpu = \"x\" }}\n\

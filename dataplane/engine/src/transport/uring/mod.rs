@@ -675,3 +675,12 @@ impl UringTransport {
 }
 
 mod transport;
+
+impl UringTransport {
+    /// Makes the kernel hand every signed frame to the worker its tag
+    /// picks, whatever address it comes from (`sock::steer_by_tag`), so
+    /// all copies of a frame meet the same worker's replay table.
+    pub fn steer_by_tag(&self, group: u32) -> io::Result<()> {
+        sock::steer_by_tag(&self.socket, group)
+    }
+}

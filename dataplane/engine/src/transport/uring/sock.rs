@@ -1,6 +1,7 @@
 //! The UDP sockets of the io_uring transport and the kernel structures
 //! its receives and sends carry: SO_REUSEPORT binding, SO_RXQ_OVFL and its
-//! control message, socket addresses in `sockaddr_storage`.
+//! control message, socket addresses in `sockaddr_storage`, and the
+//! classic BPF program that steers signed frames to a worker by tag.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -124,4 +125,53 @@ pub(in crate::transport) fn read_sockaddr(b: &[u8], len: u32) -> Option<SocketAd
         }
         _ => None,
     }
+}
+
+/// Makes the kernel hand every signed frame to the worker chosen by its
+/// tag, whatever address it comes from: a classic BPF program on the
+/// SO_REUSEPORT group (the same program from every worker; the last one
+/// set stays) returns `tag[0..4] mod group`, so all copies of a frame
+/// meet the same worker's replay table (docs/wire.md, "What holds
+/// across workers"). Frames without the AUTHENTICATED flag, and
+/// datagrams too short to carry a tag, keep the kernel's flow hash.
+pub(super) fn steer_by_tag(socket: &UdpSocket, group: u32) -> io::Result<()> {
+    // Classic BPF opcodes (linux/bpf_common.h): class | size | mode
+    // (BPF_LD and BPF_W are 0). A reuseport program sees the UDP
+    // payload at offset 0.
+    const LD_B_ABS: u16 = 0x10 | 0x20;
+    const LD_W_ABS: u16 = 0x20;
+    const JSET_K: u16 = 0x05 | 0x40;
+    const MOD_K: u16 = 0x04 | 0x90;
+    const RET_K: u16 = 0x06;
+    const RET_A: u16 = 0x06 | 0x10;
+    /// Out of range for the group: the kernel falls back to its hash.
+    const FLOW_HASH: u32 = u32::MAX;
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let mut prog = [
+        op(LD_B_ABS, 0, 0, 6), // A = low byte of flags
+        op(JSET_K, 1, 0, u32::from(sluice_wire::flags::AUTHENTICATED)), // signed?
+        op(RET_K, 0, 0, FLOW_HASH), // no: flow hash
+        op(LD_W_ABS, 0, 0, 80), // A = tag[0..4]
+        op(MOD_K, 0, 0, group.max(1)), // A %= workers
+        op(RET_A, 0, 0, 0),    // that socket
+    ];
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: `fprog` points at `prog`, both alive for the call; the
+    // kernel copies the program before it returns.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_REUSEPORT_CBPF,
+            (&fprog as *const libc::sock_fprog).cast(),
+            size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
