@@ -39,6 +39,10 @@ pub(crate) struct TcpLink {
     /// A large frame being read into its own buffer (what is in), and its
     /// length.
     big: Option<(Vec<u8>, usize)>,
+    /// Frames copied whole out of `rbuf` (small ones), and every byte
+    /// copied out of it (with the start of large frames that was there).
+    pub copied_frames: u64,
+    pub copied_bytes: u64,
 }
 
 impl TcpLink {
@@ -51,6 +55,8 @@ impl TcpLink {
             rstart: 0,
             rend: 0,
             big: None,
+            copied_frames: 0,
+            copied_bytes: 0,
         }
     }
 
@@ -184,12 +190,15 @@ impl TcpLink {
             if avail >= len {
                 let f = self.rbuf[self.rstart..self.rstart + len].to_vec();
                 self.rstart += len;
+                self.copied_frames += 1;
+                self.copied_bytes += len as u64;
                 return Ok(Some(f));
             }
             if len > self.rbuf.len() {
                 // Large: the rest goes straight into the frame's own memory.
                 let mut v = Vec::with_capacity(len);
                 v.extend_from_slice(&self.rbuf[self.rstart..self.rend]);
+                self.copied_bytes += avail as u64;
                 self.rstart = 0;
                 self.rend = 0;
                 self.big = Some((v, len));

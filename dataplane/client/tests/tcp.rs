@@ -86,8 +86,14 @@ fn large_tensors_over_tcp_and_pipelined_in_order() {
         for n in [16usize, 1 << 18, 1 << 22] {
             let data = bytes(n, n as u8);
             let req = Request::new("echo", "1").tensor_raw("x", DType::F32, &[1, n as u64], &data);
+            let before = c.stats();
             let resp = c.call(&req).unwrap();
             assert_eq!(resp.tensor("x").unwrap().data, &data[..], "{n} floats");
+            // Small answers are copied out of the read buffer; large ones
+            // are read by the kernel into their own memory.
+            let copied = c.stats().answers_copied - before.answers_copied;
+            assert_eq!(copied, u64::from(n * 4 < 60_000), "{n} floats");
+            assert!(c.stats().answer_bytes_copied - before.answer_bytes_copied <= 64 << 10);
         }
         assert!(c.ping().is_ok());
         // Pipelined on the one connection: answers in request order.
@@ -190,5 +196,26 @@ fn a_closed_connection_fails_what_waits_on_it_and_the_next_send_reconnects() {
     c.call(&r2).unwrap();
     let st = c.stats();
     assert_eq!((st.connection_losses, st.tcp_reconnects), (1, 1));
+    // Polling (as an event loop does) hears of a loss at once, not at the
+    // request's timeout (20 s here).
+    let id = e.tcp_connections()[0].id;
+    e.close_tcp_connection(id).unwrap();
+    let t0 = std::time::Instant::now();
+    while !e.tcp_connections().is_empty() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    match c.send(&r2) {
+        Err(ClientError::ConnectionLost) => {}
+        Err(e) => panic!("{e}"),
+        Ok(_) => loop {
+            match c.try_recv().unwrap() {
+                Some((_, Err(ClientError::ConnectionLost))) => break,
+                Some((_, r)) => panic!("{r:?}"),
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+            assert!(t0.elapsed() < Duration::from_secs(5), "loss not reported");
+        },
+    }
+    assert_eq!(c.stats().connection_losses, 2);
     e.stop(Duration::ZERO);
 }

@@ -230,7 +230,7 @@ func Defaults() Config {
 			Listen: "127.0.0.1:7070", RingEntries: 512, RxBuffers: 256,
 			TxBuffers: 256, BufferSize: 65536,
 			TCPConnectionsMax: 256, TCPIdleTimeoutMs: 10_000, TCPPipelineMax: 64,
-			TCPSlots:  []TCPSlot{{Size: 64 << 10, Count: 128}, {Size: 2 << 20, Count: 16}, {Size: 16 << 20, Count: 2}},
+			TCPSlots:  []TCPSlot{{Size: 64 << 10, Count: 128}, {Size: 2 << 20, Count: 16}, {Size: 16<<20 + 64<<10, Count: 2}},
 			TCPSendZC: "auto",
 		},
 		Auth: Auth{Mode: "tenants", FreshnessWindowMs: 10_000, ReplayEntries: 1 << 18},

@@ -153,6 +153,14 @@ pub struct ClientStats {
     /// TCP connections lost (closed or reset by the server, or not frames):
     /// their outstanding requests failed with `ConnectionLost`.
     pub connection_losses: u64,
+    /// Answers copied whole out of a receive buffer into their own memory:
+    /// every datagram answer, and TCP answers that fit the connection's
+    /// read buffer (64 KiB). A larger TCP answer is read by the kernel
+    /// straight into its own memory and is not counted.
+    pub answers_copied: u64,
+    /// Bytes copied so: those answers, plus the start of each large TCP
+    /// answer that had arrived in the read buffer with the frame before it.
+    pub answer_bytes_copied: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -335,13 +343,26 @@ impl Client {
 
     /// Counters.
     pub fn stats(&self) -> ClientStats {
-        self.stats
+        let mut s = self.stats;
+        if let Some(l) = &self.tcp {
+            s.answers_copied += l.copied_frames;
+            s.answer_bytes_copied += l.copied_bytes;
+        }
+        s
     }
 
     /// Number of requests sent whose answer (or timeout, or loss) `recv`
     /// has not handed out yet.
     pub fn outstanding(&self) -> usize {
         self.pending.len() + self.ready.len() + self.failed.len()
+    }
+
+    /// Whether answers (or failures of a lost connection) were already
+    /// taken off the sockets and wait for `recv`/`try_recv`: a TCP write
+    /// that the server pushed back reads answers meanwhile, and an event
+    /// loop watching the sockets' readiness would not hear of them.
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty() || !self.failed.is_empty()
     }
 
     /// Sends a request without waiting and returns its request id. The
@@ -649,7 +670,11 @@ impl Client {
             };
             let got = match self.receive(block, wake.map(|at| at - now))? {
                 Some(got) => got,
-                None if block && (wake.is_some() || !self.failed.is_empty()) => continue,
+                // A lost connection's requests wait in `failed`: hand them
+                // out now, blocking or not (a caller that polls would
+                // otherwise hear of them only at their timeouts).
+                None if !self.failed.is_empty() => continue,
+                None if block && wake.is_some() => continue,
                 None => return Ok(None),
             };
             if let Some(ev) = self.classify(got) {
@@ -738,7 +763,11 @@ impl Client {
         };
         // A frame read over TCP is already in its own memory: no copy.
         let res = res.map(|()| match got {
-            Incoming::Udp(n) => Frame::new_unchecked(self.recv_buf[..n].to_vec()),
+            Incoming::Udp(n) => {
+                self.stats.answers_copied += 1;
+                self.stats.answer_bytes_copied += n as u64;
+                Frame::new_unchecked(self.recv_buf[..n].to_vec())
+            }
             Incoming::Tcp(v) => Frame::new_unchecked(v),
         });
         self.forget(id);

@@ -290,8 +290,9 @@ impl Default for UringCfg {
                     size: 2 << 20,
                     count: 16,
                 },
+                // A 16 MiB tensor and its header: 16 MiB + 64 KiB.
                 TcpSlotCfg {
-                    size: 16 << 20,
+                    size: (16 << 20) + (64 << 10),
                     count: 2,
                 },
             ],

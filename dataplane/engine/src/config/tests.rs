@@ -138,7 +138,7 @@ fn tcp_keys_are_checked_with_line_and_key() {
         PathBuf::from("/tmp"),
     )
     .unwrap();
-    assert_eq!(ok.io_uring.tcp_frame_len_limit(), 16 << 20);
+    assert_eq!(ok.io_uring.tcp_frame_len_limit(), (16 << 20) + (64 << 10));
     assert_eq!(
         ok.tcp_listen_addr().unwrap(),
         Some("127.0.0.1:0".parse().unwrap())
