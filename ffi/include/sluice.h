@@ -160,6 +160,46 @@
 #define SLUICE_DRAIN_MS_MAX 10000
 
 /**
+ * Most `io_uring.tcp_connections_max`.
+ */
+#define SLUICE_TCP_CONNECTIONS_MAX 4096
+
+/**
+ * Most `io_uring.tcp_pipeline_max`.
+ */
+#define SLUICE_TCP_PIPELINE_MAX 1024
+
+/**
+ * Longest `io_uring.tcp_idle_timeout_ms`.
+ */
+#define SLUICE_TCP_IDLE_TIMEOUT_MS_MAX 3600000
+
+/**
+ * Most `io_uring.tcp_slots` classes.
+ */
+#define SLUICE_TCP_SLOT_CLASSES_MAX 4
+
+/**
+ * Most slots of one class, per worker.
+ */
+#define SLUICE_TCP_SLOT_COUNT_MAX 4096
+
+/**
+ * Smallest TCP slot, bytes; sizes are multiples of it.
+ */
+#define SLUICE_TCP_SLOT_SIZE_MIN 4096
+
+/**
+ * Largest TCP slot, bytes (the largest frame).
+ */
+#define SLUICE_TCP_SLOT_SIZE_MAX (256 << 20)
+
+/**
+ * Most TCP slot memory (receive and reply) per worker, bytes.
+ */
+#define SLUICE_TCP_POOL_BYTES_MAX 17179869184
+
+/**
  * Most patterns in each of a tenant's lists (models, adapters, routes,
  * subjects).
  */
@@ -289,18 +329,20 @@ enum SluiceQuery
    */
   SLUICE_QUERY_LIVE = 5,
   /**
-   * Connections of connection-oriented transports (RDMA), with counters:
-   * an array of objects with id, transport, listen, worker, peer, device,
-   * state, rx/tx frames and bytes, rx/tx_large (frames by RDMA WRITE into
-   * a slot) and errors. Empty for io_uring and DPDK, and in a library
-   * built without the `rdma` feature.
+   * Connections of connection-oriented transports (RDMA, and TCP on
+   * io_uring with `tcp_listen`), with counters: an array of objects with
+   * id, transport ("rdma" or "tcp"), role, listen, worker, peer, device,
+   * state, rx/tx frames and bytes, rx/tx_large (RDMA: frames by RDMA
+   * WRITE into a slot; TCP: frames a datagram could not carry) and
+   * errors. Empty for UDP-only io_uring and for DPDK.
    */
   SLUICE_QUERY_CONNECTIONS = 6,
   /**
    * Per-worker connection counters since start (closed connections
    * included, so they only grow): an array of objects with transport,
    * listen, worker, open, accepted, closed, rx/tx frames and bytes,
-   * rx/tx_large and errors. Empty where [`SluiceQuery::Connections`] is.
+   * rx/tx_large and errors (TCP adds its own counters and slot use).
+   * Empty where [`SluiceQuery::Connections`] is.
    */
   SLUICE_QUERY_CONNECTION_TOTALS = 7,
 };
@@ -514,9 +556,9 @@ int32_t sluice_engine_remove_peer(SluiceEngine *e, const char *name, char *err, 
 /**
  * Closes a connection by the id [`SluiceQuery::Connections`] lists: the
  * peer is disconnected, its requests in flight fail on its side with a
- * retryable connection loss, and the connection leaves the list once its
- * worker has let go of it. `NOT_FOUND` for an id this engine does not
- * serve (always, on io_uring and DPDK or without the `rdma` feature).
+ * retryable connection loss (TCP: the stream ends), and the connection
+ * leaves the list once its worker has let go of it. `NOT_FOUND` for an id
+ * this engine does not serve (always on DPDK and UDP-only io_uring).
  *
  * # Safety
  * `e` is a live handle; `err` points to `err_cap` bytes.

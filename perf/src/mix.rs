@@ -188,16 +188,16 @@ impl Mix {
             .map(|(index, e)| entry(e).map_err(|why| MixError::Entry { index, why }))
             .collect::<Result<Vec<_>, _>>()?;
         let mix = Mix::new(entries);
-        // Build every request once so that wire-limit errors show at load.
-        let mut buf = vec![0u8; sluice_client::DATAGRAM_LEN_MAX];
+        // Build every request once so that wire-limit errors show at load
+        // (frames larger than a datagram are for TCP).
         for (index, e) in mix.entries.iter().enumerate() {
-            let len = e
-                .request()
-                .encode(&mut buf, 1, 0, None)
-                .map_err(|err| MixError::Entry {
-                    index,
-                    why: err.to_string(),
-                })?;
+            let why = |err: sluice_wire::Error| MixError::Entry {
+                index,
+                why: err.to_string(),
+            };
+            let r = e.request();
+            let mut buf = vec![0u8; r.encoded_len().map_err(why)?];
+            let len = r.encode(&mut buf, 1, 0, None).map_err(why)?;
             debug_assert!(len <= buf.len());
         }
         Ok(mix)
@@ -240,10 +240,10 @@ fn entry(e: EntryFile) -> Result<MixEntry, String> {
             .ok_or_else(|| format!("tensor {}: unknown dtype {:?}", t.name, t.dtype))?;
         let len = dtype
             .byte_len(&t.shape)
-            .filter(|&l| l <= sluice_client::DATAGRAM_LEN_MAX)
+            .filter(|&l| l <= sluice_wire::limits::FRAME_LEN_MAX)
             .ok_or_else(|| {
                 format!(
-                    "tensor {}: shape {:?} does not fit one datagram",
+                    "tensor {}: shape {:?} is larger than a frame (256 MiB)",
                     t.name, t.shape
                 )
             })?;

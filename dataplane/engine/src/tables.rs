@@ -128,6 +128,8 @@ pub struct Peer {
     pub name: String,
     /// Data-plane address.
     pub addr: SocketAddr,
+    /// TCP address, for frames a datagram cannot carry.
+    pub tcp_addr: Option<SocketAddr>,
     /// Labels.
     pub labels: BTreeMap<String, String>,
 }
@@ -280,6 +282,7 @@ impl Tables {
                 Some(Peer {
                     name: p.name.clone(),
                     addr: p.address.parse().ok()?,
+                    tcp_addr: p.tcp_address.as_deref().and_then(|a| a.parse().ok()),
                     labels: p.labels.clone(),
                 })
             })

@@ -41,7 +41,7 @@ commands:
   models unload NAME VERSION      unload a version from every core (also one from the file)
   alias set MODEL ALIAS VERSION   point an alias at a version
   peers ls | add NAME ADDR [LABEL=VALUE]... | rm NAME
-  connections                     client connections (RDMA) with their counters
+  connections                     connections (RDMA, TCP) with their counters
   connections close ID            disconnect one; its requests in flight fail, retryably
   stats                           counters and latency per worker and shard
   reload                          re-read the config file on the daemon

@@ -112,6 +112,24 @@ type IOUring struct {
 	RxBuffers   int    `toml:"rx_buffers" json:"rx_buffers"`
 	TxBuffers   int    `toml:"tx_buffers" json:"tx_buffers"`
 	BufferSize  int    `toml:"buffer_size" json:"buffer_size"`
+	// TCPListen is the TCP address every worker listens on beside the UDP
+	// socket; "" serves no TCP.
+	TCPListen         string `toml:"tcp_listen" json:"tcp_listen"`
+	TCPConnectionsMax int    `toml:"tcp_connections_max" json:"tcp_connections_max"`
+	TCPIdleTimeoutMs  int    `toml:"tcp_idle_timeout_ms" json:"tcp_idle_timeout_ms"`
+	// TCPFrameLenMax is the largest frame accepted over TCP; 0: the largest slot.
+	TCPFrameLenMax int `toml:"tcp_frame_len_max" json:"tcp_frame_len_max"`
+	TCPPipelineMax int `toml:"tcp_pipeline_max" json:"tcp_pipeline_max"`
+	// TCPSlots are the slot classes, smallest first.
+	TCPSlots  []TCPSlot `toml:"tcp_slots" json:"tcp_slots"`
+	TCPSendZC string    `toml:"tcp_send_zc" json:"tcp_send_zc"`
+}
+
+// TCPSlot is one class of TCP slots: Count slots of Size bytes per worker,
+// each with a reply slot of the same size.
+type TCPSlot struct {
+	Size  int `toml:"size" json:"size"`
+	Count int `toml:"count" json:"count"`
 }
 
 // Host is the [host] table.
@@ -177,9 +195,12 @@ type Tenant struct {
 
 // Peer is one [[peers]] entry: another appliance that serves shards by label.
 type Peer struct {
-	Name    string            `toml:"name" json:"name"`
-	Address string            `toml:"address" json:"address"`
-	Labels  map[string]string `toml:"labels" json:"labels,omitempty"`
+	Name    string `toml:"name" json:"name"`
+	Address string `toml:"address" json:"address"`
+	// TCPAddress is the peer's io_uring.tcp_listen: frames too large for a
+	// datagram are forwarded over TCP to it.
+	TCPAddress string            `toml:"tcp_address" json:"tcp_address,omitempty"`
+	Labels     map[string]string `toml:"labels" json:"labels,omitempty"`
 	// Transport is how forwards reach the peer: "udp" (default, empty) or
 	// "rdma" (Address is then the peer's rdma.listen).
 	Transport string `toml:"transport" json:"transport,omitempty"`
@@ -209,6 +230,9 @@ func Defaults() Config {
 		IOUring: IOUring{
 			Listen: "127.0.0.1:7070", RingEntries: 512, RxBuffers: 256,
 			TxBuffers: 256, BufferSize: 65536,
+			TCPConnectionsMax: 256, TCPIdleTimeoutMs: 10_000, TCPPipelineMax: 64,
+			TCPSlots:  []TCPSlot{{Size: 64 << 10, Count: 128}, {Size: 2 << 20, Count: 16}, {Size: 16<<20 + 64<<10, Count: 2}},
+			TCPSendZC: "auto",
 		},
 		Auth: Auth{Mode: "tenants", FreshnessWindowMs: 10_000, ReplayEntries: 1 << 18},
 		Host: Host{Labels: map[string]string{}},

@@ -49,8 +49,16 @@ type Limits struct {
 	NegotiationTTLMsMin int // engine.negotiation_ttl_ms
 	NegotiationTTLMsMax int
 	DrainMsMax          int // control.drain_ms: the C ABI caps a drain there
-	TenantPatternsMax   int // patterns in each of a tenant's lists
-	SubjectLenMax       int // a schema subject on the wire
+	TCPConnectionsMax   int
+	TCPPipelineMax      int
+	TCPIdleTimeoutMsMax int
+	TCPSlotClassesMax   int
+	TCPSlotCountMax     int
+	TCPSlotSizeMin      int // slot sizes are multiples of it
+	TCPSlotSizeMax      int
+	TCPPoolBytesMax     int64 // receive and reply slots, per worker
+	TenantPatternsMax   int   // patterns in each of a tenant's lists
+	SubjectLenMax       int   // a schema subject on the wire
 	// [auth]
 	FreshnessWindowMsMin int
 	FreshnessWindowMsMax int
@@ -69,6 +77,9 @@ var BuiltinLimits = Limits{
 	ModelsMax: 64, AdaptersMax: 32, PeersMax: 256, MaxConcurrencyMax: 4096, QueueDepthMax: 65536,
 	NameLenMax: 64, ModelNameLenMax: 64, ModelVersionLenMax: 32, AdapterLenMax: 64, TenantKeyLenMin: 16,
 	NegotiationTTLMsMin: 1_000, NegotiationTTLMsMax: 3_600_000, DrainMsMax: 10_000,
+	TCPConnectionsMax: 4096, TCPPipelineMax: 1024, TCPIdleTimeoutMsMax: 3_600_000,
+	TCPSlotClassesMax: 4, TCPSlotCountMax: 4096, TCPSlotSizeMin: 4096, TCPSlotSizeMax: 256 << 20,
+	TCPPoolBytesMax:   16 << 30,
 	TenantPatternsMax: 64, SubjectLenMax: 255,
 	FreshnessWindowMsMin: 100, FreshnessWindowMsMax: 300_000, ReplayEntriesMin: 8, ReplayEntriesMax: 1 << 22,
 }
@@ -85,6 +96,9 @@ func EngineLimits() Limits { return lim }
 
 // TenantIDMax is the largest tenant id: the wire field is 32 bits.
 const TenantIDMax = 1<<32 - 1
+
+// fixedHeaderLen is the wire format's fixed header: the smallest frame.
+const fixedHeaderLen = 96
 
 // Defaults of keys inside array tables, as the engine applies them.
 const (
@@ -296,6 +310,44 @@ func (c *checker) ioURing(u *IOUring, rxBurst int) {
 	c.rangeInt("io_uring.buffer_size", u.BufferSize, lim.BufferSizeMin, lim.BufferSizeMax)
 	if u.BufferSize%lim.BufferAlign != 0 {
 		c.add("io_uring.buffer_size", "%d is not a multiple of %d", u.BufferSize, lim.BufferAlign)
+	}
+	c.tcp(u)
+}
+
+// tcp checks the TCP keys of [io_uring] as the engine does.
+func (c *checker) tcp(u *IOUring) {
+	if u.TCPListen != "" {
+		if _, err := netip.ParseAddrPort(u.TCPListen); err != nil {
+			c.add("io_uring.tcp_listen", "%q is not an IP:port address (or \"\" for no TCP)", u.TCPListen)
+		}
+	}
+	c.rangeInt("io_uring.tcp_connections_max", u.TCPConnectionsMax, 1, lim.TCPConnectionsMax)
+	c.rangeInt("io_uring.tcp_idle_timeout_ms", u.TCPIdleTimeoutMs, 1, lim.TCPIdleTimeoutMsMax)
+	c.rangeInt("io_uring.tcp_pipeline_max", u.TCPPipelineMax, 1, lim.TCPPipelineMax)
+	c.oneOf("io_uring.tcp_send_zc", u.TCPSendZC, "auto", "on", "off")
+	if len(u.TCPSlots) == 0 || len(u.TCPSlots) > lim.TCPSlotClassesMax {
+		c.add("io_uring.tcp_slots", "1 to %d slot classes", lim.TCPSlotClassesMax)
+		return
+	}
+	largest, pool := 0, int64(0)
+	for i, s := range u.TCPSlots {
+		key := fmt.Sprintf("io_uring.tcp_slots[%d]", i)
+		c.rangeInt(key+".size", s.Size, lim.TCPSlotSizeMin, lim.TCPSlotSizeMax)
+		if s.Size%lim.TCPSlotSizeMin != 0 {
+			c.add(key+".size", "%d is not a multiple of %d", s.Size, lim.TCPSlotSizeMin)
+		}
+		if i > 0 && s.Size <= u.TCPSlots[i-1].Size {
+			c.add(key+".size", "slot classes must be listed smallest first, each larger than the last")
+		}
+		c.rangeInt(key+".count", s.Count, 1, lim.TCPSlotCountMax)
+		largest = max(largest, s.Size)
+		pool += 2 * int64(s.Size) * int64(s.Count)
+	}
+	if pool > lim.TCPPoolBytesMax {
+		c.add("io_uring.tcp_slots", "%d bytes of slots per worker (receive and reply) exceed %d", pool, lim.TCPPoolBytesMax)
+	}
+	if u.TCPFrameLenMax != 0 && (u.TCPFrameLenMax < fixedHeaderLen || u.TCPFrameLenMax > largest) {
+		c.add("io_uring.tcp_frame_len_max", "%d is out of range %d..=%d (at most the largest tcp_slots size)", u.TCPFrameLenMax, fixedHeaderLen, largest)
 	}
 }
 
@@ -528,6 +580,11 @@ func CheckPeer(key string, p Peer) []Issue {
 	c.token(key+".name", p.Name, lim.NameLenMax)
 	if _, err := netip.ParseAddrPort(p.Address); err != nil {
 		c.add(key+".address", "%q is not an IP:port address", p.Address)
+	}
+	if p.TCPAddress != "" {
+		if _, err := netip.ParseAddrPort(p.TCPAddress); err != nil {
+			c.add(key+".tcp_address", "%q is not an IP:port address", p.TCPAddress)
+		}
 	}
 	switch p.Transport {
 	case "", "udp", "rdma":

@@ -79,7 +79,7 @@ func newCollector(d *Daemon) *collector {
 		sServiceHist: desc("shard_service_hist_seconds", "Time in the handler, as a histogram.", s...),
 		sServiceMax:  desc("shard_service_max_seconds", "Longest time in the handler.", s...),
 
-		cOpen:     desc("connections_open", "Connections open now (RDMA), by transport.", "transport"),
+		cOpen:     desc("connections_open", "Connections open now (RDMA, TCP), by transport.", "transport"),
 		cAccepted: desc("connections_accepted_total", "Connections accepted by the worker.", cw...),
 		cClosed:   desc("connections_closed_total", "Connections closed (by either side) and released by the worker.", cw...),
 		cRx:       desc("connection_rx_frames_total", "Frames received on the worker's connections.", cw...),

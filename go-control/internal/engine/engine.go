@@ -70,7 +70,8 @@ type Engine interface {
 	// Status describes the running engine.
 	Status() (Status, error)
 	// Connections lists the connections of connection-oriented transports
-	// (RDMA) with their counters; empty for io_uring and DPDK.
+	// (RDMA, and TCP on io_uring with tcp_listen) with their counters;
+	// empty for UDP-only io_uring and DPDK.
 	Connections() ([]Connection, error)
 	// CloseConnection disconnects one connection by id: its requests in
 	// flight fail on the client's side with a retryable connection loss.
@@ -85,16 +86,16 @@ type Engine interface {
 // Connection is one client or peer connection (the engine's ConnStatus).
 type Connection struct {
 	ID        uint64 `json:"id"`
-	Transport string `json:"transport"` // "rdma"
+	Transport string `json:"transport"` // "rdma" or "tcp"
 	Role      string `json:"role"`      // "client" (accepted) or "peer" (opened to a peer appliance)
 	Listen    string `json:"listen"`    // local listen address it came in on
 	Worker    int    `json:"worker"`    // worker index serving it
 	Peer      string `json:"peer"`      // remote IP:port; "" if unknown
-	Device    string `json:"device"`    // RDMA device, e.g. "mlx5_0"
-	State     string `json:"state"`     // "accepting", "up" or "closing"
+	Device    string `json:"device"`    // RDMA device, e.g. "mlx5_0"; "" for TCP
+	State     string `json:"state"`     // "accepting", "connecting", "up", "half_closed" or "closing"
 	RxFrames  uint64 `json:"rx_frames"`
 	RxBytes   uint64 `json:"rx_bytes"`
-	RxLarge   uint64 `json:"rx_large"` // frames received by RDMA WRITE into a slot
+	RxLarge   uint64 `json:"rx_large"` // RDMA: frames by RDMA WRITE into a slot; TCP: frames above a datagram
 	TxFrames  uint64 `json:"tx_frames"`
 	TxBytes   uint64 `json:"tx_bytes"`
 	TxLarge   uint64 `json:"tx_large"` // frames sent by RDMA WRITE into a reply slot
@@ -153,7 +154,8 @@ type Status struct {
 	Draining      bool         `json:"draining,omitempty"`
 	Transport     string       `json:"transport"`
 	Listen        string       `json:"listen,omitempty"`
-	Hugepages     bool         `json:"hugepages"` // false: pools fell back to normal pages
+	TCPListen     string       `json:"tcp_listen,omitempty"` // io_uring with tcp_listen
+	Hugepages     bool         `json:"hugepages"`            // false: pools fell back to normal pages
 	HugepagesNote string       `json:"hugepages_note,omitempty"`
 	Epoch         uint64       `json:"epoch"` // config snapshot published
 	Workers       []WorkerInfo `json:"workers"`

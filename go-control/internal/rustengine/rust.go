@@ -218,8 +218,8 @@ func (e *Engine) Status() (engine.Status, error) {
 	return s, e.query(queryStatus, &s)
 }
 
-// Connections lists the RDMA connections with counters (empty on other
-// transports and in a library built without the rdma feature).
+// Connections lists the RDMA and TCP connections with counters (empty on
+// DPDK and UDP-only io_uring).
 func (e *Engine) Connections() ([]engine.Connection, error) {
 	c := []engine.Connection{}
 	return c, e.query(queryConns, &c)

@@ -43,6 +43,22 @@ pub mod limits {
     pub const BUFFER_SIZE_MAX: u32 = 1 << 20;
     /// Longest spin before an adaptive worker sleeps.
     pub const SPIN_US_MAX: u32 = 1_000_000;
+    /// Most TCP connections per worker.
+    pub const TCP_CONNECTIONS_MAX: u32 = 4096;
+    /// Most requests in flight on one TCP connection.
+    pub const TCP_PIPELINE_MAX: u32 = 1024;
+    /// Most TCP slot classes.
+    pub const TCP_SLOT_CLASSES_MAX: usize = 4;
+    /// Most slots of one class, per worker.
+    pub const TCP_SLOT_COUNT_MAX: u32 = 4096;
+    /// Smallest TCP slot, bytes; slot sizes are multiples of it.
+    pub const TCP_SLOT_SIZE_MIN: u32 = 4096;
+    /// Largest TCP slot: the largest frame the wire allows.
+    pub const TCP_SLOT_SIZE_MAX: u32 = sluice_wire::limits::FRAME_LEN_MAX as u32;
+    /// Most memory one worker's TCP slots (receive and reply) may take.
+    pub const TCP_POOL_BYTES_MAX: u64 = 16 << 30;
+    /// Longest TCP idle timeout.
+    pub const TCP_IDLE_TIMEOUT_MS_MAX: u32 = 3_600_000;
     /// Fewest and most io_uring submission queue entries (a power of two).
     pub const RING_ENTRIES_MIN: u32 = 8;
     /// Most io_uring submission queue entries.
@@ -227,6 +243,29 @@ pub struct UringCfg {
     pub tx_buffers: u32,
     /// Bytes per buffer.
     pub buffer_size: u32,
+    /// TCP address every worker listens on with SO_REUSEPORT, beside the
+    /// UDP socket; "" serves no TCP.
+    pub tcp_listen: String,
+    /// Connections per worker; more are accepted and closed at once.
+    pub tcp_connections_max: u32,
+    /// A frame that started arriving and makes no progress for this long
+    /// closes its connection (a header and then silence).
+    pub tcp_idle_timeout_ms: u32,
+    /// Largest frame accepted over TCP (`header_len + payload_len`); a
+    /// larger declared length gets `frame_too_large` and the connection is
+    /// closed. 0: the largest slot.
+    pub tcp_frame_len_max: u32,
+    /// Requests in flight on one connection (received, not yet answered);
+    /// at the limit the connection is not read.
+    pub tcp_pipeline_max: u32,
+    /// Slot classes, smallest first: a frame lands whole in a slot of the
+    /// smallest class that holds it, and its answer is written into a
+    /// reply slot of the same size.
+    pub tcp_slots: Vec<TcpSlotCfg>,
+    /// Zero-copy sends (`SEND_ZC`) for large answers: "auto" tries them and
+    /// falls back per connection when the kernel reports it copied (always
+    /// on loopback), "on" keeps them, "off" never uses them.
+    pub tcp_send_zc: ZcMode,
 }
 
 impl Default for UringCfg {
@@ -237,8 +276,75 @@ impl Default for UringCfg {
             rx_buffers: 256,
             tx_buffers: 256,
             buffer_size: 65536,
+            tcp_listen: String::new(),
+            tcp_connections_max: 256,
+            tcp_idle_timeout_ms: 10_000,
+            tcp_frame_len_max: 0,
+            tcp_pipeline_max: 64,
+            tcp_slots: vec![
+                TcpSlotCfg {
+                    size: 64 << 10,
+                    count: 128,
+                },
+                TcpSlotCfg {
+                    size: 2 << 20,
+                    count: 16,
+                },
+                // A 16 MiB tensor and its header: 16 MiB + 64 KiB.
+                TcpSlotCfg {
+                    size: (16 << 20) + (64 << 10),
+                    count: 2,
+                },
+            ],
+            tcp_send_zc: ZcMode::Auto,
         }
     }
+}
+
+impl UringCfg {
+    /// Whether TCP is served.
+    pub fn tcp_enabled(&self) -> bool {
+        !self.tcp_listen.is_empty()
+    }
+
+    /// The largest frame accepted over TCP.
+    pub fn tcp_frame_len_limit(&self) -> u32 {
+        match self.tcp_frame_len_max {
+            0 => self.tcp_slots.iter().map(|c| c.size).max().unwrap_or(0),
+            n => n,
+        }
+    }
+
+    /// Bytes of TCP slot memory per worker (receive and reply slots).
+    pub fn tcp_pool_bytes(&self) -> u64 {
+        self.tcp_slots
+            .iter()
+            .map(|c| 2 * u64::from(c.size) * u64::from(c.count))
+            .sum()
+    }
+}
+
+/// One class of TCP slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpSlotCfg {
+    /// Bytes per slot (a multiple of 4096).
+    pub size: u32,
+    /// Slots of this size per worker (each with a reply slot).
+    pub count: u32,
+}
+
+/// Zero-copy send policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ZcMode {
+    /// Try, and fall back per connection when the kernel copies.
+    #[default]
+    Auto,
+    /// Always, for answers of at least 64 KiB.
+    On,
+    /// Never.
+    Off,
 }
 
 /// `[host]`.
@@ -396,6 +502,11 @@ pub struct PeerCfg {
     /// Address of the peer's data plane: its UDP service address, or for
     /// `transport = "rdma"` its `rdma.listen` address.
     pub address: String,
+    /// The peer's `io_uring.tcp_listen` address: frames too large for a
+    /// datagram are forwarded over a TCP connection to it (io_uring
+    /// appliances). Without it such frames get `frame_too_large`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_address: Option<String>,
     /// Labels the peer carries.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
@@ -515,6 +626,18 @@ impl Config {
             .listen
             .parse()
             .map_err(|_| ConfigError::at("io_uring.listen", "not an IP:port address"))
+    }
+
+    /// The TCP listen address of the io_uring transport, if TCP is served.
+    pub fn tcp_listen_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        if !self.io_uring.tcp_enabled() {
+            return Ok(None);
+        }
+        self.io_uring
+            .tcp_listen
+            .parse()
+            .map(Some)
+            .map_err(|_| ConfigError::at("io_uring.tcp_listen", "not an IP:port address"))
     }
 }
 

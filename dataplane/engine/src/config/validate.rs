@@ -102,6 +102,7 @@ impl Config {
                 format!("must be a multiple of {BUFFER_ALIGN}"),
             ));
         }
+        self.validate_tcp()?;
         // [dpdk] is checked here too when the engine has DPDK, so its errors
         // carry file:line like every other key's.
         #[cfg(feature = "dpdk")]
@@ -109,6 +110,75 @@ impl Config {
             crate::transport::dpdk::DpdkCfg::from_config(self)?;
         }
         self.validate_tables()
+    }
+
+    fn validate_tcp(&self) -> Result<(), ConfigError> {
+        let u = &self.io_uring;
+        self.tcp_listen_addr()?;
+        range(
+            "io_uring.tcp_connections_max",
+            u.tcp_connections_max,
+            1,
+            TCP_CONNECTIONS_MAX,
+        )?;
+        range(
+            "io_uring.tcp_idle_timeout_ms",
+            u.tcp_idle_timeout_ms,
+            1,
+            TCP_IDLE_TIMEOUT_MS_MAX,
+        )?;
+        range(
+            "io_uring.tcp_pipeline_max",
+            u.tcp_pipeline_max,
+            1,
+            TCP_PIPELINE_MAX,
+        )?;
+        if u.tcp_slots.is_empty() || u.tcp_slots.len() > TCP_SLOT_CLASSES_MAX {
+            return Err(ConfigError::at(
+                "io_uring.tcp_slots",
+                format!("1 to {TCP_SLOT_CLASSES_MAX} slot classes"),
+            ));
+        }
+        for (i, c) in u.tcp_slots.iter().enumerate() {
+            let k = |f: &str| format!("io_uring.tcp_slots[{i}].{f}");
+            range(&k("size"), c.size, TCP_SLOT_SIZE_MIN, TCP_SLOT_SIZE_MAX)?;
+            if !c.size.is_multiple_of(TCP_SLOT_SIZE_MIN) {
+                return Err(ConfigError::at(
+                    k("size"),
+                    format!("{} is not a multiple of {TCP_SLOT_SIZE_MIN}", c.size),
+                ));
+            }
+            if i > 0 && c.size <= u.tcp_slots[i - 1].size {
+                return Err(ConfigError::at(
+                    k("size"),
+                    "slot classes must be listed smallest first, each larger than the last",
+                ));
+            }
+            range(&k("count"), c.count, 1, TCP_SLOT_COUNT_MAX)?;
+        }
+        if u.tcp_pool_bytes() > TCP_POOL_BYTES_MAX {
+            return Err(ConfigError::at(
+                "io_uring.tcp_slots",
+                format!(
+                    "{} bytes of slots per worker (receive and reply) exceed {TCP_POOL_BYTES_MAX}",
+                    u.tcp_pool_bytes()
+                ),
+            ));
+        }
+        let largest = u.tcp_slots.iter().map(|c| c.size).max().unwrap_or(0);
+        if u.tcp_frame_len_max != 0 {
+            range(
+                "io_uring.tcp_frame_len_max",
+                u.tcp_frame_len_max,
+                sluice_wire::FIXED_HEADER_LEN as u32,
+                largest.max(sluice_wire::FIXED_HEADER_LEN as u32),
+            )
+            .map_err(|mut e| {
+                e.message.push_str(" (at most the largest tcp_slots size)");
+                e
+            })?;
+        }
+        Ok(())
     }
 
     /// Checks shards, routes, models, tenants and peers (what can change live).
@@ -300,6 +370,10 @@ fn validate_peers(peers: &[PeerCfg]) -> Result<(), ConfigError> {
         p.address
             .parse::<SocketAddr>()
             .map_err(|_| ConfigError::at(k("address"), "not an IP:port address"))?;
+        if let Some(t) = &p.tcp_address {
+            t.parse::<SocketAddr>()
+                .map_err(|_| ConfigError::at(k("tcp_address"), "not an IP:port address"))?;
+        }
     }
     Ok(())
 }

@@ -146,22 +146,41 @@ impl Engine {
         handlers: Vec<Option<Box<dyn Handler>>>,
         listen: SocketAddr,
     ) -> Result<(SocketAddr, bool), EngineError> {
-        let uring_cfg = self.cfg.io_uring.clone();
+        let mut uring_cfg = self.cfg.io_uring.clone();
         let huge_mode = self.cfg.engine.hugepages;
+        let tcp = uring_cfg.tcp_enabled().then(|| {
+            Arc::new(crate::transport::tcp::TcpShared::for_config(
+                index, &uring_cfg,
+            ))
+        });
+        // Port 0 binds an ephemeral port on the first worker; the others
+        // join the port it got.
+        if let Some(first) = self.tcp.first().and_then(|t| t.listen()) {
+            uring_cfg.tcp_listen = first.to_string();
+        }
         // With authentication and several workers, every copy of a signed
-        // frame goes to one worker (the replay guarantee is per appliance).
+        // datagram goes to one worker (the replay guarantee is per
+        // appliance). TCP frames meet the replay table of the worker that
+        // accepted their connection only (a limitation, docs/wire.md).
         let workers = self.cfg.engine.workers.len();
         let steer = (self.cfg.auth.mode == crate::config::AuthMode::Tenants && workers > 1)
             .then_some(workers as u32);
-        self.spawn_worker(index, core, handlers, move || {
-            let t = crate::transport::uring::UringTransport::new(listen, &uring_cfg, huge_mode)
-                .map_err(|e| e.to_string())?;
+        let shared = tcp.clone();
+        let made = self.spawn_worker(index, core, handlers, move || {
+            let t = crate::transport::uring::UringTransport::with_tcp(
+                listen, &uring_cfg, huge_mode, shared,
+            )
+            .map_err(|e| e.to_string())?;
             if let Some(group) = steer {
                 t.steer_by_tag(group)
                     .map_err(|e| format!("udp socket: steering signed frames by tag: {e}"))?;
             }
             Ok(t)
-        })
+        });
+        if let Some(t) = tcp {
+            self.tcp.push(t);
+        }
+        made
     }
 
     fn abort_start(&mut self) {
@@ -172,6 +191,7 @@ impl Engine {
             }
         }
         self.workers.clear();
+        self.tcp.clear();
         #[cfg(feature = "dpdk")]
         {
             self.dpdk = None;

@@ -21,6 +21,7 @@ use crate::worker::{Returned, Shared, WorkerMsg, state};
 mod apply;
 mod lifecycle;
 mod status;
+mod tcp;
 
 pub use status::{ModelStatus, Status, WorkerStatus};
 
@@ -116,6 +117,9 @@ pub struct Engine {
     listen: Option<SocketAddr>,
     hugepages: bool,
     running: bool,
+    /// Each worker's TCP side (io_uring with `tcp_listen`): connections,
+    /// totals, close requests. Kept after stop for the final counts.
+    tcp: Vec<Arc<crate::transport::tcp::TcpShared>>,
     factory: HandlerFactory,
     /// Process-wide DPDK state; dropped (port closed, EAL cleaned) at stop.
     #[cfg(feature = "dpdk")]
@@ -173,6 +177,7 @@ impl Engine {
             listen: None,
             hugepages: false,
             running: false,
+            tcp: Vec::new(),
             #[cfg(feature = "dpdk")]
             dpdk: None,
             factory,

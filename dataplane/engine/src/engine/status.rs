@@ -20,6 +20,9 @@ pub struct Status {
     pub transport: String,
     /// Data-plane address.
     pub listen: Option<SocketAddr>,
+    /// TCP address (io_uring with `tcp_listen`), beside `listen`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_listen: Option<SocketAddr>,
     /// Workers and their cores.
     pub workers: Vec<WorkerStatus>,
     /// Whether the buffer pools are in hugepages (false = fell back).
@@ -227,6 +230,7 @@ impl Engine {
             }
             .to_string(),
             listen: self.listen,
+            tcp_listen: self.tcp_local_addr(),
             workers: self
                 .workers
                 .iter()

@@ -94,6 +94,7 @@ impl Transport for MemTransport {
                 peer,
                 truncated: bytes.len() > self.buf_size,
                 port: super::PORT_SERVICE,
+                conn: super::CONN_DATAGRAM,
             };
             self.counters.rx_frames += 1;
             n += 1;

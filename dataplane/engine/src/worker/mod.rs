@@ -438,6 +438,21 @@ impl<T: Transport> Worker<T> {
                 let depth = self.tables.shards[shard].queue_depth as usize;
                 let q = &mut self.queues[shard];
                 if q.len() >= depth.min(q.capacity()) {
+                    // A stream transport takes the frame back and stops
+                    // reading its connection (back-pressure, not loss).
+                    // Its tag is forgotten: the frame is checked again,
+                    // and accepted once, when it comes back.
+                    let mut tag = [0u8; 16];
+                    tag.copy_from_slice(
+                        Frame::new_unchecked(self.transport.rx_bytes(&pkt)).auth_tag(),
+                    );
+                    if self.transport.rx_defer(&pkt) {
+                        if self.tables.auth.required {
+                            self.replay.forget(&tag);
+                        }
+                        self.rx_open[i] = false;
+                        return;
+                    }
                     self.reply(
                         i,
                         Immediate::Error(ErrorCode::Busy, "shard queue full"),
@@ -492,7 +507,7 @@ impl<T: Transport> Worker<T> {
     fn run_one(&mut self, shard: usize, p: Pending) {
         let pkt = self.rx[p.pkt as usize];
         let started = Instant::now();
-        let Some(tx) = self.transport.tx_alloc() else {
+        let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
             bump(&self.counters.tx_no_buffers, 1);
             self.release(p.pkt as usize);
             return;
@@ -541,11 +556,7 @@ impl<T: Transport> Worker<T> {
                     "handler claims a frame longer than its buffer"
                 );
                 bump(&self.counters.ok, 1);
-                self.sends.push(TxPacket {
-                    buf: tx,
-                    len: len as u32,
-                    peer: pkt.peer,
-                });
+                self.sends.push(TxPacket::answer(&pkt, tx, len as u32));
                 self.release(p.pkt as usize);
                 record(&mut self.hist.total, done - self.burst_start);
             }
@@ -564,7 +575,7 @@ impl<T: Transport> Worker<T> {
     fn reply(&mut self, i: usize, r: Immediate, shard: Option<usize>) {
         self.rx_open[i] = false;
         let pkt = self.rx[i];
-        let Some(tx) = self.transport.tx_alloc() else {
+        let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
             bump(&self.counters.tx_no_buffers, 1);
             self.release(i);
             return;
@@ -590,11 +601,7 @@ impl<T: Transport> Worker<T> {
         self.release(i);
         match len {
             Some(len) => {
-                self.sends.push(TxPacket {
-                    buf: tx,
-                    len: len as u32,
-                    peer: pkt.peer,
-                });
+                self.sends.push(TxPacket::answer(&pkt, tx, len as u32));
                 record(&mut self.hist.total, self.burst_start.elapsed());
             }
             None => self.transport.tx_free(tx),

@@ -282,6 +282,33 @@ pub fn build_section(schema_id: u32, section: Option<&[u8]>, buf: &mut [u8]) -> 
     n
 }
 
+/// Reads one frame from a TCP stream: the fixed header, then the rest.
+pub fn read_frame(s: &mut std::net::TcpStream) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = vec![0u8; sluice_wire::FIXED_HEADER_LEN];
+    s.read_exact(&mut buf)?;
+    let f = Frame::new_unchecked(&buf[..]);
+    let len = f.header_len() + f.payload_len();
+    buf.resize(len.max(sluice_wire::FIXED_HEADER_LEN), 0);
+    s.read_exact(&mut buf[sluice_wire::FIXED_HEADER_LEN..])?;
+    Ok(buf)
+}
+
+/// A TCP connection to `addr` with a read timeout.
+pub fn tcp_client(addr: SocketAddr) -> std::net::TcpStream {
+    let s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_nodelay(true).unwrap();
+    s
+}
+
+/// Sends one frame over TCP and reads one frame back.
+pub fn tcp_roundtrip(s: &mut std::net::TcpStream, frame: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    s.write_all(frame).unwrap();
+    read_frame(s).expect("an answer arrives")
+}
+
 /// A negotiation for `subject` (latest version) from `tenant`, signed with
 /// the test key when `sign`, with a fresh deadline.
 pub fn build_negotiate(id: u64, tenant: u32, subject: &str, sign: bool, buf: &mut [u8]) -> usize {

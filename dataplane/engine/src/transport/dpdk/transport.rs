@@ -259,6 +259,7 @@ impl DpdkTransport {
             peer: SocketAddr::V4(peer),
             truncated,
             port: crate::transport::PORT_SERVICE,
+            conn: crate::transport::CONN_DATAGRAM,
         };
         *k += 1;
         self.stats.rx_sluice += 1;

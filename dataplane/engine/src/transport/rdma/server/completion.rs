@@ -68,6 +68,7 @@ impl RdmaTransport {
                     peer: self.peer_addrs[k],
                     truncated: false,
                     port: crate::transport::PORT_FORWARD,
+                    conn: crate::transport::CONN_DATAGRAM,
                 };
                 *n += 1;
                 self.rx_in_use += 1;
@@ -97,6 +98,7 @@ impl RdmaTransport {
                     peer,
                     truncated: false,
                     port: crate::transport::PORT_SERVICE,
+                    conn: crate::transport::CONN_DATAGRAM,
                 };
                 *n += 1;
                 self.rx_in_use += 1;
@@ -122,6 +124,7 @@ impl RdmaTransport {
                         peer,
                         truncated: false,
                         port: crate::transport::PORT_SERVICE,
+                        conn: crate::transport::CONN_DATAGRAM,
                     };
                     *n += 1;
                     self.rx_in_use += 1;

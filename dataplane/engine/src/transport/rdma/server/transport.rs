@@ -19,7 +19,7 @@ use super::status::runtime_for;
 use super::*;
 use crate::config::{Config, ConfigError, HugepageMode, PeerTransport};
 use crate::pool::{FreeList, Region};
-use crate::transport::{RxPacket, Transport, TransportCounters, TxPacket};
+use crate::transport::{PeerAddr, RxPacket, Transport, TransportCounters, TxPacket};
 
 impl RdmaTransport {
     /// Starts worker `index` of `workers`: joins (or starts) the process's
@@ -568,12 +568,8 @@ impl Transport for RdmaTransport {
             .map_or(&mut [][..], |r| &mut r.bytes_mut()[o..o + l])
     }
 
-    fn forward_check(
-        &self,
-        rx: &RxPacket,
-        to: SocketAddr,
-    ) -> Result<(), (ErrorCode, &'static str)> {
-        let Some(k) = self.peer_index(&to) else {
+    fn forward_check(&self, rx: &RxPacket, to: PeerAddr) -> Result<(), (ErrorCode, &'static str)> {
+        let Some(k) = self.peer_index(&to.addr) else {
             return Err((
                 ErrorCode::PeerDown,
                 "the peer serving this shard is not an rdma peer (an rdma appliance forwards only to peers with transport = \"rdma\")",
@@ -597,8 +593,8 @@ impl Transport for RdmaTransport {
 
     /// Zero copy: the frame goes by SEND from the receive buffer it landed
     /// in, which stays held until the send completes.
-    fn forward(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
-        let target = self.peer_index(&to).filter(|&k| {
+    fn forward(&mut self, rx: &RxPacket, to: PeerAddr) -> Option<u64> {
+        let target = self.peer_index(&to.addr).filter(|&k| {
             self.peers[k].qp.is_some() && self.forward_check(rx, to).is_ok() && self.peers[k].up
         });
         self.send_counted(rx, target.map(Via::Peer))
@@ -606,7 +602,7 @@ impl Transport for RdmaTransport {
 
     /// Zero copy: the peer's answer goes by SEND from the receive buffer it
     /// landed in to the client's connection.
-    fn relay(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
+    fn relay(&mut self, rx: &RxPacket, to: SocketAddr, _conn: u64) -> Option<u64> {
         let target = self.slot_of(&to).filter(|&s| {
             let c = &self.conns[s];
             rx.buf < self.rx_count && rx.len <= c.hello.buffer_size && c.qp.is_some()
