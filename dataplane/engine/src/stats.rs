@@ -13,7 +13,7 @@ use serde::Serialize;
 use sluice_wire::ErrorCode;
 
 use crate::auth::{CAUSE_COUNT, Cause};
-use crate::config::limits::SHARD_COUNT_MAX;
+use crate::config::limits::{MODEL_SLOT_COUNT_MAX, SHARD_COUNT_MAX};
 
 /// Highest error code value tracked.
 pub const ERROR_CODE_SLOTS: usize = 32;
@@ -82,6 +82,11 @@ pub struct WorkerCounters {
     pub tx_in_use: AtomicU64,
     /// Pool: buffer allocations that reused a buffer.
     pub buffer_reuses: AtomicU64,
+    /// Batch members that found no transmit buffer and waited for the
+    /// next pass.
+    pub batch_tx_waits: AtomicU64,
+    /// Per model slot: runs, batches, queue delays.
+    pub models: [ModelCounters; MODEL_SLOT_COUNT_MAX],
     /// Transport: datagrams the kernel dropped in this worker's socket
     /// queue before the worker saw them (SO_RXQ_OVFL; 0 where the
     /// transport cannot tell).
@@ -93,6 +98,65 @@ pub struct WorkerCounters {
     pub panics: AtomicU64,
     /// Why the worker failed, once it has (written once, off the hot path).
     pub failure: Mutex<Option<String>>,
+}
+
+/// Upper bounds of the batch-size buckets (rows per run); a last bucket
+/// takes the rest.
+pub const BATCH_SIZE_BOUNDS: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+/// Upper bounds of the queue-delay buckets, µs (receive to start of the
+/// run that answered the request).
+pub const QUEUE_DELAY_BOUNDS_US: [u64; 12] = [
+    10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 25_000, 100_000,
+];
+
+/// One model slot's counters on one worker: what Triton reports as
+/// `nv_inference_request_success`, `nv_inference_count`,
+/// `nv_inference_exec_count`, a batch-size histogram and a queue-delay
+/// histogram. Fixed buckets, so recording is two stores.
+#[derive(Debug, Default)]
+pub struct ModelCounters {
+    /// Requests answered by a run of the model.
+    pub requests: AtomicU64,
+    /// Rows (dimension 0) of those requests: one per request for models
+    /// that do not batch.
+    pub inferences: AtomicU64,
+    /// Model executions: single runs plus batched runs.
+    pub executions: AtomicU64,
+    /// Batched runs that failed and were run again one request at a time.
+    pub batch_fallbacks: AtomicU64,
+    /// Executions by rows run, bucketed by [`BATCH_SIZE_BOUNDS`].
+    pub batch_size: [AtomicU64; BATCH_SIZE_BOUNDS.len() + 1],
+    /// Requests by queue delay, bucketed by [`QUEUE_DELAY_BOUNDS_US`].
+    pub queue_delay: [AtomicU64; QUEUE_DELAY_BOUNDS_US.len() + 1],
+    /// Sum of queue delays, ns.
+    pub queue_delay_ns: AtomicU64,
+}
+
+fn bucket(bounds: &[u64], v: u64) -> usize {
+    bounds.iter().position(|&b| v <= b).unwrap_or(bounds.len())
+}
+
+impl ModelCounters {
+    /// Counts one execution that answered `requests` requests of `rows`
+    /// rows in all.
+    #[inline]
+    pub fn execution(&self, requests: u64, rows: u64) {
+        bump(&self.executions, 1);
+        bump(&self.requests, requests);
+        bump(&self.inferences, rows);
+        bump(&self.batch_size[bucket(&BATCH_SIZE_BOUNDS, rows)], 1);
+    }
+
+    /// Counts one request's wait from receive to the start of its run.
+    #[inline]
+    pub fn queued(&self, d: Duration) {
+        let ns = d.as_nanos() as u64;
+        bump(
+            &self.queue_delay[bucket(&QUEUE_DELAY_BOUNDS_US, ns / 1000)],
+            1,
+        );
+        bump(&self.queue_delay_ns, ns);
+    }
 }
 
 impl Default for WorkerCounters {
@@ -124,6 +188,8 @@ impl Default for WorkerCounters {
             rx_in_use: AtomicU64::new(0),
             tx_in_use: AtomicU64::new(0),
             buffer_reuses: AtomicU64::new(0),
+            batch_tx_waits: AtomicU64::new(0),
+            models: std::array::from_fn(|_| ModelCounters::default()),
             rx_kernel_drops: AtomicU64::new(0),
             alive: AtomicBool::new(false),
             panics: AtomicU64::new(0),
@@ -380,6 +446,76 @@ pub struct WorkerStats {
     pub shards: Vec<ShardStats>,
 }
 
+/// A histogram with fixed buckets: `counts[i]` values at most
+/// `bounds[i]` (and above `bounds[i-1]`); the last count is above every bound.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Buckets {
+    /// Upper bounds, ascending.
+    pub bounds: Vec<u64>,
+    /// Values per bucket (not cumulative), `bounds.len() + 1` entries.
+    pub counts: Vec<u64>,
+    /// Sum of the values (in the unit the histogram names).
+    pub sum: u64,
+}
+
+impl Buckets {
+    fn add(&mut self, bounds: &[u64], counts: &[AtomicU64], sum: u64) {
+        if self.bounds.is_empty() {
+            self.bounds = bounds.to_vec();
+            self.counts = vec![0; counts.len()];
+        }
+        for (a, c) in self.counts.iter_mut().zip(counts) {
+            *a += c.load(Relaxed);
+        }
+        self.sum += sum;
+    }
+
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
+/// One model version's view in a snapshot, merged over workers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ModelStats {
+    /// Model name.
+    pub name: String,
+    /// Version.
+    pub version: String,
+    /// Requests answered by a run (Triton's `nv_inference_request_success`).
+    pub requests: u64,
+    /// Rows of those requests (`nv_inference_count`).
+    pub inferences: u64,
+    /// Model executions, single or batched (`nv_inference_exec_count`).
+    pub executions: u64,
+    /// Batched runs that failed and were retried one request at a time.
+    pub batch_fallbacks: u64,
+    /// Executions by rows run; `sum` is the rows.
+    pub batch_size: Buckets,
+    /// Requests by queue delay in µs (receive to start of their run);
+    /// `sum` is in ns.
+    pub queue_delay_us: Buckets,
+}
+
+impl ModelStats {
+    /// Adds one worker's counters of this model's slot.
+    pub fn add(&mut self, c: &ModelCounters) {
+        let ld = |a: &AtomicU64| a.load(Relaxed);
+        self.requests += ld(&c.requests);
+        self.inferences += ld(&c.inferences);
+        self.executions += ld(&c.executions);
+        self.batch_fallbacks += ld(&c.batch_fallbacks);
+        self.batch_size
+            .add(&BATCH_SIZE_BOUNDS, &c.batch_size, ld(&c.inferences));
+        self.queue_delay_us.add(
+            &QUEUE_DELAY_BOUNDS_US,
+            &c.queue_delay,
+            ld(&c.queue_delay_ns),
+        );
+    }
+}
+
 /// A statistics snapshot of the whole engine.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StatsSnapshot {
@@ -389,6 +525,9 @@ pub struct StatsSnapshot {
     pub shards: Vec<ShardStats>,
     /// Merged receive-to-reply latency.
     pub latency: Percentiles,
+    /// Per loaded model version, merged over workers: runs, batch sizes,
+    /// queue delays.
+    pub models: Vec<ModelStats>,
 }
 
 impl StatsSnapshot {

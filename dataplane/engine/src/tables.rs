@@ -27,6 +27,10 @@ pub struct Shard {
     pub worker_mask: u64,
     /// Whether this host carries every label of the shard.
     pub local: bool,
+    /// Most rows one batched run stacks (1: no batching).
+    pub batch_max: u32,
+    /// How long a batch's first request may wait for more, µs.
+    pub batch_delay_us: u32,
 }
 
 /// A tenant.
@@ -76,6 +80,36 @@ pub struct ModelEntry {
     pub slot: usize,
     /// Adapter ids.
     pub adapters: Vec<String>,
+    /// `batch_max` of the model, overriding its shard's.
+    pub batch_max: Option<u32>,
+    /// `batch_delay_us` of the model, overriding its shard's.
+    pub batch_delay_us: Option<u32>,
+}
+
+/// How requests of one model version in one shard batch: the model's own
+/// settings, else the shard's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BatchPolicy {
+    /// Most rows per run (1: no batching).
+    pub max: u32,
+    /// Longest wait of a batch's first request, µs.
+    pub delay_us: u32,
+}
+
+impl BatchPolicy {
+    /// The policy of `model` running in `shard`.
+    pub fn of(model: &ModelEntry, shard: &Shard) -> BatchPolicy {
+        match model.batch_max {
+            Some(max) => BatchPolicy {
+                max,
+                delay_us: model.batch_delay_us.unwrap_or(0),
+            },
+            None => BatchPolicy {
+                max: shard.batch_max,
+                delay_us: shard.batch_delay_us,
+            },
+        }
+    }
 }
 
 /// Models by name, version and alias.
@@ -97,6 +131,8 @@ impl ModelTable {
                 kind: m.kind,
                 slot: slots[i],
                 adapters: m.adapters.iter().map(|a| a.id.clone()).collect(),
+                batch_max: m.batch_max,
+                batch_delay_us: m.batch_delay_us,
             });
             let names = t.by_name.entry(m.name.clone()).or_default();
             names.push((m.version.clone(), i));
@@ -254,6 +290,8 @@ impl Tables {
                     .as_ref()
                     .map_or(all_workers, |w| w.iter().fold(0u64, |m, &i| m | (1 << i))),
                 local: s.labels.iter().all(|(k, v)| host_labels.get(k) == Some(v)),
+                batch_max: s.batch_max,
+                batch_delay_us: s.batch_delay_us,
             })
             .collect();
         let names: Vec<&str> = shards.iter().map(|s| s.name.as_str()).collect();

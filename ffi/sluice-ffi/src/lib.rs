@@ -73,6 +73,10 @@ pub const SLUICE_PEERS_MAX: u32 = 256;
 pub const SLUICE_CONCURRENCY_MAX: u32 = 4096;
 /// Largest shard `queue_depth`.
 pub const SLUICE_QUEUE_DEPTH_MAX: u32 = 65_536;
+/// Largest `batch_max` (rows per batched run), shard or model.
+pub const SLUICE_BATCH_MAX: u32 = 256;
+/// Largest `batch_delay_us`, shard or model.
+pub const SLUICE_BATCH_DELAY_US_MAX: u32 = 1_000_000;
 /// Longest shard, route, tenant and peer name, bytes.
 pub const SLUICE_NAME_LEN_MAX: u32 = 64;
 /// Longest model name, bytes (the wire format's limit).
@@ -153,6 +157,8 @@ mod limits_check {
     const _: () = assert!(eq(SLUICE_PEERS_MAX, l::PEER_COUNT_MAX));
     const _: () = assert!(SLUICE_CONCURRENCY_MAX == l::CONCURRENCY_MAX);
     const _: () = assert!(SLUICE_QUEUE_DEPTH_MAX == l::QUEUE_DEPTH_MAX);
+    const _: () = assert!(SLUICE_BATCH_MAX == l::BATCH_MAX);
+    const _: () = assert!(SLUICE_BATCH_DELAY_US_MAX == l::BATCH_DELAY_US_MAX);
     const _: () = assert!(eq(SLUICE_NAME_LEN_MAX, l::NAME_LEN_MAX));
     const _: () = assert!(eq(SLUICE_MODEL_NAME_LEN_MAX, w::MODEL_NAME_LEN_MAX));
     const _: () = assert!(eq(SLUICE_MODEL_VERSION_LEN_MAX, w::MODEL_VERSION_LEN_MAX));
@@ -790,6 +796,44 @@ pub unsafe extern "C" fn sluice_engine_query(
             SluiceQuery::ConnectionTotals => conns::totals_json(&eng),
         }
         .map_err(|e| (SluiceStatus::Internal, format!("encode: {e}")))?;
+        let boxed = json.into_boxed_slice();
+        let len = boxed.len();
+        let p = Box::into_raw(boxed) as *mut u8;
+        // SAFETY: both out pointers are non-null and writable (checked above).
+        unsafe {
+            *out = p;
+            *out_len = len;
+        }
+        Ok(())
+    })
+}
+
+/// Metadata of every loaded version of model `name` (inputs, outputs with
+/// symbolic dimensions and placements, platform, aliases, adapters, the
+/// file's own metadata) as JSON in a buffer allocated here; release it with
+/// [`sluice_buf_free`]. `SLUICE_NOT_FOUND` when no version of `name` is
+/// loaded. The first call per model file loads a session (off the hot path).
+///
+/// # Safety
+/// `e` is a live handle; `name` is NUL-terminated; `out` and `out_len` point
+/// to writable slots; `err` points to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_model_meta(
+    e: *mut SluiceEngine,
+    name: *const c_char,
+    out: *mut *mut u8,
+    out_len: *mut usize,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        if out.is_null() || out_len.is_null() {
+            return Err(bad_arg("null out pointer"));
+        }
+        let name = cstr(name, "name")?;
+        let meta = read(handle(e)?).model_meta(name).map_err(fail)?;
+        let json = serde_json::to_vec(&meta)
+            .map_err(|e| (SluiceStatus::Internal, format!("encode: {e}")))?;
         let boxed = json.into_boxed_slice();
         let len = boxed.len();
         let p = Box::into_raw(boxed) as *mut u8;

@@ -38,6 +38,7 @@ commands:
   tenants                         tenants (keys are never shown)
   models                          loaded model versions and aliases
   models load -name N -version V -kind K [-path P] [-alias A]...
+  models show NAME                inputs, outputs (shapes, placement, batching), platform, aliases
   models unload NAME VERSION      unload a version from every core (also one from the file)
   alias set MODEL ALIAS VERSION   point an alias at a version
   peers ls | add NAME ADDR [LABEL=VALUE]... | rm NAME
@@ -284,8 +285,10 @@ func modelsCmd(c *client, p *printer, rest []string) error {
 		return modelsLoad(c, p, rest[1:])
 	case rest[0] == "unload" && len(rest) == 3:
 		return modelsUnload(c, p, rest[1], rest[2])
+	case rest[0] == "show" && len(rest) == 2:
+		return modelsShow(c, p, rest[1])
 	}
-	return usageError("usage: sluicectl models [load ...|unload NAME VERSION]")
+	return usageError("usage: sluicectl models [load ...|unload NAME VERSION|show NAME]")
 }
 
 func aliasSet(c *client, p *printer, rest []string) error {

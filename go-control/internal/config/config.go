@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,6 +151,10 @@ type Shard struct {
 	QueueDepth     int               `toml:"queue_depth" json:"queue_depth"`
 	// Workers serving the shard (indexes into engine.workers); nil: all.
 	Workers []int `toml:"workers" json:"workers,omitempty"`
+	// Dynamic batching: most rows one run stacks (1, the default: off) and
+	// how long a batch's first request may wait for more, µs.
+	BatchMax     int `toml:"batch_max" json:"batch_max,omitempty"`
+	BatchDelayUs int `toml:"batch_delay_us" json:"batch_delay_us,omitempty"`
 }
 
 // Route is one [[routes]] entry; empty matchers match anything.
@@ -174,6 +179,10 @@ type Model struct {
 	Path     string    `toml:"path" json:"path,omitempty"`
 	Aliases  []string  `toml:"aliases" json:"aliases,omitempty"`
 	Adapters []Adapter `toml:"adapters" json:"adapters,omitempty"`
+	// Dynamic batching for this version, overriding its shard's; nil: the
+	// shard's applies.
+	BatchMax     *int `toml:"batch_max" json:"batch_max,omitempty"`
+	BatchDelayUs *int `toml:"batch_delay_us" json:"batch_delay_us,omitempty"`
 }
 
 // Adapter is a LoRA adapter of a model.
@@ -338,6 +347,9 @@ func (c *Config) tableDefaults(pos positions) {
 		if !has(k + "queue_depth") {
 			c.Shards[i].QueueDepth = DefaultQueueDepth
 		}
+		if !has(k + "batch_max") {
+			c.Shards[i].BatchMax = DefaultBatchMax
+		}
 	}
 	for i := range c.Models {
 		if !has(fmt.Sprintf("models[%d].kind", i)) {
@@ -368,7 +380,7 @@ func strictUnmarshal(b []byte, v any) error {
 // UnmarshalJSON implements json.Unmarshaler with the engine's defaults.
 func (s *Shard) UnmarshalJSON(b []byte) error {
 	type raw Shard
-	r := raw{MaxConcurrency: DefaultMaxConcurrency, QueueDepth: DefaultQueueDepth}
+	r := raw{MaxConcurrency: DefaultMaxConcurrency, QueueDepth: DefaultQueueDepth, BatchMax: DefaultBatchMax}
 	if err := strictUnmarshal(b, &r); err != nil {
 		return err
 	}
@@ -377,13 +389,33 @@ func (s *Shard) UnmarshalJSON(b []byte) error {
 }
 
 // UnmarshalJSON implements json.Unmarshaler with the engine's defaults.
+// batch_max and batch_delay_us may be written 8 or 8.0.
 func (m *Model) UnmarshalJSON(b []byte) error {
 	type raw Model
-	r := raw{Kind: DefaultModelKind}
+	r := struct {
+		*raw
+		BatchMax     *json.Number `json:"batch_max"`      // shadows raw's
+		BatchDelayUs *json.Number `json:"batch_delay_us"` // shadows raw's
+	}{raw: &raw{Kind: DefaultModelKind}}
 	if err := strictUnmarshal(b, &r); err != nil {
 		return err
 	}
-	*m = Model(r)
+	for _, f := range []struct {
+		name string
+		n    *json.Number
+		dst  **int
+	}{{"batch_max", r.BatchMax, &r.raw.BatchMax}, {"batch_delay_us", r.BatchDelayUs, &r.raw.BatchDelayUs}} {
+		if f.n == nil {
+			continue
+		}
+		v, err := jsonnum.Int64(*f.n)
+		if err != nil || v < math.MinInt32 || v > math.MaxInt32 {
+			return fmt.Errorf("%s: %q is not an integer in range", f.name, string(*f.n))
+		}
+		iv := int(v)
+		*f.dst = &iv
+	}
+	*m = Model(*r.raw)
 	return nil
 }
 

@@ -105,6 +105,13 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"inline table in an array", "[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\n\nadapters = [{ id = \"a b\", path = \"x\" }]\n", "t.toml:6: models[0].adapters[0].id: \"a b\" must be 1 to 64 printable ASCII"},
 		{"syntax error", "[engine\nworkers = [0]\n", "t.toml:1:"},
 		{"duplicate alias", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\naliases = [\"a\"]\n[[models]]\nname = \"m\"\nversion = \"2\"\nkind = \"null\"\naliases = [\"b\", \"a\"]\n", "t.toml:10: models[1].aliases[1]: alias \"a\" of model m already names version 1"},
+		{"batch_max zero", "[[shards]]\nname = \"s\"\nbatch_max = 0\n", "t.toml:3: shards[0].batch_max: 0 is out of range 1..=256"},
+		{"batch_max above queue_depth", "[[shards]]\nname = \"s\"\nqueue_depth = 8\nbatch_max = 16\n", "t.toml:4: shards[0].batch_max: 16 is above queue_depth (8)"},
+		{"batch delay without batch", "[[shards]]\nname = \"s\"\nbatch_delay_us = 100\n", "t.toml:3: shards[0].batch_delay_us: needs batch_max above 1"},
+		{"batch delay too long", "[[shards]]\nname = \"s\"\nbatch_max = 4\nbatch_delay_us = 1000001\n", "t.toml:4: shards[0].batch_delay_us: 1000001 is out of range 0..=1000000"},
+		{"model batch on null", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\nbatch_max = 4\n", "t.toml:5: models[0].batch_max: only onnx models batch"},
+		{"model batch delay alone", "[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\nbatch_delay_us = 50\n", "t.toml:5: models[0].batch_delay_us: needs batch_max on the model too"},
+		{"model batch_max range", "[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\nbatch_max = 257\n", "t.toml:5: models[0].batch_max: 257 is out of range 1..=256"},
 		{"onnx without path", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"onnx\"\n", "t.toml:1: models[0].path: is required"},
 		{"bad tcp listen", "[io_uring]\ntcp_listen = \"anywhere\"\n", "t.toml:2: io_uring.tcp_listen: \"anywhere\" is not an IP:port address"},
 		{"tcp connections", "[io_uring]\ntcp_listen = \"127.0.0.1:7072\"\n\ntcp_connections_max = 0\n", "t.toml:4: io_uring.tcp_connections_max: 0 is out of range 1..=4096"},
@@ -129,6 +136,38 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 				t.Fatalf("error\n  %s\nwant it to contain\n  %s", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestBatchingKeys(t *testing.T) {
+	src := "[[shards]]\nname = \"s\"\nbatch_max = 32\nbatch_delay_us = 500\n[[shards]]\nname = \"p\"\n" +
+		"[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\nbatch_max = 8\nbatch_delay_us = 200\n" +
+		"[[models]]\nname = \"m\"\nversion = \"2\"\npath = \"m.onnx\"\n"
+	cfg, err := Parse("t.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Shards[0]; s.BatchMax != 32 || s.BatchDelayUs != 500 {
+		t.Fatalf("shard: %+v", s)
+	}
+	if s := cfg.Shards[1]; s.BatchMax != DefaultBatchMax || s.BatchDelayUs != 0 {
+		t.Fatalf("default shard: %+v", s)
+	}
+	if m := cfg.Models[0]; m.BatchMax == nil || *m.BatchMax != 8 || m.BatchDelayUs == nil || *m.BatchDelayUs != 200 {
+		t.Fatalf("model: %+v", m)
+	}
+	if m := cfg.Models[1]; m.BatchMax != nil || m.BatchDelayUs != nil {
+		t.Fatalf("model without batching keys: %+v", m)
+	}
+	// The JSON the engine receives carries the keys only where set, and the
+	// JSON form takes the same defaults.
+	b, err := json.Marshal(cfg.Models[1])
+	if err != nil || strings.Contains(string(b), "batch") {
+		t.Fatalf("%s %v", b, err)
+	}
+	var sh Shard
+	if err := json.Unmarshal([]byte(`{"name":"x"}`), &sh); err != nil || sh.BatchMax != DefaultBatchMax {
+		t.Fatalf("%+v %v", sh, err)
 	}
 }
 
@@ -319,5 +358,23 @@ func TestWireExampleKeyInConfigForm(t *testing.T) {
 	key, err := DecodeKey(string(m[1]), func(string) string { return "" })
 	if err != nil || string(key) != "sluice-example-key-tenant-7" {
 		t.Fatalf("example key decodes to %q, %v", key, err)
+	}
+}
+
+// A model posted as JSON may write its batching integers as 8.0, as JSON
+// Schema counts them; fractions are refused.
+func TestModelJSONBatchIntegers(t *testing.T) {
+	var m Model
+	if err := json.Unmarshal([]byte(`{"name":"m","version":"1","path":"m.onnx","batch_max":8.0,"batch_delay_us":200}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.BatchMax == nil || *m.BatchMax != 8 || m.BatchDelayUs == nil || *m.BatchDelayUs != 200 || m.Kind != DefaultModelKind {
+		t.Fatalf("%+v", m)
+	}
+	if err := json.Unmarshal([]byte(`{"name":"m","version":"1","batch_max":8.5}`), &m); err == nil {
+		t.Fatal("batch_max 8.5 accepted")
+	}
+	if err := json.Unmarshal([]byte(`{"name":"m","version":"1","colour":1}`), &m); err == nil {
+		t.Fatal("unknown field accepted")
 	}
 }

@@ -41,6 +41,8 @@ type Limits struct {
 	PeersMax            int
 	MaxConcurrencyMax   int
 	QueueDepthMax       int
+	BatchMaxMax         int // rows per batched run (batch_max)
+	BatchDelayUsMax     int // µs a batch may wait (batch_delay_us)
 	NameLenMax          int // shard, route, tenant and peer names
 	ModelNameLenMax     int
 	ModelVersionLenMax  int
@@ -75,6 +77,7 @@ var BuiltinLimits = Limits{
 	BufferSizeMin: 2048, BufferSizeMax: 1 << 20, BufferAlign: 64,
 	ShardsMax: 32, RoutesMax: 1024, ContentMax: 8, ContentPathDepthMax: 8, TenantsMax: 4096,
 	ModelsMax: 64, AdaptersMax: 32, PeersMax: 256, MaxConcurrencyMax: 4096, QueueDepthMax: 65536,
+	BatchMaxMax: 256, BatchDelayUsMax: 1_000_000,
 	NameLenMax: 64, ModelNameLenMax: 64, ModelVersionLenMax: 32, AdapterLenMax: 64, TenantKeyLenMin: 16,
 	NegotiationTTLMsMin: 1_000, NegotiationTTLMsMax: 3_600_000, DrainMsMax: 10_000,
 	TCPConnectionsMax: 4096, TCPPipelineMax: 1024, TCPIdleTimeoutMsMax: 3_600_000,
@@ -104,6 +107,7 @@ const fixedHeaderLen = 96
 const (
 	DefaultMaxConcurrency = 8
 	DefaultQueueDepth     = 64
+	DefaultBatchMax       = 1
 	DefaultModelKind      = "onnx"
 )
 
@@ -363,6 +367,10 @@ func (c *checker) shards(list []Shard, workers int) map[string]bool {
 		names[s.Name] = true
 		c.rangeInt(key+".max_concurrency", s.MaxConcurrency, 1, lim.MaxConcurrencyMax)
 		c.rangeInt(key+".queue_depth", s.QueueDepth, 1, lim.QueueDepthMax)
+		c.batch(key, s.BatchMax, s.BatchDelayUs)
+		if s.BatchMax > s.QueueDepth {
+			c.add(key+".batch_max", "%d is above queue_depth (%d): a batch is taken from the shard's queue", s.BatchMax, s.QueueDepth)
+		}
 		if s.Workers != nil && len(s.Workers) == 0 {
 			c.add(key+".workers", "must not be empty (leave it out for all workers)")
 		}
@@ -552,6 +560,9 @@ func (c *checker) models(list []Model) {
 				}
 			}
 		}
+		if m.BatchMax != nil || m.BatchDelayUs != nil {
+			c.modelBatch(key, &m)
+		}
 		c.count(key+".adapters", len(m.Adapters), lim.AdaptersMax)
 		for j, a := range m.Adapters {
 			akey := fmt.Sprintf("%s.adapters[%d]", key, j)
@@ -560,6 +571,37 @@ func (c *checker) models(list []Model) {
 				c.add(akey+".path", "is required")
 			}
 		}
+	}
+}
+
+// batch checks batch_max and batch_delay_us under key, as the engine does.
+func (c *checker) batch(key string, batchMax, delayUs int) {
+	c.rangeInt(key+".batch_max", batchMax, 1, lim.BatchMaxMax)
+	c.rangeInt(key+".batch_delay_us", delayUs, 0, lim.BatchDelayUsMax)
+	if delayUs > 0 && batchMax == 1 {
+		c.add(key+".batch_delay_us", "needs batch_max above 1: a request waits only for others to batch with")
+	}
+}
+
+func (c *checker) modelBatch(key string, m *Model) {
+	if m.Kind != "onnx" {
+		k := ".batch_max"
+		if m.BatchMax == nil {
+			k = ".batch_delay_us"
+		}
+		c.add(key+k, "only onnx models batch")
+		return
+	}
+	batchMax, delay := 1, 0
+	if m.BatchMax != nil {
+		batchMax = *m.BatchMax
+	}
+	if m.BatchDelayUs != nil {
+		delay = *m.BatchDelayUs
+	}
+	c.batch(key, batchMax, delay)
+	if delay > 0 && m.BatchMax == nil {
+		c.add(key+".batch_delay_us", "needs batch_max on the model too (a delay without a batch size)")
 	}
 }
 

@@ -34,11 +34,14 @@ type collector struct {
 	sQueue, sQueueHist, sQueueMax       *prometheus.Desc
 	sService, sServiceHist, sServiceMax *prometheus.Desc
 
+	mRequests, mInferences, mExecutions, mFallbacks, mBatch, mQueue *prometheus.Desc
+
 	cOpen, cAccepted, cClosed, cRx, cRxBytes, cRxLarge, cTx, cTxBytes, cTxLarge, cErrors *prometheus.Desc
 }
 
 func newCollector(d *Daemon) *collector {
 	w, wp, s := []string{"worker", "core"}, []string{"worker", "core", "pool"}, []string{"shard", "local"}
+	mv := []string{"model", "version"}
 	// Per transport and worker, never per connection: bounded cardinality.
 	cw := []string{"transport", "worker"}
 	return &collector{
@@ -79,6 +82,14 @@ func newCollector(d *Daemon) *collector {
 		sServiceHist: desc("shard_service_hist_seconds", "Time in the handler, as a histogram.", s...),
 		sServiceMax:  desc("shard_service_max_seconds", "Longest time in the handler.", s...),
 
+		// Per model version, as Triton's nv_inference_* counters.
+		mRequests:   desc("model_request_success_total", "Requests answered by a run of the model version (nv_inference_request_success).", mv...),
+		mInferences: desc("model_inference_count_total", "Inferences: rows (dimension 0) of the requests answered (nv_inference_count).", mv...),
+		mExecutions: desc("model_inference_exec_count_total", "Model executions, single or batched (nv_inference_exec_count); inferences/executions is the mean batch size.", mv...),
+		mFallbacks:  desc("model_batch_fallbacks_total", "Batched runs that failed and were run again one request at a time.", mv...),
+		mBatch:      desc("model_batch_size", "Rows per model execution (dynamic batching), as a histogram.", mv...),
+		mQueue:      desc("model_queue_delay_seconds", "Receive to start of the run that answered the request, as a histogram.", mv...),
+
 		cOpen:     desc("connections_open", "Connections open now (RDMA, TCP), by transport.", "transport"),
 		cAccepted: desc("connections_accepted_total", "Connections accepted by the worker.", cw...),
 		cClosed:   desc("connections_closed_total", "Connections closed (by either side) and released by the worker.", cw...),
@@ -97,6 +108,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.wTxErr, c.wForeign, c.wPings, c.wNegotiations, c.wCopied, c.wSleeps, c.wPool, c.wPoolUse, c.wReuse,
 		c.wLat, c.wLatHist, c.wLatMax, c.wUp, c.wPanics, c.wKernelDrops, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
 		c.sService, c.sServiceHist, c.sServiceMax,
+		c.mRequests, c.mInferences, c.mExecutions, c.mFallbacks, c.mBatch, c.mQueue,
 		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors} {
 		ch <- d
 	}
@@ -202,6 +214,21 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, c.sErrors, s.Errors, l...)
 		latency(ch, c.sQueue, c.sQueueHist, c.sQueueMax, s.Queue, l...)
 		latency(ch, c.sService, c.sServiceHist, c.sServiceMax, s.Service, l...)
+	}
+	for _, m := range st.Models {
+		l := []string{m.Name, m.Version}
+		counter(ch, c.mRequests, m.Requests, l...)
+		counter(ch, c.mInferences, m.Inferences, l...)
+		counter(ch, c.mExecutions, m.Executions, l...)
+		counter(ch, c.mFallbacks, m.BatchFallbacks, l...)
+		h, err := prometheus.NewConstHistogram(c.mBatch, m.BatchSize.Count(), float64(m.BatchSize.Sum), m.BatchSize.Cumulative(), l...)
+		emit(ch, h, err)
+		q := make(map[float64]uint64, len(m.QueueDelayUs.Bounds))
+		for le, n := range m.QueueDelayUs.Cumulative() {
+			q[le*1e-6] = n
+		}
+		h, err = prometheus.NewConstHistogram(c.mQueue, m.QueueDelayUs.Count(), float64(m.QueueDelayUs.Sum)*ns, q, l...)
+		emit(ch, h, err)
 	}
 }
 

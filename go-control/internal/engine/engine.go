@@ -190,6 +190,53 @@ type Stats struct {
 	Workers []WorkerStats `json:"workers"`
 	Shards  []ShardStats  `json:"shards"`  // merged over workers
 	Latency Latency       `json:"latency"` // receive to reply, merged
+	Models  []ModelStats  `json:"models"`  // per loaded version, merged over workers
+}
+
+// ModelStats are one loaded model version's runs, merged over workers; the
+// counters Triton reports as nv_inference_request_success,
+// nv_inference_count and nv_inference_exec_count, with batch sizes and
+// queue delays.
+type ModelStats struct {
+	Name           string  `json:"name"`
+	Version        string  `json:"version"`
+	Requests       uint64  `json:"requests"`        // answered by a run of the model
+	Inferences     uint64  `json:"inferences"`      // rows (dimension 0) of those requests
+	Executions     uint64  `json:"executions"`      // runs, single or batched
+	BatchFallbacks uint64  `json:"batch_fallbacks"` // batched runs retried one request at a time
+	BatchSize      Buckets `json:"batch_size"`      // executions by rows run; Sum: rows
+	QueueDelayUs   Buckets `json:"queue_delay_us"`  // requests by µs from receive to their run; Sum: ns
+}
+
+// Buckets is a fixed-bucket histogram: Counts[i] values at most Bounds[i]
+// (and above Bounds[i-1]); the last count is above every bound.
+type Buckets struct {
+	Bounds []uint64 `json:"bounds"`
+	Counts []uint64 `json:"counts"` // len(Bounds)+1, not cumulative
+	Sum    uint64   `json:"sum"`
+}
+
+// Count is the number of values recorded.
+func (b Buckets) Count() uint64 {
+	var n uint64
+	for _, c := range b.Counts {
+		n += c
+	}
+	return n
+}
+
+// Cumulative returns the counts at or below each bound, as Prometheus
+// histograms want them.
+func (b Buckets) Cumulative() map[float64]uint64 {
+	out := make(map[float64]uint64, len(b.Bounds))
+	var n uint64
+	for i, le := range b.Bounds {
+		if i < len(b.Counts) {
+			n += b.Counts[i]
+		}
+		out[float64(le)] = n
+	}
+	return out
 }
 
 // WorkerStats are the counters of one worker (one core).

@@ -58,6 +58,8 @@ var Limits = config.Limits{
 	PeersMax:            C.SLUICE_PEERS_MAX,
 	MaxConcurrencyMax:   C.SLUICE_CONCURRENCY_MAX,
 	QueueDepthMax:       C.SLUICE_QUEUE_DEPTH_MAX,
+	BatchMaxMax:         C.SLUICE_BATCH_MAX,
+	BatchDelayUsMax:     C.SLUICE_BATCH_DELAY_US_MAX,
 	NameLenMax:          C.SLUICE_NAME_LEN_MAX,
 	ModelNameLenMax:     C.SLUICE_MODEL_NAME_LEN_MAX,
 	ModelVersionLenMax:  C.SLUICE_MODEL_VERSION_LEN_MAX,
@@ -230,4 +232,21 @@ func cStatusNames() []int32 {
 		C.SLUICE_STATUS_SHUTTING_DOWN, C.SLUICE_STATUS_NOT_RUNNING, C.SLUICE_STATUS_UNSUPPORTED,
 		C.SLUICE_STATUS_IO, C.SLUICE_STATUS_TIMEOUT, C.SLUICE_STATUS_INTERNAL, C.SLUICE_STATUS_PANIC,
 	}
+}
+
+// cModelMeta returns a Go copy of the model's metadata JSON.
+func cModelMeta(h handle, name string) ([]byte, int32, string) {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	var p *C.uint8_t
+	var n C.size_t
+	rc, msg := call(func(e *C.char, c C.size_t) C.int32_t {
+		return C.sluice_engine_model_meta(h, cn, &p, &n, e, c)
+	})
+	if rc != 0 {
+		return nil, rc, msg
+	}
+	out := C.GoBytes(unsafe.Pointer(p), C.int(n))
+	C.sluice_buf_free(p, n)
+	return out, 0, ""
 }

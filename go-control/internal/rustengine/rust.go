@@ -285,3 +285,21 @@ func prune(v any) any {
 	}
 	return v
 }
+
+// ModelMeta describes every loaded version of model name (the engine's JSON
+// document, passed through). A name with no loaded version is
+// errs.ErrNotFound. The first call per model file loads a session.
+func (e *Engine) ModelMeta(name string) (json.RawMessage, error) {
+	h, err := e.handle()
+	if err != nil {
+		return nil, err
+	}
+	b, rc, msg := cModelMeta(h, name)
+	if err := toErr(rc, msg); err != nil {
+		return nil, err
+	}
+	if !json.Valid(b) {
+		return nil, fmt.Errorf("%w: engine answered invalid JSON for model %q", errs.ErrInternal, name)
+	}
+	return json.RawMessage(b), nil
+}

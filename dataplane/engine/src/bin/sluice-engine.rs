@@ -84,6 +84,24 @@ fn main() {
             );
         }
     }
+    // Per model version: requests, runs and the mean batch (read before the
+    // workers go; perf/batching.sh parses these lines).
+    let snap = engine.stats();
+    for m in snap.models.iter().filter(|m| m.requests > 0) {
+        println!(
+            "sluice-engine: model {} {}: requests={} inferences={} executions={} batch_fallbacks={}",
+            m.name, m.version, m.requests, m.inferences, m.executions, m.batch_fallbacks
+        );
+    }
+    for s in snap.shards.iter().filter(|s| s.requests > 0) {
+        println!(
+            "sluice-engine: shard {}: queue_p99_us={} service_p50_us={} service_p99_us={}",
+            s.name,
+            s.queue.p99_ns / 1000,
+            s.service.p50_ns / 1000,
+            s.service.p99_ns / 1000
+        );
+    }
     engine.stop(Duration::from_millis(200));
     let snap = engine.stats();
     println!(

@@ -59,6 +59,10 @@ pub mod limits {
     pub const TCP_POOL_BYTES_MAX: u64 = 16 << 30;
     /// Longest TCP idle timeout.
     pub const TCP_IDLE_TIMEOUT_MS_MAX: u32 = 3_600_000;
+    /// Most rows one batched run stacks (`batch_max`).
+    pub const BATCH_MAX: u32 = 256;
+    /// Longest a request may wait for others to batch with (`batch_delay_us`).
+    pub const BATCH_DELAY_US_MAX: u32 = 1_000_000;
     /// Fewest and most io_uring submission queue entries (a power of two).
     pub const RING_ENTRIES_MIN: u32 = 8;
     /// Most io_uring submission queue entries.
@@ -381,10 +385,28 @@ pub struct ShardCfg {
     /// Indices of the workers serving it; all when omitted.
     #[serde(default)]
     pub workers: Option<Vec<usize>>,
+    /// Dynamic batching: most rows (dimension 0) one run stacks from
+    /// requests waiting in this shard's queue for the same model version.
+    /// 1 (the default) runs every request on its own.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub batch_max: u32,
+    /// How long the first request of a batch may wait for more, in µs.
+    /// 0: only requests of the same receive burst are stacked.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batch_delay_us: u32,
 }
 
 fn default_concurrency() -> u32 {
     8
+}
+fn one() -> u32 {
+    1
+}
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 fn default_queue_depth() -> u32 {
     64
@@ -452,6 +474,15 @@ pub struct ModelCfg {
     /// LoRA adapters.
     #[serde(default)]
     pub adapters: Vec<AdapterCfg>,
+    /// Dynamic batching for this model version, whatever shard it runs in
+    /// (overrides the shard's `batch_max`). The model must be able to batch
+    /// (dimension 0 of every input and output declared with one symbol), or
+    /// loading it fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_max: Option<u32>,
+    /// Overrides the shard's `batch_delay_us` for this model version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_delay_us: Option<u32>,
 }
 
 /// A LoRA adapter of a model.

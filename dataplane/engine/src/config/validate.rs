@@ -228,6 +228,16 @@ fn validate_shards(shards: &[ShardCfg], worker_count: usize) -> Result<(), Confi
         }
         range(&k("max_concurrency"), s.max_concurrency, 1, CONCURRENCY_MAX)?;
         range(&k("queue_depth"), s.queue_depth, 1, QUEUE_DEPTH_MAX)?;
+        validate_batch(&k(""), s.batch_max, s.batch_delay_us)?;
+        if s.batch_max > s.queue_depth {
+            return Err(ConfigError::at(
+                k("batch_max"),
+                format!(
+                    "{} is above queue_depth ({}): a batch is taken from the shard's queue",
+                    s.batch_max, s.queue_depth
+                ),
+            ));
+        }
         if let Some(w) = &s.workers {
             if let Some(bad) = w.iter().find(|&&w| w >= worker_count) {
                 return Err(ConfigError::at(
@@ -312,6 +322,27 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
         if m.kind == ModelKind::Onnx && m.path.is_none() {
             return Err(ConfigError::at(k("path"), "an onnx model needs a path"));
         }
+        if m.batch_max.is_some() || m.batch_delay_us.is_some() {
+            if m.kind != ModelKind::Onnx {
+                let key = if m.batch_max.is_some() {
+                    "batch_max"
+                } else {
+                    "batch_delay_us"
+                };
+                return Err(ConfigError::at(k(key), "only onnx models batch"));
+            }
+            validate_batch(
+                &k(""),
+                m.batch_max.unwrap_or(1),
+                m.batch_delay_us.unwrap_or(0),
+            )?;
+            if m.batch_delay_us.is_some_and(|d| d > 0) && m.batch_max.is_none() {
+                return Err(ConfigError::at(
+                    k("batch_delay_us"),
+                    "needs batch_max on the model too (a delay without a batch size)",
+                ));
+            }
+        }
         if m.adapters.len() > ADAPTER_COUNT_MAX {
             return Err(ConfigError::at(
                 k("adapters"),
@@ -325,6 +356,24 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
                 sluice_wire::limits::ADAPTER_LEN_MAX,
             )?;
         }
+    }
+    Ok(())
+}
+
+/// Checks `batch_max` and `batch_delay_us` under `prefix` (`shards[0].`).
+fn validate_batch(prefix: &str, batch_max: u32, delay_us: u32) -> Result<(), ConfigError> {
+    range(&format!("{prefix}batch_max"), batch_max, 1, BATCH_MAX)?;
+    range(
+        &format!("{prefix}batch_delay_us"),
+        delay_us,
+        0,
+        BATCH_DELAY_US_MAX,
+    )?;
+    if delay_us > 0 && batch_max == 1 {
+        return Err(ConfigError::at(
+            format!("{prefix}batch_delay_us"),
+            "needs batch_max above 1: a request waits only for others to batch with",
+        ));
     }
     Ok(())
 }

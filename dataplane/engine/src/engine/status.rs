@@ -146,6 +146,19 @@ impl Engine {
             snap.workers.push(ws);
         }
         snap.latency = Percentiles::of(&merged_total);
+        for m in tables.models.entries() {
+            let mut ms = crate::stats::ModelStats {
+                name: m.name.clone(),
+                version: m.version.clone(),
+                ..Default::default()
+            };
+            for w in &self.workers {
+                if let Some(c) = w.counters.models.get(m.slot) {
+                    ms.add(c);
+                }
+            }
+            snap.models.push(ms);
+        }
         for s in 0..nshards {
             snap.shards.push(ShardStats {
                 name: tables.shards[s].name.clone(),

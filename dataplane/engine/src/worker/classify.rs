@@ -7,13 +7,20 @@ use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, flags};
 use crate::auth::{self, Refusal, ReplayTable, RouteFound, msg};
 use crate::route::RouteKey;
 use crate::schema::SchemaTable;
-use crate::tables::{Tables, Tenant};
+use crate::tables::{BatchPolicy, Tables, Tenant};
 
 /// What to answer without running a model.
 #[derive(Debug, Clone, Copy)]
 pub enum Immediate {
     /// An error frame.
     Error(ErrorCode, &'static str),
+    /// `response_too_large`, saying the length needed and the buffer's.
+    TooLarge {
+        /// Response length needed.
+        needed_len: usize,
+        /// Reply buffer length.
+        buffer_len: usize,
+    },
     /// An error frame for a refusal whose cause the worker counts.
     Refused(Refusal),
     /// A pong.
@@ -41,6 +48,8 @@ pub enum Verdict {
         shard: usize,
         /// Handler slot.
         slot: usize,
+        /// How it may batch with others.
+        batch: BatchPolicy,
     },
 }
 
@@ -197,6 +206,7 @@ fn route(
     Verdict::Admit {
         shard,
         slot: model.slot,
+        batch: BatchPolicy::of(model, &t.shards[shard]),
     }
 }
 
@@ -245,6 +255,7 @@ pub(super) fn build_immediate(
     let checked = Frame::new_checked(req).ok();
     let trace = checked.as_ref().map(|f| f.trace()).unwrap_or_default();
     let answer = |kind| FrameRepr::answer(kind, rid, tenant, trace);
+    let mut text = MessageBuf::default();
     let error = |code, message| FrameRepr {
         body: BodyRepr::Error { code, message },
         ..answer(Kind::Error)
@@ -252,6 +263,25 @@ pub(super) fn build_immediate(
     let repr = match *r {
         Immediate::Error(code, message) => error(code, message),
         Immediate::Refused(r) => error(r.code, r.message),
+        Immediate::TooLarge {
+            needed_len,
+            buffer_len,
+        } => {
+            use core::fmt::Write;
+            // A message longer than the limit cannot happen (two numbers);
+            // were it cut, the frame still carries the code.
+            let _ = write!(
+                text,
+                "response needs {needed_len} bytes; the reply buffer holds {buffer_len}"
+            );
+            FrameRepr {
+                body: BodyRepr::Error {
+                    code: ErrorCode::ResponseTooLarge,
+                    message: text.as_str(),
+                },
+                ..answer(Kind::Error)
+            }
+        }
         Immediate::Pong => answer(Kind::Pong),
         Immediate::Negotiate(index) => {
             match t.schemas.entry(index) {
@@ -273,4 +303,38 @@ pub(super) fn build_immediate(
         }
     };
     repr.emit(tx).ok().map(|l| l.frame_len)
+}
+
+/// A message formatted on the stack (error frames carry at most 256 bytes).
+struct MessageBuf {
+    buf: [u8; sluice_wire::limits::ERROR_MESSAGE_LEN_MAX],
+    len: usize,
+}
+
+impl Default for MessageBuf {
+    fn default() -> Self {
+        MessageBuf {
+            buf: [0; sluice_wire::limits::ERROR_MESSAGE_LEN_MAX],
+            len: 0,
+        }
+    }
+}
+
+impl MessageBuf {
+    fn as_str(&self) -> &str {
+        // Only whole `&str`s are written (see write_str), so this holds.
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+impl core::fmt::Write for MessageBuf {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            return Err(core::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
 }

@@ -37,6 +37,7 @@ type Fake struct {
 	conns    map[uint64]*engine.Connection
 	connSeq  uint64
 	retired  map[connKey]*engine.ConnectionTotals // per transport and worker: closed connections
+	runs     map[string]*fakeModel                // by key(name, version)
 }
 
 type connKey struct {
@@ -50,6 +51,12 @@ type fakeWorker struct {
 	refusals map[string]uint64 // by cause
 	service  []uint64
 	failure  string // set by FailWorker
+}
+
+type fakeModel struct {
+	requests, rows, executions uint64
+	batch, queue               []uint64 // counts per bucket
+	queueNs                    uint64
 }
 
 type fakeShard struct {
@@ -437,6 +444,47 @@ func (f *Fake) Record(worker int, shard, code string, queueNs, serviceNs uint64)
 	}
 }
 
+// The engine's bucket bounds (dataplane/engine/src/stats.rs), which the
+// Fake reports too.
+var (
+	BatchSizeBounds    = []uint64{1, 2, 4, 8, 16, 32, 64, 128, 256}
+	QueueDelayBoundsUs = []uint64{10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 25_000, 100_000}
+)
+
+func bucketOf(bounds []uint64, v uint64) int {
+	for i, b := range bounds {
+		if v <= b {
+			return i
+		}
+	}
+	return len(bounds)
+}
+
+// RecordRun counts one execution of a model version that answered requests
+// of rows rows in all, each after waiting queueNs (what a batched run of
+// the engine reports).
+func (f *Fake) RecordRun(model, version string, rows uint64, queueNs ...uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.runs == nil {
+		f.runs = map[string]*fakeModel{}
+	}
+	k := key(model, version)
+	m := f.runs[k]
+	if m == nil {
+		m = &fakeModel{batch: make([]uint64, len(BatchSizeBounds)+1), queue: make([]uint64, len(QueueDelayBoundsUs)+1)}
+		f.runs[k] = m
+	}
+	m.executions++
+	m.requests += uint64(len(queueNs))
+	m.rows += rows
+	m.batch[bucketOf(BatchSizeBounds, rows)]++
+	for _, q := range queueNs {
+		m.queue[bucketOf(QueueDelayBoundsUs, q/1000)]++
+		m.queueNs += q
+	}
+}
+
 // FakeBucketsNs are the histogram bounds the Fake reports.
 var FakeBucketsNs = []uint64{10_000, 100_000, 1_000_000, 10_000_000, 100_000_000}
 
@@ -531,6 +579,21 @@ func (f *Fake) Stats() (engine.Stats, error) {
 		}
 		st.Shards = append(st.Shards, ss)
 	}
+	for _, m := range f.models {
+		ms := engine.ModelStats{Name: m.Name, Version: m.Version,
+			BatchSize:    engine.Buckets{Bounds: BatchSizeBounds, Counts: make([]uint64, len(BatchSizeBounds)+1)},
+			QueueDelayUs: engine.Buckets{Bounds: QueueDelayBoundsUs, Counts: make([]uint64, len(QueueDelayBoundsUs)+1)}}
+		if r := f.runs[key(m.Name, m.Version)]; r != nil {
+			ms.Requests, ms.Inferences, ms.Executions = r.requests, r.rows, r.executions
+			copy(ms.BatchSize.Counts, r.batch)
+			copy(ms.QueueDelayUs.Counts, r.queue)
+			ms.BatchSize.Sum, ms.QueueDelayUs.Sum = r.rows, r.queueNs
+		}
+		st.Models = append(st.Models, ms)
+	}
+	sort.Slice(st.Models, func(i, j int) bool {
+		return key(st.Models[i].Name, st.Models[i].Version) < key(st.Models[j].Name, st.Models[j].Version)
+	})
 	return st, nil
 }
 
