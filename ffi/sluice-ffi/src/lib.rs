@@ -56,7 +56,7 @@ pub const SLUICE_BUFFER_ALIGN: u32 = 64;
 /// Most shards.
 pub const SLUICE_SHARDS_MAX: u32 = 32;
 /// Most routes.
-pub const SLUICE_ROUTES_MAX: u32 = 1024;
+pub const SLUICE_ROUTES_MAX: u32 = 16_384;
 /// Most content conditions per route.
 pub const SLUICE_CONTENT_CONDITIONS_MAX: u32 = 8;
 /// Most path segments in a content condition.
@@ -91,7 +91,12 @@ pub const SLUICE_NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
 pub const SLUICE_DRAIN_MS_MAX: u32 = 10_000;
 /// Most patterns in each of a tenant's lists (models, adapters, routes,
 /// subjects).
-pub const SLUICE_TENANT_PATTERNS_MAX: u32 = 64;
+pub const SLUICE_TENANT_PATTERNS_MAX: u32 = 16_384;
+/// Most general globs (not `*`, `name*` or `*name`) in one of a tenant's
+/// lists.
+pub const SLUICE_TENANT_GLOBS_MAX: u32 = 16;
+/// Most aliases of one model version.
+pub const SLUICE_ALIASES_MAX: u32 = 1024;
 /// Longest schema subject (a tenant's `subjects` patterns too).
 pub const SLUICE_SUBJECT_LEN_MAX: u32 = 255;
 /// Shortest `auth.freshness_window_ms`.
@@ -145,6 +150,8 @@ mod limits_check {
     const _: () = assert!(SLUICE_NEGOTIATION_TTL_MS_MIN == l::NEGOTIATION_TTL_MS_MIN);
     const _: () = assert!(SLUICE_NEGOTIATION_TTL_MS_MAX == l::NEGOTIATION_TTL_MS_MAX);
     const _: () = assert!(eq(SLUICE_TENANT_PATTERNS_MAX, l::TENANT_PATTERN_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_TENANT_GLOBS_MAX, l::TENANT_GLOB_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_ALIASES_MAX, l::ALIAS_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_SUBJECT_LEN_MAX, w::SUBJECT_LEN_MAX));
     const _: () = assert!(SLUICE_FRESHNESS_WINDOW_MS_MIN == l::FRESHNESS_WINDOW_MS_MIN);
     const _: () = assert!(SLUICE_FRESHNESS_WINDOW_MS_MAX == l::FRESHNESS_WINDOW_MS_MAX);

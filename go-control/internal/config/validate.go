@@ -50,6 +50,8 @@ type Limits struct {
 	NegotiationTTLMsMax int
 	DrainMsMax          int // control.drain_ms: the C ABI caps a drain there
 	TenantPatternsMax   int // patterns in each of a tenant's lists
+	TenantGlobsMax      int // general globs in each of a tenant's lists
+	AliasesMax          int // aliases of one model version
 	SubjectLenMax       int // a schema subject on the wire
 	// [auth]
 	FreshnessWindowMsMin int
@@ -65,11 +67,11 @@ var BuiltinLimits = Limits{
 	WorkersMax: 64, RxBurstMax: 256, SpinUsMax: 1_000_000, ForwardTimeoutMsMax: 60_000,
 	RingEntriesMin: 8, RingEntriesMax: 32768, PoolBuffersMin: 8, PoolBuffersMax: 32768,
 	BufferSizeMin: 2048, BufferSizeMax: 1 << 20, BufferAlign: 64,
-	ShardsMax: 32, RoutesMax: 1024, ContentMax: 8, ContentPathDepthMax: 8, TenantsMax: 4096,
+	ShardsMax: 32, RoutesMax: 16384, ContentMax: 8, ContentPathDepthMax: 8, TenantsMax: 4096,
 	ModelsMax: 64, AdaptersMax: 32, PeersMax: 256, MaxConcurrencyMax: 4096, QueueDepthMax: 65536,
 	NameLenMax: 64, ModelNameLenMax: 64, ModelVersionLenMax: 32, AdapterLenMax: 64, TenantKeyLenMin: 16,
 	NegotiationTTLMsMin: 1_000, NegotiationTTLMsMax: 3_600_000, DrainMsMax: 10_000,
-	TenantPatternsMax: 64, SubjectLenMax: 255,
+	TenantPatternsMax: 16384, TenantGlobsMax: 16, AliasesMax: 1024, SubjectLenMax: 255,
 	FreshnessWindowMsMin: 100, FreshnessWindowMsMax: 300_000, ReplayEntriesMin: 8, ReplayEntriesMax: 1 << 22,
 }
 
@@ -353,18 +355,20 @@ func (c *Config) UnauthenticatedExposure() string {
 
 func (c *checker) tenants(list []Tenant) {
 	c.count("tenants", len(list), lim.TenantsMax)
+	// Sets of what earlier tenants used: O(n), not a scan per tenant.
+	ids := make(map[int64]bool, len(list))
+	names := make(map[string]bool, len(list))
 	for i, t := range list {
 		key := fmt.Sprintf("tenants[%d]", i)
 		c.token(key+".name", t.Name, lim.NameLenMax)
 		if t.ID < 1 || t.ID > TenantIDMax {
 			c.add(key+".id", "%d is out of range 1..=%d (0 is reserved)", t.ID, int64(TenantIDMax))
 		}
-		for _, o := range list[:i] {
-			if o.ID == t.ID || o.Name == t.Name {
-				c.add(key+".id", "tenant id %d or name %q used twice", t.ID, t.Name)
-				break
-			}
+		if ids[int64(t.ID)] || names[t.Name] {
+			c.add(key+".id", "tenant id %d or name %q used twice", t.ID, t.Name)
 		}
+		ids[int64(t.ID)] = true
+		names[t.Name] = true
 		if _, err := DecodeKey(t.Key, os.Getenv); err != nil {
 			c.add(key+".key", "%v", err)
 		}
@@ -388,10 +392,32 @@ func (c *checker) tenantPatterns(key string, t Tenant) {
 	}
 	for _, l := range lists {
 		c.count(key+"."+l.name, len(l.list), lim.TenantPatternsMax)
+		globs := 0
 		for j, p := range l.list {
 			c.token(fmt.Sprintf("%s.%s[%d]", key, l.name, j), p, l.lenMax)
+			if IsGeneralGlob(p) {
+				globs++
+				if globs == lim.TenantGlobsMax+1 {
+					c.add(fmt.Sprintf("%s.%s[%d]", key, l.name, j),
+						"at most %d globs other than \"*\", \"name*\" and \"*name\"", lim.TenantGlobsMax)
+				}
+			}
 		}
 	}
+}
+
+// IsGeneralGlob reports whether a pattern is a glob the engine matches one by
+// one: anything with * or ? other than "*", "name*" and "*name" (those are
+// hashed sets in the engine, so a list may hold many).
+func IsGeneralGlob(p string) bool {
+	n := strings.Count(p, "*") + strings.Count(p, "?")
+	switch {
+	case n == 0:
+		return false
+	case n == 1 && (p == "*" || strings.HasSuffix(p, "*") || strings.HasPrefix(p, "*")):
+		return false
+	}
+	return true
 }
 
 // DecodeKey decodes a tenant key written as "hex:<digits>" or "env:VAR"
@@ -473,17 +499,37 @@ func CheckContent(e string) error {
 	return fmt.Errorf("content %q: literal must be a string, number, true, false or null", e)
 }
 
+type nameVer struct{ name, v string }
+
+// aliasOwners are the first two models (indexes) holding an alias.
+type aliasOwners struct{ first, second int }
+
 func (c *checker) models(list []Model) {
 	c.count("models", len(list), lim.ModelsMax)
+	// Maps instead of pairwise scans: the first model of each version, and
+	// the first two of each alias.
+	versions := make(map[nameVer]int, len(list))
+	aliases := map[nameVer]*aliasOwners{}
+	for i, m := range list {
+		if _, ok := versions[nameVer{m.Name, m.Version}]; !ok {
+			versions[nameVer{m.Name, m.Version}] = i
+		}
+		for _, a := range m.Aliases {
+			o := aliases[nameVer{m.Name, a}]
+			switch {
+			case o == nil:
+				aliases[nameVer{m.Name, a}] = &aliasOwners{i, -1}
+			case o.second < 0 && o.first != i:
+				o.second = i
+			}
+		}
+	}
 	for i, m := range list {
 		key := fmt.Sprintf("models[%d]", i)
 		c.token(key+".name", m.Name, lim.ModelNameLenMax)
 		c.token(key+".version", m.Version, lim.ModelVersionLenMax)
-		for _, o := range list[:i] {
-			if o.Name == m.Name && o.Version == m.Version {
-				c.add(key+".version", "model %s version %s defined twice", m.Name, m.Version)
-				break
-			}
+		if versions[nameVer{m.Name, m.Version}] != i {
+			c.add(key+".version", "model %s version %s defined twice", m.Name, m.Version)
 		}
 		c.oneOf(key+".kind", m.Kind, "onnx", "null", "echo")
 		if m.Kind == "onnx" && m.Path == "" {
@@ -492,13 +538,26 @@ func (c *checker) models(list []Model) {
 		for j, a := range m.Aliases {
 			akey := fmt.Sprintf("%s.aliases[%d]", key, j)
 			c.token(akey, a, lim.ModelVersionLenMax)
-			for oi, o := range list {
-				if o.Name == m.Name && (o.Version == a || (oi != i && slices.Contains(o.Aliases, a))) {
-					c.add(akey, "alias %q of model %s already names version %s", a, m.Name, o.Version)
-					break
+			// The first model (in list order) the alias clashes with: one
+			// whose version it is, or another holding the same alias.
+			clash := -1
+			if v, ok := versions[nameVer{m.Name, a}]; ok {
+				clash = v
+			}
+			if o := aliases[nameVer{m.Name, a}]; o != nil {
+				other := o.first
+				if other == i {
+					other = o.second
+				}
+				if other >= 0 && (clash < 0 || other < clash) {
+					clash = other
 				}
 			}
+			if clash >= 0 {
+				c.add(akey, "alias %q of model %s already names version %s", a, m.Name, list[clash].Version)
+			}
 		}
+		c.count(key+".aliases", len(m.Aliases), lim.AliasesMax)
 		c.count(key+".adapters", len(m.Adapters), lim.AdaptersMax)
 		for j, a := range m.Adapters {
 			akey := fmt.Sprintf("%s.adapters[%d]", key, j)

@@ -67,6 +67,8 @@ var Limits = config.Limits{
 	NegotiationTTLMsMax: C.SLUICE_NEGOTIATION_TTL_MS_MAX,
 	DrainMsMax:          C.SLUICE_DRAIN_MS_MAX,
 	TenantPatternsMax:   C.SLUICE_TENANT_PATTERNS_MAX,
+	TenantGlobsMax:      C.SLUICE_TENANT_GLOBS_MAX,
+	AliasesMax:          C.SLUICE_ALIASES_MAX,
 	SubjectLenMax:       C.SLUICE_SUBJECT_LEN_MAX,
 	// [auth]
 	FreshnessWindowMsMin: C.SLUICE_FRESHNESS_WINDOW_MS_MIN,

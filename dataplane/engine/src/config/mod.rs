@@ -22,11 +22,13 @@ pub mod limits {
     /// Most shards.
     pub const SHARD_COUNT_MAX: usize = 32;
     /// Most routes.
-    pub const ROUTE_COUNT_MAX: usize = 1024;
+    pub const ROUTE_COUNT_MAX: usize = 16_384;
     /// Most tenants.
     pub const TENANT_COUNT_MAX: usize = 4096;
     /// Most loaded model versions (slots).
     pub const MODEL_SLOT_COUNT_MAX: usize = 64;
+    /// Most aliases of one model version.
+    pub const ALIAS_COUNT_MAX: usize = 1024;
     /// Most adapters per model.
     pub const ADAPTER_COUNT_MAX: usize = 32;
     /// Most peers.
