@@ -31,6 +31,12 @@ impl Bounds {
         self.lo <= v && v <= self.hi
     }
 
+    /// The one major version every accepted version has, when there is one
+    /// (`^1.2`, `~2`, `>=3, <4`): the index buckets the range under it.
+    pub fn major(&self) -> Option<u64> {
+        (self.lo <= self.hi && self.lo.0 == self.hi.0).then_some(self.lo.0)
+    }
+
     /// The bounds of a requirement.
     pub fn of(req: &VersionReq) -> Bounds {
         let mut b = Bounds { lo: MIN, hi: MAX };

@@ -9,7 +9,9 @@
 //! plus the candidates.
 
 use rustc_hash::FxHashMap;
+use sluice_validate::json::{Spot, plain_string_at};
 
+use super::bounds::V3;
 use super::{Route, RouteKey};
 
 /// Tables this small are scanned whole: cheaper than the lookups.
@@ -54,6 +56,27 @@ struct FieldIndex {
     wild: Vec<u32>,
 }
 
+/// Routes by the string a content condition `PATH == "text"` requires at
+/// one path node; the rest of the routes in `wild`. A request whose value
+/// there is a plain string looks it up; one with anything else (an escaped
+/// string, another value, no value) is not narrowed by this node unless the
+/// bucket is necessarily empty (no string there: no `==` string holds).
+#[derive(Debug, Clone)]
+struct ContentIndex {
+    node: usize,
+    exact: FxHashMap<Box<[u8]>, Vec<u32>>,
+    wild: Vec<u32>,
+}
+
+/// Semver ranges within one major version, by that major; every other
+/// route in `wild`. A request whose version does not parse matches no
+/// range, so only `wild` remains.
+#[derive(Debug, Clone, Default)]
+struct MajorIndex {
+    exact: FxHashMap<u64, Vec<u32>>,
+    wild: Vec<u32>,
+}
+
 /// The index of a route table.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Index {
@@ -61,6 +84,10 @@ pub(super) struct Index {
     fields: Vec<FieldIndex>,
     /// Every route, for small tables and tables with no exact value.
     all: Vec<u32>,
+    /// Path nodes some route compares with a string literal.
+    content: Vec<ContentIndex>,
+    /// Ranges by major version, when some range has one.
+    major: Option<MajorIndex>,
     /// Some route has a semver range: parse the request's version.
     pub semver: bool,
 }
@@ -75,6 +102,8 @@ impl Index {
             return Index {
                 fields: Vec::new(),
                 all,
+                content: Vec::new(),
+                major: None,
                 semver,
             };
         }
@@ -95,17 +124,93 @@ impl Index {
                 fields.push(fi);
             }
         }
+        let mut nodes: Vec<usize> = routes
+            .iter()
+            .flat_map(|r| r.content.iter())
+            .filter(|(p, _)| p.string_literal().is_some())
+            .map(|&(_, n)| n)
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let content = nodes
+            .into_iter()
+            .map(|node| {
+                let mut ci = ContentIndex {
+                    node,
+                    exact: FxHashMap::default(),
+                    wild: Vec::new(),
+                };
+                for (i, r) in routes.iter().enumerate() {
+                    // A route needing two strings at one node matches
+                    // nothing; the first is still necessary.
+                    match r
+                        .content
+                        .iter()
+                        .find(|(p, n)| *n == node && p.string_literal().is_some())
+                        .and_then(|(p, _)| p.string_literal())
+                    {
+                        Some(lit) => ci.exact.entry(lit.into()).or_default().push(id(i)),
+                        None => ci.wild.push(id(i)),
+                    }
+                }
+                ci
+            })
+            .collect();
+        let mut major = MajorIndex::default();
+        for (i, r) in routes.iter().enumerate() {
+            match r.bounds.and_then(|b| b.major()) {
+                Some(m) => major.exact.entry(m).or_default().push(id(i)),
+                None => major.wild.push(id(i)),
+            }
+        }
+        let major = (!major.exact.is_empty()).then_some(major);
         Index {
             fields,
             all,
+            content,
+            major,
             semver,
         }
     }
 
-    /// The request's candidates: two ascending lists to merge.
+    /// Whether candidates depend on the section's located paths.
+    pub fn needs_spots(&self) -> bool {
+        !self.content.is_empty()
+    }
+
+    /// The request's candidates: two ascending lists to merge. `spots`:
+    /// the located paths of the request's section, when it was walked.
     #[inline]
-    pub fn candidates(&self, k: &RouteKey<'_>) -> (&[u32], &[u32]) {
+    pub fn candidates<'s>(
+        &'s self,
+        k: &RouteKey<'_>,
+        version: Option<V3>,
+        spots: Option<&[Spot]>,
+    ) -> (&'s [u32], &'s [u32]) {
         let mut best: (&[u32], &[u32]) = (&self.all, &[]);
+        if let Some(mi) = &self.major {
+            let bucket = version
+                .and_then(|v| mi.exact.get(&v.0))
+                .map_or(&[][..], Vec::as_slice);
+            if bucket.len() + mi.wild.len() < best.0.len() {
+                best = (bucket, &mi.wild);
+            }
+        }
+        if let (Some(json), Some(spots)) = (k.json, spots) {
+            for ci in &self.content {
+                let spot = spots.get(ci.node).copied().unwrap_or(Spot::MISSING);
+                let bucket = match plain_string_at(json, spot) {
+                    Some(v) => ci.exact.get(v).map_or(&[][..], Vec::as_slice),
+                    // Not a string at all: no `== "text"` can hold.
+                    None if !is_string(json, spot) => &[][..],
+                    // An escaped string: this node does not narrow.
+                    None => continue,
+                };
+                if bucket.len() + ci.wild.len() < best.0.len() + best.1.len() {
+                    best = (bucket, &ci.wild);
+                }
+            }
+        }
         for fi in &self.fields {
             let bucket = fi
                 .exact
@@ -117,6 +222,11 @@ impl Index {
         }
         best
     }
+}
+
+/// Whether the located value is a string token (escaped or not).
+fn is_string(json: &[u8], spot: Spot) -> bool {
+    spot.offset().is_some_and(|i| json.get(i) == Some(&b'"'))
 }
 
 /// Two ascending lists as one, ascending (they never share an entry).

@@ -13,7 +13,7 @@ fn opt(v: &'static [&'static str]) -> impl Strategy<Value = Option<String>> {
 fn route_cfg() -> impl Strategy<Value = RouteCfg> {
     (
         opt(&["m0", "m1", "m2", "m*", "?1"]),
-        opt(&["1.0.0", "2", "^1", ">=1, <2", "1.*", "~2.1", "<=1.5", ">2.1.3", "=2.1.3"]),
+        opt(&["1.0.0", "2", "^1", ">=1, <2", "1.*", "~2.1", "<=1.5", ">2.1.3", "=2.1.3", "^0.1", ">=2, <3", "latest"]),
         opt(&["", "a1", "a2", "a*"]),
         opt(&["chat", "code", "c*"]),
         opt(&["t1", "t2", "t?"]),
@@ -25,6 +25,9 @@ fn route_cfg() -> impl Strategy<Value = RouteCfg> {
                 "$.l[1] == true",
                 "$.meta[\"k\"] != null",
                 "$ != 0",
+                "$.intent == \"chat\"",
+                "$.intent == \"code\"",
+                "$.meta.k == \"y\"",
             ]),
             0..3,
         ),
@@ -55,7 +58,7 @@ struct Req {
 fn request() -> impl Strategy<Value = Req> {
     (
         prop::sample::select(vec!["m0", "m1", "m2", "mx"]),
-        prop::sample::select(vec!["1.0.0", "1.5", "2.1.3", "2", "2.1.4", "latest", "v1"]),
+        prop::sample::select(vec!["1.0.0", "1.5", "2.1.3", "2", "2.1.4", "latest", "v1", "0.1.7"]),
         prop::sample::select(vec!["", "a1", "a2", "b"]),
         prop::sample::select(vec!["chat", "code", "x"]),
         prop::sample::select(vec!["", "t1", "t2", "t10"]),
@@ -66,6 +69,10 @@ fn request() -> impl Strategy<Value = Req> {
             r#"[1,2]"#,
             r#"0"#,
             r#"{"tier":1,"meta":"#,
+            r#"{"intent":"chat","meta":{"k":"y"},"tier":1}"#,
+            r#"{"intent":"c\u006fde","tier":2}"#,
+            r#"{"intent":3,"intent":"chat"}"#,
+            r#"{"meta":{"k":"x"},"intent":"code"}"#,
         ])),
     )
         .prop_map(|(model, version, adapter, intent, tenant, json)| Req {
@@ -153,7 +160,7 @@ fn large_tables_take_the_smallest_bucket() {
         tenant: "",
         json: None,
     };
-    let (a, b) = t.index.candidates(&k("m999", "x"));
+    let (a, b) = t.index.candidates(&k("m999", "x"), Some((1, 4, 0)), None);
     assert_eq!((a, b), (&[999][..], &[1000][..]));
     assert_eq!(t.find(&k("m999", "x")).unwrap().name, "r999");
     assert_eq!(t.find(&k("m5000", "chat")).unwrap().name, "any");

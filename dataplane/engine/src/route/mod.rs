@@ -299,7 +299,6 @@ impl RouteTable {
         k: &RouteKey<'_>,
         mut allow: impl FnMut(&Route) -> bool,
     ) -> RouteFound<'_> {
-        let (a, b) = self.index.candidates(k);
         let version = if self.index.semver {
             bounds::lenient(k.version)
         } else {
@@ -307,6 +306,14 @@ impl RouteTable {
         };
         let mut hidden = false;
         let mut run = |req: &mut Request<'_>| {
+            // With content buckets the section is walked first: its values
+            // pick the candidates.
+            let spots = if self.index.needs_spots() && req.locate(k) {
+                Some(&*req.spots)
+            } else {
+                None
+            };
+            let (a, b) = self.index.candidates(k, req.version, spots);
             for i in Merge::new(a, b) {
                 let r = &self.routes[i as usize];
                 if r.matches_req(k, req) {

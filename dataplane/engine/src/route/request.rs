@@ -29,18 +29,24 @@ pub(super) struct Request<'s> {
 }
 
 impl Request<'_> {
+    /// Walks the section once (the first call); whether `spots` holds
+    /// every path node.
+    pub fn locate(&mut self, k: &RouteKey<'_>) -> bool {
+        if self.located == Located::Not {
+            self.located = match k.json {
+                Some(json) if self.paths.locate(json, self.spots) => Located::Walked,
+                _ => Located::Fallback,
+            };
+        }
+        self.located == Located::Walked
+    }
+
     /// Whether every condition holds on the request's section.
     pub fn content(&mut self, k: &RouteKey<'_>, conds: &[(Predicate, usize)]) -> bool {
         let Some(json) = k.json else {
             return false;
         };
-        if self.located == Located::Not {
-            self.located = if self.paths.locate(json, self.spots) {
-                Located::Walked
-            } else {
-                Located::Fallback
-            };
-        }
+        self.locate(k);
         match self.located {
             Located::Walked => conds.iter().all(|(p, n)| {
                 self.spots

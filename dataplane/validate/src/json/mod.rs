@@ -56,7 +56,7 @@ mod uri;
 mod validate;
 mod walk;
 
-pub use paths::{PATH_NODES_MAX, PathSet};
+pub use paths::{PATH_NODES_MAX, PathSet, plain_string_at};
 pub use predicate::{Predicate, Spot};
 
 use crate::{CompileError, Invalid, Reference};

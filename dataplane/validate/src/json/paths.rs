@@ -260,6 +260,22 @@ impl PathSet {
     }
 }
 
+/// The raw bytes of the string at a located spot, when the value there is
+/// a string written without escapes: then they are the decoded string, and
+/// `PATH == "text"` holds exactly when they equal [`Predicate::string_literal`]
+/// (a literal that needs escapes cannot equal a string that has none).
+/// None for anything else (escaped strings, other values, missing paths).
+pub fn plain_string_at(section: &[u8], spot: Spot) -> Option<&[u8]> {
+    let Found::At(i) = spot.found() else {
+        return None;
+    };
+    if section.get(i) != Some(&b'"') {
+        return None;
+    }
+    let t = scan::scan_string(section, i).ok()?;
+    (!t.escaped).then(|| &section[i + 1..t.end - 1])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -124,6 +124,16 @@ impl Predicate {
         &self.path
     }
 
+    /// For `PATH == "text"`: the literal's bytes between its quotes, as
+    /// canonical JSON writes them (a route index keys on them). None for
+    /// `!=` and for other literals.
+    pub fn string_literal(&self) -> Option<&[u8]> {
+        match self.literal.as_slice() {
+            [b'"', inner @ .., b'"'] if !self.negated => Some(inner),
+            _ => None,
+        }
+    }
+
     pub(super) fn segments(&self) -> &[Segment] {
         &self.segments
     }
@@ -208,6 +218,14 @@ impl Spot {
     pub(super) fn at(i: usize) -> Spot {
         // Callers walk only sections up to OFFSET_MAX bytes.
         Spot(u32::try_from(i.min(Self::OFFSET_MAX)).unwrap_or(u32::MAX - 2))
+    }
+
+    /// The offset of the located value, None when missing or malformed.
+    pub fn offset(self) -> Option<usize> {
+        match self.found() {
+            Found::At(i) => Some(i),
+            _ => None,
+        }
     }
 
     pub(super) fn found(self) -> Found {
