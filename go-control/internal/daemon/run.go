@@ -185,6 +185,8 @@ func (d *Daemon) Handler() http.Handler {
 	h := jsonMisses(mux)
 	if d.opts.Fleet != nil {
 		h = changeMiddleware(h) // fleet writes carry a change id
+	} else {
+		h = changeIDCheck(h) // unused on one host, but never accepted malformed
 	}
 	return requireToken(d.state.eff.Control.AdminToken, h)
 }
