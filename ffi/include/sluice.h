@@ -90,6 +90,12 @@
 #define SLUICE_CONTENT_PATH_SEGMENTS_MAX 8
 
 /**
+ * Most nodes in the trie of every content path of a route table (the root
+ * and each distinct path prefix).
+ */
+#define SLUICE_CONTENT_PATH_NODES_MAX 512
+
+/**
  * Most tenants.
  */
 #define SLUICE_TENANTS_MAX 4096

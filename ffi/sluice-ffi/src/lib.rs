@@ -61,6 +61,9 @@ pub const SLUICE_ROUTES_MAX: u32 = 16_384;
 pub const SLUICE_CONTENT_CONDITIONS_MAX: u32 = 8;
 /// Most path segments in a content condition.
 pub const SLUICE_CONTENT_PATH_SEGMENTS_MAX: u32 = 8;
+/// Most nodes in the trie of every content path of a route table (the root
+/// and each distinct path prefix).
+pub const SLUICE_CONTENT_PATH_NODES_MAX: u32 = 512;
 /// Most tenants.
 pub const SLUICE_TENANTS_MAX: u32 = 4096;
 /// Most loaded model versions.
@@ -135,6 +138,10 @@ mod limits_check {
     const _: () = assert!(eq(
         SLUICE_CONTENT_PATH_SEGMENTS_MAX,
         l::CONTENT_PATH_SEGMENTS_MAX
+    ));
+    const _: () = assert!(eq(
+        SLUICE_CONTENT_PATH_NODES_MAX,
+        l::CONTENT_PATH_NODES_MAX
     ));
     const _: () = assert!(eq(SLUICE_TENANTS_MAX, l::TENANT_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_MODELS_MAX, l::MODEL_SLOT_COUNT_MAX));

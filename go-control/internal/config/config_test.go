@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -112,6 +113,7 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"mode none with tenants", "[auth]\nmode = \"none\"\n\n[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "t.toml:4: tenants[0]: auth.mode is \"none\""},
 		{"bad subject pattern", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nsubjects = [\"a-*\", \"\"]\n", "t.toml:5: tenants[0].subjects[1]: \"\" must be 1 to 255 printable ASCII"},
 		{"too many patterns", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nroutes = [" + strings.Repeat("\"r\", ", 16385) + "]\n", "t.toml:5: tenants[0].routes: 16385 entries; at most 16384"},
+		{"content trie too large", "[[shards]]\nname = \"s\"\nmax_concurrency = 1\nqueue_depth = 1\n" + manyContentRoutes(520), "routes[511].content[0]: the content paths of all routes need more than 512 trie nodes"},
 		{"too many general globs", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nmodels = [\"a*\", \"*b\", " + strings.Repeat("\"x*y\", ", 17) + "]\n", "tenants[0].models[18]: at most 16 globs other than"},
 		{"duplicate tenant name", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n[[tenants]]\nname = \"t\"\nid = 4\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "tenants[1].id: tenant id 4 or name \"t\" used twice"},
 		{"alias is a version", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\n[[models]]\nname = \"m\"\nversion = \"2\"\nkind = \"null\"\naliases = [\"1\"]\n", "models[1].aliases[0]: alias \"1\" of model m already names version 1"},
@@ -315,4 +317,14 @@ func TestWireExampleKeyInConfigForm(t *testing.T) {
 	if err != nil || string(key) != "sluice-example-key-tenant-7" {
 		t.Fatalf("example key decodes to %q, %v", key, err)
 	}
+}
+
+// manyContentRoutes are n routes, each with a content condition on its own
+// member (one trie node each).
+func manyContentRoutes(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "[[routes]]\nname = \"r%d\"\nshard = \"s\"\ncontent = ['$.f%d == 1']\n", i, i)
+	}
+	return b.String()
 }

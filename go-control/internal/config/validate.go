@@ -35,6 +35,7 @@ type Limits struct {
 	RoutesMax           int
 	ContentMax          int // content conditions per route
 	ContentPathDepthMax int
+	ContentPathNodesMax int // trie nodes of every content path of a table
 	TenantsMax          int
 	ModelsMax           int // loaded model versions
 	AdaptersMax         int // per model
@@ -67,7 +68,7 @@ var BuiltinLimits = Limits{
 	WorkersMax: 64, RxBurstMax: 256, SpinUsMax: 1_000_000, ForwardTimeoutMsMax: 60_000,
 	RingEntriesMin: 8, RingEntriesMax: 32768, PoolBuffersMin: 8, PoolBuffersMax: 32768,
 	BufferSizeMin: 2048, BufferSizeMax: 1 << 20, BufferAlign: 64,
-	ShardsMax: 32, RoutesMax: 16384, ContentMax: 8, ContentPathDepthMax: 8, TenantsMax: 4096,
+	ShardsMax: 32, RoutesMax: 16384, ContentMax: 8, ContentPathDepthMax: 8, ContentPathNodesMax: 512, TenantsMax: 4096,
 	ModelsMax: 64, AdaptersMax: 32, PeersMax: 256, MaxConcurrencyMax: 4096, QueueDepthMax: 65536,
 	NameLenMax: 64, ModelNameLenMax: 64, ModelVersionLenMax: 32, AdapterLenMax: 64, TenantKeyLenMin: 16,
 	NegotiationTTLMsMin: 1_000, NegotiationTTLMsMax: 3_600_000, DrainMsMax: 10_000,
@@ -449,6 +450,10 @@ func DecodeKey(s string, getenv func(string) string) ([]byte, error) {
 func (c *checker) routes(list []Route, shards map[string]bool) {
 	c.count("routes", len(list), lim.RoutesMax)
 	names := map[string]bool{}
+	// The engine locates every content path in one walk of a section over a
+	// trie of them: the root plus each distinct path prefix.
+	nodes := map[string]bool{}
+	nodesFull := false
 	for i, r := range list {
 		key := fmt.Sprintf("routes[%d]", i)
 		c.token(key+".name", r.Name, lim.NameLenMax)
@@ -468,6 +473,15 @@ func (c *checker) routes(list []Route, shards map[string]bool) {
 		for j, e := range r.Content {
 			if err := CheckContent(e); err != nil {
 				c.add(fmt.Sprintf("%s.content[%d]", key, j), "%v", err)
+				continue
+			}
+			for _, p := range contentPrefixes(e) {
+				nodes[p] = true
+			}
+			if !nodesFull && len(nodes)+1 > lim.ContentPathNodesMax {
+				nodesFull = true
+				c.add(fmt.Sprintf("%s.content[%d]", key, j),
+					"the content paths of all routes need more than %d trie nodes", lim.ContentPathNodesMax)
 			}
 		}
 	}
@@ -477,6 +491,37 @@ var (
 	contentRe = regexp.MustCompile(`^\s*(\$(?:\.[A-Za-z0-9_-]+|\[[0-9]+\]|\["(?:[^"\\]|\\.)*"\])*)\s*(==|!=)\s*(.*?)\s*$`)
 	segmentRe = regexp.MustCompile(`\.[A-Za-z0-9_-]+|\[[0-9]+\]|\["(?:[^"\\]|\\.)*"\]`)
 )
+
+// contentPrefixes are the trie keys of a checked condition's path, one per
+// prefix: `.a` and `["a"]` name the same member, `[01]` element 1.
+func contentPrefixes(e string) []string {
+	m := contentRe.FindStringSubmatch(e)
+	if m == nil {
+		return nil
+	}
+	var out []string
+	prefix := ""
+	for _, seg := range segmentRe.FindAllString(m[1], -1) {
+		switch {
+		case strings.HasPrefix(seg, "."):
+			prefix += "k" + seg[1:] + "\x00"
+		case strings.HasPrefix(seg, "[\""):
+			var name string
+			if json.Unmarshal([]byte(seg[1:len(seg)-1]), &name) != nil {
+				return out
+			}
+			prefix += "k" + name + "\x00"
+		default:
+			n, err := strconv.ParseUint(seg[1:len(seg)-1], 10, 64)
+			if err != nil {
+				return out
+			}
+			prefix += "i" + strconv.FormatUint(n, 10) + "\x00"
+		}
+		out = append(out, prefix)
+	}
+	return out
+}
 
 // CheckContent checks a route's content condition: a JSON path ($, .name,
 // [index], ["any name"]), == or !=, and a JSON scalar literal. The engine

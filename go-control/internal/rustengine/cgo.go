@@ -52,6 +52,7 @@ var Limits = config.Limits{
 	RoutesMax:           C.SLUICE_ROUTES_MAX,
 	ContentMax:          C.SLUICE_CONTENT_CONDITIONS_MAX,
 	ContentPathDepthMax: C.SLUICE_CONTENT_PATH_SEGMENTS_MAX,
+	ContentPathNodesMax: C.SLUICE_CONTENT_PATH_NODES_MAX,
 	TenantsMax:          C.SLUICE_TENANTS_MAX,
 	ModelsMax:           C.SLUICE_MODELS_MAX,
 	AdaptersMax:         C.SLUICE_ADAPTERS_MAX,

@@ -63,6 +63,8 @@ pub mod limits {
     pub const CONTENT_CONDITIONS_MAX: usize = crate::route::CONTENT_CONDITIONS_MAX;
     /// Most path segments in a content condition.
     pub const CONTENT_PATH_SEGMENTS_MAX: usize = sluice_validate::json::PATH_SEGMENTS_MAX;
+    /// Most trie nodes of every content path of a route table.
+    pub const CONTENT_PATH_NODES_MAX: usize = sluice_validate::json::PATH_NODES_MAX;
     /// Bounds of `engine.negotiation_ttl_ms`: 1 s to 1 h.
     pub const NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
     /// See `NEGOTIATION_TTL_MS_MIN`.
