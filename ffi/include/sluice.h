@@ -77,7 +77,7 @@
 /**
  * Most routes.
  */
-#define SLUICE_ROUTES_MAX 1024
+#define SLUICE_ROUTES_MAX 16384
 
 /**
  * Most content conditions per route.
@@ -88,6 +88,12 @@
  * Most path segments in a content condition.
  */
 #define SLUICE_CONTENT_PATH_SEGMENTS_MAX 8
+
+/**
+ * Most nodes in the trie of every content path of a route table (the root
+ * and each distinct path prefix).
+ */
+#define SLUICE_CONTENT_PATH_NODES_MAX 512
 
 /**
  * Most tenants.
@@ -213,7 +219,18 @@
  * Most patterns in each of a tenant's lists (models, adapters, routes,
  * subjects).
  */
-#define SLUICE_TENANT_PATTERNS_MAX 64
+#define SLUICE_TENANT_PATTERNS_MAX 16384
+
+/**
+ * Most general globs (not `*`, `name*` or `*name`) in one of a tenant's
+ * lists.
+ */
+#define SLUICE_TENANT_GLOBS_MAX 16
+
+/**
+ * Most aliases of one model version.
+ */
+#define SLUICE_ALIASES_MAX 1024
 
 /**
  * Longest schema subject (a tenant's `subjects` patterns too).

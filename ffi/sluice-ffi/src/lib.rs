@@ -56,11 +56,14 @@ pub const SLUICE_BUFFER_ALIGN: u32 = 64;
 /// Most shards.
 pub const SLUICE_SHARDS_MAX: u32 = 32;
 /// Most routes.
-pub const SLUICE_ROUTES_MAX: u32 = 1024;
+pub const SLUICE_ROUTES_MAX: u32 = 16_384;
 /// Most content conditions per route.
 pub const SLUICE_CONTENT_CONDITIONS_MAX: u32 = 8;
 /// Most path segments in a content condition.
 pub const SLUICE_CONTENT_PATH_SEGMENTS_MAX: u32 = 8;
+/// Most nodes in the trie of every content path of a route table (the root
+/// and each distinct path prefix).
+pub const SLUICE_CONTENT_PATH_NODES_MAX: u32 = 512;
 /// Most tenants.
 pub const SLUICE_TENANTS_MAX: u32 = 4096;
 /// Most loaded model versions.
@@ -111,7 +114,12 @@ pub const SLUICE_TCP_SLOT_SIZE_MAX: u32 = 256 << 20;
 pub const SLUICE_TCP_POOL_BYTES_MAX: u64 = 17_179_869_184; // 16 GiB, written out: C would overflow `16 << 30`
 /// Most patterns in each of a tenant's lists (models, adapters, routes,
 /// subjects).
-pub const SLUICE_TENANT_PATTERNS_MAX: u32 = 64;
+pub const SLUICE_TENANT_PATTERNS_MAX: u32 = 16_384;
+/// Most general globs (not `*`, `name*` or `*name`) in one of a tenant's
+/// lists.
+pub const SLUICE_TENANT_GLOBS_MAX: u32 = 16;
+/// Most aliases of one model version.
+pub const SLUICE_ALIASES_MAX: u32 = 1024;
 /// Longest schema subject (a tenant's `subjects` patterns too).
 pub const SLUICE_SUBJECT_LEN_MAX: u32 = 255;
 /// Shortest `auth.freshness_window_ms`.
@@ -151,6 +159,10 @@ mod limits_check {
         SLUICE_CONTENT_PATH_SEGMENTS_MAX,
         l::CONTENT_PATH_SEGMENTS_MAX
     ));
+    const _: () = assert!(eq(
+        SLUICE_CONTENT_PATH_NODES_MAX,
+        l::CONTENT_PATH_NODES_MAX
+    ));
     const _: () = assert!(eq(SLUICE_TENANTS_MAX, l::TENANT_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_MODELS_MAX, l::MODEL_SLOT_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_ADAPTERS_MAX, l::ADAPTER_COUNT_MAX));
@@ -175,6 +187,8 @@ mod limits_check {
     const _: () = assert!(SLUICE_TCP_SLOT_SIZE_MAX == l::TCP_SLOT_SIZE_MAX);
     const _: () = assert!(SLUICE_TCP_POOL_BYTES_MAX == l::TCP_POOL_BYTES_MAX);
     const _: () = assert!(eq(SLUICE_TENANT_PATTERNS_MAX, l::TENANT_PATTERN_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_TENANT_GLOBS_MAX, l::TENANT_GLOB_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_ALIASES_MAX, l::ALIAS_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_SUBJECT_LEN_MAX, w::SUBJECT_LEN_MAX));
     const _: () = assert!(SLUICE_FRESHNESS_WINDOW_MS_MIN == l::FRESHNESS_WINDOW_MS_MIN);
     const _: () = assert!(SLUICE_FRESHNESS_WINDOW_MS_MAX == l::FRESHNESS_WINDOW_MS_MAX);

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -127,7 +128,12 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"replay entries", "[auth]\nreplay_entries = 1000\n", "t.toml:2: auth.replay_entries: 1000 is not a power of two"},
 		{"mode none with tenants", "[auth]\nmode = \"none\"\n\n[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "t.toml:4: tenants[0]: auth.mode is \"none\""},
 		{"bad subject pattern", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nsubjects = [\"a-*\", \"\"]\n", "t.toml:5: tenants[0].subjects[1]: \"\" must be 1 to 255 printable ASCII"},
-		{"too many patterns", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nroutes = [" + strings.Repeat("\"r\", ", 65) + "]\n", "t.toml:5: tenants[0].routes: 65 entries; at most 64"},
+		{"too many patterns", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nroutes = [" + strings.Repeat("\"r\", ", 16385) + "]\n", "t.toml:5: tenants[0].routes: 16385 entries; at most 16384"},
+		{"content trie too large", "[[shards]]\nname = \"s\"\nmax_concurrency = 1\nqueue_depth = 1\n" + manyContentRoutes(520), "routes[511].content[0]: the content paths of all routes need more than 512 trie nodes"},
+		{"too many general globs", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nmodels = [\"a*\", \"*b\", " + strings.Repeat("\"x*y\", ", 17) + "]\n", "tenants[0].models[18]: at most 16 globs other than"},
+		{"duplicate tenant name", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n[[tenants]]\nname = \"t\"\nid = 4\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "tenants[1].id: tenant id 4 or name \"t\" used twice"},
+		{"alias is a version", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\n[[models]]\nname = \"m\"\nversion = \"2\"\nkind = \"null\"\naliases = [\"1\"]\n", "models[1].aliases[0]: alias \"1\" of model m already names version 1"},
+		{"duplicate version", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\n[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\n", "models[1].version: model m version 1 defined twice"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -377,4 +383,14 @@ func TestModelJSONBatchIntegers(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"name":"m","version":"1","colour":1}`), &m); err == nil {
 		t.Fatal("unknown field accepted")
 	}
+}
+
+// manyContentRoutes are n routes, each with a content condition on its own
+// member (one trie node each).
+func manyContentRoutes(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "[[routes]]\nname = \"r%d\"\nshard = \"s\"\ncontent = ['$.f%d == 1']\n", i, i)
+	}
+	return b.String()
 }

@@ -52,6 +52,7 @@ var Limits = config.Limits{
 	RoutesMax:           C.SLUICE_ROUTES_MAX,
 	ContentMax:          C.SLUICE_CONTENT_CONDITIONS_MAX,
 	ContentPathDepthMax: C.SLUICE_CONTENT_PATH_SEGMENTS_MAX,
+	ContentPathNodesMax: C.SLUICE_CONTENT_PATH_NODES_MAX,
 	TenantsMax:          C.SLUICE_TENANTS_MAX,
 	ModelsMax:           C.SLUICE_MODELS_MAX,
 	AdaptersMax:         C.SLUICE_ADAPTERS_MAX,
@@ -77,6 +78,8 @@ var Limits = config.Limits{
 	TCPSlotSizeMax:      C.SLUICE_TCP_SLOT_SIZE_MAX,
 	TCPPoolBytesMax:     C.SLUICE_TCP_POOL_BYTES_MAX,
 	TenantPatternsMax:   C.SLUICE_TENANT_PATTERNS_MAX,
+	TenantGlobsMax:      C.SLUICE_TENANT_GLOBS_MAX,
+	AliasesMax:          C.SLUICE_ALIASES_MAX,
 	SubjectLenMax:       C.SLUICE_SUBJECT_LEN_MAX,
 	// [auth]
 	FreshnessWindowMsMin: C.SLUICE_FRESHNESS_WINDOW_MS_MIN,

@@ -22,11 +22,13 @@ pub mod limits {
     /// Most shards.
     pub const SHARD_COUNT_MAX: usize = 32;
     /// Most routes.
-    pub const ROUTE_COUNT_MAX: usize = 1024;
+    pub const ROUTE_COUNT_MAX: usize = 16_384;
     /// Most tenants.
     pub const TENANT_COUNT_MAX: usize = 4096;
     /// Most loaded model versions (slots).
     pub const MODEL_SLOT_COUNT_MAX: usize = 64;
+    /// Most aliases of one model version.
+    pub const ALIAS_COUNT_MAX: usize = 1024;
     /// Most adapters per model.
     pub const ADAPTER_COUNT_MAX: usize = 32;
     /// Most peers.
@@ -81,6 +83,8 @@ pub mod limits {
     pub const CONTENT_CONDITIONS_MAX: usize = crate::route::CONTENT_CONDITIONS_MAX;
     /// Most path segments in a content condition.
     pub const CONTENT_PATH_SEGMENTS_MAX: usize = sluice_validate::json::PATH_SEGMENTS_MAX;
+    /// Most trie nodes of every content path of a route table.
+    pub const CONTENT_PATH_NODES_MAX: usize = sluice_validate::json::PATH_NODES_MAX;
     /// Bounds of `engine.negotiation_ttl_ms`: 1 s to 1 h.
     pub const NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
     /// See `NEGOTIATION_TTL_MS_MIN`.

@@ -2,6 +2,7 @@
 //! limits. Every refusal names the key (and, through `ConfigError`, the
 //! line) it is about.
 
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 
 use super::limits::*;
@@ -217,10 +218,11 @@ fn validate_shards(shards: &[ShardCfg], worker_count: usize) -> Result<(), Confi
             format!("at most {SHARD_COUNT_MAX}"),
         ));
     }
+    let mut names = HashSet::with_capacity(shards.len());
     for (i, s) in shards.iter().enumerate() {
         let k = |f: &str| format!("shards[{i}].{f}");
         name_ok(&k("name"), &s.name)?;
-        if shards[..i].iter().any(|o| o.name == s.name) {
+        if !names.insert(s.name.as_str()) {
             return Err(ConfigError::at(
                 k("name"),
                 format!("duplicate shard {:?}", s.name),
@@ -260,16 +262,18 @@ fn validate_routes(routes: &[RouteCfg], shards: &[ShardCfg]) -> Result<(), Confi
             format!("at most {ROUTE_COUNT_MAX}"),
         ));
     }
+    let shard_names: HashSet<&str> = shards.iter().map(|s| s.name.as_str()).collect();
+    let mut names = HashSet::with_capacity(routes.len());
     for (i, r) in routes.iter().enumerate() {
         let k = |f: &str| format!("routes[{i}].{f}");
         name_ok(&k("name"), &r.name)?;
-        if routes[..i].iter().any(|o| o.name == r.name) {
+        if !names.insert(r.name.as_str()) {
             return Err(ConfigError::at(
                 k("name"),
                 format!("duplicate route {:?}", r.name),
             ));
         }
-        if !shards.iter().any(|s| s.name == r.shard) {
+        if !shard_names.contains(r.shard.as_str()) {
             return Err(ConfigError::at(
                 k("shard"),
                 format!("no shard named {:?}", r.shard),
@@ -289,6 +293,26 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
             format!("at most {MODEL_SLOT_COUNT_MAX}"),
         ));
     }
+    // (name, version) of every model, then (name, alias) -> the model.
+    let mut versions: HashSet<(&str, &str)> = HashSet::with_capacity(models.len());
+    for (i, m) in models.iter().enumerate() {
+        if !versions.insert((m.name.as_str(), m.version.as_str())) {
+            return Err(ConfigError::at(
+                format!("models[{i}].version"),
+                "duplicate model version",
+            ));
+        }
+    }
+    // Each alias with its first owner, and whether another model has it too.
+    let mut aliases: HashMap<(&str, &str), (usize, bool)> = HashMap::new();
+    for (i, m) in models.iter().enumerate() {
+        for a in &m.aliases {
+            let e = aliases
+                .entry((m.name.as_str(), a.as_str()))
+                .or_insert((i, false));
+            e.1 |= e.0 != i;
+        }
+    }
     for (i, m) in models.iter().enumerate() {
         let k = |f: &str| format!("models[{i}].{f}");
         wire_token(&k("name"), &m.name, sluice_wire::limits::MODEL_NAME_LEN_MAX)?;
@@ -297,11 +321,11 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
             &m.version,
             sluice_wire::limits::MODEL_VERSION_LEN_MAX,
         )?;
-        if models[..i]
-            .iter()
-            .any(|o| o.name == m.name && o.version == m.version)
-        {
-            return Err(ConfigError::at(k("version"), "duplicate model version"));
+        if m.aliases.len() > ALIAS_COUNT_MAX {
+            return Err(ConfigError::at(
+                k("aliases"),
+                format!("at most {ALIAS_COUNT_MAX}"),
+            ));
         }
         for (j, a) in m.aliases.iter().enumerate() {
             wire_token(
@@ -309,10 +333,12 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
                 a,
                 sluice_wire::limits::MODEL_VERSION_LEN_MAX,
             )?;
-            let clash = models.iter().enumerate().any(|(oi, o)| {
-                o.name == m.name && (o.version == *a || (oi != i && o.aliases.contains(a)))
-            });
-            if clash {
+            // An alias may not be a version of the model, nor another
+            // version's alias (one version may repeat its own).
+            let other = aliases
+                .get(&(m.name.as_str(), a.as_str()))
+                .is_some_and(|&(first, more)| first != i || more);
+            if other || versions.contains(&(m.name.as_str(), a.as_str())) {
                 return Err(ConfigError::at(
                     format!("models[{i}].aliases[{j}]"),
                     format!("{a:?} already names another version of {:?}", m.name),
@@ -385,16 +411,16 @@ fn validate_tenants(tenants: &[TenantCfg]) -> Result<(), ConfigError> {
             format!("at most {TENANT_COUNT_MAX}"),
         ));
     }
+    let mut ids = HashSet::with_capacity(tenants.len());
+    let mut names = HashSet::with_capacity(tenants.len());
     for (i, t) in tenants.iter().enumerate() {
         let k = |f: &str| format!("tenants[{i}].{f}");
         name_ok(&k("name"), &t.name)?;
         if t.id == 0 {
             return Err(ConfigError::at(k("id"), "tenant id 0 is reserved"));
         }
-        if tenants[..i]
-            .iter()
-            .any(|o| o.id == t.id || o.name == t.name)
-        {
+        // Both inserted: `|` does not short-circuit.
+        if !ids.insert(t.id) | !names.insert(t.name.as_str()) {
             return Err(ConfigError::at(k("id"), "duplicate tenant id or name"));
         }
         decode_key(&t.key).map_err(|m| ConfigError::at(k("key"), m))?;
@@ -410,10 +436,11 @@ fn validate_peers(peers: &[PeerCfg]) -> Result<(), ConfigError> {
             format!("at most {PEER_COUNT_MAX}"),
         ));
     }
+    let mut names = HashSet::with_capacity(peers.len());
     for (i, p) in peers.iter().enumerate() {
         let k = |f: &str| format!("peers[{i}].{f}");
         name_ok(&k("name"), &p.name)?;
-        if peers[..i].iter().any(|o| o.name == p.name) {
+        if !names.insert(p.name.as_str()) {
             return Err(ConfigError::at(k("name"), "duplicate peer"));
         }
         p.address

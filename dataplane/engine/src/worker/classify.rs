@@ -200,7 +200,7 @@ fn route(
     let Some(model) = model else {
         return Verdict::Reply(E(ErrorCode::UnknownModel, msg::UNKNOWN_MODEL));
     };
-    if !frame.adapter().is_empty() && !model.adapters.iter().any(|a| a == frame.adapter()) {
+    if !frame.adapter().is_empty() && !model.has_adapter(frame.adapter()) {
         return Verdict::Reply(E(ErrorCode::UnknownAdapter, msg::UNKNOWN_ADAPTER));
     }
     Verdict::Admit {
