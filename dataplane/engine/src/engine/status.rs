@@ -122,6 +122,8 @@ impl Engine {
                 rx_kernel_drops: ld(&c.rx_kernel_drops),
                 alive: c.alive.load(Ordering::Acquire),
                 panics: ld(&c.panics),
+                pools: c.pool_stats(),
+                copies: c.copies(),
                 ..WorkerStats::default()
             };
             w.hist.read(|h| {

@@ -303,6 +303,9 @@ impl<T: Transport> Worker<T> {
         set(&k.tx_in_use, c.tx_in_use as u64);
         set(&k.buffer_reuses, c.buffer_reuses);
         set(&k.rx_kernel_drops, c.rx_kernel_drops);
+        for (a, p) in k.pools.iter().zip(&c.pools) {
+            a.store(p);
+        }
     }
 
     /// One burst. Returns the number of frames received.
@@ -522,6 +525,8 @@ impl<T: Transport> Worker<T> {
                             &self.counters.payload_bytes_copied,
                             acct.payload_bytes_copied,
                         );
+                        self.counters
+                            .copied(acct.copy_path, acct.payload_bytes_copied);
                         r
                     }
                     None => Err(Reject::new(

@@ -30,7 +30,7 @@ use sock::{bind_reuseport, enable_rxq_ovfl, read_sockaddr, rxq_ovfl, write_socka
 
 use super::{RxPacket, Transport, TransportCounters, TxPacket};
 use crate::config::{HugepageMode, UringCfg};
-use crate::pool::{FreeList, Region};
+use crate::pool::{FreeList, Region, TouchMap};
 
 const RECVMSG_OUT_LEN: u32 = 16;
 /// Where the datagram starts in a receive buffer of an IPv4 socket.
@@ -141,6 +141,8 @@ pub struct UringTransport {
     tx_count: u32,
     buf_size: u32,
     rx_in_use: u32,
+    /// First touch or reuse of each receive buffer the kernel filled.
+    rx_touch: TouchMap,
     tx_free: FreeList,
     tx_inflight: u32,
     /// Sends waiting for submission queue space.
@@ -217,6 +219,7 @@ impl UringTransport {
             tx_count,
             buf_size,
             rx_in_use: 0,
+            rx_touch: TouchMap::new(rx_count),
             tx_free: FreeList::new(tx_count),
             tx_inflight: 0,
             tx_backlog: std::collections::VecDeque::with_capacity(tx_count as usize),
@@ -476,6 +479,7 @@ impl UringTransport {
                             out[n] = pkt;
                             n += 1;
                             self.rx_in_use += 1;
+                            self.rx_touch.take(u32::from(bid));
                             self.counters.rx_frames += 1;
                         }
                         parsed => {
@@ -648,11 +652,16 @@ impl Transport for UringTransport {
     }
 
     fn counters(&self) -> TransportCounters {
+        let huge = self.counters.hugepages;
         TransportCounters {
             rx_in_use: self.rx_in_use,
             tx_in_use: self.tx_free.in_use(),
-            buffer_reuses: self.tx_free.reuses
-                + self.counters.rx_frames.saturating_sub(self.rx_count as u64),
+            buffer_reuses: self.tx_free.reuses + self.rx_touch.reuses,
+            pools: [
+                self.rx_touch.counters(self.rx_in_use, pool_bytes(self.rx_count, self.buf_size), huge),
+                self.tx_free.counters(pool_bytes(self.tx_count, self.buf_size), huge),
+                crate::pool::PoolCounters::default(),
+            ],
             ..self.counters
         }
     }
@@ -741,4 +750,9 @@ impl UringTransport {
     pub fn steer_by_tag(&self, group: u32) -> io::Result<()> {
         sock::steer_by_tag(&self.socket, group)
     }
+}
+
+/// Bytes of `n` buffers of `size` bytes.
+fn pool_bytes(n: u32, size: u32) -> u64 {
+    u64::from(n) * u64::from(size)
 }
