@@ -65,6 +65,10 @@ if [ "$mode" != "--runtime" ]; then
         log "installing schemathesis (the admin API conformance stage)"
         python3 -m pip install -q "schemathesis==4.32.5"
     fi
+    # The test OpenTelemetry Collector (tests/otelcol) the trace tests start:
+    # built once into .cache/bin (about 1 to 2 min the first time, then a
+    # hash check).
+    bash "$root/scripts/build-otelcol.sh"
     # The async-jobs benchmark's modules (perf/jobs: onnxruntime_go, nats.go;
     # scripts/test-jobs.sh vets it). Idempotent: a no-op once cached.
     (cd "$root/perf/jobs" && go mod download)

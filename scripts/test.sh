@@ -45,6 +45,8 @@ run "rust tests" cargo test --workspace
 run "JSON-Schema-Test-Suite conformance (pass counts per draft, against the jsonschema crate)" cargo test -p sluice-validate --test suite -- --nocapture
 run "rust lints (clippy -D warnings, every feature)" rust_lints
 run "go lints (go vet, staticcheck)" bash -c 'cd go-control && go vet ./... && ../.cache/bin/staticcheck ./...'
+# Includes the trace tests against the real collector setup.sh built
+# (.cache/bin/otelcol-sluice): two engines, spans read back; under 1 s.
 run "go tests" bash -c 'cd go-control && go test ./...'
 run "admin API and registry against their OpenAPI document (schemathesis, live sluiced)" scripts/api-check.sh
 run "go client (clients/go: conformance vectors, real engine, npy against numpy)" bash -c 'cd clients/go && go vet ./... && go test ./... && cd ../../perf/goclient && go vet ./...'

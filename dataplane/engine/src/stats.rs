@@ -206,6 +206,10 @@ pub struct WorkerCounters {
     pub copied_bytes: [AtomicU64; COPY_PATHS],
     /// Frames that took a copy, by path.
     pub copied_frames: [AtomicU64; COPY_PATHS],
+    /// Span records pushed to the worker's ring (traced requests).
+    pub spans_recorded: AtomicU64,
+    /// Span records dropped because the ring was full.
+    pub spans_dropped: AtomicU64,
     /// Serving: set once the worker runs, cleared when its loop ends
     /// (stopped, or failed).
     pub alive: AtomicBool,
@@ -246,6 +250,8 @@ impl Default for WorkerCounters {
             buffer_reuses: AtomicU64::new(0),
             rx_kernel_drops: AtomicU64::new(0),
             pools: std::array::from_fn(|_| PoolAtomics::default()),
+            spans_recorded: AtomicU64::new(0),
+            spans_dropped: AtomicU64::new(0),
             copied_bytes: std::array::from_fn(|_| AtomicU64::new(0)),
             copied_frames: std::array::from_fn(|_| AtomicU64::new(0)),
             alive: AtomicBool::new(false),
@@ -571,6 +577,10 @@ pub struct WorkerStats {
     pub pools: Vec<PoolStats>,
     /// Payload bytes copied, by path and reason.
     pub copies: Vec<CopyStats>,
+    /// Span records of traced requests pushed to the ring.
+    pub spans_recorded: u64,
+    /// Span records dropped (ring full).
+    pub spans_dropped: u64,
     /// Receive to reply.
     pub latency: Percentiles,
     /// Per shard.

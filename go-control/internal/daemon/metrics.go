@@ -30,6 +30,7 @@ type collector struct {
 	wLat, wLatHist, wLatMax                                                       *prometheus.Desc
 	wUp, wPanics, wKernelDrops                                                    *prometheus.Desc
 	pAllocs, pReuses, pFirst, pTouched, pRatio, pBytes, wCopiedBy, wCopiedFrames  *prometheus.Desc
+	wSpans, wSpansDropped                                                         *prometheus.Desc
 
 	sRequests, sErrors                  *prometheus.Desc
 	sQueue, sQueueHist, sQueueMax       *prometheus.Desc
@@ -80,6 +81,9 @@ func newCollector(d *Daemon) *collector {
 		wCopiedBy:     desc("worker_bytes_copied_total", "Payload bytes copied, by path and the reason that path copies.", append(w, "path", "reason")...),
 		wCopiedFrames: desc("worker_frames_copied_total", "Frames whose payload was copied, by path and reason.", append(w, "path", "reason")...),
 
+		wSpans:        desc("worker_spans_recorded_total", "Span records of traced requests the worker pushed to its ring (docs/observability.md).", w...),
+		wSpansDropped: desc("worker_spans_dropped_total", "Span records dropped because the worker's ring was full.", w...),
+
 		sRequests:    desc("shard_requests_total", "Requests routed to the shard.", s...),
 		sErrors:      desc("shard_errors_total", "Error frames after routing.", s...),
 		sQueue:       desc("shard_queue_seconds", "Receive to start of service (quantiles).", s...),
@@ -106,7 +110,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.changes, c.wRequests, c.wErrors, c.wRefusals, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
 		c.wTxErr, c.wForeign, c.wPings, c.wNegotiations, c.wCopied, c.wSleeps, c.wPool, c.wPoolUse, c.wReuse,
 		c.wLat, c.wLatHist, c.wLatMax, c.wUp, c.wPanics, c.wKernelDrops,
-		c.pAllocs, c.pReuses, c.pFirst, c.pTouched, c.pRatio, c.pBytes, c.wCopiedBy, c.wCopiedFrames, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
+		c.pAllocs, c.pReuses, c.pFirst, c.pTouched, c.pRatio, c.pBytes, c.wCopiedBy, c.wCopiedFrames, c.wSpans, c.wSpansDropped, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
 		c.sService, c.sServiceHist, c.sServiceMax,
 		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors} {
 		ch <- d
@@ -206,6 +210,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, c.wUp, up, l...)
 		counter(ch, c.wPanics, w.Panics, l...)
 		counter(ch, c.wKernelDrops, w.RxKernelDrops, l...)
+		counter(ch, c.wSpans, w.SpansRecorded, l...)
+		counter(ch, c.wSpansDropped, w.SpansDropped, l...)
 		for _, p := range w.Pools {
 			pl := append(append([]string{}, l...), p.Pool)
 			counter(ch, c.pAllocs, p.Allocs, pl...)

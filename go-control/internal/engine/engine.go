@@ -225,6 +225,10 @@ type WorkerStats struct {
 	Pools []PoolStats `json:"pools,omitempty"`
 	// Copies are payload bytes copied, by path, each with its reason.
 	Copies []CopyStats `json:"copies,omitempty"`
+	// SpansRecorded and SpansDropped count span records of traced
+	// requests pushed to the worker's ring, and dropped when it was full.
+	SpansRecorded uint64 `json:"spans_recorded"`
+	SpansDropped  uint64 `json:"spans_dropped"`
 }
 
 // PoolStats is one buffer pool of a worker.

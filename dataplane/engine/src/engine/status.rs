@@ -124,6 +124,8 @@ impl Engine {
                 panics: ld(&c.panics),
                 pools: c.pool_stats(),
                 copies: c.copies(),
+                spans_recorded: ld(&c.spans_recorded),
+                spans_dropped: ld(&c.spans_dropped),
                 ..WorkerStats::default()
             };
             w.hist.read(|h| {

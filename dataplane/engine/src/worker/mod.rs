@@ -23,9 +23,10 @@ use crate::transport::{PORT_FORWARD, RxPacket, Transport, TxPacket};
 
 mod classify;
 mod forward;
+mod trace;
 
-use classify::build_immediate;
-pub use classify::{Immediate, Verdict, classify_frame};
+use classify::{Marks, build_immediate};
+pub use classify::{Immediate, Verdict, classify_frame, classify_traced};
 pub use forward::FORWARD_PENDING_MAX;
 use forward::{FORWARD_SCAN_EVERY, PeerDown};
 
@@ -77,6 +78,8 @@ pub struct WorkerLinks {
     pub counters: Arc<WorkerCounters>,
     /// Latency histograms, published every `PUBLISH_EVERY`.
     pub hist_out: Arc<HistExchange>,
+    /// Span records of traced requests, drained by the control side.
+    pub spans: Arc<crate::trace::SpanRing>,
 }
 
 /// Worker settings.
@@ -94,6 +97,8 @@ pub struct WorkerParams {
     pub forward_timeout: Duration,
     /// Slots of the replay table (`auth.replay_entries`).
     pub replay_entries: usize,
+    /// Which requests are traced (`[tracing]`).
+    pub sampler: crate::trace::Sampler,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -136,6 +141,17 @@ pub struct Worker<T: Transport> {
     forwarded: PendingForwards,
     peers_down: Vec<Option<PeerDown>>,
     last_forward_scan: Instant,
+    /// Where the current frame's stages ended (traced frames only).
+    marks: Marks,
+    /// Wall clock of the burst, ns since the Unix epoch.
+    burst_wall_ns: u64,
+    /// Per frame of the burst: its span record, when traced.
+    span_recs: Box<[crate::trace::SpanRecord]>,
+    span_open: Box<[bool]>,
+    /// Some frame of this burst is traced.
+    spans_open: bool,
+    span_ids: crate::trace::SpanIds,
+    spans: Arc<crate::trace::SpanRing>,
 }
 
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
@@ -158,6 +174,7 @@ impl<T: Transport> Worker<T> {
             returned,
             counters,
             hist_out,
+            spans,
         } = links;
         let (epoch, tables) = shared.tables.load();
         let mut handlers = handlers;
@@ -189,6 +206,16 @@ impl<T: Transport> Worker<T> {
             forwarded: PendingForwards::new(FORWARD_PENDING_MAX),
             peers_down: vec![None; crate::config::limits::PEER_COUNT_MAX],
             last_forward_scan: Instant::now(),
+            marks: Marks {
+                sampler: p.sampler,
+                ..Marks::default()
+            },
+            burst_wall_ns: 0,
+            span_recs: vec![crate::trace::SpanRecord::default(); p.rx_burst_max].into_boxed_slice(),
+            span_open: vec![false; p.rx_burst_max].into_boxed_slice(),
+            spans_open: false,
+            span_ids: crate::trace::SpanIds::new(p.index),
+            spans,
         }
     }
 
@@ -315,10 +342,11 @@ impl<T: Transport> Worker<T> {
             return 0;
         }
         self.burst_start = Instant::now();
-        let wall = SystemTime::now()
+        let wall_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
-        self.now_us = self.now_us.max(wall);
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.burst_wall_ns = wall_ns;
+        self.now_us = self.now_us.max(wall_ns / 1000);
         bump(&self.counters.bursts, 1);
         self.burst_n = n;
         self.rx_open[..n].fill(true);
@@ -332,6 +360,7 @@ impl<T: Transport> Worker<T> {
             "a frame left unanswered"
         );
         self.flush_sends();
+        self.trace_flush();
         self.burst_n = 0;
         n
     }
@@ -418,14 +447,19 @@ impl<T: Transport> Worker<T> {
             self.relay_answer(i);
             return;
         }
-        let verdict = classify_frame(
+        self.marks.reset();
+        let verdict = classify_traced(
             self.transport.rx_bytes(&pkt),
             pkt.truncated,
             &self.tables,
             draining,
             self.now_us,
             Some(&mut self.replay),
+            &mut self.marks,
         );
+        if self.marks.on {
+            self.trace_begin(i, &verdict);
+        }
         match verdict {
             Verdict::Drop => {
                 bump(&self.counters.not_sluice, 1);
@@ -537,6 +571,7 @@ impl<T: Transport> Worker<T> {
             }
         };
         let done = Instant::now();
+        self.trace_run(p.pkt as usize, started, done);
         record(&mut self.hist.queue[shard], started - self.burst_start);
         record(&mut self.hist.service[shard], done - started);
         match result {
@@ -580,12 +615,14 @@ impl<T: Transport> Worker<T> {
         };
         match &r {
             Immediate::Error(code, _) => {
+                self.trace_outcome(i, *code as u16);
                 self.counters.error(*code);
                 if let Some(s) = shard {
                     bump(&self.counters.shard_errors[s], 1);
                 }
             }
             Immediate::Refused(r) => {
+                self.trace_outcome(i, r.code as u16);
                 self.counters.error(r.code);
                 self.counters.refused(r.cause);
             }
