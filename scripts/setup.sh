@@ -14,10 +14,14 @@ mode=${1:-all}
 log() { echo "setup: $*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-apt_pkgs=(clang libclang-dev pkg-config iproute2 ethtool libdpdk-dev dpdk-dev)
+# systemtap-sdt-dev: sys/sdt.h, so the engine's USDT probes are compiled in
+# (ffi/probes-sys; without it they compile to nothing).
+apt_pkgs=(clang libclang-dev pkg-config iproute2 ethtool libdpdk-dev dpdk-dev systemtap-sdt-dev)
 # The RDMA unit tests and the C ABI connection test build rdma-sys, which
 # needs the rdma-core headers (no device needed).
 [ "$mode" != "--runtime" ] && apt_pkgs+=(libibverbs-dev librdmacm-dev)
+# bpftrace attaches to the USDT probes in scripts/test-usdt.sh (root).
+[ "$mode" != "--runtime" ] && apt_pkgs+=(bpftrace)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -60,6 +60,11 @@ if [ "$(id -u)" = 0 ]; then
 else
     stage "dpdk end to end: skipped (needs root for hugepages, namespaces and AF_XDP)"
 fi
+if [ "$(id -u)" = 0 ]; then
+    run "usdt probes under bpftrace (every probe counted; scripts/trace/*.bt; about 10 s)" scripts/test-usdt.sh
+else
+    stage "usdt probes under bpftrace: skipped (needs root for uprobes)"
+fi
 run "rdma unit tests (no device on the host: start-up must say so)" cargo test -p sluice-engine --features rdma --lib transport::rdma
 run "rdma connection management through the C ABI (host: empty list, not-found close)" cargo test -p sluice-ffi --features rdma --test connections
 if [ "$(id -u)" = 0 ]; then

@@ -259,7 +259,10 @@ mod tests {
         f.free(b);
         f.free(c);
         let p = f.counters(4 * 4096, false);
-        assert_eq!((p.allocs, p.reuses, p.touched, p.in_use, p.capacity), (3, 1, 2, 0, 4));
+        assert_eq!(
+            (p.allocs, p.reuses, p.touched, p.in_use, p.capacity),
+            (3, 1, 2, 0, 4)
+        );
         let mut t = TouchMap::new(2);
         t.take(1);
         t.take(1);

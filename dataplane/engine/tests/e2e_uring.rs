@@ -102,7 +102,11 @@ fn pools_count_first_touches_and_reuses_and_copies_by_path() {
     let w = loop {
         let st = e.stats();
         let w = st.workers[0].clone();
-        let rx = w.pools.iter().find(|p| p.pool == "rx").map_or(0, |p| p.allocs);
+        let rx = w
+            .pools
+            .iter()
+            .find(|p| p.pool == "rx")
+            .map_or(0, |p| p.allocs);
         if rx >= N || std::time::Instant::now() > deadline {
             break w;
         }
@@ -122,7 +126,10 @@ fn pools_count_first_touches_and_reuses_and_copies_by_path() {
     // LIFO free list, one request at a time: the same warm buffer each time.
     assert_eq!(tx.touched, 1, "{tx:?}");
     assert_eq!(tx.reuses, N - 1);
-    assert!(w.pools.iter().all(|p| p.pool != "large"), "no large pool on io_uring");
+    assert!(
+        w.pools.iter().all(|p| p.pool != "large"),
+        "no large pool on io_uring"
+    );
     assert_eq!(w.copies.len(), 1, "{:?}", w.copies);
     assert_eq!(w.copies[0].path, "echo_reply");
     assert_eq!(w.copies[0].frames, N);

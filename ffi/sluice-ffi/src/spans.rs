@@ -59,7 +59,8 @@ pub struct SluiceSpan {
     pub adapter: [u8; 32],
 }
 
-const _: () = assert!(SPAN_MODEL_BYTES == 32 && SPAN_VERSION_BYTES == 16 && SPAN_ADAPTER_BYTES == 32);
+const _: () =
+    assert!(SPAN_MODEL_BYTES == 32 && SPAN_VERSION_BYTES == 16 && SPAN_ADAPTER_BYTES == 32);
 
 impl From<&SpanRecord> for SluiceSpan {
     fn from(r: &SpanRecord) -> SluiceSpan {

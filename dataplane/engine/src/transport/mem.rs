@@ -154,8 +154,10 @@ impl Transport for MemTransport {
             tx_in_use: self.tx_free.in_use(),
             buffer_reuses: self.rx_free.reuses + self.tx_free.reuses,
             pools: [
-                self.rx_free.counters((self.rx_mem.len() - ALIGN) as u64, false),
-                self.tx_free.counters((self.tx_mem.len() - ALIGN) as u64, false),
+                self.rx_free
+                    .counters((self.rx_mem.len() - ALIGN) as u64, false),
+                self.tx_free
+                    .counters((self.tx_mem.len() - ALIGN) as u64, false),
                 PoolCounters::default(),
             ],
             ..self.counters

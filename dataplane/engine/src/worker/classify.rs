@@ -149,10 +149,16 @@ pub fn classify_traced(
     if draining {
         return Verdict::Reply(E(ErrorCode::ShuttingDown, "appliance is shutting down"));
     }
+    let rid = frame.request_id();
+    probes_sys::parse(|| (rid, frame.tenant_id(), frame.frame_len() as u32));
     let tenant = match auth::authenticate(&frame, t, now_us, replay) {
         Ok(tn) => tn,
-        Err(r) => return refused(r),
+        Err(r) => {
+            probes_sys::auth(|| (rid, frame.tenant_id(), 0));
+            return refused(r);
+        }
     };
+    probes_sys::auth(|| (rid, frame.tenant_id(), 1));
     Marks::stamp(marks.on, &mut marks.auth);
     if frame.model_version().is_empty() {
         return Verdict::Reply(E(ErrorCode::ModelVersionRequired, "model version required"));
@@ -182,8 +188,16 @@ pub fn classify_traced(
             Err(r) => return Verdict::Reply(E(r.code, r.message)),
         }
     }
+    probes_sys::validate(|| (rid, frame.schema_id()));
     Marks::stamp(marks.on, &mut marks.validate);
     let v = route(&frame, t, tenant, json);
+    probes_sys::route(|| {
+        let shard = match v {
+            Verdict::Admit { shard, .. } | Verdict::Forward { shard } => shard as u32,
+            _ => u32::from(u16::MAX),
+        };
+        (rid, shard)
+    });
     Marks::stamp(marks.on, &mut marks.route);
     v
 }

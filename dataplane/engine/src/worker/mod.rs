@@ -25,8 +25,8 @@ mod classify;
 mod forward;
 mod trace;
 
-use classify::{Marks, build_immediate};
 pub use classify::{Immediate, Verdict, classify_frame, classify_traced};
+use classify::{Marks, build_immediate};
 pub use forward::FORWARD_PENDING_MAX;
 use forward::{FORWARD_SCAN_EVERY, PeerDown};
 
@@ -485,6 +485,11 @@ impl<T: Transport> Worker<T> {
                         pkt: i as u16,
                         slot: slot as u16,
                     });
+                    let depth = q.len() as u32;
+                    probes_sys::admit(|| {
+                        let rid = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).request_id();
+                        (rid, shard as u32, depth)
+                    });
                 }
             }
         }
@@ -492,6 +497,10 @@ impl<T: Transport> Worker<T> {
 
     fn flush_sends(&mut self) {
         if !self.sends.is_empty() {
+            probes_sys::send(|| {
+                let bytes = self.sends.iter().map(|p| u64::from(p.len)).sum();
+                (self.sends.len() as u32, bytes)
+            });
             self.transport.tx_burst(&self.sends);
             self.sends.clear();
         }
@@ -534,12 +543,15 @@ impl<T: Transport> Worker<T> {
             self.release(p.pkt as usize);
             return;
         };
+        probes_sys::pool_alloc(|| (tx,));
         let now_us = self.now_us;
         let tx_len;
         let result = {
             let (rxb, txb) = self.transport.frames(&pkt, tx);
             tx_len = txb.len();
             let req = Frame::new_unchecked(rxb);
+            let rid = req.request_id();
+            probes_sys::infer_start(|| (rid, shard as u32));
             if req.deadline_us() != 0 && now_us > req.deadline_us() {
                 Err(Reject::new(
                     ErrorCode::DeadlineExceeded,
@@ -571,6 +583,11 @@ impl<T: Transport> Worker<T> {
             }
         };
         let done = Instant::now();
+        probes_sys::infer_end(|| {
+            let rid = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).request_id();
+            let code = result.as_ref().err().map_or(0, |r| r.code as u32);
+            (rid, shard as u32, code)
+        });
         self.trace_run(p.pkt as usize, started, done);
         record(&mut self.hist.queue[shard], started - self.burst_start);
         record(&mut self.hist.service[shard], done - started);
@@ -590,6 +607,7 @@ impl<T: Transport> Worker<T> {
                 record(&mut self.hist.total, done - self.burst_start);
             }
             Err(r) => {
+                probes_sys::pool_free(|| (tx,));
                 self.transport.tx_free(tx);
                 self.reply(
                     p.pkt as usize,
@@ -609,6 +627,18 @@ impl<T: Transport> Worker<T> {
             self.release(i);
             return;
         };
+        probes_sys::pool_alloc(|| (tx,));
+        if let Immediate::Error(code, _) | Immediate::Refused(crate::auth::Refusal { code, .. }) = r
+        {
+            probes_sys::error(|| {
+                let f = Frame::new_unchecked(self.transport.rx_bytes(&pkt));
+                (
+                    f.try_request_id().unwrap_or(0),
+                    f.try_tenant_id().unwrap_or(0),
+                    code as u32,
+                )
+            });
+        }
         let len = {
             let (rxb, txb) = self.transport.frames(&pkt, tx);
             build_immediate(rxb, txb, &r, &self.tables)
@@ -639,7 +669,10 @@ impl<T: Transport> Worker<T> {
                 });
                 record(&mut self.hist.total, self.burst_start.elapsed());
             }
-            None => self.transport.tx_free(tx),
+            None => {
+                probes_sys::pool_free(|| (tx,));
+                self.transport.tx_free(tx);
+            }
         }
     }
 }

@@ -658,8 +658,13 @@ impl Transport for UringTransport {
             tx_in_use: self.tx_free.in_use(),
             buffer_reuses: self.tx_free.reuses + self.rx_touch.reuses,
             pools: [
-                self.rx_touch.counters(self.rx_in_use, pool_bytes(self.rx_count, self.buf_size), huge),
-                self.tx_free.counters(pool_bytes(self.tx_count, self.buf_size), huge),
+                self.rx_touch.counters(
+                    self.rx_in_use,
+                    pool_bytes(self.rx_count, self.buf_size),
+                    huge,
+                ),
+                self.tx_free
+                    .counters(pool_bytes(self.tx_count, self.buf_size), huge),
                 crate::pool::PoolCounters::default(),
             ],
             ..self.counters

@@ -647,11 +647,14 @@ impl Transport for RdmaTransport {
             pools: [
                 self.rx_touch.counters(
                     self.rx_in_use,
-                    bytes(self.rx_count, self.buf_size) + bytes(self.large_busy.len() as u32, self.slot_size),
+                    bytes(self.rx_count, self.buf_size)
+                        + bytes(self.large_busy.len() as u32, self.slot_size),
                     huge,
                 ),
-                self.tx_free.counters(bytes(self.tx_count, self.buf_size), huge),
-                self.large_free.counters(bytes(self.large_free.capacity(), self.slot_size), huge),
+                self.tx_free
+                    .counters(bytes(self.tx_count, self.buf_size), huge),
+                self.large_free
+                    .counters(bytes(self.large_free.capacity(), self.slot_size), huge),
             ],
             ..self.counters
         }
