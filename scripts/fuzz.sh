@@ -18,8 +18,18 @@ case $seconds in
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 targets=("$@")
+# The DPDK fragment target needs DPDK (libdpdk-dev) and its ip_frag sources.
+features=()
+if pkg-config --exists libdpdk 2>/dev/null && "$root/scripts/setup-dpdk-src.sh" >/dev/null; then
+    features=(--features dpdk)
+fi
 if [ ${#targets[@]} -eq 0 ]; then
     targets=(parse_frame roundtrip validate_json compile_json validate_avro validate_protobuf)
+    if [ ${#features[@]} -gt 0 ]; then
+        targets+=(frag_reassembly)
+    else
+        echo "fuzz: DPDK not found: frag_reassembly skipped (apt-get install libdpdk-dev pkg-config)" >&2
+    fi
 fi
 if ! command -v cargo-fuzz >/dev/null; then
     echo "cargo-fuzz missing: cargo install cargo-fuzz --locked" >&2
@@ -33,7 +43,7 @@ fi
 target_dir=${FUZZ_TARGET_DIR:-$root/target/fuzz}
 max_len=${FUZZ_MAX_LEN_BYTES:-8192}
 cd "$root/fuzz"
-cargo +nightly fuzz build --target-dir "$target_dir"
+cargo +nightly fuzz build "${features[@]}" --target-dir "$target_dir"
 
 failed=()
 for t in "${targets[@]}"; do
@@ -46,7 +56,7 @@ for t in "${targets[@]}"; do
     artifacts=$root/fuzz/artifacts/$t
     mkdir -p "$work" "$artifacts"
     echo "== fuzz $t for ${seconds}s"
-    if cargo +nightly fuzz run --target-dir "$target_dir" "$t" "$work" "$seeds" -- \
+    if cargo +nightly fuzz run "${features[@]}" --target-dir "$target_dir" "$t" "$work" "$seeds" -- \
         -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
         -artifact_prefix="$artifacts/" -print_final_stats=1; then
         echo "== $t: no crash"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Reserves and mounts 2 MiB hugepages for DPDK, or gives them back.
 #
-#   scripts/hugepages.sh reserve N   ensure at least N pages (saves the old count)
+#   scripts/hugepages.sh reserve N [MIN]
+#                                    ensure at least N pages (saves the old count);
+#                                    with MIN, MIN..N pages are enough (a note says so)
 #   scripts/hugepages.sh release     restore the count saved by `reserve`
 #   scripts/hugepages.sh free        print HugePages_Free
 #
@@ -14,16 +16,20 @@ free_pages() { awk '/^HugePages_Free:/ {print $2}' /proc/meminfo; }
 
 case "${1:-}" in
 reserve)
-    want=${2:?usage: hugepages.sh reserve N}
+    want=${2:?usage: hugepages.sh reserve N [MIN]}
+    min=${3:-$want}
     cur=$(cat "$nr")
     [ -e "$state" ] || echo "$cur" > "$state"
     if [ "$cur" -lt "$want" ]; then
         echo "$want" > "$nr"
     fi
     got=$(cat "$nr")
-    if [ "$got" -lt "$want" ]; then
+    if [ "$got" -lt "$min" ]; then
         echo "hugepages: asked for $want pages, the kernel gave $got (memory fragmented?)" >&2
         exit 1
+    fi
+    if [ "$got" -lt "$want" ]; then
+        echo "hugepages: asked for $want pages, the kernel gave $got; $min are enough: going on" >&2
     fi
     mkdir -p /dev/hugepages
     if ! mountpoint -q /dev/hugepages; then

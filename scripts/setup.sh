@@ -16,7 +16,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # systemtap-sdt-dev: sys/sdt.h, so the engine's USDT probes are compiled in
 # (ffi/probes-sys; without it they compile to nothing).
-apt_pkgs=(clang libclang-dev pkg-config iproute2 ethtool libdpdk-dev dpdk-dev systemtap-sdt-dev)
+apt_pkgs=(clang libclang-dev pkg-config iproute2 ethtool libdpdk-dev dpdk-dev nftables systemtap-sdt-dev)
 # The RDMA unit tests and the C ABI connection test build rdma-sys, which
 # needs the rdma-core headers (no device needed).
 [ "$mode" != "--runtime" ] && apt_pkgs+=(libibverbs-dev librdmacm-dev)
@@ -40,6 +40,11 @@ if [ "$mode" != "--runtime" ] && ! cargo clippy --version >/dev/null 2>&1; then
 fi
 
 "$root/scripts/setup-onnxruntime.sh" >/dev/null
+# DPDK's ip_frag sources, for dpdk-sys to build librte_ip_frag with 64
+# fragments per datagram (Debian's takes 8): the engine's dpdk feature.
+if [ "$mode" != "--runtime" ]; then
+    "$root/scripts/setup-dpdk-src.sh" >/dev/null
+fi
 # rdma-core headers and the qemu guest toolchain (Soft-RoCE tests).
 if [ "$mode" != "--runtime" ] && [ "$(id -u)" = 0 ]; then
     bash "$root/scripts/rdma-setup.sh" >/dev/null

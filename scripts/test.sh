@@ -21,7 +21,14 @@ failed=()
 run() {
     local name=$1; shift
     stage "$name"
-    if "$@"; then echo "---- $name: ok"; else echo "---- $name: FAILED"; failed+=("$name"); fi
+    local t0=$SECONDS
+    if "$@"; then
+        echo "---- $name: ok ($((SECONDS - t0)) s)"
+    else
+        # The disk left is the first thing to know about a failure in CI.
+        echo "---- $name: FAILED ($((SECONDS - t0)) s; disk: $(df -h "$root" | awk 'NR==2{print $4" free of "$2}'))"
+        failed+=("$name")
+    fi
 }
 
 # The conventions as lints: clippy with the workspace's [workspace.lints]
@@ -74,7 +81,7 @@ else
 fi
 # About 2 minutes: 60 s of faults plus start-up, settling and the check.
 run "fleet fault injection (3 nats-server, 3 sluiced, 60 s of faults)" scripts/fleet-faults.sh 60s
-run "schema registry with Confluent's client" bash -c 'cd go-control && python3 registry/testdata/confluent_client_test.py'
+run "schema registry with Confluent's client, Avro verdicts against Apache Avro's checker" bash -c 'cd go-control && python3 registry/testdata/confluent_client_test.py && python3 registry/testdata/avro_compat_test.py'
 run "fuzz (${FUZZ_SECONDS:-30}s per target)" scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
 
 echo

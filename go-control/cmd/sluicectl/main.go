@@ -47,6 +47,8 @@ commands:
   reload                          re-read the config file on the daemon
   jobs                            JetStream ingress: per stream lag, in flight, acked, nak'ed, dead-lettered, redelivered
   infer MODEL VERSION --input NAME=FILE.npy|FILE.json|@JSON ...  one inference request (infer -h)
+  schemas diff SUBJECT V1 V2      per-field verdicts (backward, forward) between two registry versions
+  schemas contract SUBJECT V      the contract snapshot of a version: fingerprint, fields, types
 
 environment: SLUICE_ADDR (host:port or unix:/path), SLUICE_TOKEN
 `
@@ -249,6 +251,8 @@ func dispatch(c *client, p *printer, args []string) error {
 		return reload(c, p)
 	case "jobs":
 		return jobs(c, p, rest)
+	case "schemas":
+		return schemasCmd(c, p, rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(p.w, usage)
 		return nil

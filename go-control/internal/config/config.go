@@ -35,7 +35,8 @@ type Config struct {
 	Tenants     []Tenant    `toml:"tenants" json:"tenants"`
 	Peers       []Peer      `toml:"peers" json:"peers"`
 	Control     Control     `toml:"control" json:"control"`
-	// Opaque here: the engine checks [dpdk] and [rdma] (per build feature).
+	// Opaque here: the engine checks [dpdk] and [rdma] (per build feature);
+	// the large-frame keys of [dpdk] are checked here too (dpdk.go).
 	DPDK map[string]any `toml:"dpdk" json:"dpdk,omitempty"`
 	RDMA map[string]any `toml:"rdma" json:"rdma,omitempty"`
 	// Fleet is read by the daemon when control.store = "nats"; the engine

@@ -165,6 +165,7 @@ func Validate(cfg *Config) []Issue {
 	c.control(&cfg.Control)
 	c.fleet(&cfg.Fleet, cfg.Control.Store == "nats")
 	c.jobs(&cfg.Jobs, &cfg.Fleet, &cfg.Engine)
+	c.dpdk(cfg.DPDK)
 	return c.issues
 }
 

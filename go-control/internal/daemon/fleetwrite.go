@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-ai/sluice/go-control/internal/api"
@@ -16,6 +17,7 @@ import (
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
 	"github.com/sluice-ai/sluice/go-control/internal/natskv"
 	"github.com/sluice-ai/sluice/go-control/internal/store"
+	"github.com/sluice-ai/sluice/go-control/registry"
 )
 
 // FleetLink is what the daemon needs of its fleet (internal/fleet).
@@ -271,7 +273,7 @@ func outcomeFields(w http.ResponseWriter, err error, doc *api.Error) {
 // store), and the answer carries the id and where it landed.
 func changeMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions {
+		if !writes(r.Method) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -281,12 +283,43 @@ func changeMiddleware(next http.Handler) http.Handler {
 		if !given {
 			id = change.NewID()
 		} else if err := change.Check(id); err != nil {
-			writeErr(w, err)
+			refuseChangeID(w, r, err)
 			return
 		}
 		rec := &change.Record{ID: id}
 		next.ServeHTTP(&changeWriter{ResponseWriter: w, rec: rec}, r.WithContext(change.With(r.Context(), rec)))
 	})
+}
+
+// changeIDCheck refuses a malformed Idempotency-Key where no change record
+// is kept (one host, no fleet): the header means nothing there, but a
+// client's bad key is answered the same in both modes.
+func changeIDCheck(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if vs := r.Header.Values(HeaderIdempotencyKey); len(vs) > 0 && writes(r.Method) {
+			if err := change.Check(vs[0]); err != nil {
+				refuseChangeID(w, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuseChangeID answers a malformed Idempotency-Key with 400, in the
+// registry's content type on its paths (its clients read no other).
+func refuseChangeID(w http.ResponseWriter, r *http.Request, err error) {
+	if r.URL.Path == RegistryPrefix || strings.HasPrefix(r.URL.Path, RegistryPrefix+"/") {
+		api.WriteError(w, http.StatusBadRequest, registry.ContentType,
+			api.Error{ErrorCode: http.StatusBadRequest, Message: err.Error(), Code: errs.Name(err)})
+		return
+	}
+	writeErr(w, err)
+}
+
+// writes reports whether a call of this method may change state.
+func writes(method string) bool {
+	return method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions
 }
 
 // changeWriter adds the change headers as the answer starts.

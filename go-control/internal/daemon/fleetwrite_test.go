@@ -135,3 +135,29 @@ func TestFleetWriteOutcomes(t *testing.T) {
 		t.Fatal("change.Of")
 	}
 }
+
+// One host keeps no change records, but a malformed Idempotency-Key is
+// refused there too (schemathesis found it accepted), and a good one is
+// ignored.
+func TestIdempotencyKeyCheckedWithoutFleet(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""))
+	routes := `[{"name":"all","shard":"gddr6-training"}]`
+	applies := r.fake.Applies()
+	for _, bad := range []string{"", "has\ttab", "x,y"} {
+		if code, body, _ := r.doHeaders("PUT", "/v1/routes", routes, "Idempotency-Key", bad); code != 400 {
+			t.Fatalf("bad Idempotency-Key %q: %d %s", bad, code, body)
+		}
+		if code, body, _ := r.doHeaders("DELETE", "/v1/routes", "", "Idempotency-Key", bad); code != 400 {
+			t.Fatalf("DELETE with bad Idempotency-Key %q: %d %s", bad, code, body)
+		}
+	}
+	if n := r.fake.Applies(); n != applies {
+		t.Fatalf("a refused call reached the engine: %d applies, had %d", n, applies)
+	}
+	if code, body, h := r.doHeaders("PUT", "/v1/routes", routes, "Idempotency-Key", "k-1"); code != 200 || h.Get("Sluice-Change-Id") != "" {
+		t.Fatalf("good key: %d %s %v", code, body, h)
+	}
+	if code, _, _ := r.doHeaders("GET", "/v1/routes", "", "Idempotency-Key", "has space"); code != 200 {
+		t.Fatalf("a read with a bad key: %d", code)
+	}
+}

@@ -189,6 +189,8 @@ func (d *Daemon) Handler() http.Handler {
 	h := d.controlSpans(jsonMisses(mux))
 	if d.opts.Fleet != nil {
 		h = changeMiddleware(h) // fleet writes carry a change id
+	} else {
+		h = changeIDCheck(h) // unused on one host, but never accepted malformed
 	}
 	return requireToken(d.state.eff.Control.AdminToken, h)
 }

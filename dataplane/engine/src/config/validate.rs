@@ -121,6 +121,12 @@ impl Config {
                 format!("must be a multiple of {BUFFER_ALIGN}"),
             ));
         }
+        // [dpdk] is checked here too when the engine has DPDK, so its errors
+        // carry file:line like every other key's.
+        #[cfg(feature = "dpdk")]
+        if self.engine.transport == TransportKind::Dpdk {
+            crate::transport::dpdk::DpdkCfg::from_config(self)?;
+        }
         self.validate_tables()
     }
 

@@ -1,6 +1,9 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code)]
 
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
+
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

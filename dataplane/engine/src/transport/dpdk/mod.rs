@@ -19,8 +19,13 @@ use serde::Deserialize;
 
 use crate::config::{Config, ConfigError};
 
+mod frag;
+#[doc(hidden)]
+pub mod fuzzing;
+mod large;
 pub mod net;
 mod runtime;
+mod slots;
 mod stats;
 mod transport;
 
@@ -41,9 +46,23 @@ pub const MBUF_CACHE_MAX: u32 = 512;
 /// Largest descriptor ring.
 pub const DESC_MAX: u16 = 16_384;
 /// Largest mbuf data room after the headroom (fits DPDK's u16 buf_len).
-pub const MBUF_DATA_BYTES_MAX: u32 = 65_535 - 128 - 64;
+pub const MBUF_DATA_BYTES_MAX: u32 = 65_535 - 128;
 /// Smallest mbuf data room: one full 1500-byte Ethernet frame.
 pub const MBUF_DATA_BYTES_MIN: u32 = 1536;
+
+/// Smallest MTU: IPv4's minimum reassembly size (RFC 791).
+pub const MTU_MIN: u16 = 576;
+/// Largest MTU: jumbo frames as most NICs take them.
+pub const MTU_MAX: u16 = 9216;
+/// Largest slot count per worker (each slot is [`slots::SLOT_BYTES`]).
+pub const SLOTS_MAX: u32 = 4096;
+/// Largest reassembly table, datagrams in reassembly per worker.
+pub const FRAG_ENTRIES_MAX: u32 = 65_536;
+/// Longest reassembly timeout.
+pub const FRAG_TIMEOUT_MS_MAX: u32 = 30_000;
+/// EAL's own memory besides pools and slots, MiB (an estimate for the
+/// `memory_mb` check; EAL says so itself when it is short).
+const EAL_OVERHEAD_MB: u64 = 32;
 
 /// How replies get their checksums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -56,6 +75,20 @@ pub enum TxChecksumCfg {
     Software,
     /// Require the port's offload; refuse to start without it.
     Offload,
+}
+
+/// Whether large answers may leave as multi-segment mbufs (chains).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TxMultiSegCfg {
+    /// When the port advertises multi-segment transmit.
+    #[default]
+    Auto,
+    /// Always: for PMDs that send chains without advertising it (net_pcap
+    /// linearizes them itself).
+    On,
+    /// Never: large answers leave as fragments of one mbuf each (copied).
+    Off,
 }
 
 /// `[dpdk]`, parsed from the opaque table in [`Config`].
@@ -93,12 +126,36 @@ pub struct DpdkCfg {
     pub tx_desc: u16,
     /// Checksum policy for replies.
     pub tx_checksum: TxChecksumCfg,
+    /// Whether answers larger than one mbuf leave as chains (and zero-copy
+    /// fragments) or as fragments copied into one mbuf each.
+    pub tx_multi_seg: TxMultiSegCfg,
     /// Move a received frame that is not 64-byte aligned to an aligned spot
     /// in its own mbuf (one memmove of the frame), so tensors can be read in
     /// place. Off: misaligned tensors are rejected with `bad_tensor`.
     pub rx_realign: bool,
     /// Neighbour (IPv4 to MAC) cache entries per worker.
     pub neighbours_max: u32,
+    /// IPv4 MTU of the port (set on it at start): replies larger than
+    /// `mtu - 28` bytes leave as IPv4 fragments.
+    pub mtu: u16,
+    /// Receive slots per worker: 64-byte aligned buffers of 64 KiB where a
+    /// frame larger than one mbuf (scattered jumbo frame, reassembled
+    /// datagram) is made contiguous, once. 0: such frames are answered
+    /// frame_too_large and fragments are not reassembled.
+    pub rx_slots: u32,
+    /// Transmit slots per worker: 64 KiB buffers an answer larger than one
+    /// mbuf is written into in place, then sent as a chain or as fragments.
+    /// 0: answers must fit one mbuf (else response_too_large).
+    pub tx_slots: u32,
+    /// Datagrams in reassembly at once per worker (librte_ip_frag table).
+    pub frag_entries_max: u32,
+    /// Mbufs the reassembly table may hold per worker; fragments beyond
+    /// are dropped (counted `frag_table_full`), so fragments can never
+    /// drain the pool the receive ring needs.
+    pub frag_mbufs_max: u32,
+    /// A datagram whose fragments have not all arrived within this time is
+    /// dropped and its mbufs freed, ms.
+    pub frag_timeout_ms: u32,
     /// How long start waits for the link to come up, ms.
     pub link_wait_ms: u32,
     /// Longest sleep of an idle worker in adaptive poll mode, us.
@@ -127,8 +184,15 @@ impl Default for DpdkCfg {
             rx_desc: 1024,
             tx_desc: 1024,
             tx_checksum: TxChecksumCfg::Auto,
+            tx_multi_seg: TxMultiSegCfg::Auto,
             rx_realign: true,
             neighbours_max: 1024,
+            mtu: 1500,
+            rx_slots: 64,
+            tx_slots: 64,
+            frag_entries_max: 256,
+            frag_mbufs_max: 1024,
+            frag_timeout_ms: 500,
             link_wait_ms: 5000,
             idle_sleep_us: 20,
             log_level: "notice".into(),
@@ -237,6 +301,32 @@ impl DpdkCfg {
             )
         })?;
         range("neighbours_max", self.neighbours_max, 8, 1 << 20)?;
+        range("mtu", self.mtu, MTU_MIN, MTU_MAX)?;
+        range("rx_slots", self.rx_slots, 0, SLOTS_MAX)?;
+        range("tx_slots", self.tx_slots, 0, SLOTS_MAX)?;
+        range("frag_entries_max", self.frag_entries_max, 16, FRAG_ENTRIES_MAX)?;
+        range("frag_timeout_ms", self.frag_timeout_ms, 1, FRAG_TIMEOUT_MS_MAX)?;
+        let frag_room = self.mbufs_per_worker.saturating_sub(need);
+        if self.frag_mbufs_max < 64 || self.frag_mbufs_max > frag_room {
+            return Err(ConfigError::at(
+                "dpdk.frag_mbufs_max",
+                format!(
+                    "{} is out of range 64..={frag_room}: the pool keeps rx_desc + tx_desc + 2 * engine.rx_burst_max + 1.5 * mbuf_cache = {need} of its {} mbufs for the rings",
+                    self.frag_mbufs_max, self.mbufs_per_worker
+                ),
+            ));
+        }
+        let need_mb = self.memory_estimate_mb(cfg.engine.workers.len() as u64);
+        if need_mb > self.memory_mb as u64 {
+            return Err(ConfigError::at(
+                "dpdk.memory_mb",
+                format!(
+                    "{} MiB is too little: {} worker(s) need about {need_mb} MiB (mbuf pools, rx_slots and tx_slots of 64 KiB, reassembly tables, EAL)",
+                    self.memory_mb,
+                    cfg.engine.workers.len()
+                ),
+            ));
+        }
         range("link_wait_ms", self.link_wait_ms, 0, 60_000)?;
         range("idle_sleep_us", self.idle_sleep_us, 0, 10_000)?;
         if !matches!(
@@ -252,6 +342,18 @@ impl DpdkCfg {
             printable(&format!("eal_args[{i}]"), a, false)?;
         }
         Ok(())
+    }
+
+    /// Hugepage memory EAL needs for `workers`, MiB (an estimate).
+    pub fn memory_estimate_mb(&self, workers: u64) -> u64 {
+        // An mbuf: its data room, DPDK's headroom, the struct and the
+        // mempool's object header.
+        let mbuf = self.mbuf_data_bytes as u64 + 128 + 256;
+        let slots = (self.rx_slots + self.tx_slots) as u64 * slots::SLOT_BYTES as u64;
+        // A table entry holds 64 fragment records; the table has twice the entries.
+        let table = self.frag_entries_max as u64 * 2 * 1152;
+        let per_worker = self.mbufs_per_worker as u64 * mbuf + slots + table;
+        (workers * per_worker).div_ceil(1 << 20) + EAL_OVERHEAD_MB
     }
 
     /// The appliance address (validated).
@@ -271,7 +373,6 @@ impl DpdkCfg {
             // mapped, so nothing outlives the process and unmapping a page
             // returns it (`--in-memory` keeps fds open until exit).
             "--no-shconf".into(),
-            "--huge-unlink".into(),
             "--log-level".into(),
             self.log_level.clone(),
             "--no-telemetry".into(),
@@ -279,6 +380,8 @@ impl DpdkCfg {
         if self.hugepages {
             // Hugepages are mapped on demand and returned when freed (no
             // `-m` preallocation, which EAL cleanup would not give back).
+            // (EAL refuses --huge-unlink together with --no-huge.)
+            a.push("--huge-unlink".into());
             a.push("--socket-limit".into());
             a.push(self.memory_mb.to_string());
         } else {
@@ -307,9 +410,18 @@ impl DpdkCfg {
 mod tests {
     use super::*;
 
+    fn config_text(dpdk: &str) -> String {
+        format!("[engine]\nworkers = [0]\ntransport = \"dpdk\"\n[dpdk]\n{dpdk}\n")
+    }
+
     fn cfg(dpdk: &str) -> Config {
-        let text = format!("[engine]\nworkers = [0]\ntransport = \"dpdk\"\n[dpdk]\n{dpdk}\n");
-        Config::parse(&text, std::env::temp_dir()).expect("base config parses")
+        Config::parse(&config_text(dpdk), std::env::temp_dir()).expect("base config parses")
+    }
+
+    /// Parses a whole config (where [dpdk] is checked, with its line) and
+    /// its [dpdk] table.
+    fn check(dpdk: &str) -> Result<DpdkCfg, ConfigError> {
+        Config::parse(&config_text(dpdk), std::env::temp_dir()).and_then(|c| DpdkCfg::from_config(&c))
     }
 
     #[test]
@@ -335,7 +447,8 @@ mod tests {
         assert!(
             argv.contains("-a 0000:03:00.0")
                 && !argv.contains("--no-pci")
-                && argv.contains("--no-huge"),
+                && argv.contains("--no-huge")
+                && !argv.contains("--huge-unlink"),
             "{argv}"
         );
     }
@@ -360,10 +473,33 @@ mod tests {
             ("vdevs = [\"with space\"]", "dpdk.vdevs[0]"),
             ("vdevs = [\"x\"]\nlog_level = \"loud\"", "dpdk.log_level"),
             ("vdevs = [\"x\"]\nmbuf_cache = 4096", "dpdk.mbuf_cache"),
+            ("vdevs = [\"x\"]\nmtu = 100", "dpdk.mtu"),
+            ("vdevs = [\"x\"]\nmtu = 65000", "dpdk.mtu"),
+            ("vdevs = [\"x\"]\nrx_slots = 100000", "dpdk.rx_slots"),
+            ("vdevs = [\"x\"]\ntx_slots = 5000", "dpdk.tx_slots"),
+            ("vdevs = [\"x\"]\nfrag_entries_max = 1", "dpdk.frag_entries_max"),
+            ("vdevs = [\"x\"]\nfrag_timeout_ms = 0", "dpdk.frag_timeout_ms"),
+            (
+                "vdevs = [\"x\"]\nfrag_mbufs_max = 8000",
+                "dpdk.frag_mbufs_max",
+            ),
+            (
+                "vdevs = [\"x\"]\nrx_slots = 4096\ntx_slots = 4096",
+                "dpdk.memory_mb",
+            ),
         ];
         for (text, key) in cases {
-            let e = DpdkCfg::from_config(&cfg(text)).expect_err(text);
+            let e = check(text).expect_err(text);
             assert_eq!(e.key, key, "{text}: {e}");
+            // The line of the key (or of [dpdk] for table-wide errors).
+            let line = e.line.expect("located");
+            let at = config_text(text).lines().nth(line - 1).unwrap_or("").to_string();
+            let leaf = key.rsplit('.').next().unwrap_or(key);
+            let leaf = leaf.split('[').next().unwrap_or(leaf);
+            assert!(
+                at.starts_with(leaf) || at == "[dpdk]",
+                "{text}: line {line} is {at:?}, key {key}"
+            );
         }
     }
 
@@ -379,12 +515,24 @@ mod tests {
 
     #[test]
     fn missing_table_is_an_error() {
-        let c = Config::parse(
+        let e = Config::parse(
             "[engine]\nworkers = [0]\ntransport = \"dpdk\"\n",
             std::env::temp_dir(),
         )
-        .unwrap();
-        let e = DpdkCfg::from_config(&c).unwrap_err();
+        .unwrap_err();
         assert_eq!(e.key, "dpdk");
+    }
+
+    #[test]
+    fn large_frame_keys_default_and_parse() {
+        let d = check("vdevs = [\"x\"]").unwrap();
+        assert_eq!((d.mtu, d.rx_slots, d.tx_slots), (1500, 64, 64));
+        let d = check("vdevs = [\"x\"]\nmtu = 9000\nrx_slots = 0\nfrag_timeout_ms = 2000\ntx_multi_seg = \"on\"").unwrap();
+        assert_eq!((d.mtu, d.rx_slots, d.frag_timeout_ms), (9000, 0, 2000));
+        assert_eq!(d.tx_multi_seg, TxMultiSegCfg::On);
+        let e = check("vdevs = [\"x\"]\ntx_multi_seg = \"maybe\"").unwrap_err();
+        assert_eq!(e.key, "dpdk");
+        // The estimate counts every worker's pools and slots.
+        assert!(d.memory_estimate_mb(2) > d.memory_estimate_mb(1));
     }
 }

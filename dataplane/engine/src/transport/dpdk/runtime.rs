@@ -19,9 +19,11 @@ use std::time::{Duration, Instant};
 
 use dpdk_sys as sys;
 
+use super::frag::{FragHandle, FragTable};
 use super::net::{self, Drop as Garbage, HDRS_LEN, Local, TxChecksum};
+use super::slots::{SlotRegion, Slots};
 use super::stats::{QUEUE_STATS, QUEUES_USED, QueueStats, stats};
-use super::{DpdkCfg, TxChecksumCfg};
+use super::{DpdkCfg, TxChecksumCfg, TxMultiSegCfg};
 use crate::config::{Config, ConfigError};
 
 /// Frame alignment the wire format assumes for in-place tensors.
@@ -80,6 +82,9 @@ pub(super) static EAL: Mutex<EalGlobal> = Mutex::new(EalGlobal {
     pools: Vec::new(),
 });
 static LAST_STOP: Mutex<Option<StopReport>> = Mutex::new(None);
+/// EAL's argv: the strings and the pointer array (as addresses), kept for
+/// the life of the process (EAL parses them once and may keep pointers).
+static EAL_ARGV: Mutex<(Vec<CString>, Vec<usize>)> = Mutex::new((Vec::new(), Vec::new()));
 
 pub(super) fn errno_text(e: c_int) -> String {
     // SAFETY: rte_strerror returns a pointer to a static or thread-local
@@ -126,6 +131,19 @@ pub struct QueueParams {
     pub(super) rx_realign: bool,
     pub(super) idle_sleep: Duration,
     pub(super) hugepages: bool,
+    /// The port's IPv4 MTU.
+    pub(super) mtu: u16,
+    /// The port takes multi-segment mbufs on transmit.
+    pub(super) chains: bool,
+    /// MTU of the fragments of a large answer: the port's, or (fragments
+    /// made by copy, one mbuf each) what fits one mbuf.
+    pub(super) tx_frag_mtu: u16,
+    /// Receive and transmit slots (None: 0 configured).
+    pub(super) rx_slots: Option<Slots>,
+    pub(super) tx_slots: Option<Slots>,
+    /// The reassembly table (None without receive slots).
+    pub(super) frag: Option<FragHandle>,
+    pub(super) frag_mbufs_max: u32,
 }
 
 // SAFETY: the pool pointer refers to a DPDK mempool that lives until the
@@ -141,7 +159,12 @@ pub struct DpdkRuntime {
     port: u16,
     configured: bool,
     started: bool,
+    // Drop order (see `Drop`): port stop and close, then the fragment
+    // tables (their mbufs go back), the pool check, the pools, the slots
+    // (the PMD may free mbufs on a slot until the port is closed), EAL.
+    frag_tables: Vec<FragTable>,
     pools: Vec<*mut sys::rte_mempool>,
+    slot_regions: Vec<SlotRegion>,
     params: Vec<QueueParams>,
     pmd_held_at_start: u64,
 }
@@ -163,7 +186,9 @@ impl DpdkRuntime {
             cfg: d,
             configured: false,
             started: false,
+            frag_tables: Vec::new(),
             pools: Vec::new(),
+            slot_regions: Vec::new(),
             params: Vec::new(),
             pmd_held_at_start: 0,
         };
@@ -176,8 +201,8 @@ impl DpdkRuntime {
         let d = self.cfg.clone();
         let nq = workers as u16;
         let info = port_info(&d, nq)?;
-        let tx_mode = self.configure(&d, &info, nq)?;
-        let q = QueueLayout::of(&d);
+        let (tx_mode, chains) = self.configure(&d, &info, nq)?;
+        let q = QueueLayout::of(&d, chains);
         self.setup_queues(&d, &q, nq, tx_mode)?;
         self.start_port(&d, &q, nq, tx_mode)?;
         self.pmd_held_at_start = self
@@ -203,9 +228,28 @@ impl DpdkRuntime {
         d: &DpdkCfg,
         info: &sys::rte_eth_dev_info,
         nq: u16,
-    ) -> Result<TxChecksum, DpdkError> {
+    ) -> Result<(TxChecksum, bool), DpdkError> {
         let port = d.port;
         let mut conf = sys::rte_eth_conf::default();
+        check_mtu(d, info)?;
+        conf.rxmode.mtu = d.mtu as u32;
+        // SAFETY: pure functions (macros bindgen cannot evaluate).
+        let (scatter, multi_segs) = unsafe { (sys::sl_rx_offload_scatter(), sys::sl_tx_offload_multi_segs()) };
+        // Frames larger than one mbuf arrive as chains where the port can
+        // scatter them (others deliver them whole, or not at all).
+        let frame = d.mtu as u32 + net::ETH_HDR_LEN as u32 + 4;
+        if frame > d.mbuf_data_bytes && info.rx_offload_capa & scatter != 0 {
+            conf.rxmode.offloads |= scatter;
+        }
+        let advertised = info.tx_offload_capa & multi_segs != 0;
+        if advertised && d.tx_multi_seg != TxMultiSegCfg::Off {
+            conf.txmode.offloads |= multi_segs;
+        }
+        let chains = match d.tx_multi_seg {
+            TxMultiSegCfg::Auto => advertised,
+            TxMultiSegCfg::On => true,
+            TxMultiSegCfg::Off => false,
+        };
         if nq > 1 {
             conf.rxmode.mq_mode = sys::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
             // SAFETY: pure function.
@@ -236,7 +280,7 @@ impl DpdkRuntime {
             )));
         }
         self.configured = true;
-        Ok(tx_mode)
+        Ok((tx_mode, chains))
     }
 
     /// One mempool and one RX/TX queue pair per worker.
@@ -287,6 +331,7 @@ impl DpdkRuntime {
             if r != 0 {
                 return Err(DpdkError::Port(format!("tx queue {i}: {}", errno_text(-r))));
             }
+            let (rx_slots, tx_slots, frag) = self.large_frames(d, q.socket, i)?;
             self.params.push(QueueParams {
                 port,
                 queue: i,
@@ -298,9 +343,44 @@ impl DpdkRuntime {
                 rx_realign: d.rx_realign,
                 idle_sleep: Duration::from_micros(d.idle_sleep_us as u64),
                 hugepages: d.hugepages,
+                mtu: q.mtu,
+                chains: q.chains,
+                tx_frag_mtu: q.tx_frag_mtu,
+                rx_slots,
+                tx_slots,
+                frag,
+                frag_mbufs_max: d.frag_mbufs_max,
             });
         }
         Ok(())
+    }
+
+    /// Slots and the reassembly table of queue `i`, reserved at start.
+    fn large_frames(
+        &mut self,
+        d: &DpdkCfg,
+        socket: i32,
+        i: u16,
+    ) -> Result<LargeFrames, DpdkError> {
+        let port = d.port;
+        let mut handle = |r: Option<SlotRegion>| {
+            r.map(|r| {
+                let h = r.handle();
+                self.slot_regions.push(r);
+                h
+            })
+        };
+        let rx = handle(SlotRegion::create(&format!("sl_rxs_p{port}_q{i}"), d.rx_slots, socket)?);
+        let tx = handle(SlotRegion::create(&format!("sl_txs_p{port}_q{i}"), d.tx_slots, socket)?);
+        let frag = if rx.is_some() {
+            let t = FragTable::create(d.frag_entries_max, d.frag_timeout_ms, socket)?;
+            let h = t.handle();
+            self.frag_tables.push(t);
+            Some(h)
+        } else {
+            None
+        };
+        Ok((rx, tx, frag))
     }
 
     /// Starts the port and waits (bounded) for its link.
@@ -324,13 +404,19 @@ impl DpdkRuntime {
             // SAFETY: started port, valid out-parameter.
             let up = unsafe { sys::sl_link_status(port, &mut speed) };
             if up == 1 {
+                // SAFETY: pure functions of the linked library.
+                let (max_frag, built) = unsafe { (sys::sl_ip_frag_max_frag(), sys::sl_ip_frag_built()) };
                 log::info!(
-                    "dpdk: port {port} up at {speed} Mbit/s, mac {}, {nq} queue pair(s), mtu {}, {:?} checksums, ip {}:{}",
+                    "dpdk: port {port} up at {speed} Mbit/s, mac {}, {nq} queue pair(s), mtu {}, {:?} checksums, ip {}:{}, {} transmit, {} rx / {} tx slots, reassembly of up to {max_frag} fragments ({})",
                     mac_text(&q.local.mac),
                     q.mtu,
                     tx_mode,
                     q.local.ip,
-                    q.local.udp_port
+                    q.local.udp_port,
+                    if q.chains { "multi-segment" } else { "single-segment" },
+                    d.rx_slots,
+                    d.tx_slots,
+                    if built == 1 { "librte_ip_frag built from DPDK's sources" } else { "system librte_ip_frag" }
                 );
                 return Ok(());
             }
@@ -381,6 +467,38 @@ fn port_info(d: &DpdkCfg, nq: u16) -> Result<sys::rte_eth_dev_info, DpdkError> {
     Ok(info)
 }
 
+/// A queue's receive slots, transmit slots and reassembly table.
+type LargeFrames = (Option<Slots>, Option<Slots>, Option<FragHandle>);
+
+/// `dpdk.mtu` against what the port can take, as ethdev will check it, with
+/// a message that says what the port's limits are.
+fn check_mtu(d: &DpdkCfg, info: &sys::rte_eth_dev_info) -> Result<(), DpdkError> {
+    let max_mtu = info.max_mtu as u32;
+    let max_frame = info.max_rx_pktlen;
+    // ethdev's own rule for the Ethernet overhead of a port.
+    let overhead = if info.max_mtu != u16::MAX && max_frame > max_mtu {
+        max_frame - max_mtu
+    } else {
+        net::ETH_HDR_LEN as u32 + 4
+    };
+    let mtu = d.mtu as u32;
+    if mtu > max_mtu || mtu + overhead > max_frame || mtu < info.min_mtu as u32 {
+        let driver = if info.driver_name.is_null() {
+            "?".to_string()
+        } else {
+            // SAFETY: a NUL-terminated string owned by the PMD.
+            unsafe { CStr::from_ptr(info.driver_name) }.to_string_lossy().into_owned()
+        };
+        return Err(DpdkError::Port(format!(
+            "dpdk.mtu = {mtu}: port {} ({driver}) takes an MTU of {}..={} (frames of at most {max_frame} bytes)",
+            d.port,
+            info.min_mtu,
+            max_mtu.min(max_frame.saturating_sub(overhead)),
+        )));
+    }
+    Ok(())
+}
+
 /// What every queue of a configured port shares: ring sizes, NUMA socket,
 /// MTU and the addresses it answers on.
 struct QueueLayout {
@@ -390,12 +508,16 @@ struct QueueLayout {
     mtu: u16,
     /// Largest Sluice frame in one reply: MTU and mbuf room.
     tx_frame_max: usize,
+    /// The port takes chains on transmit.
+    chains: bool,
+    /// MTU of a large answer's fragments.
+    tx_frag_mtu: u16,
     local: Local,
 }
 
 impl QueueLayout {
     /// Reads them from a configured port.
-    fn of(d: &DpdkCfg) -> QueueLayout {
+    fn of(d: &DpdkCfg, chains: bool) -> QueueLayout {
         let port = d.port;
         let (mut rx_desc, mut tx_desc) = (d.rx_desc, d.tx_desc);
         // SAFETY: valid port, out-parameters are plain u16s.
@@ -410,12 +532,17 @@ impl QueueLayout {
         let mut mac = sys::rte_ether_addr::default();
         // SAFETY: valid port and out-parameter.
         unsafe { sys::rte_eth_macaddr_get(port, &mut mac) };
+        // Fragments made by copy fill one mbuf each: the library wants the
+        // fragment's payload in the mbuf's tailroom.
+        let copy_mtu = (d.mbuf_data_bytes as usize + net::IPV4_HDR_LEN).min(u16::MAX as usize) as u16;
         QueueLayout {
             rx_desc,
             tx_desc,
             socket,
             mtu,
             tx_frame_max,
+            chains,
+            tx_frag_mtu: if chains { mtu } else { mtu.min(copy_mtu) },
             local: Local {
                 mac: mac.addr_bytes,
                 ip: d.ipv4(),
@@ -433,6 +560,11 @@ fn mac_text(m: &[u8; 6]) -> String {
 }
 
 fn eal_init(d: &DpdkCfg) -> Result<(), DpdkError> {
+    eal_init_argv(d.eal_argv())
+}
+
+/// `rte_eal_init` with `args` (argv[0] included), once per process.
+pub(super) fn eal_init_argv(args: Vec<String>) -> Result<(), DpdkError> {
     let mut g = EAL.lock().unwrap_or_else(|p| p.into_inner());
     match g.state {
         EalState::Fresh => {}
@@ -447,26 +579,31 @@ fn eal_init(d: &DpdkCfg) -> Result<(), DpdkError> {
             ));
         }
     }
-    let args = d.eal_argv();
     log::info!("dpdk: rte_eal_init {}", args.join(" "));
     // EAL may keep pointers into argv (it is parsed once per process), so the
-    // strings are leaked on purpose: a few hundred bytes, once.
-    let cstrs: Vec<*mut c_char> = args
+    // strings and the array live in a static for the rest of the process: a
+    // few hundred bytes, once (and reachable, so leak checkers agree).
+    let cstrs: Vec<CString> = args
         .iter()
-        .map(|a| CString::new(a.as_str()).map(CString::into_raw))
+        .map(|a| CString::new(a.as_str()))
         .collect::<Result<_, _>>()
         .map_err(|_| DpdkError::Eal("argument contains NUL".into()))?;
-    let argv: &'static mut [*mut c_char] = Box::leak(cstrs.into_boxed_slice());
-    let argv_addr = argv.as_mut_ptr() as usize;
-    let argc = argv.len() as c_int;
+    let (argv_addr, argc) = {
+        let mut keep = EAL_ARGV.lock().unwrap_or_else(|p| p.into_inner());
+        let ptrs: Vec<usize> = cstrs.iter().map(|c| c.as_ptr() as usize).collect();
+        keep.0 = cstrs;
+        keep.1 = ptrs;
+        (keep.1.as_mut_ptr() as usize, keep.1.len() as c_int)
+    };
     // EAL pins the thread that initializes it to the main lcore; use a
     // short-lived thread so the caller (a control or Go runtime thread)
     // keeps its affinity.
     let res = std::thread::Builder::new()
         .name("sluice-eal".into())
         .spawn(move || {
-            // SAFETY: argv points to argc leaked, NUL-terminated strings that
-            // live for the rest of the process.
+            // SAFETY: argv points to argc pointers (usize-sized, in
+            // EAL_ARGV) to NUL-terminated strings that live for the rest of
+            // the process; EAL may permute the array, which is writable.
             let r = unsafe { sys::rte_eal_init(argc, argv_addr as *mut *mut c_char) };
             (r, rte_errno())
         })
@@ -496,19 +633,12 @@ impl Drop for DpdkRuntime {
             .map(|r| format!("{}={}", r.name(), t.drops[*r as usize]))
             .collect();
         let p = st.port.unwrap_or_default();
+        let counters: Vec<String> = t.named().iter().map(|(k, v)| format!("{k}={v}")).collect();
         log::info!(
-            "dpdk: totals rx_packets={} rx_sluice={} rx_truncated={} rx_realigned={} dropped={} [{}] arp_replies={} tx_packets={} tx_no_neighbour={} tx_ring_full={} tx_invalid={} port_ipackets={} port_opackets={} port_imissed={} port_rx_nombuf={}",
-            t.rx_packets,
-            t.rx_sluice,
-            t.rx_truncated,
-            t.rx_realigned,
+            "dpdk: totals {} dropped={} [{}] port_ipackets={} port_opackets={} port_imissed={} port_rx_nombuf={}",
+            counters.join(" "),
             t.dropped(),
             drops.join(" "),
-            t.arp_replies,
-            t.tx_packets,
-            t.tx_no_neighbour,
-            t.tx_ring_full,
-            t.tx_invalid,
             p.ipackets,
             p.opackets,
             p.imissed,
@@ -533,6 +663,8 @@ impl Drop for DpdkRuntime {
                 log::warn!("dpdk: close port {}: {}", self.port, errno_text(-r));
             }
         }
+        // Fragments of incomplete datagrams go back before the count.
+        self.frag_tables.clear();
         let mut report = StopReport {
             pmd_held_at_start: self.pmd_held_at_start,
             ..StopReport::default()
@@ -570,6 +702,8 @@ impl Drop for DpdkRuntime {
                 report.pmd_held_at_start
             );
         }
+        // No mbuf refers to a slot any more (the port is closed).
+        self.slot_regions.clear();
         if g.state == EalState::Running {
             // SAFETY: nothing uses DPDK any more; after this EAL is gone for
             // the process and the hugepages are returned.

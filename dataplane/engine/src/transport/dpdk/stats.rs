@@ -10,31 +10,104 @@ use super::net::Drop as Garbage;
 use super::runtime::{EAL, EalState};
 use crate::config::limits::WORKER_COUNT_MAX;
 
-/// Per-queue counters of one worker, published every burst.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct QueueStats {
+/// Declares [`QueueStats`] (plain counters a worker keeps), its atomic
+/// mirror and the per-field sum, from one list of fields.
+macro_rules! queue_stats {
+    ($($(#[doc = $doc:expr])* $name:ident,)*) => {
+        /// Per-queue counters of one worker, published every burst.
+        #[derive(Debug, Clone, Copy, Default)]
+        pub struct QueueStats {
+            $($(#[doc = $doc])* pub $name: u64,)*
+            /// Garbage dropped, by [`net::Drop`](super::net::Drop) reason.
+            pub drops: [u64; Garbage::COUNT],
+        }
+
+        const FIELDS: usize = [$(stringify!($name),)*].len();
+
+        impl QueueStats {
+            fn values(&self) -> [u64; FIELDS] {
+                [$(self.$name,)*]
+            }
+
+            fn from_values(v: &[u64; FIELDS], drops: [u64; Garbage::COUNT]) -> QueueStats {
+                let mut i = 0;
+                $(let $name = v[i]; i += 1;)*
+                debug_assert_eq!(i, FIELDS);
+                QueueStats { $($name,)* drops }
+            }
+
+            /// Adds another queue's counters (gauges add up too).
+            pub fn add(&mut self, o: &QueueStats) {
+                $(self.$name += o.$name;)*
+                for (a, b) in self.drops.iter_mut().zip(o.drops) {
+                    *a += b;
+                }
+            }
+
+            /// Every counter by name, for the stop log line.
+            pub fn named(&self) -> [(&'static str, u64); FIELDS] {
+                [$((stringify!($name), self.$name),)*]
+            }
+        }
+    };
+}
+
+queue_stats! {
     /// Packets taken from the RX queue.
-    pub rx_packets: u64,
+    rx_packets,
     /// Sluice frames handed to the worker.
-    pub rx_sluice: u64,
-    /// Of those, first parts of larger datagrams (answered frame_too_large).
-    pub rx_truncated: u64,
+    rx_sluice,
+    /// Of those, only the first part of a larger datagram (answered
+    /// frame_too_large): reassembly off, or no slot was free.
+    rx_truncated,
     /// Frames moved in their mbuf to a 64-byte boundary.
-    pub rx_realigned: u64,
-    /// Garbage dropped, by [`net::Drop`] reason.
-    pub drops: [u64; Garbage::COUNT],
+    rx_realigned,
+    /// Frames received in several mbufs (jumbo frames with scattered RX)
+    /// and copied once into a slot.
+    rx_multi_seg,
+    /// IPv4 fragments handed to librte_ip_frag.
+    rx_fragments,
+    /// Datagrams librte_ip_frag reassembled (then copied once into a slot).
+    rx_reassembled,
+    /// Payload bytes copied into slots (multi-segment and reassembled frames).
+    rx_copied_bytes,
+    /// Large frames dropped because no slot was free.
+    rx_no_slot,
+    /// Fragments freed by librte_ip_frag because their datagram could not
+    /// be reassembled: overlapping (teardrop), duplicate, holes, more than
+    /// its fragment limit.
+    frag_invalid,
+    /// Fragments refused because the table had no room (entries or
+    /// `frag_mbufs_max`).
+    frag_table_full,
+    /// Fragments freed because their datagram did not complete within
+    /// `frag_timeout_ms`.
+    frag_expired,
+    /// Mbufs held in the reassembly table now (a gauge).
+    frag_held,
     /// ARP requests answered.
-    pub arp_replies: u64,
+    arp_replies,
     /// ARP packets learned from.
-    pub arp_learned: u64,
+    arp_learned,
     /// Packets sent.
-    pub tx_packets: u64,
+    tx_packets,
+    /// Replies larger than one mbuf sent as one chain (headers + slot).
+    tx_chained,
+    /// Replies larger than the MTU sent as IPv4 fragments.
+    tx_fragmented,
+    /// Fragments sent for them.
+    tx_fragments,
+    /// Reply bytes copied on transmit: fragments made by copy (ports
+    /// without multi-segment transmit) and small replies in a slot.
+    tx_copied_bytes,
     /// Replies dropped: no MAC known for the peer.
-    pub tx_no_neighbour: u64,
+    tx_no_neighbour,
     /// Replies dropped: TX ring full after retries.
-    pub tx_ring_full: u64,
+    tx_ring_full,
+    /// Replies dropped: no mbuf for fragments or chains.
+    tx_no_mbuf,
     /// Replies dropped for other reasons (IPv6 peer, oversize).
-    pub tx_invalid: u64,
+    tx_invalid,
 }
 
 impl QueueStats {
@@ -45,29 +118,18 @@ impl QueueStats {
 }
 
 pub(super) struct AtomicQueueStats {
-    v: [AtomicU64; 10 + Garbage::COUNT],
+    v: [AtomicU64; FIELDS + Garbage::COUNT],
 }
 
 impl AtomicQueueStats {
     const fn new() -> Self {
         AtomicQueueStats {
-            v: [const { AtomicU64::new(0) }; 10 + Garbage::COUNT],
+            v: [const { AtomicU64::new(0) }; FIELDS + Garbage::COUNT],
         }
     }
 
     pub(super) fn store(&self, s: &QueueStats) {
-        let vals = [
-            s.rx_packets,
-            s.rx_sluice,
-            s.rx_truncated,
-            s.rx_realigned,
-            s.arp_replies,
-            s.arp_learned,
-            s.tx_packets,
-            s.tx_no_neighbour,
-            s.tx_ring_full,
-            s.tx_invalid,
-        ];
+        let vals = s.values();
         for (a, v) in self.v.iter().zip(vals.iter().chain(s.drops.iter())) {
             a.store(*v, Ordering::Relaxed);
         }
@@ -75,23 +137,15 @@ impl AtomicQueueStats {
 
     pub(super) fn load(&self) -> QueueStats {
         let l = |i: usize| self.v[i].load(Ordering::Relaxed);
+        let mut vals = [0; FIELDS];
+        for (i, v) in vals.iter_mut().enumerate() {
+            *v = l(i);
+        }
         let mut drops = [0; Garbage::COUNT];
         for (i, d) in drops.iter_mut().enumerate() {
-            *d = l(10 + i);
+            *d = l(FIELDS + i);
         }
-        QueueStats {
-            rx_packets: l(0),
-            rx_sluice: l(1),
-            rx_truncated: l(2),
-            rx_realigned: l(3),
-            arp_replies: l(4),
-            arp_learned: l(5),
-            tx_packets: l(6),
-            tx_no_neighbour: l(7),
-            tx_ring_full: l(8),
-            tx_invalid: l(9),
-            drops,
-        }
+        QueueStats::from_values(&vals, drops)
     }
 }
 
@@ -132,19 +186,7 @@ impl DpdkStats {
     pub fn total(&self) -> QueueStats {
         let mut t = QueueStats::default();
         for q in &self.queues {
-            t.rx_packets += q.rx_packets;
-            t.rx_sluice += q.rx_sluice;
-            t.rx_truncated += q.rx_truncated;
-            t.rx_realigned += q.rx_realigned;
-            t.arp_replies += q.arp_replies;
-            t.arp_learned += q.arp_learned;
-            t.tx_packets += q.tx_packets;
-            t.tx_no_neighbour += q.tx_no_neighbour;
-            t.tx_ring_full += q.tx_ring_full;
-            t.tx_invalid += q.tx_invalid;
-            for (a, b) in t.drops.iter_mut().zip(q.drops) {
-                *a += b;
-            }
+            t.add(q);
         }
         t
     }

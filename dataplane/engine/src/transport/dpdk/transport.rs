@@ -1,11 +1,13 @@
 //! The DPDK transport of one worker: one RX/TX queue pair of the port.
 //!
 //! Mbuf ownership: an mbuf is in exactly one place at a time: a PMD ring,
-//! an RX slot (handed to the worker), a TX slot (being filled by the
-//! worker), the outgoing burst array, or back in its pool. Every path
-//! (garbage, ARP, TX ring full, unknown neighbour, transport drop) ends in
-//! `rte_pktmbuf_free` or a successful `rte_eth_tx_burst`, once. The runtime
-//! checks the pools are full again at stop ([`StopReport`]).
+//! an RX slot (handed to the worker), the fragment table (see `frag`), a
+//! TX slot (being filled by the worker), the outgoing burst array, or back
+//! in its pool. Every path (garbage, ARP, TX ring full, unknown neighbour,
+//! fragments dropped or expired, transport drop) ends in `rte_pktmbuf_free`
+//! (or the death row's free) or a successful `rte_eth_tx_burst`, once. The
+//! runtime checks the pools are full again at stop ([`StopReport`]).
+//! Frames and answers larger than one mbuf live in slots (see `large`).
 #![allow(unsafe_code)]
 
 use std::net::{SocketAddr, SocketAddrV4};
@@ -14,8 +16,11 @@ use std::time::Duration;
 
 use dpdk_sys as sys;
 
+use super::frag::{self, Fed};
+use super::large::{Large, NO_SLOT};
 use super::net::{self, Drop as Garbage, HDRS_LEN, Neighbours, Packet, TxChecksum};
 use super::runtime::{DpdkError, FRAME_ALIGN, QueueParams, errno_text, rte_errno};
+use super::slots::SLOT_FRAME_MAX;
 use super::stats::{QUEUE_STATS, QueueStats};
 use crate::config::limits::RX_BURST_MAX;
 use crate::pool::FreeList;
@@ -23,40 +28,58 @@ use crate::transport::{RxPacket, Transport, TransportCounters, TxPacket};
 
 /// TX slots per worker: one reply per received frame, with room to spare.
 const TX_SLOTS: usize = 2 * RX_BURST_MAX;
-/// Extra room in the outgoing array for ARP replies of one burst.
-const TX_ARRAY_LEN: usize = TX_SLOTS + RX_BURST_MAX;
+/// The outgoing array: a burst of replies, ARP replies, and the fragments
+/// of one large reply (flushed before it would overflow).
+pub(super) const TX_ARRAY_LEN: usize = TX_SLOTS + RX_BURST_MAX;
 /// Attempts to push a burst into a full TX ring before dropping the rest.
 const TX_RETRY_MAX: u32 = 64;
+/// An answer may be this much larger than its request (a response header
+/// longer than the request's): requests within it of one mbuf's frame get
+/// a transmit slot for their answer.
+const TX_GROWTH_BYTES: usize = 256;
 
 /// The DPDK transport of one worker: one RX/TX queue pair of the port.
 pub struct DpdkTransport {
-    q: QueueParams,
+    pub(super) q: QueueParams,
     registered: bool,
     /// Scratch for `rte_eth_rx_burst`.
     rx_burst: Box<[*mut sys::rte_mbuf]>,
-    /// RX slot -> mbuf handed to the worker (null when free).
+    /// RX slot -> mbuf handed to the worker (null when free or in a slot).
     rx_slots: Box<[*mut sys::rte_mbuf]>,
     /// RX slot -> start of its Sluice frame.
     rx_frame: Box<[*const u8]>,
+    /// RX slot -> receive slot its frame was copied into, or [`NO_SLOT`].
+    rx_large: Box<[u32]>,
     rx_free: FreeList,
     /// TX slot -> mbuf being filled (null when free).
-    tx_slots: Box<[*mut sys::rte_mbuf]>,
-    /// TX slot -> start of its Sluice frame.
-    tx_frame: Box<[*mut u8]>,
+    pub(super) tx_slots: Box<[*mut sys::rte_mbuf]>,
+    /// TX slot -> start of its Sluice frame in the mbuf.
+    pub(super) tx_frame: Box<[*mut u8]>,
     /// TX slot -> data offset of the packet in the mbuf.
-    tx_data_off: Box<[u16]>,
+    pub(super) tx_data_off: Box<[u16]>,
+    /// TX slot -> transmit slot the answer is written in, or [`NO_SLOT`].
+    tx_large: Box<[u32]>,
     tx_free: FreeList,
     /// Outgoing burst.
-    tx_out: Box<[*mut sys::rte_mbuf]>,
-    tx_out_len: usize,
+    pub(super) tx_out: Box<[*mut sys::rte_mbuf]>,
+    pub(super) tx_out_len: usize,
     /// Garbage to free in bulk.
     garbage: Box<[*mut sys::rte_mbuf]>,
-    neigh: Neighbours,
-    ip_id: u16,
+    pub(super) neigh: Neighbours,
+    pub(super) ip_id: u16,
     /// Whether the first frame's placement was logged.
     placement_logged: bool,
-    stats: QueueStats,
-    counters: TransportCounters,
+    pub(super) large: Large,
+    pub(super) stats: QueueStats,
+    pub(super) counters: TransportCounters,
+}
+
+/// Where an accepted frame lies.
+enum Source {
+    /// In its own (single-segment) mbuf.
+    Mbuf(*mut sys::rte_mbuf, *const u8),
+    /// Copied into a receive slot.
+    Slot(u32),
 }
 
 impl DpdkTransport {
@@ -78,10 +101,12 @@ impl DpdkTransport {
             rx_burst: vec![null; RX_BURST_MAX].into_boxed_slice(),
             rx_slots: vec![null; RX_BURST_MAX].into_boxed_slice(),
             rx_frame: vec![ptr::null(); RX_BURST_MAX].into_boxed_slice(),
+            rx_large: vec![NO_SLOT; RX_BURST_MAX].into_boxed_slice(),
             rx_free: FreeList::new(RX_BURST_MAX as u32),
             tx_slots: vec![null; TX_SLOTS].into_boxed_slice(),
             tx_frame: vec![ptr::null_mut(); TX_SLOTS].into_boxed_slice(),
             tx_data_off: vec![0; TX_SLOTS].into_boxed_slice(),
+            tx_large: vec![NO_SLOT; TX_SLOTS].into_boxed_slice(),
             tx_free: FreeList::new(TX_SLOTS as u32),
             tx_out: vec![null; TX_ARRAY_LEN].into_boxed_slice(),
             tx_out_len: 0,
@@ -89,6 +114,7 @@ impl DpdkTransport {
             neigh: Neighbours::new(q.neighbours_max),
             ip_id: 0,
             placement_logged: false,
+            large: Large::new(&q),
             stats: QueueStats::default(),
             counters: TransportCounters {
                 rx_capacity: RX_BURST_MAX as u32,
@@ -99,7 +125,7 @@ impl DpdkTransport {
         })
     }
 
-    fn view(m: *mut sys::rte_mbuf) -> sys::sl_mbuf_view {
+    pub(super) fn view(m: *mut sys::rte_mbuf) -> sys::sl_mbuf_view {
         let mut v = sys::sl_mbuf_view::default();
         // SAFETY: m is a live mbuf owned by this worker.
         unsafe { sys::sl_mbuf_view(m, &mut v) };
@@ -108,7 +134,7 @@ impl DpdkTransport {
 
     /// Pushes the outgoing array to the TX queue; what the ring will not
     /// take after a bounded number of tries is freed and counted.
-    fn flush_tx(&mut self) {
+    pub(super) fn flush_tx(&mut self) {
         let mut done = 0usize;
         let mut tries = 0;
         while done < self.tx_out_len && tries < TX_RETRY_MAX {
@@ -136,6 +162,15 @@ impl DpdkTransport {
         self.tx_out_len = 0;
     }
 
+    /// Queues one packet for sending, flushing first when the array is full.
+    pub(super) fn push_tx(&mut self, m: *mut sys::rte_mbuf) {
+        if self.tx_out_len == TX_ARRAY_LEN {
+            self.flush_tx();
+        }
+        self.tx_out[self.tx_out_len] = m;
+        self.tx_out_len += 1;
+    }
+
     fn publish(&self) {
         QUEUE_STATS[self.q.queue as usize].store(&self.stats);
     }
@@ -161,10 +196,152 @@ impl DpdkTransport {
         unsafe { ptr::copy(frame, to as *mut u8, len) };
         Some(to as *mut u8)
     }
+
+    /// A frame in a single-segment mbuf, handed over in place (realigned).
+    fn in_place(&mut self, m: *mut sys::rte_mbuf, v: &sys::sl_mbuf_view, off: usize, len: usize) -> Source {
+        // SAFETY: off + len <= data_len (classify checked it).
+        let mut frame = unsafe { v.data.add(off) };
+        if !self.placement_logged {
+            self.placement_logged = true;
+            log::info!(
+                "dpdk: queue {}: PMD put the first frame at data_off {} + {off}: {} mod 64 ({})",
+                self.q.queue,
+                v.data_off,
+                frame as usize % FRAME_ALIGN,
+                if self.q.rx_realign {
+                    "realigned in its mbuf when not 0"
+                } else {
+                    "rx_realign off"
+                }
+            );
+        }
+        if self.q.rx_realign
+            && !(frame as usize).is_multiple_of(FRAME_ALIGN)
+            && let Some(f) = Self::realign(v, frame, len)
+        {
+            frame = f;
+            self.stats.rx_realigned += 1;
+        }
+        Source::Mbuf(m, frame)
+    }
+
+    /// Hands an accepted frame to the worker as `out[*k]`. `want` never
+    /// exceeds the free RX slots, so one is always there; without, the
+    /// frame is freed and counted, not lost track of.
+    fn hand_over(&mut self, src: Source, len: usize, peer: SocketAddrV4, truncated: bool, out: &mut [RxPacket], k: &mut usize) {
+        let Some(slot) = self.rx_free.alloc() else {
+            debug_assert!(false, "more frames than free RX slots");
+            self.counters.rx_no_buffers += 1;
+            match src {
+                // SAFETY: ours, not handed on; freed once.
+                Source::Mbuf(m, _) => unsafe { sys::sl_pktmbuf_free(m) },
+                Source::Slot(i) => self.large.rx_release(i),
+            }
+            return;
+        };
+        let s = slot as usize;
+        match src {
+            Source::Mbuf(m, frame) => {
+                self.rx_slots[s] = m;
+                self.rx_frame[s] = frame;
+                self.rx_large[s] = NO_SLOT;
+            }
+            Source::Slot(i) => {
+                self.rx_slots[s] = ptr::null_mut();
+                self.rx_frame[s] = self.large.rx_frame(i);
+                self.rx_large[s] = i;
+            }
+        }
+        out[*k] = RxPacket {
+            buf: slot,
+            off: 0,
+            len: len as u32,
+            peer: SocketAddr::V4(peer),
+            truncated,
+            port: crate::transport::PORT_SERVICE,
+        };
+        *k += 1;
+        self.stats.rx_sluice += 1;
+        self.stats.rx_truncated += truncated as u64;
+    }
+
+    /// Whether RX slot `r` holds a frame.
+    fn rx_held(&self, r: usize) -> bool {
+        !self.rx_slots[r].is_null() || self.rx_large[r] != NO_SLOT
+    }
+
+    /// The bytes of RX slot `r`'s frame.
+    fn rx_slice(&self, rx: &RxPacket) -> &[u8] {
+        let r = rx.buf as usize;
+        assert!(self.rx_held(r), "rx_bytes of a free slot");
+        // SAFETY: the frame (len bytes, checked by classify or copied into
+        // a slot) lies in an mbuf or slot we own until rx_release.
+        unsafe { std::slice::from_raw_parts(self.rx_frame[r], rx.len as usize) }
+    }
+
+    /// Sends a reply that sits in its mbuf (the engine wrote it in place).
+    fn send_small(&mut self, t: usize, m: *mut sys::rte_mbuf, p: &TxPacket) -> bool {
+        let local = self.q.local;
+        let mac = match p.peer {
+            SocketAddr::V4(a) => self.neigh.lookup(*a.ip()).map(|mac| (a, mac)),
+            SocketAddr::V6(_) => None,
+        };
+        match mac {
+            None if p.peer.is_ipv4() => {
+                self.stats.tx_no_neighbour += 1;
+                false
+            }
+            None => {
+                self.stats.tx_invalid += 1;
+                false
+            }
+            Some(_) if p.len as usize > self.q.tx_frame_max => {
+                self.stats.tx_invalid += 1;
+                false
+            }
+            Some((dst, mac)) => {
+                let len = HDRS_LEN + p.len as usize;
+                // SAFETY: the packet area starts HDRS_LEN before the frame
+                // in this mbuf's data room and spans len bytes (checked
+                // against tx_frame_max above).
+                let pkt = unsafe { std::slice::from_raw_parts_mut(self.tx_frame[t].sub(HDRS_LEN), len) };
+                self.ip_id = self.ip_id.wrapping_add(1);
+                match net::build_udp(pkt, p.len as usize, &local, mac, dst, self.ip_id, self.q.tx_mode) {
+                    Ok(len) => {
+                        // SAFETY: fresh single-segment mbuf; fits its room.
+                        unsafe {
+                            sys::sl_mbuf_set_data(m, self.tx_data_off[t], len as u16);
+                            if self.q.tx_mode == TxChecksum::Offload {
+                                sys::sl_mbuf_tx_offload_ipv4_udp(
+                                    m,
+                                    net::ETH_HDR_LEN as u8,
+                                    net::IPV4_HDR_LEN as u8,
+                                );
+                            }
+                        }
+                        true
+                    }
+                    Err(_) => {
+                        self.stats.tx_invalid += 1;
+                        false
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl Transport for DpdkTransport {
     fn rx_burst(&mut self, out: &mut [RxPacket]) -> usize {
+        // Datagrams whose fragments stopped coming give their mbufs back,
+        // idle or not.
+        let now = frag::now_tsc();
+        if let Some(r) = self.large.frag.as_mut()
+            && r.held() > 0
+            && r.expire(now, &mut self.stats)
+        {
+            self.publish();
+        }
         let free = (self.rx_free.capacity() - self.rx_free.in_use()) as usize;
         let want = out.len().min(free).min(RX_BURST_MAX);
         if want == 0 {
@@ -200,55 +377,51 @@ impl Transport for DpdkTransport {
                     src,
                     off,
                     len,
+                    datagram_len,
                     truncated,
                 } => {
                     self.neigh.learn(*src.ip(), src_mac);
-                    let truncated = truncated || v.nb_segs > 1;
-                    // SAFETY: off + len <= data_len (classify checked it).
-                    let mut frame = unsafe { v.data.add(off) };
-                    if !self.placement_logged {
-                        self.placement_logged = true;
-                        log::info!(
-                            "dpdk: queue {}: PMD put the first frame at data_off {} + {off}: {} mod 64 ({})",
-                            self.q.queue,
-                            v.data_off,
-                            frame as usize % FRAME_ALIGN,
-                            if self.q.rx_realign {
-                                "realigned in its mbuf when not 0"
-                            } else {
-                                "rx_realign off"
+                    if v.nb_segs > 1 && truncated && v.pkt_len as usize >= off + datagram_len {
+                        // A jumbo frame scattered over several mbufs: made
+                        // contiguous once, in a slot.
+                        if let Some(s) = self.large.rx_copy(m, off, datagram_len, &mut self.stats) {
+                            self.stats.rx_multi_seg += 1;
+                            self.hand_over(Source::Slot(s), datagram_len, src, false, out, &mut k);
+                        }
+                        continue;
+                    }
+                    let src_at = self.in_place(m, &v, off, len);
+                    self.hand_over(src_at, len, src, truncated || v.nb_segs > 1, out, &mut k);
+                }
+                Packet::Fragment { ihl, first } => {
+                    let Some(r) = self.large.frag.as_mut() else {
+                        // Reassembly off: the first fragment is answered
+                        // frame_too_large, the others are garbage.
+                        match first {
+                            Some(f) => {
+                                self.neigh.learn(*f.src.ip(), f.src_mac);
+                                let src_at = self.in_place(m, &v, f.off, f.len);
+                                self.hand_over(src_at, f.len, f.src, true, out, &mut k);
                             }
-                        );
-                    }
-                    if self.q.rx_realign
-                        && !(frame as usize).is_multiple_of(FRAME_ALIGN)
-                        && let Some(f) = Self::realign(&v, frame, len)
-                    {
-                        frame = f;
-                        self.stats.rx_realigned += 1;
-                    }
-                    // `want` never exceeds the free slots, so this always
-                    // finds one; without, the frame is dropped, not lost track of.
-                    let Some(slot) = self.rx_free.alloc() else {
-                        debug_assert!(false, "more frames than free RX slots");
-                        self.counters.rx_no_buffers += 1;
-                        self.garbage[ng] = m;
-                        ng += 1;
+                            None => {
+                                self.stats.drops[Garbage::Fragment as usize] += 1;
+                                self.garbage[ng] = m;
+                                ng += 1;
+                            }
+                        }
                         continue;
                     };
-                    self.rx_slots[slot as usize] = m;
-                    self.rx_frame[slot as usize] = frame;
-                    out[k] = RxPacket {
-                        buf: slot,
-                        off: 0,
-                        len: len as u32,
-                        peer: SocketAddr::V4(src),
-                        truncated,
-                        port: crate::transport::PORT_SERVICE,
-                    };
-                    k += 1;
-                    self.stats.rx_sluice += 1;
-                    self.stats.rx_truncated += truncated as u64;
+                    if let Some(f) = first {
+                        self.neigh.learn(*f.src.ip(), f.src_mac);
+                    }
+                    match r.feed(m, ihl, now, &mut self.stats) {
+                        Fed::Held | Fed::Dropped => {}
+                        Fed::Complete(chain) => {
+                            if let Some((s, len, src)) = self.large.rx_reassembled(chain, &local, &mut self.stats) {
+                                self.hand_over(Source::Slot(s), len, src, false, out, &mut k);
+                            }
+                        }
+                    }
                 }
                 Packet::ArpRequest {
                     sender_mac,
@@ -298,6 +471,10 @@ impl Transport for DpdkTransport {
             // SAFETY: ng garbage mbufs we own, each listed once; frees chains.
             unsafe { sys::rte_pktmbuf_free_bulk(self.garbage.as_mut_ptr(), ng as u32) };
         }
+        // Fragments librte_ip_frag let go of in this burst.
+        if let Some(r) = self.large.frag.as_mut() {
+            r.flush();
+        }
         if self.tx_out_len > 0 {
             self.flush_tx();
         }
@@ -320,6 +497,7 @@ impl Transport for DpdkTransport {
         let skip = net::tx_skip(v.buf_addr as usize, FRAME_ALIGN);
         self.tx_slots[slot as usize] = m;
         self.tx_data_off[slot as usize] = skip as u16;
+        self.tx_large[slot as usize] = NO_SLOT;
         // SAFETY: skip + HDRS_LEN + tx_frame_max <= buf_len (tx_frame_max
         // leaves FRAME_ALIGN spare bytes of the data room).
         self.tx_frame[slot as usize] = unsafe { v.buf_addr.add(skip + HDRS_LEN) };
@@ -329,105 +507,64 @@ impl Transport for DpdkTransport {
     fn frames(&mut self, rx: &RxPacket, tx: u32) -> (&[u8], &mut [u8]) {
         let (r, t) = (rx.buf as usize, tx as usize);
         assert!(
-            !self.rx_slots[r].is_null() && !self.tx_slots[t].is_null(),
+            self.rx_held(r) && !self.tx_slots[t].is_null(),
             "frames of a free slot"
         );
-        // SAFETY: the RX frame (len bytes, checked by classify) and the TX
-        // frame area (tx_frame_max bytes) lie in two different mbufs we own
-        // until rx_release / tx_burst; borrows are tied to &mut self.
+        // A large request's answer goes into a transmit slot, when one is free.
+        if self.tx_large[t] == NO_SLOT
+            && rx.len as usize + TX_GROWTH_BYTES > self.q.tx_frame_max
+            && let Some(i) = self.large.tx_take()
+        {
+            self.tx_large[t] = i;
+        }
+        let (txp, txn) = match self.tx_large[t] {
+            NO_SLOT => (self.tx_frame[t], self.q.tx_frame_max),
+            i => (self.large.tx_frame(i), SLOT_FRAME_MAX),
+        };
+        // SAFETY: the RX frame (len bytes) and the TX frame area (txn bytes)
+        // lie in different mbufs or slots we own until rx_release /
+        // tx_burst; borrows are tied to &mut self.
         unsafe {
             (
                 std::slice::from_raw_parts(self.rx_frame[r], rx.len as usize),
-                std::slice::from_raw_parts_mut(self.tx_frame[t], self.q.tx_frame_max),
+                std::slice::from_raw_parts_mut(txp, txn),
             )
         }
     }
 
     fn rx_bytes(&self, rx: &RxPacket) -> &[u8] {
-        let r = rx.buf as usize;
-        assert!(!self.rx_slots[r].is_null(), "rx_bytes of a free slot");
-        // SAFETY: as in `frames`.
-        unsafe { std::slice::from_raw_parts(self.rx_frame[r], rx.len as usize) }
+        self.rx_slice(rx)
     }
 
     fn rx_release(&mut self, rx: &RxPacket) {
         let r = rx.buf as usize;
+        assert!(self.rx_held(r), "release of a free RX slot");
         let m = std::mem::replace(&mut self.rx_slots[r], ptr::null_mut());
-        assert!(!m.is_null(), "release of a free RX slot");
-        // SAFETY: the worker is done with this mbuf; freed once (slot nulled).
-        unsafe { sys::sl_pktmbuf_free(m) };
+        let s = std::mem::replace(&mut self.rx_large[r], NO_SLOT);
+        if !m.is_null() {
+            // SAFETY: the worker is done with this mbuf; freed once (slot nulled).
+            unsafe { sys::sl_pktmbuf_free(m) };
+        }
+        if s != NO_SLOT {
+            self.large.rx_release(s);
+        }
         self.rx_free.free(rx.buf);
     }
 
     fn tx_burst(&mut self, pkts: &[TxPacket]) {
-        let local = self.q.local;
         for p in pkts {
             let t = p.buf as usize;
             let m = std::mem::replace(&mut self.tx_slots[t], ptr::null_mut());
             assert!(!m.is_null(), "send of a free TX slot");
+            let large = std::mem::replace(&mut self.tx_large[t], NO_SLOT);
             self.tx_free.free(p.buf);
-            let mac = match p.peer {
-                SocketAddr::V4(a) => self.neigh.lookup(*a.ip()).map(|mac| (a, mac)),
-                SocketAddr::V6(_) => None,
-            };
-            let ok = match mac {
-                None if p.peer.is_ipv4() => {
-                    self.stats.tx_no_neighbour += 1;
-                    false
-                }
-                None => {
-                    self.stats.tx_invalid += 1;
-                    false
-                }
-                Some(_) if p.len as usize > self.q.tx_frame_max => {
-                    self.stats.tx_invalid += 1;
-                    false
-                }
-                Some((dst, mac)) => {
-                    let len = HDRS_LEN + p.len as usize;
-                    // SAFETY: the packet area starts HDRS_LEN before the frame
-                    // in this mbuf's data room and spans len bytes (checked
-                    // against tx_frame_max above).
-                    let pkt = unsafe {
-                        std::slice::from_raw_parts_mut(self.tx_frame[t].sub(HDRS_LEN), len)
-                    };
-                    self.ip_id = self.ip_id.wrapping_add(1);
-                    match net::build_udp(
-                        pkt,
-                        p.len as usize,
-                        &local,
-                        mac,
-                        dst,
-                        self.ip_id,
-                        self.q.tx_mode,
-                    ) {
-                        Ok(len) => {
-                            // SAFETY: fresh single-segment mbuf; fits its room.
-                            unsafe {
-                                sys::sl_mbuf_set_data(m, self.tx_data_off[t], len as u16);
-                                if self.q.tx_mode == TxChecksum::Offload {
-                                    sys::sl_mbuf_tx_offload_ipv4_udp(
-                                        m,
-                                        net::ETH_HDR_LEN as u8,
-                                        net::IPV4_HDR_LEN as u8,
-                                    );
-                                }
-                            }
-                            true
-                        }
-                        Err(_) => {
-                            self.stats.tx_invalid += 1;
-                            false
-                        }
-                    }
-                }
-            };
-            if ok {
-                if self.tx_out_len == TX_ARRAY_LEN {
-                    self.flush_tx();
-                }
-                self.tx_out[self.tx_out_len] = m;
-                self.tx_out_len += 1;
+            if large != NO_SLOT {
+                // Ends in sends or frees of m and of the slot, counted.
+                self.send_large(t, m, large, p);
+                continue;
+            }
+            if self.send_small(t, m, p) {
+                self.push_tx(m);
             } else {
                 self.counters.tx_errors += 1;
                 // SAFETY: not sent; freed once here.
@@ -446,6 +583,10 @@ impl Transport for DpdkTransport {
         assert!(!m.is_null(), "free of a free TX slot");
         // SAFETY: never sent; freed once (slot nulled).
         unsafe { sys::sl_pktmbuf_free(m) };
+        let large = std::mem::replace(&mut self.tx_large[tx as usize], NO_SLOT);
+        if large != NO_SLOT {
+            self.large.tx_give_back(large);
+        }
         self.tx_free.free(tx);
     }
 
@@ -492,6 +633,10 @@ impl std::ops::Drop for DpdkTransport {
         }
         if self.tx_out_len > 0 {
             self.flush_tx();
+        }
+        // Fragments of incomplete datagrams go back to the pool too.
+        if let Some(r) = self.large.frag.as_mut() {
+            r.clear(&mut self.stats);
         }
         self.publish();
         if self.registered {

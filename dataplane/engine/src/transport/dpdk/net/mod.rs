@@ -50,7 +50,7 @@ pub enum Drop {
     NotOurIp = 5,
     /// IPv4 but not UDP.
     NotUdp = 6,
-    /// A non-first IPv4 fragment (Sluice does not reassemble).
+    /// A non-first IPv4 fragment while reassembly is off (`dpdk.rx_slots = 0`).
     Fragment = 7,
     /// UDP to another port.
     WrongPort = 8,
@@ -62,11 +62,19 @@ pub enum Drop {
     Arp = 11,
     /// Received in several mbufs but not a Sluice frame.
     MultiSegment = 12,
+    /// An IPv4 fragment whose end lies past the largest IPv4 datagram
+    /// (65,535 bytes: the "ping of death"), or a first fragment announcing
+    /// a UDP datagram that large.
+    FragOversize = 13,
+    /// An IPv4 fragment that no sender makes: empty, a middle fragment
+    /// whose length is not a multiple of 8, or a first fragment too short
+    /// to hold the UDP header and the Sluice magic (tiny-fragment attack).
+    FragMalformed = 14,
 }
 
 impl Drop {
     /// Number of reasons.
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = 15;
     /// Every reason, in counter order.
     pub const ALL: [Drop; Drop::COUNT] = [
         Drop::Runt,
@@ -82,6 +90,8 @@ impl Drop {
         Drop::NotSluice,
         Drop::Arp,
         Drop::MultiSegment,
+        Drop::FragOversize,
+        Drop::FragMalformed,
     ];
 
     /// Metric-style name.
@@ -100,6 +110,8 @@ impl Drop {
             Drop::NotSluice => "not_sluice",
             Drop::Arp => "arp",
             Drop::MultiSegment => "multi_segment",
+            Drop::FragOversize => "frag_oversize",
+            Drop::FragMalformed => "frag_malformed",
         }
     }
 }
@@ -126,10 +138,22 @@ pub enum Packet {
         src: SocketAddrV4,
         /// Offset of the UDP payload in the packet.
         off: usize,
-        /// Payload bytes present in this packet.
+        /// Payload bytes present in this packet (its first segment).
         len: usize,
-        /// Only the first part of the datagram is here (first IPv4 fragment).
+        /// Payload bytes of the whole UDP datagram.
+        datagram_len: usize,
+        /// Only the first part of the datagram is here (first IPv4 fragment,
+        /// or a datagram that continues in further segments).
         truncated: bool,
+    },
+    /// An IPv4 fragment to our address that passed the stateless checks:
+    /// for reassembly.
+    Fragment {
+        /// IPv4 header bytes.
+        ihl: usize,
+        /// The first fragment (offset 0), which holds the UDP header: what
+        /// it says, checked like an unfragmented datagram's.
+        first: Option<FirstFragment>,
     },
     /// An ARP request for our address: answer it.
     ArpRequest {
@@ -148,6 +172,30 @@ pub enum Packet {
     /// Garbage, with the reason.
     Drop(Drop),
 }
+
+/// What the first fragment of a datagram to our Sluice port carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FirstFragment {
+    /// Sender MAC.
+    pub src_mac: Mac,
+    /// Sender address and UDP port.
+    pub src: SocketAddrV4,
+    /// Offset of the UDP payload in the packet.
+    pub off: usize,
+    /// Payload bytes in this fragment.
+    pub len: usize,
+    /// Payload bytes of the whole UDP datagram.
+    pub datagram_len: usize,
+}
+
+/// The largest IPv4 datagram, header included.
+pub const IPV4_DATAGRAM_MAX: usize = 65_535;
+/// The largest UDP payload IPv4 can carry (65,535 - 20 - 8).
+pub const UDP_PAYLOAD_MAX: usize = IPV4_DATAGRAM_MAX - IPV4_HDR_LEN - UDP_HDR_LEN;
+/// IPv4 flags: don't fragment, more fragments; and the offset mask.
+const IPV4_DF: u16 = 0x4000;
+const IPV4_MF: u16 = 0x2000;
+const IPV4_OFFSET_MASK: u16 = 0x1fff;
 
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
@@ -231,10 +279,70 @@ fn classify_ipv4(pkt: &[u8], src_mac: Mac, local: &Local) -> Packet {
         return Packet::Drop(Drop::NotUdp);
     }
     let frag = be16(ip, 6);
-    let more_fragments = frag & 0x2000 != 0;
-    if frag & 0x1fff != 0 {
-        return Packet::Drop(Drop::Fragment);
+    let more_fragments = frag & IPV4_MF != 0;
+    let offset = (frag & IPV4_OFFSET_MASK) as usize * 8;
+    if more_fragments || offset != 0 {
+        return classify_fragment(ip, ihl, total, offset, more_fragments, src_mac, local);
     }
+    classify_udp(ip, ihl, total, src_mac, local)
+}
+
+/// Stateless checks of one IPv4 fragment (the reassembly itself, with its
+/// overlap and duplicate checks, is librte_ip_frag's).
+fn classify_fragment(
+    ip: &[u8],
+    ihl: usize,
+    total: usize,
+    offset: usize,
+    more_fragments: bool,
+    src_mac: Mac,
+    local: &Local,
+) -> Packet {
+    let payload = total - ihl;
+    if payload == 0 || (more_fragments && !payload.is_multiple_of(8)) {
+        return Packet::Drop(Drop::FragMalformed);
+    }
+    if ihl + offset + payload > IPV4_DATAGRAM_MAX {
+        return Packet::Drop(Drop::FragOversize);
+    }
+    if offset != 0 {
+        return Packet::Fragment { ihl, first: None };
+    }
+    // The first fragment carries the UDP header and the frame's start.
+    let present = total.min(ip.len());
+    if present < ihl + UDP_HDR_LEN + sluice_wire::MAGIC.len() {
+        return Packet::Drop(Drop::FragMalformed);
+    }
+    let udp = &ip[ihl..present];
+    if be16(udp, 2) != local.udp_port {
+        return Packet::Drop(Drop::WrongPort);
+    }
+    let udp_len = be16(udp, 4) as usize;
+    if udp_len <= payload {
+        // A datagram no larger than its first fragment.
+        return Packet::Drop(Drop::BadUdp);
+    }
+    if ihl + udp_len > IPV4_DATAGRAM_MAX {
+        return Packet::Drop(Drop::FragOversize);
+    }
+    let body = &udp[UDP_HDR_LEN..];
+    if !sluice_wire::Frame::new_unchecked(body).has_magic() {
+        return Packet::Drop(Drop::NotSluice);
+    }
+    Packet::Fragment {
+        ihl,
+        first: Some(FirstFragment {
+            src_mac,
+            src: SocketAddrV4::new(ip_at(ip, 12), be16(udp, 0)),
+            off: ETH_HDR_LEN + ihl + UDP_HDR_LEN,
+            len: body.len(),
+            datagram_len: udp_len - UDP_HDR_LEN,
+        }),
+    }
+}
+
+/// The UDP datagram in an unfragmented (or reassembled) IPv4 packet.
+fn classify_udp(ip: &[u8], ihl: usize, total: usize, src_mac: Mac, local: &Local) -> Packet {
     // Bytes of this IP packet actually here: Ethernet pads short frames,
     // and a multi-segment packet shows only its first segment.
     let present = total.min(ip.len());
@@ -246,7 +354,7 @@ fn classify_ipv4(pkt: &[u8], src_mac: Mac, local: &Local) -> Packet {
         return Packet::Drop(Drop::WrongPort);
     }
     let udp_len = be16(udp, 4) as usize;
-    if udp_len < UDP_HDR_LEN || (!more_fragments && udp_len != total - ihl) {
+    if udp_len < UDP_HDR_LEN || udp_len != total - ihl {
         return Packet::Drop(Drop::BadUdp);
     }
     let payload = &udp[UDP_HDR_LEN..];
@@ -260,8 +368,42 @@ fn classify_ipv4(pkt: &[u8], src_mac: Mac, local: &Local) -> Packet {
         src: SocketAddrV4::new(ip_at(ip, 12), be16(udp, 0)),
         off: ETH_HDR_LEN + ihl + UDP_HDR_LEN,
         len,
-        truncated: more_fragments || len < want,
+        datagram_len: want,
+        truncated: len < want,
     }
+}
+
+/// Classifies a datagram librte_ip_frag reassembled: `first` is the first
+/// segment of the chain (Ethernet and IPv4 headers of the first fragment,
+/// whose checksum was verified on arrival; the library rewrote the total
+/// length and zeroed the checksum), `pkt_len` the whole chain's length.
+pub fn classify_reassembled(first: &[u8], pkt_len: usize, local: &Local) -> Packet {
+    if first.len() < ETH_HDR_LEN + IPV4_HDR_LEN {
+        return Packet::Drop(Drop::Runt);
+    }
+    let src_mac = mac_at(first, 6);
+    let ip = &first[ETH_HDR_LEN..];
+    let ihl = (ip[0] & 0x0f) as usize * 4;
+    let total = be16(ip, 2) as usize;
+    if ihl < IPV4_HDR_LEN || ip.len() < ihl || total < ihl || ETH_HDR_LEN + total > pkt_len {
+        return Packet::Drop(Drop::BadIpv4);
+    }
+    classify_udp(ip, ihl, total, src_mac, local)
+}
+
+/// Clears "don't fragment" in a packet built by [`build_udp`] (software
+/// checksums) and fixes its IPv4 header checksum: for replies that leave
+/// as fragments.
+pub fn allow_fragments(pkt: &mut [u8]) {
+    if pkt.len() < ETH_HDR_LEN + IPV4_HDR_LEN {
+        return;
+    }
+    let ip = &mut pkt[ETH_HDR_LEN..ETH_HDR_LEN + IPV4_HDR_LEN];
+    let flags = u16::from_be_bytes([ip[6], ip[7]]) & !IPV4_DF;
+    ip[6..8].copy_from_slice(&flags.to_be_bytes());
+    ip[10..12].fill(0);
+    let c = checksum(0, ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
 }
 
 /// Internet checksum over `data`, continuing from a partial sum; returns
@@ -353,8 +495,8 @@ pub fn build_udp(
     ip[1] = 0;
     ip[2..4].copy_from_slice(&(ip_total as u16).to_be_bytes());
     ip[4..6].copy_from_slice(&ip_id.to_be_bytes());
-    // Don't fragment: replies never exceed the port MTU.
-    ip[6..8].copy_from_slice(&0x4000u16.to_be_bytes());
+    // Don't fragment; replies sent as fragments clear it (allow_fragments).
+    ip[6..8].copy_from_slice(&IPV4_DF.to_be_bytes());
     ip[8] = TTL;
     ip[9] = IPPROTO_UDP;
     ip[10..12].copy_from_slice(&[0, 0]);

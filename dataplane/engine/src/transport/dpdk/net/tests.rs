@@ -47,8 +47,8 @@ fn sluice_payload(n: usize) -> Vec<u8> {
 #[test]
 fn ipv4_checksum_matches_the_textbook_example() {
     let hdr = [
-        0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00,
-        0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
+        0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
     ];
     assert_eq!(checksum(0, &hdr), 0xb861);
     let mut with = hdr;
@@ -84,8 +84,10 @@ fn built_packet_verifies_and_classifies_as_sluice() {
             src,
             off,
             len,
+            datagram_len,
             truncated,
         } => {
+            assert_eq!(datagram_len, len);
             assert_eq!(src_mac, PEER_MAC);
             assert_eq!(src, "10.99.0.2:40000".parse().unwrap());
             assert_eq!(off, HDRS_LEN);
@@ -130,10 +132,6 @@ fn garbage_is_classified_by_reason() {
     let mut bad_sum = good.clone();
     bad_sum[ETH_HDR_LEN + 10] ^= 1;
     cases.push((bad_sum, Drop::Ipv4Checksum));
-    let mut frag = good.clone();
-    frag[ETH_HDR_LEN + 6..ETH_HDR_LEN + 8].copy_from_slice(&0x0010u16.to_be_bytes());
-    fix_ip(&mut frag);
-    cases.push((frag, Drop::Fragment));
     let mut other_ip = good.clone();
     other_ip[ETH_HDR_LEN + 19] = 9;
     fix_ip(&mut other_ip);
@@ -181,22 +179,126 @@ fn fix_ip(pkt: &mut [u8]) {
     pkt[ETH_HDR_LEN + 10..ETH_HDR_LEN + 12].copy_from_slice(&c.to_be_bytes());
 }
 
-#[test]
-fn first_fragment_is_a_truncated_sluice_frame() {
-    let mut pkt = request(&sluice_payload(64));
-    // Claim a 3000-byte datagram with more fragments to come.
-    pkt[ETH_HDR_LEN + 6..ETH_HDR_LEN + 8].copy_from_slice(&0x2000u16.to_be_bytes());
-    pkt[ETH_HDR_LEN + IPV4_HDR_LEN + 4..ETH_HDR_LEN + IPV4_HDR_LEN + 6]
-        .copy_from_slice(&3008u16.to_be_bytes());
+/// An IPv4 fragment of `payload` at byte `offset` of a datagram, as a
+/// peer kernel sends it (the UDP header, if any, is part of `payload`).
+fn fragment(payload: &[u8], offset: usize, more: bool) -> Vec<u8> {
+    let mut pkt = request(&sluice_payload(8));
+    pkt.truncate(ETH_HDR_LEN + IPV4_HDR_LEN);
+    pkt.extend_from_slice(payload);
+    let total = (IPV4_HDR_LEN + payload.len()) as u16;
+    pkt[ETH_HDR_LEN + 2..ETH_HDR_LEN + 4].copy_from_slice(&total.to_be_bytes());
+    let flags = (offset / 8) as u16 | if more { IPV4_MF } else { 0 };
+    pkt[ETH_HDR_LEN + 6..ETH_HDR_LEN + 8].copy_from_slice(&flags.to_be_bytes());
     fix_ip(&mut pkt);
+    pkt
+}
+
+/// The UDP header and first bytes of a `datagram`-byte Sluice datagram.
+fn udp_start(datagram: usize, body: usize) -> Vec<u8> {
+    let mut u = vec![0u8; UDP_HDR_LEN];
+    u[0..2].copy_from_slice(&40000u16.to_be_bytes());
+    u[2..4].copy_from_slice(&7070u16.to_be_bytes());
+    u[4..6].copy_from_slice(&((UDP_HDR_LEN + datagram) as u16).to_be_bytes());
+    u.extend_from_slice(&sluice_payload(body));
+    u
+}
+
+#[test]
+fn first_fragment_carries_the_datagram_length() {
+    let pkt = fragment(&udp_start(3000, 1472), 0, true);
+    match classify(&pkt, &local()) {
+        Packet::Fragment {
+            ihl: IPV4_HDR_LEN,
+            first: Some(f),
+        } => {
+            assert_eq!((f.len, f.datagram_len, f.off), (1472, 3000, HDRS_LEN));
+            assert_eq!(f.src, "10.99.0.2:40000".parse().unwrap());
+            assert_eq!(f.src_mac, PEER_MAC);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A later fragment has no UDP header: for the reassembly as it is.
+    let later = fragment(&[0xab; 1480], 1480, true);
+    assert_eq!(
+        classify(&later, &local()),
+        Packet::Fragment {
+            ihl: IPV4_HDR_LEN,
+            first: None
+        }
+    );
+    let last = fragment(&[0xab; 48], 2960, false);
+    assert!(matches!(classify(&last, &local()), Packet::Fragment { first: None, .. }));
+}
+
+#[test]
+fn bad_fragments_are_classified_by_reason() {
+    let l = local();
+    let cases = [
+        // The ping of death: the end lies past 65,535.
+        (fragment(&[0; 1480], 65_528, true), Drop::FragOversize),
+        (fragment(&[0; 16], 65_512, false), Drop::FragOversize),
+        // A first fragment announcing a datagram IPv4 cannot carry.
+        (fragment(&udp_start(65_510, 1000), 0, true), Drop::FragOversize),
+        // A middle fragment of odd length, an empty one.
+        (fragment(&[0; 1001], 1480, true), Drop::FragMalformed),
+        (fragment(&[], 1480, false), Drop::FragMalformed),
+        // A tiny first fragment: not even the UDP header and magic.
+        (fragment(&udp_start(3000, 4)[..8], 0, true), Drop::FragMalformed),
+        // First fragments are checked like datagrams.
+        (
+            {
+                let mut u = udp_start(3000, 1472);
+                u[3] ^= 1;
+                fragment(&u, 0, true)
+            },
+            Drop::WrongPort,
+        ),
+        (
+            {
+                let mut u = udp_start(3000, 1472);
+                u[UDP_HDR_LEN] = b'X';
+                fragment(&u, 0, true)
+            },
+            Drop::NotSluice,
+        ),
+        (fragment(&udp_start(1000, 1472), 0, true), Drop::BadUdp),
+    ];
+    for (pkt, want) in cases {
+        assert_eq!(classify(&pkt, &l), Packet::Drop(want), "{want:?}");
+    }
+}
+
+#[test]
+fn a_reassembled_datagram_classifies_without_its_checksum() {
+    let payload = sluice_payload(5000);
+    let mut pkt = request(&payload);
+    // librte_ip_frag rewrites the total length and zeroes the checksum.
+    pkt[ETH_HDR_LEN + 10..ETH_HDR_LEN + 12].fill(0);
+    let first = &pkt[..2048];
     assert!(matches!(
-        classify(&pkt, &local()),
+        classify_reassembled(first, pkt.len(), &local()),
         Packet::Sluice {
-            len: 64,
+            len: 2006,
+            datagram_len: 5000,
             truncated: true,
+            off: HDRS_LEN,
             ..
         }
     ));
+    // A chain shorter than its header says is refused.
+    assert_eq!(
+        classify_reassembled(first, pkt.len() - 1, &local()),
+        Packet::Drop(Drop::BadIpv4)
+    );
+}
+
+#[test]
+fn allow_fragments_clears_df_and_keeps_the_checksum_right() {
+    let mut pkt = request(&sluice_payload(64));
+    assert_eq!(be16(&pkt, ETH_HDR_LEN + 6), IPV4_DF);
+    allow_fragments(&mut pkt);
+    assert_eq!(be16(&pkt, ETH_HDR_LEN + 6), 0);
+    assert_eq!(checksum(0, &pkt[ETH_HDR_LEN..ETH_HDR_LEN + IPV4_HDR_LEN]), 0);
 }
 
 #[test]
