@@ -52,6 +52,8 @@ run "rust tests" cargo test --workspace
 run "JSON-Schema-Test-Suite conformance (pass counts per draft, against the jsonschema crate)" cargo test -p sluice-validate --test suite -- --nocapture
 run "rust lints (clippy -D warnings, every feature)" rust_lints
 run "go lints (go vet, staticcheck)" bash -c 'cd go-control && go vet ./... && ../.cache/bin/staticcheck ./...'
+# Includes the trace tests against the real collector setup.sh built
+# (.cache/bin/otelcol-sluice): two engines, spans read back; under 1 s.
 run "go tests" bash -c 'cd go-control && go test ./...'
 run "admin API and registry against their OpenAPI document (schemathesis, live sluiced)" scripts/api-check.sh
 run "go client (clients/go: conformance vectors, real engine, npy against numpy)" bash -c 'cd clients/go && go vet ./... && go test ./... && cd ../../perf/goclient && go vet ./...'
@@ -64,6 +66,11 @@ if [ "$(id -u)" = 0 ]; then
     run "dpdk end to end (veth, AF_XDP and AF_PACKET)" scripts/dpdk-e2e.sh
 else
     stage "dpdk end to end: skipped (needs root for hugepages, namespaces and AF_XDP)"
+fi
+if [ "$(id -u)" = 0 ]; then
+    run "usdt probes under bpftrace (every probe counted; scripts/trace/*.bt; about 10 s)" scripts/test-usdt.sh
+else
+    stage "usdt probes under bpftrace: skipped (needs root for uprobes)"
 fi
 run "rdma unit tests (no device on the host: start-up must say so)" cargo test -p sluice-engine --features rdma --lib transport::rdma
 run "rdma connection management through the C ABI (host: empty list, not-found close)" cargo test -p sluice-ffi --features rdma --test connections

@@ -258,6 +258,11 @@
 #define SLUICE_REPLAY_ENTRIES_MAX (1 << 22)
 
 /**
+ * Most records one [`sluice_engine_spans`] call returns.
+ */
+#define SLUICE_SPANS_BATCH_MAX 4096
+
+/**
  * Status of every call. The numbers are stable and map one-to-one to the Go
  * sentinel errors of `go-control/internal/errs`.
  */
@@ -465,6 +470,97 @@ typedef struct {
   uint64_t latency_max_ns;
 } SluiceTotals;
 
+/**
+ * One traced request on this appliance. Timestamps are ns since the Unix
+ * epoch; 0 for a stage the request did not reach. Layout checked by tests.
+ */
+typedef struct {
+  /**
+   * W3C trace id.
+   */
+  uint8_t trace_id[16];
+  /**
+   * The caller's span; all zero when the request starts the trace.
+   */
+  uint8_t parent_id[8];
+  /**
+   * This request's span.
+   */
+  uint8_t span_id[8];
+  /**
+   * The burst carrying it was received.
+   */
+  uint64_t recv_ns;
+  /**
+   * Parsed and authenticated.
+   */
+  uint64_t auth_ns;
+  /**
+   * Validated.
+   */
+  uint64_t validate_ns;
+  /**
+   * Routed.
+   */
+  uint64_t route_ns;
+  /**
+   * The model started (end of the queue wait).
+   */
+  uint64_t run_start_ns;
+  /**
+   * The model finished.
+   */
+  uint64_t run_end_ns;
+  /**
+   * Answers of its burst handed to the transport.
+   */
+  uint64_t send_ns;
+  /**
+   * Request id.
+   */
+  uint64_t request_id;
+  /**
+   * Tenant id.
+   */
+  uint32_t tenant_id;
+  /**
+   * Declared token count.
+   */
+  uint32_t token_count;
+  /**
+   * Wire error code of the answer; 0 for a response.
+   */
+  uint16_t outcome;
+  /**
+   * Shard index; 65535 when not routed.
+   */
+  uint16_t shard;
+  /**
+   * Worker index.
+   */
+  uint16_t worker;
+  /**
+   * 0: run here; 1: forwarded to a peer.
+   */
+  uint8_t kind;
+  /**
+   * Trace flags of the request.
+   */
+  uint8_t flags;
+  /**
+   * Model, NUL padded.
+   */
+  uint8_t model[32];
+  /**
+   * Version, NUL padded.
+   */
+  uint8_t version[16];
+  /**
+   * Adapter, NUL padded.
+   */
+  uint8_t adapter[32];
+} SluiceSpan;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -641,6 +737,22 @@ void sluice_buf_free(uint8_t *p, size_t len);
  * points to `err_cap` bytes.
  */
 int32_t sluice_engine_totals(SluiceEngine *e, SluiceTotals *out, char *err, size_t err_cap);
+
+/**
+ * Moves up to `cap` (at most [`SLUICE_SPANS_BATCH_MAX`]) span records out
+ * of the workers' rings into `out`; writes how many to `n`. Never blocks a
+ * worker: the rings are lock-free.
+ *
+ * # Safety
+ * `e` is a live handle; `out` points to `cap` writable `SluiceSpan`s; `n`
+ * is writable; `err` points to `err_cap` bytes.
+ */
+int32_t sluice_engine_spans(SluiceEngine *e,
+                            SluiceSpan *out,
+                            size_t cap,
+                            size_t *n,
+                            char *err,
+                            size_t err_cap);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -95,6 +95,11 @@ struct EntryFile {
     schema_id: u32,
     #[serde(default)]
     schema_version: u32,
+    /// A W3C trace context on every request of this entry (a fixed trace
+    /// id and caller span) with these trace flags (1: sampled); none when
+    /// absent.
+    #[serde(default)]
+    trace_flags: Option<u8>,
     #[serde(default)]
     tensors: Vec<TensorFile>,
 }
@@ -138,6 +143,8 @@ pub struct MixEntry {
     pub schema: (u32, u32),
     /// Tensors: name, dtype, shape, little-endian data.
     pub tensors: Vec<(String, DType, Vec<u64>, Vec<u8>)>,
+    /// Trace context, when the entry carries one.
+    pub trace: Option<sluice_wire::TraceContext>,
 }
 
 impl MixEntry {
@@ -151,6 +158,9 @@ impl MixEntry {
             .tenant(self.tenant_id, self.key.as_ref());
         if !self.deadline_offset.is_zero() {
             r = r.deadline(Deadline::After(self.deadline_offset));
+        }
+        if let Some(t) = self.trace {
+            r = r.trace(t);
         }
         for (name, dtype, dims, data) in &self.tensors {
             r = r.tensor_raw(name, *dtype, dims, data);
@@ -268,6 +278,11 @@ fn entry(e: EntryFile) -> Result<MixEntry, String> {
         token_count: e.token_count,
         schema: (e.schema_id, e.schema_version),
         tensors,
+        trace: e.trace_flags.map(|flags| sluice_wire::TraceContext {
+            trace_id: [0x42; 16],
+            parent_id: [0x17; 8],
+            flags,
+        }),
     })
 }
 

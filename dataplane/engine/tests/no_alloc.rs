@@ -22,6 +22,18 @@ fn mark_worker(_: usize) {
     sluice_testkit::watch_this_thread();
 }
 
+/// A trace context: flags, the caller's span, the trace id's low byte
+/// (bytes 8.. decide head sampling).
+fn trace(flags: u8, parent: [u8; 8], low: u8) -> sluice_wire::TraceContext {
+    let mut trace_id = [0x5a; 16];
+    trace_id[8] = low;
+    sluice_wire::TraceContext {
+        trace_id,
+        parent_id: parent,
+        flags,
+    }
+}
+
 fn traffic(e: &Engine, rounds: u64) {
     let addr = e.local_addr().unwrap();
     let s = client();
@@ -61,6 +73,25 @@ fn traffic(e: &Engine, rounds: u64) {
             Req {
                 id: i,
                 intent: "training",
+                ..Req::default()
+            },
+            // Traced: sampled by the caller; undecided and kept by the
+            // head-sampling ratio; decided against (only the flag test).
+            Req {
+                id: i,
+                model: "echo",
+                version: "1",
+                trace: trace(1, [3; 8], 0x01),
+                ..Req::default()
+            },
+            Req {
+                id: i,
+                trace: trace(0, [0; 8], 0x01),
+                ..Req::default()
+            },
+            Req {
+                id: i,
+                trace: trace(0, [3; 8], 0x01),
                 ..Req::default()
             },
         ];
@@ -194,7 +225,9 @@ fn worker_hot_path_does_not_allocate() {
         worker_init: Some(mark_worker),
         no_pin: true,
     };
-    let mut cfg = test_config("");
+    // Tracing on, with a small ring nobody drains: recording and dropping
+    // (a full ring) are both on the measured path.
+    let mut cfg = test_config("[tracing]\nsample_ratio = 0.5\nring_spans = 64\n");
     cfg.io_uring.tcp_listen = "127.0.0.1:0".into();
     cfg.io_uring.tcp_connections_max = 16;
     cfg.io_uring.tcp_slots = vec![
@@ -263,10 +296,13 @@ fn worker_hot_path_does_not_allocate() {
         assert!(st.errors(code) >= n, "{code}: {}", st.errors(code));
     }
     assert!(st.total(|w| w.negotiations) >= 1000);
+    // Two traced requests a round: 64 recorded (the ring), the rest dropped.
+    assert_eq!(st.total(|w| w.spans_recorded), 64);
+    assert_eq!(st.total(|w| w.spans_dropped), 2 * 550 - 64);
     assert_eq!(
         after - before,
         0,
-        "worker threads allocated {} times during 11400 datagram frames and 2600 tcp requests",
+        "worker threads allocated {} times during 12900 datagram frames and 2600 tcp requests",
         after - before
     );
     e.stop(Duration::ZERO);

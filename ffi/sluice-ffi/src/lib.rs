@@ -23,6 +23,9 @@ use std::time::Duration;
 use sluice_engine::config::{ModelCfg, PeerCfg};
 use sluice_engine::{Config, Engine, EngineError, EngineOptions};
 
+mod spans;
+pub use spans::{SLUICE_SPANS_BATCH_MAX, SluiceSpan, sluice_engine_spans};
+
 /// Version of this ABI; bumped on any incompatible change.
 pub const SLUICE_ABI_VERSION: u32 = 1;
 

@@ -46,6 +46,27 @@ type Config struct {
 	// Jobs is the JetStream ingress (docs/jobs.md), read by the daemon;
 	// the engine takes it as an opaque table.
 	Jobs Jobs `toml:"jobs" json:"jobs"`
+	// Tracing is request tracing: the engine samples and records, the
+	// daemon exports the spans over OTLP/HTTP (docs/observability.md).
+	Tracing Tracing `toml:"tracing" json:"tracing"`
+}
+
+// Tracing is the [tracing] table.
+type Tracing struct {
+	// SampleRatio (0 to 1) of requests with a trace id but no sampling
+	// decision (trace flags 0, no parent span) that are traced; requests
+	// with the sampled bit always are, requests without a trace id never.
+	SampleRatio float64 `toml:"sample_ratio" json:"sample_ratio"`
+	// RingSpans: span records each worker holds until the daemon drains
+	// them; a full ring drops records and counts them.
+	RingSpans int `toml:"ring_spans" json:"ring_spans"`
+	// Endpoint is the OTLP/HTTP base URL ("http://127.0.0.1:4318"); empty:
+	// spans are drained and counted, not exported.
+	Endpoint string `toml:"endpoint" json:"endpoint,omitempty"`
+	// ExportIntervalMs: how often the rings are drained.
+	ExportIntervalMs int `toml:"export_interval_ms" json:"export_interval_ms"`
+	// ServiceName is the spans' service.name (default "sluiced").
+	ServiceName string `toml:"service_name" json:"service_name,omitempty"`
 }
 
 // Fleet is the [fleet] table: the NATS JetStream cluster whose KV buckets
@@ -254,7 +275,8 @@ func Defaults() Config {
 			ConnectTimeoutMs: 2000, OpTimeoutMs: 5000, ResyncIntervalMs: 5000, SettleMs: 20,
 			CheckIntervalMs: 200, History: 1,
 		},
-		Jobs: jobsDefaults(),
+		Jobs:    jobsDefaults(),
+		Tracing: Tracing{RingSpans: 4096, ExportIntervalMs: 200},
 	}
 }
 

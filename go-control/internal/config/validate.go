@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"regexp"
 	"runtime"
@@ -179,6 +180,7 @@ func Validate(cfg *Config) []Issue {
 	c.routes(cfg.Routes, shards)
 	c.models(cfg.Models)
 	c.auth(&cfg.Auth, len(cfg.Tenants))
+	c.tracing(&cfg.Tracing)
 	c.tenants(cfg.Tenants)
 	c.peers(cfg.Peers)
 	c.control(&cfg.Control)
@@ -384,6 +386,19 @@ func (c *checker) shards(list []Shard, workers int) map[string]bool {
 		}
 	}
 	return names
+}
+
+func (c *checker) tracing(t *Tracing) {
+	if !(t.SampleRatio >= 0 && t.SampleRatio <= 1) {
+		c.add("tracing.sample_ratio", "%v is not a share from 0 to 1", t.SampleRatio)
+	}
+	c.rangeInt("tracing.ring_spans", t.RingSpans, 1, 65_536)
+	c.rangeInt("tracing.export_interval_ms", t.ExportIntervalMs, 10, 60_000)
+	if t.Endpoint != "" {
+		if u, err := url.Parse(t.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			c.add("tracing.endpoint", "%q is not an http(s) URL such as http://127.0.0.1:4318", t.Endpoint)
+		}
+	}
 }
 
 func (c *checker) auth(a *Auth, tenants int) {

@@ -268,6 +268,38 @@ type WorkerStats struct {
 	RxKernelDrops uint64 `json:"rx_kernel_drops"`
 	Alive         bool   `json:"alive"`  // serving
 	Panics        uint64 `json:"panics"` // panics caught in its loop
+
+	// Pools are the worker's buffer pools (rx, tx, large): use, reuse and
+	// the pages behind them.
+	Pools []PoolStats `json:"pools,omitempty"`
+	// Copies are payload bytes copied, by path, each with its reason.
+	Copies []CopyStats `json:"copies,omitempty"`
+	// SpansRecorded and SpansDropped count span records of traced
+	// requests pushed to the worker's ring, and dropped when it was full.
+	SpansRecorded uint64 `json:"spans_recorded"`
+	SpansDropped  uint64 `json:"spans_dropped"`
+}
+
+// PoolStats is one buffer pool of a worker.
+type PoolStats struct {
+	Pool         string  `json:"pool"` // rx, tx, large
+	Capacity     uint64  `json:"capacity"`
+	InUse        uint64  `json:"in_use"`
+	Allocs       uint64  `json:"allocs"`        // buffers handed out
+	Reuses       uint64  `json:"reuses"`        // handed out again: the same pages reused
+	FirstTouches uint64  `json:"first_touches"` // handed out for the first time
+	Touched      uint64  `json:"touched"`       // distinct buffers ever handed out
+	ReuseRatio   float64 `json:"reuse_ratio"`   // reuses / allocs
+	HugeBytes    uint64  `json:"huge_bytes"`    // pool bytes in 2 MiB hugepages
+	NormalBytes  uint64  `json:"normal_bytes"`  // pool bytes in normal pages
+}
+
+// CopyStats is the payload copied on one path.
+type CopyStats struct {
+	Path   string `json:"path"`   // echo_reply, model_tensor, forward, relay
+	Reason string `json:"reason"` // why that path copies
+	Frames uint64 `json:"frames"`
+	Bytes  uint64 `json:"bytes"`
 }
 
 // Requests is every request answered: ok plus error frames.

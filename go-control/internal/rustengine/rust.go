@@ -231,6 +231,17 @@ func (e *Engine) ConnectionTotals() ([]engine.ConnectionTotals, error) {
 	return t, e.query(queryTotals, &t)
 }
 
+// Spans drains span records of traced requests (engine.SpanSource), in
+// calls of at most spansBatchMax records.
+func (e *Engine) Spans(out []engine.SpanRecord) (int, error) {
+	h, err := e.handle()
+	if err != nil {
+		return 0, err
+	}
+	n, rc, msg := cSpans(h, out)
+	return n, toErr(rc, msg)
+}
+
 // CloseConnection disconnects a connection by id.
 func (e *Engine) CloseConnection(id uint64) error {
 	h, err := e.handle()

@@ -148,6 +148,19 @@ func TestRealEngineThroughTheABI(t *testing.T) {
 		b, _ := json.Marshal(s)
 		t.Fatalf("stats %s %v", b, err)
 	}
+	// The pools come through the ABI: one ping = one receive and one
+	// transmit buffer, first touches; the pages behind each pool reported.
+	pools := map[string]engine.PoolStats{}
+	for _, p := range s.Workers[0].Pools {
+		pools[p.Pool] = p
+	}
+	if rx, tx := pools["rx"], pools["tx"]; rx.Allocs != 1 || rx.FirstTouches != 1 || rx.Reuses != 0 || rx.Capacity == 0 ||
+		rx.HugeBytes+rx.NormalBytes == 0 || tx.Allocs != 1 || tx.Touched != 1 || len(pools) != 2 {
+		t.Fatalf("pools %+v", s.Workers[0].Pools)
+	}
+	if len(s.Workers[0].Copies) != 0 {
+		t.Fatalf("a ping copies nothing: %+v", s.Workers[0].Copies)
+	}
 	tot, err := re.Totals()
 	if err != nil || tot.Pings != 1 || tot.Workers != 1 || tot.ABIVersion != ABIVersion {
 		t.Fatalf("totals %+v %v", tot, err)

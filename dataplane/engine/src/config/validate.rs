@@ -53,6 +53,25 @@ impl Config {
             NEGOTIATION_TTL_MS_MAX,
         )?;
         crate::auth::config::validate(self)?;
+        let tr = &self.tracing;
+        if !(0.0..=1.0).contains(&tr.sample_ratio) {
+            return Err(ConfigError::at(
+                "tracing.sample_ratio",
+                "a share from 0 to 1",
+            ));
+        }
+        range(
+            "tracing.ring_spans",
+            tr.ring_spans,
+            1,
+            crate::trace::RING_SPANS_MAX,
+        )?;
+        range(
+            "tracing.export_interval_ms",
+            tr.export_interval_ms,
+            10,
+            60_000,
+        )?;
         let u = &self.io_uring;
         self.listen_addr()?;
         range(

@@ -215,6 +215,7 @@ impl Engine {
         let (ret_tx, ret_rx) = crossbeam_channel::bounded(256);
         let counters = Arc::new(WorkerCounters::default());
         let hist = Arc::new(HistExchange::new());
+        let spans = Arc::new(crate::trace::SpanRing::new(self.cfg.tracing.ring_spans));
         let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
         let params = WorkerParams {
             index,
@@ -227,9 +228,10 @@ impl Engine {
                 crate::config::AuthMode::Tenants => self.cfg.auth.replay_entries as usize,
                 crate::config::AuthMode::None => crate::auth::REPLAY_WAYS,
             },
+            sampler: crate::trace::Sampler::new(self.cfg.tracing.sample_ratio),
         };
         let shared = Arc::clone(&self.shared);
-        let (c2, h2) = (Arc::clone(&counters), Arc::clone(&hist));
+        let (c2, h2, s2) = (Arc::clone(&counters), Arc::clone(&hist), Arc::clone(&spans));
         let opts = self.opts;
         let thread = std::thread::Builder::new()
             .name(format!("sluice-w{index}"))
@@ -265,6 +267,7 @@ impl Engine {
                         returned: ret_tx,
                         counters: c2,
                         hist_out: h2,
+                        spans: s2,
                     },
                 );
                 w.run_guarded();
@@ -280,8 +283,19 @@ impl Engine {
             returned: ret_rx,
             counters,
             hist,
+            spans,
         });
         res.map_err(EngineError::Start)
+    }
+
+    /// Moves up to `out.len()` span records of traced requests out of the
+    /// workers' rings (control side; never blocks a worker).
+    pub fn drain_spans(&self, out: &mut [crate::trace::SpanRecord]) -> usize {
+        let mut n = 0;
+        for w in &self.workers {
+            n += w.spans.drain(&mut out[n..]);
+        }
+        n
     }
 
     /// Number of workers started (running or stopped).

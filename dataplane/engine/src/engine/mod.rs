@@ -92,6 +92,7 @@ struct WorkerHandle {
     returned: Receiver<Returned>,
     counters: Arc<WorkerCounters>,
     hist: Arc<HistExchange>,
+    spans: Arc<crate::trace::SpanRing>,
 }
 
 /// Control-side state, behind one mutex: control calls are serialized.

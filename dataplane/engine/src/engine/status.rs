@@ -125,6 +125,10 @@ impl Engine {
                 rx_kernel_drops: ld(&c.rx_kernel_drops),
                 alive: c.alive.load(Ordering::Acquire),
                 panics: ld(&c.panics),
+                pools: c.pool_stats(),
+                copies: c.copies(),
+                spans_recorded: ld(&c.spans_recorded),
+                spans_dropped: ld(&c.spans_dropped),
                 ..WorkerStats::default()
             };
             w.hist.read(|h| {

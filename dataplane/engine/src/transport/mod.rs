@@ -122,6 +122,8 @@ pub struct TransportCounters {
     pub rx_kernel_drops: u64,
     /// Whether the pools sit in hugepages.
     pub hugepages: bool,
+    /// Per pool (`pool::kind`): use, reuse and the pages behind it.
+    pub pools: [crate::pool::PoolCounters; crate::pool::kind::COUNT],
 }
 
 /// A transport owned by one worker.

@@ -10,7 +10,7 @@ use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, TraceContext, fla
 
 use super::*;
 use crate::pending::Forwarded;
-use crate::stats::bump;
+use crate::stats::{CopyPath, bump};
 use crate::transport::{PeerAddr, Transport, TxPacket};
 
 /// Requests a worker may have forwarded to peers and not yet seen answered.
@@ -108,6 +108,7 @@ impl<T: Transport> Worker<T> {
             Some(copied) => {
                 bump(&self.counters.forwarded, 1);
                 bump(&self.counters.forward_bytes_copied, copied);
+                self.counters.copied(CopyPath::Forward, copied);
             }
             None => {
                 bump(&self.counters.tx_no_buffers, 1);
@@ -190,6 +191,7 @@ impl<T: Transport> Worker<T> {
             Some(copied) => {
                 bump(&self.counters.relayed, 1);
                 bump(&self.counters.forward_bytes_copied, copied);
+                self.counters.copied(CopyPath::Relay, copied);
             }
             None => bump(&self.counters.tx_no_buffers, 1),
         }

@@ -105,6 +105,8 @@ pub struct Req<'a> {
     pub deadline_us: u64,
     pub data: &'a [f32],
     pub sign: bool,
+    /// W3C trace context (none by default).
+    pub trace: sluice_wire::TraceContext,
 }
 
 /// The wall clock in µs since the Unix epoch.
@@ -141,6 +143,7 @@ impl Default for Req<'_> {
             deadline_us: fresh_deadline(),
             data: &[1.0, 2.0, 3.0, 4.0],
             sign: true,
+            trace: sluice_wire::TraceContext::default(),
         }
     }
 }
@@ -164,6 +167,7 @@ pub fn build(r: &Req<'_>, buf: &mut [u8]) -> usize {
         intent: r.intent,
         deadline_us: r.deadline_us,
         tensors: &t,
+        trace: r.trace,
         ..FrameRepr::default()
     };
     let len = repr.emit(buf).expect("request builds").frame_len;

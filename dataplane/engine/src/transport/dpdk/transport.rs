@@ -606,6 +606,13 @@ impl Transport for DpdkTransport {
             rx_in_use: self.rx_free.in_use(),
             tx_in_use: self.tx_free.in_use(),
             buffer_reuses: self.rx_free.reuses + self.tx_free.reuses,
+            // Slots over mbufs of the EAL mempool: the mempool owns the
+            // memory (its bytes are not this queue's), so 0 bytes here.
+            pools: [
+                self.rx_free.counters(0, self.counters.hugepages),
+                self.tx_free.counters(0, self.counters.hugepages),
+                crate::pool::PoolCounters::default(),
+            ],
             ..self.counters
         }
     }

@@ -34,7 +34,7 @@ pub(super) use sock::{read_sockaddr, write_sockaddr};
 use super::tcp::{DATAGRAM_LEN_MAX, TAG_TCP, TCP_BUF_BASE, Tcp, TcpShared, UdpMem};
 use super::{CONN_DATAGRAM, PeerAddr, RxPacket, Transport, TransportCounters, TxPacket};
 use crate::config::{HugepageMode, UringCfg};
-use crate::pool::{FreeList, Region};
+use crate::pool::{FreeList, Region, TouchMap};
 
 const RECVMSG_OUT_LEN: u32 = 16;
 /// Where the datagram starts in a receive buffer of an IPv4 socket.
@@ -152,6 +152,8 @@ pub struct UringTransport {
     tx_count: u32,
     buf_size: u32,
     rx_in_use: u32,
+    /// First touch or reuse of each receive buffer the kernel filled.
+    rx_touch: TouchMap,
     tx_free: FreeList,
     tx_inflight: u32,
     /// Sends waiting for submission queue space.
@@ -256,6 +258,7 @@ impl UringTransport {
             tx_count,
             buf_size,
             rx_in_use: 0,
+            rx_touch: TouchMap::new(rx_count),
             tx_free: FreeList::new(tx_count),
             tx_inflight: 0,
             tx_backlog: std::collections::VecDeque::with_capacity(tx_count as usize),
@@ -567,6 +570,7 @@ impl UringTransport {
                             out[n] = pkt;
                             n += 1;
                             self.rx_in_use += 1;
+                            self.rx_touch.take(u32::from(bid));
                             self.counters.rx_frames += 1;
                         }
                         parsed => {
@@ -683,4 +687,9 @@ impl UringTransport {
     pub fn steer_by_tag(&self, group: u32) -> io::Result<()> {
         sock::steer_by_tag(&self.socket, group)
     }
+}
+
+/// Bytes of `n` buffers of `size` bytes.
+pub(super) fn pool_bytes(n: u32, size: u32) -> u64 {
+    u64::from(n) * u64::from(size)
 }

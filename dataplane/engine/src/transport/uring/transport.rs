@@ -179,8 +179,19 @@ impl Transport for UringTransport {
             rx_frames: self.counters.rx_frames + rx_frames,
             tx_frames: self.counters.tx_frames + tx_frames,
             tx_errors: self.counters.tx_errors + tx_errors,
-            buffer_reuses: self.tx_free.reuses
-                + self.counters.rx_frames.saturating_sub(self.rx_count as u64),
+            buffer_reuses: self.tx_free.reuses + self.rx_touch.reuses,
+            pools: [
+                self.rx_touch.counters(
+                    self.rx_in_use,
+                    pool_bytes(self.rx_count, self.buf_size),
+                    self.counters.hugepages,
+                ),
+                self.tx_free.counters(
+                    pool_bytes(self.tx_count, self.buf_size),
+                    self.counters.hugepages,
+                ),
+                crate::pool::PoolCounters::default(),
+            ],
             ..self.counters
         }
     }

@@ -72,6 +72,7 @@ impl RdmaTransport {
                 };
                 *n += 1;
                 self.rx_in_use += 1;
+                self.rx_touch.take(idx);
                 self.counters.rx_frames += 1;
             } else {
                 // No slots were granted to peers: nothing else is valid.
@@ -102,6 +103,7 @@ impl RdmaTransport {
                 };
                 *n += 1;
                 self.rx_in_use += 1;
+                self.rx_touch.take(idx);
                 self.counters.rx_frames += 1;
             }
             WcKind::RecvWriteImm => {
@@ -128,6 +130,7 @@ impl RdmaTransport {
                     };
                     *n += 1;
                     self.rx_in_use += 1;
+                    self.rx_touch.take(self.rx_count + g as u32);
                     self.counters.rx_frames += 1;
                 }
                 self.repost(idx);

@@ -18,7 +18,7 @@ use super::super::verbs::{self, Access, Cq, Mr, SendOp, Srq, Wc};
 use super::status::runtime_for;
 use super::*;
 use crate::config::{Config, ConfigError, HugepageMode, PeerTransport};
-use crate::pool::{FreeList, Region};
+use crate::pool::{FreeList, Region, TouchMap};
 use crate::transport::{PeerAddr, RxPacket, Transport, TransportCounters, TxPacket};
 
 impl RdmaTransport {
@@ -158,6 +158,7 @@ impl RdmaTransport {
             tx_reply_slot: vec![NONE; rc.tx_buffers as usize].into_boxed_slice(),
             large_busy: vec![false; nslots].into_boxed_slice(),
             rx_in_use: 0,
+            rx_touch: TouchMap::new(rc.rx_buffers + nslots as u32),
             wcs: [Wc::default(); verbs::POLL_BATCH_MAX],
             local: listen,
             counters: TransportCounters {
@@ -633,11 +634,24 @@ impl Transport for RdmaTransport {
     }
 
     fn counters(&self) -> TransportCounters {
+        let huge = self.counters.hugepages;
+        let bytes = |n: u32, size: u32| u64::from(n) * u64::from(size);
         TransportCounters {
             rx_in_use: self.rx_in_use,
             tx_in_use: self.tx_free.in_use(),
-            buffer_reuses: self.tx_free.reuses
-                + self.counters.rx_frames.saturating_sub(self.rx_count as u64),
+            buffer_reuses: self.tx_free.reuses + self.large_free.reuses + self.rx_touch.reuses,
+            pools: [
+                self.rx_touch.counters(
+                    self.rx_in_use,
+                    bytes(self.rx_count, self.buf_size)
+                        + bytes(self.large_busy.len() as u32, self.slot_size),
+                    huge,
+                ),
+                self.tx_free
+                    .counters(bytes(self.tx_count, self.buf_size), huge),
+                self.large_free
+                    .counters(bytes(self.large_free.capacity(), self.slot_size), huge),
+            ],
             ..self.counters
         }
     }
