@@ -14,10 +14,14 @@ mode=${1:-all}
 log() { echo "setup: $*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-apt_pkgs=(clang libclang-dev pkg-config iproute2 ethtool libdpdk-dev dpdk-dev nftables)
+# systemtap-sdt-dev: sys/sdt.h, so the engine's USDT probes are compiled in
+# (ffi/probes-sys; without it they compile to nothing).
+apt_pkgs=(clang libclang-dev pkg-config iproute2 ethtool libdpdk-dev dpdk-dev nftables systemtap-sdt-dev)
 # The RDMA unit tests and the C ABI connection test build rdma-sys, which
 # needs the rdma-core headers (no device needed).
 [ "$mode" != "--runtime" ] && apt_pkgs+=(libibverbs-dev librdmacm-dev)
+# bpftrace attaches to the USDT probes in scripts/test-usdt.sh (root).
+[ "$mode" != "--runtime" ] && apt_pkgs+=(bpftrace)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -76,6 +80,10 @@ if [ "$mode" != "--runtime" ]; then
         log "installing schemathesis (the admin API conformance stage)"
         python3 -m pip install -q "schemathesis==4.32.5"
     fi
+    # The test OpenTelemetry Collector (tests/otelcol) the trace tests start:
+    # built once into .cache/bin (about 1 to 2 min the first time, then a
+    # hash check).
+    bash "$root/scripts/build-otelcol.sh"
     # The async-jobs benchmark's modules (perf/jobs: onnxruntime_go, nats.go;
     # scripts/test-jobs.sh vets it). Idempotent: a no-op once cached.
     (cd "$root/perf/jobs" && go mod download)

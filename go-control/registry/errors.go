@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/sluice-ai/sluice/go-control/internal/api"
+	"github.com/sluice-ai/sluice/go-control/registry/compat"
 )
 
 // Confluent Schema Registry error codes.
@@ -71,9 +72,11 @@ type Error struct {
 	Code    int
 	Status  int
 	Message string
-	// Messages lists what breaks, for CodeIncompatibleSchema.
-	Messages []string
-	cause    error
+	// Messages lists what breaks, for CodeIncompatibleSchema, and
+	// Differences the differences they were rendered from.
+	Messages    []string
+	Differences []compat.VersionDifference
+	cause       error
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s (error code %d)", e.Message, e.Code) }

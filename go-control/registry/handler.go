@@ -39,6 +39,8 @@ func NewHandler(reg *Registry) http.Handler {
 	m.HandleFunc("GET /subjects/{subject}/versions/{version}", h.getVersion)
 	m.HandleFunc("GET /subjects/{subject}/versions/{version}/schema", h.getVersionSchema)
 	m.HandleFunc("GET /subjects/{subject}/versions/{version}/referencedby", h.referencedBy)
+	m.HandleFunc("GET /subjects/{subject}/versions/{version}/contract", h.contract)
+	m.HandleFunc("GET /subjects/{subject}/diff", h.diff)
 	m.HandleFunc("POST /subjects/{subject}/versions", h.register)
 	m.HandleFunc("POST /subjects/{subject}", h.lookup)
 	m.HandleFunc("DELETE /subjects/{subject}", h.deleteSubject)
@@ -117,7 +119,11 @@ func writeError(w http.ResponseWriter, err error) {
 	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout {
 		w.Header().Set("Retry-After", "1")
 	}
-	api.WriteError(w, e.Status, ContentType, api.Error{ErrorCode: e.Code, Message: e.Message, Code: CodeName(e.Code), Messages: e.Messages})
+	body := api.Error{ErrorCode: e.Code, Message: e.Message, Code: CodeName(e.Code), Messages: e.Messages}
+	if len(e.Differences) > 0 {
+		body.Differences = apiDifferences(e.Differences)
+	}
+	api.WriteError(w, e.Status, ContentType, body)
 }
 
 // readBody reads at most limit bytes of r's body; more is too_large (413).
@@ -401,6 +407,8 @@ func (h *handler) types(w http.ResponseWriter, r *http.Request) {
 type compatResponse struct {
 	IsCompatible bool      `json:"is_compatible"`
 	Messages     *[]string `json:"messages,omitempty"` // only with ?verbose=true
+	// Differences that break or warn, with ?verbose=true (not Confluent's).
+	Differences *[]api.SchemaDifference `json:"differences,omitempty"`
 }
 
 func (h *handler) compat(w http.ResponseWriter, r *http.Request, version int, all bool) {
@@ -409,17 +417,19 @@ func (h *handler) compat(w http.ResponseWriter, r *http.Request, version int, al
 		writeError(w, e)
 		return
 	}
-	msgs, err := h.reg.CheckCompatibility(r.PathValue("subject"), version, all, in)
+	res, err := h.reg.CheckCompatibility(r.PathValue("subject"), version, all, in)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	resp := compatResponse{IsCompatible: len(msgs) == 0}
+	resp := compatResponse{IsCompatible: res.Compatible()}
 	if flag(r, "verbose") {
+		msgs := res.Messages
 		if msgs == nil {
 			msgs = []string{}
 		}
-		resp.Messages = &msgs
+		diffs := apiDifferences(res.Differences)
+		resp.Messages, resp.Differences = &msgs, &diffs
 	}
 	writeJSON(w, 200, resp)
 }

@@ -171,6 +171,16 @@ func TestRESTIncompatibleAndCompatibilityEndpoint(t *testing.T) {
 		!strings.Contains(got["message"].(string), "incompatible with an earlier schema") {
 		t.Fatalf("409 body does not name the breaking field: %v", got)
 	}
+	// The 409 carries the differences its messages come from.
+	diffs, _ := got["differences"].([]any)
+	if len(diffs) != 1 {
+		t.Fatalf("409 differences: %v", got["differences"])
+	}
+	d := diffs[0].(map[string]any)
+	if d["rule"] != "READER_FIELD_MISSING_DEFAULT_VALUE" || d["path"] != "/fields/must" || d["backward"] != "breaking" ||
+		d["forward"] != "compatible" || d["version"] != float64(2) {
+		t.Fatalf("409 difference: %v", d)
+	}
 
 	c.expect("POST", "/compatibility/subjects/s/versions/latest", map[string]any{"schema": avroV3}, 200,
 		map[string]any{"is_compatible": false})
@@ -179,7 +189,7 @@ func TestRESTIncompatibleAndCompatibilityEndpoint(t *testing.T) {
 		t.Fatalf("verbose compat: %v", v)
 	}
 	c.expect("POST", "/compatibility/subjects/s/versions/1?verbose=true", map[string]any{"schema": avroV2}, 200,
-		map[string]any{"is_compatible": true, "messages": []string{}})
+		map[string]any{"is_compatible": true, "messages": []string{}, "differences": []any{}})
 	c.expect("POST", "/compatibility/subjects/s/versions", map[string]any{"schema": avroV2}, 200, map[string]any{"is_compatible": true})
 	c.expectErr("POST", "/compatibility/subjects/s/versions/7", map[string]any{"schema": avroV2}, 404, CodeVersionNotFound)
 	c.expectErr("POST", "/compatibility/subjects/nope/versions/latest", map[string]any{"schema": avroV2}, 404, CodeSubjectNotFound)

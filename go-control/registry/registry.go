@@ -118,6 +118,11 @@ type schemaRec struct {
 	key    string
 	parsed compat.Schema
 	rev    uint64
+	// contract is the snapshot stored with the schema (contracts/<id>);
+	// contractRev is 0 when none is stored (a schema registered before
+	// snapshots existed: its contract is computed on load).
+	contract    *compat.Contract
+	contractRev uint64
 }
 
 type versionRec struct {
@@ -161,10 +166,12 @@ const (
 	keyConfigGlobal  = "config/global"
 	keyConfigSubject = "config/subjects/"
 	keyNextID        = "meta/next-id"
+	keyContracts     = "contracts/"
 )
 
 func subjectKey(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 func schemaKey(id int) string    { return fmt.Sprintf("%s%010d", keySchemas, id) }
+func contractKey(id int) string  { return fmt.Sprintf("%s%010d", keyContracts, id) }
 func versionKey(s string, v int) string {
 	return fmt.Sprintf("%s%s/%010d", keySubjects, subjectKey(s), v)
 }
@@ -189,6 +196,34 @@ type configVal struct {
 
 type nextIDVal struct {
 	Next int `json:"next"`
+}
+
+// contractVal is a stored contract snapshot. The canonical form is left
+// out when storing it would pass ContractBytesMax (it is then recomputed
+// from the schema, whose fingerprint the snapshot keeps), and the field
+// list is cut until the value fits.
+type contractVal struct {
+	ID int `json:"id"`
+	compat.Contract
+	CanonicalOmitted bool `json:"canonical_omitted,omitempty"`
+}
+
+// ContractBytesMax bounds a stored contract snapshot, in bytes.
+const ContractBytesMax = 512 << 10
+
+func encodeContract(id int, c compat.Contract) ([]byte, error) {
+	v := contractVal{ID: id, Contract: c}
+	b, err := json.Marshal(v)
+	if err != nil || len(b) <= ContractBytesMax {
+		return b, err
+	}
+	v.Canonical, v.CanonicalOmitted = "", true
+	for {
+		if b, err = json.Marshal(v); err != nil || len(b) <= ContractBytesMax || len(v.Fields) == 0 {
+			return b, err
+		}
+		v.Fields, v.FieldsTruncated = v.Fields[:len(v.Fields)/2], true
+	}
 }
 
 // Open loads the registry's state from store. The registry owns the store
@@ -225,6 +260,7 @@ func (r *Registry) load(ctx context.Context) error {
 		return err
 	}
 	var schemaEntries []Entry
+	contracts := map[int]Entry{}
 	for _, e := range entries {
 		switch {
 		case e.Key == keyNextID:
@@ -259,6 +295,12 @@ func (r *Registry) load(ctx context.Context) error {
 			sub.versions = append(sub.versions, &versionRec{version: v.Version, id: v.ID, deleted: v.Deleted, rev: e.Revision})
 		case strings.HasPrefix(e.Key, keySchemas):
 			schemaEntries = append(schemaEntries, e)
+		case strings.HasPrefix(e.Key, keyContracts):
+			var v contractVal
+			if err := json.Unmarshal(e.Value, &v); err != nil {
+				return fmt.Errorf("%s: %w", e.Key, err)
+			}
+			contracts[v.ID] = e
 		}
 	}
 	for _, sub := range r.subjects {
@@ -275,11 +317,27 @@ func (r *Registry) load(ctx context.Context) error {
 			rec.parsed, rec.key = old.parsed, old.key
 			r.byKey[rec.key] = rec.ID
 		} else if deps, rerr := r.resolveRefs(v.References, 0, map[string]bool{}); rerr == nil {
-			if parsed, err := compat.Parse(rec.Type, rec.Schema, deps); err == nil {
+			// Stored schemas are read as Confluent reads them: leniently
+			// where registration is strict (Avro defaults).
+			if parsed, err := compat.ParseStored(rec.Type, rec.Schema, deps); err == nil {
 				rec.parsed = parsed
 				rec.key = identity(rec.Type, parsed, rec.References)
 				r.byKey[rec.key] = rec.ID
 			}
+		}
+		if ce, ok := contracts[v.ID]; ok {
+			var cv contractVal
+			if err := json.Unmarshal(ce.Value, &cv); err != nil {
+				return fmt.Errorf("%s: %w", ce.Key, err)
+			}
+			if cv.CanonicalOmitted && rec.parsed != nil {
+				cv.Canonical = compat.CanonicalForm(rec.parsed)
+			}
+			c := cv.Contract
+			rec.contract, rec.contractRev = &c, ce.Revision
+		} else if rec.parsed != nil {
+			c := compat.NewContract(rec.parsed)
+			rec.contract = &c
 		}
 		r.schemas[rec.ID] = rec
 		if rec.ID >= r.nextID {
@@ -291,6 +349,10 @@ func (r *Registry) load(ctx context.Context) error {
 
 // Close closes the store.
 func (r *Registry) Close() error { return r.store.Close() }
+
+// Store is the registry's store (for inspection; writes go through the
+// registry).
+func (r *Registry) Store() Store { return r.store }
 
 func (r *Registry) subject(name string, create bool) *subjectRec {
 	sub := r.subjects[name]
@@ -458,8 +520,12 @@ func (r *Registry) info(v *versionRec, subject string) SubjectVersion {
 
 func (r *Registry) change(kind ChangeKind, subject string, v *versionRec) Change {
 	sv := r.info(v, subject)
+	text := sv.Schema
+	if rec := r.schemas[v.id]; rec != nil && rec.parsed != nil {
+		text = compat.EngineText(rec.parsed, text)
+	}
 	return Change{Kind: kind, SchemaID: sv.ID, Subject: subject, Version: sv.Version, Type: sv.Type,
-		Schema: sv.Schema, References: sv.References, Retired: kind != ChangeRegistered}
+		Schema: text, References: sv.References, Retired: kind != ChangeRegistered}
 }
 
 // unlockAndNotify releases mu and delivers changes in commit order.
@@ -663,11 +729,11 @@ func (r *Registry) register(ctx context.Context, subject string, in SchemaInput,
 			return 0, 0, err
 		}
 		level := r.levelFor(subject)
-		if msgs := compat.Check(level, parsed, prev); len(msgs) > 0 {
+		if res := compat.Check(level, parsed, prev); !res.Compatible() {
 			e := newErr(CodeIncompatibleSchema, 409,
 				"Schema being registered is incompatible with an earlier schema for subject \"%s\", details: [%s]",
-				subject, strings.Join(msgs, ", "))
-			e.Messages = msgs
+				subject, strings.Join(res.Messages, ", "))
+			e.Messages, e.Differences = res.Messages, res.Differences
 			return 0, 0, e
 		}
 	}
@@ -689,8 +755,15 @@ func (r *Registry) register(ctx context.Context, subject string, in SchemaInput,
 	} else {
 		// A new id is allocated by the same atomic write that records the
 		// version: a registration that fails consumes no id.
+		// The contract snapshot is stored with the schema, in the same
+		// atomic write.
 		newID := r.nextID
-		ws := make([]Write, 3)
+		contract := compat.NewContract(parsed)
+		cb, err := encodeContract(newID, contract)
+		if err != nil {
+			return 0, 0, storeErr(err)
+		}
+		ws := make([]Write, 4)
 		for i, kv := range []struct {
 			key    string
 			v      any
@@ -698,6 +771,7 @@ func (r *Registry) register(ctx context.Context, subject string, in SchemaInput,
 		}{
 			{keyNextID, nextIDVal{Next: newID + 1}, r.nextIDRev},
 			{schemaKey(newID), schemaVal{ID: newID, SchemaType: in.Type, Schema: in.Schema, References: refs}, 0},
+			{contractKey(newID), json.RawMessage(cb), 0},
 			{versionKey(subject, next), versionVal{Subject: subject, Version: next, ID: newID}, 0},
 		} {
 			b, err := json.Marshal(kv.v)
@@ -712,9 +786,9 @@ func (r *Registry) register(ctx context.Context, subject string, in SchemaInput,
 		}
 		r.nextID, r.nextIDRev = newID+1, revs[0]
 		info := SchemaInfo{ID: newID, Type: in.Type, Schema: in.Schema, References: refs}
-		r.schemas[newID] = &schemaRec{SchemaInfo: info, key: key, parsed: parsed, rev: revs[1]}
+		r.schemas[newID] = &schemaRec{SchemaInfo: info, key: key, parsed: parsed, rev: revs[1], contract: &contract, contractRev: revs[2]}
 		r.byKey[key] = newID
-		existingID, vrev = newID, revs[2]
+		existingID, vrev = newID, revs[3]
 	}
 	sub = r.subject(subject, true)
 	v := &versionRec{version: next, id: existingID, rev: vrev}
@@ -1014,6 +1088,11 @@ func (r *Registry) remove(ctx context.Context, sub *subjectRec, v *versionRec) e
 	if err := r.store.Delete(ctx, schemaKey(rec.ID), rec.rev); err != nil && !errors.Is(err, ErrNotFound) {
 		return storeErr(err)
 	}
+	if rec.contractRev != 0 {
+		if err := r.store.Delete(ctx, contractKey(rec.ID), rec.contractRev); err != nil && !errors.Is(err, ErrNotFound) {
+			return storeErr(err)
+		}
+	}
 	delete(r.schemas, rec.ID)
 	if r.byKey[rec.key] == rec.ID {
 		delete(r.byKey, rec.key)
@@ -1081,13 +1160,14 @@ func (r *Registry) deleteVersion(ctx context.Context, subject string, version in
 
 // CheckCompatibility tests in against one version of subject (version >= 1
 // or Latest) or, with allVersions, against the versions the subject's level
-// requires. It returns the Confluent-style messages; empty means compatible.
-func (r *Registry) CheckCompatibility(subject string, version int, allVersions bool, in SchemaInput) ([]string, error) {
+// requires. The result carries the Confluent-style messages and the
+// differences they come from; no messages means compatible.
+func (r *Registry) CheckCompatibility(subject string, version int, allVersions bool, in SchemaInput) (compat.Result, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	parsed, _, err := r.prepare(in)
 	if err != nil {
-		return nil, err
+		return compat.Result{}, err
 	}
 	level := r.levelFor(subject)
 	sub := r.subjects[subject]
@@ -1095,17 +1175,17 @@ func (r *Registry) CheckCompatibility(subject string, version int, allVersions b
 	if allVersions {
 		if sub != nil {
 			if prev, err = r.previous(sub); err != nil {
-				return nil, err
+				return compat.Result{}, err
 			}
 		}
 	} else {
 		v, err := r.lookupVersion(subject, version, false)
 		if err != nil {
-			return nil, err
+			return compat.Result{}, err
 		}
 		rec := r.schemas[v.id]
 		if rec == nil || rec.parsed == nil {
-			return nil, errStore(fmt.Errorf("schema %d cannot be parsed", v.id))
+			return compat.Result{}, errStore(fmt.Errorf("schema %d cannot be parsed", v.id))
 		}
 		prev = []compat.Version{{Version: v.version, Schema: rec.parsed, Text: rec.Schema}}
 	}

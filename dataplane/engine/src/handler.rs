@@ -10,6 +10,8 @@ pub use sluice_wire::Reject;
 pub struct RunAccount {
     /// Payload bytes copied (0 on the zero-copy path).
     pub payload_bytes_copied: u64,
+    /// Where they were copied, for the per-path counters.
+    pub copy_path: crate::stats::CopyPath,
 }
 
 /// Where a request may join a batch: the rows it adds along dimension 0 and
@@ -142,6 +144,7 @@ fn emit_like_inputs(
         let off = layout.tensor_offsets[i];
         if copy_data {
             acct.payload_bytes_copied += d.data_len as u64;
+            acct.copy_path = crate::stats::CopyPath::EchoReply;
         } else {
             tx[off..off + d.data_len].fill(0);
         }

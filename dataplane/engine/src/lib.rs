@@ -21,6 +21,7 @@ pub mod schema;
 pub mod stats;
 pub mod sys;
 pub mod tables;
+pub mod trace;
 pub mod transport;
 pub mod worker;
 

@@ -2,14 +2,17 @@
 //! The control side builds a new one and publishes it (see `rcu.rs`); a worker
 //! picks it up at a burst boundary and never sees a half-applied change.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::net::SocketAddr;
 
 use sluice_wire::TenantKey;
 
 use crate::auth::AuthPolicy;
 use crate::config::{self, Config, ModelCfg, ModelKind, PeerCfg, RouteCfg, ShardCfg, TenantCfg};
-use crate::route::{Pattern, RouteTable};
+use crate::route::RouteTable;
+use crate::route::set::PatternSet;
 use crate::schema::SchemaTable;
 
 /// A queue shard as the workers see it.
@@ -44,28 +47,28 @@ pub struct Tenant {
     pub key: TenantKey,
     /// SHA-256 digests of the bearer tokens the front door accepts.
     pub token_digests: Vec<[u8; 32]>,
-    models: Vec<Pattern>,
-    adapters: Vec<Pattern>,
-    routes: Vec<Pattern>,
-    subjects: Vec<Pattern>,
+    models: PatternSet,
+    adapters: PatternSet,
+    routes: PatternSet,
+    subjects: PatternSet,
 }
 
 impl Tenant {
     /// May this tenant use the model?
     pub fn allows_model(&self, m: &str) -> bool {
-        self.models.iter().any(|p| p.matches(m))
+        self.models.matches(m)
     }
     /// May this tenant use the adapter?
     pub fn allows_adapter(&self, a: &str) -> bool {
-        self.adapters.iter().any(|p| p.matches(a))
+        self.adapters.matches(a)
     }
     /// May this tenant use the route?
     pub fn allows_route(&self, r: &str) -> bool {
-        self.routes.iter().any(|p| p.matches(r))
+        self.routes.matches(r)
     }
     /// May this tenant see the schema subject?
     pub fn allows_subject(&self, s: &str) -> bool {
-        self.subjects.iter().any(|p| p.matches(s))
+        self.subjects.matches(s)
     }
 }
 
@@ -86,6 +89,14 @@ pub struct ModelEntry {
     pub batch_max: Option<u32>,
     /// `batch_delay_us` of the model, overriding its shard's.
     pub batch_delay_us: Option<u32>,
+    adapter_set: FxHashSet<Box<str>>,
+}
+
+impl ModelEntry {
+    /// Whether the version carries the adapter (a hash lookup).
+    pub fn has_adapter(&self, id: &str) -> bool {
+        self.adapter_set.contains(id)
+    }
 }
 
 /// How requests of one model version in one shard batch: the model's own
@@ -118,8 +129,8 @@ impl BatchPolicy {
 #[derive(Debug, Clone, Default)]
 pub struct ModelTable {
     entries: Vec<ModelEntry>,
-    /// name -> [(version or alias, entry index)]
-    by_name: HashMap<String, Vec<(String, usize)>>,
+    /// name -> version or alias -> entry index.
+    by_name: FxHashMap<Box<str>, FxHashMap<Box<str>, usize>>,
 }
 
 impl ModelTable {
@@ -135,11 +146,14 @@ impl ModelTable {
                 adapters: m.adapters.iter().map(|a| a.id.clone()).collect(),
                 batch_max: m.batch_max,
                 batch_delay_us: m.batch_delay_us,
+                adapter_set: m.adapters.iter().map(|a| a.id.as_str().into()).collect(),
             });
-            let names = t.by_name.entry(m.name.clone()).or_default();
-            names.push((m.version.clone(), i));
+            // Validation refused clashes; were one left, the first would win
+            // as the list scan did.
+            let names = t.by_name.entry(m.name.as_str().into()).or_default();
+            names.entry(m.version.as_str().into()).or_insert(i);
             for a in &m.aliases {
-                names.push((a.clone(), i));
+                names.entry(a.as_str().into()).or_insert(i);
             }
         }
         t
@@ -147,10 +161,8 @@ impl ModelTable {
 
     /// Resolves a name and a version or alias.
     pub fn resolve(&self, name: &str, version: &str) -> Option<&ModelEntry> {
-        let v = self.by_name.get(name)?;
-        v.iter()
-            .find(|(k, _)| k == version)
-            .map(|&(_, i)| &self.entries[i])
+        let i = *self.by_name.get(name)?.get(version)?;
+        self.entries.get(i)
     }
 
     /// Every entry.
@@ -166,6 +178,8 @@ pub struct Peer {
     pub name: String,
     /// Data-plane address.
     pub addr: SocketAddr,
+    /// TCP address, for frames a datagram cannot carry.
+    pub tcp_addr: Option<SocketAddr>,
     /// Labels.
     pub labels: BTreeMap<String, String>,
 }
@@ -301,7 +315,7 @@ impl Tables {
         for (i, t) in live.tenants.iter().enumerate() {
             let key = config::decode_key(&t.key)
                 .map_err(|m| config::ConfigError::at(format!("tenants[{i}].key"), m))?;
-            let pats = |v: &[String]| v.iter().map(|p| Pattern::new(p)).collect::<Vec<_>>();
+            let pats = |v: &[String]| PatternSet::new(v);
             let mut token_digests = Vec::with_capacity(t.tokens.len());
             for (j, spec) in t.tokens.iter().enumerate() {
                 token_digests.push(
@@ -328,6 +342,7 @@ impl Tables {
                 Some(Peer {
                     name: p.name.clone(),
                     addr: p.address.parse().ok()?,
+                    tcp_addr: p.tcp_address.as_deref().and_then(|a| a.parse().ok()),
                     labels: p.labels.clone(),
                 })
             })

@@ -102,7 +102,7 @@ pub fn pick_worker(tables: &Tables, sem: &Semantic, workers: usize, rr: &AtomicU
                 tenant: &sem.tenant.name,
                 json: None,
             };
-            tables.routes.find(&key).map(|(_, r)| r.shard)
+            tables.routes.find(&key).map(|r| r.shard)
         })
         .and_then(|s| tables.shards.get(s))
         .map_or(u64::MAX, |s| s.worker_mask);

@@ -105,7 +105,7 @@ pub fn find(
             tenant: "",
             json: None,
         };
-        let (_, r) = tables.routes.find(&key)?;
+        let r = tables.routes.find(&key)?;
         let shard = tables.shards.get(r.shard)?;
         let p = BatchPolicy::of(e, shard);
         (v.batchable && p.max > 1).then_some(p)

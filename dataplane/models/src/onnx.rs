@@ -66,6 +66,17 @@ impl Tensor {
         }
     }
 
+    /// An i64 tensor (shapes and axes).
+    pub fn i64(name: &str, dims: &[i64], data: &[i64]) -> Tensor {
+        debug_assert_eq!(dims.iter().product::<i64>() as usize, data.len());
+        Tensor {
+            name: name.to_string(),
+            elem_type: elem::INT64,
+            dims: dims.to_vec(),
+            raw: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        }
+    }
+
     fn encode(&self) -> Msg {
         // TensorProto: dims=1, data_type=2, name=8, raw_data=9.
         let mut m = Msg::new();

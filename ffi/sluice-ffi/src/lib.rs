@@ -23,6 +23,9 @@ use std::time::Duration;
 use sluice_engine::config::{ModelCfg, PeerCfg};
 use sluice_engine::{Config, Engine, EngineError, EngineOptions};
 
+mod spans;
+pub use spans::{SLUICE_SPANS_BATCH_MAX, SluiceSpan, sluice_engine_spans};
+
 /// Version of this ABI; bumped on any incompatible change.
 pub const SLUICE_ABI_VERSION: u32 = 1;
 
@@ -56,11 +59,14 @@ pub const SLUICE_BUFFER_ALIGN: u32 = 64;
 /// Most shards.
 pub const SLUICE_SHARDS_MAX: u32 = 32;
 /// Most routes.
-pub const SLUICE_ROUTES_MAX: u32 = 1024;
+pub const SLUICE_ROUTES_MAX: u32 = 16_384;
 /// Most content conditions per route.
 pub const SLUICE_CONTENT_CONDITIONS_MAX: u32 = 8;
 /// Most path segments in a content condition.
 pub const SLUICE_CONTENT_PATH_SEGMENTS_MAX: u32 = 8;
+/// Most nodes in the trie of every content path of a route table (the root
+/// and each distinct path prefix).
+pub const SLUICE_CONTENT_PATH_NODES_MAX: u32 = 512;
 /// Most tenants.
 pub const SLUICE_TENANTS_MAX: u32 = 4096;
 /// Most loaded model versions.
@@ -93,9 +99,30 @@ pub const SLUICE_NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
 pub const SLUICE_NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
 /// Longest drain [`sluice_engine_stop`] waits.
 pub const SLUICE_DRAIN_MS_MAX: u32 = 10_000;
+/// Most `io_uring.tcp_connections_max`.
+pub const SLUICE_TCP_CONNECTIONS_MAX: u32 = 4096;
+/// Most `io_uring.tcp_pipeline_max`.
+pub const SLUICE_TCP_PIPELINE_MAX: u32 = 1024;
+/// Longest `io_uring.tcp_idle_timeout_ms`.
+pub const SLUICE_TCP_IDLE_TIMEOUT_MS_MAX: u32 = 3_600_000;
+/// Most `io_uring.tcp_slots` classes.
+pub const SLUICE_TCP_SLOT_CLASSES_MAX: u32 = 4;
+/// Most slots of one class, per worker.
+pub const SLUICE_TCP_SLOT_COUNT_MAX: u32 = 4096;
+/// Smallest TCP slot, bytes; sizes are multiples of it.
+pub const SLUICE_TCP_SLOT_SIZE_MIN: u32 = 4096;
+/// Largest TCP slot, bytes (the largest frame).
+pub const SLUICE_TCP_SLOT_SIZE_MAX: u32 = 256 << 20;
+/// Most TCP slot memory (receive and reply) per worker, bytes.
+pub const SLUICE_TCP_POOL_BYTES_MAX: u64 = 17_179_869_184; // 16 GiB, written out: C would overflow `16 << 30`
 /// Most patterns in each of a tenant's lists (models, adapters, routes,
 /// subjects).
-pub const SLUICE_TENANT_PATTERNS_MAX: u32 = 64;
+pub const SLUICE_TENANT_PATTERNS_MAX: u32 = 16_384;
+/// Most general globs (not `*`, `name*` or `*name`) in one of a tenant's
+/// lists.
+pub const SLUICE_TENANT_GLOBS_MAX: u32 = 16;
+/// Most aliases of one model version.
+pub const SLUICE_ALIASES_MAX: u32 = 1024;
 /// Longest schema subject (a tenant's `subjects` patterns too).
 pub const SLUICE_SUBJECT_LEN_MAX: u32 = 255;
 /// Shortest `auth.freshness_window_ms`.
@@ -135,6 +162,10 @@ mod limits_check {
         SLUICE_CONTENT_PATH_SEGMENTS_MAX,
         l::CONTENT_PATH_SEGMENTS_MAX
     ));
+    const _: () = assert!(eq(
+        SLUICE_CONTENT_PATH_NODES_MAX,
+        l::CONTENT_PATH_NODES_MAX
+    ));
     const _: () = assert!(eq(SLUICE_TENANTS_MAX, l::TENANT_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_MODELS_MAX, l::MODEL_SLOT_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_ADAPTERS_MAX, l::ADAPTER_COUNT_MAX));
@@ -150,7 +181,17 @@ mod limits_check {
     const _: () = assert!(eq(SLUICE_TENANT_KEY_LEN_MIN, l::TENANT_KEY_LEN_MIN));
     const _: () = assert!(SLUICE_NEGOTIATION_TTL_MS_MIN == l::NEGOTIATION_TTL_MS_MIN);
     const _: () = assert!(SLUICE_NEGOTIATION_TTL_MS_MAX == l::NEGOTIATION_TTL_MS_MAX);
+    const _: () = assert!(SLUICE_TCP_CONNECTIONS_MAX == l::TCP_CONNECTIONS_MAX);
+    const _: () = assert!(SLUICE_TCP_PIPELINE_MAX == l::TCP_PIPELINE_MAX);
+    const _: () = assert!(SLUICE_TCP_IDLE_TIMEOUT_MS_MAX == l::TCP_IDLE_TIMEOUT_MS_MAX);
+    const _: () = assert!(eq(SLUICE_TCP_SLOT_CLASSES_MAX, l::TCP_SLOT_CLASSES_MAX));
+    const _: () = assert!(SLUICE_TCP_SLOT_COUNT_MAX == l::TCP_SLOT_COUNT_MAX);
+    const _: () = assert!(SLUICE_TCP_SLOT_SIZE_MIN == l::TCP_SLOT_SIZE_MIN);
+    const _: () = assert!(SLUICE_TCP_SLOT_SIZE_MAX == l::TCP_SLOT_SIZE_MAX);
+    const _: () = assert!(SLUICE_TCP_POOL_BYTES_MAX == l::TCP_POOL_BYTES_MAX);
     const _: () = assert!(eq(SLUICE_TENANT_PATTERNS_MAX, l::TENANT_PATTERN_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_TENANT_GLOBS_MAX, l::TENANT_GLOB_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_ALIASES_MAX, l::ALIAS_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_SUBJECT_LEN_MAX, w::SUBJECT_LEN_MAX));
     const _: () = assert!(SLUICE_FRESHNESS_WINDOW_MS_MIN == l::FRESHNESS_WINDOW_MS_MIN);
     const _: () = assert!(SLUICE_FRESHNESS_WINDOW_MS_MAX == l::FRESHNESS_WINDOW_MS_MAX);
@@ -205,16 +246,18 @@ pub enum SluiceQuery {
     Peers = 4,
     /// The live tables (shards, routes, models, tenants without keys, peers).
     Live = 5,
-    /// Connections of connection-oriented transports (RDMA), with counters:
-    /// an array of objects with id, transport, listen, worker, peer, device,
-    /// state, rx/tx frames and bytes, rx/tx_large (frames by RDMA WRITE into
-    /// a slot) and errors. Empty for io_uring and DPDK, and in a library
-    /// built without the `rdma` feature.
+    /// Connections of connection-oriented transports (RDMA, and TCP on
+    /// io_uring with `tcp_listen`), with counters: an array of objects with
+    /// id, transport ("rdma" or "tcp"), role, listen, worker, peer, device,
+    /// state, rx/tx frames and bytes, rx/tx_large (RDMA: frames by RDMA
+    /// WRITE into a slot; TCP: frames a datagram could not carry) and
+    /// errors. Empty for UDP-only io_uring and for DPDK.
     Connections = 6,
     /// Per-worker connection counters since start (closed connections
     /// included, so they only grow): an array of objects with transport,
     /// listen, worker, open, accepted, closed, rx/tx frames and bytes,
-    /// rx/tx_large and errors. Empty where [`SluiceQuery::Connections`] is.
+    /// rx/tx_large and errors (TCP adds its own counters and slot use).
+    /// Empty where [`SluiceQuery::Connections`] is.
     ConnectionTotals = 7,
 }
 
@@ -603,9 +646,9 @@ pub unsafe extern "C" fn sluice_engine_remove_peer(
 
 /// Closes a connection by the id [`SluiceQuery::Connections`] lists: the
 /// peer is disconnected, its requests in flight fail on its side with a
-/// retryable connection loss, and the connection leaves the list once its
-/// worker has let go of it. `NOT_FOUND` for an id this engine does not
-/// serve (always, on io_uring and DPDK or without the `rdma` feature).
+/// retryable connection loss (TCP: the stream ends), and the connection
+/// leaves the list once its worker has let go of it. `NOT_FOUND` for an id
+/// this engine does not serve (always on DPDK and UDP-only io_uring).
 ///
 /// # Safety
 /// `e` is a live handle; `err` points to `err_cap` bytes.
@@ -619,9 +662,9 @@ pub unsafe extern "C" fn sluice_engine_close_connection(
     guard(err, err_cap, || conns::close(&read(handle(e)?), id))
 }
 
-/// Connection management. Only the RDMA transport has connections; the
-/// RDMA runtime is per process, so lists are narrowed to this engine's
-/// listen address.
+/// Connection management: RDMA connections (the RDMA runtime is per
+/// process, so its lists are narrowed to this engine's listen address) and
+/// TCP connections of the io_uring transport (kept per engine).
 mod conns {
     use super::{Outcome, SluiceStatus};
     use sluice_engine::Engine;
@@ -650,35 +693,62 @@ mod conns {
         v
     }
 
-    pub(super) fn list_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
-        #[cfg(feature = "rdma")]
-        return serde_json::to_vec(&mine(eng));
-        #[cfg(not(feature = "rdma"))]
-        {
-            let _ = eng;
-            Ok(b"[]".to_vec())
+    /// Both lists as JSON values (they share one shape).
+    fn values<A: serde::Serialize, B: serde::Serialize>(
+        a: &[A],
+        b: &[B],
+    ) -> serde_json::Result<Vec<u8>> {
+        let mut v = Vec::with_capacity(a.len() + b.len());
+        for x in a {
+            v.push(serde_json::to_value(x)?);
         }
+        for x in b {
+            v.push(serde_json::to_value(x)?);
+        }
+        serde_json::to_vec(&v)
+    }
+
+    pub(super) fn list_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
+        let tcp = if eng.is_running() {
+            eng.tcp_connections()
+        } else {
+            Vec::new()
+        };
+        #[cfg(feature = "rdma")]
+        return values(&mine(eng), &tcp);
+        #[cfg(not(feature = "rdma"))]
+        values::<(), _>(&[], &tcp)
     }
 
     pub(super) fn totals_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
+        let tcp = eng.tcp_connection_totals();
         #[cfg(feature = "rdma")]
         {
-            let Some(listen) = rdma_listen(eng) else {
-                return Ok(b"[]".to_vec());
+            let mut v = match rdma_listen(eng) {
+                Some(listen) => {
+                    let mut v = sluice_engine::transport::rdma::connection_totals();
+                    v.retain(|t| t.listen == listen);
+                    v
+                }
+                None => Vec::new(),
             };
-            let mut v = sluice_engine::transport::rdma::connection_totals();
-            v.retain(|t| t.listen == listen);
             v.sort_by_key(|t| t.worker);
-            serde_json::to_vec(&v)
+            values(&v, &tcp)
         }
         #[cfg(not(feature = "rdma"))]
-        {
-            let _ = eng;
-            Ok(b"[]".to_vec())
-        }
+        values::<(), _>(&[], &tcp)
     }
 
     pub(super) fn close(eng: &Engine, id: u64) -> Outcome {
+        if eng.is_running() && eng.tcp_connections().iter().any(|c| c.id == id) {
+            return eng.close_tcp_connection(id).map_err(|e| match e {
+                // Gone between the list and the close.
+                sluice_engine::EngineError::NotFound(_) => {
+                    (SluiceStatus::NotFound, format!("no connection {id}"))
+                }
+                e => (SluiceStatus::Internal, e.to_string()),
+            });
+        }
         #[cfg(feature = "rdma")]
         if mine(eng).iter().any(|c| c.id == id) {
             use sluice_engine::transport::rdma::{RdmaError, close_connection};
@@ -690,14 +760,20 @@ mod conns {
                 e => (SluiceStatus::Internal, e.to_string()),
             });
         }
-        let why = if !cfg!(feature = "rdma") {
-            " (this library is built without the `rdma` feature: no transport has connections)"
-        } else if eng.config().engine.transport != TransportKind::Rdma {
-            " (only the rdma transport has connections)"
-        } else if !eng.is_running() {
-            " (the engine is not running)"
-        } else {
-            ""
+        let tcp = !eng.config().io_uring.tcp_listen.is_empty();
+        let why = match eng.config().engine.transport {
+            _ if !eng.is_running() => " (the engine is not running)",
+            TransportKind::IoUring if tcp => "",
+            TransportKind::IoUring => {
+                " (io_uring serves connections only with io_uring.tcp_listen set)"
+            }
+            TransportKind::Rdma if !cfg!(feature = "rdma") => {
+                " (this library is built without the `rdma` feature)"
+            }
+            TransportKind::Rdma => "",
+            TransportKind::Dpdk => {
+                " (only the rdma transport and io_uring with tcp_listen have connections)"
+            }
         };
         Err((SluiceStatus::NotFound, format!("no connection {id}{why}")))
     }

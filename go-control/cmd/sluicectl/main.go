@@ -42,12 +42,14 @@ commands:
   models unload NAME VERSION      unload a version from every core (also one from the file)
   alias set MODEL ALIAS VERSION   point an alias at a version
   peers ls | add NAME ADDR [LABEL=VALUE]... | rm NAME
-  connections                     client connections (RDMA) with their counters
+  connections                     connections (RDMA, TCP) with their counters
   connections close ID            disconnect one; its requests in flight fail, retryably
   stats                           counters and latency per worker and shard
   reload                          re-read the config file on the daemon
   jobs                            JetStream ingress: per stream lag, in flight, acked, nak'ed, dead-lettered, redelivered
   infer MODEL VERSION --input NAME=FILE.npy|FILE.json|@JSON ...  one inference request (infer -h)
+  schemas diff SUBJECT V1 V2      per-field verdicts (backward, forward) between two registry versions
+  schemas contract SUBJECT V      the contract snapshot of a version: fingerprint, fields, types
 
 environment: SLUICE_ADDR (host:port or unix:/path), SLUICE_TOKEN
 `
@@ -250,6 +252,8 @@ func dispatch(c *client, p *printer, args []string) error {
 		return reload(c, p)
 	case "jobs":
 		return jobs(c, p, rest)
+	case "schemas":
+		return schemasCmd(c, p, rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(p.w, usage)
 		return nil
@@ -739,5 +743,28 @@ func stats(c *client, p *printer) error {
 		row("shard "+s.Name+" service", s.Requests, fmt.Sprint(s.Errors), s.Service)
 	}
 	p.table("WHERE\tREQUESTS\tERRORS\tP50_US\tP90_US\tP99_US\tP99.9_US\tMAX_US", rows)
+	poolTable(p, st)
 	return nil
+}
+
+// poolTable prints each worker's buffer pools (use, reuse, pages), the
+// payload it copied by path and its kernel socket drops.
+func poolTable(p *printer, st engine.Stats) {
+	var rows [][]string
+	for _, w := range st.Workers {
+		who := fmt.Sprintf("worker %d", w.Index)
+		for _, pl := range w.Pools {
+			pages := "normal"
+			if pl.HugeBytes > 0 {
+				pages = "huge"
+			}
+			rows = append(rows, []string{who, "pool " + pl.Pool, fmt.Sprint(pl.Capacity), fmt.Sprint(pl.InUse), fmt.Sprint(pl.Allocs),
+				fmt.Sprint(pl.FirstTouches), fmt.Sprint(pl.Reuses), fmt.Sprintf("%.3f", pl.ReuseRatio), fmt.Sprintf("%s %d KiB", pages, (pl.HugeBytes+pl.NormalBytes)>>10)})
+		}
+		for _, c := range w.Copies {
+			rows = append(rows, []string{who, "copied " + c.Path, "-", "-", fmt.Sprint(c.Frames), "-", "-", "-", fmt.Sprintf("%d B (%s)", c.Bytes, c.Reason)})
+		}
+		rows = append(rows, []string{who, "kernel drops", "-", "-", fmt.Sprint(w.RxKernelDrops), "-", "-", "-", "SO_RXQ_OVFL"})
+	}
+	p.table("WORKER\tWHAT\tBUFFERS\tIN_USE\tCOUNT\tFIRST_TOUCH\tREUSES\tREUSE_RATIO\tNOTE", rows)
 }

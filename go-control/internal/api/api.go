@@ -31,6 +31,10 @@ type Error struct {
 	Code      string `json:"code"`
 	// Messages lists what breaks, for the registry's incompatible_schema.
 	Messages []string `json:"messages,omitempty"`
+	// Differences are the registry's incompatible_schema differences the
+	// messages were rendered from, each with the earlier version it was
+	// checked against.
+	Differences []SchemaDifference `json:"differences,omitempty"`
 	// Change names a fleet write whose outcome is unknown (504).
 	Change *Outcome `json:"change,omitempty"`
 }
@@ -189,4 +193,57 @@ type JobCounters struct {
 	FetchErrors   uint64 `json:"fetch_errors"`
 	// DeadLetterCodes counts dead letters by code.
 	DeadLetterCodes map[string]uint64 `json:"dead_letter_codes"`
+}
+
+// SchemaDifference is one change between two versions of a registered
+// schema, with its verdict in each direction (registry/compat.Difference).
+type SchemaDifference struct {
+	// Version is the earlier version the candidate was checked against
+	// (in a 409 body and a compatibility answer).
+	Version        int    `json:"version,omitempty"`
+	Path           string `json:"path"`
+	Rule           string `json:"rule"`
+	Backward       string `json:"backward"` // compatible, breaking or warning
+	Forward        string `json:"forward"`
+	Message        string `json:"message"`
+	ForwardRule    string `json:"forward_rule,omitempty"`
+	ForwardMessage string `json:"forward_message,omitempty"`
+	Category       string `json:"category,omitempty"` // buf category, Protobuf
+}
+
+// ContractField is one element of a version's contract.
+type ContractField struct {
+	Path       string `json:"path"`
+	Name       string `json:"name,omitempty"`
+	Type       string `json:"type"`
+	Required   bool   `json:"required,omitempty"`
+	Deprecated bool   `json:"deprecated,omitempty"`
+}
+
+// ContractDoc is what GET /registry/subjects/{s}/versions/{v}/contract
+// returns: the snapshot stored with the version.
+type ContractDoc struct {
+	Subject         string          `json:"subject"`
+	Version         int             `json:"version"`
+	ID              int             `json:"id"`
+	SchemaType      string          `json:"schemaType"`
+	Canonical       string          `json:"canonical"`
+	Fingerprint     string          `json:"fingerprint"`
+	Fields          []ContractField `json:"fields"`
+	FieldsTruncated bool            `json:"fields_truncated,omitempty"`
+	Signature       json.RawMessage `json:"signature,omitempty"` // TENSOR only
+}
+
+// DiffDoc is what GET /registry/subjects/{s}/diff?from=&to= returns.
+type DiffDoc struct {
+	Subject    string `json:"subject"`
+	From       int    `json:"from"`
+	To         int    `json:"to"`
+	SchemaType string `json:"schemaType"`
+	// Compatibility is the subject's level; Compatible says whether to
+	// could follow from under it (transitive levels checked against from
+	// only).
+	Compatibility string             `json:"compatibility"`
+	Compatible    bool               `json:"compatible"`
+	Differences   []SchemaDifference `json:"differences"`
 }

@@ -49,6 +49,27 @@ type Config struct {
 	// Jobs is the JetStream ingress (docs/jobs.md), read by the daemon;
 	// the engine takes it as an opaque table.
 	Jobs Jobs `toml:"jobs" json:"jobs"`
+	// Tracing is request tracing: the engine samples and records, the
+	// daemon exports the spans over OTLP/HTTP (docs/observability.md).
+	Tracing Tracing `toml:"tracing" json:"tracing"`
+}
+
+// Tracing is the [tracing] table.
+type Tracing struct {
+	// SampleRatio (0 to 1) of requests with a trace id but no sampling
+	// decision (trace flags 0, no parent span) that are traced; requests
+	// with the sampled bit always are, requests without a trace id never.
+	SampleRatio float64 `toml:"sample_ratio" json:"sample_ratio"`
+	// RingSpans: span records each worker holds until the daemon drains
+	// them; a full ring drops records and counts them.
+	RingSpans int `toml:"ring_spans" json:"ring_spans"`
+	// Endpoint is the OTLP/HTTP base URL ("http://127.0.0.1:4318"); empty:
+	// spans are drained and counted, not exported.
+	Endpoint string `toml:"endpoint" json:"endpoint,omitempty"`
+	// ExportIntervalMs: how often the rings are drained.
+	ExportIntervalMs int `toml:"export_interval_ms" json:"export_interval_ms"`
+	// ServiceName is the spans' service.name (default "sluiced").
+	ServiceName string `toml:"service_name" json:"service_name,omitempty"`
 }
 
 // Fleet is the [fleet] table: the NATS JetStream cluster whose KV buckets
@@ -116,6 +137,24 @@ type IOUring struct {
 	RxBuffers   int    `toml:"rx_buffers" json:"rx_buffers"`
 	TxBuffers   int    `toml:"tx_buffers" json:"tx_buffers"`
 	BufferSize  int    `toml:"buffer_size" json:"buffer_size"`
+	// TCPListen is the TCP address every worker listens on beside the UDP
+	// socket; "" serves no TCP.
+	TCPListen         string `toml:"tcp_listen" json:"tcp_listen"`
+	TCPConnectionsMax int    `toml:"tcp_connections_max" json:"tcp_connections_max"`
+	TCPIdleTimeoutMs  int    `toml:"tcp_idle_timeout_ms" json:"tcp_idle_timeout_ms"`
+	// TCPFrameLenMax is the largest frame accepted over TCP; 0: the largest slot.
+	TCPFrameLenMax int `toml:"tcp_frame_len_max" json:"tcp_frame_len_max"`
+	TCPPipelineMax int `toml:"tcp_pipeline_max" json:"tcp_pipeline_max"`
+	// TCPSlots are the slot classes, smallest first.
+	TCPSlots  []TCPSlot `toml:"tcp_slots" json:"tcp_slots"`
+	TCPSendZC string    `toml:"tcp_send_zc" json:"tcp_send_zc"`
+}
+
+// TCPSlot is one class of TCP slots: Count slots of Size bytes per worker,
+// each with a reply slot of the same size.
+type TCPSlot struct {
+	Size  int `toml:"size" json:"size"`
+	Count int `toml:"count" json:"count"`
 }
 
 // Host is the [host] table.
@@ -207,9 +246,12 @@ type Frontdoor struct {
 
 // Peer is one [[peers]] entry: another appliance that serves shards by label.
 type Peer struct {
-	Name    string            `toml:"name" json:"name"`
-	Address string            `toml:"address" json:"address"`
-	Labels  map[string]string `toml:"labels" json:"labels,omitempty"`
+	Name    string `toml:"name" json:"name"`
+	Address string `toml:"address" json:"address"`
+	// TCPAddress is the peer's io_uring.tcp_listen: frames too large for a
+	// datagram are forwarded over TCP to it.
+	TCPAddress string            `toml:"tcp_address" json:"tcp_address,omitempty"`
+	Labels     map[string]string `toml:"labels" json:"labels,omitempty"`
 	// Transport is how forwards reach the peer: "udp" (default, empty) or
 	// "rdma" (Address is then the peer's rdma.listen).
 	Transport string `toml:"transport" json:"transport,omitempty"`
@@ -239,6 +281,9 @@ func Defaults() Config {
 		IOUring: IOUring{
 			Listen: "127.0.0.1:7070", RingEntries: 512, RxBuffers: 256,
 			TxBuffers: 256, BufferSize: 65536,
+			TCPConnectionsMax: 256, TCPIdleTimeoutMs: 10_000, TCPPipelineMax: 64,
+			TCPSlots:  []TCPSlot{{Size: 64 << 10, Count: 128}, {Size: 2 << 20, Count: 16}, {Size: 16<<20 + 64<<10, Count: 2}},
+			TCPSendZC: "auto",
 		},
 		Auth: Auth{Mode: "tenants", FreshnessWindowMs: 10_000, ReplayEntries: 1 << 18},
 		Host: Host{Labels: map[string]string{}},
@@ -255,7 +300,8 @@ func Defaults() Config {
 			ConnectTimeoutMs: 2000, OpTimeoutMs: 5000, ResyncIntervalMs: 5000, SettleMs: 20,
 			CheckIntervalMs: 200, History: 1,
 		},
-		Jobs: jobsDefaults(),
+		Jobs:    jobsDefaults(),
+		Tracing: Tracing{RingSpans: 4096, ExportIntervalMs: 200},
 	}
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -119,12 +120,26 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"front door same ports", "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\ngrpc_listen = \"127.0.0.1:8000\"\n", "t.toml:3: frontdoor.grpc_listen: must differ from http_listen"},
 		{"bad token", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\ntokens = [\"sha256:00\"]\n", "t.toml:5: tenants[0].tokens[0]: a sha256: token is 64 hex digits"},
 		{"plain token", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\ntokens = [\"secret\"]\n", "t.toml:5: tenants[0].tokens[0]: token must start with"},
+		{"bad tcp listen", "[io_uring]\ntcp_listen = \"anywhere\"\n", "t.toml:2: io_uring.tcp_listen: \"anywhere\" is not an IP:port address"},
+		{"tcp connections", "[io_uring]\ntcp_listen = \"127.0.0.1:7072\"\n\ntcp_connections_max = 0\n", "t.toml:4: io_uring.tcp_connections_max: 0 is out of range 1..=4096"},
+		{"tcp slot size", "[io_uring]\ntcp_slots = [\n  { size = 65536, count = 8 },\n  { size = 100000, count = 2 },\n]\n", "t.toml:4: io_uring.tcp_slots[1].size: 100000 is not a multiple of 4096"},
+		{"tcp slot order", "[io_uring]\ntcp_slots = [{ size = 2097152, count = 8 }, { size = 65536, count = 2 }]\n", "t.toml:2: io_uring.tcp_slots[1].size: slot classes must be listed smallest first"},
+		{"tcp slot missing count", "[io_uring]\ntcp_slots = [{ size = 65536 }]\n", "t.toml:2: io_uring.tcp_slots[0].count: 0 is out of range 1..=4096"},
+		{"tcp frame limit above the largest slot", "[io_uring]\ntcp_slots = [{ size = 65536, count = 8 }]\ntcp_frame_len_max = 70000\n", "t.toml:3: io_uring.tcp_frame_len_max: 70000 is out of range 96..=65536"},
+		{"tcp pool too large", "[io_uring]\ntcp_slots = [{ size = 268435456, count = 64 }]\n", "t.toml:2: io_uring.tcp_slots: 34359738368 bytes of slots per worker"},
+		{"tcp zc mode", "[io_uring]\ntcp_send_zc = \"maybe\"\n", "t.toml:2: io_uring.tcp_send_zc: \"maybe\" is not one of"},
+		{"peer tcp address", "[[peers]]\nname = \"b\"\naddress = \"10.0.0.2:7070\"\ntcp_address = \"b:7072\"\n", "t.toml:4: peers[0].tcp_address: \"b:7072\" is not an IP:port address"},
 		{"auth mode", "[auth]\nmode = \"open\"\n", "t.toml:2: auth.mode: \"open\" is not one of \"tenants\", \"none\""},
 		{"freshness window", "[auth]\n\nfreshness_window_ms = 50\n", "t.toml:3: auth.freshness_window_ms: 50 is out of range 100..=300000"},
 		{"replay entries", "[auth]\nreplay_entries = 1000\n", "t.toml:2: auth.replay_entries: 1000 is not a power of two"},
 		{"mode none with tenants", "[auth]\nmode = \"none\"\n\n[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "t.toml:4: tenants[0]: auth.mode is \"none\""},
 		{"bad subject pattern", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nsubjects = [\"a-*\", \"\"]\n", "t.toml:5: tenants[0].subjects[1]: \"\" must be 1 to 255 printable ASCII"},
-		{"too many patterns", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nroutes = [" + strings.Repeat("\"r\", ", 65) + "]\n", "t.toml:5: tenants[0].routes: 65 entries; at most 64"},
+		{"too many patterns", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nroutes = [" + strings.Repeat("\"r\", ", 16385) + "]\n", "t.toml:5: tenants[0].routes: 16385 entries; at most 16384"},
+		{"content trie too large", "[[shards]]\nname = \"s\"\nmax_concurrency = 1\nqueue_depth = 1\n" + manyContentRoutes(520), "routes[511].content[0]: the content paths of all routes need more than 512 trie nodes"},
+		{"too many general globs", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nmodels = [\"a*\", \"*b\", " + strings.Repeat("\"x*y\", ", 17) + "]\n", "tenants[0].models[18]: at most 16 globs other than"},
+		{"duplicate tenant name", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n[[tenants]]\nname = \"t\"\nid = 4\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "tenants[1].id: tenant id 4 or name \"t\" used twice"},
+		{"alias is a version", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\n[[models]]\nname = \"m\"\nversion = \"2\"\nkind = \"null\"\naliases = [\"1\"]\n", "models[1].aliases[0]: alias \"1\" of model m already names version 1"},
+		{"duplicate version", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\n[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\n", "models[1].version: model m version 1 defined twice"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -407,4 +422,14 @@ func TestModelJSONBatchIntegers(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"name":"m","version":"1","colour":1}`), &m); err == nil {
 		t.Fatal("unknown field accepted")
 	}
+}
+
+// manyContentRoutes are n routes, each with a content condition on its own
+// member (one trie node each).
+func manyContentRoutes(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "[[routes]]\nname = \"r%d\"\nshard = \"s\"\ncontent = ['$.f%d == 1']\n", i, i)
+	}
+	return b.String()
 }

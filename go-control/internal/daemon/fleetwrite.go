@@ -229,6 +229,7 @@ func (s *state) fleetRemovePeer(ctx context.Context, name string) error {
 func (d *Daemon) ReloadFrom(view *store.View) (api.ReloadResult, error) {
 	res, err := d.state.reloadFrom(view)
 	d.auditAs("fleet", "reload", "reload", reloadWhat(res), err)
+	d.traceChange(context.Background(), "fleet", "reload", "reload", reloadWhat(res), outcomeOf(err), err)
 	return res, err
 }
 

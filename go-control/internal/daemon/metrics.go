@@ -29,6 +29,8 @@ type collector struct {
 	wPings, wNegotiations, wCopied, wSleeps, wPool, wPoolUse, wReuse              *prometheus.Desc
 	wLat, wLatHist, wLatMax                                                       *prometheus.Desc
 	wUp, wPanics, wKernelDrops                                                    *prometheus.Desc
+	pAllocs, pReuses, pFirst, pTouched, pRatio, pBytes, wCopiedBy, wCopiedFrames  *prometheus.Desc
+	wSpans, wSpansDropped                                                         *prometheus.Desc
 
 	sRequests, sErrors                  *prometheus.Desc
 	sQueue, sQueueHist, sQueueMax       *prometheus.Desc
@@ -75,6 +77,18 @@ func newCollector(d *Daemon) *collector {
 		wPanics:       desc("worker_panics_total", "Panics caught in the worker's loop (it stops at the first).", w...),
 		wKernelDrops:  desc("worker_rx_kernel_drops_total", "Datagrams the kernel dropped in the worker's socket queue before it read them (SO_RXQ_OVFL).", w...),
 
+		pAllocs:       desc("pool_allocs_total", "Buffers handed out by the pool (receives or allocations).", wp...),
+		pReuses:       desc("pool_reuses_total", "Buffers handed out again: the same pages reused for a new frame.", wp...),
+		pFirst:        desc("pool_first_touches_total", "Buffers handed out for the first time (pages first touched by a frame).", wp...),
+		pTouched:      desc("pool_buffers_touched", "Distinct pool buffers handed out at least once.", wp...),
+		pRatio:        desc("pool_page_reuse_ratio", "Pool reuses / allocs: how often a frame lands in pages used before.", wp...),
+		pBytes:        desc("pool_bytes", "Bytes of memory behind the pool, by page kind (huge = 2 MiB hugepages, normal).", append(wp, "pages")...),
+		wCopiedBy:     desc("worker_bytes_copied_total", "Payload bytes copied, by path and the reason that path copies.", append(w, "path", "reason")...),
+		wCopiedFrames: desc("worker_frames_copied_total", "Frames whose payload was copied, by path and reason.", append(w, "path", "reason")...),
+
+		wSpans:        desc("worker_spans_recorded_total", "Span records of traced requests the worker pushed to its ring (docs/observability.md).", w...),
+		wSpansDropped: desc("worker_spans_dropped_total", "Span records dropped because the worker's ring was full.", w...),
+
 		sRequests:    desc("shard_requests_total", "Requests routed to the shard.", s...),
 		sErrors:      desc("shard_errors_total", "Error frames after routing.", s...),
 		sQueue:       desc("shard_queue_seconds", "Receive to start of service (quantiles).", s...),
@@ -92,7 +106,7 @@ func newCollector(d *Daemon) *collector {
 		mBatch:      desc("model_batch_size", "Rows per model execution (dynamic batching), as a histogram.", mv...),
 		mQueue:      desc("model_queue_delay_seconds", "Receive to start of the run that answered the request, as a histogram.", mv...),
 
-		cOpen:     desc("connections_open", "Connections open now (RDMA), by transport.", "transport"),
+		cOpen:     desc("connections_open", "Connections open now (RDMA, TCP), by transport.", "transport"),
 		cAccepted: desc("connections_accepted_total", "Connections accepted by the worker.", cw...),
 		cClosed:   desc("connections_closed_total", "Connections closed (by either side) and released by the worker.", cw...),
 		cRx:       desc("connection_rx_frames_total", "Frames received on the worker's connections.", cw...),
@@ -114,7 +128,8 @@ func newCollector(d *Daemon) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.changes, c.wRequests, c.wErrors, c.wRefusals, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
 		c.wTxErr, c.wForeign, c.wPings, c.wNegotiations, c.wCopied, c.wSleeps, c.wPool, c.wPoolUse, c.wReuse,
-		c.wLat, c.wLatHist, c.wLatMax, c.wUp, c.wPanics, c.wKernelDrops, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
+		c.wLat, c.wLatHist, c.wLatMax, c.wUp, c.wPanics, c.wKernelDrops,
+		c.pAllocs, c.pReuses, c.pFirst, c.pTouched, c.pRatio, c.pBytes, c.wCopiedBy, c.wCopiedFrames, c.wSpans, c.wSpansDropped, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
 		c.sService, c.sServiceHist, c.sServiceMax,
 		c.mRequests, c.mInferences, c.mExecutions, c.mFallbacks, c.mBatch, c.mQueue,
 		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors,
@@ -217,6 +232,23 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, c.wUp, up, l...)
 		counter(ch, c.wPanics, w.Panics, l...)
 		counter(ch, c.wKernelDrops, w.RxKernelDrops, l...)
+		counter(ch, c.wSpans, w.SpansRecorded, l...)
+		counter(ch, c.wSpansDropped, w.SpansDropped, l...)
+		for _, p := range w.Pools {
+			pl := append(append([]string{}, l...), p.Pool)
+			counter(ch, c.pAllocs, p.Allocs, pl...)
+			counter(ch, c.pReuses, p.Reuses, pl...)
+			counter(ch, c.pFirst, p.FirstTouches, pl...)
+			gauge(ch, c.pTouched, float64(p.Touched), pl...)
+			gauge(ch, c.pRatio, p.ReuseRatio, pl...)
+			gauge(ch, c.pBytes, float64(p.HugeBytes), append(pl, "huge")...)
+			gauge(ch, c.pBytes, float64(p.NormalBytes), append(pl, "normal")...)
+		}
+		for _, cp := range w.Copies {
+			cl := append(append([]string{}, l...), cp.Path, cp.Reason)
+			counter(ch, c.wCopiedBy, cp.Bytes, cl...)
+			counter(ch, c.wCopiedFrames, cp.Frames, cl...)
+		}
 	}
 	for _, s := range st.Shards {
 		l := []string{s.Name, strconv.FormatBool(s.Local)}

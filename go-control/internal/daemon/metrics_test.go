@@ -290,3 +290,40 @@ func TestWorkerLivenessMetrics(t *testing.T) {
 		t.Fatalf("status of the failed worker: %+v", w)
 	}
 }
+
+// Pools and copies: every field of the engine's report becomes a series.
+func TestPoolAndCopyMetrics(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""))
+	r.fake.SetPools(0, []engine.PoolStats{
+		{Pool: "rx", Capacity: 64, Allocs: 200, Reuses: 150, FirstTouches: 50, Touched: 50, ReuseRatio: 0.75, HugeBytes: 4 << 20},
+		{Pool: "tx", Capacity: 64, Allocs: 200, Reuses: 199, FirstTouches: 1, Touched: 1, ReuseRatio: 0.995, NormalBytes: 1 << 20},
+	}, []engine.CopyStats{{Path: "echo_reply", Reason: "echo answers with its inputs", Frames: 200, Bytes: 1600}})
+	fams := scrape(t, r)
+	rx := map[string]string{"worker": "0", "pool": "rx"}
+	for name, want := range map[string]float64{
+		"sluice_pool_allocs_total":        200,
+		"sluice_pool_reuses_total":        150,
+		"sluice_pool_first_touches_total": 50,
+		"sluice_pool_buffers_touched":     50,
+		"sluice_pool_page_reuse_ratio":    0.75,
+	} {
+		m := find(t, fams, name, rx)
+		v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		if !near(v, want) {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+	if v := find(t, fams, "sluice_pool_bytes", map[string]string{"pool": "rx", "pages": "huge"}).GetGauge().GetValue(); v != 4<<20 {
+		t.Errorf("rx huge bytes = %v", v)
+	}
+	if v := find(t, fams, "sluice_pool_bytes", map[string]string{"pool": "tx", "pages": "normal"}).GetGauge().GetValue(); v != 1<<20 {
+		t.Errorf("tx normal bytes = %v", v)
+	}
+	cl := map[string]string{"worker": "0", "path": "echo_reply", "reason": "echo answers with its inputs"}
+	if v := find(t, fams, "sluice_worker_bytes_copied_total", cl).GetCounter().GetValue(); v != 1600 {
+		t.Errorf("bytes copied = %v", v)
+	}
+	if v := find(t, fams, "sluice_worker_frames_copied_total", cl).GetCounter().GetValue(); v != 200 {
+		t.Errorf("frames copied = %v", v)
+	}
+}

@@ -218,8 +218,8 @@ func (e *Engine) Status() (engine.Status, error) {
 	return s, e.query(queryStatus, &s)
 }
 
-// Connections lists the RDMA connections with counters (empty on other
-// transports and in a library built without the rdma feature).
+// Connections lists the RDMA and TCP connections with counters (empty on
+// DPDK and UDP-only io_uring).
 func (e *Engine) Connections() ([]engine.Connection, error) {
 	c := []engine.Connection{}
 	return c, e.query(queryConns, &c)
@@ -229,6 +229,17 @@ func (e *Engine) Connections() ([]engine.Connection, error) {
 func (e *Engine) ConnectionTotals() ([]engine.ConnectionTotals, error) {
 	t := []engine.ConnectionTotals{}
 	return t, e.query(queryTotals, &t)
+}
+
+// Spans drains span records of traced requests (engine.SpanSource), in
+// calls of at most spansBatchMax records.
+func (e *Engine) Spans(out []engine.SpanRecord) (int, error) {
+	h, err := e.handle()
+	if err != nil {
+		return 0, err
+	}
+	n, rc, msg := cSpans(h, out)
+	return n, toErr(rc, msg)
 }
 
 // CloseConnection disconnects a connection by id.

@@ -95,8 +95,15 @@ type Schema interface {
 
 // Limits on input size keep a hostile schema from costing unbounded work.
 const (
-	SchemaBytesMax  = 1 << 20 // bytes of schema text
-	nestingDepthMax = 64      // depth of nested types walked by the checkers
+	SchemaBytesMax = 1 << 20 // bytes of schema text
+	// nestingDepthMax bounds the depth of nested types the comparisons
+	// walk. Avro's own checker has no such limit; 4096 is far beyond any
+	// real schema and keeps a hostile one from exhausting the stack.
+	nestingDepthMax = 4096
+	// compareStepsMax bounds the work of one directional comparison
+	// (schema pairs visited); a schema pair past it is refused as
+	// DIFF_LIMIT_EXCEEDED rather than compared for unbounded time.
+	compareStepsMax = 1 << 20
 )
 
 // ErrInvalid wraps every parse failure.
@@ -106,11 +113,28 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-// Parse parses text as a schema of type t. deps must be ordered so that a
-// dependency comes before the schemas that use it.
-func Parse(t Type, text string, deps []Dependency) (s Schema, err error) {
-	// The parsers are third-party code fed with client input: a panic in
-	// one must become a refused schema, not a dead control plane.
+// Parse parses text as a schema of type t for registration. deps must be
+// ordered so that a dependency comes before the schemas that use it.
+func Parse(t Type, text string, deps []Dependency) (Schema, error) {
+	return parseGuarded(func() (Schema, error) {
+		switch t {
+		case Avro:
+			return parseAvro(text, deps, true)
+		case Protobuf:
+			return parseProtobuf(text, deps)
+		case JSON:
+			return parseJSONSchema(text, deps)
+		case Tensor:
+			return parseTensor(text)
+		}
+		return nil, invalid("unsupported schema type %q", t)
+	}, text)
+}
+
+// parseGuarded applies the size limits and turns a parser panic into a
+// refused schema: the parsers are fed with client input, and a panic in
+// one must not kill the control plane.
+func parseGuarded(parse func() (Schema, error), text string) (s Schema, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			s, err = nil, invalid("parser failed: %v", p)
@@ -122,108 +146,5 @@ func Parse(t Type, text string, deps []Dependency) (s Schema, err error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, invalid("empty schema")
 	}
-	switch t {
-	case Avro:
-		return parseAvro(text, deps)
-	case Protobuf:
-		return parseProtobuf(text, deps)
-	case JSON:
-		return parseJSONSchema(text, deps)
-	case Tensor:
-		return parseTensor(text)
-	}
-	return nil, invalid("unsupported schema type %q", t)
-}
-
-// Issue is one reason why a reader cannot read a writer's data.
-type Issue struct {
-	// Rule is an upper-case error type, e.g. READER_FIELD_MISSING_DEFAULT_VALUE.
-	Rule string
-	// Path locates the offending element, e.g. /fields/price/type.
-	Path string
-	// Description says what breaks in words.
-	Description string
-}
-
-// String renders the issue the way Confluent renders compatibility messages.
-func (i Issue) String() string {
-	return fmt.Sprintf("{errorType:'%s', description:'%s', additionalInfo:'%s'}", i.Rule, i.Description, i.Path)
-}
-
-// roles names the reader and the writer in descriptions.
-type roles struct{ reader, writer string }
-
-var plainRoles = roles{reader: "reader", writer: "writer"}
-
-// CanRead lists why data written with writer cannot be read with reader; an
-// empty list means it can. Schemas of different types never match.
-func CanRead(reader, writer Schema) []Issue {
-	return canRead(reader, writer, plainRoles)
-}
-
-func canRead(reader, writer Schema, who roles) (issues []Issue) {
-	defer func() {
-		if p := recover(); p != nil {
-			issues = []Issue{{Rule: "CHECK_FAILED", Path: "/", Description: fmt.Sprintf("the compatibility check failed: %v", p)}}
-		}
-	}()
-	if reader.Type() != writer.Type() {
-		return []Issue{{Rule: "SCHEMA_TYPE_CHANGED", Path: "/",
-			Description: fmt.Sprintf("the %s schema is %s but the %s schema is %s", who.reader, reader.Type(), who.writer, writer.Type())}}
-	}
-	switch r := reader.(type) {
-	case *avroSchema:
-		return avroCanRead(r, writer.(*avroSchema), who)
-	case *protoSchema:
-		return protoCanRead(r, writer.(*protoSchema), who)
-	case *jsonSchema:
-		return jsonCanRead(r, writer.(*jsonSchema), who)
-	case *tensorSchema:
-		return tensorCanRead(r, writer.(*tensorSchema), who)
-	}
-	return []Issue{{Rule: "SCHEMA_TYPE_CHANGED", Path: "/", Description: "unknown schema implementation"}}
-}
-
-// Version is an earlier registered schema with its version number.
-type Version struct {
-	Version int
-	Schema  Schema
-	Text    string
-}
-
-// Check decides whether candidate may follow previous (oldest first, live
-// versions only) under level. It returns Confluent-style messages: for each
-// failing earlier version, its issues, then {oldSchemaVersion: N},
-// {oldSchema: '...'} and {compatibility: 'LEVEL'}. Empty means compatible.
-func Check(level Level, candidate Schema, previous []Version) []string {
-	if level == None || len(previous) == 0 {
-		return nil
-	}
-	against := previous
-	if !level.transitive() {
-		against = previous[len(previous)-1:]
-	}
-	var msgs []string
-	// Newest first, as Confluent reports the closest conflict first.
-	for i := len(against) - 1; i >= 0; i-- {
-		old := against[i]
-		var issues []Issue
-		if level.backward() {
-			issues = append(issues, canRead(candidate, old.Schema, roles{reader: "new", writer: "old"})...)
-		}
-		if level.forward() {
-			issues = append(issues, canRead(old.Schema, candidate, roles{reader: "old", writer: "new"})...)
-		}
-		if len(issues) == 0 {
-			continue
-		}
-		for _, is := range issues {
-			msgs = append(msgs, is.String())
-		}
-		msgs = append(msgs,
-			fmt.Sprintf("{oldSchemaVersion: %d}", old.Version),
-			fmt.Sprintf("{oldSchema: '%s'}", old.Text),
-			fmt.Sprintf("{compatibility: '%s'}", level))
-	}
-	return msgs
+	return parse()
 }

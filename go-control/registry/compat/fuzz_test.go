@@ -3,8 +3,10 @@ package compat
 import "testing"
 
 // FuzzParseAndCheck feeds arbitrary text to every parser and, when two
-// inputs parse, to the checker in both directions: nothing may panic or
-// hang, and every schema must be able to read itself. `go test` runs the seeds; `go test -fuzz FuzzParseAndCheck` explores.
+// inputs parse, to the checker in both directions, the diff and the
+// contract: nothing may panic or hang, every schema must read itself and
+// not differ from itself. `go test` runs the seeds; `go test -fuzz
+// FuzzParseAndCheck` explores.
 func FuzzParseAndCheck(f *testing.F) {
 	seeds := []string{
 		avroUser, tensorBase, jsonBaseSchema, protoWith(pFields, ""),
@@ -29,6 +31,12 @@ func FuzzParseAndCheck(f *testing.F) {
 		}
 		CanRead(sa, sb)
 		CanRead(sb, sa)
+		Diff(sa, sb)
+		NewContract(sa)
+		// A schema does not differ from itself.
+		if d := Diff(sa, sa); len(d) != 0 {
+			t.Fatalf("%s schema differs from itself: %v\n%s", ty, d, a)
+		}
 		// Every schema reads its own data.
 		if issues := CanRead(sa, sa); len(issues) != 0 {
 			t.Fatalf("%s schema cannot read itself: %v\n%s", ty, issues, a)

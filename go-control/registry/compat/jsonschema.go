@@ -1,47 +1,31 @@
 package compat
 
 import (
+	"encoding/json"
 	"fmt"
-	"math"
+	"math/big"
 	"net/url"
-	"slices"
+	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// JSON Schema rules. The reader can read the writer when every document
-// valid under the writer is valid under the reader; the checker walks both
-// schemas side by side and reports the constraints the reader adds:
-//   - TYPE_CHANGED / TYPE_NARROWED: the reader's "type" set does not cover
-//     the writer's (integer counts as a number);
-//   - REQUIRED_ATTRIBUTE_ADDED: the reader requires a property the writer
-//     does not;
-//   - PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL: the reader constrains a property
-//     the writer left to its open content model (anything may be there);
-//   - PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL: the reader forbids extra
-//     properties and the writer's property is gone;
-//   - PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL: the
-//     removed property's writer schema is not accepted by the reader's
-//     additionalProperties schema;
-//   - ADDITIONAL_PROPERTIES_REMOVED / ADDITIONAL_PROPERTIES_NARROWED: the
-//     reader closes or narrows the content model;
-//   - ENUM_ARRAY_NARROWED / ENUM_ARRAY_ADDED: the reader's enum misses
-//     values the writer allows;
-//   - MAX_*_ADDED / MAX_*_DECREASED, MIN_*_ADDED / MIN_*_INCREASED for
-//     maximum, maxLength, maxItems, maxProperties and their minimums;
-//   - SUM_TYPE_NARROWED: a writer anyOf/oneOf branch no reader branch reads;
-//     COMBINED_TYPE_CHANGED: the reader adds anyOf/oneOf that does not
-//     read the writer; PRODUCT_TYPE_EXTENDED: the reader adds an allOf
-//     constraint.
-// Properties the reader adds to a writer with a closed content model are
-// compatible, as in Confluent.
+// JSON Schema is checked as Confluent Schema Registry checks it: the
+// schema is first read into the model Confluent's library (everit) builds,
+// one node per keyword family (string, number, object, array, enum, const,
+// combined, not, conditional; several families in one schema object become
+// a synthetic allOf, a "type" list an anyOf), then the old and the new
+// models are compared node by node (jsondiff.go). A schema without
+// "$schema" is read as draft-07, Confluent's default.
 
 type jsonSchema struct {
 	root      any
 	docs      map[string]any // reference name -> document
 	canonical string
+	model     *jnode
 }
 
 func (*jsonSchema) Type() Type          { return JSON }
@@ -58,6 +42,8 @@ func jsonURL(name string) string {
 
 func parseJSONSchema(text string, deps []Dependency) (Schema, error) {
 	c := jsonschema.NewCompiler()
+	// Confluent reads a schema without $schema as draft-07.
+	c.DefaultDraft(jsonschema.Draft7)
 	// Refuse to fetch anything: references must come from the registry.
 	c.UseLoader(jsonschema.SchemeURLLoader{})
 	docs := map[string]any{}
@@ -75,6 +61,11 @@ func parseJSONSchema(text string, deps []Dependency) (Schema, error) {
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
+	switch root.(type) {
+	case map[string]any, bool:
+	default:
+		return nil, invalid("a JSON schema must be an object or a boolean")
+	}
 	const mainURL = jsonBase + "sluice-registry-input.json"
 	if err := c.AddResource(mainURL, root); err != nil {
 		return nil, invalid("%v", err)
@@ -82,63 +73,587 @@ func parseJSONSchema(text string, deps []Dependency) (Schema, error) {
 	if _, err := c.Compile(mainURL); err != nil {
 		return nil, invalid("%v", err)
 	}
-	switch root.(type) {
-	case map[string]any, bool:
-	default:
-		return nil, invalid("a JSON schema must be an object or a boolean")
-	}
 	canon, err := compactJSON(text)
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
-	return &jsonSchema{root: root, docs: docs, canonical: canon}, nil
-}
-
-type jsonChecker struct {
-	who          roles
-	issues       []Issue
-	rDocs, wDocs map[string]any
-	seen         map[[2]string]bool
-}
-
-func jsonCanRead(r, w *jsonSchema, who roles) []Issue {
-	c := &jsonChecker{who: who, rDocs: r.docs, wDocs: w.docs, seen: map[[2]string]bool{}}
-	c.check(r.root, w.root, r.root, w.root, "#", 0)
-	return c.issues
-}
-
-func (c *jsonChecker) add(rule, path, format string, args ...any) {
-	c.issues = append(c.issues, Issue{Rule: rule, Path: path, Description: fmt.Sprintf(format, args...)})
-}
-
-// resolve follows $ref chains (local pointers and references by name);
-// it returns the schema and the document it lives in.
-func resolveRef(s, doc any, docs map[string]any) (any, any, string) {
-	for range nestingDepthMax {
-		m, ok := s.(map[string]any)
-		if !ok {
-			return s, doc, ""
-		}
-		ref, ok := m["$ref"].(string)
-		if !ok {
-			return s, doc, ""
-		}
-		file, frag, _ := strings.Cut(ref, "#")
-		target := doc
-		if file != "" {
-			d, ok := docs[file]
-			if !ok {
-				return nil, doc, ref
-			}
-			target = d
-		}
-		v, ok := pointer(target, frag)
-		if !ok {
-			return nil, doc, ref
-		}
-		s, doc = v, target
+	l := newJSONLoader(root, docs)
+	model := l.load(root, l.rootDoc, 0)
+	if l.err != nil {
+		return nil, invalid("%v", l.err)
 	}
-	return nil, doc, "(reference chain too long)"
+	return &jsonSchema{root: root, docs: docs, canonical: canon, model: model}, nil
+}
+
+// jkind is the class of a model node, as everit's Schema subclasses.
+type jkind uint8
+
+const (
+	jkEmpty jkind = iota // {} or true: anything
+	jkFalse
+	jkString
+	jkNumber
+	jkBoolean
+	jkNull
+	jkObject
+	jkArray
+	jkEnum
+	jkConst
+	jkCombined
+	jkNot
+	jkConditional
+	jkRef
+)
+
+var jkindNames = [...]string{"empty", "false", "string", "number", "boolean", "null", "object", "array",
+	"enum", "const", "combined", "not", "conditional", "$ref"}
+
+func (k jkind) String() string { return jkindNames[k] }
+
+type jpattern struct {
+	src    string
+	re     *regexp.Regexp // nil when Go cannot compile the ECMA pattern: matches nothing
+	schema *jnode
+}
+
+// jnode is one schema in the model.
+type jnode struct {
+	kind jkind
+	raw  any // the source, for identity
+	doc  *jdoc
+	// Common keywords (everit's loadCommonSchemaProperties).
+	id, title, description *string
+	def                    any
+	hasDef                 bool
+	deprecated             bool
+
+	// string
+	minLength, maxLength *big.Rat
+	pattern              *string
+	// number
+	integer                                    bool
+	minimum, maximum, exclMin, exclMax, multOf *big.Rat
+	// object
+	props       map[string]*jnode
+	propOrder   []string
+	required    map[string]bool
+	permitsAddl bool
+	addl        *jnode
+	patterns    []jpattern
+	minProps    *big.Rat
+	maxProps    *big.Rat
+	propDeps    map[string][]string
+	schemaDeps  map[string]*jnode
+	unevalProps *jnode
+	depsKey     string // "dependencies", or "dependentRequired" for 2019-09 and later
+	// array
+	items            *jnode
+	tuple            []*jnode
+	permitsAddlItems bool
+	addlItems        *jnode
+	minItems         *big.Rat
+	maxItems         *big.Rat
+	minContains      *big.Rat
+	maxContains      *big.Rat
+	unique           bool
+	unevalItems      *jnode
+	tupleKey         string // "items" or, in 2020-12, "prefixItems"
+	addlItemsKey     string // "additionalItems" or, in 2020-12, "items"
+	// enum / const
+	values   []any
+	constVal any
+	// combined
+	criterion string // allOf, anyOf, oneOf
+	subs      []*jnode
+	synthetic bool
+	// not
+	not *jnode
+	// $ref
+	ref    string
+	target *jnode
+}
+
+// jdoc is one document: the schema or a referenced one.
+type jdoc struct {
+	root  any
+	draft int // 4, 6, 7, 2019, 2020
+	ids   map[string]any
+}
+
+type jsonLoader struct {
+	docs    map[string]*jdoc
+	rootDoc *jdoc
+	memo    map[uintptr]*jnode
+	err     error
+}
+
+func draftOf(root any) int {
+	m, ok := root.(map[string]any)
+	if !ok {
+		return 7
+	}
+	s, _ := m["$schema"].(string)
+	switch {
+	case strings.Contains(s, "draft-04"):
+		return 4
+	case strings.Contains(s, "draft-06"):
+		return 6
+	case strings.Contains(s, "2019-09"):
+		return 2019
+	case strings.Contains(s, "2020-12"):
+		return 2020
+	}
+	return 7
+}
+
+func newJSONDoc(root any) *jdoc {
+	d := &jdoc{root: root, draft: draftOf(root), ids: map[string]any{}}
+	d.collectIDs(root, 0)
+	return d
+}
+
+// collectIDs indexes subschemas by their $id / id / $anchor, so that a
+// $ref may name them.
+func (d *jdoc) collectIDs(v any, depth int) {
+	if depth > nestingDepthMax {
+		return
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		for _, k := range []string{"$id", "id", "$anchor"} {
+			if s, ok := t[k].(string); ok && s != "" {
+				if k == "$anchor" {
+					s = "#" + s
+				}
+				if _, dup := d.ids[s]; !dup {
+					d.ids[s] = t
+				}
+			}
+		}
+		for k, c := range t {
+			if k == "enum" || k == "const" || k == "default" || k == "examples" {
+				continue
+			}
+			d.collectIDs(c, depth+1)
+		}
+	case []any:
+		for _, c := range t {
+			d.collectIDs(c, depth+1)
+		}
+	}
+}
+
+func newJSONLoader(root any, deps map[string]any) *jsonLoader {
+	l := &jsonLoader{docs: map[string]*jdoc{}, memo: map[uintptr]*jnode{}}
+	for name, d := range deps {
+		l.docs[name] = newJSONDoc(d)
+	}
+	l.rootDoc = newJSONDoc(root)
+	return l
+}
+
+func mapKey(m map[string]any) uintptr { return reflect.ValueOf(m).Pointer() }
+
+// load builds the node of v, a schema in doc. Schema objects are
+// memoized, so recursive references close into cycles.
+func (l *jsonLoader) load(v any, doc *jdoc, depth int) *jnode {
+	if depth > nestingDepthMax {
+		if l.err == nil {
+			l.err = fmt.Errorf("schema nested deeper than %d levels", nestingDepthMax)
+		}
+		return &jnode{kind: jkEmpty, doc: doc}
+	}
+	switch t := v.(type) {
+	case bool:
+		if t {
+			return &jnode{kind: jkEmpty, raw: v, doc: doc}
+		}
+		return &jnode{kind: jkFalse, raw: v, doc: doc}
+	case map[string]any:
+		if n := l.memo[mapKey(t)]; n != nil {
+			return n
+		}
+		n := &jnode{doc: doc}
+		l.memo[mapKey(t)] = n
+		l.loadObject(n, t, doc, depth)
+		return n
+	}
+	return &jnode{kind: jkEmpty, raw: v, doc: doc}
+}
+
+func (l *jsonLoader) loadObject(n *jnode, m map[string]any, doc *jdoc, depth int) {
+	n.raw = m
+	// Everit reads $ref alone up to draft-07: its siblings are ignored.
+	if ref, ok := m["$ref"].(string); ok && doc.draft <= 7 {
+		n.kind, n.ref = jkRef, ref
+		n.target = l.resolve(ref, doc, depth)
+		l.common(n, m, doc)
+		return
+	}
+	var parts []*jnode
+	consumed := map[string]bool{}
+	if ref, ok := m["$ref"].(string); ok {
+		parts = append(parts, &jnode{kind: jkRef, ref: ref, raw: m, doc: doc, target: l.resolve(ref, doc, depth)})
+	}
+	if vals, ok := m["enum"].([]any); ok {
+		parts = append(parts, &jnode{kind: jkEnum, values: vals, raw: m, doc: doc})
+	}
+	var combined []*jnode
+	for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
+		list, ok := m[kw].([]any)
+		if !ok {
+			continue
+		}
+		c := &jnode{kind: jkCombined, criterion: kw, raw: m, doc: doc}
+		for _, s := range list {
+			c.subs = append(c.subs, l.load(s, doc, depth+1))
+		}
+		combined = append(combined, c)
+	}
+	switch len(combined) {
+	case 0:
+	case 1:
+		parts = append(parts, combined[0])
+	default:
+		parts = append(parts, &jnode{kind: jkCombined, criterion: "allOf", subs: combined, synthetic: true, doc: doc, raw: m})
+	}
+	if v, ok := m["not"]; ok {
+		parts = append(parts, &jnode{kind: jkNot, not: l.load(v, doc, depth+1), raw: m, doc: doc})
+	}
+	if v, ok := m["const"]; ok && doc.draft >= 6 {
+		parts = append(parts, &jnode{kind: jkConst, constVal: v, raw: m, doc: doc})
+	}
+	switch t := m["type"].(type) {
+	case string:
+		p := l.typed(t, m, doc, depth, consumed)
+		p.raw = m
+		parts = append(parts, p)
+	case []any:
+		c := &jnode{kind: jkCombined, criterion: "anyOf", doc: doc, raw: m}
+		for _, x := range t {
+			if s, ok := x.(string); ok {
+				sub := l.typed(s, m, doc, depth, consumed)
+				sub.raw = m
+				c.subs = append(c.subs, sub)
+			}
+		}
+		parts = append(parts, c)
+	}
+	// Keyword families present without a "type" that names them.
+	has := func(kws []string) bool {
+		for _, k := range kws {
+			if _, ok := m[k]; ok && !consumed[k] {
+				return true
+			}
+		}
+		return false
+	}
+	sniffed := func(p *jnode) {
+		p.raw, p.doc = m, doc
+		parts = append(parts, p)
+	}
+	if has(arrayKeywords(doc.draft)) {
+		sniffed(l.array(m, doc, depth, consumed))
+	}
+	if has(objectKeywords(doc.draft)) {
+		sniffed(l.object(m, doc, depth, consumed))
+	}
+	if has(numberKeywords) {
+		sniffed(l.number(m, consumed))
+	}
+	if has(stringKeywords) {
+		sniffed(l.str(m, consumed))
+	}
+	if doc.draft >= 7 && has([]string{"if", "then", "else"}) {
+		sniffed(&jnode{kind: jkConditional})
+	}
+	for _, p := range parts {
+		if p.doc == nil {
+			p.doc = doc
+		}
+	}
+	switch len(parts) {
+	case 0:
+		n.kind = jkEmpty
+	case 1:
+		p := parts[0]
+		raw := n.raw
+		*n = *p
+		n.raw = raw
+	default:
+		n.kind, n.criterion, n.subs, n.synthetic = jkCombined, "allOf", parts, true
+	}
+	n.doc = doc
+	l.common(n, m, doc)
+}
+
+var (
+	numberKeywords = []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+	stringKeywords = []string{"minLength", "maxLength", "pattern", "format"}
+)
+
+func objectKeywords(draft int) []string {
+	kws := []string{"properties", "required", "minProperties", "maxProperties", "dependencies",
+		"patternProperties", "additionalProperties", "propertyNames"}
+	if draft >= 2019 {
+		kws = append(kws, "dependentRequired", "dependentSchemas", "unevaluatedProperties")
+	}
+	return kws
+}
+
+func arrayKeywords(draft int) []string {
+	kws := []string{"items", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains"}
+	if draft >= 2019 {
+		kws = append(kws, "minContains", "maxContains", "unevaluatedItems")
+	}
+	if draft >= 2020 {
+		kws = append(kws, "prefixItems")
+	}
+	return kws
+}
+
+func (l *jsonLoader) typed(t string, m map[string]any, doc *jdoc, depth int, consumed map[string]bool) *jnode {
+	switch t {
+	case "string":
+		return l.str(m, consumed)
+	case "integer":
+		n := l.number(m, consumed)
+		n.integer = true
+		return n
+	case "number":
+		return l.number(m, consumed)
+	case "boolean":
+		return &jnode{kind: jkBoolean, doc: doc}
+	case "null":
+		return &jnode{kind: jkNull, doc: doc}
+	case "object":
+		return l.object(m, doc, depth, consumed)
+	case "array":
+		return l.array(m, doc, depth, consumed)
+	}
+	return &jnode{kind: jkEmpty, doc: doc}
+}
+
+func consume(consumed map[string]bool, kws []string) {
+	for _, k := range kws {
+		consumed[k] = true
+	}
+}
+
+func rat(v any) *big.Rat {
+	var s string
+	switch t := v.(type) {
+	case json.Number:
+		s = string(t)
+	case float64:
+		return new(big.Rat).SetFloat64(t)
+	default:
+		return nil
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return nil
+	}
+	return r
+}
+
+func (l *jsonLoader) str(m map[string]any, consumed map[string]bool) *jnode {
+	consume(consumed, stringKeywords)
+	n := &jnode{kind: jkString}
+	n.minLength, n.maxLength = rat(m["minLength"]), rat(m["maxLength"])
+	if p, ok := m["pattern"].(string); ok {
+		n.pattern = &p
+	}
+	return n
+}
+
+func (l *jsonLoader) number(m map[string]any, consumed map[string]bool) *jnode {
+	consume(consumed, numberKeywords)
+	n := &jnode{kind: jkNumber}
+	n.minimum, n.maximum, n.multOf = rat(m["minimum"]), rat(m["maximum"]), rat(m["multipleOf"])
+	// Draft 4's boolean exclusiveMaximum/Minimum qualify maximum/minimum;
+	// from draft 6 they are limits of their own.
+	n.exclMin, n.exclMax = rat(m["exclusiveMinimum"]), rat(m["exclusiveMaximum"])
+	return n
+}
+
+func (l *jsonLoader) object(m map[string]any, doc *jdoc, depth int, consumed map[string]bool) *jnode {
+	consume(consumed, objectKeywords(doc.draft))
+	n := &jnode{kind: jkObject, doc: doc, permitsAddl: true, required: map[string]bool{}, depsKey: "dependencies"}
+	if props, ok := m["properties"].(map[string]any); ok {
+		n.props = make(map[string]*jnode, len(props))
+		for k, v := range props {
+			n.props[k] = l.load(v, doc, depth+1)
+			n.propOrder = append(n.propOrder, k)
+		}
+		sort.Strings(n.propOrder)
+	}
+	if pp, ok := m["patternProperties"].(map[string]any); ok {
+		keys := make([]string, 0, len(pp))
+		for k := range pp {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			re, _ := regexp.Compile(k)
+			n.patterns = append(n.patterns, jpattern{src: k, re: re, schema: l.load(pp[k], doc, depth+1)})
+		}
+	}
+	switch a := m["additionalProperties"].(type) {
+	case bool:
+		n.permitsAddl = a
+	case map[string]any:
+		n.addl = l.load(a, doc, depth+1)
+	}
+	for _, r := range stringList(m["required"]) {
+		n.required[r] = true
+	}
+	n.minProps, n.maxProps = rat(m["minProperties"]), rat(m["maxProperties"])
+	n.propDeps, n.schemaDeps = map[string][]string{}, map[string]*jnode{}
+	if doc.draft >= 2019 {
+		n.depsKey = "dependentRequired"
+		if dr, ok := m["dependentRequired"].(map[string]any); ok {
+			for k, v := range dr {
+				n.propDeps[k] = stringList(v)
+			}
+		}
+		if ds, ok := m["dependentSchemas"].(map[string]any); ok {
+			for k, v := range ds {
+				n.schemaDeps[k] = l.load(v, doc, depth+1)
+			}
+		}
+	} else if deps, ok := m["dependencies"].(map[string]any); ok {
+		for k, v := range deps {
+			if list, ok := v.([]any); ok {
+				n.propDeps[k] = stringList(list)
+			} else {
+				n.schemaDeps[k] = l.load(v, doc, depth+1)
+			}
+		}
+	}
+	if u, ok := m["unevaluatedProperties"]; ok {
+		n.unevalProps = l.load(u, doc, depth+1)
+	}
+	return n
+}
+
+func stringList(v any) []string {
+	list, _ := v.([]any)
+	var out []string
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (l *jsonLoader) array(m map[string]any, doc *jdoc, depth int, consumed map[string]bool) *jnode {
+	consume(consumed, arrayKeywords(doc.draft))
+	n := &jnode{kind: jkArray, doc: doc, permitsAddlItems: true, tupleKey: "items", addlItemsKey: "additionalItems"}
+	loadTuple := func(list []any) {
+		n.tuple = make([]*jnode, 0, len(list))
+		for _, v := range list {
+			n.tuple = append(n.tuple, l.load(v, doc, depth+1))
+		}
+	}
+	loadAddl := func(v any) {
+		switch a := v.(type) {
+		case bool:
+			n.permitsAddlItems = a
+		case map[string]any:
+			n.addlItems = l.load(a, doc, depth+1)
+		}
+	}
+	if doc.draft >= 2020 {
+		n.tupleKey, n.addlItemsKey = "prefixItems", "items"
+		if list, ok := m["prefixItems"].([]any); ok {
+			loadTuple(list)
+			if v, ok := m["items"]; ok {
+				loadAddl(v)
+			}
+		} else if v, ok := m["items"]; ok {
+			n.items = l.load(v, doc, depth+1)
+		}
+	} else {
+		switch it := m["items"].(type) {
+		case []any:
+			loadTuple(it)
+		case map[string]any, bool:
+			n.items = l.load(it, doc, depth+1)
+		}
+		if v, ok := m["additionalItems"]; ok {
+			loadAddl(v)
+		}
+	}
+	n.minItems, n.maxItems = rat(m["minItems"]), rat(m["maxItems"])
+	n.minContains, n.maxContains = rat(m["minContains"]), rat(m["maxContains"])
+	n.unique, _ = m["uniqueItems"].(bool)
+	if u, ok := m["unevaluatedItems"]; ok {
+		n.unevalItems = l.load(u, doc, depth+1)
+	}
+	return n
+}
+
+func (l *jsonLoader) common(n *jnode, m map[string]any, doc *jdoc) {
+	idKey := "$id"
+	if doc.draft == 4 {
+		idKey = "id"
+	}
+	str := func(k string) *string {
+		if s, ok := m[k].(string); ok {
+			return &s
+		}
+		return nil
+	}
+	n.id, n.title, n.description = str(idKey), str("title"), str("description")
+	n.def, n.hasDef = m["default"]
+	n.deprecated, _ = m["deprecated"].(bool)
+}
+
+// resolve follows a $ref: a JSON pointer, an $id or $anchor in the same
+// document, or a reference name (with an optional fragment) of a
+// registered dependency.
+func (l *jsonLoader) resolve(ref string, doc *jdoc, depth int) *jnode {
+	file, frag, hasFrag := strings.Cut(ref, "#")
+	target := doc
+	if file != "" {
+		if v, ok := doc.ids[file]; ok && !hasFrag {
+			return l.load(v, doc, depth+1)
+		}
+		d, ok := l.docs[file]
+		if !ok {
+			d, ok = l.docs[strings.TrimPrefix(file, jsonBase)]
+		}
+		if !ok {
+			for _, od := range l.docs {
+				if v, found := od.ids[file]; found {
+					if !hasFrag || frag == "" {
+						return l.load(v, od, depth+1)
+					}
+				}
+			}
+			return l.unresolved(ref, doc)
+		}
+		target = d
+	}
+	if frag != "" && !strings.HasPrefix(frag, "/") {
+		if v, ok := target.ids["#"+frag]; ok {
+			return l.load(v, target, depth+1)
+		}
+		return l.unresolved(ref, doc)
+	}
+	v, ok := pointer(target.root, frag)
+	if !ok {
+		return l.unresolved(ref, doc)
+	}
+	return l.load(v, target, depth+1)
+}
+
+// unresolved is a $ref the model cannot follow (the compiler resolved it,
+// through base URIs this resolver does not track): compared as {}.
+func (l *jsonLoader) unresolved(ref string, doc *jdoc) *jnode {
+	return &jnode{kind: jkEmpty, doc: doc, ref: ref}
 }
 
 func pointer(doc any, frag string) (any, bool) {
@@ -147,380 +662,93 @@ func pointer(doc any, frag string) (any, bool) {
 	}
 	cur := doc
 	for _, tok := range strings.Split(strings.TrimPrefix(frag, "/"), "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 		if t, err := url.PathUnescape(tok); err == nil {
 			tok = t
 		}
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[tok]; !ok {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[tok]
+			if !ok {
+				return nil, false
+			}
+			cur = v
+		case []any:
+			var i int
+			if _, err := fmt.Sscan(tok, &i); err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			cur = c[i]
+		default:
 			return nil, false
 		}
 	}
 	return cur, true
 }
 
-var allTypes = []string{"array", "boolean", "integer", "null", "number", "object", "string"}
-
-// typeSet returns the types a schema allows: its "type", else the union of
-// its anyOf/oneOf branches' types, else all.
-func typeSet(m map[string]any) []string {
-	switch t := m["type"].(type) {
-	case string:
-		return []string{t}
-	case []any:
-		var out []string
-		for _, v := range t {
-			if s, ok := v.(string); ok {
-				out = append(out, s)
-			}
+// jderef follows $ref nodes to the schema they name (everit's
+// normalizeSchema); a reference cycle ends in an empty schema.
+func jderef(n *jnode) *jnode {
+	for i := 0; n != nil && n.kind == jkRef; i++ {
+		if i > nestingDepthMax || n.target == nil {
+			return &jnode{kind: jkEmpty}
 		}
-		return out
+		n = n.target
 	}
-	for _, kw := range []string{"anyOf", "oneOf"} {
-		branches, ok := m[kw].([]any)
-		if !ok {
-			continue
-		}
-		var out []string
-		for _, b := range branches {
-			bm, ok := b.(map[string]any)
-			if !ok || bm["$ref"] != nil {
-				return allTypes
-			}
-			for _, t := range typeSet(bm) {
-				if !slices.Contains(out, t) {
-					out = append(out, t)
-				}
-			}
-		}
-		sort.Strings(out)
-		return out
-	}
-	return allTypes
+	return n
 }
 
-func typeCovered(readerTypes []string, t string) bool {
-	return slices.Contains(readerTypes, t) || (t == "integer" && slices.Contains(readerTypes, "number"))
+// identity is what makes two subschemas the same member of a combined
+// schema's set (everit compares their serialized forms): the source text
+// and the keyword family the node was read for.
+func identity(n *jnode) string {
+	return fmt.Sprintf("%s/%s/%t/%s", n.kind, n.criterion, n.integer, canonicalJSON(n.raw))
 }
 
-func (c *jsonChecker) check(r, w, rDoc, wDoc any, path string, depth int) {
-	if depth > nestingDepthMax {
-		c.add("TYPE_CHANGED", path, "schema nesting deeper than %d levels", nestingDepthMax)
-		return
-	}
-	r, rDoc, rBad := resolveRef(r, rDoc, c.rDocs)
-	w, wDoc, wBad := resolveRef(w, wDoc, c.wDocs)
-	if rBad != "" || wBad != "" {
-		c.add("REFERENCE_UNRESOLVED", path, "cannot resolve $ref '%s%s'", rBad, wBad)
-		return
-	}
-	// Boolean schemas: true accepts everything, false nothing.
-	if rb, ok := r.(bool); ok {
-		if !rb {
-			if wb, ok := w.(bool); !ok || wb {
-				c.add("TYPE_NARROWED", path, "the %s schema at '%s' accepts nothing but the %s schema accepts values", c.who.reader, path, c.who.writer)
-			}
-		}
-		return
-	}
-	rm, _ := r.(map[string]any)
-	var wm map[string]any
-	switch wv := w.(type) {
-	case bool:
-		if !wv {
-			return
-		}
-		wm = map[string]any{}
-	case map[string]any:
-		wm = wv
-	}
-	if rm == nil || wm == nil {
-		return
-	}
-	key := [2]string{fmt.Sprintf("%p", rm), fmt.Sprintf("%p", wm)}
-	if c.seen[key] {
-		return
-	}
-	c.seen[key] = true
-
-	rTypes, wTypes := typeSet(rm), typeSet(wm)
-	var lost []string
-	for _, t := range wTypes {
-		if !typeCovered(rTypes, t) {
-			lost = append(lost, t)
-		}
-	}
-	if len(lost) > 0 {
-		rule := "TYPE_CHANGED"
-		if len(lost) < len(wTypes) {
-			rule = "TYPE_NARROWED"
-		}
-		c.add(rule, path+"/type", "the %s schema at '%s' allows types %v but the %s schema does not accept %v",
-			c.who.writer, path, wTypes, c.who.reader, lost)
-	}
-
-	c.checkEnum(rm, wm, path)
-	c.checkBounds(rm, wm, path)
-
-	if slices.Contains(wTypes, "object") {
-		c.checkObject(rm, wm, rDoc, wDoc, path, depth)
-	}
-	c.checkCombined(rm, wm, rDoc, wDoc, path, depth)
-	if slices.Contains(wTypes, "array") {
-		ri, rok := rm["items"]
-		wi, wok := wm["items"]
-		switch {
-		case rok && wok:
-			c.check(ri, wi, rDoc, wDoc, path+"/items", depth+1)
-		case rok && !wok:
-			c.check(ri, true, rDoc, wDoc, path+"/items", depth+1)
-		}
-	}
-}
-
-// reads reports whether r reads w without issues, in a scratch checker.
-func (c *jsonChecker) reads(r, w, rDoc, wDoc any, path string, depth int) bool {
-	sub := &jsonChecker{who: c.who, rDocs: c.rDocs, wDocs: c.wDocs, seen: map[[2]string]bool{}}
-	sub.check(r, w, rDoc, wDoc, path, depth+1)
-	return len(sub.issues) == 0
-}
-
-// checkCombined handles anyOf/oneOf (sum types: every writer branch must
-// be read by some reader branch) and allOf (product types: every reader
-// branch must read some writer branch). A combinator only the writer has
-// loosens nothing for the reader; one only the reader has must accept the
-// writer's whole schema.
-func (c *jsonChecker) checkCombined(rm, wm map[string]any, rDoc, wDoc any, path string, depth int) {
-	plainW := map[string]any{}
-	for k, v := range wm {
-		if k != "anyOf" && k != "oneOf" && k != "allOf" {
-			plainW[k] = v
-		}
-	}
-	for _, kw := range []string{"anyOf", "oneOf"} {
-		rb, rok := rm[kw].([]any)
-		if !rok {
-			continue
-		}
-		wb, wok := wm[kw].([]any)
-		if !wok {
-			if !slices.ContainsFunc(rb, func(r any) bool { return c.reads(r, plainW, rDoc, wDoc, path, depth) }) {
-				c.add("COMBINED_TYPE_CHANGED", path+"/"+kw, "the %s schema adds %s at '%s' and none of its branches reads the %s schema", c.who.reader, kw, path, c.who.writer)
-			}
-			continue
-		}
-		for i, w := range wb {
-			if !slices.ContainsFunc(rb, func(r any) bool { return c.reads(r, w, rDoc, wDoc, path, depth) }) {
-				c.add("SUM_TYPE_NARROWED", fmt.Sprintf("%s/%s/%d", path, kw, i), "branch %d of %s at '%s' in the %s schema is read by no branch of the %s schema", i, kw, path, c.who.writer, c.who.reader)
-			}
-		}
-	}
-	rb, rok := rm["allOf"].([]any)
-	if !rok {
-		return
-	}
-	wb, _ := wm["allOf"].([]any)
-	for i, r := range rb {
-		if !c.reads(r, plainW, rDoc, wDoc, path, depth) &&
-			!slices.ContainsFunc(wb, func(w any) bool { return c.reads(r, w, rDoc, wDoc, path, depth) }) {
-			c.add("PRODUCT_TYPE_EXTENDED", fmt.Sprintf("%s/allOf/%d", path, i), "branch %d of allOf at '%s' in the %s schema adds a constraint the %s schema does not have", i, path, c.who.reader, c.who.writer)
-		}
-	}
-}
-
-func (c *jsonChecker) checkEnum(rm, wm map[string]any, path string) {
-	re, rok := rm["enum"].([]any)
-	if !rok {
-		return
-	}
-	we, wok := wm["enum"].([]any)
-	if !wok {
-		c.add("ENUM_ARRAY_ADDED", path+"/enum", "the %s schema restricts '%s' to an enum the %s schema does not have", c.who.reader, path, c.who.writer)
-		return
-	}
-	var missing []string
-	for _, v := range we {
-		if !slices.ContainsFunc(re, func(x any) bool { return fmt.Sprint(x) == fmt.Sprint(v) }) {
-			missing = append(missing, fmt.Sprint(v))
-		}
-	}
-	if len(missing) > 0 {
-		c.add("ENUM_ARRAY_NARROWED", path+"/enum", "the %s schema's enum at '%s' lacks %v allowed by the %s schema", c.who.reader, path, missing, c.who.writer)
-	}
-}
-
-func num(v any) (float64, bool) {
-	f, ok := v.(float64)
-	if !ok {
-		// jsonschema.UnmarshalJSON yields json.Number.
-		if n, ok2 := v.(interface{ Float64() (float64, error) }); ok2 {
-			x, err := n.Float64()
-			return x, err == nil
-		}
-	}
-	return f, ok
-}
-
-func (c *jsonChecker) checkBounds(rm, wm map[string]any, path string) {
-	for _, k := range []string{"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"} {
-		rv, rok := num(rm[k])
-		if !rok {
-			continue
-		}
-		wv, wok := num(wm[k])
-		switch {
-		case !wok:
-			c.add(strings.ToUpper(camelToSnake(k))+"_ADDED", path+"/"+k, "the %s schema adds %s %v at '%s'", c.who.reader, k, rv, path)
-		case rv < wv:
-			c.add(strings.ToUpper(camelToSnake(k))+"_DECREASED", path+"/"+k, "%s at '%s' is %v in the %s schema, below %v in the %s schema", k, path, rv, c.who.reader, wv, c.who.writer)
-		}
-	}
-	for _, k := range []string{"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"} {
-		rv, rok := num(rm[k])
-		if !rok {
-			continue
-		}
-		wv, wok := num(wm[k])
-		if !wok {
-			wv = math.Inf(-1)
-		}
-		if rv > wv {
-			rule := strings.ToUpper(camelToSnake(k)) + "_INCREASED"
-			if !wok {
-				rule = strings.ToUpper(camelToSnake(k)) + "_ADDED"
-			}
-			c.add(rule, path+"/"+k, "%s at '%s' is %v in the %s schema, above the %s schema's", k, path, rv, c.who.reader, c.who.writer)
-		}
-	}
-}
-
-func camelToSnake(s string) string {
+// canonicalJSON renders v with sorted keys and normalized numbers: the
+// identity of a subschema or value.
+func canonicalJSON(v any) string {
 	var b strings.Builder
-	for i, r := range s {
-		if r >= 'A' && r <= 'Z' && i > 0 {
-			b.WriteByte('_')
-		}
-		b.WriteRune(r)
-	}
+	writeCanonical(&b, v)
 	return b.String()
 }
 
-func stringSet(v any) map[string]bool {
-	out := map[string]bool{}
-	if list, ok := v.([]any); ok {
-		for _, x := range list {
-			if s, ok := x.(string); ok {
-				out[s] = true
+func writeCanonical(b *strings.Builder, v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
 			}
+			kb, _ := json.Marshal(k)
+			b.Write(kb)
+			b.WriteByte(':')
+			writeCanonical(b, t[k])
 		}
-	}
-	return out
-}
-
-// contentModel returns the additionalProperties schema: true when absent.
-func contentModel(m map[string]any) any {
-	if v, ok := m["additionalProperties"]; ok {
-		return v
-	}
-	return true
-}
-
-func isTrue(v any) bool {
-	if b, ok := v.(bool); ok {
-		return b
-	}
-	if m, ok := v.(map[string]any); ok {
-		return len(m) == 0
-	}
-	return false
-}
-
-func isFalse(v any) bool {
-	b, ok := v.(bool)
-	return ok && !b
-}
-
-func (c *jsonChecker) checkObject(rm, wm map[string]any, rDoc, wDoc any, path string, depth int) {
-	rReq, wReq := stringSet(rm["required"]), stringSet(wm["required"])
-	var added []string
-	for p := range rReq {
-		if !wReq[p] {
-			added = append(added, p)
-		}
-	}
-	sort.Strings(added)
-	for _, p := range added {
-		c.add("REQUIRED_ATTRIBUTE_ADDED", path+"/properties/"+p,
-			"property '%s' at '%s' is required in the %s schema but not in the %s schema", p, path, c.who.reader, c.who.writer)
-	}
-
-	rProps, _ := rm["properties"].(map[string]any)
-	wProps, _ := wm["properties"].(map[string]any)
-	rAdd, wAdd := contentModel(rm), contentModel(wm)
-
-	for _, p := range sortedKeys(wProps) {
-		ppath := path + "/properties/" + p
-		if rp, ok := rProps[p]; ok {
-			c.check(rp, wProps[p], rDoc, wDoc, ppath, depth+1)
-			continue
-		}
-		switch {
-		case isTrue(rAdd):
-			// Open reader: the removed property lands in the content model.
-		case isFalse(rAdd):
-			c.add("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL", ppath,
-				"property '%s' of the %s schema is missing in the %s schema, whose content model is closed", p, c.who.writer, c.who.reader)
-		default:
-			sub := &jsonChecker{who: c.who, rDocs: c.rDocs, wDocs: c.wDocs, seen: c.seen}
-			sub.check(rAdd, wProps[p], rDoc, wDoc, ppath, depth+1)
-			if len(sub.issues) > 0 {
-				c.add("PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", ppath,
-					"property '%s' of the %s schema is missing in the %s schema and its additionalProperties does not accept it", p, c.who.writer, c.who.reader)
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, x := range t {
+			if i > 0 {
+				b.WriteByte(',')
 			}
+			writeCanonical(b, x)
 		}
-	}
-	for _, p := range sortedKeys(rProps) {
-		if _, ok := wProps[p]; ok {
-			continue
+		b.WriteByte(']')
+	case json.Number, float64:
+		if r := rat(t); r != nil {
+			b.WriteString(r.RatString())
+			return
 		}
-		ppath := path + "/properties/" + p
-		switch {
-		case isFalse(wAdd):
-			// Closed writer: its documents never carry the property.
-		case isTrue(wAdd):
-			if !isTrue(rProps[p]) {
-				c.add("PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", ppath,
-					"property '%s' is added by the %s schema, but the %s schema's open content model lets it hold any value", p, c.who.reader, c.who.writer)
-			}
-		default:
-			c.check(rProps[p], wAdd, rDoc, wDoc, ppath, depth+1)
-		}
-	}
-	switch {
-	case isTrue(rAdd):
-	case isFalse(rAdd):
-		if !isFalse(wAdd) {
-			c.add("ADDITIONAL_PROPERTIES_REMOVED", path+"/additionalProperties",
-				"the %s schema forbids additional properties at '%s' that the %s schema allows", c.who.reader, path, c.who.writer)
-		}
+		fmt.Fprint(b, t)
 	default:
-		if isTrue(wAdd) {
-			c.add("ADDITIONAL_PROPERTIES_NARROWED", path+"/additionalProperties",
-				"the %s schema narrows additional properties at '%s' that the %s schema leaves open", c.who.reader, path, c.who.writer)
-		} else if !isFalse(wAdd) {
-			c.check(rAdd, wAdd, rDoc, wDoc, path+"/additionalProperties", depth+1)
-		}
+		x, _ := json.Marshal(t)
+		b.Write(x)
 	}
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -8,28 +8,21 @@ import (
 
 	"github.com/bufbuild/protocompile"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
-// Protobuf rules, after Confluent's: the writer's descriptors are compared
-// with the reader's, message by message (full name) and field by field
-// (field number, which is what the wire carries).
-//   - PACKAGE_CHANGED, MESSAGE_REMOVED, ENUM_REMOVED: incompatible.
-//   - A field number missing in the reader: compatible (unknown fields are
-//     skipped), unless it was required (REQUIRED_FIELD_REMOVED) or part of a
-//     oneof (ONEOF_FIELD_REMOVED).
-//   - Same number, other kind (scalar/enum/message): FIELD_KIND_CHANGED.
-//   - Same number, scalar types of different wire encodings:
-//     FIELD_SCALAR_KIND_CHANGED. Wire-compatible groups are
-//     {int32,int64,uint32,uint64,bool}, {sint32,sint64}, {fixed32,sfixed32},
-//     {fixed64,sfixed64}, {string,bytes}, {float}, {double}.
-//   - Same number, other message or enum type: FIELD_NAMED_TYPE_CHANGED.
-//   - repeated <-> singular on a numeric field: FIELD_NUMERIC_LABEL_CHANGED
-//     (packed encoding differs); on string, bytes and messages it is fine.
-//   - A required field in the reader absent from the writer: REQUIRED_FIELD_ADDED.
-//   - Fields moved into a oneof the writer already had:
-//     FIELD_MOVED_TO_EXISTING_ONEOF; several fields moved into a new oneof:
-//     MULTIPLE_FIELDS_MOVED_TO_ONEOF.
-//   - Renaming a field or adding an optional one: compatible.
+// Protobuf differences, after Confluent's ProtobufSchema diff: messages and
+// enums are matched by name, fields by number, oneofs by name, and each
+// difference has Confluent's Difference.Type name (FIELD_ADDED,
+// ONEOF_REMOVED, FIELD_MOVED_TO_EXISTING_ONEOF, ...). Compatible are:
+// package, message and enum additions, enum and enum value changes,
+// message moves, field additions and removals (unknown fields are skipped),
+// renames, string/bytes label changes, oneof additions and removals and
+// fields added to a oneof. Scalar types are compared by wire encoding
+// (Confluent's groups: int32, int64, uint32, uint64, bool and enums share
+// varint; sint32/sint64; fixed32/sfixed32; fixed64/sfixed64; string/bytes;
+// float; double), message-typed fields by the message they name, whose
+// fields are compared in turn.
 
 type protoSchema struct {
 	file      protoreflect.FileDescriptor
@@ -73,94 +66,211 @@ func parseProtobuf(text string, deps []Dependency) (res Schema, err error) {
 	return &protoSchema{file: files[0], canonical: strings.TrimSpace(text)}, nil
 }
 
-type protoChecker struct {
-	who    roles
-	issues []Issue
+var protoCompatible = map[string]bool{
+	"PACKAGE_CHANGED": true, "MESSAGE_ADDED": true, "MESSAGE_MOVED": true,
+	"ENUM_ADDED": true, "ENUM_REMOVED": true, "ENUM_CONST_ADDED": true, "ENUM_CONST_CHANGED": true, "ENUM_CONST_REMOVED": true,
+	"FIELD_ADDED": true, "FIELD_REMOVED": true, "FIELD_NAME_CHANGED": true, "FIELD_STRING_OR_BYTES_LABEL_CHANGED": true,
+	"ONEOF_ADDED": true, "ONEOF_REMOVED": true, "ONEOF_FIELD_ADDED": true,
+	// Sluice's own: a scalar type changed within its wire encoding group.
+	"FIELD_SCALAR_TYPE_CHANGED": true,
 }
 
-func (c *protoChecker) add(rule, path, format string, args ...any) {
-	c.issues = append(c.issues, Issue{Rule: rule, Path: path, Description: fmt.Sprintf(format, args...)})
+// protoBuf is the most lenient buf breaking category (FILE, PACKAGE,
+// WIRE_JSON, WIRE) whose rules flag each difference.
+var protoBuf = map[string]string{
+	"PACKAGE_CHANGED":                     "WIRE",      // FILE_SAME_PACKAGE
+	"MESSAGE_REMOVED":                     "PACKAGE",   // MESSAGE_NO_DELETE
+	"ENUM_REMOVED":                        "PACKAGE",   // ENUM_NO_DELETE
+	"ENUM_CONST_REMOVED":                  "WIRE_JSON", // ENUM_VALUE_NO_DELETE_UNLESS_NAME_RESERVED
+	"ENUM_CONST_CHANGED":                  "WIRE_JSON", // ENUM_VALUE_SAME_NAME
+	"FIELD_REMOVED":                       "WIRE",      // FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED
+	"REQUIRED_FIELD_REMOVED":              "WIRE",
+	"ONEOF_FIELD_REMOVED":                 "WIRE",
+	"FIELD_NAME_CHANGED":                  "WIRE_JSON", // FIELD_SAME_JSON_NAME
+	"FIELD_KIND_CHANGED":                  "WIRE",      // FIELD_WIRE_COMPATIBLE_TYPE
+	"FIELD_SCALAR_KIND_CHANGED":           "WIRE",
+	"FIELD_NAMED_TYPE_CHANGED":            "WIRE",
+	"FIELD_SCALAR_TYPE_CHANGED":           "WIRE_JSON", // FIELD_WIRE_JSON_COMPATIBLE_TYPE
+	"FIELD_NUMERIC_LABEL_CHANGED":         "WIRE",      // FIELD_WIRE_COMPATIBLE_CARDINALITY
+	"FIELD_STRING_OR_BYTES_LABEL_CHANGED": "WIRE_JSON", // FIELD_WIRE_JSON_COMPATIBLE_CARDINALITY
+	"REQUIRED_FIELD_ADDED":                "WIRE",      // FIELD_SAME_LABEL
+	"ONEOF_REMOVED":                       "PACKAGE",   // ONEOF_NO_DELETE
+	"MULTIPLE_FIELDS_MOVED_TO_ONEOF":      "WIRE",      // FIELD_SAME_ONEOF
+	"FIELD_MOVED_TO_EXISTING_ONEOF":       "WIRE",
 }
 
-func protoCanRead(r, w *protoSchema, who roles) []Issue {
-	c := &protoChecker{who: who}
-	if r.file.Package() != w.file.Package() {
-		c.add("PACKAGE_CHANGED", "/package", "the package is '%s' in the %s schema but '%s' in the %s schema",
-			r.file.Package(), c.who.reader, w.file.Package(), c.who.writer)
-		return c.issues
+// pctx is one directional Protobuf comparison: the path (Confluent's
+// "#/Message/field-number" form, package left out) and what was found.
+type pctx struct {
+	s     side
+	path  []string
+	out   *[]finding
+	stack map[protoreflect.FullName]bool // original messages being compared
+	steps *int
+}
+
+func protoCompare(original, update Schema, s side) []finding {
+	o, u := original.(*protoSchema), update.(*protoSchema)
+	var out []finding
+	steps := 0
+	c := &pctx{s: s, out: &out, stack: map[protoreflect.FullName]bool{}, steps: &steps}
+	if o.file.Package() != u.file.Package() {
+		c.add("PACKAGE_CHANGED", fmt.Sprintf("the package is '%s' in the %s schema and '%s' in the %s schema",
+			o.file.Package(), s.orig, u.file.Package(), s.upd))
 	}
-	rMsgs, rEnums := map[protoreflect.FullName]protoreflect.MessageDescriptor{}, map[protoreflect.FullName]bool{}
-	var wMsgs []protoreflect.MessageDescriptor
-	var wEnums []protoreflect.EnumDescriptor
-	collectProto(r.file.Messages(), r.file.Enums(), func(m protoreflect.MessageDescriptor) { rMsgs[m.FullName()] = m },
-		func(e protoreflect.EnumDescriptor) { rEnums[e.FullName()] = true }, 0)
-	collectProto(w.file.Messages(), w.file.Enums(), func(m protoreflect.MessageDescriptor) { wMsgs = append(wMsgs, m) },
-		func(e protoreflect.EnumDescriptor) { wEnums = append(wEnums, e) }, 0)
-	for _, e := range wEnums {
-		if !rEnums[e.FullName()] {
-			c.add("ENUM_REMOVED", "/"+string(e.FullName()), "enum '%s' of the %s schema is missing in the %s schema",
-				e.FullName(), c.who.writer, c.who.reader)
+	c.types(o.file.Messages(), o.file.Enums(), u.file.Messages(), u.file.Enums())
+	if steps > compareStepsMax {
+		out = append(out, finding{path: "#/", rule: "DIFF_LIMIT_EXCEEDED",
+			message: fmt.Sprintf("the comparison stopped after %d steps", compareStepsMax)})
+	}
+	return out
+}
+
+func (c *pctx) pathString() string { return "#/" + strings.Join(c.path, "/") }
+
+func (c *pctx) enter(step string) *pctx {
+	n := *c
+	n.path = append(append([]string(nil), c.path...), step)
+	return &n
+}
+
+func (c *pctx) add(rule, msg string) {
+	*c.out = append(*c.out, finding{path: c.pathString(), rule: rule, ok: protoCompatible[rule], message: msg, buf: protoBuf[rule]})
+}
+
+// sub is a scratch comparison whose findings stay apart.
+func (c *pctx) sub() (*pctx, *[]finding) {
+	var out []finding
+	n := *c
+	n.out = &out
+	n.stack = make(map[protoreflect.FullName]bool, len(c.stack))
+	for k, v := range c.stack {
+		n.stack[k] = v
+	}
+	return &n, &out
+}
+
+func allOK(fs []finding) bool {
+	for _, f := range fs {
+		if !f.ok {
+			return false
 		}
 	}
-	for _, wm := range wMsgs {
-		rm, ok := rMsgs[wm.FullName()]
-		if !ok {
-			c.add("MESSAGE_REMOVED", "/"+string(wm.FullName()), "message '%s' of the %s schema is missing in the %s schema",
-				wm.FullName(), c.who.writer, c.who.reader)
-			continue
-		}
-		c.message(rm, wm)
-	}
-	return c.issues
+	return true
 }
 
-func collectProto(msgs protoreflect.MessageDescriptors, enums protoreflect.EnumDescriptors,
-	onMsg func(protoreflect.MessageDescriptor), onEnum func(protoreflect.EnumDescriptor), depth int) {
-	if depth > nestingDepthMax {
+func messagesOf(ms protoreflect.MessageDescriptors) (map[string]protoreflect.MessageDescriptor, map[string]int, []string) {
+	byName := map[string]protoreflect.MessageDescriptor{}
+	index := map[string]int{}
+	var order []string
+	n := 0
+	for i := 0; i < ms.Len(); i++ {
+		m := ms.Get(i)
+		if m.IsMapEntry() {
+			continue // map<K,V> is a field type, not a message of the schema
+		}
+		name := string(m.Name())
+		byName[name], index[name] = m, n
+		order = append(order, name)
+		n++
+	}
+	return byName, index, order
+}
+
+// types compares the messages and enums declared in one scope (the file
+// or a message).
+func (c *pctx) types(om protoreflect.MessageDescriptors, oe protoreflect.EnumDescriptors,
+	um protoreflect.MessageDescriptors, ue protoreflect.EnumDescriptors) {
+	if len(c.path) > nestingDepthMax {
 		return
 	}
-	for i := 0; i < enums.Len(); i++ {
-		onEnum(enums.Get(i))
+	oMsgs, oIdx, oOrder := messagesOf(om)
+	uMsgs, uIdx, uOrder := messagesOf(um)
+	for _, name := range unionOrder(oOrder, uOrder) {
+		n := c.enter(name)
+		o, u := oMsgs[name], uMsgs[name]
+		switch {
+		case u == nil:
+			n.add("MESSAGE_REMOVED", fmt.Sprintf("the %s schema is missing the message '%s' of the %s schema", c.s.upd, o.FullName(), c.s.orig))
+		case o == nil:
+			n.add("MESSAGE_ADDED", fmt.Sprintf("the %s schema adds the message '%s'", c.s.upd, u.FullName()))
+		default:
+			n.message(o, u)
+			if oIdx[name] != uIdx[name] {
+				n.add("MESSAGE_MOVED", fmt.Sprintf("the message '%s' moved from position %d to %d", u.FullName(), oIdx[name], uIdx[name]))
+			}
+		}
 	}
-	for i := 0; i < msgs.Len(); i++ {
-		m := msgs.Get(i)
-		onMsg(m)
-		collectProto(m.Messages(), m.Enums(), onMsg, onEnum, depth+1)
+	oEnums, uEnums := map[string]protoreflect.EnumDescriptor{}, map[string]protoreflect.EnumDescriptor{}
+	var oNames, uNames []string
+	for i := 0; i < oe.Len(); i++ {
+		oEnums[string(oe.Get(i).Name())] = oe.Get(i)
+		oNames = append(oNames, string(oe.Get(i).Name()))
+	}
+	for i := 0; i < ue.Len(); i++ {
+		uEnums[string(ue.Get(i).Name())] = ue.Get(i)
+		uNames = append(uNames, string(ue.Get(i).Name()))
+	}
+	for _, name := range unionOrder(oNames, uNames) {
+		n := c.enter(name)
+		o, u := oEnums[name], uEnums[name]
+		switch {
+		case u == nil:
+			n.add("ENUM_REMOVED", fmt.Sprintf("the %s schema drops the enum '%s'", c.s.upd, o.FullName()))
+		case o == nil:
+			n.add("ENUM_ADDED", fmt.Sprintf("the %s schema adds the enum '%s'", c.s.upd, u.FullName()))
+		default:
+			n.enum(o, u)
+		}
 	}
 }
 
-type kindClass int
-
-const (
-	classScalar kindClass = iota
-	classEnum
-	classMessage
-)
-
-func classOf(k protoreflect.Kind) kindClass {
-	switch k {
-	case protoreflect.EnumKind:
-		return classEnum
-	case protoreflect.MessageKind, protoreflect.GroupKind:
-		return classMessage
+// unionOrder lists a's elements, then b's that a lacks.
+func unionOrder[T comparable](a, b []T) []T {
+	seen := make(map[T]bool, len(a)+len(b))
+	out := make([]T, 0, len(a)+len(b))
+	for _, l := range [][]T{a, b} {
+		for _, s := range l {
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
 	}
-	return classScalar
+	return out
 }
 
-func wireGroup(k protoreflect.Kind) string {
-	switch k {
-	case protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.BoolKind:
-		return "varint"
-	case protoreflect.Sint32Kind, protoreflect.Sint64Kind:
-		return "zigzag"
-	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind:
-		return "fixed32"
-	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind:
-		return "fixed64"
-	case protoreflect.StringKind, protoreflect.BytesKind:
-		return "bytes"
+func (c *pctx) enum(o, u protoreflect.EnumDescriptor) {
+	ov, uv := o.Values(), u.Values()
+	byNum := func(vs protoreflect.EnumValueDescriptors) (map[protoreflect.EnumNumber]string, []protoreflect.EnumNumber) {
+		m := map[protoreflect.EnumNumber]string{}
+		var order []protoreflect.EnumNumber
+		for i := 0; i < vs.Len(); i++ {
+			v := vs.Get(i)
+			if _, dup := m[v.Number()]; dup {
+				continue // an alias (allow_alias): the first name stands
+			}
+			m[v.Number()] = string(v.Name())
+			order = append(order, v.Number())
+		}
+		return m, order
 	}
-	return k.String()
+	om, oo := byNum(ov)
+	um, uo := byNum(uv)
+	for _, k := range unionOrder(oo, uo) {
+		num := fmt.Sprint(int32(k))
+		n := c.enter(num)
+		on, oHas := om[k]
+		un, uHas := um[k]
+		switch {
+		case !uHas:
+			n.add("ENUM_CONST_REMOVED", fmt.Sprintf("the %s schema drops the enum value %s = %s", c.s.upd, on, num))
+		case !oHas:
+			n.add("ENUM_CONST_ADDED", fmt.Sprintf("the %s schema adds the enum value %s = %s", c.s.upd, un, num))
+		case on != un:
+			n.add("ENUM_CONST_CHANGED", fmt.Sprintf("the enum value %s is named %s in the %s schema and %s in the %s schema", num, on, c.s.orig, un, c.s.upd))
+		}
+	}
 }
 
 func realOneof(f protoreflect.FieldDescriptor) protoreflect.OneofDescriptor {
@@ -171,102 +281,338 @@ func realOneof(f protoreflect.FieldDescriptor) protoreflect.OneofDescriptor {
 	return o
 }
 
-func fieldTypeName(f protoreflect.FieldDescriptor) string {
-	switch classOf(f.Kind()) {
-	case classMessage:
+// message compares two messages of the same name: oneofs, then fields by
+// number, then their nested types.
+func (c *pctx) message(o, u protoreflect.MessageDescriptor) {
+	*c.steps++
+	if *c.steps > compareStepsMax {
+		return
+	}
+	if !c.stack[o.FullName()] {
+		c.stack[o.FullName()] = true
+		c.fields(o, u)
+		delete(c.stack, o.FullName())
+	}
+	c.types(o.Messages(), o.Enums(), u.Messages(), u.Enums())
+}
+
+func (c *pctx) fields(o, u protoreflect.MessageDescriptor) {
+	oPlain, uPlain := map[protoreflect.FieldNumber]protoreflect.FieldDescriptor{}, map[protoreflect.FieldNumber]protoreflect.FieldDescriptor{}
+	oInOneof := map[protoreflect.FieldNumber]bool{}
+	var oOrder, uOrder []protoreflect.FieldNumber
+	for i := 0; i < o.Fields().Len(); i++ {
+		f := o.Fields().Get(i)
+		if realOneof(f) != nil {
+			oInOneof[f.Number()] = true
+			continue
+		}
+		oPlain[f.Number()] = f
+		oOrder = append(oOrder, f.Number())
+	}
+	for i := 0; i < u.Fields().Len(); i++ {
+		f := u.Fields().Get(i)
+		if realOneof(f) != nil {
+			continue
+		}
+		uPlain[f.Number()] = f
+		uOrder = append(uOrder, f.Number())
+	}
+	// Fields that move into a oneof: the oneof may hold one value only, so
+	// two fields set together cannot both survive.
+	var oneofNames []string
+	for i := 0; i < u.Oneofs().Len(); i++ {
+		od := u.Oneofs().Get(i)
+		if od.IsSynthetic() {
+			continue
+		}
+		oneofNames = append(oneofNames, string(od.Name()))
+		moved, existing := 0, 0
+		var movedNames []string
+		for j := 0; j < od.Fields().Len(); j++ {
+			f := od.Fields().Get(j)
+			if of, ok := oPlain[f.Number()]; ok {
+				delete(oPlain, f.Number())
+				moved++
+				movedNames = append(movedNames, string(of.Name()))
+			} else if oInOneof[f.Number()] {
+				existing++
+			}
+		}
+		n := c.enter(string(od.Name()))
+		switch {
+		case moved > 1:
+			n.add("MULTIPLE_FIELDS_MOVED_TO_ONEOF", fmt.Sprintf("the fields %v, outside a oneof in the %s schema, are together in the oneof '%s' of the %s schema",
+				movedNames, c.s.orig, od.Name(), c.s.upd))
+		case moved == 1 && existing > 0:
+			n.add("FIELD_MOVED_TO_EXISTING_ONEOF", fmt.Sprintf("the field %v, outside a oneof in the %s schema, joins fields that were already in a oneof, in the oneof '%s' of the %s schema",
+				movedNames, c.s.orig, od.Name(), c.s.upd))
+		}
+	}
+	var oNames []string
+	for i := 0; i < o.Oneofs().Len(); i++ {
+		if od := o.Oneofs().Get(i); !od.IsSynthetic() {
+			oNames = append(oNames, string(od.Name()))
+		}
+	}
+	for _, name := range unionOrder(oNames, oneofNames) {
+		n := c.enter(name)
+		oo, uo := o.Oneofs().ByName(protoreflect.Name(name)), u.Oneofs().ByName(protoreflect.Name(name))
+		if oo != nil && oo.IsSynthetic() {
+			oo = nil
+		}
+		if uo != nil && uo.IsSynthetic() {
+			uo = nil
+		}
+		switch {
+		case uo == nil:
+			n.add("ONEOF_REMOVED", fmt.Sprintf("the %s schema drops the oneof '%s'", c.s.upd, name))
+		case oo == nil:
+			n.add("ONEOF_ADDED", fmt.Sprintf("the %s schema adds the oneof '%s'", c.s.upd, name))
+		default:
+			n.oneof(oo, uo)
+		}
+	}
+	for _, k := range unionOrder(oOrder, uOrder) {
+		of, uf := oPlain[k], uPlain[k]
+		if of == nil && uf == nil {
+			continue // moved into a oneof: judged above
+		}
+		num := fmt.Sprint(int32(k))
+		n := c.enter(num)
+		switch {
+		case uf == nil:
+			if of.Cardinality() == protoreflect.Required {
+				n.add("REQUIRED_FIELD_REMOVED", fmt.Sprintf("the %s schema is missing the required field '%s' (number %s) of the %s schema", c.s.upd, of.Name(), num, c.s.orig))
+			} else {
+				n.add("FIELD_REMOVED", fmt.Sprintf("the %s schema drops the field '%s' (number %s)", c.s.upd, of.Name(), num))
+			}
+		case of == nil:
+			if uf.Cardinality() == protoreflect.Required {
+				n.add("REQUIRED_FIELD_ADDED", fmt.Sprintf("the %s schema adds the required field '%s' (number %s), which the %s schema's data lacks", c.s.upd, uf.Name(), num, c.s.orig))
+			} else {
+				n.add("FIELD_ADDED", fmt.Sprintf("the %s schema adds the field '%s' (number %s)", c.s.upd, uf.Name(), num))
+			}
+		default:
+			n.field(of, uf)
+		}
+	}
+}
+
+func (c *pctx) oneof(o, u protoreflect.OneofDescriptor) {
+	var oo, uo []protoreflect.FieldNumber
+	om, um := map[protoreflect.FieldNumber]protoreflect.FieldDescriptor{}, map[protoreflect.FieldNumber]protoreflect.FieldDescriptor{}
+	for i := 0; i < o.Fields().Len(); i++ {
+		f := o.Fields().Get(i)
+		om[f.Number()] = f
+		oo = append(oo, f.Number())
+	}
+	for i := 0; i < u.Fields().Len(); i++ {
+		f := u.Fields().Get(i)
+		um[f.Number()] = f
+		uo = append(uo, f.Number())
+	}
+	for _, k := range unionOrder(oo, uo) {
+		num := fmt.Sprint(int32(k))
+		of, uf := om[k], um[k]
+		n := c.enter(num)
+		switch {
+		case uf == nil:
+			n.add("ONEOF_FIELD_REMOVED", fmt.Sprintf("the %s schema is missing the field '%s' (number %s) of the oneof '%s'", c.s.upd, of.Name(), num, o.Name()))
+		case of == nil:
+			n.add("ONEOF_FIELD_ADDED", fmt.Sprintf("the %s schema adds the field '%s' (number %s) to the oneof '%s'", c.s.upd, uf.Name(), num, u.Name()))
+		default:
+			n.field(of, uf)
+		}
+	}
+}
+
+// label is the field's label as Confluent's parser (Wire) reads the text:
+// empty for proto3 fields without one, oneof members and maps.
+func label(f protoreflect.FieldDescriptor) string {
+	switch {
+	case f.IsMap():
+		return ""
+	case f.Cardinality() == protoreflect.Repeated:
+		return "repeated"
+	case f.Cardinality() == protoreflect.Required:
+		return "required"
+	case realOneof(f) != nil:
+		return ""
+	case f.ParentFile().Syntax() == protoreflect.Proto2 || f.HasOptionalKeyword():
+		return "optional"
+	}
+	return ""
+}
+
+type protoKind int
+
+const (
+	pkScalar protoKind = iota // scalars and enums
+	pkMap
+	pkMessage
+)
+
+func kindOf(f protoreflect.FieldDescriptor) protoKind {
+	switch {
+	case f.IsMap():
+		return pkMap
+	case f.Kind() == protoreflect.MessageKind || f.Kind() == protoreflect.GroupKind:
+		return pkMessage
+	}
+	return pkScalar
+}
+
+// scalarGroup is Confluent's wire-encoding group of a scalar (enums
+// encode as varints).
+func scalarGroup(k protoreflect.Kind) string {
+	switch k {
+	case protoreflect.EnumKind, protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.BoolKind:
+		return "varint"
+	case protoreflect.Sint32Kind, protoreflect.Sint64Kind:
+		return "zigzag"
+	case protoreflect.StringKind, protoreflect.BytesKind:
+		return "bytes"
+	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind:
+		return "fixed32"
+	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind:
+		return "fixed64"
+	}
+	return k.String()
+}
+
+func typeString(f protoreflect.FieldDescriptor) string {
+	switch {
+	case f.IsMap():
+		return fmt.Sprintf("map<%s, %s>", typeString(f.MapKey()), typeString(f.MapValue()))
+	case f.Kind() == protoreflect.MessageKind || f.Kind() == protoreflect.GroupKind:
 		return string(f.Message().FullName())
-	case classEnum:
+	case f.Kind() == protoreflect.EnumKind:
 		return string(f.Enum().FullName())
 	}
 	return f.Kind().String()
 }
 
-func (c *protoChecker) message(rm, wm protoreflect.MessageDescriptor) {
-	base := "/" + string(wm.FullName())
-	rFields, wFields := rm.Fields(), wm.Fields()
-	for i := 0; i < wFields.Len(); i++ {
-		wf := wFields.Get(i)
-		path := fmt.Sprintf("%s/%d", base, wf.Number())
-		rf := rFields.ByNumber(wf.Number())
-		if rf == nil {
-			switch {
-			case wf.Cardinality() == protoreflect.Required:
-				c.add("REQUIRED_FIELD_REMOVED", path, "required field '%s' (number %d) of the %s schema is missing in the %s schema",
-					wf.Name(), wf.Number(), c.who.writer, c.who.reader)
-			case realOneof(wf) != nil:
-				c.add("ONEOF_FIELD_REMOVED", path, "field '%s' (number %d) of oneof '%s' in the %s schema is missing in the %s schema",
-					wf.Name(), wf.Number(), realOneof(wf).Name(), c.who.writer, c.who.reader)
-			}
-			continue
-		}
-		rc, wc := classOf(rf.Kind()), classOf(wf.Kind())
-		switch {
-		case rc != wc:
-			c.add("FIELD_KIND_CHANGED", path, "field number %d is '%s %s' in the %s schema but '%s %s' in the %s schema",
-				wf.Number(), fieldTypeName(rf), rf.Name(), c.who.reader, fieldTypeName(wf), wf.Name(), c.who.writer)
-			continue
-		case rc == classScalar && wireGroup(rf.Kind()) != wireGroup(wf.Kind()):
-			c.add("FIELD_SCALAR_KIND_CHANGED", path, "field number %d is %s in the %s schema but %s in the %s schema, which encode differently",
-				wf.Number(), rf.Kind(), c.who.reader, wf.Kind(), c.who.writer)
-			continue
-		case rc != classScalar && fieldTypeName(rf) != fieldTypeName(wf):
-			c.add("FIELD_NAMED_TYPE_CHANGED", path, "field number %d has type '%s' in the %s schema but '%s' in the %s schema",
-				wf.Number(), fieldTypeName(rf), c.who.reader, fieldTypeName(wf), c.who.writer)
-			continue
-		}
-		rRep, wRep := rf.Cardinality() == protoreflect.Repeated, wf.Cardinality() == protoreflect.Repeated
-		lengthDelimited := rc == classMessage || wireGroup(rf.Kind()) == "bytes"
-		if rRep != wRep && !lengthDelimited && !rf.IsMap() && !wf.IsMap() {
-			c.add("FIELD_NUMERIC_LABEL_CHANGED", path, "numeric field number %d is %s in the %s schema but %s in the %s schema",
-				wf.Number(), cardinality(rf), c.who.reader, cardinality(wf), c.who.writer)
-		}
-		if rf.IsMap() != wf.IsMap() {
-			c.add("FIELD_KIND_CHANGED", path, "field number %d is a map in one schema and not in the other", wf.Number())
-		}
-		if rf.Cardinality() == protoreflect.Required && wf.Cardinality() != protoreflect.Required {
-			c.add("REQUIRED_FIELD_ADDED", path, "field '%s' (number %d) is required in the %s schema but not in the %s schema",
-				rf.Name(), rf.Number(), c.who.reader, c.who.writer)
-		}
+func (c *pctx) field(o, u protoreflect.FieldDescriptor) {
+	if o.Name() != u.Name() {
+		c.add("FIELD_NAME_CHANGED", fmt.Sprintf("field number %d is named '%s' in the %s schema and '%s' in the %s schema", o.Number(), o.Name(), c.s.orig, u.Name(), c.s.upd))
 	}
-	for i := 0; i < rFields.Len(); i++ {
-		rf := rFields.Get(i)
-		if wFields.ByNumber(rf.Number()) == nil && rf.Cardinality() == protoreflect.Required {
-			c.add("REQUIRED_FIELD_ADDED", fmt.Sprintf("%s/%d", base, rf.Number()),
-				"required field '%s' (number %d) of the %s schema is missing in the %s schema",
-				rf.Name(), rf.Number(), c.who.reader, c.who.writer)
-		}
+	c.labelsAndTypes(o, u, label(o), label(u))
+}
+
+func (c *pctx) labelsAndTypes(o, u protoreflect.FieldDescriptor, ol, ul string) {
+	ok, uk := kindOf(o), kindOf(u)
+	if ok != uk {
+		c.add("FIELD_KIND_CHANGED", fmt.Sprintf("the field at '%s' is '%s' in the %s schema and '%s' in the %s schema", c.pathString(), typeString(o), c.s.orig, typeString(u), c.s.upd))
+		return
 	}
-	// Fields that move into a oneof change meaning: setting one now clears
-	// the others.
-	oneofs := rm.Oneofs()
-	for i := 0; i < oneofs.Len(); i++ {
-		o := oneofs.Get(i)
-		if o.IsSynthetic() {
-			continue
+	switch ok {
+	case pkScalar:
+		og, ug := scalarGroup(o.Kind()), scalarGroup(u.Kind())
+		if og != ug {
+			c.add("FIELD_SCALAR_KIND_CHANGED", fmt.Sprintf("the field at '%s' is %s in the %s schema and %s in the %s schema, which encode differently",
+				c.pathString(), typeString(o), c.s.orig, typeString(u), c.s.upd))
+			return
 		}
-		var moved []string
-		for j := 0; j < o.Fields().Len(); j++ {
-			rf := o.Fields().Get(j)
-			if wf := wFields.ByNumber(rf.Number()); wf != nil && realOneof(wf) == nil {
-				moved = append(moved, string(wf.Name()))
+		if typeString(o) != typeString(u) && (o.Kind() != protoreflect.EnumKind || u.Kind() != protoreflect.EnumKind) {
+			c.add("FIELD_SCALAR_TYPE_CHANGED", fmt.Sprintf("the field at '%s' is %s in the %s schema and %s in the %s schema, with the same wire encoding",
+				c.pathString(), typeString(o), c.s.orig, typeString(u), c.s.upd))
+		}
+		// Confluent compares labels only when both fields spell one; a
+		// proto3 field without label reads as optional here, so that a
+		// numeric field made repeated (packed) is caught (docs/schemas.md).
+		if og != "bytes" {
+			ol, ul = orOptional(ol), orOptional(ul)
+		}
+		if ol != "" && ul != "" && ol != ul {
+			if og == "bytes" {
+				c.add("FIELD_STRING_OR_BYTES_LABEL_CHANGED", fmt.Sprintf("the field at '%s' is %s in the %s schema and %s in the %s schema", c.pathString(), ol, c.s.orig, ul, c.s.upd))
+			} else {
+				c.add("FIELD_NUMERIC_LABEL_CHANGED", fmt.Sprintf("the numeric field at '%s' is %s in the %s schema and %s in the %s schema, which encode differently (packed)",
+					c.pathString(), ol, c.s.orig, ul, c.s.upd))
 			}
 		}
-		path := base + "/oneof/" + string(o.Name())
-		existed := wm.Oneofs().ByName(o.Name()) != nil
-		switch {
-		case existed && len(moved) > 0:
-			c.add("FIELD_MOVED_TO_EXISTING_ONEOF", path, "fields %v were moved into the existing oneof '%s' in the %s schema",
-				moved, o.Name(), c.who.reader)
-		case !existed && len(moved) > 1:
-			c.add("MULTIPLE_FIELDS_MOVED_TO_ONEOF", path, "fields %v were moved together into the new oneof '%s' in the %s schema",
-				moved, o.Name(), c.who.reader)
-		}
+	case pkMessage:
+		c.messageTypes(o.Message(), u.Message())
+	case pkMap:
+		c.labelsAndTypes(o.MapKey(), u.MapKey(), "", "")
+		c.labelsAndTypes(o.MapValue(), u.MapValue(), "", "")
 	}
 }
 
-func cardinality(f protoreflect.FieldDescriptor) string {
-	if f.Cardinality() == protoreflect.Repeated {
-		return "repeated"
+func orOptional(l string) string {
+	if l == "" {
+		return "optional"
 	}
-	return "singular"
+	return l
+}
+
+// localName is a message's full name without its file's package.
+func localName(m protoreflect.MessageDescriptor) string {
+	full := string(m.FullName())
+	if pkg := string(m.ParentFile().Package()); pkg != "" {
+		return strings.TrimPrefix(full, pkg+".")
+	}
+	return full
+}
+
+// messageTypes compares the messages two message-typed fields name: by
+// their name within the package, then field by field.
+func (c *pctx) messageTypes(o, u protoreflect.MessageDescriptor) {
+	ol, ul := localName(o), localName(u)
+	if ol != ul {
+		c.add("FIELD_NAMED_TYPE_CHANGED", fmt.Sprintf("the field at '%s' has type '%s' in the %s schema and '%s' in the %s schema", c.pathString(), o.FullName(), c.s.orig, u.FullName(), c.s.upd))
+		return
+	}
+	if c.stack[o.FullName()] {
+		return // recursive: compatible unless shown otherwise
+	}
+	s, out := c.sub()
+	s.path = strings.Split(ol, ".")
+	s.message(o, u)
+	*c.out = append(*c.out, *out...)
+	if !allOK(*out) {
+		c.add("FIELD_NAMED_TYPE_CHANGED", fmt.Sprintf("the message '%s' of the field at '%s' changed incompatibly", ol, c.pathString()))
+	}
+}
+
+// protoFields lists every message, enum and field of s.
+func protoFields(w *fieldWalker, s *protoSchema) {
+	protoScope(w, nil, s.file.Messages(), s.file.Enums(), 0)
+}
+
+func protoScope(w *fieldWalker, path []string, ms protoreflect.MessageDescriptors, es protoreflect.EnumDescriptors, depth int) {
+	if depth > nestingDepthMax {
+		return
+	}
+	for i := 0; i < ms.Len() && !w.full(); i++ {
+		m := ms.Get(i)
+		if m.IsMapEntry() {
+			continue
+		}
+		mp := append(append([]string(nil), path...), string(m.Name()))
+		mopts, _ := m.Options().(*descriptorpb.MessageOptions)
+		w.add(Field{Path: "#/" + strings.Join(mp, "/"), Name: string(m.Name()), Type: "message " + string(m.FullName()), Deprecated: mopts.GetDeprecated()})
+		for j := 0; j < m.Fields().Len(); j++ {
+			f := m.Fields().Get(j)
+			fp := append([]string(nil), mp...)
+			if o := realOneof(f); o != nil {
+				fp = append(fp, string(o.Name()))
+			}
+			fp = append(fp, fmt.Sprint(int32(f.Number())))
+			opts, _ := f.Options().(*descriptorpb.FieldOptions)
+			t := typeString(f)
+			if l := label(f); l != "" {
+				t = l + " " + t
+			}
+			w.add(Field{Path: "#/" + strings.Join(fp, "/"), Name: string(f.Name()), Type: t,
+				Required: f.Cardinality() == protoreflect.Required, Deprecated: opts.GetDeprecated()})
+		}
+		protoScope(w, mp, m.Messages(), m.Enums(), depth+1)
+	}
+	for i := 0; i < es.Len(); i++ {
+		e := es.Get(i)
+		opts, _ := e.Options().(*descriptorpb.EnumOptions)
+		w.add(Field{Path: "#/" + strings.Join(append(append([]string(nil), path...), string(e.Name())), "/"), Name: string(e.Name()),
+			Type: "enum " + string(e.FullName()), Deprecated: opts.GetDeprecated()})
+	}
 }

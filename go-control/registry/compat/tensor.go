@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 )
 
 // TENSOR signatures describe what a model endpoint accepts and returns:
@@ -43,6 +44,9 @@ type TensorSpec struct {
 	Name  string  `json:"name"`
 	DType string  `json:"dtype"`
 	Shape []int64 `json:"shape"`
+	// Deprecated marks a tensor that will go: removing it is a warning,
+	// not a breaking change. The data plane does not read it.
+	Deprecated bool `json:"deprecated,omitempty"`
 }
 
 type TensorSignature struct {
@@ -53,6 +57,7 @@ type TensorSignature struct {
 type tensorSchema struct {
 	sig       TensorSignature
 	canonical string
+	engine    string // the signature without deprecation marks, when it has any
 }
 
 func (*tensorSchema) Type() Type          { return Tensor }
@@ -114,7 +119,21 @@ func parseTensor(text string) (Schema, error) {
 	if err != nil {
 		return nil, invalid("tensor signature: %v", err)
 	}
-	return &tensorSchema{sig: sig, canonical: string(canon)}, nil
+	ts := &tensorSchema{sig: sig, canonical: string(canon)}
+	plain := TensorSignature{Inputs: undeprecated(sig.Inputs), Outputs: undeprecated(sig.Outputs)}
+	if b, err := json.Marshal(plain); err == nil && string(b) != ts.canonical {
+		ts.engine = string(b)
+	}
+	return ts, nil
+}
+
+func undeprecated(list []TensorSpec) []TensorSpec {
+	out := make([]TensorSpec, len(list))
+	for i, t := range list {
+		t.Deprecated = false
+		out[i] = t
+	}
+	return out
 }
 
 func findTensor(list []TensorSpec, name string) (TensorSpec, bool) {
@@ -126,13 +145,28 @@ func findTensor(list []TensorSpec, name string) (TensorSpec, bool) {
 	return TensorSpec{}, false
 }
 
-func tensorCanRead(r, w *tensorSchema, who roles) []Issue {
-	var out []Issue
-	add := func(rule, path, format string, args ...any) {
-		out = append(out, Issue{Rule: rule, Path: path, Description: fmt.Sprintf(format, args...)})
+func tensorString(t TensorSpec) string {
+	dims := make([]string, len(t.Shape))
+	for i, d := range t.Shape {
+		dims[i] = fmt.Sprint(d)
 	}
-	// compare checks that values accepted by `acc` cover those produced by `prod`.
-	compare := func(path string, acc, prod TensorSpec, accWho, prodWho string) {
+	return t.DType + "[" + strings.Join(dims, ",") + "]"
+}
+
+var tensorCompatible = map[string]bool{"TENSOR_OUTPUT_ADDED": true, "TENSOR_DIM_RELAXED": true, "TENSOR_DIM_FIXED": true}
+
+// tensorCompare: update (the reader) serves the clients of original (the
+// writer).
+func tensorCompare(original, update Schema, s side) []finding {
+	r, w := update.(*tensorSchema), original.(*tensorSchema)
+	var out []finding
+	add := func(rule, path, format string, args ...any) {
+		out = append(out, finding{path: path, rule: rule, ok: tensorCompatible[rule], message: fmt.Sprintf(format, args...)})
+	}
+	// shapes checks that values accepted by acc cover those produced by
+	// prod; relaxed names the compatible rule for a fixed dim acc takes as
+	// dynamic.
+	shapes := func(path string, acc, prod TensorSpec, accWho, prodWho, relaxed string) {
 		if acc.DType != prod.DType {
 			add("TENSOR_DTYPE_CHANGED", path+"/dtype", "tensor '%s' has dtype %s in the %s schema but %s in the %s schema",
 				acc.Name, acc.DType, accWho, prod.DType, prodWho)
@@ -144,37 +178,49 @@ func tensorCanRead(r, w *tensorSchema, who roles) []Issue {
 		}
 		for i := range acc.Shape {
 			a, p := acc.Shape[i], prod.Shape[i]
-			if a == -1 || a == p {
-				continue
+			switch {
+			case a == p:
+			case a == -1:
+				add(relaxed, fmt.Sprintf("%s/shape/%d", path, i), "dim %d of tensor '%s' is dynamic in the %s schema and %d in the %s schema",
+					i, acc.Name, accWho, p, prodWho)
+			default:
+				add("TENSOR_DIM_NARROWED", fmt.Sprintf("%s/shape/%d", path, i),
+					"dim %d of tensor '%s' is %d in the %s schema, which does not accept %s from the %s schema",
+					i, acc.Name, a, accWho, dimString(p), prodWho)
 			}
-			add("TENSOR_DIM_NARROWED", fmt.Sprintf("%s/shape/%d", path, i),
-				"dim %d of tensor '%s' is %d in the %s schema, which does not accept %s from the %s schema",
-				i, acc.Name, a, accWho, dimString(p), prodWho)
 		}
 	}
 	for _, wi := range w.sig.Inputs {
 		path := "/inputs/" + wi.Name
 		ri, ok := findTensor(r.sig.Inputs, wi.Name)
 		if !ok {
-			add("TENSOR_INPUT_REMOVED", path, "input '%s' of the %s schema is missing in the %s schema", wi.Name, who.writer, who.reader)
+			add("TENSOR_INPUT_REMOVED", path, "input '%s' (%s) of the %s schema is missing in the %s schema, which refuses requests that carry it",
+				wi.Name, tensorString(wi), s.orig, s.upd)
 			continue
 		}
-		compare(path, ri, wi, who.reader, who.writer)
+		shapes(path, ri, wi, s.upd, s.orig, "TENSOR_DIM_RELAXED")
 	}
 	for _, ri := range r.sig.Inputs {
 		if _, ok := findTensor(w.sig.Inputs, ri.Name); !ok {
-			add("TENSOR_INPUT_ADDED", "/inputs/"+ri.Name, "input '%s' required by the %s schema is missing in the %s schema",
-				ri.Name, who.reader, who.writer)
+			add("TENSOR_INPUT_ADDED", "/inputs/"+ri.Name, "input '%s' (%s) required by the %s schema is missing in the %s schema",
+				ri.Name, tensorString(ri), s.upd, s.orig)
 		}
 	}
 	for _, wo := range w.sig.Outputs {
 		path := "/outputs/" + wo.Name
 		ro, ok := findTensor(r.sig.Outputs, wo.Name)
 		if !ok {
-			add("TENSOR_OUTPUT_REMOVED", path, "output '%s' expected by the %s schema is missing in the %s schema", wo.Name, who.writer, who.reader)
+			add("TENSOR_OUTPUT_REMOVED", path, "output '%s' (%s) expected by the %s schema is missing in the %s schema",
+				wo.Name, tensorString(wo), s.orig, s.upd)
 			continue
 		}
-		compare(path, wo, ro, who.writer, who.reader)
+		shapes(path, wo, ro, s.orig, s.upd, "TENSOR_DIM_FIXED")
+	}
+	for _, ro := range r.sig.Outputs {
+		if _, ok := findTensor(w.sig.Outputs, ro.Name); !ok {
+			add("TENSOR_OUTPUT_ADDED", "/outputs/"+ro.Name, "the %s schema adds the output '%s' (%s), which clients of the %s schema ignore",
+				s.upd, ro.Name, tensorString(ro), s.orig)
+		}
 	}
 	return out
 }
@@ -184,4 +230,13 @@ func dimString(d int64) string {
 		return "a dynamic dim"
 	}
 	return fmt.Sprintf("%d", d)
+}
+
+func tensorFields(w *fieldWalker, s *tensorSchema) {
+	for side, list := range [][]TensorSpec{s.sig.Inputs, s.sig.Outputs} {
+		kind := [...]string{"inputs", "outputs"}[side]
+		for _, t := range list {
+			w.add(Field{Path: "/" + kind + "/" + t.Name, Name: t.Name, Type: tensorString(t), Required: side == 0, Deprecated: t.Deprecated})
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,6 +101,19 @@ func TestTwoAppliancesShareABucket(t *testing.T) {
 		defer mu.Unlock()
 		return seenB["registered mlp/1 id=1"]
 	})
+	// The contract snapshot a stored with the schema is b's too: it comes
+	// from the bucket, not recomputed.
+	_, ca, err := a.Contract("mlp", 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cb, err := b.Contract("mlp", 1, false)
+	if err != nil || cb.Fingerprint != ca.Fingerprint || cb.Signature == nil || len(cb.Fields) != 2 {
+		t.Fatalf("b's contract %+v, a's %+v (%v)", cb, ca, err)
+	}
+	if e, err := a.Store().Get(ctx, "contracts/0000000001"); err != nil || !strings.Contains(string(e.Value), ca.Fingerprint) {
+		t.Fatalf("snapshot in the bucket: %s %v", e.Value, err)
+	}
 	// The same signature under another subject on b: same global id.
 	if id, _, err := b.Register(ctx, "mlp-copy", registry.SchemaInput{Type: compat.Tensor, Schema: sig}); err != nil || id != 1 {
 		t.Fatalf("b registers the same schema: id %d %v", id, err)

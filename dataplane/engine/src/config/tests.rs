@@ -177,3 +177,48 @@ fn errors_display_file_line_key() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn tcp_keys_are_checked_with_line_and_key() {
+    let e = err("[io_uring]\ntcp_listen = \"here\"\n");
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(2), "io_uring.tcp_listen"),
+        "{e}"
+    );
+    let e = err(
+        "[io_uring]\ntcp_slots = [\n  { size = 65536, count = 4 },\n  { size = 65536, count = 4 },\n]\n",
+    );
+    assert_eq!(e.key, "io_uring.tcp_slots[1].size", "{e}");
+    assert!(e.message.contains("smallest first"), "{e}");
+    let e = err("[io_uring]\ntcp_slots = [{ size = 5000, count = 4 }]\n");
+    assert!(e.message.contains("multiple of 4096"), "{e}");
+    let e =
+        err("[io_uring]\ntcp_slots = [{ size = 65536, count = 4 }]\ntcp_frame_len_max = 65537\n");
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(3), "io_uring.tcp_frame_len_max"),
+        "{e}"
+    );
+    let e = err("[io_uring]\ntcp_slots = [{ size = 268435456, count = 64 }]\n");
+    assert!(e.message.contains("exceed"), "{e}");
+    let e = err("[io_uring]\ntcp_send_zc = \"maybe\"\n");
+    assert_eq!(e.line, Some(2), "{e}");
+    let e = err("[[peers]]\nname = \"b\"\naddress = \"10.0.0.2:7070\"\ntcp_address = \"b\"\n");
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(4), "peers[0].tcp_address"),
+        "{e}"
+    );
+    // The defaults are valid and 0 means the largest slot.
+    let ok = Config::parse(
+        "[io_uring]\ntcp_listen = \"127.0.0.1:0\"\n",
+        PathBuf::from("/tmp"),
+    )
+    .unwrap();
+    assert_eq!(ok.io_uring.tcp_frame_len_limit(), (16 << 20) + (64 << 10));
+    assert_eq!(
+        ok.tcp_listen_addr().unwrap(),
+        Some("127.0.0.1:0".parse().unwrap())
+    );
+}

@@ -22,6 +22,7 @@ mod apply;
 mod frontdoor;
 mod lifecycle;
 mod status;
+mod tcp;
 
 pub use frontdoor::{FrontdoorCtx, FrontdoorHandle, FrontdoorStart};
 pub use status::{FrontdoorStatus, ModelStatus, Status, WorkerStatus};
@@ -96,6 +97,7 @@ struct WorkerHandle {
     returned: Receiver<Returned>,
     counters: Arc<WorkerCounters>,
     hist: Arc<HistExchange>,
+    spans: Arc<crate::trace::SpanRing>,
 }
 
 /// Control-side state, behind one mutex: control calls are serialized.
@@ -121,6 +123,9 @@ pub struct Engine {
     listen: Option<SocketAddr>,
     hugepages: bool,
     running: bool,
+    /// Each worker's TCP side (io_uring with `tcp_listen`): connections,
+    /// totals, close requests. Kept after stop for the final counts.
+    tcp: Vec<Arc<crate::transport::tcp::TcpShared>>,
     factory: HandlerFactory,
     /// Process-wide DPDK state; dropped (port closed, EAL cleaned) at stop.
     #[cfg(feature = "dpdk")]
@@ -184,6 +189,7 @@ impl Engine {
             listen: None,
             hugepages: false,
             running: false,
+            tcp: Vec::new(),
             #[cfg(feature = "dpdk")]
             dpdk: None,
             ingress_workers: Vec::new(),

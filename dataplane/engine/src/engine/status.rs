@@ -20,6 +20,9 @@ pub struct Status {
     pub transport: String,
     /// Data-plane address.
     pub listen: Option<SocketAddr>,
+    /// TCP address (io_uring with `tcp_listen`), beside `listen`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_listen: Option<SocketAddr>,
     /// Workers and their cores.
     pub workers: Vec<WorkerStatus>,
     /// Whether the buffer pools are in hugepages (false = fell back).
@@ -137,6 +140,10 @@ impl Engine {
                 rx_kernel_drops: ld(&c.rx_kernel_drops),
                 alive: c.alive.load(Ordering::Acquire),
                 panics: ld(&c.panics),
+                pools: c.pool_stats(),
+                copies: c.copies(),
+                spans_recorded: ld(&c.spans_recorded),
+                spans_dropped: ld(&c.spans_dropped),
                 ..WorkerStats::default()
             };
             w.hist.read(|h| {
@@ -260,6 +267,7 @@ impl Engine {
                 grpc: h.grpc_addr(),
                 stats: h.stats_json(),
             }),
+            tcp_listen: self.tcp_local_addr(),
             workers: self
                 .workers
                 .iter()

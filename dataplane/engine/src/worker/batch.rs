@@ -247,8 +247,10 @@ impl<T: Transport> Worker<T> {
             }
             // Every stacked request gets its reply buffer before the run;
             // one that finds none waits in the queue for the next pass.
-            // An ingress request is answered in its own slot's reply region.
-            let Some(tx) = self.transport.tx_alloc_for(&p.pkt) else {
+            // An ingress request is answered in its own slot's reply region
+            // (TCP: the reply slot reserved for it).
+            let pkt = self.queues[s][j].pkt;
+            let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
                 // Looked at again next pass (sends free buffers meanwhile).
                 self.queues[s][j].state = State::Deferred;
                 bump(&self.counters.batch_tx_waits, 1);
@@ -390,11 +392,7 @@ impl<T: Transport> Worker<T> {
                 if let Some(m) = self.counters.models.get(p.slot as usize) {
                     m.queued(started - p.arrived);
                 }
-                self.sends.push(TxPacket {
-                    buf: tx,
-                    len: len as u32,
-                    peer: p.pkt.peer,
-                });
+                self.sends.push(TxPacket::answer(&p.pkt, tx, len as u32));
                 self.release_queued(s, k);
                 record(&mut self.hist.total, done - p.arrived);
                 true

@@ -2,12 +2,48 @@
 //! validate, route, admit) as a pure function, and the answers a worker
 //! gives without running a model.
 
+use std::time::Instant;
+
 use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, flags};
 
 use crate::auth::{self, Refusal, ReplayTable, RouteFound, msg};
 use crate::route::RouteKey;
 use crate::schema::SchemaTable;
 use crate::tables::{BatchPolicy, Tables, Tenant};
+use crate::trace::Sampler;
+
+/// Where one frame's stages ended, recorded only for a traced request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Marks {
+    /// The worker's sampling rule.
+    pub sampler: Sampler,
+    /// This frame is traced (a request the sampler chose).
+    pub on: bool,
+    /// Parsed and authenticated.
+    pub auth: Option<Instant>,
+    /// Validated.
+    pub validate: Option<Instant>,
+    /// Routed.
+    pub route: Option<Instant>,
+}
+
+impl Marks {
+    /// Starts a frame: nothing traced yet.
+    #[inline]
+    pub fn reset(&mut self) {
+        self.on = false;
+        self.auth = None;
+        self.validate = None;
+        self.route = None;
+    }
+
+    #[inline]
+    fn stamp(on: bool, at: &mut Option<Instant>) {
+        if on {
+            *at = Some(Instant::now());
+        }
+    }
+}
 
 /// What to answer without running a model.
 #[derive(Debug, Clone, Copy)]
@@ -76,6 +112,28 @@ pub fn classify_frame(
     now_us: u64,
     replay: Option<&mut ReplayTable>,
 ) -> Verdict {
+    classify_traced(
+        bytes,
+        truncated,
+        t,
+        draining,
+        now_us,
+        replay,
+        &mut Marks::default(),
+    )
+}
+
+/// [`classify_frame`], deciding whether a request is traced (`marks.on`)
+/// and, when it is, stamping where its stages ended.
+pub fn classify_traced(
+    bytes: &[u8],
+    truncated: bool,
+    t: &Tables,
+    draining: bool,
+    now_us: u64,
+    replay: Option<&mut ReplayTable>,
+    marks: &mut Marks,
+) -> Verdict {
     use Immediate::Error as E;
     if !Frame::new_unchecked(bytes).has_magic() {
         return Verdict::Drop;
@@ -111,13 +169,22 @@ pub fn classify_frame(
             ));
         }
     }
+    // The one test an untraced request pays.
+    marks.on = marks.sampler.decide(frame.trace_flags(), || frame.trace());
     if draining {
         return Verdict::Reply(E(ErrorCode::ShuttingDown, "appliance is shutting down"));
     }
+    let rid = frame.request_id();
+    probes_sys::parse(|| (rid, frame.tenant_id(), frame.frame_len() as u32));
     let tenant = match auth::authenticate(&frame, t, now_us, replay) {
         Ok(tn) => tn,
-        Err(r) => return refused(r),
+        Err(r) => {
+            probes_sys::auth(|| (rid, frame.tenant_id(), 0));
+            return refused(r);
+        }
     };
+    probes_sys::auth(|| (rid, frame.tenant_id(), 1));
+    Marks::stamp(marks.on, &mut marks.auth);
     if frame.model_version().is_empty() {
         return Verdict::Reply(E(ErrorCode::ModelVersionRequired, "model version required"));
     }
@@ -146,7 +213,18 @@ pub fn classify_frame(
             Err(r) => return Verdict::Reply(E(r.code, r.message)),
         }
     }
-    route(&frame, t, tenant, json)
+    probes_sys::validate(|| (rid, frame.schema_id()));
+    Marks::stamp(marks.on, &mut marks.validate);
+    let v = route(&frame, t, tenant, json);
+    probes_sys::route(|| {
+        let shard = match v {
+            Verdict::Admit { shard, .. } | Verdict::Forward { shard } => shard as u32,
+            _ => u32::from(u16::MAX),
+        };
+        (rid, shard)
+    });
+    Marks::stamp(marks.on, &mut marks.route);
+    v
 }
 
 /// Steps 5 and 6: resolve the model, route among the routes the tenant may
@@ -200,7 +278,7 @@ fn route(
     let Some(model) = model else {
         return Verdict::Reply(E(ErrorCode::UnknownModel, msg::UNKNOWN_MODEL));
     };
-    if !frame.adapter().is_empty() && !model.adapters.iter().any(|a| a == frame.adapter()) {
+    if !frame.adapter().is_empty() && !model.has_adapter(frame.adapter()) {
         return Verdict::Reply(E(ErrorCode::UnknownAdapter, msg::UNKNOWN_ADAPTER));
     }
     Verdict::Admit {

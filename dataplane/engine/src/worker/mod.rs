@@ -27,9 +27,10 @@ use crate::transport::{PORT_FORWARD, RxPacket, Transport, TxPacket};
 mod batch;
 mod classify;
 mod forward;
+mod trace;
 
-use classify::build_immediate;
-pub use classify::{Immediate, Verdict, classify_frame};
+pub use classify::{Immediate, Verdict, classify_frame, classify_traced};
+use classify::{Marks, build_immediate};
 pub use forward::FORWARD_PENDING_MAX;
 use forward::{FORWARD_SCAN_EVERY, PeerDown};
 
@@ -81,6 +82,8 @@ pub struct WorkerLinks {
     pub counters: Arc<WorkerCounters>,
     /// Latency histograms, published every `PUBLISH_EVERY`.
     pub hist_out: Arc<HistExchange>,
+    /// Span records of traced requests, drained by the control side.
+    pub spans: Arc<crate::trace::SpanRing>,
 }
 
 /// Worker settings.
@@ -98,6 +101,8 @@ pub struct WorkerParams {
     pub forward_timeout: Duration,
     /// Slots of the replay table (`auth.replay_entries`).
     pub replay_entries: usize,
+    /// Which requests are traced (`[tracing]`).
+    pub sampler: crate::trace::Sampler,
 }
 
 /// A request admitted to a shard queue. It keeps its receive buffer until
@@ -105,6 +110,9 @@ pub struct WorkerParams {
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     pkt: RxPacket,
+    /// Its index in the burst it arrived in (its span record's, when
+    /// traced); meaningful only while `arrived` is the current burst's.
+    rx_index: u16,
     slot: u16,
     /// Start of the burst it arrived in: queue delay runs from here.
     arrived: Instant,
@@ -162,6 +170,17 @@ pub struct Worker<T: Transport> {
     forwarded: PendingForwards,
     peers_down: Vec<Option<PeerDown>>,
     last_forward_scan: Instant,
+    /// Where the current frame's stages ended (traced frames only).
+    marks: Marks,
+    /// Wall clock of the burst, ns since the Unix epoch.
+    burst_wall_ns: u64,
+    /// Per frame of the burst: its span record, when traced.
+    span_recs: Box<[crate::trace::SpanRecord]>,
+    span_open: Box<[bool]>,
+    /// Some frame of this burst is traced.
+    spans_open: bool,
+    span_ids: crate::trace::SpanIds,
+    spans: Arc<crate::trace::SpanRing>,
 }
 
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
@@ -184,6 +203,7 @@ impl<T: Transport> Worker<T> {
             returned,
             counters,
             hist_out,
+            spans,
         } = links;
         let (epoch, tables) = shared.tables.load();
         let mut handlers = handlers;
@@ -220,6 +240,16 @@ impl<T: Transport> Worker<T> {
             forwarded: PendingForwards::new(FORWARD_PENDING_MAX),
             peers_down: vec![None; crate::config::limits::PEER_COUNT_MAX],
             last_forward_scan: Instant::now(),
+            marks: Marks {
+                sampler: p.sampler,
+                ..Marks::default()
+            },
+            burst_wall_ns: 0,
+            span_recs: vec![crate::trace::SpanRecord::default(); p.rx_burst_max].into_boxed_slice(),
+            span_open: vec![false; p.rx_burst_max].into_boxed_slice(),
+            spans_open: false,
+            span_ids: crate::trace::SpanIds::new(p.index),
+            spans,
         }
     }
 
@@ -361,6 +391,9 @@ impl<T: Transport> Worker<T> {
         set(&k.tx_in_use, c.tx_in_use as u64);
         set(&k.buffer_reuses, c.buffer_reuses);
         set(&k.rx_kernel_drops, c.rx_kernel_drops);
+        for (a, p) in k.pools.iter().zip(&c.pools) {
+            a.store(p);
+        }
     }
 
     /// One burst. Returns the number of frames received.
@@ -369,12 +402,13 @@ impl<T: Transport> Worker<T> {
         if n == 0 && self.held == 0 {
             return 0;
         }
-        let wall = SystemTime::now()
+        let wall_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
-        self.now_us = self.now_us.max(wall);
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.now_us = self.now_us.max(wall_ns / 1000);
         if n > 0 {
             self.burst_start = Instant::now();
+            self.burst_wall_ns = wall_ns;
             bump(&self.counters.bursts, 1);
         }
         self.burst_n = n;
@@ -388,6 +422,7 @@ impl<T: Transport> Worker<T> {
             "a frame left unanswered"
         );
         self.flush_sends();
+        self.trace_flush();
         self.burst_n = 0;
         n
     }
@@ -419,8 +454,10 @@ impl<T: Transport> Worker<T> {
     /// Answers shard `s`'s queue entry `k` at once and releases its buffer.
     fn reply_queued(&mut self, s: usize, k: usize, r: Immediate) {
         self.queues[s][k].state = batch::State::Done;
-        let pkt = self.queues[s][k].pkt;
-        self.reply_pkt(pkt, r, Some(s));
+        let p = self.queues[s][k];
+        // Its span record, while the burst it arrived in is this one.
+        let traced = (p.arrived == self.burst_start).then_some(usize::from(p.rx_index));
+        self.reply_pkt(p.pkt, r, Some(s), traced);
     }
 
     /// After a panic in the loop: answers what the worker held, so its
@@ -512,14 +549,19 @@ impl<T: Transport> Worker<T> {
             self.relay_answer(i);
             return;
         }
-        let verdict = classify_frame(
+        self.marks.reset();
+        let verdict = classify_traced(
             self.transport.rx_bytes(&pkt),
             pkt.truncated,
             &self.tables,
             draining,
             self.now_us,
             Some(&mut self.replay),
+            &mut self.marks,
         );
+        if self.marks.on {
+            self.trace_begin(i, &verdict);
+        }
         match verdict {
             Verdict::Drop => {
                 bump(&self.counters.not_sluice, 1);
@@ -535,6 +577,21 @@ impl<T: Transport> Worker<T> {
                 let depth = self.tables.shards[shard].queue_depth as usize;
                 let q = &self.queues[shard];
                 if q.len() >= depth.min(q.capacity()) {
+                    // A stream transport takes the frame back and stops
+                    // reading its connection (back-pressure, not loss).
+                    // Its tag is forgotten: the frame is checked again,
+                    // and accepted once, when it comes back.
+                    let mut tag = [0u8; 16];
+                    tag.copy_from_slice(
+                        Frame::new_unchecked(self.transport.rx_bytes(&pkt)).auth_tag(),
+                    );
+                    if self.transport.rx_defer(&pkt) {
+                        if self.tables.auth.required {
+                            self.replay.forget(&tag);
+                        }
+                        self.rx_open[i] = false;
+                        return;
+                    }
                     self.reply(
                         i,
                         Immediate::Error(ErrorCode::Busy, "shard queue full"),
@@ -554,6 +611,7 @@ impl<T: Transport> Worker<T> {
                 };
                 let p = Pending {
                     pkt,
+                    rx_index: i as u16,
                     slot: slot as u16,
                     arrived: self.burst_start,
                     arrived_us: self.now_us,
@@ -563,6 +621,11 @@ impl<T: Transport> Worker<T> {
                     state: batch::State::Waiting,
                 };
                 self.queues[shard].push(p);
+                let depth = self.queues[shard].len() as u32;
+                probes_sys::admit(|| {
+                    let rid = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).request_id();
+                    (rid, shard as u32, depth)
+                });
                 // The queue holds it from here (answered by run_queues).
                 self.rx_open[i] = false;
             }
@@ -571,6 +634,10 @@ impl<T: Transport> Worker<T> {
 
     fn flush_sends(&mut self) {
         if !self.sends.is_empty() {
+            probes_sys::send(|| {
+                let bytes = self.sends.iter().map(|p| u64::from(p.len)).sum();
+                (self.sends.len() as u32, bytes)
+            });
             self.transport.tx_burst(&self.sends);
             self.sends.clear();
         }
@@ -589,12 +656,15 @@ impl<T: Transport> Worker<T> {
             self.release_queued(shard, k);
             return;
         };
+        probes_sys::pool_alloc(|| (tx,));
         let now_us = self.now_us;
         let tx_len;
         let result = {
             let (rxb, txb) = self.transport.frames(&pkt, tx);
             tx_len = txb.len();
             let req = Frame::new_unchecked(rxb);
+            let rid = req.request_id();
+            probes_sys::infer_start(|| (rid, shard as u32));
             if req.deadline_us() != 0 && now_us > req.deadline_us() {
                 Err(Reject::new(
                     ErrorCode::DeadlineExceeded,
@@ -614,6 +684,8 @@ impl<T: Transport> Worker<T> {
                             &self.counters.payload_bytes_copied,
                             acct.payload_bytes_copied,
                         );
+                        self.counters
+                            .copied(acct.copy_path, acct.payload_bytes_copied);
                         r
                     }
                     None => Err(Reject::new(
@@ -624,6 +696,16 @@ impl<T: Transport> Worker<T> {
             }
         };
         let done = Instant::now();
+        probes_sys::infer_end(|| {
+            let rid = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).request_id();
+            let code = result.as_ref().err().map_or(0, |r| r.code as u32);
+            (rid, shard as u32, code)
+        });
+        // A span record lives for its burst: a request held into a later
+        // burst (batching) has no run times in its span.
+        if p.arrived == self.burst_start {
+            self.trace_run(usize::from(p.rx_index), started, done);
+        }
         record(&mut self.hist.queue[shard], started - p.arrived);
         record(&mut self.hist.service[shard], done - started);
         match result {
@@ -637,15 +719,12 @@ impl<T: Transport> Worker<T> {
                     m.execution(1, p.key.map_or(1, |k| u64::from(k.rows)));
                     m.queued(started - p.arrived);
                 }
-                self.sends.push(TxPacket {
-                    buf: tx,
-                    len: len as u32,
-                    peer: pkt.peer,
-                });
+                self.sends.push(TxPacket::answer(&pkt, tx, len as u32));
                 self.release_queued(shard, k);
                 record(&mut self.hist.total, done - p.arrived);
             }
             Err(r) => {
+                probes_sys::pool_free(|| (tx,));
                 self.transport.tx_free(tx);
                 let answer = if r.code == ErrorCode::ResponseTooLarge && r.needed_len != 0 {
                     Immediate::TooLarge {
@@ -663,22 +742,44 @@ impl<T: Transport> Worker<T> {
     /// Answers frame `i` of this burst at once and releases its buffer.
     fn reply(&mut self, i: usize, r: Immediate, shard: Option<usize>) {
         self.rx_open[i] = false;
-        self.reply_pkt(self.rx[i], r, shard);
+        self.reply_pkt(self.rx[i], r, shard, Some(i));
     }
 
-    /// Answers a received frame at once and releases its receive buffer.
-    fn reply_pkt(&mut self, pkt: RxPacket, r: Immediate, shard: Option<usize>) {
+    /// Answers a received frame at once and releases its receive buffer;
+    /// `traced` is its index in this burst, for its span's outcome.
+    fn reply_pkt(
+        &mut self,
+        pkt: RxPacket,
+        r: Immediate,
+        shard: Option<usize>,
+        traced: Option<usize>,
+    ) {
         let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
             bump(&self.counters.tx_no_buffers, 1);
             self.transport.rx_release(&pkt);
             return;
         };
+        probes_sys::pool_alloc(|| (tx,));
+        if let Immediate::Error(code, _) | Immediate::Refused(crate::auth::Refusal { code, .. }) = r
+        {
+            probes_sys::error(|| {
+                let f = Frame::new_unchecked(self.transport.rx_bytes(&pkt));
+                (
+                    f.try_request_id().unwrap_or(0),
+                    f.try_tenant_id().unwrap_or(0),
+                    code as u32,
+                )
+            });
+        }
         let len = {
             let (rxb, txb) = self.transport.frames(&pkt, tx);
             build_immediate(rxb, txb, &r, &self.tables)
         };
         match &r {
             Immediate::Error(code, _) => {
+                if let Some(i) = traced {
+                    self.trace_outcome(i, *code as u16);
+                }
                 self.counters.error(*code);
                 if let Some(s) = shard {
                     bump(&self.counters.shard_errors[s], 1);
@@ -691,6 +792,9 @@ impl<T: Transport> Worker<T> {
                 }
             }
             Immediate::Refused(r) => {
+                if let Some(i) = traced {
+                    self.trace_outcome(i, r.code as u16);
+                }
                 self.counters.error(r.code);
                 self.counters.refused(r.cause);
             }
@@ -700,14 +804,13 @@ impl<T: Transport> Worker<T> {
         self.transport.rx_release(&pkt);
         match len {
             Some(len) => {
-                self.sends.push(TxPacket {
-                    buf: tx,
-                    len: len as u32,
-                    peer: pkt.peer,
-                });
+                self.sends.push(TxPacket::answer(&pkt, tx, len as u32));
                 record(&mut self.hist.total, self.burst_start.elapsed());
             }
-            None => self.transport.tx_free(tx),
+            None => {
+                probes_sys::pool_free(|| (tx,));
+                self.transport.tx_free(tx);
+            }
         }
     }
 }

@@ -2,14 +2,14 @@
 //! vocabularies of the resource it belongs to. A keyword another draft
 //! defines is ignored here (as the specification says) and reported.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Value};
 
 use super::compile::Compiler;
 use super::draft;
 use super::format::Format;
 use super::*;
+
+mod properties;
 
 /// Keywords of other drafts that change nothing when ignored, so they are
 /// not reported (`$defs` and `definitions` are only containers that a
@@ -43,31 +43,6 @@ fn type_msg(types: u8) -> &'static str {
         x if x == T_NUM | T_INT => "type mismatch: expected number",
         T_STR => "type mismatch: expected string",
         _ => "type mismatch: value type not allowed",
-    }
-}
-
-/// An object schema's property table under construction: name ->
-/// (schema, presence bit, declared in `properties`).
-struct Table<'v> {
-    names: BTreeMap<&'v [u8], (u32, u8, bool)>,
-    bits: u8,
-}
-
-impl<'v> Table<'v> {
-    /// The presence bit of `name`, allocated on first use.
-    fn bit(&mut self, name: &'v str) -> Option<u8> {
-        let e = self
-            .names
-            .entry(name.as_bytes())
-            .or_insert((NONE, u8::MAX, false));
-        if e.1 == u8::MAX {
-            if usize::from(self.bits) >= REQUIRED_MAX {
-                return None;
-            }
-            e.1 = self.bits;
-            self.bits += 1;
-        }
-        Some(e.1)
     }
 }
 
@@ -153,71 +128,113 @@ impl<'v> Compiler<'v> {
         let res = &self.ix.resources[usize::from(n.resource)];
         let (d, vocab) = (res.draft, res.vocab);
         let get = |kw: &str| m.get(kw).filter(|_| draft::active(d, vocab, kw));
-        let at = |kw: &str| format!("{ptr}/{kw}");
         let legacy = d <= Draft::Draft7;
 
         if legacy && let Some(r) = get("$ref") {
             // Drafts 4-7: $ref replaces the whole schema object.
-            let Some(r) = r.as_str() else {
-                return Err(self.fail(doc, &at("$ref"), "$ref must be a string"));
-            };
-            n.ref_ = self.resolve(doc, ptr, &at("$ref"), r)?;
+            n.ref_ = self.static_ref(doc, ptr, r)?;
             n.pure_ref = true;
             n.checks = true;
             return Ok(());
         }
         self.report(doc, ptr, m, d, vocab);
 
-        if let Some(r) = get("$ref") {
-            let Some(r) = r.as_str() else {
-                return Err(self.fail(doc, &at("$ref"), "$ref must be a string"));
-            };
-            n.ref_ = self.resolve(doc, ptr, &at("$ref"), r)?;
-        }
-        for (kw, recursive) in [("$dynamicRef", false), ("$recursiveRef", true)] {
-            if let Some(r) = get(kw) {
-                let Some(r) = r.as_str() else {
-                    return Err(self.fail(doc, &at(kw), format!("{kw} must be a string")));
-                };
-                n.dyn_ref = self.dynamic_ref(doc, ptr, &at(kw), r, recursive)?;
-            }
-        }
-
-        if let Some(t) = get("type") {
-            let bad = || {
-                self.fail(
-                    doc,
-                    &at("type"),
-                    "type must be a type name or an array of them",
-                )
-            };
-            n.types = match t {
-                Value::String(s) => type_bit(s).ok_or_else(bad)?,
-                Value::Array(a) => {
-                    let mut bits = 0;
-                    for x in a {
-                        bits |= x.as_str().and_then(type_bit).ok_or_else(bad)?;
-                    }
-                    bits
-                }
-                _ => return Err(bad()),
-            };
-            n.type_msg = type_msg(n.types);
-            n.integer_literal_only = d == Draft::Draft4;
-        }
+        self.references(n, doc, ptr, &get)?;
+        self.types(n, doc, ptr, &get, d)?;
         self.numbers(n, doc, ptr, &get)?;
         self.strings(n, doc, ptr, &get, d, vocab)?;
         self.arrays(n, doc, ptr, &get, d)?;
-        self.objects(n, doc, ptr, &get, d)?;
+        self.objects(n, doc, ptr, &get)?;
+        self.values(n, doc, ptr, &get)?;
+        self.applicators(n, doc, ptr, &get)?;
+        summarize(n);
+        Ok(())
+    }
 
+    /// A `$ref`'s target (the keyword must be a string).
+    fn static_ref(&mut self, doc: usize, ptr: &str, r: &Value) -> Result<u32, CompileError> {
+        let at = format!("{ptr}/$ref");
+        let Some(r) = r.as_str() else {
+            return Err(self.fail(doc, &at, "$ref must be a string"));
+        };
+        self.resolve(doc, ptr, &at, r)
+    }
+
+    /// `$ref` beside other keywords (2019-09 on), `$dynamicRef`,
+    /// `$recursiveRef`.
+    fn references(
+        &mut self,
+        n: &mut Node,
+        doc: usize,
+        ptr: &str,
+        get: &dyn Fn(&str) -> Option<&'v Value>,
+    ) -> Result<(), CompileError> {
+        if let Some(r) = get("$ref") {
+            n.ref_ = self.static_ref(doc, ptr, r)?;
+        }
+        for (kw, recursive) in [("$dynamicRef", false), ("$recursiveRef", true)] {
+            if let Some(r) = get(kw) {
+                let at = format!("{ptr}/{kw}");
+                let Some(r) = r.as_str() else {
+                    return Err(self.fail(doc, &at, format!("{kw} must be a string")));
+                };
+                n.dyn_ref = self.dynamic_ref(doc, ptr, &at, r, recursive)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn types(
+        &mut self,
+        n: &mut Node,
+        doc: usize,
+        ptr: &str,
+        get: &dyn Fn(&str) -> Option<&'v Value>,
+        d: Draft,
+    ) -> Result<(), CompileError> {
+        let Some(t) = get("type") else {
+            return Ok(());
+        };
+        let bad = || {
+            self.fail(
+                doc,
+                &format!("{ptr}/type"),
+                "type must be a type name or an array of them",
+            )
+        };
+        n.types = match t {
+            Value::String(s) => type_bit(s).ok_or_else(bad)?,
+            Value::Array(a) => {
+                let mut bits = 0;
+                for x in a {
+                    bits |= x.as_str().and_then(type_bit).ok_or_else(bad)?;
+                }
+                bits
+            }
+            _ => return Err(bad()),
+        };
+        n.type_msg = type_msg(n.types);
+        n.integer_literal_only = d == Draft::Draft4;
+        Ok(())
+    }
+
+    /// `enum` and `const`.
+    fn values(
+        &mut self,
+        n: &mut Node,
+        doc: usize,
+        ptr: &str,
+        get: &dyn Fn(&str) -> Option<&'v Value>,
+    ) -> Result<(), CompileError> {
         if let Some(e) = get("enum") {
+            let at = format!("{ptr}/enum");
             let Value::Array(e) = e else {
-                return Err(self.fail(doc, &at("enum"), "enum must be an array"));
+                return Err(self.fail(doc, &at, "enum must be an array"));
             };
             if e.len() > ENUM_VALUES_MAX {
                 return Err(self.fail(
                     doc,
-                    &at("enum"),
+                    &at,
                     format!("enum has more than ENUM_VALUES_MAX ({ENUM_VALUES_MAX}) values"),
                 ));
             }
@@ -238,8 +255,19 @@ impl<'v> Compiler<'v> {
         if let Some(c) = get("const") {
             n.konst = self.push_const(c);
         }
+        Ok(())
+    }
 
-        // Applicators on the same value.
+    /// Applicators on the same value: `allOf`, `anyOf`, `oneOf`, `not`,
+    /// `if`/`then`/`else`, `unevaluated*`.
+    fn applicators(
+        &mut self,
+        n: &mut Node,
+        doc: usize,
+        ptr: &str,
+        get: &dyn Fn(&str) -> Option<&'v Value>,
+    ) -> Result<(), CompileError> {
+        let at = |kw: &str| format!("{ptr}/{kw}");
         for (kw, span) in [
             ("allOf", &mut n.all_of),
             ("anyOf", &mut n.any_of),
@@ -270,50 +298,6 @@ impl<'v> Compiler<'v> {
         if let Some(x) = get("unevaluatedItems") {
             n.uneval_items = self.sub(doc, &at("unevaluatedItems"), x)?;
         }
-
-        n.applicators = n.ref_ != NONE
-            || n.dyn_ref != NONE
-            || !n.all_of.is_empty()
-            || !n.any_of.is_empty()
-            || !n.one_of.is_empty()
-            || n.not != NONE
-            || n.if_ != NONE;
-        n.own = n.types != T_ANY
-            || n.numeric
-            || n.min_length > 0
-            || n.max_length != usize::MAX
-            || n.pattern != NONE
-            || n.format != Format::None
-            || n.min_items > 0
-            || n.max_items != usize::MAX
-            || n.unique_items
-            || !n.prefix.is_empty()
-            || n.items != NONE
-            || n.contains != NONE
-            || !n.props.is_empty()
-            || n.additional != NONE
-            || n.property_names != NONE
-            || n.min_properties > 0
-            || n.max_properties != usize::MAX
-            || !n.pattern_props.is_empty()
-            || !n.dep_required.is_empty()
-            || !n.dep_schemas.is_empty()
-            || !n.enum_values.is_empty()
-            || n.konst != NONE;
-        // unevaluated* are not "own": they run after the node (validate.rs),
-        // so a node with only applicators besides them still lets its first
-        // applicator be the syntax pass.
-        n.checks = n.own || n.applicators;
-        n.pure_ref = n.ref_ != NONE
-            && !n.own
-            && n.uneval_props == NONE
-            && n.uneval_items == NONE
-            && n.dyn_ref == NONE
-            && n.all_of.is_empty()
-            && n.any_of.is_empty()
-            && n.one_of.is_empty()
-            && n.not == NONE
-            && n.if_ == NONE;
         Ok(())
     }
 
@@ -531,201 +515,51 @@ impl<'v> Compiler<'v> {
         }
         Ok(())
     }
+}
 
-    fn objects(
-        &mut self,
-        n: &mut Node,
-        doc: usize,
-        ptr: &str,
-        get: &dyn Fn(&str) -> Option<&'v Value>,
-        d: Draft,
-    ) -> Result<(), CompileError> {
-        let at = |kw: &str| format!("{ptr}/{kw}");
-        n.min_properties = self
-            .count(doc, ptr, get("minProperties"), "minProperties")?
-            .unwrap_or(0);
-        n.max_properties = self
-            .count(doc, ptr, get("maxProperties"), "maxProperties")?
-            .unwrap_or(usize::MAX);
-        let too_many = |c: &Self, kw: &str| {
-            c.fail(
-                doc,
-                &at(kw),
-                format!("more than REQUIRED_MAX ({REQUIRED_MAX}) names in required, dependentRequired and dependentSchemas together"),
-            )
-        };
-        let long = |c: &Self, kw: &str| {
-            c.fail(
-                doc,
-                &at(kw),
-                format!(
-                    "property name longer than PROPERTY_NAME_BYTES_MAX ({PROPERTY_NAME_BYTES_MAX})"
-                ),
-            )
-        };
-        let mut table = Table {
-            names: BTreeMap::new(),
-            bits: 0,
-        };
-        if let Some(p) = get("properties") {
-            let Value::Object(p) = p else {
-                return Err(self.fail(doc, &at("properties"), "properties must be an object"));
-            };
-            for (name, s) in p {
-                if name.len() > PROPERTY_NAME_BYTES_MAX {
-                    return Err(long(self, "properties"));
-                }
-                let sub_ptr = format!("{ptr}/properties/{}", index::escape(name));
-                let id = self.node_for(doc, sub_ptr, s)?;
-                table.names.insert(name.as_bytes(), (id, u8::MAX, true));
-            }
-        }
-        if let Some(r) = get("required") {
-            let bad = || self.fail(doc, &at("required"), "required must be an array of strings");
-            let Value::Array(r) = r else {
-                return Err(bad());
-            };
-            for name in r {
-                let name = name.as_str().ok_or_else(bad)?;
-                if name.len() > PROPERTY_NAME_BYTES_MAX {
-                    return Err(long(self, "required"));
-                }
-                let bit = table.bit(name).ok_or_else(|| too_many(self, "required"))?;
-                n.required_mask |= 1u64 << bit;
-            }
-        }
-        // dependentRequired / dependentSchemas, or draft 4-7 dependencies
-        // (an array is the first, a schema the second).
-        let mut dep_required: Vec<(u8, u64)> = Vec::new();
-        let mut dep_schemas: Vec<(u8, u32)> = Vec::new();
-        for kw in ["dependentRequired", "dependentSchemas", "dependencies"] {
-            let Some(deps) = get(kw) else {
-                continue;
-            };
-            let Value::Object(deps) = deps else {
-                return Err(self.fail(doc, &at(kw), format!("{kw} must be an object")));
-            };
-            for (name, dep) in deps {
-                if name.len() > PROPERTY_NAME_BYTES_MAX {
-                    return Err(long(self, kw));
-                }
-                let trigger = table.bit(name).ok_or_else(|| too_many(self, kw))?;
-                match (kw, dep) {
-                    ("dependentRequired" | "dependencies", Value::Array(list)) => {
-                        let mut mask = 0u64;
-                        for x in list {
-                            let Some(x) = x.as_str() else {
-                                return Err(self.fail(
-                                    doc,
-                                    &at(kw),
-                                    format!("{kw}: a dependency list must hold strings"),
-                                ));
-                            };
-                            if x.len() > PROPERTY_NAME_BYTES_MAX {
-                                return Err(long(self, kw));
-                            }
-                            mask |= 1u64 << table.bit(x).ok_or_else(|| too_many(self, kw))?;
-                        }
-                        dep_required.push((trigger, mask));
-                    }
-                    (
-                        "dependentSchemas" | "dependencies",
-                        s @ (Value::Object(_) | Value::Bool(_)),
-                    ) => {
-                        let sub_ptr = format!("{ptr}/{kw}/{}", index::escape(name));
-                        let id = self.node_for(doc, sub_ptr, s)?;
-                        dep_schemas.push((trigger, id));
-                    }
-                    _ => {
-                        return Err(self.fail(
-                            doc,
-                            &at(kw),
-                            format!(
-                                "{kw}: {name:?} must map to {}",
-                                if kw == "dependentRequired" {
-                                    "an array of names"
-                                } else if kw == "dependentSchemas" {
-                                    "a schema"
-                                } else {
-                                    "an array of names or a schema"
-                                }
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
-        if table.names.len() > PROPERTIES_MAX {
-            return Err(self.fail(
-                doc,
-                ptr,
-                format!("more than PROPERTIES_MAX ({PROPERTIES_MAX}) properties"),
-            ));
-        }
-        let start = self.out.props.len() as u32;
-        let mut entries: Vec<_> = table.names.into_iter().collect();
-        entries.sort_by(|a, b| name_order(a.0, name_head(a.0), b.0, name_head(b.0)));
-        for (name, (node, bit, declared)) in entries {
-            self.out.props.push(Prop {
-                name: name.into(),
-                head: name_head(name),
-                node,
-                bit,
-                declared,
-            });
-        }
-        n.props = Span {
-            start,
-            end: self.out.props.len() as u32,
-        };
-        let s = self.out.dep_required.len() as u32;
-        self.out.dep_required.extend(dep_required);
-        n.dep_required = Span {
-            start: s,
-            end: self.out.dep_required.len() as u32,
-        };
-        let s = self.out.dep_schemas.len() as u32;
-        self.out.dep_schemas.extend(dep_schemas);
-        n.dep_schemas = Span {
-            start: s,
-            end: self.out.dep_schemas.len() as u32,
-        };
-        if let Some(p) = get("patternProperties") {
-            let Value::Object(p) = p else {
-                return Err(self.fail(
-                    doc,
-                    &at("patternProperties"),
-                    "patternProperties must be an object",
-                ));
-            };
-            if p.len() > PATTERNS_MAX {
-                return Err(self.fail(
-                    doc,
-                    &at("patternProperties"),
-                    format!("more than PATTERNS_MAX ({PATTERNS_MAX}) patterns"),
-                ));
-            }
-            let mut list = Vec::with_capacity(p.len());
-            for (src, s) in p {
-                let sub_ptr = format!("{ptr}/patternProperties/{}", index::escape(src));
-                let re = self.regex(doc, &sub_ptr, src)?;
-                let id = self.node_for(doc, sub_ptr, s)?;
-                list.push((re, id));
-            }
-            let s = self.out.pattern_props.len() as u32;
-            self.out.pattern_props.extend(list);
-            n.pattern_props = Span {
-                start: s,
-                end: self.out.pattern_props.len() as u32,
-            };
-        }
-        if let Some(a) = get("additionalProperties") {
-            n.additional = self.sub(doc, &at("additionalProperties"), a)?;
-        }
-        if let Some(a) = get("propertyNames") {
-            n.property_names = self.sub(doc, &at("propertyNames"), a)?;
-        }
-        let _ = d;
-        Ok(())
-    }
+/// The flags validation branches on, from a node's compiled keywords.
+fn summarize(n: &mut Node) {
+    n.applicators = n.ref_ != NONE
+        || n.dyn_ref != NONE
+        || !n.all_of.is_empty()
+        || !n.any_of.is_empty()
+        || !n.one_of.is_empty()
+        || n.not != NONE
+        || n.if_ != NONE;
+    n.own = n.types != T_ANY
+        || n.numeric
+        || n.min_length > 0
+        || n.max_length != usize::MAX
+        || n.pattern != NONE
+        || n.format != Format::None
+        || n.min_items > 0
+        || n.max_items != usize::MAX
+        || n.unique_items
+        || !n.prefix.is_empty()
+        || n.items != NONE
+        || n.contains != NONE
+        || !n.props.is_empty()
+        || n.additional != NONE
+        || n.property_names != NONE
+        || n.min_properties > 0
+        || n.max_properties != usize::MAX
+        || !n.pattern_props.is_empty()
+        || !n.dep_required.is_empty()
+        || !n.dep_schemas.is_empty()
+        || !n.enum_values.is_empty()
+        || n.konst != NONE;
+    // unevaluated* are not "own": they run after the node (validate.rs),
+    // so a node with only applicators besides them still lets its first
+    // applicator be the syntax pass.
+    n.checks = n.own || n.applicators;
+    n.pure_ref = n.ref_ != NONE
+        && !n.own
+        && n.uneval_props == NONE
+        && n.uneval_items == NONE
+        && n.dyn_ref == NONE
+        && n.all_of.is_empty()
+        && n.any_of.is_empty()
+        && n.one_of.is_empty()
+        && n.not == NONE
+        && n.if_ == NONE;
 }

@@ -940,7 +940,7 @@ fn valid_cases() -> Vec<Case> {
 
 // ---- invalid frames ----
 
-// Layout of `base()`, as in tests/errors.rs: strings "m" "1" at 96..98,
+// Layout of `base()`, as in tests/errors/main.rs: strings "m" "1" at 96..98,
 // extension "k"="v" at 98..102, tensor "a" (f32 [2]) entry at 102..123,
 // tensor "b" (u8 [3]) entry at 123..144; data of "a" at 192..200, of "b" at
 // 256..259.

@@ -51,6 +51,8 @@ type fakeWorker struct {
 	refusals map[string]uint64 // by cause
 	service  []uint64
 	failure  string // set by FailWorker
+	pools    []engine.PoolStats
+	copies   []engine.CopyStats
 }
 
 type fakeModel struct {
@@ -529,6 +531,18 @@ func (f *Fake) Refuse(worker int, code, cause string) {
 	w.refusals[cause]++
 }
 
+// SetPools makes worker report these pools and copies in its stats.
+func (f *Fake) SetPools(worker int, pools []engine.PoolStats, copies []engine.CopyStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := f.workers[worker]
+	if w == nil {
+		w = &fakeWorker{errors: map[string]uint64{}, refusals: map[string]uint64{}}
+		f.workers[worker] = w
+	}
+	w.pools, w.copies = pools, copies
+}
+
 // Stats implements engine.Engine.
 func (f *Fake) Stats() (engine.Stats, error) {
 	f.mu.Lock()
@@ -554,6 +568,7 @@ func (f *Fake) Stats() (engine.Stats, error) {
 			ws.OK = w.requests - errN
 			ws.RxFrames, ws.TxFrames, ws.BufferReuses = w.requests, w.requests, w.requests
 			ws.Latency = summarize(w.service)
+			ws.Pools, ws.Copies = w.pools, w.copies
 			all = append(all, w.service...)
 		} else {
 			ws.Latency = summarize(nil)

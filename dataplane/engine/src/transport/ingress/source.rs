@@ -15,7 +15,9 @@ use sluice_wire::ErrorCode;
 
 use super::{INGRESS_BIT, IngressWorker, Queued, is_ingress, split_id};
 use crate::config::limits::RX_BURST_MAX;
-use crate::transport::{PORT_SERVICE, RxPacket, Transport, TransportCounters, TxPacket};
+use crate::transport::{
+    CONN_DATAGRAM, PORT_SERVICE, PeerAddr, RxPacket, Transport, TransportCounters, TxPacket,
+};
 
 /// The request is still being read.
 const RX_LIVE: u8 = 1;
@@ -143,6 +145,7 @@ impl<T: Transport> Sources<T> {
                 peer: INGRESS_PEER,
                 truncated: false,
                 port: PORT_SERVICE,
+                conn: CONN_DATAGRAM,
             };
             n += 1;
         }
@@ -169,6 +172,12 @@ impl<T: Transport> Transport for Sources<T> {
 
     fn tx_alloc(&mut self) -> Option<u32> {
         self.inner.tx_alloc()
+    }
+
+    fn rx_defer(&mut self, rx: &RxPacket) -> bool {
+        // An ingress slot cannot be received again later: the worker
+        // answers `busy` and the front door maps it to 503.
+        !is_ingress(rx.buf) && self.inner.rx_defer(rx)
     }
 
     fn tx_alloc_for(&mut self, rx: &RxPacket) -> Option<u32> {
@@ -306,7 +315,7 @@ impl<T: Transport> Transport for Sources<T> {
         self.inner.tx_bytes(tx)
     }
 
-    fn forward(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
+    fn forward(&mut self, rx: &RxPacket, to: PeerAddr) -> Option<u64> {
         if is_ingress(rx.buf) {
             self.rx_release(rx);
             return None;
@@ -314,7 +323,7 @@ impl<T: Transport> Transport for Sources<T> {
         self.inner.forward(rx, to)
     }
 
-    fn forward_check(&self, rx: &RxPacket, to: SocketAddr) -> Result<(), (ErrorCode, &'static str)> {
+    fn forward_check(&self, rx: &RxPacket, to: PeerAddr) -> Result<(), (ErrorCode, &'static str)> {
         if is_ingress(rx.buf) {
             return Err((
                 ErrorCode::NoRouteToShard,
@@ -328,8 +337,8 @@ impl<T: Transport> Transport for Sources<T> {
         self.inner.lost_peer()
     }
 
-    fn relay(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
-        self.inner.relay(rx, to)
+    fn relay(&mut self, rx: &RxPacket, to: SocketAddr, conn: u64) -> Option<u64> {
+        self.inner.relay(rx, to, conn)
     }
 
     fn wake_on(&mut self, fd: std::os::fd::RawFd) -> bool {
@@ -374,11 +383,7 @@ mod tests {
             assert_eq!(reply.as_ptr() as usize % 64, 0);
             reply[..3].copy_from_slice(b"ack");
         }
-        s.tx_burst(&[TxPacket {
-            buf: tx,
-            len: 3,
-            peer: pkt.peer,
-        }]);
+        s.tx_burst(&[TxPacket::answer(&pkt, tx, 3)]);
         // Not back until the request is released too.
         assert_eq!(port.drain(|_| panic!("early")), 0);
         s.rx_release(&pkt);
@@ -413,7 +418,10 @@ mod tests {
         port.submit(f, 0, 0).unwrap();
         let mut out = [RxPacket::default(); 4];
         s.rx_burst(&mut out);
-        let to = SocketAddr::from(([127, 0, 0, 1], 9));
+        let to = PeerAddr {
+            addr: SocketAddr::from(([127, 0, 0, 1], 9)),
+            tcp: None,
+        };
         assert_eq!(
             s.forward_check(&out[0], to).unwrap_err().0,
             ErrorCode::NoRouteToShard

@@ -1,0 +1,133 @@
+package compat
+
+import (
+	"strings"
+	"testing"
+)
+
+func p3(body string) string { return "syntax = \"proto3\";\n" + body }
+
+// Protobuf cases, derived from Confluent's ProtobufSchema diff rules.
+func TestProtobufDiff(t *testing.T) {
+	runCompare(t, Protobuf, []cmpCase{
+		{name: "package changed", old: p3("package foo;\nmessage M { string s = 1; M.S t = 2; message S { string s = 1; } }"),
+			new: p3("package bar;\nmessage M { string s = 1; M.S t = 2; message S { string s = 1; } }"), changes: []string{"PACKAGE_CHANGED #/"}, ok: true},
+		{name: "name qualification changed", old: p3("message M { string s = 1; S t = 2; message S { string s = 1; } }"),
+			new: p3("message M { string s = 1; .M.S t = 2; message S { string s = 1; } }"), ok: true},
+		{name: "field added", old: p3("message M { string a = 1; }"), new: p3("message M { string a = 1; string b = 2; }"),
+			changes: []string{"FIELD_ADDED #/M/2"}, ok: true, fwd: "ok"},
+		{name: "field added to a nested message", old: p3("message W { int32 i = 1; message M { string a = 1; } }"),
+			new: p3("message W { int32 i = 1; message M { string a = 1; string b = 2; } }"), changes: []string{"FIELD_ADDED #/W/M/2"}, ok: true},
+		{name: "field removed", old: p3("message M { string a = 1; string b = 2; }"), new: p3("message M { string a = 1; }"),
+			changes: []string{"FIELD_REMOVED #/M/2"}, ok: true},
+		{name: "required field added", old: "syntax = \"proto2\";\nmessage M { optional string a = 1; }",
+			new: "syntax = \"proto2\";\nmessage M { optional string a = 1; required string b = 2; }", changes: []string{"REQUIRED_FIELD_ADDED #/M/2"}, fwd: "breaking"},
+		{name: "required field removed", old: "syntax = \"proto2\";\nmessage M { optional string a = 1; required string b = 2; }",
+			new: "syntax = \"proto2\";\nmessage M { optional string a = 1; }", changes: []string{"REQUIRED_FIELD_REMOVED #/M/2"}, fwd: "breaking"},
+		{name: "field renumbered", old: p3("message M { string a = 1; }"), new: p3("message M { string a = 2; }"),
+			changes: []string{"FIELD_REMOVED #/M/1", "FIELD_ADDED #/M/2"}, ok: true},
+		{name: "int32 to int64", old: p3("message M { int32 n = 1; }"), new: p3("message M { int64 n = 1; }"),
+			changes: []string{"FIELD_SCALAR_TYPE_CHANGED #/M/1"}, ok: true, fwd: "ok"},
+		{name: "string to bytes", old: p3("message M { string n = 1; }"), new: p3("message M { bytes n = 1; }"),
+			changes: []string{"FIELD_SCALAR_TYPE_CHANGED #/M/1"}, ok: true, fwd: "ok"},
+		{name: "int32 to an enum", old: p3("message M { string s = 1; int32 n = 2; }"),
+			new:     p3("message M { string s = 1; Status n = 2; }\nenum Status { ACTIVE = 0; INACTIVE = 1; }"),
+			changes: []string{"ENUM_ADDED #/Status", "FIELD_SCALAR_TYPE_CHANGED #/M/2"}, ok: true, fwd: "ok"},
+		{name: "an enum to int32", old: p3("message M { string s = 1; Status n = 2; }\nenum Status { ACTIVE = 0; INACTIVE = 1; }"),
+			new: p3("message M { string s = 1; int32 n = 2; }"), changes: []string{"ENUM_REMOVED #/Status", "FIELD_SCALAR_TYPE_CHANGED #/M/2"}, ok: true, fwd: "ok"},
+		{name: "int32 to a message", old: p3("message M { string s = 1; int32 n = 2; }"),
+			new:     p3("message M { string s = 1; M2 n = 2; }\nmessage M2 { string s1 = 1; }"),
+			changes: []string{"MESSAGE_ADDED #/M2", "FIELD_KIND_CHANGED #/M/2"}, fwd: "breaking"},
+		{name: "int32 to string", old: p3("message M { string s = 1; int32 n = 2; }"), new: p3("message M { string s = 1; string t = 2; }"),
+			changes: []string{"FIELD_NAME_CHANGED #/M/2", "FIELD_SCALAR_KIND_CHANGED #/M/2"}},
+		{name: "message type renamed", old: p3("message M { M2 n = 1; }\nmessage M2 { string s = 1; }"), new: p3("message M { M3 n = 1; }\nmessage M3 { string s = 1; }"),
+			changes: []string{"MESSAGE_REMOVED #/M2", "MESSAGE_ADDED #/M3", "FIELD_NAMED_TYPE_CHANGED #/M/1"}},
+		{name: "message of a field changed", old: p3("message M { Sub n = 1; }\nmessage Sub { int32 x = 1; }"),
+			new: p3("message M { Sub n = 1; }\nmessage Sub { string x = 1; }"), changes: []string{"FIELD_SCALAR_KIND_CHANGED #/Sub/1", "FIELD_NAMED_TYPE_CHANGED #/M/1"}},
+		{name: "map value type changed", old: p3("message M { string s = 1; map<string, int32> m = 2; }"), new: p3("message M { string s = 1; map<string, string> n = 2; }"),
+			changes: []string{"FIELD_NAME_CHANGED #/M/2", "FIELD_SCALAR_KIND_CHANGED #/M/2"}},
+		{name: "map value name qualified", old: p3("message M { map<string, S> m = 2; message S { string s = 1; } }"),
+			new: p3("message M { map<string, M.S> m = 2; message S { string s = 1; } }"), ok: true},
+		{name: "message label changed", old: p3("message M { optional S s = 2; message S { string s = 1; } }"),
+			new: p3("message M { repeated S s = 2; message S { string s = 1; } }"), ok: true},
+		{name: "string label changed", old: p3("message M { optional string s = 1; }"), new: p3("message M { repeated string s = 1; }"),
+			changes: []string{"FIELD_STRING_OR_BYTES_LABEL_CHANGED #/M/1"}, ok: true},
+		{name: "numeric label changed", old: p3("message M { optional int32 n = 1; }"), new: p3("message M { repeated int32 n = 1; }"),
+			changes: []string{"FIELD_NUMERIC_LABEL_CHANGED #/M/1"}, fwd: "breaking"},
+		{name: "implicit numeric made repeated", old: p3("message M { int32 n = 1; }"), new: p3("message M { repeated int32 n = 1; }"),
+			changes: []string{"FIELD_NUMERIC_LABEL_CHANGED #/M/1"}, fwd: "breaking"},
+		{name: "message added", old: p3("message M { string s = 1; }"), new: p3("message M { string s = 1; }\nmessage M2 { string s = 1; }"),
+			changes: []string{"MESSAGE_ADDED #/M2"}, ok: true, fwd: "breaking"},
+		{name: "messages reordered", old: p3("message A { string s = 1; }\nmessage B { string s = 1; }"), new: p3("message B { string s = 1; }\nmessage A { string s = 1; }"),
+			changes: []string{"MESSAGE_MOVED #/A", "MESSAGE_MOVED #/B"}, ok: true},
+		{name: "enum value renamed", old: p3("message M { Status s = 1; }\nenum Status { ACTIVE = 0; INACTIVE = 1; }"),
+			new: p3("message M { Status s = 1; }\nenum Status { ACTIVE = 0; NOT_ACTIVE = 1; }"), changes: []string{"ENUM_CONST_CHANGED #/Status/1"}, ok: true},
+		{name: "enum value added", old: p3("enum E { A = 0; }"), new: p3("enum E { A = 0; B = 1; }"), changes: []string{"ENUM_CONST_ADDED #/E/1"}, ok: true, fwd: "ok"},
+		{name: "field moved into a new oneof alone", old: p3("message M { string a = 1; string b = 2; }"),
+			new: p3("message M { string a = 1; oneof o { string b = 2; } }"), changes: []string{"ONEOF_ADDED #/M/o"}, ok: true},
+		{name: "field moved into a new oneof with a new field", old: p3("message M { string a = 1; string b = 2; }"),
+			new: p3("message M { string a = 1; oneof o { string b = 2; int32 c = 3; } }"), changes: []string{"ONEOF_ADDED #/M/o"}, ok: true},
+		{name: "two fields moved into a new oneof", old: p3("message M { string a = 1; string b = 2; }"),
+			new: p3("message M { oneof o { string a = 1; string b = 2; int32 c = 3; } }"), changes: []string{"MULTIPLE_FIELDS_MOVED_TO_ONEOF #/M/o", "ONEOF_ADDED #/M/o"}},
+		{name: "field added to a oneof", old: p3("message M { oneof o { string a = 1; string b = 2; } }"),
+			new: p3("message M { oneof o { string a = 1; string b = 2; int32 c = 3; } }"), changes: []string{"ONEOF_FIELD_ADDED #/M/o/3"}, ok: true, fwd: "breaking"},
+		{name: "field removed from a oneof", old: p3("message M { oneof o { string a = 1; string b = 2; int32 c = 3; } }"),
+			new: p3("message M { oneof o { string a = 1; string b = 2; } }"), changes: []string{"ONEOF_FIELD_REMOVED #/M/o/3"}},
+		{name: "field moved into an existing oneof", old: p3("message M { string a = 1; oneof o { string b = 2; string c = 3; } }"),
+			new: p3("message M { oneof o { string a = 1; string b = 2; string c = 3; } }"), changes: []string{"FIELD_MOVED_TO_EXISTING_ONEOF #/M/o", "ONEOF_FIELD_ADDED #/M/o/1"}},
+		{name: "field moved into a renamed oneof", old: p3("message M { string a = 1; oneof o { string b = 2; string c = 3; } }"),
+			new:     p3("message M { oneof o2 { string a = 1; string b = 2; string c = 3; } }"),
+			changes: []string{"FIELD_MOVED_TO_EXISTING_ONEOF #/M/o2", "ONEOF_ADDED #/M/o2", "ONEOF_REMOVED #/M/o"}},
+		{name: "field moved out of a oneof", old: p3("message M { oneof o { string a = 1; string b = 2; } }"),
+			new: p3("message M { string a = 1; oneof o { string b = 2; } }"), changes: []string{"FIELD_ADDED #/M/1", "ONEOF_FIELD_REMOVED #/M/o/1"}},
+		{name: "proto3 optional is not a oneof", old: p3("message M { optional int32 a = 1; }"), new: p3("message M { optional int32 a = 1; int32 b = 2; }"),
+			changes: []string{"FIELD_ADDED #/M/2"}, ok: true},
+		{name: "recursive message", old: p3("message N { N next = 1; int32 v = 2; }"), new: p3("message N { N next = 1; string v = 2; }"),
+			changes: []string{"FIELD_SCALAR_KIND_CHANGED #/N/2"}},
+	})
+}
+
+func TestProtobufImports(t *testing.T) {
+	dep := func(pkg, typ string) []Dependency {
+		return []Dependency{{Name: "g.proto", Schema: p3("package " + pkg + ";\nmessage outer { message Home { " + typ + " id = 1; bool on = 2; } }")}}
+	}
+	main := func(pkg string) string {
+		return p3("import \"g.proto\";\nmessage M { ." + pkg + ".outer.Home h = 1; }")
+	}
+	mustParse := func(text string, deps []Dependency) Schema {
+		t.Helper()
+		s, err := Parse(Protobuf, text, deps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// Another package, same message: compatible.
+	a, b := mustParse(main("d1"), dep("d1", "int32")), mustParse(main("d2"), dep("d2", "int32"))
+	if d := Diff(a, b); len(d) != 0 {
+		t.Fatalf("same message in another package: %v", d)
+	}
+	// The imported message's field changed kind: breaking, reported where
+	// it changed and at the field that names it.
+	c := mustParse(main("d2"), dep("d2", "string"))
+	var rules []string
+	for _, d := range Diff(a, c) {
+		rules = append(rules, d.Rule+" "+d.Path)
+	}
+	got := strings.Join(rules, ",")
+	if !strings.Contains(got, "FIELD_SCALAR_KIND_CHANGED #/outer/Home/1") || !strings.Contains(got, "FIELD_NAMED_TYPE_CHANGED #/M/1") {
+		t.Fatalf("imported change: %v", rules)
+	}
+}
+
+func TestProtobufBufCategories(t *testing.T) {
+	o, _ := Parse(Protobuf, p3("message M { int32 n = 1; string s = 2; }"), nil)
+	n, _ := Parse(Protobuf, p3("message M { string n = 1; string t = 2; }"), nil)
+	cats := map[string]string{}
+	for _, d := range Diff(o, n) {
+		cats[d.Rule] = d.Category
+	}
+	if cats["FIELD_SCALAR_KIND_CHANGED"] != "WIRE" || cats["FIELD_NAME_CHANGED"] != "WIRE_JSON" {
+		t.Fatalf("buf categories: %v", cats)
+	}
+}
