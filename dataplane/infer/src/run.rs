@@ -7,8 +7,6 @@
 //! fixed), so the header length is known up front; their data offsets are
 //! written after the run from the actual shapes.
 
-use std::ffi::c_char;
-
 use sluice_wire::limits::{RANK_MAX, TENSOR_COUNT_MAX};
 use sluice_wire::{
     DType, Error as WireError, ErrorCode, Frame, FrameRepr, Kind, TensorDesc, TensorRepr,
@@ -17,9 +15,15 @@ use sluice_wire::{
 use crate::Reject;
 use crate::error::bad_tensor;
 use crate::model::{InputBinding, OrtModel, RunStats, ort_failed};
-use crate::ports::{DimRule, Placement, Port};
+use crate::ports::{DimRule, Port};
 use crate::raw::alloc::ReplyTail;
 use crate::raw::{self, Values};
+
+mod steps;
+use steps::{
+    Table, Tally, check_relayout, count_preallocated, feed_inputs, place_allocated,
+    prepare_outputs, read_placed, run_options,
+};
 
 /// Messages of request rejections.
 pub(crate) mod msg {
@@ -215,70 +219,17 @@ impl OrtModel {
         tx: &mut [u8],
         stats: &mut RunStats,
     ) -> Result<usize, Reject> {
-        let options = match adapter {
-            None | Some("") => &self.default_options,
-            Some(id) => {
-                &self
-                    .adapters
-                    .iter()
-                    .find(|a| a.id == id)
-                    .ok_or(Reject::new(ErrorCode::UnknownAdapter, msg::UNKNOWN_ADAPTER))?
-                    .options
-            }
-        };
+        let options = run_options(&self.default_options, &self.adapters, adapter)?;
         let mut in_shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
         let (descs, bound) = self.bind(req, &mut in_shapes)?;
-        let n_out = self.outputs.len();
-
-        // Table order: preallocated outputs, then allocator-placed ones.
-        let mut order = [0usize; TENSOR_COUNT_MAX];
-        let mut n_pre = 0;
-        for (o, p) in self.outputs.iter().enumerate() {
-            if p.placement == Placement::Preallocated {
-                order[n_pre] = o;
-                n_pre += 1;
-            }
-        }
-        let mut k = n_pre;
-        for (o, p) in self.outputs.iter().enumerate() {
-            if p.placement == Placement::Allocator {
-                order[k] = o;
-                k += 1;
-            }
-        }
-
-        // Shapes known before the run: fixed sizes and symbols bound by
-        // inputs (compile checked every dimension of these is one of those).
-        let mut out_dims = [[0u64; RANK_MAX]; TENSOR_COUNT_MAX];
-        let mut out_shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
-        for &o in &order[..n_pre] {
-            let port = &self.outputs[o];
-            for k in 0..port.rank {
-                let v = match port.dims[k] {
-                    DimRule::Fixed(v) => Some(v),
-                    DimRule::Sym(s) => bound[s as usize],
-                    DimRule::Any => None,
-                }
-                .ok_or(Reject::new(ErrorCode::Internal, msg::RESPONSE_HEADER))?;
-                out_dims[o][k] = v;
-                out_shapes[o][k] = v as i64; // bounded by an input dim, itself checked ≤ i64::MAX
-            }
-        }
-        let layout0 = response(
-            &self.outputs,
-            &self.name,
-            &self.version,
+        let mut table = Table::plan(&self.outputs, &bound)?;
+        let echo = Echo {
+            name: &self.name,
+            version: &self.version,
             req,
             adapter,
-            &order[..n_out],
-            &out_dims,
-        )
-        .layout();
-        let layout0 = layout0.map_err(|e| header_err(e, 0))?;
-        if layout0.frame_len > tx.len() {
-            return Err(too_large(layout0.frame_len));
-        }
-        let tail_start = align_up(layout0.frame_len).min(tx.len());
+        };
+        let (layout0, tail_start) = first_layout(echo.response(&self.outputs, &table), tx.len())?;
         let tx_len = tx.len();
 
         let (head, tail) = tx.split_at_mut(tail_start);
@@ -286,187 +237,63 @@ impl OrtModel {
         // every ORT value of this run is released.
         let mut tail = ReplyTail::new(&mut self.arena, tail, self.arena_on);
         let (_, heap_before) = tail.counts();
+        let mut tally = Tally::new(&mut self.output_stats);
 
-        // Inputs: values over the request's bytes.
         let mut inputs = Values::new();
-        let mut in_names = [core::ptr::null::<c_char>(); TENSOR_COUNT_MAX];
-        let mut n_in = 0;
-        let mut in_bytes = 0u64;
-        let mut copied = 0u64;
-        for (i, port) in self.inputs.iter().enumerate() {
-            let Some(d) = descs[i] else { continue };
-            let data = req.tensor_data(&d);
-            let got =
-                match inputs.push_input(&self.memory, data, &in_shapes[i][..port.rank], port.dtype)
-                {
-                    Ok(p) => p,
-                    Err(e) => return Err(ort_failed(&mut self.last_error, e)),
-                };
-            if data.is_empty() || got == data.as_ptr() {
-                in_bytes += data.len() as u64;
-            } else {
-                copied += data.len() as u64;
-            }
-            in_names[n_in] = port.c_name.as_ptr();
-            n_in += 1;
-        }
+        let fed = feed_inputs(
+            &self.inputs,
+            &self.memory,
+            req,
+            &descs,
+            &in_shapes,
+            &mut inputs,
+        )
+        .map_err(|e| ort_failed(&mut self.last_error, e))?;
+        tally.add_inputs(&fed);
 
-        // Outputs, in table order: values over the reply's tensor regions,
-        // then empty slots ORT fills through the reply allocator.
         let mut outputs = Values::new();
-        let mut out_names = [core::ptr::null::<c_char>(); TENSOR_COUNT_MAX];
-        let mut out_ptrs = [core::ptr::null::<u8>(); TENSOR_COUNT_MAX];
-        let mut rest: &mut [u8] = head;
-        let mut consumed = 0usize;
-        for (t, &o) in order[..n_out].iter().enumerate() {
-            let port = &self.outputs[o];
-            out_names[t] = port.c_name.as_ptr();
-            if t >= n_pre {
-                if let Err(e) = outputs.push_empty() {
-                    return Err(ort_failed(&mut self.last_error, e));
-                }
-                continue;
-            }
-            let off = layout0.tensor_offsets[t];
-            let len = port.dtype.byte_len(&out_dims[o][..port.rank]).unwrap_or(0);
-            let (_, after) = std::mem::take(&mut rest).split_at_mut(off - consumed);
-            let (region, after) = after.split_at_mut(len);
-            rest = after;
-            consumed = off + len;
-            if !is_aligned(region.as_ptr(), port.dtype) {
-                return Err(Reject::new(ErrorCode::Internal, msg::TX_MISALIGNED));
-            }
-            out_ptrs[t] = region.as_ptr();
-            if let Err(e) = outputs.push_output(
-                &self.memory,
-                region,
-                &out_shapes[o][..port.rank],
-                port.dtype,
-            ) {
-                return Err(ort_failed(&mut self.last_error, e));
-            }
-        }
+        let slots = prepare_outputs(
+            &self.outputs,
+            &self.memory,
+            &table,
+            &layout0,
+            head,
+            &mut outputs,
+            &mut self.last_error,
+        )?;
 
-        if let Err(e) = raw::run(
+        raw::run(
             &mut self.session,
             options,
-            &in_names[..n_in],
+            &fed.names[..fed.n],
             &inputs,
-            &out_names[..n_out],
+            &slots.names[..table.n_out],
             &mut outputs,
-        ) {
-            return Err(ort_failed(&mut self.last_error, e));
-        }
-        let mut out_bytes = 0u64;
-        for (t, &want) in out_ptrs.iter().enumerate().take(n_pre) {
-            let o = order[t];
-            let len = self.outputs[o]
-                .dtype
-                .byte_len(&out_dims[o][..self.outputs[o].rank])
-                .unwrap_or(0) as u64;
-            match outputs.data_ptr(t) {
-                Ok(p) if p == want || len == 0 => {
-                    out_bytes += len;
-                    self.output_stats[o].bytes_in_place += len;
-                }
-                Ok(_) => copied += len,
-                Err(e) => return Err(ort_failed(&mut self.last_error, e)),
-            }
-        }
-
-        // Allocator-placed outputs: read their shapes, then put them where
-        // the frame wants them (ascending in the tail, then the rest).
-        let mut vidx = [0usize; TENSOR_COUNT_MAX];
-        let mut src = [None::<usize>; TENSOR_COUNT_MAX];
-        for t in n_pre..n_out {
-            vidx[t] = t;
-            let port = &self.outputs[order[t]];
-            let mut shape = [0i64; RANK_MAX];
-            let (ty, rank) = match outputs.shape(t, &mut shape) {
-                Ok(v) => v,
-                Err(e) => return Err(ort_failed(&mut self.last_error, e)),
-            };
-            if ty != raw::onnx_type(port.dtype) || rank != port.rank || shape.iter().any(|&d| d < 0)
-            {
-                // Exporters do declare wrong ranks (ddddocr's OCR declares
-                // [1, seqlen] and returns rank 3). The load-time warm-up
-                // learns the rank the model really returns; after load it
-                // is an error.
-                if self.learning && ty == raw::onnx_type(port.dtype) {
-                    let o = order[t];
-                    self.outputs[o].rank = rank;
-                    self.outputs[o].dims = [DimRule::Any; RANK_MAX];
-                }
-                self.last_error = msg::OUTPUT_TYPE.into();
-                return Err(Reject::new(ErrorCode::InferenceFailed, msg::ORT_FAILED));
-            }
-            for k in 0..rank {
-                out_dims[order[t]][k] = shape[k] as u64;
-            }
-            src[t] = match outputs.data_ptr(t) {
-                Ok(p) => tail.offset_of(p),
-                Err(_) => None, // an empty tensor may have no data
-            };
-        }
-        // Insertion sort by tail offset (those in the tail first): a move
-        // then always goes down, never over an output not yet moved.
-        for t in (n_pre + 1)..n_out {
-            let mut j = t;
-            while j > n_pre && key(src[j - 1]) > key(src[j]) {
-                order.swap(j - 1, j);
-                vidx.swap(j - 1, j);
-                src.swap(j - 1, j);
-                j -= 1;
-            }
-        }
-        let layout = response(
-            &self.outputs,
-            &self.name,
-            &self.version,
-            req,
-            adapter,
-            &order[..n_out],
-            &out_dims,
         )
-        .layout();
-        let needed = layout.map_or(0, |l| l.frame_len);
-        let layout = layout.map_err(|e| header_err(e, needed))?;
-        if layout.frame_len > tx_len {
-            return Err(too_large(layout.frame_len));
-        }
-        if layout.header_len != layout0.header_len
-            || layout.tensor_offsets[..n_pre] != layout0.tensor_offsets[..n_pre]
-        {
-            return Err(Reject::new(ErrorCode::Internal, msg::RESPONSE_HEADER));
-        }
-        for t in n_pre..n_out {
-            let o = order[t];
-            let len = self.outputs[o]
-                .dtype
-                .byte_len(&out_dims[o][..self.outputs[o].rank])
-                .unwrap_or(0);
-            let dst = layout.tensor_offsets[t] - tail_start;
-            let bytes = tail.bytes();
-            match src[t] {
-                _ if len == 0 => {}
-                Some(s) if s == dst => {
-                    out_bytes += len as u64;
-                    self.output_stats[o].bytes_in_place += len as u64;
-                }
-                Some(s) => {
-                    bytes.copy_within(s..s + len, dst);
-                    copied += len as u64;
-                    self.output_stats[o].bytes_copied += len as u64;
-                }
-                None => {
-                    if let Err(e) = outputs.copy_to(vidx[t], &mut bytes[dst..dst + len]) {
-                        return Err(ort_failed(&mut self.last_error, e));
-                    }
-                    copied += len as u64;
-                    self.output_stats[o].bytes_copied += len as u64;
-                }
-            }
-        }
+        .map_err(|e| ort_failed(&mut self.last_error, e))?;
+        count_preallocated(&self.outputs, &table, &slots.ptrs, &outputs, &mut tally)
+            .map_err(|e| ort_failed(&mut self.last_error, e))?;
+
+        let placed = read_placed(
+            &mut self.outputs,
+            self.learning,
+            &mut self.last_error,
+            &mut table,
+            &outputs,
+            (&tail, tail_start),
+        )?;
+        let layout = echo.response(&self.outputs, &table).layout();
+        let (layout, needed) = check_relayout(layout, &layout0, table.n_pre, tx_len)?;
+        place_allocated(
+            &self.outputs,
+            &table,
+            &placed,
+            &layout,
+            &mut tail,
+            &outputs,
+            &mut tally,
+        )
+        .map_err(|e| ort_failed(&mut self.last_error, e))?;
         outputs.release();
         drop(outputs);
         drop(inputs);
@@ -479,20 +306,47 @@ impl OrtModel {
         }
         drop(tail);
 
-        let repr = response(
-            &self.outputs,
-            &self.name,
-            &self.version,
-            req,
-            adapter,
-            &order[..n_out],
-            &out_dims,
-        );
+        let repr = echo.response(&self.outputs, &table);
         repr.emit(tx).map_err(|e| header_err(e, needed))?;
-        stats.payload_bytes_in_place += in_bytes;
-        stats.output_bytes_in_place += out_bytes;
-        stats.payload_bytes_copied += copied;
+        tally.add_to(stats);
         Ok(layout.frame_len)
+    }
+}
+
+/// The layout with the shapes known before the run, and where the reply's
+/// free tail starts after it (aligned; the reply allocator's space).
+fn first_layout(
+    repr: ResponseRepr<'_>,
+    tx_len: usize,
+) -> Result<(sluice_wire::Layout, usize), Reject> {
+    let layout0 = repr.layout().map_err(|e| header_err(e, 0))?;
+    if layout0.frame_len > tx_len {
+        return Err(too_large(layout0.frame_len));
+    }
+    Ok((layout0, align_up(layout0.frame_len).min(tx_len)))
+}
+
+/// What a response echoes of its request, and the model version that ran.
+struct Echo<'a> {
+    name: &'a str,
+    version: &'a str,
+    req: &'a Frame<&'a [u8]>,
+    adapter: Option<&'a str>,
+}
+
+impl<'a> Echo<'a> {
+    /// The response with `table`'s outputs, order and dims.
+    fn response(&self, outputs: &'a [Port], table: &'a Table) -> ResponseRepr<'a> {
+        let order = &table.order[..table.n_out];
+        response(
+            outputs,
+            self.name,
+            self.version,
+            self.req,
+            self.adapter,
+            order,
+            &table.dims,
+        )
     }
 }
 
@@ -531,14 +385,6 @@ pub(crate) fn response<'a>(
         model_version: version,
         adapter: adapter.unwrap_or(""),
         token_count: req.token_count(),
-    }
-}
-
-/// Sort key: outputs in the reply tail by offset, then the others.
-fn key(src: Option<usize>) -> (u8, usize) {
-    match src {
-        Some(s) => (0, s),
-        None => (1, 0),
     }
 }
 
