@@ -89,6 +89,8 @@ if [ "$mode" != "--runtime" ]; then
     (cd "$root/perf/jobs" && go mod download)
     # The Python client's test environments (pinned; .cache/python-client*).
     bash "$root/scripts/setup-python-client.sh"
+    # tritonclient[http,grpc] against the front door (pinned; .cache/frontdoor-venv).
+    bash "$root/scripts/setup-frontdoor.sh"
     if ! rustup run nightly rustc --version >/dev/null 2>&1; then
         log "installing the nightly toolchain (cargo-fuzz needs it)"
         rustup toolchain install nightly --profile minimal >/dev/null 2>&1

@@ -7,12 +7,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::Serialize;
 use sluice_wire::DType;
 
-use crate::config::ModelKind;
+use crate::config::{Config, ModelCfg, ModelKind};
 use crate::engine::{Engine, EngineError};
 
 /// Everything about one model name.
@@ -153,11 +153,10 @@ fn cache() -> &'static Mutex<HashMap<PathBuf, Described>> {
 }
 
 #[cfg(feature = "onnx")]
-fn describe(eng: &Engine, path: PathBuf) -> Result<Described, EngineError> {
+fn describe(cfg: &Config, path: PathBuf) -> Result<Described, EngineError> {
     if let Some(d) = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&path) {
         return Ok(d.clone());
     }
-    let cfg = eng.config();
     let configured = cfg.onnxruntime.library.as_deref().map(|p| cfg.resolve(p));
     let lib = sluice_infer::library_path(configured.as_deref())
         .ok_or_else(|| EngineError::Model("no ONNX Runtime library configured".into()))?;
@@ -189,7 +188,7 @@ fn describe(eng: &Engine, path: PathBuf) -> Result<Described, EngineError> {
 }
 
 #[cfg(not(feature = "onnx"))]
-fn describe(_eng: &Engine, _path: PathBuf) -> Result<Described, EngineError> {
+fn describe(_cfg: &Config, _path: PathBuf) -> Result<Described, EngineError> {
     Err(EngineError::Unsupported(
         "this binary was built without the `onnx` feature".into(),
     ))
@@ -199,17 +198,46 @@ impl Engine {
     /// Metadata of every loaded version of model `name` (or of the version
     /// an alias of that name points to). `NotFound` when none is loaded.
     pub fn model_meta(&self, name: &str) -> Result<ModelMeta, EngineError> {
-        let live = self.live();
+        meta_of(self.config(), &self.live().models, name)
+    }
+
+    /// A metadata lookup that outlives this borrow (the front door's
+    /// threads call it): it reads the live model list under the control
+    /// lock, then describes the files without it.
+    pub fn meta_fn(&self) -> MetaFn {
+        let control = Arc::clone(&self.control);
+        let cfg = self.config().clone();
+        Arc::new(move |name: &str| {
+            let models: Vec<ModelCfg> = control
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .live
+                .models
+                .iter()
+                .filter(|m| m.name == name)
+                .cloned()
+                .collect();
+            meta_of(&cfg, &models, name)
+        })
+    }
+}
+
+/// Model metadata from any thread (see [`Engine::meta_fn`]).
+pub type MetaFn = Arc<dyn Fn(&str) -> Result<ModelMeta, EngineError> + Send + Sync>;
+
+/// Metadata of model `name` among `models` (a live model list).
+fn meta_of(cfg: &Config, models: &[ModelCfg], name: &str) -> Result<ModelMeta, EngineError> {
+    {
         let mut versions = Vec::new();
-        for m in live.models.iter().filter(|m| m.name == name) {
+        for m in models.iter().filter(|m| m.name == name) {
             let (platform, d) = match m.kind {
                 ModelKind::Onnx => {
                     let path = m
                         .path
                         .as_deref()
-                        .map(|p| self.config().resolve(p))
+                        .map(|p| cfg.resolve(p))
                         .ok_or_else(|| EngineError::Model("an onnx model needs a path".into()))?;
-                    ("onnxruntime_onnx", Some(describe(self, path)?))
+                    ("onnxruntime_onnx", Some(describe(cfg, path)?))
                 }
                 ModelKind::Null => ("sluice_null", None),
                 ModelKind::Echo => ("sluice_echo", None),

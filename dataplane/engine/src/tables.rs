@@ -45,6 +45,8 @@ pub struct Tenant {
     pub name: String,
     /// MAC key.
     pub key: TenantKey,
+    /// SHA-256 digests of the bearer tokens the front door accepts.
+    pub token_digests: Vec<[u8; 32]>,
     models: PatternSet,
     adapters: PatternSet,
     routes: PatternSet,
@@ -314,10 +316,18 @@ impl Tables {
             let key = config::decode_key(&t.key)
                 .map_err(|m| config::ConfigError::at(format!("tenants[{i}].key"), m))?;
             let pats = |v: &[String]| PatternSet::new(v);
+            let mut token_digests = Vec::with_capacity(t.tokens.len());
+            for (j, spec) in t.tokens.iter().enumerate() {
+                token_digests.push(
+                    config::decode_token(spec)
+                        .map_err(|m| config::ConfigError::at(format!("tenants[{i}].tokens[{j}]"), m))?,
+                );
+            }
             tenants.push(Tenant {
                 id: t.id,
                 name: t.name.clone(),
                 key: TenantKey::new(&key),
+                token_digests,
                 models: pats(&t.models),
                 adapters: pats(&t.adapters),
                 routes: pats(&t.routes),
@@ -356,6 +366,13 @@ impl Tables {
             .binary_search_by_key(&id, |t| t.id)
             .ok()
             .map(|i| &self.tenants[i])
+    }
+
+    /// The tenant a bearer token's digest belongs to.
+    pub fn tenant_by_token(&self, digest: &[u8; 32]) -> Option<&Tenant> {
+        self.tenants
+            .iter()
+            .find(|t| t.token_digests.iter().any(|d| d == digest))
     }
 
     /// The first up peer carrying every label of a shard.

@@ -224,6 +224,7 @@ fn worker_hot_path_does_not_allocate() {
     let opts = EngineOptions {
         worker_init: Some(mark_worker),
         no_pin: true,
+        ..Default::default()
     };
     // Tracing on, with a small ring nobody drains: recording and dropping
     // (a full ring) are both on the measured path.

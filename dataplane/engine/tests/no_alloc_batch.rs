@@ -113,6 +113,7 @@ fn batching_worker_does_not_allocate() {
     let opts = EngineOptions {
         worker_init: Some(mark_worker),
         no_pin: true,
+        ..EngineOptions::default()
     };
     let mut e = Engine::new(config(), opts).unwrap();
     e.start().unwrap();

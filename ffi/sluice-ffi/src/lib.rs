@@ -429,7 +429,12 @@ fn open(cfg: Config, out: *mut *mut SluiceEngine) -> Outcome {
     if out.is_null() {
         return Err(bad_arg("null out pointer"));
     }
-    let engine = Engine::new(cfg, EngineOptions::default()).map_err(fail)?;
+    let opts = EngineOptions {
+        // [frontdoor] in the config starts the KServe v2 / Triton front door.
+        frontdoor: Some(sluice_frontdoor::start),
+        ..EngineOptions::default()
+    };
+    let engine = Engine::new(cfg, opts).map_err(fail)?;
     let h = Box::new(SluiceEngine {
         engine: RwLock::new(engine),
     });

@@ -36,6 +36,9 @@ type Config struct {
 	Tenants     []Tenant    `toml:"tenants" json:"tenants"`
 	Peers       []Peer      `toml:"peers" json:"peers"`
 	Control     Control     `toml:"control" json:"control"`
+	// Frontdoor is the KServe v2 / Triton-compatible HTTP and gRPC front
+	// door the engine runs (off unless a listen address is set).
+	Frontdoor Frontdoor `toml:"frontdoor" json:"frontdoor"`
 	// Opaque here: the engine checks [dpdk] and [rdma] (per build feature);
 	// the large-frame keys of [dpdk] are checked here too (dpdk.go).
 	DPDK map[string]any `toml:"dpdk" json:"dpdk,omitempty"`
@@ -221,6 +224,24 @@ type Tenant struct {
 	Adapters []string `toml:"adapters" json:"adapters"` // default ["*"]
 	Routes   []string `toml:"routes" json:"routes"`     // default ["*"]
 	Subjects []string `toml:"subjects" json:"subjects"` // default ["*"]: schema subjects it may negotiate and name
+	// Tokens are the bearer tokens the front door accepts for this tenant:
+	// "sha256:<hex digest>" or "env:VAR" (VAR holds the token).
+	Tokens []string `toml:"tokens" json:"tokens,omitempty"`
+}
+
+// Frontdoor is the [frontdoor] table (docs/frontdoor.md).
+type Frontdoor struct {
+	HTTPListen string `toml:"http_listen" json:"http_listen"` // "": off
+	GRPCListen string `toml:"grpc_listen" json:"grpc_listen"` // "": off
+	Threads    int    `toml:"threads" json:"threads"`
+	Cores      []int  `toml:"cores" json:"cores"` // one per thread, or none; never worker cores
+	Slots      int    `toml:"slots" json:"slots"` // requests in flight per thread
+	// Size limits in bytes and timeouts in milliseconds.
+	BodyBytesMax    int `toml:"body_bytes_max" json:"body_bytes_max"`
+	ReplyBytesMax   int `toml:"reply_bytes_max" json:"reply_bytes_max"`
+	HeaderTimeoutMs int `toml:"header_timeout_ms" json:"header_timeout_ms"`
+	BodyTimeoutMs   int `toml:"body_timeout_ms" json:"body_timeout_ms"`
+	ConnectionsMax  int `toml:"connections_max" json:"connections_max"`
 }
 
 // Peer is one [[peers]] entry: another appliance that serves shards by label.
@@ -266,6 +287,10 @@ func Defaults() Config {
 		},
 		Auth: Auth{Mode: "tenants", FreshnessWindowMs: 10_000, ReplayEntries: 1 << 18},
 		Host: Host{Labels: map[string]string{}},
+		Frontdoor: Frontdoor{
+			Threads: 1, Cores: []int{}, Slots: 64, BodyBytesMax: 16 << 20, ReplyBytesMax: 16 << 20,
+			HeaderTimeoutMs: 30_000, BodyTimeoutMs: 10_000, ConnectionsMax: 1024,
+		},
 		Control: Control{
 			AdminListen: "127.0.0.1:7071", Store: "embedded",
 			DataDir: "../.cache/sluice-data", DrainMs: 200,

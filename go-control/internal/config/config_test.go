@@ -114,6 +114,12 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"model batch delay alone", "[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\nbatch_delay_us = 50\n", "t.toml:5: models[0].batch_delay_us: needs batch_max on the model too"},
 		{"model batch_max range", "[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\nbatch_max = 257\n", "t.toml:5: models[0].batch_max: 257 is out of range 1..=256"},
 		{"onnx without path", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"onnx\"\n", "t.toml:1: models[0].path: is required"},
+		{"front door listen", "[frontdoor]\nthreads = 1\nhttp_listen = \"localhost\"\n", "t.toml:3: frontdoor.http_listen: \"localhost\" is not an IP:port address"},
+		{"front door body limit", "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\nbody_bytes_max = 10\n", "t.toml:3: frontdoor.body_bytes_max: 10 is out of range 4096..="},
+		{"front door on a worker core", "[engine]\nworkers = [0]\n[frontdoor]\nthreads = 1\ncores = [0]\n", "t.toml:5: frontdoor.cores[0]: core 0 is a worker core"},
+		{"front door same ports", "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\ngrpc_listen = \"127.0.0.1:8000\"\n", "t.toml:3: frontdoor.grpc_listen: must differ from http_listen"},
+		{"bad token", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\ntokens = [\"sha256:00\"]\n", "t.toml:5: tenants[0].tokens[0]: a sha256: token is 64 hex digits"},
+		{"plain token", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\ntokens = [\"secret\"]\n", "t.toml:5: tenants[0].tokens[0]: token must start with"},
 		{"bad tcp listen", "[io_uring]\ntcp_listen = \"anywhere\"\n", "t.toml:2: io_uring.tcp_listen: \"anywhere\" is not an IP:port address"},
 		{"tcp connections", "[io_uring]\ntcp_listen = \"127.0.0.1:7072\"\n\ntcp_connections_max = 0\n", "t.toml:4: io_uring.tcp_connections_max: 0 is out of range 1..=4096"},
 		{"tcp slot size", "[io_uring]\ntcp_slots = [\n  { size = 65536, count = 8 },\n  { size = 100000, count = 2 },\n]\n", "t.toml:4: io_uring.tcp_slots[1].size: 100000 is not a multiple of 4096"},
@@ -364,6 +370,39 @@ func TestWireExampleKeyInConfigForm(t *testing.T) {
 	key, err := DecodeKey(string(m[1]), func(string) string { return "" })
 	if err != nil || string(key) != "sluice-example-key-tenant-7" {
 		t.Fatalf("example key decodes to %q, %v", key, err)
+	}
+}
+
+func TestFrontdoorReachesTheEngine(t *testing.T) {
+	src := "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\ngrpc_listen = \"127.0.0.1:8001\"\nslots = 8\n" +
+		"[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n" +
+		"tokens = [\"sha256:" + strings.Repeat("ab", 32) + "\"]\n"
+	cfg, err := Parse("t.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cfg.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Frontdoor map[string]any `json:"frontdoor"`
+		Tenants   []struct {
+			Tokens []string `json:"tokens"`
+		} `json:"tenants"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Frontdoor["http_listen"] != "127.0.0.1:8000" || doc.Frontdoor["slots"] != float64(8) ||
+		doc.Frontdoor["body_timeout_ms"] != float64(10_000) {
+		t.Fatalf("frontdoor as the engine gets it: %v", doc.Frontdoor)
+	}
+	if len(doc.Tenants) != 1 || len(doc.Tenants[0].Tokens) != 1 {
+		t.Fatalf("tokens: %+v", doc.Tenants)
+	}
+	if c := cfg.Clone(); c.Frontdoor.Slots != 8 || len(c.Tenants[0].Tokens) != 1 {
+		t.Fatalf("clone: %+v", c.Frontdoor)
 	}
 }
 

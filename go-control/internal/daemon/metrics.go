@@ -39,6 +39,8 @@ type collector struct {
 	mRequests, mInferences, mExecutions, mFallbacks, mBatch, mQueue *prometheus.Desc
 
 	cOpen, cAccepted, cClosed, cRx, cRxBytes, cRxLarge, cTx, cTxBytes, cTxLarge, cErrors *prometheus.Desc
+
+	fRequests, fRefusals, fCopied, fSlow, fConnRefused *prometheus.Desc
 }
 
 func newCollector(d *Daemon) *collector {
@@ -114,6 +116,12 @@ func newCollector(d *Daemon) *collector {
 		cTxBytes:  desc("connection_tx_bytes_total", "Bytes sent on the worker's connections.", cw...),
 		cTxLarge:  desc("connection_tx_large_frames_total", "Frames sent by RDMA WRITE into a client's reply slot.", cw...),
 		cErrors:   desc("connection_errors_total", "Failed or refused operations on the worker's connections.", cw...),
+
+		fRequests:    desc("frontdoor_requests_total", "Requests to the KServe v2 / Triton front door, by protocol.", "protocol"),
+		fRefusals:    desc("frontdoor_refusals_total", "Front-door answers that were refusals, by status class (4xx, 5xx); worker refusals are also in worker_errors_total by code.", "class"),
+		fCopied:      desc("frontdoor_bytes_copied_total", "Tensor bytes the front door copied (request: into the aligned slot; reply: into gRPC messages) or converted from JSON.", "what"),
+		fSlow:        desc("frontdoor_slow_clients_total", "Clients cut off for sending a body too slowly (body_timeout_ms)."),
+		fConnRefused: desc("frontdoor_connections_refused_total", "Connections closed at accept (connections_max)."),
 	}
 }
 
@@ -124,7 +132,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.pAllocs, c.pReuses, c.pFirst, c.pTouched, c.pRatio, c.pBytes, c.wCopiedBy, c.wCopiedFrames, c.wSpans, c.wSpansDropped, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
 		c.sService, c.sServiceHist, c.sServiceMax,
 		c.mRequests, c.mInferences, c.mExecutions, c.mFallbacks, c.mBatch, c.mQueue,
-		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors} {
+		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors,
+		c.fRequests, c.fRefusals, c.fCopied, c.fSlow, c.fConnRefused} {
 		ch <- d
 	}
 }
@@ -173,6 +182,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, c.changes, a.n, a.kind, a.outcome)
 	}
 	c.connections(ch)
+	c.frontdoor(ch)
 	st, err := c.d.eng.Stats() // one batched call per scrape
 	if err != nil {
 		gauge(ch, c.up, 0)
@@ -304,4 +314,23 @@ func (d *Daemon) metricsHandler() http.Handler {
 		reg.MustRegister(d.opts.Ingress)
 	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: 4})
+}
+
+// frontdoor exports the front door's counters from the engine's status
+// (one call); absent when the front door is off.
+func (c *collector) frontdoor(ch chan<- prometheus.Metric) {
+	st, err := c.d.eng.Status()
+	if err != nil || st.Frontdoor == nil {
+		return
+	}
+	f := st.Frontdoor.Stats
+	counter(ch, c.fRequests, f["http_requests"], "http")
+	counter(ch, c.fRequests, f["grpc_requests"], "grpc")
+	counter(ch, c.fRefusals, f["refused_4xx"], "4xx")
+	counter(ch, c.fRefusals, f["failed_5xx"], "5xx")
+	counter(ch, c.fCopied, f["payload_bytes_copied"], "request")
+	counter(ch, c.fCopied, f["reply_bytes_copied"], "reply")
+	counter(ch, c.fCopied, f["json_bytes_converted"], "json_converted")
+	counter(ch, c.fSlow, f["slow_clients"])
+	counter(ch, c.fConnRefused, f["connections_refused"])
 }

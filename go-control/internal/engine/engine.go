@@ -167,6 +167,15 @@ type Status struct {
 	SchemasUnenforced []string `json:"schemas_unenforced,omitempty"`
 	// Versions of the engine, wire format and ONNX Runtime, when reported.
 	Versions map[string]string `json:"versions,omitempty"`
+	// Frontdoor is the KServe v2 / Triton front door, when running.
+	Frontdoor *FrontdoorStatus `json:"frontdoor,omitempty"`
+}
+
+// FrontdoorStatus is the front door's bound addresses and counters.
+type FrontdoorStatus struct {
+	HTTP  string            `json:"http,omitempty"`
+	GRPC  string            `json:"grpc,omitempty"`
+	Stats map[string]uint64 `json:"stats,omitempty"`
 }
 
 // WorkerInfo is one pinned worker.

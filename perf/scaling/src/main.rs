@@ -72,6 +72,7 @@ fn tenant(name: &str, id: u32) -> TenantCfg {
         adapters: vec!["*".into()],
         routes: vec!["*".into()],
         subjects: vec!["*".into()],
+        tokens: vec![],
     }
 }
 

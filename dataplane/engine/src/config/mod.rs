@@ -132,6 +132,10 @@ pub struct Config {
     /// Peer appliances.
     #[serde(default)]
     pub peers: Vec<PeerCfg>,
+    /// KServe v2 / Triton-compatible HTTP and gRPC front door (off unless
+    /// a listen address is set).
+    #[serde(default)]
+    pub frontdoor: FrontdoorCfg,
     /// Control plane (read by the Go daemon; opaque to the engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<toml::Table>,
@@ -553,6 +557,10 @@ pub struct TenantCfg {
     /// Route name patterns this tenant may use.
     #[serde(default = "star")]
     pub routes: Vec<String>,
+    /// Bearer tokens the front door accepts for this tenant:
+    /// `sha256:<hex digest>` or `env:VAR` (the variable holds the token).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<String>,
     /// Schema subject patterns this tenant may negotiate and name in
     /// requests.
     #[serde(default = "star")]
@@ -711,7 +719,9 @@ impl Config {
     }
 }
 
+mod frontdoor;
 mod validate;
+pub use frontdoor::{FrontdoorCfg, decode_token, token_digest};
 pub use validate::{decode_key, validate_tables};
 pub(crate) use validate::{range, wire_token};
 

@@ -122,6 +122,7 @@ impl Config {
                 format!("must be a multiple of {BUFFER_ALIGN}"),
             ));
         }
+        self.frontdoor.validate(&e.workers)?;
         self.validate_tcp()?;
         // [dpdk] is checked here too when the engine has DPDK, so its errors
         // carry file:line like every other key's.
@@ -443,6 +444,7 @@ fn validate_tenants(tenants: &[TenantCfg]) -> Result<(), ConfigError> {
             return Err(ConfigError::at(k("id"), "duplicate tenant id or name"));
         }
         decode_key(&t.key).map_err(|m| ConfigError::at(k("key"), m))?;
+        super::frontdoor::validate_tokens(&k("tokens"), &t.tokens)?;
         crate::auth::config::tenant_patterns(i, t)?;
     }
     Ok(())

@@ -43,6 +43,7 @@ impl Engine {
                 ));
             }
         }
+        self.prepare_ingress()?;
         self.shared.state.store(state::RUNNING, Ordering::Release);
         let mut listen = self.cfg.listen_addr()?;
         let models = self.lock_control()?.live.models.clone();
@@ -119,6 +120,10 @@ impl Engine {
                 }
             }
         }
+        if let Err(e) = self.start_frontdoor() {
+            self.abort_start();
+            return Err(e);
+        }
         self.running = true;
         if let Some(why) = self.cfg.unauthenticated_exposure() {
             log::warn!("{why}");
@@ -184,6 +189,9 @@ impl Engine {
     }
 
     fn abort_start(&mut self) {
+        self.stop_frontdoor();
+        self.ingress_ports.clear();
+        self.ingress_workers.clear();
         self.shared.state.store(state::STOPPED, Ordering::Release);
         for w in &mut self.workers {
             if let Some(t) = w.thread.take() {
@@ -231,6 +239,7 @@ impl Engine {
             sampler: crate::trace::Sampler::new(self.cfg.tracing.sample_ratio),
         };
         let shared = Arc::clone(&self.shared);
+        let ingress = self.ingress_workers.get_mut(index).and_then(Option::take);
         let (c2, h2, s2) = (Arc::clone(&counters), Arc::clone(&hist), Arc::clone(&spans));
         let opts = self.opts;
         let thread = std::thread::Builder::new()
@@ -248,7 +257,7 @@ impl Engine {
                     init(index);
                 }
                 let transport = match make() {
-                    Ok(t) => t,
+                    Ok(t) => crate::transport::ingress::Sources::new(t, ingress),
                     Err(e) => {
                         let _ = ready_tx.send(Err(format!("worker {index}: {e}")));
                         return;
@@ -322,6 +331,9 @@ impl Engine {
         self.running = false;
         self.shared.state.store(state::DRAINING, Ordering::Release);
         std::thread::sleep(drain);
+        // Front-door requests are answered shutting_down while draining,
+        // like every other request; then its listeners close.
+        self.stop_frontdoor();
         self.shared.state.store(state::STOPPED, Ordering::Release);
         for w in &mut self.workers {
             if let Some(t) = w.thread.take() {

@@ -19,11 +19,13 @@ use crate::tables::{HostView, LiveConfig, Tables};
 use crate::worker::{Returned, Shared, WorkerMsg, state};
 
 mod apply;
+mod frontdoor;
 mod lifecycle;
 mod status;
 mod tcp;
 
-pub use status::{ModelStatus, Status, WorkerStatus};
+pub use frontdoor::{FrontdoorCtx, FrontdoorHandle, FrontdoorStart};
+pub use status::{FrontdoorStatus, ModelStatus, Status, WorkerStatus};
 
 /// Why the engine refused something.
 #[derive(Debug)]
@@ -83,6 +85,9 @@ pub struct EngineOptions {
     pub worker_init: Option<fn(usize)>,
     /// Skip pinning (tests on busy CI hosts).
     pub no_pin: bool,
+    /// Starts the front door when `[frontdoor]` is on
+    /// (`sluice_frontdoor::start`; the engine cannot depend on it).
+    pub frontdoor: Option<FrontdoorStart>,
 }
 
 struct WorkerHandle {
@@ -96,8 +101,8 @@ struct WorkerHandle {
 }
 
 /// Control-side state, behind one mutex: control calls are serialized.
-struct Control {
-    live: LiveConfig,
+pub(crate) struct Control {
+    pub(crate) live: LiveConfig,
     schemas: Vec<SchemaCfg>,
     schema_ttl_ms: u32,
     /// (name, version) -> handler slot.
@@ -114,7 +119,7 @@ pub struct Engine {
     opts: EngineOptions,
     shared: Arc<Shared>,
     workers: Vec<WorkerHandle>,
-    control: Mutex<Control>,
+    pub(crate) control: Arc<Mutex<Control>>,
     listen: Option<SocketAddr>,
     hugepages: bool,
     running: bool,
@@ -125,6 +130,12 @@ pub struct Engine {
     /// Process-wide DPDK state; dropped (port closed, EAL cleaned) at stop.
     #[cfg(feature = "dpdk")]
     dpdk: Option<crate::transport::dpdk::DpdkRuntime>,
+    /// Each worker's side of the front-door rings, taken as it starts.
+    ingress_workers: Vec<Option<crate::transport::ingress::IngressWorker>>,
+    /// The front door's side, until it starts.
+    ingress_ports: Vec<crate::transport::ingress::IngressPort>,
+    /// The running front door.
+    frontdoor: Option<Box<dyn FrontdoorHandle>>,
 }
 
 /// The default handler factory: null, echo and (with feature `onnx`) ONNX Runtime.
@@ -169,18 +180,21 @@ impl Engine {
                 state: AtomicU8::new(state::STOPPED),
             }),
             workers: Vec::new(),
-            control: Mutex::new(Control {
+            control: Arc::new(Mutex::new(Control {
                 live,
                 schemas: Vec::new(),
                 schema_ttl_ms: cfg.engine.negotiation_ttl_ms,
                 slots,
-            }),
+            })),
             listen: None,
             hugepages: false,
             running: false,
             tcp: Vec::new(),
             #[cfg(feature = "dpdk")]
             dpdk: None,
+            ingress_workers: Vec::new(),
+            ingress_ports: Vec::new(),
+            frontdoor: None,
             factory,
             opts,
             cfg,

@@ -39,6 +39,21 @@ pub struct Status {
     /// Requests naming a schema it cannot compile at all are refused.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub schemas_unenforced: Vec<String>,
+    /// The KServe v2 / Triton front door, when running: bound addresses
+    /// and counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frontdoor: Option<FrontdoorStatus>,
+}
+
+/// The front door in `status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct FrontdoorStatus {
+    /// HTTP address.
+    pub http: Option<SocketAddr>,
+    /// gRPC address.
+    pub grpc: Option<SocketAddr>,
+    /// Counters (requests, refusals, bytes copied per path).
+    pub stats: serde_json::Value,
 }
 
 /// One worker in `status`.
@@ -247,6 +262,11 @@ impl Engine {
             }
             .to_string(),
             listen: self.listen,
+            frontdoor: self.frontdoor.as_ref().map(|h| FrontdoorStatus {
+                http: h.http_addr(),
+                grpc: h.grpc_addr(),
+                stats: h.stats_json(),
+            }),
             tcp_listen: self.tcp_local_addr(),
             workers: self
                 .workers

@@ -8,6 +8,7 @@ use sluice_wire::ErrorCode;
 
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
+pub mod ingress;
 pub mod mem;
 #[cfg(feature = "rdma")]
 pub mod rdma;
@@ -134,7 +135,8 @@ pub trait Transport {
     fn tx_alloc(&mut self) -> Option<u32>;
     /// Takes a transmit buffer for the answer to `rx`. Transports whose
     /// frames reserve their reply room at receive time (TCP: a reply slot
-    /// as large as the request's) hand that out here.
+    /// as large as the request's; a front-door frame: its own slot's reply
+    /// region, see `ingress`) hand that out here.
     fn tx_alloc_for(&mut self, _rx: &RxPacket) -> Option<u32> {
         self.tx_alloc()
     }
@@ -158,6 +160,12 @@ pub trait Transport {
     fn tx_free(&mut self, tx: u32);
     /// Sleeps until frames may be ready or `timeout` passes (adaptive mode).
     fn wait(&mut self, timeout: Duration);
+    /// Makes `wait` return as well when `fd` (an eventfd the front door
+    /// writes) becomes readable. `false`: this transport cannot, and the
+    /// caller bounds its waits instead.
+    fn wake_on(&mut self, _fd: std::os::fd::RawFd) -> bool {
+        false
+    }
     /// Counters.
     fn counters(&self) -> TransportCounters;
     /// The local address frames arrive on.

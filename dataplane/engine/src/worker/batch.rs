@@ -247,6 +247,8 @@ impl<T: Transport> Worker<T> {
             }
             // Every stacked request gets its reply buffer before the run;
             // one that finds none waits in the queue for the next pass.
+            // An ingress request is answered in its own slot's reply region
+            // (TCP: the reply slot reserved for it).
             let pkt = self.queues[s][j].pkt;
             let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
                 // Looked at again next pass (sends free buffers meanwhile).

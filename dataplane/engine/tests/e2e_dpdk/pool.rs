@@ -127,6 +127,7 @@ fn dpdk_worker_hot_path_does_not_allocate() {
         let opts = EngineOptions {
             worker_init: Some(mark_worker),
             no_pin: false,
+            ..Default::default()
         };
         let mut engine = Engine::new(config(&vdev, "sl-e2e-alloc"), opts).unwrap();
         engine.start().expect("DPDK engine starts");

@@ -87,6 +87,9 @@ const TAG_SEND_RX: u64 = 1 << 58;
 /// Submit-and-reap rounds per burst while TCP receives complete on
 /// submission (a header, then its body, then the next header...).
 const TCP_ROUNDS_MAX: usize = 8;
+/// A multishot poll on the front door's wake eventfd (see `wake_on`); above
+/// the TCP tags (`ud >> 58 == 0`) and the other UDP ones.
+const TAG_WAKE: u64 = 1 << 63;
 /// IORING_ENTER_GETEVENTS, from the kernel ABI.
 const ENTER_GETEVENTS: u32 = 1;
 
@@ -161,6 +164,9 @@ pub struct UringTransport {
     buf_ring_tail: u16,
     recv_armed: bool,
     fwd_armed: bool,
+    /// The front door's eventfd for this worker, and whether its poll is armed.
+    wake_fd: Option<i32>,
+    wake_armed: bool,
     local: SocketAddr,
     counters: TransportCounters,
     /// TCP beside UDP, when `io_uring.tcp_listen` is set.
@@ -265,6 +271,8 @@ impl UringTransport {
             buf_ring_tail: 0,
             recv_armed: false,
             fwd_armed: false,
+            wake_fd: None,
+            wake_armed: false,
             local,
             counters: TransportCounters {
                 rx_capacity: rx_count,
@@ -426,6 +434,18 @@ impl UringTransport {
         }
     }
 
+    fn arm_wake(&mut self) {
+        let Some(fd) = self.wake_fd else { return };
+        let sqe = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+            .multi(true)
+            .build()
+            .user_data(TAG_WAKE);
+        // SAFETY: a poll entry references no memory of ours.
+        if unsafe { self.ring.submission().push(&sqe) }.is_ok() {
+            self.wake_armed = true;
+        }
+    }
+
     /// Sends receive buffer `rx` as it is, from `fd`, to `to`; the buffer
     /// goes back to the kernel when the send completes.
     fn send_rx(&mut self, rx: &RxPacket, to: SocketAddr, fd: i32) -> bool {
@@ -581,6 +601,16 @@ impl UringTransport {
                             self.publish_tail();
                         }
                     }
+                } else if ud == TAG_WAKE {
+                    if !cqueue::more(flags) {
+                        self.wake_armed = false;
+                    }
+                    if let Some(fd) = self.wake_fd {
+                        let mut v: u64 = 0;
+                        // SAFETY: reads 8 bytes into a local from the
+                        // non-blocking eventfd the front door writes.
+                        let _ = unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
+                    }
                 } else if ud & TAG_SEND_RX != 0 {
                     if res < 0 {
                         self.counters.tx_errors += 1;
@@ -617,6 +647,9 @@ impl UringTransport {
         }
         if freed_tx > 0 {
             self.flush_backlog();
+        }
+        if !self.wake_armed {
+            self.arm_wake();
         }
         self.take_back();
         n

@@ -168,6 +168,12 @@ impl Transport for UringTransport {
         self.enter(1, Some(timeout));
     }
 
+    fn wake_on(&mut self, fd: std::os::fd::RawFd) -> bool {
+        self.wake_fd = Some(fd);
+        self.arm_wake();
+        self.wake_armed
+    }
+
     fn counters(&self) -> TransportCounters {
         let (rx_in, rx_frames, tx_frames, tx_errors) =
             self.tcp.as_deref().map_or((0, 0, 0, 0), |t| {
@@ -334,7 +340,11 @@ impl Drop for UringTransport {
         // Cancel the multishot receive and wait (bounded) for it and every
         // send to complete, so the kernel holds no pointer into our memory
         // when the fields below are freed. TCP connections are shut first.
-        for (armed, tag) in [(self.recv_armed, TAG_RECV), (self.fwd_armed, TAG_RECV_FWD)] {
+        for (armed, tag) in [
+            (self.recv_armed, TAG_RECV),
+            (self.fwd_armed, TAG_RECV_FWD),
+            (self.wake_armed, TAG_WAKE),
+        ] {
             if armed {
                 let sqe = opcode::AsyncCancel::new(tag).build().user_data(TAG_CANCEL);
                 // SAFETY: cancel entries reference no memory.
