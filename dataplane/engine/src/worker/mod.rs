@@ -429,9 +429,11 @@ impl<T: Transport> Worker<T> {
 
     /// Runs every held request now, ignoring batch delays.
     fn flush_held(&mut self) {
-        self.now_us = SystemTime::now()
+        // The worker's clock never runs back (auth's freshness rule).
+        let wall_us = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
+        self.now_us = self.now_us.max(wall_us);
         self.run_queues(true);
         self.flush_sends();
     }
