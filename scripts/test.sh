@@ -46,7 +46,7 @@ rust_lints() {
 
 stage "build the engine's C ABI and the Go daemon (the end-to-end tests run sluiced)"
 eval "$(scripts/build-ffi.sh)"
-run "rust tests" cargo test --workspace
+run "rust tests" cargo test --workspace --no-fail-fast
 # Already run above; again with output, for the pass counts per draft (ours
 # and the jsonschema crate's) in the log. Built already: about 2 s.
 run "JSON-Schema-Test-Suite conformance (pass counts per draft, against the jsonschema crate)" cargo test -p sluice-validate --test suite -- --nocapture

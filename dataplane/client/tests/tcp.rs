@@ -187,13 +187,30 @@ fn a_closed_connection_fails_what_waits_on_it_and_the_next_send_reconnects() {
             Err(e) => panic!("{e}"),
         }
     }
+    // Every request is answered or failed, none left silent. How many fail
+    // depends on timing: the engine still answers the frames it had read
+    // when it closes, so on a fast host all twelve may be answered.
     assert_eq!(ok + lost, 12);
-    assert!(lost > 0, "some were outstanding when it closed");
+    eprintln!("closed with 12 sent: {ok} answered, {lost} failed as connection_lost");
     assert!(ClientError::ConnectionLost.retryable());
-    // The next call opens a new connection.
+    let t0 = std::time::Instant::now();
+    while !e.tcp_connections().is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the connection never closed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The next call opens a new connection; a client that had not yet seen
+    // the close learns of it from that call (connection_lost, retryable).
     let small = bytes(4, 0);
     let r2 = Request::new("null", "1").tensor_raw("x", DType::F32, &[4], &small);
-    c.call(&r2).unwrap();
+    match c.call(&r2) {
+        Err(ClientError::ConnectionLost) => {
+            assert_eq!(lost, 0, "the loss was reported twice");
+            c.call(&r2).unwrap();
+        }
+        r => {
+            r.unwrap();
+        }
+    }
     let st = c.stats();
     assert_eq!((st.connection_losses, st.tcp_reconnects), (1, 1));
     // Polling (as an event loop does) hears of a loss at once, not at the
