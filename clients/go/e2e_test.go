@@ -38,12 +38,15 @@ var (
 	demoKey, _    = hex.DecodeString("73756963652d64656d6f2d6b65792d30303030303030303030303030303030")
 	limitedKey    = []byte("goclient-limited-tenant-key")
 	limitedTenant = fmt.Sprintf("\n[[tenants]]\nname = \"limited\"\nid = 2\nkey = \"hex:%x\"\nmodels = [\"echo\"]\nsubjects = [\"goclient-echo-*\"]\n", limitedKey)
+	// The large-input model, for tensors over TCP.
+	largeModel = "\n[[routes]]\nname = \"large\"\nmodel = \"large\"\nshard = \"hbm2-inference\"\n\n[[models]]\nname = \"large\"\nversion = \"1\"\nkind = \"onnx\"\npath = \"../models/large.onnx\"\n"
 )
 
 type appliance struct {
 	cmd   *exec.Cmd
 	admin string // host:port
 	data  string // host:port
+	tcp   string // host:port of the TCP listener (io_uring tcp_listen)
 	dir   string
 }
 
@@ -99,7 +102,8 @@ func startAppliance() (*appliance, error) {
 		`listen = "127.0.0.1:7070"`, `listen = "127.0.0.1:0"`,
 		`admin_listen = "127.0.0.1:7071"`, `admin_listen = "127.0.0.1:0"`,
 		`data_dir = "../.cache/sluice-data"`, fmt.Sprintf("data_dir = %q", dir+"/data"),
-	).Replace(string(src)) + limitedTenant
+		`tcp_listen = ""`, `tcp_listen = "127.0.0.1:0"`,
+	).Replace(string(src)+largeModel) + limitedTenant
 	path := filepath.Join(dir, "sluice.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
@@ -136,14 +140,16 @@ func startAppliance() (*appliance, error) {
 	}
 	var st struct {
 		Engine struct {
-			Listen string `json:"listen"`
+			Listen    string `json:"listen"`
+			TCPListen string `json:"tcp_listen"`
 		} `json:"engine"`
 	}
-	if err := a.getJSON("/v1/status", &st); err != nil || st.Engine.Listen == "" {
+	if err := a.getJSON("/v1/status", &st); err != nil || st.Engine.Listen == "" || st.Engine.TCPListen == "" {
 		a.stop()
 		return nil, fmt.Errorf("status: %v %+v", err, st)
 	}
 	a.data = st.Engine.Listen
+	a.tcp = st.Engine.TCPListen
 	return a, nil
 }
 
@@ -536,5 +542,103 @@ func TestEngineConcurrentGoroutines(t *testing.T) {
 	}
 	if st := c.Stats(); st.Received != goroutines*each || st.Malformed != 0 || st.Timeouts != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Over the engine's TCP listener: tensors larger than a datagram through
+// models/large.onnx (y = x*0.5 + 0.25, exact for multiples of 1/16), the
+// mlp, and many goroutines on the one connection; a connection the
+// appliance closes fails the client with ErrConnectionLost.
+func TestEngineTCP(t *testing.T) {
+	a := engine(t)
+	c, err := sluice.Dial(context.Background(), "tcp://"+a.tcp, sluice.Options{TenantID: 1, Key: demoKey, Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, n := range []int{1 << 18, 1 << 22} { // 1 MiB and 16 MiB of f32
+		x := sixteenths(n, n)
+		resp, err := c.Infer(context.Background(), sluice.NewRequest("large", "1", sluice.NewTensor("x", []uint64{1, uint64(n)}, x)))
+		if err != nil {
+			t.Fatalf("%d floats: %v", n, err)
+		}
+		o, ok := resp.Output("y")
+		y, verr := sluice.Values[float32](o)
+		if !ok || verr != nil || len(y) != n {
+			t.Fatalf("%d floats: outputs %v (%v)", n, resp.Outputs, verr)
+		}
+		for i := range y {
+			if y[i] != x[i]*0.5+0.25 {
+				t.Fatalf("%d floats: y[%d] = %v, want %v", n, i, y[i], x[i]*0.5+0.25)
+			}
+		}
+		resp.Release()
+	}
+	x := sixteenths(4*8, 8)
+	resp, err := c.Infer(context.Background(), sluice.NewRequest("mlp", "1", sluice.NewTensor("x", []uint64{8, 4}, x)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := resp.Output("y")
+	if y, _ := sluice.Values[float32](o); fmt.Sprint(y) != fmt.Sprint(mlpReference(x, false)) {
+		t.Fatalf("mlp over TCP: %v", y)
+	}
+	resp.Release()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				x := make([]float32, 1<<14)
+				x[0] = float32(g*100 + i)
+				resp, err := c.Infer(context.Background(), sluice.NewRequest("echo", "1", sluice.NewTensor("x", []uint64{1 << 14}, x)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				y, _ := sluice.Values[float32](resp.Outputs[0])
+				if y[0] != x[0] {
+					errs <- fmt.Errorf("goroutine %d request %d: got %v", g, i, y[0])
+				}
+				resp.Release()
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// The appliance closes the connection (DELETE /v1/connections/{id}).
+	var conns []struct {
+		ID        json.Number `json:"id"`
+		Transport string      `json:"transport"`
+	}
+	if err := a.getJSON("/v1/connections", &conns); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range conns {
+		if k.Transport != "tcp" {
+			continue
+		}
+		req, _ := http.NewRequest(http.MethodDelete, "http://"+a.admin+"/v1/connections/"+k.ID.String(), nil)
+		r, err := http.DefaultClient.Do(req)
+		if err != nil || r.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE connection %s: %v %v", k.ID, r, err)
+		}
+		r.Body.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := c.Infer(context.Background(), sluice.NewRequest("echo", "1", sluice.NewTensor("x", []uint64{1}, []float32{1})))
+		if errors.Is(err, sluice.ErrConnectionLost) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the close: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

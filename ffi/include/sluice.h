@@ -77,7 +77,7 @@
 /**
  * Most routes.
  */
-#define SLUICE_ROUTES_MAX 1024
+#define SLUICE_ROUTES_MAX 16384
 
 /**
  * Most content conditions per route.
@@ -88,6 +88,12 @@
  * Most path segments in a content condition.
  */
 #define SLUICE_CONTENT_PATH_SEGMENTS_MAX 8
+
+/**
+ * Most nodes in the trie of every content path of a route table (the root
+ * and each distinct path prefix).
+ */
+#define SLUICE_CONTENT_PATH_NODES_MAX 512
 
 /**
  * Most tenants.
@@ -118,6 +124,16 @@
  * Largest shard `queue_depth`.
  */
 #define SLUICE_QUEUE_DEPTH_MAX 65536
+
+/**
+ * Largest `batch_max` (rows per batched run), shard or model.
+ */
+#define SLUICE_BATCH_MAX 256
+
+/**
+ * Largest `batch_delay_us`, shard or model.
+ */
+#define SLUICE_BATCH_DELAY_US_MAX 1000000
 
 /**
  * Longest shard, route, tenant and peer name, bytes.
@@ -160,10 +176,61 @@
 #define SLUICE_DRAIN_MS_MAX 10000
 
 /**
+ * Most `io_uring.tcp_connections_max`.
+ */
+#define SLUICE_TCP_CONNECTIONS_MAX 4096
+
+/**
+ * Most `io_uring.tcp_pipeline_max`.
+ */
+#define SLUICE_TCP_PIPELINE_MAX 1024
+
+/**
+ * Longest `io_uring.tcp_idle_timeout_ms`.
+ */
+#define SLUICE_TCP_IDLE_TIMEOUT_MS_MAX 3600000
+
+/**
+ * Most `io_uring.tcp_slots` classes.
+ */
+#define SLUICE_TCP_SLOT_CLASSES_MAX 4
+
+/**
+ * Most slots of one class, per worker.
+ */
+#define SLUICE_TCP_SLOT_COUNT_MAX 4096
+
+/**
+ * Smallest TCP slot, bytes; sizes are multiples of it.
+ */
+#define SLUICE_TCP_SLOT_SIZE_MIN 4096
+
+/**
+ * Largest TCP slot, bytes (the largest frame).
+ */
+#define SLUICE_TCP_SLOT_SIZE_MAX (256 << 20)
+
+/**
+ * Most TCP slot memory (receive and reply) per worker, bytes.
+ */
+#define SLUICE_TCP_POOL_BYTES_MAX 17179869184
+
+/**
  * Most patterns in each of a tenant's lists (models, adapters, routes,
  * subjects).
  */
-#define SLUICE_TENANT_PATTERNS_MAX 64
+#define SLUICE_TENANT_PATTERNS_MAX 16384
+
+/**
+ * Most general globs (not `*`, `name*` or `*name`) in one of a tenant's
+ * lists.
+ */
+#define SLUICE_TENANT_GLOBS_MAX 16
+
+/**
+ * Most aliases of one model version.
+ */
+#define SLUICE_ALIASES_MAX 1024
 
 /**
  * Longest schema subject (a tenant's `subjects` patterns too).
@@ -189,6 +256,11 @@
  * Most `auth.replay_entries`.
  */
 #define SLUICE_REPLAY_ENTRIES_MAX (1 << 22)
+
+/**
+ * Most records one [`sluice_engine_spans`] call returns.
+ */
+#define SLUICE_SPANS_BATCH_MAX 4096
 
 /**
  * Status of every call. The numbers are stable and map one-to-one to the Go
@@ -289,18 +361,20 @@ enum SluiceQuery
    */
   SLUICE_QUERY_LIVE = 5,
   /**
-   * Connections of connection-oriented transports (RDMA), with counters:
-   * an array of objects with id, transport, listen, worker, peer, device,
-   * state, rx/tx frames and bytes, rx/tx_large (frames by RDMA WRITE into
-   * a slot) and errors. Empty for io_uring and DPDK, and in a library
-   * built without the `rdma` feature.
+   * Connections of connection-oriented transports (RDMA, and TCP on
+   * io_uring with `tcp_listen`), with counters: an array of objects with
+   * id, transport ("rdma" or "tcp"), role, listen, worker, peer, device,
+   * state, rx/tx frames and bytes, rx/tx_large (RDMA: frames by RDMA
+   * WRITE into a slot; TCP: frames a datagram could not carry) and
+   * errors. Empty for UDP-only io_uring and for DPDK.
    */
   SLUICE_QUERY_CONNECTIONS = 6,
   /**
    * Per-worker connection counters since start (closed connections
    * included, so they only grow): an array of objects with transport,
    * listen, worker, open, accepted, closed, rx/tx frames and bytes,
-   * rx/tx_large and errors. Empty where [`SluiceQuery::Connections`] is.
+   * rx/tx_large and errors (TCP adds its own counters and slot use).
+   * Empty where [`SluiceQuery::Connections`] is.
    */
   SLUICE_QUERY_CONNECTION_TOTALS = 7,
   /**
@@ -403,6 +477,97 @@ typedef struct {
    */
   uint64_t latency_max_ns;
 } SluiceTotals;
+
+/**
+ * One traced request on this appliance. Timestamps are ns since the Unix
+ * epoch; 0 for a stage the request did not reach. Layout checked by tests.
+ */
+typedef struct {
+  /**
+   * W3C trace id.
+   */
+  uint8_t trace_id[16];
+  /**
+   * The caller's span; all zero when the request starts the trace.
+   */
+  uint8_t parent_id[8];
+  /**
+   * This request's span.
+   */
+  uint8_t span_id[8];
+  /**
+   * The burst carrying it was received.
+   */
+  uint64_t recv_ns;
+  /**
+   * Parsed and authenticated.
+   */
+  uint64_t auth_ns;
+  /**
+   * Validated.
+   */
+  uint64_t validate_ns;
+  /**
+   * Routed.
+   */
+  uint64_t route_ns;
+  /**
+   * The model started (end of the queue wait).
+   */
+  uint64_t run_start_ns;
+  /**
+   * The model finished.
+   */
+  uint64_t run_end_ns;
+  /**
+   * Answers of its burst handed to the transport.
+   */
+  uint64_t send_ns;
+  /**
+   * Request id.
+   */
+  uint64_t request_id;
+  /**
+   * Tenant id.
+   */
+  uint32_t tenant_id;
+  /**
+   * Declared token count.
+   */
+  uint32_t token_count;
+  /**
+   * Wire error code of the answer; 0 for a response.
+   */
+  uint16_t outcome;
+  /**
+   * Shard index; 65535 when not routed.
+   */
+  uint16_t shard;
+  /**
+   * Worker index.
+   */
+  uint16_t worker;
+  /**
+   * 0: run here; 1: forwarded to a peer.
+   */
+  uint8_t kind;
+  /**
+   * Trace flags of the request.
+   */
+  uint8_t flags;
+  /**
+   * Model, NUL padded.
+   */
+  uint8_t model[32];
+  /**
+   * Version, NUL padded.
+   */
+  uint8_t version[16];
+  /**
+   * Adapter, NUL padded.
+   */
+  uint8_t adapter[32];
+} SluiceSpan;
 
 #ifdef __cplusplus
 extern "C" {
@@ -560,9 +725,9 @@ int32_t sluice_engine_remove_transform(SluiceEngine *e,
 /**
  * Closes a connection by the id [`SluiceQuery::Connections`] lists: the
  * peer is disconnected, its requests in flight fail on its side with a
- * retryable connection loss, and the connection leaves the list once its
- * worker has let go of it. `NOT_FOUND` for an id this engine does not
- * serve (always, on io_uring and DPDK or without the `rdma` feature).
+ * retryable connection loss (TCP: the stream ends), and the connection
+ * leaves the list once its worker has let go of it. `NOT_FOUND` for an id
+ * this engine does not serve (always on DPDK and UDP-only io_uring).
  *
  * # Safety
  * `e` is a live handle; `err` points to `err_cap` bytes.
@@ -585,6 +750,24 @@ int32_t sluice_engine_query(SluiceEngine *e,
                             size_t err_cap);
 
 /**
+ * Metadata of every loaded version of model `name` (inputs, outputs with
+ * symbolic dimensions and placements, platform, aliases, adapters, the
+ * file's own metadata) as JSON in a buffer allocated here; release it with
+ * [`sluice_buf_free`]. `SLUICE_NOT_FOUND` when no version of `name` is
+ * loaded. The first call per model file loads a session (off the hot path).
+ *
+ * # Safety
+ * `e` is a live handle; `name` is NUL-terminated; `out` and `out_len` point
+ * to writable slots; `err` points to `err_cap` bytes.
+ */
+int32_t sluice_engine_model_meta(SluiceEngine *e,
+                                 const char *name,
+                                 uint8_t **out,
+                                 size_t *out_len,
+                                 char *err,
+                                 size_t err_cap);
+
+/**
  * Releases a buffer returned by [`sluice_engine_query`]. Null is ignored.
  *
  * # Safety
@@ -600,6 +783,22 @@ void sluice_buf_free(uint8_t *p, size_t len);
  * points to `err_cap` bytes.
  */
 int32_t sluice_engine_totals(SluiceEngine *e, SluiceTotals *out, char *err, size_t err_cap);
+
+/**
+ * Moves up to `cap` (at most [`SLUICE_SPANS_BATCH_MAX`]) span records out
+ * of the workers' rings into `out`; writes how many to `n`. Never blocks a
+ * worker: the rings are lock-free.
+ *
+ * # Safety
+ * `e` is a live handle; `out` points to `cap` writable `SluiceSpan`s; `n`
+ * is writable; `err` points to `err_cap` bytes.
+ */
+int32_t sluice_engine_spans(SluiceEngine *e,
+                            SluiceSpan *out,
+                            size_t cap,
+                            size_t *n,
+                            char *err,
+                            size_t err_cap);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -5,8 +5,9 @@
 //! - [`mix`]: weighted request mixes from `perf/mixes/*.toml`.
 //! - [`transport`]: Sluice requests through `sluice-client`, or raw
 //!   datagrams of the same size to an echo server (the floor).
-//! - [`uring`]: the io_uring echo server (the only `unsafe` in the crate)
-//!   and a plain std echo for comparison.
+//! - [`uring`]: the io_uring UDP echo server and a plain std echo for
+//!   comparison; [`uring_tcp`]: the io_uring TCP echo (the floor of the
+//!   engine's TCP transport). The only `unsafe` in the crate.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -14,6 +15,7 @@ pub mod driver;
 pub mod mix;
 pub mod transport;
 pub mod uring;
+pub mod uring_tcp;
 
 use std::net::{IpAddr, SocketAddr};
 

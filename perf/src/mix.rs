@@ -95,6 +95,11 @@ struct EntryFile {
     schema_id: u32,
     #[serde(default)]
     schema_version: u32,
+    /// A W3C trace context on every request of this entry (a fixed trace
+    /// id and caller span) with these trace flags (1: sampled); none when
+    /// absent.
+    #[serde(default)]
+    trace_flags: Option<u8>,
     #[serde(default)]
     tensors: Vec<TensorFile>,
 }
@@ -138,6 +143,8 @@ pub struct MixEntry {
     pub schema: (u32, u32),
     /// Tensors: name, dtype, shape, little-endian data.
     pub tensors: Vec<(String, DType, Vec<u64>, Vec<u8>)>,
+    /// Trace context, when the entry carries one.
+    pub trace: Option<sluice_wire::TraceContext>,
 }
 
 impl MixEntry {
@@ -151,6 +158,9 @@ impl MixEntry {
             .tenant(self.tenant_id, self.key.as_ref());
         if !self.deadline_offset.is_zero() {
             r = r.deadline(Deadline::After(self.deadline_offset));
+        }
+        if let Some(t) = self.trace {
+            r = r.trace(t);
         }
         for (name, dtype, dims, data) in &self.tensors {
             r = r.tensor_raw(name, *dtype, dims, data);
@@ -188,16 +198,16 @@ impl Mix {
             .map(|(index, e)| entry(e).map_err(|why| MixError::Entry { index, why }))
             .collect::<Result<Vec<_>, _>>()?;
         let mix = Mix::new(entries);
-        // Build every request once so that wire-limit errors show at load.
-        let mut buf = vec![0u8; sluice_client::DATAGRAM_LEN_MAX];
+        // Build every request once so that wire-limit errors show at load
+        // (frames larger than a datagram are for TCP).
         for (index, e) in mix.entries.iter().enumerate() {
-            let len = e
-                .request()
-                .encode(&mut buf, 1, 0, None)
-                .map_err(|err| MixError::Entry {
-                    index,
-                    why: err.to_string(),
-                })?;
+            let why = |err: sluice_wire::Error| MixError::Entry {
+                index,
+                why: err.to_string(),
+            };
+            let r = e.request();
+            let mut buf = vec![0u8; r.encoded_len().map_err(why)?];
+            let len = r.encode(&mut buf, 1, 0, None).map_err(why)?;
             debug_assert!(len <= buf.len());
         }
         Ok(mix)
@@ -240,10 +250,10 @@ fn entry(e: EntryFile) -> Result<MixEntry, String> {
             .ok_or_else(|| format!("tensor {}: unknown dtype {:?}", t.name, t.dtype))?;
         let len = dtype
             .byte_len(&t.shape)
-            .filter(|&l| l <= sluice_client::DATAGRAM_LEN_MAX)
+            .filter(|&l| l <= sluice_wire::limits::FRAME_LEN_MAX)
             .ok_or_else(|| {
                 format!(
-                    "tensor {}: shape {:?} does not fit one datagram",
+                    "tensor {}: shape {:?} is larger than a frame (256 MiB)",
                     t.name, t.shape
                 )
             })?;
@@ -268,6 +278,11 @@ fn entry(e: EntryFile) -> Result<MixEntry, String> {
         token_count: e.token_count,
         schema: (e.schema_id, e.schema_version),
         tensors,
+        trace: e.trace_flags.map(|flags| sluice_wire::TraceContext {
+            trace_id: [0x42; 16],
+            parent_id: [0x17; 8],
+            flags,
+        }),
     })
 }
 

@@ -1,12 +1,15 @@
 //! The two things the load generator drives: a Sluice server through
-//! `sluice-client`, and a raw echo server with datagrams of the same size.
+//! `sluice-client` (over UDP, TCP or both), and a raw echo server with the
+//! same bytes (datagrams, or a TCP stream).
 
 use std::collections::{HashMap, VecDeque};
-use std::io::ErrorKind;
-use std::net::{SocketAddr, UdpSocket};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-use sluice_client::{Client, ClientConfig, ClientError, PollMode, Request};
+use sluice_client::{
+    Client, ClientConfig, ClientError, Endpoints, PollMode, Request, TransportMode,
+};
 
 use crate::driver::{Outcome, Transport};
 use crate::mix::Mix;
@@ -25,6 +28,22 @@ impl<'m> SluiceTransport<'m> {
         timeout: Duration,
         spin: bool,
     ) -> Result<Self, ClientError> {
+        let ep = Endpoints {
+            udp: Some(addr),
+            tcp: None,
+        };
+        SluiceTransport::connect_endpoints(ep, TransportMode::Udp, mix, timeout, spin)
+    }
+
+    /// Connects to the given addresses; `mode` picks the transport per
+    /// request (`Auto`: TCP for frames a datagram cannot carry).
+    pub fn connect_endpoints(
+        ep: Endpoints,
+        mode: TransportMode,
+        mix: &'m Mix,
+        timeout: Duration,
+        spin: bool,
+    ) -> Result<Self, ClientError> {
         let cfg = ClientConfig {
             timeout,
             poll: if spin {
@@ -34,10 +53,11 @@ impl<'m> SluiceTransport<'m> {
             },
             // The driver bounds what is in flight (--closed / --outstanding-max).
             outstanding_max: usize::MAX,
+            transport: mode,
             ..ClientConfig::default()
         };
         Ok(SluiceTransport {
-            client: Client::connect(addr, cfg)?,
+            client: Client::connect_endpoints(ep, cfg)?,
             requests: mix.entries.iter().map(|e| e.request()).collect(),
         })
     }
@@ -45,6 +65,14 @@ impl<'m> SluiceTransport<'m> {
     /// Sizes the socket buffers; see [`crate::uring::set_socket_buffers`].
     pub fn set_socket_buffers(&self, bytes: usize) -> std::io::Result<usize> {
         crate::uring::set_socket_buffers(self.client.socket(), bytes)
+    }
+
+    /// The TCP connection's buffers, when there is one.
+    pub fn set_tcp_buffers(&self, bytes: usize) -> std::io::Result<()> {
+        match self.client.tcp_stream() {
+            Some(s) => crate::uring::set_stream_buffers(s, bytes),
+            None => Ok(()),
+        }
     }
 
     /// The client's counters (stale, malformed, bad tags).
@@ -224,5 +252,155 @@ impl Transport for EchoTransport {
 
     fn outstanding(&self) -> usize {
         self.pending.len()
+    }
+}
+
+/// The same request bytes over one TCP connection to an echo server: each
+/// request completes when as many bytes came back (in order: TCP echoes
+/// the stream). While a write is pushed back, what came back is read, as
+/// the Sluice client does.
+pub struct EchoTcpTransport {
+    sock: TcpStream,
+    templates: Vec<Vec<u8>>,
+    recv_buf: Vec<u8>,
+    next_id: u64,
+    /// Requests in send order: (id, bytes still to come back, deadline).
+    pending: VecDeque<(u64, usize, Instant)>,
+    done: VecDeque<(u64, Outcome)>,
+    timeout: Duration,
+    spin: bool,
+}
+
+impl EchoTcpTransport {
+    /// Connects to the TCP echo server at `addr`.
+    pub fn connect(
+        addr: SocketAddr,
+        mix: &Mix,
+        timeout: Duration,
+        spin: bool,
+    ) -> std::io::Result<Self> {
+        let sock = TcpStream::connect_timeout(&addr, timeout)?;
+        sock.set_nodelay(true)?;
+        sock.set_nonblocking(true)?;
+        let mut templates = Vec::new();
+        for e in &mix.entries {
+            let r = e.request();
+            let len = r
+                .encoded_len()
+                .map_err(|err| std::io::Error::new(ErrorKind::InvalidInput, err.to_string()))?;
+            let mut buf = vec![0u8; len];
+            r.encode(&mut buf, 0, 0, None)
+                .map_err(|err| std::io::Error::new(ErrorKind::InvalidInput, err.to_string()))?;
+            templates.push(buf);
+        }
+        Ok(EchoTcpTransport {
+            sock,
+            templates,
+            recv_buf: vec![0u8; 4 << 20],
+            next_id: 1,
+            pending: VecDeque::new(),
+            done: VecDeque::new(),
+            timeout,
+            spin,
+        })
+    }
+
+    /// Size of the frame sent for mix entry `entry`.
+    pub fn frame_len(&self, entry: usize) -> usize {
+        self.templates[entry].len()
+    }
+
+    /// Sizes the socket buffers.
+    pub fn set_socket_buffers(&self, bytes: usize) -> std::io::Result<()> {
+        crate::uring::set_stream_buffers(&self.sock, bytes)
+    }
+
+    /// Reads what is there and completes requests; false when nothing came.
+    fn drain(&mut self) -> std::io::Result<bool> {
+        let n = match self.sock.read(&mut self.recv_buf) {
+            Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        };
+        let mut left = n;
+        while left > 0 {
+            let Some(front) = self.pending.front_mut() else {
+                // Bytes nobody sent: not an echo.
+                return Err(ErrorKind::InvalidData.into());
+            };
+            let k = left.min(front.1);
+            front.1 -= k;
+            left -= k;
+            if front.1 == 0 {
+                let id = front.0;
+                self.pending.pop_front();
+                self.done.push_back((id, Outcome::Ok));
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl Transport for EchoTcpTransport {
+    fn send(&mut self, entry: usize) -> std::io::Result<u64> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let len = {
+            let t = &mut self.templates[entry];
+            t[ID_OFFSET..ID_OFFSET + 8].copy_from_slice(&id.to_le_bytes());
+            t.len()
+        };
+        self.pending
+            .push_back((id, len, Instant::now() + self.timeout));
+        let mut off = 0;
+        while off < len {
+            match self.sock.write(&self.templates[entry][off..]) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(n) => off += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if !self.drain()? && !self.spin {
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(id)
+    }
+
+    fn poll(&mut self, wait: Option<Duration>) -> std::io::Result<Option<(u64, Outcome)>> {
+        let until = wait.map(|w| Instant::now() + w);
+        loop {
+            if let Some(d) = self.done.pop_front() {
+                return Ok(Some(d));
+            }
+            if let Some(&(id, _, at)) = self.pending.front()
+                && at <= Instant::now()
+            {
+                // The stream cannot tell a late echo from the next one: a
+                // timeout ends the run's use of this connection's order.
+                self.pending.pop_front();
+                return Ok(Some((id, Outcome::Timeout)));
+            }
+            if self.drain()? {
+                continue;
+            }
+            match until {
+                Some(u) if Instant::now() < u => {
+                    if !self.spin {
+                        std::thread::sleep(Duration::from_micros(20));
+                    }
+                }
+                _ => return Ok(None),
+            }
+        }
+    }
+
+    fn outstanding(&self) -> usize {
+        self.pending.len() + self.done.len()
     }
 }

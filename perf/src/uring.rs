@@ -236,6 +236,25 @@ pub fn set_socket_buffers(sock: &UdpSocket, bytes: usize) -> io::Result<usize> {
     Ok(usize::try_from(got).unwrap_or(0))
 }
 
+/// Sets a TCP stream's receive and send buffers to `bytes` each (as
+/// `set_socket_buffers`; 0 leaves the kernel's autotuning alone).
+pub fn set_stream_buffers(sock: &std::net::TcpStream, bytes: usize) -> io::Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    let v = libc::c_int::try_from(bytes).map_err(|_| invalid("socket buffer size too large"))?;
+    let fd = sock.as_raw_fd();
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        if setsockopt_int(fd, force, v).is_err() {
+            setsockopt_int(fd, plain, v)?;
+        }
+    }
+    Ok(())
+}
+
 fn setsockopt_int(fd: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
     // SAFETY: the option value points to a live c_int of the given size.
     let rc = unsafe {

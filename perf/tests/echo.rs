@@ -268,3 +268,32 @@ fn echo_uring_binary_echoes_and_reports() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("power of two"));
 }
+
+#[test]
+fn uring_tcp_echo_returns_the_stream_through_the_echo_transport() {
+    use sluice_perf::transport::EchoTcpTransport;
+    use sluice_perf::uring_tcp::{self, TcpEchoConfig};
+    let l = uring_tcp::listen("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let server = std::thread::spawn(move || {
+        let cfg = TcpEchoConfig {
+            busy_poll: false,
+            buffer_size: 64 << 10,
+            ..TcpEchoConfig::default()
+        };
+        uring_tcp::run(&l, &cfg, &s2).unwrap()
+    });
+    // Frames larger than the server's buffer: echoed in pieces, in order.
+    let mix = Mix::parse(&MIX.replace("[1, 4]", "[1, 100000]")).unwrap();
+    let mut t = EchoTcpTransport::connect(addr, &mix, Duration::from_secs(5), false).unwrap();
+    let frame = t.frame_len(0);
+    let r = driver::run(&mut t, &|r| mix.pick(r), &closed(4, 200, false));
+    assert_eq!((r.ok, r.timeouts, r.malformed), (200, 0, 0));
+    drop(t);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let st = server.join().unwrap();
+    assert_eq!(st.accepted, 1);
+    assert_eq!(st.bytes, 200 * frame as u64);
+}

@@ -118,6 +118,24 @@ fn route_change_under_load_reload_metrics_and_shutdown() {
         metrics.contains("shard=\"hbm2-batch\""),
         "metrics name the new shard"
     );
+    // The pool and copy counters of the real engine (docs/observability.md).
+    for family in [
+        "sluice_pool_allocs_total{",
+        "sluice_pool_reuses_total{",
+        "sluice_pool_page_reuse_ratio{",
+        "sluice_pool_bytes{",
+        "sluice_worker_spans_dropped_total{",
+    ] {
+        assert!(metrics.contains(family), "metrics have {family}");
+    }
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("sluice_pool_allocs_total{")
+                && l.contains("pool=\"rx\"")
+                && !l.ends_with(" 0")),
+        "the receive pool counted its receives"
+    );
 
     stop.store(true, Ordering::Relaxed);
     traffic.join().unwrap();

@@ -58,11 +58,6 @@ pub struct CopyStats {
     pub inputs_copied: AtomicU64,
     /// Their bytes.
     pub input_bytes_copied: AtomicU64,
-    /// Answers copied out of the socket's receive buffer into their own frame
-    /// (every answer, once: the receive buffer is reused for the next one).
-    pub answers_copied: AtomicU64,
-    /// Their bytes.
-    pub answer_bytes_copied: AtomicU64,
     /// Output tensors handed out as views over the answer's frame.
     pub outputs_viewed: AtomicU64,
     /// Output tensors converted instead (bf16 without ml_dtypes: float32).
@@ -77,13 +72,11 @@ impl CopyStats {
     }
 
     /// The counters as `(name, value)` pairs.
-    pub fn pairs(&self) -> [(&'static str, u64); 7] {
+    pub fn pairs(&self) -> [(&'static str, u64); 5] {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         [
             ("inputs_copied", g(&self.inputs_copied)),
             ("input_bytes_copied", g(&self.input_bytes_copied)),
-            ("answers_copied", g(&self.answers_copied)),
-            ("answer_bytes_copied", g(&self.answer_bytes_copied)),
             ("outputs_viewed", g(&self.outputs_viewed)),
             ("outputs_copied", g(&self.outputs_copied)),
             ("output_bytes_copied", g(&self.output_bytes_copied)),
@@ -99,12 +92,6 @@ impl CopyStats {
     pub fn converted(&self, len: usize) {
         Self::add(&self.outputs_copied, 1);
         Self::add(&self.output_bytes_copied, len as u64);
-    }
-
-    /// Counts one answer frame copied out of the receive buffer.
-    pub fn answer(&self, len: usize) {
-        Self::add(&self.answers_copied, 1);
-        Self::add(&self.answer_bytes_copied, len as u64);
     }
 }
 

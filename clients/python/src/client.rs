@@ -8,12 +8,16 @@
 //! `ClientBusyError` rather than a deadlock.
 
 use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
-use sluice_client::{Answer, Client, ClientConfig, ClientError, PollMode, Response, SchemaType};
+use sluice_client::{
+    Answer, Client, ClientConfig, ClientError, Endpoints, PollMode, Response, SchemaType,
+    TransportMode,
+};
 
 use crate::array::CopyStats;
 use crate::errors;
@@ -23,24 +27,60 @@ use crate::response;
 /// Most answers one `poll` or one detached receive hands back.
 const POLL_BATCH_MAX: usize = 256;
 
-/// The transports this build speaks. TCP joins when the engine serves it.
-enum Transport {
-    Udp(Client),
+/// The Rust client, which carries UDP, TCP or both (its `TransportMode`).
+struct Link(Client);
+
+impl Link {
+    fn client(&mut self) -> &mut Client {
+        &mut self.0
+    }
 }
 
-impl Transport {
-    fn client(&mut self) -> &mut Client {
-        match self {
-            Transport::Udp(c) => c,
-        }
-    }
+/// The first address `addr` resolves to.
+fn resolve(addr: &str) -> Result<SocketAddr, ClientError> {
+    addr.to_socket_addrs()?.next().ok_or_else(|| {
+        ClientError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{addr} resolves to no address"),
+        ))
+    })
+}
+
+/// Opens the client: `udp` on `addr`; `tcp` on `tcp_addr` (else `addr`);
+/// `auto` on UDP `addr` and, with `tcp_addr`, TCP there for the frames a
+/// datagram cannot carry.
+fn open(
+    mode: TransportMode,
+    addr: &str,
+    tcp_addr: Option<&str>,
+    cfg: ClientConfig,
+) -> Result<Client, ClientError> {
+    let cfg = ClientConfig {
+        transport: mode,
+        ..cfg
+    };
+    let ep = match mode {
+        TransportMode::Udp => Endpoints {
+            udp: Some(resolve(addr)?),
+            tcp: None,
+        },
+        TransportMode::Tcp => Endpoints {
+            udp: None,
+            tcp: Some(resolve(tcp_addr.unwrap_or(addr))?),
+        },
+        TransportMode::Auto => Endpoints {
+            udp: Some(resolve(addr)?),
+            tcp: tcp_addr.map(resolve).transpose()?,
+        },
+    };
+    Client::connect_endpoints(ep, cfg)
 }
 
 /// The native client. Python's `sluice.Client` and `sluice.AsyncClient`
 /// wrap it; use those.
 #[pyclass(module = "sluice._native", name = "NativeClient")]
 pub struct NativeClient {
-    inner: Mutex<Option<Transport>>,
+    inner: Mutex<Option<Link>>,
     copies: CopyStats,
     timeout: Duration,
 }
@@ -115,7 +155,7 @@ fn receive_batch(client: &mut Client, max: usize) -> Result<Vec<Answer>, ClientE
 }
 
 impl NativeClient {
-    fn lock(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, Option<Transport>>> {
+    fn lock(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, Option<Link>>> {
         match self.inner.try_lock() {
             Ok(g) => Ok(g),
             // Nothing panics while holding the lock; if it ever did, the
@@ -176,7 +216,7 @@ impl NativeClient {
 #[pymethods]
 impl NativeClient {
     #[new]
-    #[pyo3(signature = (addr, tenant=0, key=None, transport="udp", timeout=1.0, poll="block", outstanding_max=4096, schema_cache_max=1024))]
+    #[pyo3(signature = (addr, tenant=0, key=None, transport="udp", timeout=1.0, poll="block", outstanding_max=4096, schema_cache_max=1024, tcp_addr=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -188,6 +228,7 @@ impl NativeClient {
         poll: &str,
         outstanding_max: usize,
         schema_cache_max: usize,
+        tcp_addr: Option<String>,
     ) -> PyResult<Self> {
         let timeout = seconds(py, "timeout", timeout)?;
         let poll = match poll {
@@ -200,25 +241,17 @@ impl NativeClient {
                 ));
             }
         };
-        match transport {
-            "udp" | "auto" => {}
-            "tcp" => {
-                return Err(errors::make(
-                    py,
-                    "unsupported",
-                    None,
-                    "transport \"tcp\" is not supported by this build: the appliance serves UDP only so far (use \"udp\" or \"auto\")",
-                    false,
-                    None,
-                ));
-            }
+        let mode = match transport {
+            "udp" => TransportMode::Udp,
+            "tcp" => TransportMode::Tcp,
+            "auto" => TransportMode::Auto,
             other => {
                 return Err(errors::invalid_msg(
                     py,
                     &format!("transport must be \"udp\", \"tcp\" or \"auto\", not {other:?}"),
                 ));
             }
-        }
+        };
         if outstanding_max == 0 {
             return Err(errors::invalid_msg(
                 py,
@@ -237,10 +270,10 @@ impl NativeClient {
         };
         let addr = addr.to_owned();
         let client = py
-            .detach(move || Client::connect(addr.as_str(), cfg))
+            .detach(move || open(mode, &addr, tcp_addr.as_deref(), cfg))
             .map_err(|e| errors::client_error(py, e))?;
         Ok(NativeClient {
-            inner: Mutex::new(Some(Transport::Udp(client))),
+            inner: Mutex::new(Some(Link(client))),
             copies: CopyStats::default(),
             timeout,
         })
@@ -471,6 +504,26 @@ impl NativeClient {
         Ok(client.socket().as_raw_fd())
     }
 
+    /// `(fd, reconnects)` of the TCP connection while one is open, else
+    /// None. A reconnect may reuse the number of the closed descriptor;
+    /// the reconnect count tells the two apart (event loops re-register).
+    fn tcp_fileno(&self, py: Python<'_>) -> PyResult<Option<(i32, u64)>> {
+        use std::os::fd::AsRawFd;
+        let mut g = self.lock(py)?;
+        let client = g.as_mut().ok_or_else(|| Self::closed_error(py))?.client();
+        let n = client.stats().tcp_reconnects;
+        Ok(client.tcp_stream().map(|s| (s.as_raw_fd(), n)))
+    }
+
+    /// Answers already read and waiting to be taken (a TCP write that was
+    /// pushed back reads answers meanwhile: no socket readiness tells of
+    /// them).
+    fn ready(&self, py: Python<'_>) -> PyResult<bool> {
+        let mut g = self.lock(py)?;
+        let client = g.as_mut().ok_or_else(|| Self::closed_error(py))?.client();
+        Ok(client.has_ready())
+    }
+
     /// `(host, port)` of the local socket.
     fn local_addr(&self, py: Python<'_>) -> PyResult<(String, u16)> {
         let mut g = self.lock(py)?;
@@ -512,6 +565,13 @@ impl NativeClient {
                     ("timeouts", s.timeouts),
                     ("retries", s.retries),
                     ("schema_cache_hits", s.schema_cache_hits),
+                    ("tcp_sent", s.tcp_sent),
+                    ("tcp_reconnects", s.tcp_reconnects),
+                    ("connection_losses", s.connection_losses),
+                    // Copies the Rust client made out of its receive
+                    // buffers (every datagram; small TCP answers).
+                    ("answers_copied", s.answers_copied),
+                    ("answer_bytes_copied", s.answer_bytes_copied),
                 ] {
                     d.set_item(k, v)?;
                 }
@@ -523,7 +583,7 @@ impl NativeClient {
         Ok(d)
     }
 
-    /// Closes the socket. Further calls fail with `ClientClosedError`.
+    /// Closes the sockets. Further calls fail with `ClientClosedError`.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let mut g = self.lock(py)?;
         *g = None;

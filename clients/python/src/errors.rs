@@ -83,6 +83,14 @@ pub fn client_error(py: Python<'_>, e: ClientError) -> PyErr {
             false,
             None,
         ),
+        ClientError::ConnectionLost => make(
+            py,
+            "connection_lost",
+            None,
+            "the TCP connection was lost with this request outstanding (the next request reconnects)",
+            true,
+            None,
+        ),
         ClientError::TooManyOutstanding => make(
             py,
             "too_many_outstanding",

@@ -18,7 +18,6 @@ pub fn outputs<'py>(
     copies: &CopyStats,
 ) -> PyResult<Bound<'py, PyDict>> {
     let frame = resp.into_frame();
-    copies.answer(frame.as_bytes().len());
     let widen = !array::bf16_viewable(py);
     // (name, dtype, dims, data range, converted bytes)
     let mut descs = Vec::with_capacity(frame.tensor_count());

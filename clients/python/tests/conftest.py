@@ -75,7 +75,9 @@ def make_config(dirpath: pathlib.Path) -> pathlib.Path:
         .replace('listen = "127.0.0.1:7070"', 'listen = "127.0.0.1:0"')
         .replace('admin_listen = "127.0.0.1:7071"', 'admin_listen = "127.0.0.1:0"')
         .replace('data_dir = "../.cache/sluice-data"', f'data_dir = "{dirpath}/data"')
+        .replace('tcp_listen = ""', 'tcp_listen = "127.0.0.1:0"')
     )
+    assert 'tcp_listen = "127.0.0.1:0"' in text, "cfg/sluice.toml no longer has tcp_listen"
     own = dirpath / f"{OWN_MODEL}.onnx"
     try:
         own.write_bytes(own_model_bytes())
@@ -122,6 +124,29 @@ name = "two_io"
 version = "1"
 kind = "onnx"
 path = "{ROOT}/models/two_io.onnx"
+
+# Inputs larger than a datagram: over TCP (tests/test_tcp.py).
+[[routes]]
+name = "big"
+model = "big"
+shard = "hbm2-inference"
+
+[[routes]]
+name = "large"
+model = "large"
+shard = "hbm2-inference"
+
+[[models]]
+name = "big"
+version = "1"
+kind = "onnx"
+path = "{ROOT}/models/big.onnx"
+
+[[models]]
+name = "large"
+version = "1"
+kind = "onnx"
+path = "{ROOT}/models/large.onnx"
 {own_model}
 [[tenants]]
 name = "restricted"
@@ -169,6 +194,8 @@ class Appliance:
         self.admin = found["admin"]
         status = self.http("GET", "/v1/status")
         self.data = status["engine"]["listen"]
+        # The TCP listener beside it (io_uring tcp_listen, port 0 resolved).
+        self.tcp = status["engine"]["tcp_listen"]
 
     def http(self, method: str, path: str, body: Optional[Any] = None) -> Any:
         data = None if body is None else json.dumps(body).encode()

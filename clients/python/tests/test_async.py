@@ -134,8 +134,8 @@ def test_async_client_is_bound_to_one_loop(appliance) -> None:
     c.close()
 
 
-def test_transport_tcp_is_refused_for_async_too(appliance) -> None:
-    with pytest.raises(sluice.NotSupportedError):
+def test_transport_tcp_where_nothing_listens_for_it_is_refused(appliance) -> None:
+    with pytest.raises(sluice.TransportError):
         sluice.AsyncClient(appliance.data, transport="tcp")
 
 

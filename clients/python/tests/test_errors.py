@@ -327,13 +327,14 @@ def test_inputs_must_be_a_dict(client: sluice.Client) -> None:
 
 
 def test_transports(appliance) -> None:
-    with pytest.raises(sluice.NotSupportedError, match="not supported by this build"):
-        sluice.Client(appliance.data, transport="tcp")
     with pytest.raises(sluice.InvalidRequestError, match="transport must be"):
         sluice.Client(appliance.data, transport="quic")
     with sluice.Client(appliance.data, tenant=1, key=DEMO_KEY, transport="auto") as c:
         assert "y" in c.infer("mlp", "1", {"x": X})
-        assert c.transport == "udp"
+        assert c.transport == "auto" and c.stats()["tcp_sent"] == 0
+    # TCP where nothing listens for it: refused at once, a transport error.
+    with pytest.raises(sluice.TransportError):
+        sluice.Client(appliance.data, transport="tcp")
 
 
 def test_bad_client_settings(appliance) -> None:

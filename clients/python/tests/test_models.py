@@ -88,8 +88,8 @@ def test_own_onnx_model_matches_onnxruntime(client: sluice.Client) -> None:
 
 def test_big_model_input_does_not_fit_a_datagram(client: sluice.Client) -> None:
     """models/big.onnx takes a 512 KiB input: more than one UDP datagram
-    carries, so the client refuses to build it (large frames need the TCP
-    or DPDK transports, which this build's client does not speak)."""
+    carries, so the UDP client refuses to build it (over TCP it runs:
+    tests/test_tcp.py)."""
     x = np.ones((1, 131072), np.float32)
     with pytest.raises(sluice.InvalidRequestError) as e:
         client.infer("big", "1", {"x": x})

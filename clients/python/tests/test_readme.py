@@ -33,7 +33,7 @@ def test_readme_examples_run(appliance, tmp_path: pathlib.Path, capsys) -> None:
     os.chdir(tmp_path)
     try:
         for i, code in enumerate(blocks):
-            code = code.replace("127.0.0.1:7070", appliance.data)
+            code = code.replace("127.0.0.1:7070", appliance.data).replace("127.0.0.1:7072", appliance.tcp)
             if "negotiate(" in code:  # the registry reaches the data plane asynchronously
                 from test_schemas import negotiated
 
@@ -46,6 +46,7 @@ def test_readme_examples_run(appliance, tmp_path: pathlib.Path, capsys) -> None:
             ns["client"].close()
     out = capsys.readouterr().out
     assert "formal" in out and "deadline_exceeded False" in out and "[1. 1. 1.]" in out
+    assert "[[131072.]]" in out
     assert (tmp_path / "classifier.onnx").is_file()
     assert isinstance(ns["out"], dict) and len(ns["ys"]) == 32
     assert ns["avro"].schema_type == "AVRO" and isinstance(ns["schema"], sluice.NegotiatedSchema)

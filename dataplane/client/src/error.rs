@@ -36,6 +36,10 @@ pub enum ClientError {
     NothingPending,
     /// `send` would exceed `ClientConfig::outstanding_max`; receive first.
     TooManyOutstanding,
+    /// The TCP connection carrying the request was lost before its answer
+    /// came (the server closed or reset it). Retryable: the next send
+    /// connects again. The request may or may not have run.
+    ConnectionLost,
 }
 
 impl ClientError {
@@ -46,7 +50,7 @@ impl ClientError {
             ClientError::Server {
                 retryable: true,
                 ..
-            }
+            } | ClientError::ConnectionLost
         )
     }
 
@@ -75,6 +79,9 @@ impl fmt::Display for ClientError {
             ClientError::NothingPending => f.write_str("no request is outstanding"),
             ClientError::TooManyOutstanding => {
                 f.write_str("too many requests outstanding; receive answers first")
+            }
+            ClientError::ConnectionLost => {
+                f.write_str("the TCP connection was lost before the answer came")
             }
         }
     }

@@ -278,12 +278,80 @@ impl<'a> Request<'a> {
         key: Option<&TenantKey>,
         signed_deadline: Duration,
     ) -> Result<usize, Error> {
+        self.emit_frame(buf, request_id, tenant_id, key, signed_deadline, false)
+            .map(|l| l.frame_len)
+    }
+
+    /// The frame's length, without writing it.
+    pub fn encoded_len(&self) -> Result<usize, Error> {
+        self.with_repr(0, 0, false, false, Duration::ZERO, |r| r.layout())
+            .map(|l| l.frame_len)
+    }
+
+    /// Like [`Request::encode_with`], but raw tensor data is left out of
+    /// `buf` (its place is not written; the tag does not cover tensor
+    /// data): a vectored write sends it from the caller's memory, at the
+    /// offsets the layout gives.
+    pub(crate) fn encode_header_only(
+        &self,
+        buf: &mut [u8],
+        request_id: u64,
+        tenant_id: u32,
+        key: Option<&TenantKey>,
+        signed_deadline: Duration,
+    ) -> Result<sluice_wire::Layout, Error> {
+        self.emit_frame(buf, request_id, tenant_id, key, signed_deadline, true)
+    }
+
+    fn emit_frame(
+        &self,
+        buf: &mut [u8],
+        request_id: u64,
+        tenant_id: u32,
+        key: Option<&TenantKey>,
+        signed_deadline: Duration,
+        raw_in_place: bool,
+    ) -> Result<sluice_wire::Layout, Error> {
+        let key = match self.tenant {
+            Some((_, k)) => k,
+            None => key,
+        };
+        let layout = self.with_repr(
+            request_id,
+            tenant_id,
+            key.is_some(),
+            raw_in_place,
+            signed_deadline,
+            |r| r.emit(buf),
+        )?;
+        for (i, t) in self.tensors.iter().enumerate() {
+            let off = layout.tensor_offsets[i];
+            t.data.write(&mut buf[off..off + t.data.byte_len()]);
+        }
+        if let Some(key) = key {
+            sign(key, &mut buf[..layout.frame_len]);
+        }
+        Ok(layout)
+    }
+
+    /// Runs `f` on the frame's description (the tensor table lives on the
+    /// stack: nothing is allocated). A signed frame's deadline is capped at
+    /// now + `signed_deadline`.
+    fn with_repr<R>(
+        &self,
+        request_id: u64,
+        tenant_id: u32,
+        signed: bool,
+        raw_in_place: bool,
+        signed_deadline: Duration,
+        f: impl FnOnce(&FrameRepr<'_>) -> Result<R, Error>,
+    ) -> Result<R, Error> {
         if let Some(e) = self.invalid {
             return Err(e);
         }
-        let (tenant_id, key) = match self.tenant {
-            Some((id, k)) => (id, k),
-            None => (tenant_id, key),
+        let tenant_id = match self.tenant {
+            Some((id, _)) => id,
+            None => tenant_id,
         };
         let placeholder = TensorRepr {
             name: "",
@@ -306,18 +374,19 @@ impl<'a> Request<'a> {
                 dtype: t.data.dtype(),
                 dims: t.dims(),
                 data: match t.data {
-                    TensorData::Raw(_, b) => Some(b),
+                    TensorData::Raw(_, b) if !raw_in_place => Some(b),
                     _ => None,
                 },
             };
         }
-        let repr = FrameRepr {
+        f(&FrameRepr {
             kind: Kind::Request,
             request_id,
             tenant_id,
-            deadline_us: match key {
-                Some(_) => signed_deadline_us(deadline_us(self.deadline), signed_deadline),
-                None => deadline_us(self.deadline),
+            deadline_us: if signed {
+                signed_deadline_us(deadline_us(self.deadline), signed_deadline)
+            } else {
+                deadline_us(self.deadline)
             },
             schema_id: self.schema_id,
             schema_version: self.schema_version,
@@ -330,16 +399,7 @@ impl<'a> Request<'a> {
             extensions: &self.extensions,
             tensors: &reprs[..self.tensors.len()],
             ..FrameRepr::default()
-        };
-        let layout = repr.emit(buf)?;
-        for (i, t) in self.tensors.iter().enumerate() {
-            let off = layout.tensor_offsets[i];
-            t.data.write(&mut buf[off..off + t.data.byte_len()]);
-        }
-        if let Some(key) = key {
-            sign(key, &mut buf[..layout.frame_len]);
-        }
-        Ok(layout.frame_len)
+        })
     }
 }
 

@@ -10,7 +10,37 @@ pub use sluice_wire::Reject;
 pub struct RunAccount {
     /// Payload bytes copied (0 on the zero-copy path).
     pub payload_bytes_copied: u64,
+    /// Where they were copied, for the per-path counters.
+    pub copy_path: crate::stats::CopyPath,
 }
+
+/// Where a request may join a batch: the rows it adds along dimension 0 and
+/// a key over everything else that must match (other dimensions, adapter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchKey {
+    /// Rows (dimension 0) of the request.
+    pub rows: u32,
+    /// Requests stack only with equal keys (never 0).
+    pub key: u64,
+}
+
+/// What became of one request of a batch run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchSlot {
+    /// Not taken into the run: run it on its own.
+    Left,
+    /// Refused before the run: answer with this error.
+    Refused(Reject),
+    /// Stacked at `row`, `rows` rows: answer with [`Handler::batch_reply`].
+    Stacked {
+        /// First row.
+        row: u32,
+        /// Rows.
+        rows: u32,
+    },
+}
+
+const NO_BATCH: Reject = Reject::new(ErrorCode::Internal, "this model does not batch");
 
 /// Runs requests for one model version on one worker. Owned by that worker:
 /// no lock, no sharing.
@@ -24,6 +54,42 @@ pub trait Handler: Send {
         tx: &mut [u8],
         acct: &mut RunAccount,
     ) -> Result<usize, Reject>;
+
+    /// Whether `req` can join a batch, and where; `None` (the default): it
+    /// runs on its own through [`Handler::handle`].
+    fn batch_key(&self, _req: &Frame<&[u8]>, _adapter: Option<&str>) -> Option<BatchKey> {
+        None
+    }
+
+    /// Runs `reqs` (checked request frames with equal batch keys) as one
+    /// batch: inputs gathered into `input`, outputs left in `output` (both
+    /// 64-byte aligned, the worker's batch pool). Fills `slots`; returns the
+    /// rows run. An error means no request was answered by the run.
+    fn run_batch(
+        &mut self,
+        _reqs: &[&[u8]],
+        _adapter: Option<&str>,
+        _input: &mut [u8],
+        _output: &mut [u8],
+        _slots: &mut [BatchSlot],
+        _acct: &mut RunAccount,
+    ) -> Result<usize, Reject> {
+        Err(NO_BATCH)
+    }
+
+    /// Writes the reply of a request stacked in the last batch run into
+    /// `tx` from `output`; returns the frame length.
+    fn batch_reply(
+        &mut self,
+        _req: &Frame<&[u8]>,
+        _adapter: Option<&str>,
+        _slot: BatchSlot,
+        _output: &[u8],
+        _tx: &mut [u8],
+        _acct: &mut RunAccount,
+    ) -> Result<usize, Reject> {
+        Err(NO_BATCH)
+    }
 }
 
 /// Collects a request's input tensors into a fixed array.
@@ -78,6 +144,7 @@ fn emit_like_inputs(
         let off = layout.tensor_offsets[i];
         if copy_data {
             acct.payload_bytes_copied += d.data_len as u64;
+            acct.copy_path = crate::stats::CopyPath::EchoReply;
         } else {
             tx[off..off + d.data_len].fill(0);
         }

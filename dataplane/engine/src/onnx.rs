@@ -33,9 +33,15 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
             .collect(),
     };
     let model = OrtModel::load(&spec).map_err(|e| e.to_string())?;
+    if m.batch_max.is_some_and(|b| b > 1) {
+        model
+            .batchable()
+            .map_err(|why| format!("batch_max is set but the model cannot batch: {why}"))?;
+    }
     Ok(Box::new(OrtHandler {
         model,
         stats: sluice_infer::RunStats::default(),
+        slots: vec![sluice_infer::BatchSlot::Left; sluice_infer::BATCH_ROWS_MAX],
     }))
 }
 
@@ -52,7 +58,13 @@ pub fn make(m: &ModelCfg, _cfg: &Config) -> Result<Box<dyn Handler>, String> {
 struct OrtHandler {
     model: sluice_infer::OrtModel,
     stats: sluice_infer::RunStats,
+    /// The model's answer per request of a batch run (allocated at load).
+    slots: Vec<sluice_infer::BatchSlot>,
 }
+
+// The engine's batch limit is the inference stage's.
+#[cfg(feature = "onnx")]
+const _: () = assert!(crate::config::limits::BATCH_MAX as usize == sluice_infer::BATCH_ROWS_MAX);
 
 #[cfg(feature = "onnx")]
 impl Handler for OrtHandler {
@@ -65,6 +77,75 @@ impl Handler for OrtHandler {
     ) -> Result<usize, crate::handler::Reject> {
         let before = self.stats.payload_bytes_copied;
         let r = self.model.run_into(req, adapter, tx, &mut self.stats);
+        acct.payload_bytes_copied += self.stats.payload_bytes_copied - before;
+        r
+    }
+
+    fn batch_key(
+        &self,
+        req: &sluice_wire::Frame<&[u8]>,
+        adapter: Option<&str>,
+    ) -> Option<crate::handler::BatchKey> {
+        self.model
+            .batch_key(req, adapter)
+            .map(|k| crate::handler::BatchKey {
+                rows: k.rows,
+                key: k.key,
+            })
+    }
+
+    fn run_batch(
+        &mut self,
+        reqs: &[&[u8]],
+        adapter: Option<&str>,
+        input: &mut [u8],
+        output: &mut [u8],
+        slots: &mut [crate::handler::BatchSlot],
+        acct: &mut crate::handler::RunAccount,
+    ) -> Result<usize, crate::handler::Reject> {
+        use crate::handler::BatchSlot as E;
+        use sluice_infer::BatchSlot as I;
+        let n = reqs.len().min(slots.len()).min(self.slots.len());
+        let before = self.stats.payload_bytes_copied;
+        let r = self.model.run_batch(
+            &reqs[..n],
+            adapter,
+            input,
+            output,
+            &mut self.slots[..n],
+            &mut self.stats,
+        );
+        acct.payload_bytes_copied += self.stats.payload_bytes_copied - before;
+        for (e, i) in slots.iter_mut().zip(&self.slots[..n]) {
+            *e = match *i {
+                I::Left => E::Left,
+                I::Refused(r) => E::Refused(r),
+                I::Stacked { row, rows } => E::Stacked { row, rows },
+            };
+        }
+        r
+    }
+
+    fn batch_reply(
+        &mut self,
+        req: &sluice_wire::Frame<&[u8]>,
+        adapter: Option<&str>,
+        slot: crate::handler::BatchSlot,
+        output: &[u8],
+        tx: &mut [u8],
+        acct: &mut crate::handler::RunAccount,
+    ) -> Result<usize, crate::handler::Reject> {
+        use crate::handler::BatchSlot as E;
+        use sluice_infer::BatchSlot as I;
+        let slot = match slot {
+            E::Left => I::Left,
+            E::Refused(r) => I::Refused(r),
+            E::Stacked { row, rows } => I::Stacked { row, rows },
+        };
+        let before = self.stats.payload_bytes_copied;
+        let r = self
+            .model
+            .batch_reply(req, adapter, slot, output, tx, &mut self.stats);
         acct.payload_bytes_copied += self.stats.payload_bytes_copied - before;
         r
     }

@@ -17,6 +17,8 @@ pub struct Forwarded {
     pub tenant_id: u32,
     /// Where the answer goes.
     pub client: SocketAddr,
+    /// The client's connection, for stream transports (`RxPacket::conn`).
+    pub client_conn: u64,
     /// When it was sent.
     pub sent: Instant,
 }
@@ -225,6 +227,7 @@ mod tests {
             request_id: rid,
             tenant_id: 1,
             client: SocketAddr::from(([127, 0, 0, 2], 9)),
+            client_conn: 0,
             sent,
         }
     }

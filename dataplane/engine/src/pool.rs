@@ -99,6 +99,94 @@ impl Region {
     }
 }
 
+/// The pools a transport reports, by index into
+/// [`crate::transport::TransportCounters::pools`].
+pub mod kind {
+    /// Receive buffers (or slots, where the NIC's mempool owns the memory).
+    pub const RX: usize = 0;
+    /// Transmit buffers.
+    pub const TX: usize = 1;
+    /// Large transmit buffers (RDMA WRITE replies).
+    pub const LARGE: usize = 2;
+    /// How many there are.
+    pub const COUNT: usize = 3;
+    /// Their names in stats and metrics.
+    pub const NAMES: [&str; COUNT] = ["rx", "tx", "large"];
+}
+
+/// How one pool's buffers are used, as its transport counts them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PoolCounters {
+    /// Buffers in the pool (0: the transport has no such pool).
+    pub capacity: u32,
+    /// Buffers taken now.
+    pub in_use: u32,
+    /// Bytes of memory behind the pool.
+    pub bytes: u64,
+    /// Whether that memory sits in 2 MiB hugepages.
+    pub huge: bool,
+    /// Buffers handed out (each receive or allocation).
+    pub allocs: u64,
+    /// Of those, buffers handed out before: the same pages reused for a new
+    /// frame. `allocs - reuses` is first touches.
+    pub reuses: u64,
+    /// Distinct buffers handed out at least once.
+    pub touched: u32,
+}
+
+/// First touch or reuse, per buffer: one flag a buffer, preallocated.
+#[derive(Debug)]
+pub struct TouchMap {
+    touched: Box<[bool]>,
+    /// Buffers handed out.
+    pub allocs: u64,
+    /// Handed out again.
+    pub reuses: u64,
+    /// Distinct buffers handed out.
+    pub count: u32,
+}
+
+impl TouchMap {
+    /// `n` buffers, none touched.
+    pub fn new(n: u32) -> TouchMap {
+        TouchMap {
+            touched: vec![false; n as usize].into_boxed_slice(),
+            allocs: 0,
+            reuses: 0,
+            count: 0,
+        }
+    }
+
+    /// Counts buffer `i` handed out. Out of range is ignored (counted as an
+    /// allocation only): a counter never panics the data path.
+    #[inline]
+    pub fn take(&mut self, i: u32) {
+        self.allocs += 1;
+        let Some(t) = self.touched.get_mut(i as usize) else {
+            return;
+        };
+        if *t {
+            self.reuses += 1;
+        } else {
+            *t = true;
+            self.count += 1;
+        }
+    }
+
+    /// The pool's counters, with what only its owner knows.
+    pub fn counters(&self, in_use: u32, bytes: u64, huge: bool) -> PoolCounters {
+        PoolCounters {
+            capacity: self.touched.len() as u32,
+            in_use,
+            bytes,
+            huge,
+            allocs: self.allocs,
+            reuses: self.reuses,
+            touched: self.count,
+        }
+    }
+}
+
 /// A LIFO free list of buffer indices: the most recently freed buffer is
 /// reused first, while it is still warm in cache.
 #[derive(Debug)]
@@ -107,7 +195,7 @@ pub struct FreeList {
     capacity: u32,
     /// Allocations served from a buffer used before.
     pub reuses: u64,
-    touched: Vec<bool>,
+    touch: TouchMap,
 }
 
 impl FreeList {
@@ -117,18 +205,15 @@ impl FreeList {
             free: (0..n).rev().collect(),
             capacity: n,
             reuses: 0,
-            touched: vec![false; n as usize],
+            touch: TouchMap::new(n),
         }
     }
 
     /// Takes a buffer.
     pub fn alloc(&mut self) -> Option<u32> {
         let i = self.free.pop()?;
-        let t = &mut self.touched[i as usize];
-        if *t {
-            self.reuses += 1;
-        }
-        *t = true;
+        self.touch.take(i);
+        self.reuses = self.touch.reuses;
         Some(i)
     }
 
@@ -151,5 +236,37 @@ impl FreeList {
     /// Total buffers.
     pub fn capacity(&self) -> u32 {
         self.capacity
+    }
+
+    /// The pool's counters, given the memory behind it.
+    pub fn counters(&self, bytes: u64, huge: bool) -> PoolCounters {
+        self.touch.counters(self.in_use(), bytes, huge)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_touch_then_reuse() {
+        let mut f = FreeList::new(4);
+        let a = f.alloc().unwrap();
+        let b = f.alloc().unwrap();
+        f.free(a);
+        let c = f.alloc().unwrap();
+        assert_eq!(c, a, "LIFO: the warm buffer comes back first");
+        f.free(b);
+        f.free(c);
+        let p = f.counters(4 * 4096, false);
+        assert_eq!(
+            (p.allocs, p.reuses, p.touched, p.in_use, p.capacity),
+            (3, 1, 2, 0, 4)
+        );
+        let mut t = TouchMap::new(2);
+        t.take(1);
+        t.take(1);
+        t.take(9); // out of range: an allocation, never a panic
+        assert_eq!((t.allocs, t.reuses, t.count), (3, 1, 1));
     }
 }

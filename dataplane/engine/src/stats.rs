@@ -13,10 +13,124 @@ use serde::Serialize;
 use sluice_wire::ErrorCode;
 
 use crate::auth::{CAUSE_COUNT, Cause};
-use crate::config::limits::SHARD_COUNT_MAX;
+use crate::config::limits::{MODEL_SLOT_COUNT_MAX, SHARD_COUNT_MAX};
 
 /// Highest error code value tracked.
 pub const ERROR_CODE_SLOTS: usize = 32;
+
+/// Where payload bytes get copied, each with its reason. The design copies
+/// none; a path that must copy says so here and is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum CopyPath {
+    /// The echo model answers with its inputs: a copy by definition.
+    EchoReply = 0,
+    /// A model handler whose input or output did not stay in place.
+    #[default]
+    ModelInput = 1,
+    /// A request forwarded to a peer through a transport without a
+    /// send-from-receive-buffer path (one copy into a transmit buffer).
+    Forward = 2,
+    /// A peer's answer relayed to its client the same way.
+    Relay = 3,
+}
+
+/// How many copy paths there are.
+pub const COPY_PATHS: usize = 4;
+
+impl CopyPath {
+    /// Every path, in index order.
+    pub const ALL: [CopyPath; COPY_PATHS] = [
+        CopyPath::EchoReply,
+        CopyPath::ModelInput,
+        CopyPath::Forward,
+        CopyPath::Relay,
+    ];
+
+    /// Name in stats and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CopyPath::EchoReply => "echo_reply",
+            CopyPath::ModelInput => "model_tensor",
+            CopyPath::Forward => "forward",
+            CopyPath::Relay => "relay",
+        }
+    }
+
+    /// Why the path copies.
+    pub fn reason(self) -> &'static str {
+        match self {
+            CopyPath::EchoReply => "echo answers with its inputs",
+            CopyPath::ModelInput => "tensor not bound in place by the runtime",
+            CopyPath::Forward => "transport cannot send from the receive buffer",
+            CopyPath::Relay => "transport cannot send from the receive buffer",
+        }
+    }
+}
+
+/// A pool's counters as atomics a worker publishes (one writer).
+#[derive(Debug, Default)]
+pub struct PoolAtomics {
+    /// Buffers in the pool.
+    pub capacity: AtomicU64,
+    /// Taken now.
+    pub in_use: AtomicU64,
+    /// Bytes behind the pool.
+    pub bytes: AtomicU64,
+    /// 1 when in hugepages.
+    pub huge: AtomicU64,
+    /// Handed out.
+    pub allocs: AtomicU64,
+    /// Handed out again.
+    pub reuses: AtomicU64,
+    /// Distinct buffers handed out.
+    pub touched: AtomicU64,
+}
+
+impl PoolAtomics {
+    /// Stores a transport's reading.
+    pub fn store(&self, p: &crate::pool::PoolCounters) {
+        let set = |a: &AtomicU64, v: u64| a.store(v, Relaxed);
+        set(&self.capacity, u64::from(p.capacity));
+        set(&self.in_use, u64::from(p.in_use));
+        set(&self.bytes, p.bytes);
+        set(&self.huge, u64::from(p.huge));
+        set(&self.allocs, p.allocs);
+        set(&self.reuses, p.reuses);
+        set(&self.touched, u64::from(p.touched));
+    }
+
+    /// Reads them for a snapshot (`None`: no such pool).
+    pub fn read(&self, name: &str) -> Option<PoolStats> {
+        let ld = |a: &AtomicU64| a.load(Relaxed);
+        let capacity = ld(&self.capacity);
+        if capacity == 0 {
+            return None;
+        }
+        let (allocs, reuses, bytes, huge) = (
+            ld(&self.allocs),
+            ld(&self.reuses),
+            ld(&self.bytes),
+            ld(&self.huge) != 0,
+        );
+        Some(PoolStats {
+            pool: name.to_string(),
+            capacity,
+            in_use: ld(&self.in_use),
+            allocs,
+            reuses,
+            first_touches: allocs - reuses.min(allocs),
+            touched: ld(&self.touched),
+            reuse_ratio: if allocs == 0 {
+                0.0
+            } else {
+                reuses as f64 / allocs as f64
+            },
+            huge_bytes: if huge { bytes } else { 0 },
+            normal_bytes: if huge { 0 } else { bytes },
+        })
+    }
+}
 
 /// Adds to a counter that only the calling thread writes.
 #[inline]
@@ -82,10 +196,25 @@ pub struct WorkerCounters {
     pub tx_in_use: AtomicU64,
     /// Pool: buffer allocations that reused a buffer.
     pub buffer_reuses: AtomicU64,
+    /// Batch members that found no transmit buffer and waited for the
+    /// next pass.
+    pub batch_tx_waits: AtomicU64,
+    /// Per model slot: runs, batches, queue delays.
+    pub models: [ModelCounters; MODEL_SLOT_COUNT_MAX],
     /// Transport: datagrams the kernel dropped in this worker's socket
     /// queue before the worker saw them (SO_RXQ_OVFL; 0 where the
     /// transport cannot tell).
     pub rx_kernel_drops: AtomicU64,
+    /// Per pool (`pool::kind`), as the transport last reported.
+    pub pools: [PoolAtomics; crate::pool::kind::COUNT],
+    /// Payload bytes copied, by path (`CopyPath`).
+    pub copied_bytes: [AtomicU64; COPY_PATHS],
+    /// Frames that took a copy, by path.
+    pub copied_frames: [AtomicU64; COPY_PATHS],
+    /// Span records pushed to the worker's ring (traced requests).
+    pub spans_recorded: AtomicU64,
+    /// Span records dropped because the ring was full.
+    pub spans_dropped: AtomicU64,
     /// Serving: set once the worker runs, cleared when its loop ends
     /// (stopped, or failed).
     pub alive: AtomicBool,
@@ -93,6 +222,65 @@ pub struct WorkerCounters {
     pub panics: AtomicU64,
     /// Why the worker failed, once it has (written once, off the hot path).
     pub failure: Mutex<Option<String>>,
+}
+
+/// Upper bounds of the batch-size buckets (rows per run); a last bucket
+/// takes the rest.
+pub const BATCH_SIZE_BOUNDS: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+/// Upper bounds of the queue-delay buckets, µs (receive to start of the
+/// run that answered the request).
+pub const QUEUE_DELAY_BOUNDS_US: [u64; 12] = [
+    10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 25_000, 100_000,
+];
+
+/// One model slot's counters on one worker: what Triton reports as
+/// `nv_inference_request_success`, `nv_inference_count`,
+/// `nv_inference_exec_count`, a batch-size histogram and a queue-delay
+/// histogram. Fixed buckets, so recording is two stores.
+#[derive(Debug, Default)]
+pub struct ModelCounters {
+    /// Requests answered by a run of the model.
+    pub requests: AtomicU64,
+    /// Rows (dimension 0) of those requests: one per request for models
+    /// that do not batch.
+    pub inferences: AtomicU64,
+    /// Model executions: single runs plus batched runs.
+    pub executions: AtomicU64,
+    /// Batched runs that failed and were run again one request at a time.
+    pub batch_fallbacks: AtomicU64,
+    /// Executions by rows run, bucketed by [`BATCH_SIZE_BOUNDS`].
+    pub batch_size: [AtomicU64; BATCH_SIZE_BOUNDS.len() + 1],
+    /// Requests by queue delay, bucketed by [`QUEUE_DELAY_BOUNDS_US`].
+    pub queue_delay: [AtomicU64; QUEUE_DELAY_BOUNDS_US.len() + 1],
+    /// Sum of queue delays, ns.
+    pub queue_delay_ns: AtomicU64,
+}
+
+fn bucket(bounds: &[u64], v: u64) -> usize {
+    bounds.iter().position(|&b| v <= b).unwrap_or(bounds.len())
+}
+
+impl ModelCounters {
+    /// Counts one execution that answered `requests` requests of `rows`
+    /// rows in all.
+    #[inline]
+    pub fn execution(&self, requests: u64, rows: u64) {
+        bump(&self.executions, 1);
+        bump(&self.requests, requests);
+        bump(&self.inferences, rows);
+        bump(&self.batch_size[bucket(&BATCH_SIZE_BOUNDS, rows)], 1);
+    }
+
+    /// Counts one request's wait from receive to the start of its run.
+    #[inline]
+    pub fn queued(&self, d: Duration) {
+        let ns = d.as_nanos() as u64;
+        bump(
+            &self.queue_delay[bucket(&QUEUE_DELAY_BOUNDS_US, ns / 1000)],
+            1,
+        );
+        bump(&self.queue_delay_ns, ns);
+    }
 }
 
 impl Default for WorkerCounters {
@@ -124,7 +312,14 @@ impl Default for WorkerCounters {
             rx_in_use: AtomicU64::new(0),
             tx_in_use: AtomicU64::new(0),
             buffer_reuses: AtomicU64::new(0),
+            batch_tx_waits: AtomicU64::new(0),
+            models: std::array::from_fn(|_| ModelCounters::default()),
             rx_kernel_drops: AtomicU64::new(0),
+            pools: std::array::from_fn(|_| PoolAtomics::default()),
+            spans_recorded: AtomicU64::new(0),
+            spans_dropped: AtomicU64::new(0),
+            copied_bytes: std::array::from_fn(|_| AtomicU64::new(0)),
+            copied_frames: std::array::from_fn(|_| AtomicU64::new(0)),
             alive: AtomicBool::new(false),
             panics: AtomicU64::new(0),
             failure: Mutex::new(None),
@@ -137,6 +332,38 @@ impl WorkerCounters {
     #[inline]
     pub fn error(&self, code: ErrorCode) {
         bump(&self.errors[(code as usize).min(ERROR_CODE_SLOTS - 1)], 1);
+    }
+
+    /// Counts a copy of `bytes` on `path` (nothing when 0).
+    #[inline]
+    pub fn copied(&self, path: CopyPath, bytes: u64) {
+        if bytes > 0 {
+            bump(&self.copied_bytes[path as usize], bytes);
+            bump(&self.copied_frames[path as usize], 1);
+        }
+    }
+
+    /// Copies by path, for a snapshot (paths that never copied left out).
+    pub fn copies(&self) -> Vec<CopyStats> {
+        CopyPath::ALL
+            .iter()
+            .map(|&p| CopyStats {
+                path: p.as_str(),
+                reason: p.reason(),
+                frames: self.copied_frames[p as usize].load(Relaxed),
+                bytes: self.copied_bytes[p as usize].load(Relaxed),
+            })
+            .filter(|c| c.frames > 0)
+            .collect()
+    }
+
+    /// Pools, for a snapshot.
+    pub fn pool_stats(&self) -> Vec<PoolStats> {
+        self.pools
+            .iter()
+            .zip(crate::pool::kind::NAMES)
+            .filter_map(|(p, n)| p.read(n))
+            .collect()
     }
 
     /// Counts a refusal's cause (its error frame is counted by `error`).
@@ -302,6 +529,44 @@ impl Percentiles {
     }
 }
 
+/// One pool's use in a snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PoolStats {
+    /// `rx`, `tx` or `large`.
+    pub pool: String,
+    /// Buffers.
+    pub capacity: u64,
+    /// Taken now.
+    pub in_use: u64,
+    /// Handed out (receives or allocations).
+    pub allocs: u64,
+    /// Handed out again: the same pages reused for a new frame.
+    pub reuses: u64,
+    /// Handed out for the first time.
+    pub first_touches: u64,
+    /// Distinct buffers ever handed out.
+    pub touched: u64,
+    /// `reuses / allocs` (0 before the first).
+    pub reuse_ratio: f64,
+    /// Bytes of the pool in 2 MiB hugepages.
+    pub huge_bytes: u64,
+    /// Bytes of the pool in normal pages.
+    pub normal_bytes: u64,
+}
+
+/// Payload bytes copied on one path, and why.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CopyStats {
+    /// Path name (`CopyPath::as_str`).
+    pub path: &'static str,
+    /// Why it copies.
+    pub reason: &'static str,
+    /// Frames copied.
+    pub frames: u64,
+    /// Bytes copied.
+    pub bytes: u64,
+}
+
 /// One shard's view in a snapshot.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ShardStats {
@@ -374,10 +639,88 @@ pub struct WorkerStats {
     pub alive: bool,
     /// Panics caught in the worker's loop.
     pub panics: u64,
+    /// Buffer pools: use, reuse, pages.
+    pub pools: Vec<PoolStats>,
+    /// Payload bytes copied, by path and reason.
+    pub copies: Vec<CopyStats>,
+    /// Span records of traced requests pushed to the ring.
+    pub spans_recorded: u64,
+    /// Span records dropped (ring full).
+    pub spans_dropped: u64,
     /// Receive to reply.
     pub latency: Percentiles,
     /// Per shard.
     pub shards: Vec<ShardStats>,
+}
+
+/// A histogram with fixed buckets: `counts[i]` values at most
+/// `bounds[i]` (and above `bounds[i-1]`); the last count is above every bound.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Buckets {
+    /// Upper bounds, ascending.
+    pub bounds: Vec<u64>,
+    /// Values per bucket (not cumulative), `bounds.len() + 1` entries.
+    pub counts: Vec<u64>,
+    /// Sum of the values (in the unit the histogram names).
+    pub sum: u64,
+}
+
+impl Buckets {
+    fn add(&mut self, bounds: &[u64], counts: &[AtomicU64], sum: u64) {
+        if self.bounds.is_empty() {
+            self.bounds = bounds.to_vec();
+            self.counts = vec![0; counts.len()];
+        }
+        for (a, c) in self.counts.iter_mut().zip(counts) {
+            *a += c.load(Relaxed);
+        }
+        self.sum += sum;
+    }
+
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
+/// One model version's view in a snapshot, merged over workers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ModelStats {
+    /// Model name.
+    pub name: String,
+    /// Version.
+    pub version: String,
+    /// Requests answered by a run (Triton's `nv_inference_request_success`).
+    pub requests: u64,
+    /// Rows of those requests (`nv_inference_count`).
+    pub inferences: u64,
+    /// Model executions, single or batched (`nv_inference_exec_count`).
+    pub executions: u64,
+    /// Batched runs that failed and were retried one request at a time.
+    pub batch_fallbacks: u64,
+    /// Executions by rows run; `sum` is the rows.
+    pub batch_size: Buckets,
+    /// Requests by queue delay in µs (receive to start of their run);
+    /// `sum` is in ns.
+    pub queue_delay_us: Buckets,
+}
+
+impl ModelStats {
+    /// Adds one worker's counters of this model's slot.
+    pub fn add(&mut self, c: &ModelCounters) {
+        let ld = |a: &AtomicU64| a.load(Relaxed);
+        self.requests += ld(&c.requests);
+        self.inferences += ld(&c.inferences);
+        self.executions += ld(&c.executions);
+        self.batch_fallbacks += ld(&c.batch_fallbacks);
+        self.batch_size
+            .add(&BATCH_SIZE_BOUNDS, &c.batch_size, ld(&c.inferences));
+        self.queue_delay_us.add(
+            &QUEUE_DELAY_BOUNDS_US,
+            &c.queue_delay,
+            ld(&c.queue_delay_ns),
+        );
+    }
 }
 
 /// A statistics snapshot of the whole engine.
@@ -389,6 +732,9 @@ pub struct StatsSnapshot {
     pub shards: Vec<ShardStats>,
     /// Merged receive-to-reply latency.
     pub latency: Percentiles,
+    /// Per loaded model version, merged over workers: runs, batch sizes,
+    /// queue delays.
+    pub models: Vec<ModelStats>,
 }
 
 impl StatsSnapshot {

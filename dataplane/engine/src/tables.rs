@@ -2,14 +2,17 @@
 //! The control side builds a new one and publishes it (see `rcu.rs`); a worker
 //! picks it up at a burst boundary and never sees a half-applied change.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::net::SocketAddr;
 
 use sluice_wire::TenantKey;
 
 use crate::auth::AuthPolicy;
 use crate::config::{self, Config, ModelCfg, ModelKind, PeerCfg, RouteCfg, ShardCfg, TenantCfg};
-use crate::route::{Pattern, RouteTable};
+use crate::route::RouteTable;
+use crate::route::set::PatternSet;
 use crate::schema::SchemaTable;
 use crate::transform::TransformTable;
 
@@ -28,6 +31,10 @@ pub struct Shard {
     pub worker_mask: u64,
     /// Whether this host carries every label of the shard.
     pub local: bool,
+    /// Most rows one batched run stacks (1: no batching).
+    pub batch_max: u32,
+    /// How long a batch's first request may wait for more, µs.
+    pub batch_delay_us: u32,
 }
 
 /// A tenant.
@@ -39,28 +46,30 @@ pub struct Tenant {
     pub name: String,
     /// MAC key.
     pub key: TenantKey,
-    models: Vec<Pattern>,
-    adapters: Vec<Pattern>,
-    routes: Vec<Pattern>,
-    subjects: Vec<Pattern>,
+    /// SHA-256 digests of the bearer tokens the front door accepts.
+    pub token_digests: Vec<[u8; 32]>,
+    models: PatternSet,
+    adapters: PatternSet,
+    routes: PatternSet,
+    subjects: PatternSet,
 }
 
 impl Tenant {
     /// May this tenant use the model?
     pub fn allows_model(&self, m: &str) -> bool {
-        self.models.iter().any(|p| p.matches(m))
+        self.models.matches(m)
     }
     /// May this tenant use the adapter?
     pub fn allows_adapter(&self, a: &str) -> bool {
-        self.adapters.iter().any(|p| p.matches(a))
+        self.adapters.matches(a)
     }
     /// May this tenant use the route?
     pub fn allows_route(&self, r: &str) -> bool {
-        self.routes.iter().any(|p| p.matches(r))
+        self.routes.matches(r)
     }
     /// May this tenant see the schema subject?
     pub fn allows_subject(&self, s: &str) -> bool {
-        self.subjects.iter().any(|p| p.matches(s))
+        self.subjects.matches(s)
     }
 }
 
@@ -77,14 +86,52 @@ pub struct ModelEntry {
     pub slot: usize,
     /// Adapter ids.
     pub adapters: Vec<String>,
+    /// `batch_max` of the model, overriding its shard's.
+    pub batch_max: Option<u32>,
+    /// `batch_delay_us` of the model, overriding its shard's.
+    pub batch_delay_us: Option<u32>,
+    adapter_set: FxHashSet<Box<str>>,
+}
+
+impl ModelEntry {
+    /// Whether the version carries the adapter (a hash lookup).
+    pub fn has_adapter(&self, id: &str) -> bool {
+        self.adapter_set.contains(id)
+    }
+}
+
+/// How requests of one model version in one shard batch: the model's own
+/// settings, else the shard's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BatchPolicy {
+    /// Most rows per run (1: no batching).
+    pub max: u32,
+    /// Longest wait of a batch's first request, µs.
+    pub delay_us: u32,
+}
+
+impl BatchPolicy {
+    /// The policy of `model` running in `shard`.
+    pub fn of(model: &ModelEntry, shard: &Shard) -> BatchPolicy {
+        match model.batch_max {
+            Some(max) => BatchPolicy {
+                max,
+                delay_us: model.batch_delay_us.unwrap_or(0),
+            },
+            None => BatchPolicy {
+                max: shard.batch_max,
+                delay_us: shard.batch_delay_us,
+            },
+        }
+    }
 }
 
 /// Models by name, version and alias.
 #[derive(Debug, Clone, Default)]
 pub struct ModelTable {
     entries: Vec<ModelEntry>,
-    /// name -> [(version or alias, entry index)]
-    by_name: HashMap<String, Vec<(String, usize)>>,
+    /// name -> version or alias -> entry index.
+    by_name: FxHashMap<Box<str>, FxHashMap<Box<str>, usize>>,
 }
 
 impl ModelTable {
@@ -98,11 +145,16 @@ impl ModelTable {
                 kind: m.kind,
                 slot: slots[i],
                 adapters: m.adapters.iter().map(|a| a.id.clone()).collect(),
+                batch_max: m.batch_max,
+                batch_delay_us: m.batch_delay_us,
+                adapter_set: m.adapters.iter().map(|a| a.id.as_str().into()).collect(),
             });
-            let names = t.by_name.entry(m.name.clone()).or_default();
-            names.push((m.version.clone(), i));
+            // Validation refused clashes; were one left, the first would win
+            // as the list scan did.
+            let names = t.by_name.entry(m.name.as_str().into()).or_default();
+            names.entry(m.version.as_str().into()).or_insert(i);
             for a in &m.aliases {
-                names.push((a.clone(), i));
+                names.entry(a.as_str().into()).or_insert(i);
             }
         }
         t
@@ -110,10 +162,8 @@ impl ModelTable {
 
     /// Resolves a name and a version or alias.
     pub fn resolve(&self, name: &str, version: &str) -> Option<&ModelEntry> {
-        let v = self.by_name.get(name)?;
-        v.iter()
-            .find(|(k, _)| k == version)
-            .map(|&(_, i)| &self.entries[i])
+        let i = *self.by_name.get(name)?.get(version)?;
+        self.entries.get(i)
     }
 
     /// Every entry.
@@ -129,6 +179,8 @@ pub struct Peer {
     pub name: String,
     /// Data-plane address.
     pub addr: SocketAddr,
+    /// TCP address, for frames a datagram cannot carry.
+    pub tcp_addr: Option<SocketAddr>,
     /// Labels.
     pub labels: BTreeMap<String, String>,
 }
@@ -255,6 +307,8 @@ impl Tables {
                     .as_ref()
                     .map_or(all_workers, |w| w.iter().fold(0u64, |m, &i| m | (1 << i))),
                 local: s.labels.iter().all(|(k, v)| host_labels.get(k) == Some(v)),
+                batch_max: s.batch_max,
+                batch_delay_us: s.batch_delay_us,
             })
             .collect();
         let names: Vec<&str> = shards.iter().map(|s| s.name.as_str()).collect();
@@ -264,11 +318,19 @@ impl Tables {
         for (i, t) in live.tenants.iter().enumerate() {
             let key = config::decode_key(&t.key)
                 .map_err(|m| config::ConfigError::at(format!("tenants[{i}].key"), m))?;
-            let pats = |v: &[String]| v.iter().map(|p| Pattern::new(p)).collect::<Vec<_>>();
+            let pats = |v: &[String]| PatternSet::new(v);
+            let mut token_digests = Vec::with_capacity(t.tokens.len());
+            for (j, spec) in t.tokens.iter().enumerate() {
+                token_digests.push(
+                    config::decode_token(spec)
+                        .map_err(|m| config::ConfigError::at(format!("tenants[{i}].tokens[{j}]"), m))?,
+                );
+            }
             tenants.push(Tenant {
                 id: t.id,
                 name: t.name.clone(),
                 key: TenantKey::new(&key),
+                token_digests,
                 models: pats(&t.models),
                 adapters: pats(&t.adapters),
                 routes: pats(&t.routes),
@@ -283,6 +345,7 @@ impl Tables {
                 Some(Peer {
                     name: p.name.clone(),
                     addr: p.address.parse().ok()?,
+                    tcp_addr: p.tcp_address.as_deref().and_then(|a| a.parse().ok()),
                     labels: p.labels.clone(),
                 })
             })
@@ -307,6 +370,13 @@ impl Tables {
             .binary_search_by_key(&id, |t| t.id)
             .ok()
             .map(|i| &self.tenants[i])
+    }
+
+    /// The tenant a bearer token's digest belongs to.
+    pub fn tenant_by_token(&self, digest: &[u8; 32]) -> Option<&Tenant> {
+        self.tenants
+            .iter()
+            .find(|t| t.token_digests.iter().any(|d| d == digest))
     }
 
     /// The first up peer carrying every label of a shard.

@@ -3,7 +3,9 @@
 //! nothing in the product can ask for it). The failing worker's requests are
 //! answered (a retryable `internal`, or the answer it had already built),
 //! its death is counted and visible in status and stats, live changes keep
-//! working without it, and the other worker keeps serving.
+//! working without it, and the other worker keeps serving. Requests a
+//! batching shard holds across loop iterations, and the members of a
+//! batched run the fault cut short, are answered too.
 // Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
 // covers #[test] functions; this covers their helpers).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
@@ -12,15 +14,25 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::*;
 use sluice_engine::config::ModelCfg;
-use sluice_engine::handler::{Handler, Reject, RunAccount};
+use sluice_engine::handler::{BatchKey, BatchSlot, Handler, Reject, RunAccount};
 use sluice_engine::{Config, Engine, EngineOptions};
 use sluice_wire::{ErrorCode, Frame, Kind};
+
+/// The tests here make workers panic on purpose and time what follows; a
+/// panic elsewhere in the process (its message and backtrace printed under
+/// the panic hook's lock) would stretch that timing, so they run one at a
+/// time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Panics on every request: the injected fault.
 struct Boom;
@@ -37,12 +49,57 @@ impl Handler for Boom {
     }
 }
 
-/// The default handlers, plus `boom` for models named "boom".
-fn factory(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
-    if m.name == "boom" {
-        return Ok(Box::new(Boom));
+/// A null model that stacks every request (one row, one key) and answers
+/// each on its own after the batched run; with `boom`, the batched run
+/// panics.
+struct Stack {
+    inner: Box<dyn Handler>,
+    boom: bool,
+}
+
+impl Handler for Stack {
+    fn handle(
+        &mut self,
+        req: &Frame<&[u8]>,
+        adapter: Option<&str>,
+        tx: &mut [u8],
+        acct: &mut RunAccount,
+    ) -> Result<usize, Reject> {
+        self.inner.handle(req, adapter, tx, acct)
     }
-    sluice_engine::engine::default_factory(m, cfg)
+
+    fn batch_key(&self, _req: &Frame<&[u8]>, _adapter: Option<&str>) -> Option<BatchKey> {
+        Some(BatchKey { rows: 1, key: 1 })
+    }
+
+    fn run_batch(
+        &mut self,
+        reqs: &[&[u8]],
+        _adapter: Option<&str>,
+        _input: &mut [u8],
+        _output: &mut [u8],
+        slots: &mut [BatchSlot],
+        _acct: &mut RunAccount,
+    ) -> Result<usize, Reject> {
+        if self.boom {
+            panic!("injected fault: a batched run panics");
+        }
+        slots.fill(BatchSlot::Left);
+        Ok(reqs.len())
+    }
+}
+
+/// The default handlers, plus `boom` for models named "boom" and `Stack`
+/// for "stack" (and "stackboom", whose batched runs panic).
+fn factory(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
+    match m.name.as_str() {
+        "boom" => Ok(Box::new(Boom)),
+        "stack" | "stackboom" => Ok(Box::new(Stack {
+            inner: sluice_engine::engine::default_factory(m, cfg)?,
+            boom: m.name == "stackboom",
+        })),
+        _ => sluice_engine::engine::default_factory(m, cfg),
+    }
 }
 
 fn engine() -> Engine {
@@ -173,6 +230,7 @@ fn steady_traffic(to: SocketAddr, stop: Arc<AtomicBool>) -> (u64, u64) {
 
 #[test]
 fn a_failing_worker_answers_what_it_held_and_is_reported() {
+    let _serial = serial();
     let mut e = engine();
     let to = e.local_addr().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -267,5 +325,143 @@ fn a_failing_worker_answers_what_it_held_and_is_reported() {
         assert_eq!(lost, 0, "a steady client lost a request (after one retry)");
     }
     assert!(answered > 0);
+    e.stop(Duration::ZERO);
+}
+
+/// One worker; shard `batch` stacks up to `batch_max` requests and holds
+/// a batch for up to 1 s (the limit) waiting for more.
+fn batching_engine(batch_max: u32) -> Engine {
+    // Unsigned frames, as the other tests here: they are about faults.
+    let text = format!(
+        r#"
+[auth]
+mode = "none"
+[engine]
+workers = [0]
+poll = "adaptive"
+spin_us = 50
+rx_burst_max = 32
+[io_uring]
+listen = "127.0.0.1:0"
+rx_buffers = 256
+tx_buffers = 256
+[[shards]]
+name = "main"
+queue_depth = 64
+[[shards]]
+name = "batch"
+queue_depth = 64
+batch_max = {batch_max}
+batch_delay_us = 1000000
+[[routes]]
+name = "boom"
+model = "boom"
+shard = "main"
+[[routes]]
+name = "stack"
+model = "stack"
+shard = "batch"
+[[routes]]
+name = "stackboom"
+model = "stackboom"
+shard = "batch"
+[[routes]]
+name = "rest"
+shard = "main"
+[[models]]
+name = "null"
+version = "1"
+kind = "null"
+[[models]]
+name = "boom"
+version = "1"
+kind = "null"
+[[models]]
+name = "stack"
+version = "1"
+kind = "null"
+[[models]]
+name = "stackboom"
+version = "1"
+kind = "null"
+"#
+    );
+    let cfg = Config::parse(&text, std::env::temp_dir()).unwrap();
+    let mut e = Engine::with_factory(
+        cfg,
+        EngineOptions {
+            no_pin: true,
+            ..Default::default()
+        },
+        factory,
+    )
+    .unwrap();
+    e.start().unwrap();
+    e
+}
+
+#[test]
+fn requests_a_batch_holds_are_answered_when_the_worker_fails() {
+    let _serial = serial();
+    let mut e = batching_engine(8);
+    let to = e.local_addr().unwrap();
+    let s = client();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut buf = vec![0u8; 4096];
+    // Three of eight rows: the batch waits (up to 1 s) for more, across
+    // loop iterations; then the fault hits the worker holding them.
+    for id in 1..=3u64 {
+        let n = request(id, "stack", &mut buf);
+        s.send_to(&buf[..n], to).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let t0 = Instant::now();
+    let n = request(100, "boom", &mut buf);
+    s.send_to(&buf[..n], to).unwrap();
+    let got = collect(&s, 4);
+    assert_eq!(got.len(), 4, "every request is answered: {got:?}");
+    for id in [1, 2, 3, 100] {
+        assert_eq!(
+            got[&id],
+            (Kind::Error, Some(ErrorCode::Internal)),
+            "request {id}: a held request that ran (a response) means the batch's delay ended before the fault: {got:?}"
+        );
+    }
+    assert!(
+        t0.elapsed() < Duration::from_secs(1),
+        "answered by the failing worker, not by the batch's delay: {:?}",
+        t0.elapsed()
+    );
+    let st = e.status();
+    assert_eq!(st.workers[0].panics, 1, "{:?}", st.workers);
+    e.stop(Duration::ZERO);
+}
+
+#[test]
+fn members_of_a_batched_run_that_panics_are_answered() {
+    let _serial = serial();
+    let mut e = batching_engine(4);
+    let to = e.local_addr().unwrap();
+    let s = client();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut buf = vec![0u8; 4096];
+    // Four rows fill the batch: it runs at once, and the run panics.
+    for id in 1..=4u64 {
+        let n = request(id, "stackboom", &mut buf);
+        s.send_to(&buf[..n], to).unwrap();
+    }
+    let got = collect(&s, 4);
+    assert_eq!(got.len(), 4, "every member is answered: {got:?}");
+    for (id, a) in &got {
+        assert_eq!(
+            *a,
+            (Kind::Error, Some(ErrorCode::Internal)),
+            "request {id}: {got:?}"
+        );
+    }
+    let st = e.status();
+    assert_eq!(st.workers[0].panics, 1, "{:?}", st.workers);
+    let why = st.workers[0].failure.clone().unwrap_or_default();
+    assert!(why.contains("a batched run panics"), "{why}");
     e.stop(Duration::ZERO);
 }

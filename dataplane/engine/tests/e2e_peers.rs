@@ -173,6 +173,7 @@ fn requests_from_a_peer_are_not_forwarded_again() {
     live.peers.push(sluice_engine::config::PeerCfg {
         name: "a".into(),
         address: a_addr.to_string(),
+        tcp_address: None,
         labels: [("hardware.gpu.memory".to_string(), "gddr6".to_string())].into(),
         transport: Default::default(),
     });

@@ -75,6 +75,68 @@ fn echo_model_returns_input_and_counts_the_copy() {
     assert_eq!(e.stats().total(|w| w.payload_bytes_copied), 12);
 }
 
+/// Pool counters: every receive and allocation counted, first touches
+/// told from reuses, the pages behind each pool reported; copies by path.
+#[test]
+fn pools_count_first_touches_and_reuses_and_copies_by_path() {
+    let e = start("");
+    let s = client();
+    let mut buf = vec![0u8; 4096];
+    let data = [1.0f32, 2.0];
+    const N: u64 = 200; // more than the 64 receive buffers
+    for id in 0..N {
+        let n = build(
+            &Req {
+                id,
+                model: "echo",
+                version: "1",
+                data: &data,
+                ..Req::default()
+            },
+            &mut buf,
+        );
+        roundtrip(&s, e.local_addr().unwrap(), &buf[..n]);
+    }
+    // Workers publish pool counters every 50 ms.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let w = loop {
+        let st = e.stats();
+        let w = st.workers[0].clone();
+        let rx = w
+            .pools
+            .iter()
+            .find(|p| p.pool == "rx")
+            .map_or(0, |p| p.allocs);
+        if rx >= N || std::time::Instant::now() > deadline {
+            break w;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let rx = w.pools.iter().find(|p| p.pool == "rx").unwrap();
+    let tx = w.pools.iter().find(|p| p.pool == "tx").unwrap();
+    assert_eq!(rx.allocs, N, "one receive buffer per request: {rx:?}");
+    assert_eq!(rx.capacity, 64);
+    assert!(rx.touched >= 1 && rx.touched <= 64, "{rx:?}");
+    assert_eq!(rx.first_touches, rx.touched, "{rx:?}");
+    assert_eq!(rx.reuses + rx.first_touches, rx.allocs);
+    assert!(rx.reuses >= N - 64, "{rx:?}");
+    assert!((rx.reuse_ratio - rx.reuses as f64 / N as f64).abs() < 1e-9);
+    assert_eq!(rx.huge_bytes + rx.normal_bytes, 64 * 65536);
+    assert_eq!(tx.allocs, N, "one transmit buffer per answer: {tx:?}");
+    // LIFO free list, one request at a time: the same warm buffer each time.
+    assert_eq!(tx.touched, 1, "{tx:?}");
+    assert_eq!(tx.reuses, N - 1);
+    assert!(
+        w.pools.iter().all(|p| p.pool != "large"),
+        "no large pool on io_uring"
+    );
+    assert_eq!(w.copies.len(), 1, "{:?}", w.copies);
+    assert_eq!(w.copies[0].path, "echo_reply");
+    assert_eq!(w.copies[0].frames, N);
+    assert_eq!(w.copies[0].bytes, N * 8);
+    assert_eq!(w.buffer_reuses, rx.reuses + tx.reuses);
+}
+
 #[test]
 fn every_error_path_answers_with_its_code() {
     let e = start("");

@@ -1,8 +1,8 @@
 //! After start-up, the worker's per-request path makes no heap allocation:
 //! a counting global allocator counts allocations made on worker threads
-//! while real io_uring traffic of every kind flows, signed, with the
-//! freshness rule and the replay table on (replays, stale deadlines,
-//! negotiations, things outside a tenant's lists).
+//! while real io_uring traffic of every kind flows, over UDP and TCP,
+//! signed, with the freshness rule and the replay table on (replays, stale
+//! deadlines, negotiations, things outside a tenant's lists).
 // Tests may unwrap and expect: a failed unwrap is a failed test (clippy.toml
 // covers #[test] functions; this covers their helpers).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
@@ -20,6 +20,18 @@ static GLOBAL: sluice_testkit::CountingAlloc = sluice_testkit::CountingAlloc;
 
 fn mark_worker(_: usize) {
     sluice_testkit::watch_this_thread();
+}
+
+/// A trace context: flags, the caller's span, the trace id's low byte
+/// (bytes 8.. decide head sampling).
+fn trace(flags: u8, parent: [u8; 8], low: u8) -> sluice_wire::TraceContext {
+    let mut trace_id = [0x5a; 16];
+    trace_id[8] = low;
+    sluice_wire::TraceContext {
+        trace_id,
+        parent_id: parent,
+        flags,
+    }
 }
 
 fn traffic(e: &Engine, rounds: u64) {
@@ -61,6 +73,25 @@ fn traffic(e: &Engine, rounds: u64) {
             Req {
                 id: i,
                 intent: "training",
+                ..Req::default()
+            },
+            // Traced: sampled by the caller; undecided and kept by the
+            // head-sampling ratio; decided against (only the flag test).
+            Req {
+                id: i,
+                model: "echo",
+                version: "1",
+                trace: trace(1, [3; 8], 0x01),
+                ..Req::default()
+            },
+            Req {
+                id: i,
+                trace: trace(0, [0; 8], 0x01),
+                ..Req::default()
+            },
+            Req {
+                id: i,
+                trace: trace(0, [3; 8], 0x01),
                 ..Req::default()
             },
         ];
@@ -126,13 +157,91 @@ fn traffic(e: &Engine, rounds: u64) {
     }
 }
 
+/// TCP: small and large frames, pipelined, refused ones, a connection
+/// opened and half-closed, one that sends a stream that is not frames.
+fn tcp_traffic(e: &Engine, conns: &mut [std::net::TcpStream], rounds: u64) {
+    use std::io::{Read, Write};
+    let addr = e.tcp_local_addr().unwrap();
+    let small: Vec<u8> = {
+        let mut b = vec![0u8; 4096];
+        let n = build(&Req::default(), &mut b);
+        b.truncate(n);
+        b
+    };
+    let data = vec![0.25f32; 1 << 18];
+    let mut large = vec![0u8; (1 << 20) + 4096];
+    let n = build(
+        &Req {
+            data: &data,
+            ..Req::default()
+        },
+        &mut large,
+    );
+    large.truncate(n);
+    let unknown = {
+        let mut b = vec![0u8; 4096];
+        let n = build(
+            &Req {
+                model: "nope",
+                ..Req::default()
+            },
+            &mut b,
+        );
+        b.truncate(n);
+        b
+    };
+    for _ in 0..rounds {
+        for c in conns.iter_mut() {
+            c.write_all(&small).unwrap();
+            c.write_all(&unknown).unwrap();
+            c.write_all(&small).unwrap();
+        }
+        for c in conns.iter_mut() {
+            for _ in 0..3 {
+                read_frame(c).expect("answered");
+            }
+        }
+        tcp_roundtrip(&mut conns[0], &large);
+    }
+    // A new connection, half-closed after its requests.
+    let mut c = tcp_client(addr);
+    c.write_all(&small).unwrap();
+    c.write_all(&large).unwrap();
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    read_frame(&mut c).unwrap();
+    read_frame(&mut c).unwrap();
+    let mut rest = Vec::new();
+    c.read_to_end(&mut rest).unwrap();
+    // Not frames at all: an error frame, then the end.
+    let mut c = tcp_client(addr);
+    c.write_all(&[0u8; 128]).unwrap();
+    read_frame(&mut c).unwrap();
+    c.read_to_end(&mut rest).unwrap();
+}
+
 #[test]
 fn worker_hot_path_does_not_allocate() {
     let opts = EngineOptions {
         worker_init: Some(mark_worker),
         no_pin: true,
+        ..Default::default()
     };
-    let mut e = Engine::new(test_config(""), opts).unwrap();
+    // Tracing on, with a small ring nobody drains: recording and dropping
+    // (a full ring) are both on the measured path.
+    let mut cfg = test_config("[tracing]\nsample_ratio = 0.5\nring_spans = 64\n");
+    cfg.io_uring.tcp_listen = "127.0.0.1:0".into();
+    cfg.io_uring.tcp_connections_max = 16;
+    cfg.io_uring.tcp_slots = vec![
+        sluice_engine::config::TcpSlotCfg {
+            size: 64 << 10,
+            count: 32,
+        },
+        sluice_engine::config::TcpSlotCfg {
+            size: 2 << 20,
+            count: 2,
+        },
+    ];
+    let mut e = Engine::new(cfg, opts).unwrap();
     e.start().unwrap();
     let mut routes = e.live().routes;
     routes.insert(
@@ -152,7 +261,11 @@ fn worker_hot_path_does_not_allocate() {
     });
     e.apply_json(doc.to_string().as_bytes()).unwrap();
     // Warm up: first touches of thread-locals, histogram publication, epoch loads.
+    let mut conns: Vec<_> = (0..4)
+        .map(|_| tcp_client(e.tcp_local_addr().unwrap()))
+        .collect();
     traffic(&e, 50);
+    tcp_traffic(&e, &mut conns, 20);
     std::thread::sleep(Duration::from_millis(120));
     let before = sluice_testkit::watched_allocs();
     // The counter works: start-up on the worker thread (pools, queues) allocated.
@@ -161,6 +274,7 @@ fn worker_hot_path_does_not_allocate() {
         "the counting allocator saw the worker's start-up"
     );
     traffic(&e, 500);
+    tcp_traffic(&e, &mut conns, 200);
     std::thread::sleep(Duration::from_millis(120));
     let after = sluice_testkit::watched_allocs();
     let st = e.stats();
@@ -168,6 +282,11 @@ fn worker_hot_path_does_not_allocate() {
         st.total(|w| w.ok) >= 1100,
         "traffic flowed: {}",
         st.total(|w| w.ok)
+    );
+    let t = &e.tcp_connection_totals()[0];
+    assert!(
+        t.rx_frames >= 2600 && t.malformed == 2,
+        "tcp traffic flowed: {t:?}"
     );
     use sluice_wire::ErrorCode as C;
     for (code, n) in [
@@ -178,10 +297,13 @@ fn worker_hot_path_does_not_allocate() {
         assert!(st.errors(code) >= n, "{code}: {}", st.errors(code));
     }
     assert!(st.total(|w| w.negotiations) >= 1000);
+    // Two traced requests a round: 64 recorded (the ring), the rest dropped.
+    assert_eq!(st.total(|w| w.spans_recorded), 64);
+    assert_eq!(st.total(|w| w.spans_dropped), 2 * 550 - 64);
     assert_eq!(
         after - before,
         0,
-        "worker threads allocated {} times during 11400 frames",
+        "worker threads allocated {} times during 12900 datagram frames and 2600 tcp requests",
         after - before
     );
     e.stop(Duration::ZERO);

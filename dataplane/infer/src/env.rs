@@ -62,6 +62,7 @@ pub fn init(library_path: &Path) -> Result<(), InferError> {
         .with_telemetry(false)
         .build()
         .map_err(|e| InferError::Environment(e.to_string()))?;
+    crate::raw::alloc::register(&env).map_err(|e| InferError::Environment(e.0))?;
     let _ = RUNTIME.set(Runtime {
         library: requested,
         env,

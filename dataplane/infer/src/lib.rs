@@ -13,19 +13,35 @@
 //! The library comes from `scripts/setup-onnxruntime.sh` (ONNX Runtime
 //! 1.31.1, loaded at run time; nothing is linked at build time).
 //!
-//! `unsafe` lives only in `raw`: tensor values over borrowed memory and the
-//! raw `Run` call.
+//! `unsafe` lives only in `raw`: tensor values over borrowed memory, the
+//! raw `Run` call, and the reply allocator (`raw::alloc`) through which ORT
+//! places outputs whose shape is known only after the run.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod batch;
 mod env;
 mod error;
+mod meta;
 mod model;
+mod ports;
 mod raw;
+mod run;
 
+pub use batch::{BatchKey, BatchSlot};
 pub use env::{LIBRARY_ENV, init, is_initialized, library_path, loaded_library};
 pub use error::{InferError, Reject};
-pub use model::{AdapterSpec, InputBinding, ModelSpec, OrtModel, RunStats, Signature, TensorSig};
+pub use meta::ModelInfo;
+pub use model::{
+    AdapterSpec, InputBinding, ModelDescription, ModelSpec, OrtModel, OutputStats, RunStats,
+    describe,
+};
+pub use ports::{Placement, Signature, TensorSig};
+pub use raw::alloc::{heap_live as allocator_heap_blocks, stray_frees as allocator_stray_frees};
+
+/// Most rows one batched run stacks along dimension 0 (the engine's
+/// `batch_max` limit).
+pub const BATCH_ROWS_MAX: usize = 256;
 
 /// A zeroed byte buffer whose start is 64-byte aligned, like the engine's
 /// pool buffers. For tests, benchmarks and the load-time warm-up.

@@ -9,7 +9,7 @@
 mod common;
 
 use common::*;
-use sluice_infer::{AlignedBuf, OrtModel, RunStats};
+use sluice_infer::{AlignedBuf, BatchSlot, OrtModel, RunStats};
 use sluice_wire::{DType, Frame};
 
 #[global_allocator]
@@ -66,4 +66,69 @@ fn run_into_does_not_allocate_on_the_rust_side() {
     assert_eq!(stats.runs, 100);
     assert_eq!(stats.rejects, 100);
     assert_eq!(allocs, 0, "Rust heap allocations during 200 requests");
+}
+
+#[test]
+fn batched_runs_do_not_allocate_on_the_rust_side() {
+    init();
+    let mut model = OrtModel::load(&mlp_spec()).unwrap();
+    let reqs: Vec<AlignedBuf> = (0..8)
+        .map(|i| {
+            let data = f32_bytes(&sixteenths(4 * (1 + i % 3), i as i64));
+            request(
+                "mlp",
+                "",
+                &[Input {
+                    name: "x",
+                    dtype: DType::F32,
+                    dims: &[1 + (i % 3) as u64, 4],
+                    data: &data,
+                }],
+            )
+        })
+        .collect();
+    let bytes: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
+    let mut input = AlignedBuf::new(1 << 20);
+    let mut output = AlignedBuf::new(1 << 20);
+    let mut tx = AlignedBuf::new(64 << 10);
+    let mut slots = [BatchSlot::Left; 8];
+    let mut stats = RunStats::default();
+    let mut round = |stats: &mut RunStats, slots: &mut [BatchSlot]| {
+        let rows = model
+            .run_batch(
+                &bytes,
+                None,
+                input.as_mut_slice(),
+                output.as_mut_slice(),
+                slots,
+                stats,
+            )
+            .unwrap();
+        assert_eq!(rows, 15);
+        for (b, &slot) in bytes.iter().zip(slots.iter()) {
+            let req = Frame::new_checked(*b).unwrap();
+            model
+                .batch_reply(
+                    &req,
+                    None,
+                    slot,
+                    output.as_slice(),
+                    tx.as_mut_slice(),
+                    stats,
+                )
+                .unwrap();
+        }
+    };
+    round(&mut stats, &mut slots); // first touches
+    let before = sluice_testkit::thread_allocs();
+    drop(std::hint::black_box(vec![0u8; 16]));
+    assert_eq!(sluice_testkit::thread_allocs() - before, 1);
+    let before = sluice_testkit::thread_allocs();
+    for _ in 0..100 {
+        round(&mut stats, &mut slots);
+    }
+    let allocs = sluice_testkit::thread_allocs() - before;
+    assert_eq!(stats.batch_runs, 101);
+    assert_eq!(stats.runs, 808);
+    assert_eq!(allocs, 0, "Rust heap allocations during 100 batched runs");
 }

@@ -247,6 +247,51 @@ pub fn big_model() -> Model {
     }
 }
 
+/// Scale of `large.onnx`'s `y`.
+pub const LARGE_SCALE: f32 = 0.5;
+/// Offset of `large.onnx`'s `y`.
+pub const LARGE_OFFSET: f32 = 0.25;
+
+/// `large.onnx`: `x` f32 [batch, n], both dimensions dynamic (an image or
+/// a KV-cache block worth of floats: 1 MiB, 16 MiB) → `y` = x·0.5 + 0.25,
+/// the same shape (an answer as large as the request), and `total` f32
+/// [batch, 1], the sum of each row (every input element read).
+pub fn large_model() -> Model {
+    let dims = || vec![batch(), Dim::Param("n".to_string())];
+    Model {
+        ir_version: IR_VERSION,
+        opset: OPSET,
+        producer: "sluice-models".to_string(),
+        doc: "Sluice bundled large-input model: y = x*0.5+0.25, total = row sums of x".to_string(),
+        graph: Graph {
+            name: "large".to_string(),
+            nodes: vec![
+                Node::new("Mul", "scale", &["x", "half"], &["xh"]),
+                Node::new("Add", "offset", &["xh", "quarter"], &["y"]),
+                Node::new("ReduceSum", "rows", &["x", "axes"], &["total"])
+                    .attr("keepdims", Attr::Int(1)),
+            ],
+            initializers: vec![
+                Tensor::f32("half", &[], &[LARGE_SCALE]),
+                Tensor::f32("quarter", &[], &[LARGE_OFFSET]),
+                Tensor::i64("axes", &[1], &[1]),
+            ],
+            inputs: vec![ValueInfo::new("x", elem::FLOAT, dims())],
+            outputs: vec![
+                ValueInfo::new("y", elem::FLOAT, dims()),
+                ValueInfo::new("total", elem::FLOAT, vec![batch(), Dim::Fixed(1)]),
+            ],
+        },
+    }
+}
+
+/// What `large.onnx` computes for one row `x`: `y` exactly, and the row
+/// sum in f64 (ONNX Runtime's f32 summation order is its own).
+pub fn large_reference(x: &[f32]) -> (Vec<f32>, f64) {
+    let y = x.iter().map(|v| v * LARGE_SCALE + LARGE_OFFSET).collect();
+    (y, x.iter().map(|&v| f64::from(v)).sum())
+}
+
 /// `mlp_formal.onnx_adapter`: the "formal" LoRA adapter of `mlp.onnx`.
 pub fn formal_adapter() -> Vec<u8> {
     let l = formal_lora();
@@ -266,6 +311,7 @@ pub fn bundled_files() -> Vec<(&'static str, Vec<u8>)> {
         ("mlp.onnx", mlp_model().encode()),
         ("two_io.onnx", two_io_model().encode()),
         ("big.onnx", big_model().encode()),
+        ("large.onnx", large_model().encode()),
         ("mlp_formal.onnx_adapter", formal_adapter()),
     ]
 }

@@ -13,6 +13,8 @@ const PRODUCER_VERSION: &str = "1";
 pub mod elem {
     /// 32-bit float.
     pub const FLOAT: i32 = 1;
+    /// 32-bit signed integer.
+    pub const INT32: i32 = 6;
     /// 64-bit signed integer.
     pub const INT64: i32 = 7;
 }
@@ -24,6 +26,8 @@ pub enum Dim {
     Fixed(i64),
     /// A symbolic size; equal names bind to the same value at run time.
     Param(String),
+    /// A dynamic size with no name (as exporters often leave outputs).
+    Unknown,
 }
 
 /// A graph input or output declaration.
@@ -57,6 +61,17 @@ impl Tensor {
         Tensor {
             name: name.to_string(),
             elem_type: elem::FLOAT,
+            dims: dims.to_vec(),
+            raw: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        }
+    }
+
+    /// An i64 tensor (shapes and axes).
+    pub fn i64(name: &str, dims: &[i64], data: &[i64]) -> Tensor {
+        debug_assert_eq!(dims.iter().product::<i64>() as usize, data.len());
+        Tensor {
+            name: name.to_string(),
+            elem_type: elem::INT64,
             dims: dims.to_vec(),
             raw: data.iter().flat_map(|v| v.to_le_bytes()).collect(),
         }
@@ -177,6 +192,7 @@ impl ValueInfo {
             match d {
                 Dim::Fixed(v) => dim.int(1, *v),
                 Dim::Param(p) => dim.string(2, p),
+                Dim::Unknown => &mut dim,
             };
             shape.msg(1, &dim);
         }

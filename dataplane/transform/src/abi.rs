@@ -4,6 +4,7 @@
 //! hands back through `emit-*` is read in place from its memory
 //! (`WasmList`, `WasmStr`) and copied once into the output buffer.
 
+#[cfg(feature = "runtime")]
 use wasmtime::component::{ComponentType, Lift, Lower, WasmList, WasmStr};
 
 /// The world's package and version, as import and export names carry them.
@@ -25,6 +26,7 @@ pub fn interface_name(iface: &str) -> String {
     format!("{PACKAGE}/{iface}@{a}.{b}.{c}")
 }
 
+#[cfg(feature = "runtime")]
 /// `types.tensor`, lowered from the request in place.
 #[derive(ComponentType, Lower, Clone, Copy)]
 #[component(record)]
@@ -39,6 +41,7 @@ pub struct TensorIn<'a> {
     pub data: &'a [u8],
 }
 
+#[cfg(feature = "runtime")]
 /// `types.payload`, lowered from the request in place.
 #[derive(ComponentType, Lower, Clone, Copy)]
 #[component(variant)]
@@ -51,6 +54,7 @@ pub enum PayloadIn<'a> {
     Tensors(&'a [TensorIn<'a>]),
 }
 
+#[cfg(feature = "runtime")]
 /// `types.tensor` as a module hands it back: views into its memory.
 #[derive(ComponentType, Lift)]
 #[component(record)]
@@ -66,21 +70,22 @@ pub struct TensorView {
 }
 
 /// `types.error-code`.
-#[derive(ComponentType, Lift, Lower, Clone, Copy, Debug, PartialEq, Eq)]
-#[component(enum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "runtime", derive(ComponentType, Lift, Lower))]
+#[cfg_attr(feature = "runtime", component(enum))]
 #[repr(u8)]
 pub enum ErrorCode {
     /// The input is not what the from-version says.
-    #[component(name = "invalid-input")]
+    #[cfg_attr(feature = "runtime", component(name = "invalid-input"))]
     InvalidInput,
     /// The module does not transform between these versions.
-    #[component(name = "unsupported-versions")]
+    #[cfg_attr(feature = "runtime", component(name = "unsupported-versions"))]
     UnsupportedVersions,
     /// The output would exceed `output-bytes-max`.
-    #[component(name = "output-too-large")]
+    #[cfg_attr(feature = "runtime", component(name = "output-too-large"))]
     OutputTooLarge,
     /// Anything else.
-    #[component(name = "internal")]
+    #[cfg_attr(feature = "runtime", component(name = "internal"))]
     Internal,
 }
 
@@ -96,6 +101,7 @@ impl ErrorCode {
     }
 }
 
+#[cfg(feature = "runtime")]
 /// `host.level`.
 #[derive(ComponentType, Lift, Clone, Copy, Debug)]
 #[component(enum)]
@@ -115,7 +121,9 @@ pub enum Level {
     Debug,
 }
 
+#[cfg(feature = "runtime")]
 /// The exported function's parameters.
 pub type Params<'a> = (PayloadIn<'a>, u32, u32);
+#[cfg(feature = "runtime")]
 /// The exported function's result.
 pub type Results = (Result<(), ErrorCode>,);

@@ -16,6 +16,7 @@ use crate::check::{self, LoadError};
 use crate::host::{self, HostState};
 use crate::instance::Instance;
 use crate::limits::{EPOCH_TICK_US, Limits, WASM_STACK_BYTES_MAX};
+use crate::types::digest;
 
 /// The wasmtime engine, its linker and its epoch thread.
 pub struct Runtime {
@@ -55,13 +56,6 @@ impl std::fmt::Debug for Module {
             .field("digest", &format_args!("{:016x}", self.digest))
             .finish()
     }
-}
-
-/// FNV-1a, 64 bits.
-pub fn digest(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 impl Runtime {

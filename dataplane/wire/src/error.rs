@@ -206,18 +206,39 @@ pub struct Reject {
     pub code: ErrorCode,
     /// Message for the error frame.
     pub message: &'static str,
+    /// For `response_too_large`: the response length in bytes that would
+    /// have been needed, when known (the error frame's message then says
+    /// it); 0 otherwise.
+    pub needed_len: usize,
 }
 
 impl Reject {
     /// A refusal with `code` and `message`.
     pub const fn new(code: ErrorCode, message: &'static str) -> Reject {
-        Reject { code, message }
+        Reject {
+            code,
+            message,
+            needed_len: 0,
+        }
+    }
+
+    /// A `response_too_large` refusal that needed `needed_len` bytes.
+    pub const fn too_large(message: &'static str, needed_len: usize) -> Reject {
+        Reject {
+            code: ErrorCode::ResponseTooLarge,
+            message,
+            needed_len,
+        }
     }
 }
 
 impl fmt::Display for Reject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
+        write!(f, "{}: {}", self.code, self.message)?;
+        if self.needed_len != 0 {
+            write!(f, " (needs {} bytes)", self.needed_len)?;
+        }
+        Ok(())
     }
 }
 

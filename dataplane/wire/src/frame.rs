@@ -349,6 +349,12 @@ impl<B: AsRef<[u8]>> Frame<B> {
         u32_at(self.buffer.as_ref(), field::TOKEN_COUNT.start)
     }
 
+    /// W3C trace flags alone (bit 0: sampled): the one byte a receiver
+    /// tests before it reads more of the trace context.
+    pub fn trace_flags(&self) -> u8 {
+        self.buffer.as_ref()[field::TRACE_FLAGS]
+    }
+
     /// W3C trace context.
     pub fn trace(&self) -> TraceContext {
         let b = self.buffer.as_ref();

@@ -23,6 +23,9 @@ use std::time::Duration;
 use sluice_engine::config::{ModelCfg, PeerCfg};
 use sluice_engine::{Config, Engine, EngineError, EngineOptions};
 
+mod spans;
+pub use spans::{SLUICE_SPANS_BATCH_MAX, SluiceSpan, sluice_engine_spans};
+
 /// Version of this ABI; bumped on any incompatible change.
 pub const SLUICE_ABI_VERSION: u32 = 1;
 
@@ -56,11 +59,14 @@ pub const SLUICE_BUFFER_ALIGN: u32 = 64;
 /// Most shards.
 pub const SLUICE_SHARDS_MAX: u32 = 32;
 /// Most routes.
-pub const SLUICE_ROUTES_MAX: u32 = 1024;
+pub const SLUICE_ROUTES_MAX: u32 = 16_384;
 /// Most content conditions per route.
 pub const SLUICE_CONTENT_CONDITIONS_MAX: u32 = 8;
 /// Most path segments in a content condition.
 pub const SLUICE_CONTENT_PATH_SEGMENTS_MAX: u32 = 8;
+/// Most nodes in the trie of every content path of a route table (the root
+/// and each distinct path prefix).
+pub const SLUICE_CONTENT_PATH_NODES_MAX: u32 = 512;
 /// Most tenants.
 pub const SLUICE_TENANTS_MAX: u32 = 4096;
 /// Most loaded model versions.
@@ -73,6 +79,10 @@ pub const SLUICE_PEERS_MAX: u32 = 256;
 pub const SLUICE_CONCURRENCY_MAX: u32 = 4096;
 /// Largest shard `queue_depth`.
 pub const SLUICE_QUEUE_DEPTH_MAX: u32 = 65_536;
+/// Largest `batch_max` (rows per batched run), shard or model.
+pub const SLUICE_BATCH_MAX: u32 = 256;
+/// Largest `batch_delay_us`, shard or model.
+pub const SLUICE_BATCH_DELAY_US_MAX: u32 = 1_000_000;
 /// Longest shard, route, tenant and peer name, bytes.
 pub const SLUICE_NAME_LEN_MAX: u32 = 64;
 /// Longest model name, bytes (the wire format's limit).
@@ -89,9 +99,30 @@ pub const SLUICE_NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
 pub const SLUICE_NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
 /// Longest drain [`sluice_engine_stop`] waits.
 pub const SLUICE_DRAIN_MS_MAX: u32 = 10_000;
+/// Most `io_uring.tcp_connections_max`.
+pub const SLUICE_TCP_CONNECTIONS_MAX: u32 = 4096;
+/// Most `io_uring.tcp_pipeline_max`.
+pub const SLUICE_TCP_PIPELINE_MAX: u32 = 1024;
+/// Longest `io_uring.tcp_idle_timeout_ms`.
+pub const SLUICE_TCP_IDLE_TIMEOUT_MS_MAX: u32 = 3_600_000;
+/// Most `io_uring.tcp_slots` classes.
+pub const SLUICE_TCP_SLOT_CLASSES_MAX: u32 = 4;
+/// Most slots of one class, per worker.
+pub const SLUICE_TCP_SLOT_COUNT_MAX: u32 = 4096;
+/// Smallest TCP slot, bytes; sizes are multiples of it.
+pub const SLUICE_TCP_SLOT_SIZE_MIN: u32 = 4096;
+/// Largest TCP slot, bytes (the largest frame).
+pub const SLUICE_TCP_SLOT_SIZE_MAX: u32 = 256 << 20;
+/// Most TCP slot memory (receive and reply) per worker, bytes.
+pub const SLUICE_TCP_POOL_BYTES_MAX: u64 = 17_179_869_184; // 16 GiB, written out: C would overflow `16 << 30`
 /// Most patterns in each of a tenant's lists (models, adapters, routes,
 /// subjects).
-pub const SLUICE_TENANT_PATTERNS_MAX: u32 = 64;
+pub const SLUICE_TENANT_PATTERNS_MAX: u32 = 16_384;
+/// Most general globs (not `*`, `name*` or `*name`) in one of a tenant's
+/// lists.
+pub const SLUICE_TENANT_GLOBS_MAX: u32 = 16;
+/// Most aliases of one model version.
+pub const SLUICE_ALIASES_MAX: u32 = 1024;
 /// Longest schema subject (a tenant's `subjects` patterns too).
 pub const SLUICE_SUBJECT_LEN_MAX: u32 = 255;
 /// Shortest `auth.freshness_window_ms`.
@@ -131,12 +162,18 @@ mod limits_check {
         SLUICE_CONTENT_PATH_SEGMENTS_MAX,
         l::CONTENT_PATH_SEGMENTS_MAX
     ));
+    const _: () = assert!(eq(
+        SLUICE_CONTENT_PATH_NODES_MAX,
+        l::CONTENT_PATH_NODES_MAX
+    ));
     const _: () = assert!(eq(SLUICE_TENANTS_MAX, l::TENANT_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_MODELS_MAX, l::MODEL_SLOT_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_ADAPTERS_MAX, l::ADAPTER_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_PEERS_MAX, l::PEER_COUNT_MAX));
     const _: () = assert!(SLUICE_CONCURRENCY_MAX == l::CONCURRENCY_MAX);
     const _: () = assert!(SLUICE_QUEUE_DEPTH_MAX == l::QUEUE_DEPTH_MAX);
+    const _: () = assert!(SLUICE_BATCH_MAX == l::BATCH_MAX);
+    const _: () = assert!(SLUICE_BATCH_DELAY_US_MAX == l::BATCH_DELAY_US_MAX);
     const _: () = assert!(eq(SLUICE_NAME_LEN_MAX, l::NAME_LEN_MAX));
     const _: () = assert!(eq(SLUICE_MODEL_NAME_LEN_MAX, w::MODEL_NAME_LEN_MAX));
     const _: () = assert!(eq(SLUICE_MODEL_VERSION_LEN_MAX, w::MODEL_VERSION_LEN_MAX));
@@ -144,7 +181,17 @@ mod limits_check {
     const _: () = assert!(eq(SLUICE_TENANT_KEY_LEN_MIN, l::TENANT_KEY_LEN_MIN));
     const _: () = assert!(SLUICE_NEGOTIATION_TTL_MS_MIN == l::NEGOTIATION_TTL_MS_MIN);
     const _: () = assert!(SLUICE_NEGOTIATION_TTL_MS_MAX == l::NEGOTIATION_TTL_MS_MAX);
+    const _: () = assert!(SLUICE_TCP_CONNECTIONS_MAX == l::TCP_CONNECTIONS_MAX);
+    const _: () = assert!(SLUICE_TCP_PIPELINE_MAX == l::TCP_PIPELINE_MAX);
+    const _: () = assert!(SLUICE_TCP_IDLE_TIMEOUT_MS_MAX == l::TCP_IDLE_TIMEOUT_MS_MAX);
+    const _: () = assert!(eq(SLUICE_TCP_SLOT_CLASSES_MAX, l::TCP_SLOT_CLASSES_MAX));
+    const _: () = assert!(SLUICE_TCP_SLOT_COUNT_MAX == l::TCP_SLOT_COUNT_MAX);
+    const _: () = assert!(SLUICE_TCP_SLOT_SIZE_MIN == l::TCP_SLOT_SIZE_MIN);
+    const _: () = assert!(SLUICE_TCP_SLOT_SIZE_MAX == l::TCP_SLOT_SIZE_MAX);
+    const _: () = assert!(SLUICE_TCP_POOL_BYTES_MAX == l::TCP_POOL_BYTES_MAX);
     const _: () = assert!(eq(SLUICE_TENANT_PATTERNS_MAX, l::TENANT_PATTERN_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_TENANT_GLOBS_MAX, l::TENANT_GLOB_COUNT_MAX));
+    const _: () = assert!(eq(SLUICE_ALIASES_MAX, l::ALIAS_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_SUBJECT_LEN_MAX, w::SUBJECT_LEN_MAX));
     const _: () = assert!(SLUICE_FRESHNESS_WINDOW_MS_MIN == l::FRESHNESS_WINDOW_MS_MIN);
     const _: () = assert!(SLUICE_FRESHNESS_WINDOW_MS_MAX == l::FRESHNESS_WINDOW_MS_MAX);
@@ -199,16 +246,18 @@ pub enum SluiceQuery {
     Peers = 4,
     /// The live tables (shards, routes, models, tenants without keys, peers).
     Live = 5,
-    /// Connections of connection-oriented transports (RDMA), with counters:
-    /// an array of objects with id, transport, listen, worker, peer, device,
-    /// state, rx/tx frames and bytes, rx/tx_large (frames by RDMA WRITE into
-    /// a slot) and errors. Empty for io_uring and DPDK, and in a library
-    /// built without the `rdma` feature.
+    /// Connections of connection-oriented transports (RDMA, and TCP on
+    /// io_uring with `tcp_listen`), with counters: an array of objects with
+    /// id, transport ("rdma" or "tcp"), role, listen, worker, peer, device,
+    /// state, rx/tx frames and bytes, rx/tx_large (RDMA: frames by RDMA
+    /// WRITE into a slot; TCP: frames a datagram could not carry) and
+    /// errors. Empty for UDP-only io_uring and for DPDK.
     Connections = 6,
     /// Per-worker connection counters since start (closed connections
     /// included, so they only grow): an array of objects with transport,
     /// listen, worker, open, accepted, closed, rx/tx frames and bytes,
-    /// rx/tx_large and errors. Empty where [`SluiceQuery::Connections`] is.
+    /// rx/tx_large and errors (TCP adds its own counters and slot use).
+    /// Empty where [`SluiceQuery::Connections`] is.
     ConnectionTotals = 7,
     /// Schema transforms (docs/transforms.md): an array of objects with
     /// subject, from, to, digest, bytes, loaded_unix_ms, slot and the
@@ -387,7 +436,12 @@ fn open(cfg: Config, out: *mut *mut SluiceEngine) -> Outcome {
     if out.is_null() {
         return Err(bad_arg("null out pointer"));
     }
-    let engine = Engine::new(cfg, EngineOptions::default()).map_err(fail)?;
+    let opts = EngineOptions {
+        // [frontdoor] in the config starts the KServe v2 / Triton front door.
+        frontdoor: Some(sluice_frontdoor::start),
+        ..EngineOptions::default()
+    };
+    let engine = Engine::new(cfg, opts).map_err(fail)?;
     let h = Box::new(SluiceEngine {
         engine: RwLock::new(engine),
     });
@@ -661,9 +715,9 @@ pub unsafe extern "C" fn sluice_engine_remove_transform(
 
 /// Closes a connection by the id [`SluiceQuery::Connections`] lists: the
 /// peer is disconnected, its requests in flight fail on its side with a
-/// retryable connection loss, and the connection leaves the list once its
-/// worker has let go of it. `NOT_FOUND` for an id this engine does not
-/// serve (always, on io_uring and DPDK or without the `rdma` feature).
+/// retryable connection loss (TCP: the stream ends), and the connection
+/// leaves the list once its worker has let go of it. `NOT_FOUND` for an id
+/// this engine does not serve (always on DPDK and UDP-only io_uring).
 ///
 /// # Safety
 /// `e` is a live handle; `err` points to `err_cap` bytes.
@@ -677,9 +731,9 @@ pub unsafe extern "C" fn sluice_engine_close_connection(
     guard(err, err_cap, || conns::close(&read(handle(e)?), id))
 }
 
-/// Connection management. Only the RDMA transport has connections; the
-/// RDMA runtime is per process, so lists are narrowed to this engine's
-/// listen address.
+/// Connection management: RDMA connections (the RDMA runtime is per
+/// process, so its lists are narrowed to this engine's listen address) and
+/// TCP connections of the io_uring transport (kept per engine).
 mod conns {
     use super::{Outcome, SluiceStatus};
     use sluice_engine::Engine;
@@ -708,35 +762,62 @@ mod conns {
         v
     }
 
-    pub(super) fn list_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
-        #[cfg(feature = "rdma")]
-        return serde_json::to_vec(&mine(eng));
-        #[cfg(not(feature = "rdma"))]
-        {
-            let _ = eng;
-            Ok(b"[]".to_vec())
+    /// Both lists as JSON values (they share one shape).
+    fn values<A: serde::Serialize, B: serde::Serialize>(
+        a: &[A],
+        b: &[B],
+    ) -> serde_json::Result<Vec<u8>> {
+        let mut v = Vec::with_capacity(a.len() + b.len());
+        for x in a {
+            v.push(serde_json::to_value(x)?);
         }
+        for x in b {
+            v.push(serde_json::to_value(x)?);
+        }
+        serde_json::to_vec(&v)
+    }
+
+    pub(super) fn list_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
+        let tcp = if eng.is_running() {
+            eng.tcp_connections()
+        } else {
+            Vec::new()
+        };
+        #[cfg(feature = "rdma")]
+        return values(&mine(eng), &tcp);
+        #[cfg(not(feature = "rdma"))]
+        values::<(), _>(&[], &tcp)
     }
 
     pub(super) fn totals_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
+        let tcp = eng.tcp_connection_totals();
         #[cfg(feature = "rdma")]
         {
-            let Some(listen) = rdma_listen(eng) else {
-                return Ok(b"[]".to_vec());
+            let mut v = match rdma_listen(eng) {
+                Some(listen) => {
+                    let mut v = sluice_engine::transport::rdma::connection_totals();
+                    v.retain(|t| t.listen == listen);
+                    v
+                }
+                None => Vec::new(),
             };
-            let mut v = sluice_engine::transport::rdma::connection_totals();
-            v.retain(|t| t.listen == listen);
             v.sort_by_key(|t| t.worker);
-            serde_json::to_vec(&v)
+            values(&v, &tcp)
         }
         #[cfg(not(feature = "rdma"))]
-        {
-            let _ = eng;
-            Ok(b"[]".to_vec())
-        }
+        values::<(), _>(&[], &tcp)
     }
 
     pub(super) fn close(eng: &Engine, id: u64) -> Outcome {
+        if eng.is_running() && eng.tcp_connections().iter().any(|c| c.id == id) {
+            return eng.close_tcp_connection(id).map_err(|e| match e {
+                // Gone between the list and the close.
+                sluice_engine::EngineError::NotFound(_) => {
+                    (SluiceStatus::NotFound, format!("no connection {id}"))
+                }
+                e => (SluiceStatus::Internal, e.to_string()),
+            });
+        }
         #[cfg(feature = "rdma")]
         if mine(eng).iter().any(|c| c.id == id) {
             use sluice_engine::transport::rdma::{RdmaError, close_connection};
@@ -748,14 +829,20 @@ mod conns {
                 e => (SluiceStatus::Internal, e.to_string()),
             });
         }
-        let why = if !cfg!(feature = "rdma") {
-            " (this library is built without the `rdma` feature: no transport has connections)"
-        } else if eng.config().engine.transport != TransportKind::Rdma {
-            " (only the rdma transport has connections)"
-        } else if !eng.is_running() {
-            " (the engine is not running)"
-        } else {
-            ""
+        let tcp = !eng.config().io_uring.tcp_listen.is_empty();
+        let why = match eng.config().engine.transport {
+            _ if !eng.is_running() => " (the engine is not running)",
+            TransportKind::IoUring if tcp => "",
+            TransportKind::IoUring => {
+                " (io_uring serves connections only with io_uring.tcp_listen set)"
+            }
+            TransportKind::Rdma if !cfg!(feature = "rdma") => {
+                " (this library is built without the `rdma` feature)"
+            }
+            TransportKind::Rdma => "",
+            TransportKind::Dpdk => {
+                " (only the rdma transport and io_uring with tcp_listen have connections)"
+            }
         };
         Err((SluiceStatus::NotFound, format!("no connection {id}{why}")))
     }
@@ -801,6 +888,44 @@ pub unsafe extern "C" fn sluice_engine_query(
             SluiceQuery::Transforms => serde_json::to_vec(&eng.transforms()),
         }
         .map_err(|e| (SluiceStatus::Internal, format!("encode: {e}")))?;
+        let boxed = json.into_boxed_slice();
+        let len = boxed.len();
+        let p = Box::into_raw(boxed) as *mut u8;
+        // SAFETY: both out pointers are non-null and writable (checked above).
+        unsafe {
+            *out = p;
+            *out_len = len;
+        }
+        Ok(())
+    })
+}
+
+/// Metadata of every loaded version of model `name` (inputs, outputs with
+/// symbolic dimensions and placements, platform, aliases, adapters, the
+/// file's own metadata) as JSON in a buffer allocated here; release it with
+/// [`sluice_buf_free`]. `SLUICE_NOT_FOUND` when no version of `name` is
+/// loaded. The first call per model file loads a session (off the hot path).
+///
+/// # Safety
+/// `e` is a live handle; `name` is NUL-terminated; `out` and `out_len` point
+/// to writable slots; `err` points to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_model_meta(
+    e: *mut SluiceEngine,
+    name: *const c_char,
+    out: *mut *mut u8,
+    out_len: *mut usize,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        if out.is_null() || out_len.is_null() {
+            return Err(bad_arg("null out pointer"));
+        }
+        let name = cstr(name, "name")?;
+        let meta = read(handle(e)?).model_meta(name).map_err(fail)?;
+        let json = serde_json::to_vec(&meta)
+            .map_err(|e| (SluiceStatus::Internal, format!("encode: {e}")))?;
         let boxed = json.into_boxed_slice();
         let len = boxed.len();
         let p = Box::into_raw(boxed) as *mut u8;

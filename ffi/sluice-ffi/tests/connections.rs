@@ -1,8 +1,9 @@
 //! Connection management through the C ABI: `SluiceQuery::Connections` and
 //! `sluice_engine_close_connection`.
 //!
-//! On io_uring (and without the `rdma` feature) the list is empty and every
-//! id is unknown. With the `rdma` feature and a device (the Soft-RoCE guest
+//! On UDP-only io_uring the list is empty and every id is unknown. With
+//! `tcp_listen`, TCP connections are listed with counters and closed
+//! through the ABI. With the `rdma` feature and a device (the Soft-RoCE guest
 //! sets SLUICE_RDMA_TEST_IP), a real appliance and a real client: the
 //! connection is listed with counters, closed through the ABI, and the
 //! client's request in flight fails with a retryable connection loss.
@@ -84,12 +85,7 @@ fn udp_engine_has_no_connections_and_close_says_not_found() {
     let (rc, m) = close(e, 7);
     assert_eq!(rc, SluiceStatus::NotFound as i32, "{m}");
     assert!(m.starts_with("no connection 7"), "{m}");
-    let why = if cfg!(feature = "rdma") {
-        "only the rdma transport has connections"
-    } else {
-        "built without the `rdma` feature"
-    };
-    assert!(m.contains(why), "{m}");
+    assert!(m.contains("only with io_uring.tcp_listen set"), "{m}");
     // A null handle is refused, not dereferenced.
     let (rc, m) = close(ptr::null_mut(), 7);
     assert_eq!(rc, SluiceStatus::InvalidArgument as i32, "{m}");
@@ -101,6 +97,91 @@ fn udp_engine_has_no_connections_and_close_says_not_found() {
         assert_eq!(close(e, 0).0, SluiceStatus::NotFound as i32);
         sluice_engine_free(e);
     }
+}
+
+const TCP: &str = r#"{
+  "engine": {"workers": [0], "poll": "adaptive", "rx_burst_max": 16},
+  "io_uring": {"listen": "127.0.0.1:0", "rx_buffers": 16, "tx_buffers": 16, "buffer_size": 4096,
+               "tcp_listen": "127.0.0.1:0", "tcp_connections_max": 4,
+               "tcp_slots": [{"size": 65536, "count": 4}]},
+  "shards": [{"name": "s"}],
+  "routes": [{"name": "null", "model": "null", "shard": "s"}],
+  "models": [{"name": "null", "version": "1", "kind": "null"}]
+}"#;
+
+#[test]
+fn tcp_connections_are_listed_counted_and_closed() {
+    use std::io::{Read, Write};
+    let e = open(TCP);
+    let mut err = [0 as c_char; 512];
+    // SAFETY: live handle, valid buffer.
+    let rc = unsafe { sluice_engine_start(e, err.as_mut_ptr(), err.len()) };
+    assert_eq!(rc, 0, "{}", msg(&err));
+    let status = query_obj(e, SluiceQuery::Status);
+    let addr: std::net::SocketAddr = status["tcp_listen"].as_str().unwrap().parse().unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let ping = sluice_wire::FrameRepr {
+        kind: sluice_wire::Kind::Ping,
+        request_id: 3,
+        ..sluice_wire::FrameRepr::default()
+    };
+    let mut buf = [0u8; 128];
+    let n = ping.emit(&mut buf).unwrap().frame_len;
+    s.write_all(&buf[..n]).unwrap();
+    let mut pong = [0u8; 96];
+    s.read_exact(&mut pong).unwrap();
+    assert_eq!(pong[5], sluice_wire::Kind::Pong as u8);
+    // Counters are published once the answer is sent.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let l = connections(e);
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert_eq!(l[0]["transport"], "tcp");
+    assert_eq!(l[0]["role"], "client");
+    assert_eq!(l[0]["peer"], s.local_addr().unwrap().to_string());
+    assert_eq!(
+        (l[0]["rx_frames"].as_u64(), l[0]["tx_frames"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let t = totals(e);
+    assert_eq!(
+        (t[0]["transport"].as_str(), t[0]["accepted"].as_u64()),
+        (Some("tcp"), Some(1))
+    );
+    let id = l[0]["id"].as_u64().unwrap();
+    let (rc, m) = close(e, id);
+    assert_eq!(rc, 0, "{m}");
+    let mut one = [0u8; 1];
+    assert!(
+        matches!(s.read(&mut one), Ok(0) | Err(_)),
+        "the stream ends"
+    );
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !connections(e).is_empty() {
+        assert!(std::time::Instant::now() < until, "still listed");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(close(e, id).0, SluiceStatus::NotFound as i32);
+    // SAFETY: live handle; freed once.
+    unsafe {
+        assert_eq!(sluice_engine_stop(e, 0, err.as_mut_ptr(), err.len()), 0);
+        sluice_engine_free(e);
+    }
+}
+
+fn query_obj(e: *mut SluiceEngine, what: SluiceQuery) -> serde_json::Value {
+    let (mut p, mut n) = (ptr::null_mut(), 0usize);
+    let mut err = [0 as c_char; 512];
+    // SAFETY: live handle, valid out pointers.
+    let rc =
+        unsafe { sluice_engine_query(e, what as i32, &mut p, &mut n, err.as_mut_ptr(), err.len()) };
+    assert_eq!(rc, 0, "{}", msg(&err));
+    // SAFETY: p/n returned by the query.
+    let v = serde_json::from_slice(unsafe { std::slice::from_raw_parts(p, n) }).unwrap();
+    // SAFETY: exactly what the query returned.
+    unsafe { sluice_buf_free(p, n) };
+    v
 }
 
 #[cfg(feature = "rdma")]

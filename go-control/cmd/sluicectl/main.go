@@ -38,10 +38,11 @@ commands:
   tenants                         tenants (keys are never shown)
   models                          loaded model versions and aliases
   models load -name N -version V -kind K [-path P] [-alias A]...
+  models show NAME                inputs, outputs (shapes, placement, batching), platform, aliases
   models unload NAME VERSION      unload a version from every core (also one from the file)
   alias set MODEL ALIAS VERSION   point an alias at a version
   peers ls | add NAME ADDR [LABEL=VALUE]... | rm NAME
-  connections                     client connections (RDMA) with their counters
+  connections                     connections (RDMA, TCP) with their counters
   connections close ID            disconnect one; its requests in flight fail, retryably
   stats                           counters and latency per worker and shard
   reload                          re-read the config file on the daemon
@@ -292,8 +293,10 @@ func modelsCmd(c *client, p *printer, rest []string) error {
 		return modelsLoad(c, p, rest[1:])
 	case rest[0] == "unload" && len(rest) == 3:
 		return modelsUnload(c, p, rest[1], rest[2])
+	case rest[0] == "show" && len(rest) == 2:
+		return modelsShow(c, p, rest[1])
 	}
-	return usageError("usage: sluicectl models [load ...|unload NAME VERSION]")
+	return usageError("usage: sluicectl models [load ...|unload NAME VERSION|show NAME]")
 }
 
 func aliasSet(c *client, p *printer, rest []string) error {
@@ -748,5 +751,28 @@ func stats(c *client, p *printer) error {
 		row("shard "+s.Name+" service", s.Requests, fmt.Sprint(s.Errors), s.Service)
 	}
 	p.table("WHERE\tREQUESTS\tERRORS\tP50_US\tP90_US\tP99_US\tP99.9_US\tMAX_US", rows)
+	poolTable(p, st)
 	return nil
+}
+
+// poolTable prints each worker's buffer pools (use, reuse, pages), the
+// payload it copied by path and its kernel socket drops.
+func poolTable(p *printer, st engine.Stats) {
+	var rows [][]string
+	for _, w := range st.Workers {
+		who := fmt.Sprintf("worker %d", w.Index)
+		for _, pl := range w.Pools {
+			pages := "normal"
+			if pl.HugeBytes > 0 {
+				pages = "huge"
+			}
+			rows = append(rows, []string{who, "pool " + pl.Pool, fmt.Sprint(pl.Capacity), fmt.Sprint(pl.InUse), fmt.Sprint(pl.Allocs),
+				fmt.Sprint(pl.FirstTouches), fmt.Sprint(pl.Reuses), fmt.Sprintf("%.3f", pl.ReuseRatio), fmt.Sprintf("%s %d KiB", pages, (pl.HugeBytes+pl.NormalBytes)>>10)})
+		}
+		for _, c := range w.Copies {
+			rows = append(rows, []string{who, "copied " + c.Path, "-", "-", fmt.Sprint(c.Frames), "-", "-", "-", fmt.Sprintf("%d B (%s)", c.Bytes, c.Reason)})
+		}
+		rows = append(rows, []string{who, "kernel drops", "-", "-", fmt.Sprint(w.RxKernelDrops), "-", "-", "-", "SO_RXQ_OVFL"})
+	}
+	p.table("WORKER\tWHAT\tBUFFERS\tIN_USE\tCOUNT\tFIRST_TOUCH\tREUSES\tREUSE_RATIO\tNOTE", rows)
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -156,7 +157,11 @@ func TestCommands(t *testing.T) {
 	}
 
 	fake.Record(0, "hbm2-inference", "busy", 1000, 4000)
-	if out := mustCtl(t, env, "stats"); !strings.Contains(out, "shard hbm2-inference service") || !strings.Contains(out, "busy=1") {
+	fake.SetPools(0, []engine.PoolStats{{Pool: "rx", Capacity: 64, Allocs: 10, Reuses: 6, FirstTouches: 4, ReuseRatio: 0.6, NormalBytes: 4 << 20}},
+		[]engine.CopyStats{{Path: "relay", Reason: "why", Frames: 2, Bytes: 300}})
+	if out := mustCtl(t, env, "stats"); !strings.Contains(out, "shard hbm2-inference service") || !strings.Contains(out, "busy=1") ||
+		!regexp.MustCompile(`worker 0\s+pool rx\s+64\s+0\s+10\s+4\s+6\s+0\.600\s+normal 4096 KiB`).MatchString(out) ||
+		!strings.Contains(out, "300 B (why)") || !strings.Contains(out, "kernel drops") {
 		t.Fatalf("stats:\n%s", out)
 	}
 	var st engine.Stats

@@ -123,7 +123,9 @@ type ShardDoc struct {
 	MaxConcurrency int                `json:"max_concurrency"`
 	QueueDepth     int                `json:"queue_depth"`
 	Workers        []int              `json:"workers,omitempty"`
-	Local          bool               `json:"local"` // the host carries its labels
+	BatchMax       int                `json:"batch_max"`      // most rows per batched run (1: off)
+	BatchDelayUs   int                `json:"batch_delay_us"` // a batch's longest wait, µs
+	Local          bool               `json:"local"`          // the host carries its labels
 	Stats          *engine.ShardStats `json:"stats,omitempty"`
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,6 +36,9 @@ type Config struct {
 	Tenants     []Tenant    `toml:"tenants" json:"tenants"`
 	Peers       []Peer      `toml:"peers" json:"peers"`
 	Control     Control     `toml:"control" json:"control"`
+	// Frontdoor is the KServe v2 / Triton-compatible HTTP and gRPC front
+	// door the engine runs (off unless a listen address is set).
+	Frontdoor Frontdoor `toml:"frontdoor" json:"frontdoor"`
 	// Opaque here: the engine checks [dpdk] and [rdma] (per build feature);
 	// the large-frame keys of [dpdk] are checked here too (dpdk.go).
 	DPDK map[string]any `toml:"dpdk" json:"dpdk,omitempty"`
@@ -45,6 +49,27 @@ type Config struct {
 	// Jobs is the JetStream ingress (docs/jobs.md), read by the daemon;
 	// the engine takes it as an opaque table.
 	Jobs Jobs `toml:"jobs" json:"jobs"`
+	// Tracing is request tracing: the engine samples and records, the
+	// daemon exports the spans over OTLP/HTTP (docs/observability.md).
+	Tracing Tracing `toml:"tracing" json:"tracing"`
+}
+
+// Tracing is the [tracing] table.
+type Tracing struct {
+	// SampleRatio (0 to 1) of requests with a trace id but no sampling
+	// decision (trace flags 0, no parent span) that are traced; requests
+	// with the sampled bit always are, requests without a trace id never.
+	SampleRatio float64 `toml:"sample_ratio" json:"sample_ratio"`
+	// RingSpans: span records each worker holds until the daemon drains
+	// them; a full ring drops records and counts them.
+	RingSpans int `toml:"ring_spans" json:"ring_spans"`
+	// Endpoint is the OTLP/HTTP base URL ("http://127.0.0.1:4318"); empty:
+	// spans are drained and counted, not exported.
+	Endpoint string `toml:"endpoint" json:"endpoint,omitempty"`
+	// ExportIntervalMs: how often the rings are drained.
+	ExportIntervalMs int `toml:"export_interval_ms" json:"export_interval_ms"`
+	// ServiceName is the spans' service.name (default "sluiced").
+	ServiceName string `toml:"service_name" json:"service_name,omitempty"`
 }
 
 // Fleet is the [fleet] table: the NATS JetStream cluster whose KV buckets
@@ -112,6 +137,24 @@ type IOUring struct {
 	RxBuffers   int    `toml:"rx_buffers" json:"rx_buffers"`
 	TxBuffers   int    `toml:"tx_buffers" json:"tx_buffers"`
 	BufferSize  int    `toml:"buffer_size" json:"buffer_size"`
+	// TCPListen is the TCP address every worker listens on beside the UDP
+	// socket; "" serves no TCP.
+	TCPListen         string `toml:"tcp_listen" json:"tcp_listen"`
+	TCPConnectionsMax int    `toml:"tcp_connections_max" json:"tcp_connections_max"`
+	TCPIdleTimeoutMs  int    `toml:"tcp_idle_timeout_ms" json:"tcp_idle_timeout_ms"`
+	// TCPFrameLenMax is the largest frame accepted over TCP; 0: the largest slot.
+	TCPFrameLenMax int `toml:"tcp_frame_len_max" json:"tcp_frame_len_max"`
+	TCPPipelineMax int `toml:"tcp_pipeline_max" json:"tcp_pipeline_max"`
+	// TCPSlots are the slot classes, smallest first.
+	TCPSlots  []TCPSlot `toml:"tcp_slots" json:"tcp_slots"`
+	TCPSendZC string    `toml:"tcp_send_zc" json:"tcp_send_zc"`
+}
+
+// TCPSlot is one class of TCP slots: Count slots of Size bytes per worker,
+// each with a reply slot of the same size.
+type TCPSlot struct {
+	Size  int `toml:"size" json:"size"`
+	Count int `toml:"count" json:"count"`
 }
 
 // Host is the [host] table.
@@ -132,6 +175,10 @@ type Shard struct {
 	QueueDepth     int               `toml:"queue_depth" json:"queue_depth"`
 	// Workers serving the shard (indexes into engine.workers); nil: all.
 	Workers []int `toml:"workers" json:"workers,omitempty"`
+	// Dynamic batching: most rows one run stacks (1, the default: off) and
+	// how long a batch's first request may wait for more, µs.
+	BatchMax     int `toml:"batch_max" json:"batch_max,omitempty"`
+	BatchDelayUs int `toml:"batch_delay_us" json:"batch_delay_us,omitempty"`
 }
 
 // Route is one [[routes]] entry; empty matchers match anything.
@@ -156,6 +203,10 @@ type Model struct {
 	Path     string    `toml:"path" json:"path,omitempty"`
 	Aliases  []string  `toml:"aliases" json:"aliases,omitempty"`
 	Adapters []Adapter `toml:"adapters" json:"adapters,omitempty"`
+	// Dynamic batching for this version, overriding its shard's; nil: the
+	// shard's applies.
+	BatchMax     *int `toml:"batch_max" json:"batch_max,omitempty"`
+	BatchDelayUs *int `toml:"batch_delay_us" json:"batch_delay_us,omitempty"`
 }
 
 // Adapter is a LoRA adapter of a model.
@@ -173,13 +224,34 @@ type Tenant struct {
 	Adapters []string `toml:"adapters" json:"adapters"` // default ["*"]
 	Routes   []string `toml:"routes" json:"routes"`     // default ["*"]
 	Subjects []string `toml:"subjects" json:"subjects"` // default ["*"]: schema subjects it may negotiate and name
+	// Tokens are the bearer tokens the front door accepts for this tenant:
+	// "sha256:<hex digest>" or "env:VAR" (VAR holds the token).
+	Tokens []string `toml:"tokens" json:"tokens,omitempty"`
+}
+
+// Frontdoor is the [frontdoor] table (docs/frontdoor.md).
+type Frontdoor struct {
+	HTTPListen string `toml:"http_listen" json:"http_listen"` // "": off
+	GRPCListen string `toml:"grpc_listen" json:"grpc_listen"` // "": off
+	Threads    int    `toml:"threads" json:"threads"`
+	Cores      []int  `toml:"cores" json:"cores"` // one per thread, or none; never worker cores
+	Slots      int    `toml:"slots" json:"slots"` // requests in flight per thread
+	// Size limits in bytes and timeouts in milliseconds.
+	BodyBytesMax    int `toml:"body_bytes_max" json:"body_bytes_max"`
+	ReplyBytesMax   int `toml:"reply_bytes_max" json:"reply_bytes_max"`
+	HeaderTimeoutMs int `toml:"header_timeout_ms" json:"header_timeout_ms"`
+	BodyTimeoutMs   int `toml:"body_timeout_ms" json:"body_timeout_ms"`
+	ConnectionsMax  int `toml:"connections_max" json:"connections_max"`
 }
 
 // Peer is one [[peers]] entry: another appliance that serves shards by label.
 type Peer struct {
-	Name    string            `toml:"name" json:"name"`
-	Address string            `toml:"address" json:"address"`
-	Labels  map[string]string `toml:"labels" json:"labels,omitempty"`
+	Name    string `toml:"name" json:"name"`
+	Address string `toml:"address" json:"address"`
+	// TCPAddress is the peer's io_uring.tcp_listen: frames too large for a
+	// datagram are forwarded over TCP to it.
+	TCPAddress string            `toml:"tcp_address" json:"tcp_address,omitempty"`
+	Labels     map[string]string `toml:"labels" json:"labels,omitempty"`
 	// Transport is how forwards reach the peer: "udp" (default, empty) or
 	// "rdma" (Address is then the peer's rdma.listen).
 	Transport string `toml:"transport" json:"transport,omitempty"`
@@ -209,9 +281,16 @@ func Defaults() Config {
 		IOUring: IOUring{
 			Listen: "127.0.0.1:7070", RingEntries: 512, RxBuffers: 256,
 			TxBuffers: 256, BufferSize: 65536,
+			TCPConnectionsMax: 256, TCPIdleTimeoutMs: 10_000, TCPPipelineMax: 64,
+			TCPSlots:  []TCPSlot{{Size: 64 << 10, Count: 128}, {Size: 2 << 20, Count: 16}, {Size: 16<<20 + 64<<10, Count: 2}},
+			TCPSendZC: "auto",
 		},
 		Auth: Auth{Mode: "tenants", FreshnessWindowMs: 10_000, ReplayEntries: 1 << 18},
 		Host: Host{Labels: map[string]string{}},
+		Frontdoor: Frontdoor{
+			Threads: 1, Cores: []int{}, Slots: 64, BodyBytesMax: 16 << 20, ReplyBytesMax: 16 << 20,
+			HeaderTimeoutMs: 30_000, BodyTimeoutMs: 10_000, ConnectionsMax: 1024,
+		},
 		Control: Control{
 			AdminListen: "127.0.0.1:7071", Store: "embedded",
 			DataDir: "../.cache/sluice-data", DrainMs: 200,
@@ -221,7 +300,8 @@ func Defaults() Config {
 			ConnectTimeoutMs: 2000, OpTimeoutMs: 5000, ResyncIntervalMs: 5000, SettleMs: 20,
 			CheckIntervalMs: 200, History: 1,
 		},
-		Jobs: jobsDefaults(),
+		Jobs:    jobsDefaults(),
+		Tracing: Tracing{RingSpans: 4096, ExportIntervalMs: 200},
 	}
 }
 
@@ -314,6 +394,9 @@ func (c *Config) tableDefaults(pos positions) {
 		if !has(k + "queue_depth") {
 			c.Shards[i].QueueDepth = DefaultQueueDepth
 		}
+		if !has(k + "batch_max") {
+			c.Shards[i].BatchMax = DefaultBatchMax
+		}
 	}
 	for i := range c.Models {
 		if !has(fmt.Sprintf("models[%d].kind", i)) {
@@ -344,7 +427,7 @@ func strictUnmarshal(b []byte, v any) error {
 // UnmarshalJSON implements json.Unmarshaler with the engine's defaults.
 func (s *Shard) UnmarshalJSON(b []byte) error {
 	type raw Shard
-	r := raw{MaxConcurrency: DefaultMaxConcurrency, QueueDepth: DefaultQueueDepth}
+	r := raw{MaxConcurrency: DefaultMaxConcurrency, QueueDepth: DefaultQueueDepth, BatchMax: DefaultBatchMax}
 	if err := strictUnmarshal(b, &r); err != nil {
 		return err
 	}
@@ -353,13 +436,33 @@ func (s *Shard) UnmarshalJSON(b []byte) error {
 }
 
 // UnmarshalJSON implements json.Unmarshaler with the engine's defaults.
+// batch_max and batch_delay_us may be written 8 or 8.0.
 func (m *Model) UnmarshalJSON(b []byte) error {
 	type raw Model
-	r := raw{Kind: DefaultModelKind}
+	r := struct {
+		*raw
+		BatchMax     *json.Number `json:"batch_max"`      // shadows raw's
+		BatchDelayUs *json.Number `json:"batch_delay_us"` // shadows raw's
+	}{raw: &raw{Kind: DefaultModelKind}}
 	if err := strictUnmarshal(b, &r); err != nil {
 		return err
 	}
-	*m = Model(r)
+	for _, f := range []struct {
+		name string
+		n    *json.Number
+		dst  **int
+	}{{"batch_max", r.BatchMax, &r.raw.BatchMax}, {"batch_delay_us", r.BatchDelayUs, &r.raw.BatchDelayUs}} {
+		if f.n == nil {
+			continue
+		}
+		v, err := jsonnum.Int64(*f.n)
+		if err != nil || v < math.MinInt32 || v > math.MaxInt32 {
+			return fmt.Errorf("%s: %q is not an integer in range", f.name, string(*f.n))
+		}
+		iv := int(v)
+		*f.dst = &iv
+	}
+	*m = Model(*r.raw)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -105,13 +106,40 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"inline table in an array", "[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\n\nadapters = [{ id = \"a b\", path = \"x\" }]\n", "t.toml:6: models[0].adapters[0].id: \"a b\" must be 1 to 64 printable ASCII"},
 		{"syntax error", "[engine\nworkers = [0]\n", "t.toml:1:"},
 		{"duplicate alias", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\naliases = [\"a\"]\n[[models]]\nname = \"m\"\nversion = \"2\"\nkind = \"null\"\naliases = [\"b\", \"a\"]\n", "t.toml:10: models[1].aliases[1]: alias \"a\" of model m already names version 1"},
+		{"batch_max zero", "[[shards]]\nname = \"s\"\nbatch_max = 0\n", "t.toml:3: shards[0].batch_max: 0 is out of range 1..=256"},
+		{"batch_max above queue_depth", "[[shards]]\nname = \"s\"\nqueue_depth = 8\nbatch_max = 16\n", "t.toml:4: shards[0].batch_max: 16 is above queue_depth (8)"},
+		{"batch delay without batch", "[[shards]]\nname = \"s\"\nbatch_delay_us = 100\n", "t.toml:3: shards[0].batch_delay_us: needs batch_max above 1"},
+		{"batch delay too long", "[[shards]]\nname = \"s\"\nbatch_max = 4\nbatch_delay_us = 1000001\n", "t.toml:4: shards[0].batch_delay_us: 1000001 is out of range 0..=1000000"},
+		{"model batch on null", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\nbatch_max = 4\n", "t.toml:5: models[0].batch_max: only onnx models batch"},
+		{"model batch delay alone", "[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\nbatch_delay_us = 50\n", "t.toml:5: models[0].batch_delay_us: needs batch_max on the model too"},
+		{"model batch_max range", "[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\nbatch_max = 257\n", "t.toml:5: models[0].batch_max: 257 is out of range 1..=256"},
 		{"onnx without path", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"onnx\"\n", "t.toml:1: models[0].path: is required"},
+		{"front door listen", "[frontdoor]\nthreads = 1\nhttp_listen = \"localhost\"\n", "t.toml:3: frontdoor.http_listen: \"localhost\" is not an IP:port address"},
+		{"front door body limit", "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\nbody_bytes_max = 10\n", "t.toml:3: frontdoor.body_bytes_max: 10 is out of range 4096..="},
+		{"front door on a worker core", "[engine]\nworkers = [0]\n[frontdoor]\nthreads = 1\ncores = [0]\n", "t.toml:5: frontdoor.cores[0]: core 0 is a worker core"},
+		{"front door same ports", "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\ngrpc_listen = \"127.0.0.1:8000\"\n", "t.toml:3: frontdoor.grpc_listen: must differ from http_listen"},
+		{"bad token", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\ntokens = [\"sha256:00\"]\n", "t.toml:5: tenants[0].tokens[0]: a sha256: token is 64 hex digits"},
+		{"plain token", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\ntokens = [\"secret\"]\n", "t.toml:5: tenants[0].tokens[0]: token must start with"},
+		{"bad tcp listen", "[io_uring]\ntcp_listen = \"anywhere\"\n", "t.toml:2: io_uring.tcp_listen: \"anywhere\" is not an IP:port address"},
+		{"tcp connections", "[io_uring]\ntcp_listen = \"127.0.0.1:7072\"\n\ntcp_connections_max = 0\n", "t.toml:4: io_uring.tcp_connections_max: 0 is out of range 1..=4096"},
+		{"tcp slot size", "[io_uring]\ntcp_slots = [\n  { size = 65536, count = 8 },\n  { size = 100000, count = 2 },\n]\n", "t.toml:4: io_uring.tcp_slots[1].size: 100000 is not a multiple of 4096"},
+		{"tcp slot order", "[io_uring]\ntcp_slots = [{ size = 2097152, count = 8 }, { size = 65536, count = 2 }]\n", "t.toml:2: io_uring.tcp_slots[1].size: slot classes must be listed smallest first"},
+		{"tcp slot missing count", "[io_uring]\ntcp_slots = [{ size = 65536 }]\n", "t.toml:2: io_uring.tcp_slots[0].count: 0 is out of range 1..=4096"},
+		{"tcp frame limit above the largest slot", "[io_uring]\ntcp_slots = [{ size = 65536, count = 8 }]\ntcp_frame_len_max = 70000\n", "t.toml:3: io_uring.tcp_frame_len_max: 70000 is out of range 96..=65536"},
+		{"tcp pool too large", "[io_uring]\ntcp_slots = [{ size = 268435456, count = 64 }]\n", "t.toml:2: io_uring.tcp_slots: 34359738368 bytes of slots per worker"},
+		{"tcp zc mode", "[io_uring]\ntcp_send_zc = \"maybe\"\n", "t.toml:2: io_uring.tcp_send_zc: \"maybe\" is not one of"},
+		{"peer tcp address", "[[peers]]\nname = \"b\"\naddress = \"10.0.0.2:7070\"\ntcp_address = \"b:7072\"\n", "t.toml:4: peers[0].tcp_address: \"b:7072\" is not an IP:port address"},
 		{"auth mode", "[auth]\nmode = \"open\"\n", "t.toml:2: auth.mode: \"open\" is not one of \"tenants\", \"none\""},
 		{"freshness window", "[auth]\n\nfreshness_window_ms = 50\n", "t.toml:3: auth.freshness_window_ms: 50 is out of range 100..=300000"},
 		{"replay entries", "[auth]\nreplay_entries = 1000\n", "t.toml:2: auth.replay_entries: 1000 is not a power of two"},
 		{"mode none with tenants", "[auth]\nmode = \"none\"\n\n[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "t.toml:4: tenants[0]: auth.mode is \"none\""},
 		{"bad subject pattern", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nsubjects = [\"a-*\", \"\"]\n", "t.toml:5: tenants[0].subjects[1]: \"\" must be 1 to 255 printable ASCII"},
-		{"too many patterns", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nroutes = [" + strings.Repeat("\"r\", ", 65) + "]\n", "t.toml:5: tenants[0].routes: 65 entries; at most 64"},
+		{"too many patterns", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nroutes = [" + strings.Repeat("\"r\", ", 16385) + "]\n", "t.toml:5: tenants[0].routes: 16385 entries; at most 16384"},
+		{"content trie too large", "[[shards]]\nname = \"s\"\nmax_concurrency = 1\nqueue_depth = 1\n" + manyContentRoutes(520), "routes[511].content[0]: the content paths of all routes need more than 512 trie nodes"},
+		{"too many general globs", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nmodels = [\"a*\", \"*b\", " + strings.Repeat("\"x*y\", ", 17) + "]\n", "tenants[0].models[18]: at most 16 globs other than"},
+		{"duplicate tenant name", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n[[tenants]]\nname = \"t\"\nid = 4\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "tenants[1].id: tenant id 4 or name \"t\" used twice"},
+		{"alias is a version", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\n[[models]]\nname = \"m\"\nversion = \"2\"\nkind = \"null\"\naliases = [\"1\"]\n", "models[1].aliases[0]: alias \"1\" of model m already names version 1"},
+		{"duplicate version", "[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\n[[models]]\nname = \"m\"\nversion = \"1\"\nkind = \"null\"\n", "models[1].version: model m version 1 defined twice"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,6 +148,38 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 				t.Fatalf("error\n  %s\nwant it to contain\n  %s", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestBatchingKeys(t *testing.T) {
+	src := "[[shards]]\nname = \"s\"\nbatch_max = 32\nbatch_delay_us = 500\n[[shards]]\nname = \"p\"\n" +
+		"[[models]]\nname = \"m\"\nversion = \"1\"\npath = \"m.onnx\"\nbatch_max = 8\nbatch_delay_us = 200\n" +
+		"[[models]]\nname = \"m\"\nversion = \"2\"\npath = \"m.onnx\"\n"
+	cfg, err := Parse("t.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Shards[0]; s.BatchMax != 32 || s.BatchDelayUs != 500 {
+		t.Fatalf("shard: %+v", s)
+	}
+	if s := cfg.Shards[1]; s.BatchMax != DefaultBatchMax || s.BatchDelayUs != 0 {
+		t.Fatalf("default shard: %+v", s)
+	}
+	if m := cfg.Models[0]; m.BatchMax == nil || *m.BatchMax != 8 || m.BatchDelayUs == nil || *m.BatchDelayUs != 200 {
+		t.Fatalf("model: %+v", m)
+	}
+	if m := cfg.Models[1]; m.BatchMax != nil || m.BatchDelayUs != nil {
+		t.Fatalf("model without batching keys: %+v", m)
+	}
+	// The JSON the engine receives carries the keys only where set, and the
+	// JSON form takes the same defaults.
+	b, err := json.Marshal(cfg.Models[1])
+	if err != nil || strings.Contains(string(b), "batch") {
+		t.Fatalf("%s %v", b, err)
+	}
+	var sh Shard
+	if err := json.Unmarshal([]byte(`{"name":"x"}`), &sh); err != nil || sh.BatchMax != DefaultBatchMax {
+		t.Fatalf("%+v %v", sh, err)
 	}
 }
 
@@ -311,4 +371,65 @@ func TestWireExampleKeyInConfigForm(t *testing.T) {
 	if err != nil || string(key) != "sluice-example-key-tenant-7" {
 		t.Fatalf("example key decodes to %q, %v", key, err)
 	}
+}
+
+func TestFrontdoorReachesTheEngine(t *testing.T) {
+	src := "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\ngrpc_listen = \"127.0.0.1:8001\"\nslots = 8\n" +
+		"[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n" +
+		"tokens = [\"sha256:" + strings.Repeat("ab", 32) + "\"]\n"
+	cfg, err := Parse("t.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cfg.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Frontdoor map[string]any `json:"frontdoor"`
+		Tenants   []struct {
+			Tokens []string `json:"tokens"`
+		} `json:"tenants"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Frontdoor["http_listen"] != "127.0.0.1:8000" || doc.Frontdoor["slots"] != float64(8) ||
+		doc.Frontdoor["body_timeout_ms"] != float64(10_000) {
+		t.Fatalf("frontdoor as the engine gets it: %v", doc.Frontdoor)
+	}
+	if len(doc.Tenants) != 1 || len(doc.Tenants[0].Tokens) != 1 {
+		t.Fatalf("tokens: %+v", doc.Tenants)
+	}
+	if c := cfg.Clone(); c.Frontdoor.Slots != 8 || len(c.Tenants[0].Tokens) != 1 {
+		t.Fatalf("clone: %+v", c.Frontdoor)
+	}
+}
+
+// A model posted as JSON may write its batching integers as 8.0, as JSON
+// Schema counts them; fractions are refused.
+func TestModelJSONBatchIntegers(t *testing.T) {
+	var m Model
+	if err := json.Unmarshal([]byte(`{"name":"m","version":"1","path":"m.onnx","batch_max":8.0,"batch_delay_us":200}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.BatchMax == nil || *m.BatchMax != 8 || m.BatchDelayUs == nil || *m.BatchDelayUs != 200 || m.Kind != DefaultModelKind {
+		t.Fatalf("%+v", m)
+	}
+	if err := json.Unmarshal([]byte(`{"name":"m","version":"1","batch_max":8.5}`), &m); err == nil {
+		t.Fatal("batch_max 8.5 accepted")
+	}
+	if err := json.Unmarshal([]byte(`{"name":"m","version":"1","colour":1}`), &m); err == nil {
+		t.Fatal("unknown field accepted")
+	}
+}
+
+// manyContentRoutes are n routes, each with a content condition on its own
+// member (one trie node each).
+func manyContentRoutes(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "[[routes]]\nname = \"r%d\"\nshard = \"s\"\ncontent = ['$.f%d == 1']\n", i, i)
+	}
+	return b.String()
 }

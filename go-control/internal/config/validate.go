@@ -1,11 +1,13 @@
 package config
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"regexp"
 	"runtime"
@@ -35,12 +37,15 @@ type Limits struct {
 	RoutesMax           int
 	ContentMax          int // content conditions per route
 	ContentPathDepthMax int
+	ContentPathNodesMax int // trie nodes of every content path of a table
 	TenantsMax          int
 	ModelsMax           int // loaded model versions
 	AdaptersMax         int // per model
 	PeersMax            int
 	MaxConcurrencyMax   int
 	QueueDepthMax       int
+	BatchMaxMax         int // rows per batched run (batch_max)
+	BatchDelayUsMax     int // µs a batch may wait (batch_delay_us)
 	NameLenMax          int // shard, route, tenant and peer names
 	ModelNameLenMax     int
 	ModelVersionLenMax  int
@@ -49,8 +54,18 @@ type Limits struct {
 	NegotiationTTLMsMin int // engine.negotiation_ttl_ms
 	NegotiationTTLMsMax int
 	DrainMsMax          int // control.drain_ms: the C ABI caps a drain there
-	TenantPatternsMax   int // patterns in each of a tenant's lists
-	SubjectLenMax       int // a schema subject on the wire
+	TCPConnectionsMax   int
+	TCPPipelineMax      int
+	TCPIdleTimeoutMsMax int
+	TCPSlotClassesMax   int
+	TCPSlotCountMax     int
+	TCPSlotSizeMin      int // slot sizes are multiples of it
+	TCPSlotSizeMax      int
+	TCPPoolBytesMax     int64 // receive and reply slots, per worker
+	TenantPatternsMax   int   // patterns in each of a tenant's lists
+	TenantGlobsMax      int   // general globs in each of a tenant's lists
+	AliasesMax          int   // aliases of one model version
+	SubjectLenMax       int   // a schema subject on the wire
 	// [auth]
 	FreshnessWindowMsMin int
 	FreshnessWindowMsMax int
@@ -65,11 +80,15 @@ var BuiltinLimits = Limits{
 	WorkersMax: 64, RxBurstMax: 256, SpinUsMax: 1_000_000, ForwardTimeoutMsMax: 60_000,
 	RingEntriesMin: 8, RingEntriesMax: 32768, PoolBuffersMin: 8, PoolBuffersMax: 32768,
 	BufferSizeMin: 2048, BufferSizeMax: 1 << 20, BufferAlign: 64,
-	ShardsMax: 32, RoutesMax: 1024, ContentMax: 8, ContentPathDepthMax: 8, TenantsMax: 4096,
+	ShardsMax: 32, RoutesMax: 16384, ContentMax: 8, ContentPathDepthMax: 8, ContentPathNodesMax: 512, TenantsMax: 4096,
 	ModelsMax: 64, AdaptersMax: 32, PeersMax: 256, MaxConcurrencyMax: 4096, QueueDepthMax: 65536,
+	BatchMaxMax: 256, BatchDelayUsMax: 1_000_000,
 	NameLenMax: 64, ModelNameLenMax: 64, ModelVersionLenMax: 32, AdapterLenMax: 64, TenantKeyLenMin: 16,
 	NegotiationTTLMsMin: 1_000, NegotiationTTLMsMax: 3_600_000, DrainMsMax: 10_000,
-	TenantPatternsMax: 64, SubjectLenMax: 255,
+	TCPConnectionsMax: 4096, TCPPipelineMax: 1024, TCPIdleTimeoutMsMax: 3_600_000,
+	TCPSlotClassesMax: 4, TCPSlotCountMax: 4096, TCPSlotSizeMin: 4096, TCPSlotSizeMax: 256 << 20,
+	TCPPoolBytesMax:   16 << 30,
+	TenantPatternsMax: 16384, TenantGlobsMax: 16, AliasesMax: 1024, SubjectLenMax: 255,
 	FreshnessWindowMsMin: 100, FreshnessWindowMsMax: 300_000, ReplayEntriesMin: 8, ReplayEntriesMax: 1 << 22,
 }
 
@@ -86,10 +105,14 @@ func EngineLimits() Limits { return lim }
 // TenantIDMax is the largest tenant id: the wire field is 32 bits.
 const TenantIDMax = 1<<32 - 1
 
+// fixedHeaderLen is the wire format's fixed header: the smallest frame.
+const fixedHeaderLen = 96
+
 // Defaults of keys inside array tables, as the engine applies them.
 const (
 	DefaultMaxConcurrency = 8
 	DefaultQueueDepth     = 64
+	DefaultBatchMax       = 1
 	DefaultModelKind      = "onnx"
 )
 
@@ -158,9 +181,11 @@ func Validate(cfg *Config) []Issue {
 	c.routes(cfg.Routes, shards)
 	c.models(cfg.Models)
 	c.auth(&cfg.Auth, len(cfg.Tenants))
+	c.tracing(&cfg.Tracing)
 	c.tenants(cfg.Tenants)
 	c.peers(cfg.Peers)
 	c.control(&cfg.Control)
+	c.frontdoor(&cfg.Frontdoor, cfg.Engine.Workers)
 	c.fleet(&cfg.Fleet, cfg.Control.Store == "nats")
 	c.jobs(&cfg.Jobs, &cfg.Fleet, &cfg.Engine)
 	c.dpdk(cfg.DPDK)
@@ -297,6 +322,44 @@ func (c *checker) ioURing(u *IOUring, rxBurst int) {
 	if u.BufferSize%lim.BufferAlign != 0 {
 		c.add("io_uring.buffer_size", "%d is not a multiple of %d", u.BufferSize, lim.BufferAlign)
 	}
+	c.tcp(u)
+}
+
+// tcp checks the TCP keys of [io_uring] as the engine does.
+func (c *checker) tcp(u *IOUring) {
+	if u.TCPListen != "" {
+		if _, err := netip.ParseAddrPort(u.TCPListen); err != nil {
+			c.add("io_uring.tcp_listen", "%q is not an IP:port address (or \"\" for no TCP)", u.TCPListen)
+		}
+	}
+	c.rangeInt("io_uring.tcp_connections_max", u.TCPConnectionsMax, 1, lim.TCPConnectionsMax)
+	c.rangeInt("io_uring.tcp_idle_timeout_ms", u.TCPIdleTimeoutMs, 1, lim.TCPIdleTimeoutMsMax)
+	c.rangeInt("io_uring.tcp_pipeline_max", u.TCPPipelineMax, 1, lim.TCPPipelineMax)
+	c.oneOf("io_uring.tcp_send_zc", u.TCPSendZC, "auto", "on", "off")
+	if len(u.TCPSlots) == 0 || len(u.TCPSlots) > lim.TCPSlotClassesMax {
+		c.add("io_uring.tcp_slots", "1 to %d slot classes", lim.TCPSlotClassesMax)
+		return
+	}
+	largest, pool := 0, int64(0)
+	for i, s := range u.TCPSlots {
+		key := fmt.Sprintf("io_uring.tcp_slots[%d]", i)
+		c.rangeInt(key+".size", s.Size, lim.TCPSlotSizeMin, lim.TCPSlotSizeMax)
+		if s.Size%lim.TCPSlotSizeMin != 0 {
+			c.add(key+".size", "%d is not a multiple of %d", s.Size, lim.TCPSlotSizeMin)
+		}
+		if i > 0 && s.Size <= u.TCPSlots[i-1].Size {
+			c.add(key+".size", "slot classes must be listed smallest first, each larger than the last")
+		}
+		c.rangeInt(key+".count", s.Count, 1, lim.TCPSlotCountMax)
+		largest = max(largest, s.Size)
+		pool += 2 * int64(s.Size) * int64(s.Count)
+	}
+	if pool > lim.TCPPoolBytesMax {
+		c.add("io_uring.tcp_slots", "%d bytes of slots per worker (receive and reply) exceed %d", pool, lim.TCPPoolBytesMax)
+	}
+	if u.TCPFrameLenMax != 0 && (u.TCPFrameLenMax < fixedHeaderLen || u.TCPFrameLenMax > largest) {
+		c.add("io_uring.tcp_frame_len_max", "%d is out of range %d..=%d (at most the largest tcp_slots size)", u.TCPFrameLenMax, fixedHeaderLen, largest)
+	}
 }
 
 func (c *checker) shards(list []Shard, workers int) map[string]bool {
@@ -311,6 +374,10 @@ func (c *checker) shards(list []Shard, workers int) map[string]bool {
 		names[s.Name] = true
 		c.rangeInt(key+".max_concurrency", s.MaxConcurrency, 1, lim.MaxConcurrencyMax)
 		c.rangeInt(key+".queue_depth", s.QueueDepth, 1, lim.QueueDepthMax)
+		c.batch(key, s.BatchMax, s.BatchDelayUs)
+		if s.BatchMax > s.QueueDepth {
+			c.add(key+".batch_max", "%d is above queue_depth (%d): a batch is taken from the shard's queue", s.BatchMax, s.QueueDepth)
+		}
 		if s.Workers != nil && len(s.Workers) == 0 {
 			c.add(key+".workers", "must not be empty (leave it out for all workers)")
 		}
@@ -321,6 +388,19 @@ func (c *checker) shards(list []Shard, workers int) map[string]bool {
 		}
 	}
 	return names
+}
+
+func (c *checker) tracing(t *Tracing) {
+	if !(t.SampleRatio >= 0 && t.SampleRatio <= 1) {
+		c.add("tracing.sample_ratio", "%v is not a share from 0 to 1", t.SampleRatio)
+	}
+	c.rangeInt("tracing.ring_spans", t.RingSpans, 1, 65_536)
+	c.rangeInt("tracing.export_interval_ms", t.ExportIntervalMs, 10, 60_000)
+	if t.Endpoint != "" {
+		if u, err := url.Parse(t.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			c.add("tracing.endpoint", "%q is not an http(s) URL such as http://127.0.0.1:4318", t.Endpoint)
+		}
+	}
 }
 
 func (c *checker) auth(a *Auth, tenants int) {
@@ -354,20 +434,28 @@ func (c *Config) UnauthenticatedExposure() string {
 
 func (c *checker) tenants(list []Tenant) {
 	c.count("tenants", len(list), lim.TenantsMax)
+	// Sets of what earlier tenants used: O(n), not a scan per tenant.
+	ids := make(map[int64]bool, len(list))
+	names := make(map[string]bool, len(list))
 	for i, t := range list {
 		key := fmt.Sprintf("tenants[%d]", i)
 		c.token(key+".name", t.Name, lim.NameLenMax)
 		if t.ID < 1 || t.ID > TenantIDMax {
 			c.add(key+".id", "%d is out of range 1..=%d (0 is reserved)", t.ID, int64(TenantIDMax))
 		}
-		for _, o := range list[:i] {
-			if o.ID == t.ID || o.Name == t.Name {
-				c.add(key+".id", "tenant id %d or name %q used twice", t.ID, t.Name)
-				break
-			}
+		if ids[int64(t.ID)] || names[t.Name] {
+			c.add(key+".id", "tenant id %d or name %q used twice", t.ID, t.Name)
 		}
+		ids[int64(t.ID)] = true
+		names[t.Name] = true
 		if _, err := DecodeKey(t.Key, os.Getenv); err != nil {
 			c.add(key+".key", "%v", err)
+		}
+		c.count(key+".tokens", len(t.Tokens), TokensPerTenantMax)
+		for j, tok := range t.Tokens {
+			if _, err := DecodeToken(tok, os.Getenv); err != nil {
+				c.add(fmt.Sprintf("%s.tokens[%d]", key, j), "%v", err)
+			}
 		}
 		c.tenantPatterns(key, t)
 	}
@@ -389,10 +477,106 @@ func (c *checker) tenantPatterns(key string, t Tenant) {
 	}
 	for _, l := range lists {
 		c.count(key+"."+l.name, len(l.list), lim.TenantPatternsMax)
+		globs := 0
 		for j, p := range l.list {
 			c.token(fmt.Sprintf("%s.%s[%d]", key, l.name, j), p, l.lenMax)
+			if IsGeneralGlob(p) {
+				globs++
+				if globs == lim.TenantGlobsMax+1 {
+					c.add(fmt.Sprintf("%s.%s[%d]", key, l.name, j),
+						"at most %d globs other than \"*\", \"name*\" and \"*name\"", lim.TenantGlobsMax)
+				}
+			}
 		}
 	}
+}
+
+// Front door limits (the engine checks the same).
+const (
+	FrontdoorThreadsMax = 16
+	FrontdoorSlotsMax   = 4096
+	BodyBytesMin        = 4096
+	BodyBytesMax        = 256<<20 - 4096
+	ReplyBytesMin       = 4096
+	ReplyBytesMax       = 256 << 20
+	FrontdoorTimeoutMax = 3_600_000
+	TokensPerTenantMax  = 8
+	TokenLenMin         = 16
+)
+
+// DecodeToken reads a bearer token spec as the engine does: the SHA-256
+// digest of the token ("sha256:<64 hex>") or "env:VAR" holding the token.
+// Errors never include the token.
+func DecodeToken(s string, getenv func(string) string) ([]byte, error) {
+	if h, ok := strings.CutPrefix(s, "sha256:"); ok {
+		b, err := hex.DecodeString(strings.TrimSpace(h))
+		if err != nil || len(b) != 32 {
+			return nil, fmt.Errorf("a sha256: token is 64 hex digits")
+		}
+		return b, nil
+	}
+	if name, ok := strings.CutPrefix(s, "env:"); ok {
+		t := strings.TrimSpace(getenv(name))
+		if t == "" {
+			return nil, fmt.Errorf("environment variable %s is not set", name)
+		}
+		if len(t) < TokenLenMin {
+			return nil, fmt.Errorf("a token is at least %d bytes", TokenLenMin)
+		}
+		d := sha256.Sum256([]byte(t))
+		return d[:], nil
+	}
+	return nil, fmt.Errorf("token must start with \"sha256:\" or \"env:\"")
+}
+
+func (c *checker) frontdoor(f *Frontdoor, workers []int) {
+	for _, l := range []struct{ key, v string }{
+		{"frontdoor.http_listen", f.HTTPListen}, {"frontdoor.grpc_listen", f.GRPCListen},
+	} {
+		if l.v == "" {
+			continue
+		}
+		if _, err := netip.ParseAddrPort(l.v); err != nil {
+			c.add(l.key, "%q is not an IP:port address", l.v)
+		}
+	}
+	if f.HTTPListen != "" && f.HTTPListen == f.GRPCListen && !strings.HasSuffix(f.HTTPListen, ":0") {
+		c.add("frontdoor.grpc_listen", "must differ from http_listen")
+	}
+	c.rangeInt("frontdoor.threads", f.Threads, 1, FrontdoorThreadsMax)
+	if len(f.Cores) != 0 && len(f.Cores) != f.Threads {
+		c.add("frontdoor.cores", "one core per front-door thread, or none")
+	}
+	online, desc := OnlineCPUs()
+	for i, core := range f.Cores {
+		key := fmt.Sprintf("frontdoor.cores[%d]", i)
+		if !online[core] {
+			c.add(key, "core %d does not exist or is offline (online: %s)", core, desc)
+		}
+		if slices.Contains(workers, core) {
+			c.add(key, "core %d is a worker core: the front door runs off the pinned workers", core)
+		}
+	}
+	c.rangeInt("frontdoor.slots", f.Slots, 1, FrontdoorSlotsMax)
+	c.rangeInt("frontdoor.body_bytes_max", f.BodyBytesMax, BodyBytesMin, BodyBytesMax)
+	c.rangeInt("frontdoor.reply_bytes_max", f.ReplyBytesMax, ReplyBytesMin, ReplyBytesMax)
+	c.rangeInt("frontdoor.header_timeout_ms", f.HeaderTimeoutMs, 1, FrontdoorTimeoutMax)
+	c.rangeInt("frontdoor.body_timeout_ms", f.BodyTimeoutMs, 1, FrontdoorTimeoutMax)
+	c.rangeInt("frontdoor.connections_max", f.ConnectionsMax, 1, 1<<20)
+}
+
+// IsGeneralGlob reports whether a pattern is a glob the engine matches one by
+// one: anything with * or ? other than "*", "name*" and "*name" (those are
+// hashed sets in the engine, so a list may hold many).
+func IsGeneralGlob(p string) bool {
+	n := strings.Count(p, "*") + strings.Count(p, "?")
+	switch {
+	case n == 0:
+		return false
+	case n == 1 && (p == "*" || strings.HasSuffix(p, "*") || strings.HasPrefix(p, "*")):
+		return false
+	}
+	return true
 }
 
 // DecodeKey decodes a tenant key written as "hex:<digits>" or "env:VAR"
@@ -423,6 +607,10 @@ func DecodeKey(s string, getenv func(string) string) ([]byte, error) {
 func (c *checker) routes(list []Route, shards map[string]bool) {
 	c.count("routes", len(list), lim.RoutesMax)
 	names := map[string]bool{}
+	// The engine locates every content path in one walk of a section over a
+	// trie of them: the root plus each distinct path prefix.
+	nodes := map[string]bool{}
+	nodesFull := false
 	for i, r := range list {
 		key := fmt.Sprintf("routes[%d]", i)
 		c.token(key+".name", r.Name, lim.NameLenMax)
@@ -442,6 +630,15 @@ func (c *checker) routes(list []Route, shards map[string]bool) {
 		for j, e := range r.Content {
 			if err := CheckContent(e); err != nil {
 				c.add(fmt.Sprintf("%s.content[%d]", key, j), "%v", err)
+				continue
+			}
+			for _, p := range contentPrefixes(e) {
+				nodes[p] = true
+			}
+			if !nodesFull && len(nodes)+1 > lim.ContentPathNodesMax {
+				nodesFull = true
+				c.add(fmt.Sprintf("%s.content[%d]", key, j),
+					"the content paths of all routes need more than %d trie nodes", lim.ContentPathNodesMax)
 			}
 		}
 	}
@@ -451,6 +648,37 @@ var (
 	contentRe = regexp.MustCompile(`^\s*(\$(?:\.[A-Za-z0-9_-]+|\[[0-9]+\]|\["(?:[^"\\]|\\.)*"\])*)\s*(==|!=)\s*(.*?)\s*$`)
 	segmentRe = regexp.MustCompile(`\.[A-Za-z0-9_-]+|\[[0-9]+\]|\["(?:[^"\\]|\\.)*"\]`)
 )
+
+// contentPrefixes are the trie keys of a checked condition's path, one per
+// prefix: `.a` and `["a"]` name the same member, `[01]` element 1.
+func contentPrefixes(e string) []string {
+	m := contentRe.FindStringSubmatch(e)
+	if m == nil {
+		return nil
+	}
+	var out []string
+	prefix := ""
+	for _, seg := range segmentRe.FindAllString(m[1], -1) {
+		switch {
+		case strings.HasPrefix(seg, "."):
+			prefix += "k" + seg[1:] + "\x00"
+		case strings.HasPrefix(seg, "[\""):
+			var name string
+			if json.Unmarshal([]byte(seg[1:len(seg)-1]), &name) != nil {
+				return out
+			}
+			prefix += "k" + name + "\x00"
+		default:
+			n, err := strconv.ParseUint(seg[1:len(seg)-1], 10, 64)
+			if err != nil {
+				return out
+			}
+			prefix += "i" + strconv.FormatUint(n, 10) + "\x00"
+		}
+		out = append(out, prefix)
+	}
+	return out
+}
 
 // CheckContent checks a route's content condition: a JSON path ($, .name,
 // [index], ["any name"]), == or !=, and a JSON scalar literal. The engine
@@ -474,17 +702,37 @@ func CheckContent(e string) error {
 	return fmt.Errorf("content %q: literal must be a string, number, true, false or null", e)
 }
 
+type nameVer struct{ name, v string }
+
+// aliasOwners are the first two models (indexes) holding an alias.
+type aliasOwners struct{ first, second int }
+
 func (c *checker) models(list []Model) {
 	c.count("models", len(list), lim.ModelsMax)
+	// Maps instead of pairwise scans: the first model of each version, and
+	// the first two of each alias.
+	versions := make(map[nameVer]int, len(list))
+	aliases := map[nameVer]*aliasOwners{}
+	for i, m := range list {
+		if _, ok := versions[nameVer{m.Name, m.Version}]; !ok {
+			versions[nameVer{m.Name, m.Version}] = i
+		}
+		for _, a := range m.Aliases {
+			o := aliases[nameVer{m.Name, a}]
+			switch {
+			case o == nil:
+				aliases[nameVer{m.Name, a}] = &aliasOwners{i, -1}
+			case o.second < 0 && o.first != i:
+				o.second = i
+			}
+		}
+	}
 	for i, m := range list {
 		key := fmt.Sprintf("models[%d]", i)
 		c.token(key+".name", m.Name, lim.ModelNameLenMax)
 		c.token(key+".version", m.Version, lim.ModelVersionLenMax)
-		for _, o := range list[:i] {
-			if o.Name == m.Name && o.Version == m.Version {
-				c.add(key+".version", "model %s version %s defined twice", m.Name, m.Version)
-				break
-			}
+		if versions[nameVer{m.Name, m.Version}] != i {
+			c.add(key+".version", "model %s version %s defined twice", m.Name, m.Version)
 		}
 		c.oneOf(key+".kind", m.Kind, "onnx", "null", "echo")
 		if m.Kind == "onnx" && m.Path == "" {
@@ -493,13 +741,29 @@ func (c *checker) models(list []Model) {
 		for j, a := range m.Aliases {
 			akey := fmt.Sprintf("%s.aliases[%d]", key, j)
 			c.token(akey, a, lim.ModelVersionLenMax)
-			for oi, o := range list {
-				if o.Name == m.Name && (o.Version == a || (oi != i && slices.Contains(o.Aliases, a))) {
-					c.add(akey, "alias %q of model %s already names version %s", a, m.Name, o.Version)
-					break
+			// The first model (in list order) the alias clashes with: one
+			// whose version it is, or another holding the same alias.
+			clash := -1
+			if v, ok := versions[nameVer{m.Name, a}]; ok {
+				clash = v
+			}
+			if o := aliases[nameVer{m.Name, a}]; o != nil {
+				other := o.first
+				if other == i {
+					other = o.second
+				}
+				if other >= 0 && (clash < 0 || other < clash) {
+					clash = other
 				}
 			}
+			if clash >= 0 {
+				c.add(akey, "alias %q of model %s already names version %s", a, m.Name, list[clash].Version)
+			}
 		}
+		if m.BatchMax != nil || m.BatchDelayUs != nil {
+			c.modelBatch(key, &m)
+		}
+		c.count(key+".aliases", len(m.Aliases), lim.AliasesMax)
 		c.count(key+".adapters", len(m.Adapters), lim.AdaptersMax)
 		for j, a := range m.Adapters {
 			akey := fmt.Sprintf("%s.adapters[%d]", key, j)
@@ -508,6 +772,37 @@ func (c *checker) models(list []Model) {
 				c.add(akey+".path", "is required")
 			}
 		}
+	}
+}
+
+// batch checks batch_max and batch_delay_us under key, as the engine does.
+func (c *checker) batch(key string, batchMax, delayUs int) {
+	c.rangeInt(key+".batch_max", batchMax, 1, lim.BatchMaxMax)
+	c.rangeInt(key+".batch_delay_us", delayUs, 0, lim.BatchDelayUsMax)
+	if delayUs > 0 && batchMax == 1 {
+		c.add(key+".batch_delay_us", "needs batch_max above 1: a request waits only for others to batch with")
+	}
+}
+
+func (c *checker) modelBatch(key string, m *Model) {
+	if m.Kind != "onnx" {
+		k := ".batch_max"
+		if m.BatchMax == nil {
+			k = ".batch_delay_us"
+		}
+		c.add(key+k, "only onnx models batch")
+		return
+	}
+	batchMax, delay := 1, 0
+	if m.BatchMax != nil {
+		batchMax = *m.BatchMax
+	}
+	if m.BatchDelayUs != nil {
+		delay = *m.BatchDelayUs
+	}
+	c.batch(key, batchMax, delay)
+	if delay > 0 && m.BatchMax == nil {
+		c.add(key+".batch_delay_us", "needs batch_max on the model too (a delay without a batch size)")
 	}
 }
 
@@ -528,6 +823,11 @@ func CheckPeer(key string, p Peer) []Issue {
 	c.token(key+".name", p.Name, lim.NameLenMax)
 	if _, err := netip.ParseAddrPort(p.Address); err != nil {
 		c.add(key+".address", "%q is not an IP:port address", p.Address)
+	}
+	if p.TCPAddress != "" {
+		if _, err := netip.ParseAddrPort(p.TCPAddress); err != nil {
+			c.add(key+".tcp_address", "%q is not an IP:port address", p.TCPAddress)
+		}
 	}
 	switch p.Transport {
 	case "", "udp", "rdma":

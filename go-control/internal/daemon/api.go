@@ -136,6 +136,7 @@ func (d *Daemon) routeTable() []route {
 		f("GET /v1/tenants", d.getTenants),
 		f("PUT /v1/tenants", d.putTenants),
 		f("GET /v1/models", d.getModels),
+		f("GET /v1/models/{name}", d.modelMeta),
 		f("POST /v1/models", d.postModel),
 		f("DELETE /v1/models/{name}/versions/{version}", d.deleteModel),
 		f("PUT /v1/models/{name}/aliases/{alias}", d.putAlias),

@@ -84,6 +84,9 @@ func outcomeOf(err error) string {
 // audit logs and counts one control change made through the API.
 func (d *Daemon) audit(r *http.Request, kind, action, what string, err error) {
 	d.auditAs(who(r), kind, action, what, err)
+	if r != nil {
+		d.traceChange(r.Context(), who(r), kind, action, what, outcomeOf(err), err)
+	}
 }
 
 // auditAs logs one control change: who made it, what it was, how it ended

@@ -125,14 +125,7 @@ func (s *state) fleetSetTenants(ctx context.Context, ts []config.Tenant) error {
 		current := compose(s.file, o).Tenants
 		s.mu.Unlock()
 		for i := range ts {
-			if ts[i].Key != "" {
-				continue
-			}
-			for _, old := range current {
-				if old.Name == ts[i].Name {
-					ts[i].Key = old.Key
-				}
-			}
+			keepCredentials(&ts[i], current)
 			if ts[i].Key == "" {
 				return nil, fmt.Errorf("%w: tenants[%d].key: is required for new tenant %q", errs.ErrInvalidConfig, i, ts[i].Name)
 			}
@@ -236,6 +229,7 @@ func (s *state) fleetRemovePeer(ctx context.Context, name string) error {
 func (d *Daemon) ReloadFrom(view *store.View) (api.ReloadResult, error) {
 	res, err := d.state.reloadFrom(view)
 	d.auditAs("fleet", "reload", "reload", reloadWhat(res), err)
+	d.traceChange(context.Background(), "fleet", "reload", "reload", reloadWhat(res), outcomeOf(err), err)
 	return res, err
 }
 

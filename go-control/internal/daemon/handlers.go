@@ -66,6 +66,7 @@ func (d *Daemon) getShards(w http.ResponseWriter, r *http.Request) {
 	out := make([]api.ShardDoc, 0, len(cfg.Shards))
 	for _, sh := range cfg.Shards {
 		doc := api.ShardDoc{Name: sh.Name, Labels: sh.Labels, MaxConcurrency: sh.MaxConcurrency, QueueDepth: sh.QueueDepth,
+			BatchMax: sh.BatchMax, BatchDelayUs: sh.BatchDelayUs,
 			Workers: sh.Workers, Local: carries(cfg.Host.Labels, sh.Labels)}
 		for i := range stats.Shards {
 			if stats.Shards[i].Name == sh.Name {

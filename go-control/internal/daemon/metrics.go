@@ -29,18 +29,24 @@ type collector struct {
 	wPings, wNegotiations, wCopied, wSleeps, wPool, wPoolUse, wReuse              *prometheus.Desc
 	wLat, wLatHist, wLatMax                                                       *prometheus.Desc
 	wUp, wPanics, wKernelDrops                                                    *prometheus.Desc
+	pAllocs, pReuses, pFirst, pTouched, pRatio, pBytes, wCopiedBy, wCopiedFrames  *prometheus.Desc
+	wSpans, wSpansDropped                                                         *prometheus.Desc
 
 	sRequests, sErrors                  *prometheus.Desc
 	sQueue, sQueueHist, sQueueMax       *prometheus.Desc
 	sService, sServiceHist, sServiceMax *prometheus.Desc
 
+	mRequests, mInferences, mExecutions, mFallbacks, mBatch, mQueue *prometheus.Desc
+
 	cOpen, cAccepted, cClosed, cRx, cRxBytes, cRxLarge, cTx, cTxBytes, cTxLarge, cErrors *prometheus.Desc
 
 	tCalls, tQuarantines, tQuarantined, tBytesIn, tBytesOut *prometheus.Desc
+	fRequests, fRefusals, fCopied, fSlow, fConnRefused      *prometheus.Desc
 }
 
 func newCollector(d *Daemon) *collector {
 	w, wp, s := []string{"worker", "core"}, []string{"worker", "core", "pool"}, []string{"shard", "local"}
+	mv := []string{"model", "version"}
 	// Per transport and worker, never per connection: bounded cardinality.
 	cw := []string{"transport", "worker"}
 	return &collector{
@@ -72,6 +78,18 @@ func newCollector(d *Daemon) *collector {
 		wPanics:       desc("worker_panics_total", "Panics caught in the worker's loop (it stops at the first).", w...),
 		wKernelDrops:  desc("worker_rx_kernel_drops_total", "Datagrams the kernel dropped in the worker's socket queue before it read them (SO_RXQ_OVFL).", w...),
 
+		pAllocs:       desc("pool_allocs_total", "Buffers handed out by the pool (receives or allocations).", wp...),
+		pReuses:       desc("pool_reuses_total", "Buffers handed out again: the same pages reused for a new frame.", wp...),
+		pFirst:        desc("pool_first_touches_total", "Buffers handed out for the first time (pages first touched by a frame).", wp...),
+		pTouched:      desc("pool_buffers_touched", "Distinct pool buffers handed out at least once.", wp...),
+		pRatio:        desc("pool_page_reuse_ratio", "Pool reuses / allocs: how often a frame lands in pages used before.", wp...),
+		pBytes:        desc("pool_bytes", "Bytes of memory behind the pool, by page kind (huge = 2 MiB hugepages, normal).", append(wp, "pages")...),
+		wCopiedBy:     desc("worker_bytes_copied_total", "Payload bytes copied, by path and the reason that path copies.", append(w, "path", "reason")...),
+		wCopiedFrames: desc("worker_frames_copied_total", "Frames whose payload was copied, by path and reason.", append(w, "path", "reason")...),
+
+		wSpans:        desc("worker_spans_recorded_total", "Span records of traced requests the worker pushed to its ring (docs/observability.md).", w...),
+		wSpansDropped: desc("worker_spans_dropped_total", "Span records dropped because the worker's ring was full.", w...),
+
 		sRequests:    desc("shard_requests_total", "Requests routed to the shard.", s...),
 		sErrors:      desc("shard_errors_total", "Error frames after routing.", s...),
 		sQueue:       desc("shard_queue_seconds", "Receive to start of service (quantiles).", s...),
@@ -81,7 +99,15 @@ func newCollector(d *Daemon) *collector {
 		sServiceHist: desc("shard_service_hist_seconds", "Time in the handler, as a histogram.", s...),
 		sServiceMax:  desc("shard_service_max_seconds", "Longest time in the handler.", s...),
 
-		cOpen:     desc("connections_open", "Connections open now (RDMA), by transport.", "transport"),
+		// Per model version, as Triton's nv_inference_* counters.
+		mRequests:   desc("model_request_success_total", "Requests answered by a run of the model version (nv_inference_request_success).", mv...),
+		mInferences: desc("model_inference_count_total", "Inferences: rows (dimension 0) of the requests answered (nv_inference_count).", mv...),
+		mExecutions: desc("model_inference_exec_count_total", "Model executions, single or batched (nv_inference_exec_count); inferences/executions is the mean batch size.", mv...),
+		mFallbacks:  desc("model_batch_fallbacks_total", "Batched runs that failed and were run again one request at a time.", mv...),
+		mBatch:      desc("model_batch_size", "Rows per model execution (dynamic batching), as a histogram.", mv...),
+		mQueue:      desc("model_queue_delay_seconds", "Receive to start of the run that answered the request, as a histogram.", mv...),
+
+		cOpen:     desc("connections_open", "Connections open now (RDMA, TCP), by transport.", "transport"),
 		cAccepted: desc("connections_accepted_total", "Connections accepted by the worker.", cw...),
 		cClosed:   desc("connections_closed_total", "Connections closed (by either side) and released by the worker.", cw...),
 		cRx:       desc("connection_rx_frames_total", "Frames received on the worker's connections.", cw...),
@@ -99,15 +125,23 @@ func newCollector(d *Daemon) *collector {
 		tQuarantined: desc("transform_quarantined_workers", "Workers whose instance of the transform is quarantined now.", "subject", "from", "to"),
 		tBytesIn:     desc("transform_bytes_in_total", "Bytes lowered into the transform's memory.", "subject", "from", "to"),
 		tBytesOut:    desc("transform_bytes_copied_total", "Bytes the transform's output cost: the one copy into the rebuilt request.", "subject", "from", "to"),
+		fRequests:    desc("frontdoor_requests_total", "Requests to the KServe v2 / Triton front door, by protocol.", "protocol"),
+		fRefusals:    desc("frontdoor_refusals_total", "Front-door answers that were refusals, by status class (4xx, 5xx); worker refusals are also in worker_errors_total by code.", "class"),
+		fCopied:      desc("frontdoor_bytes_copied_total", "Tensor bytes the front door copied (request: into the aligned slot; reply: into gRPC messages) or converted from JSON.", "what"),
+		fSlow:        desc("frontdoor_slow_clients_total", "Clients cut off for sending a body too slowly (body_timeout_ms)."),
+		fConnRefused: desc("frontdoor_connections_refused_total", "Connections closed at accept (connections_max)."),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.changes, c.wRequests, c.wErrors, c.wRefusals, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
 		c.wTxErr, c.wForeign, c.wPings, c.wNegotiations, c.wCopied, c.wSleeps, c.wPool, c.wPoolUse, c.wReuse,
-		c.wLat, c.wLatHist, c.wLatMax, c.wUp, c.wPanics, c.wKernelDrops, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
+		c.wLat, c.wLatHist, c.wLatMax, c.wUp, c.wPanics, c.wKernelDrops,
+		c.pAllocs, c.pReuses, c.pFirst, c.pTouched, c.pRatio, c.pBytes, c.wCopiedBy, c.wCopiedFrames, c.wSpans, c.wSpansDropped, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
 		c.sService, c.sServiceHist, c.sServiceMax,
+		c.mRequests, c.mInferences, c.mExecutions, c.mFallbacks, c.mBatch, c.mQueue,
 		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors,
+		c.fRequests, c.fRefusals, c.fCopied, c.fSlow, c.fConnRefused,
 		c.tCalls, c.tQuarantines, c.tQuarantined, c.tBytesIn, c.tBytesOut} {
 		ch <- d
 	}
@@ -158,6 +192,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.connections(ch)
 	c.transforms(ch)
+	c.frontdoor(ch)
 	st, err := c.d.eng.Stats() // one batched call per scrape
 	if err != nil {
 		gauge(ch, c.up, 0)
@@ -207,6 +242,23 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, c.wUp, up, l...)
 		counter(ch, c.wPanics, w.Panics, l...)
 		counter(ch, c.wKernelDrops, w.RxKernelDrops, l...)
+		counter(ch, c.wSpans, w.SpansRecorded, l...)
+		counter(ch, c.wSpansDropped, w.SpansDropped, l...)
+		for _, p := range w.Pools {
+			pl := append(append([]string{}, l...), p.Pool)
+			counter(ch, c.pAllocs, p.Allocs, pl...)
+			counter(ch, c.pReuses, p.Reuses, pl...)
+			counter(ch, c.pFirst, p.FirstTouches, pl...)
+			gauge(ch, c.pTouched, float64(p.Touched), pl...)
+			gauge(ch, c.pRatio, p.ReuseRatio, pl...)
+			gauge(ch, c.pBytes, float64(p.HugeBytes), append(pl, "huge")...)
+			gauge(ch, c.pBytes, float64(p.NormalBytes), append(pl, "normal")...)
+		}
+		for _, cp := range w.Copies {
+			cl := append(append([]string{}, l...), cp.Path, cp.Reason)
+			counter(ch, c.wCopiedBy, cp.Bytes, cl...)
+			counter(ch, c.wCopiedFrames, cp.Frames, cl...)
+		}
 	}
 	for _, s := range st.Shards {
 		l := []string{s.Name, strconv.FormatBool(s.Local)}
@@ -214,6 +266,21 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, c.sErrors, s.Errors, l...)
 		latency(ch, c.sQueue, c.sQueueHist, c.sQueueMax, s.Queue, l...)
 		latency(ch, c.sService, c.sServiceHist, c.sServiceMax, s.Service, l...)
+	}
+	for _, m := range st.Models {
+		l := []string{m.Name, m.Version}
+		counter(ch, c.mRequests, m.Requests, l...)
+		counter(ch, c.mInferences, m.Inferences, l...)
+		counter(ch, c.mExecutions, m.Executions, l...)
+		counter(ch, c.mFallbacks, m.BatchFallbacks, l...)
+		h, err := prometheus.NewConstHistogram(c.mBatch, m.BatchSize.Count(), float64(m.BatchSize.Sum), m.BatchSize.Cumulative(), l...)
+		emit(ch, h, err)
+		q := make(map[float64]uint64, len(m.QueueDelayUs.Bounds))
+		for le, n := range m.QueueDelayUs.Cumulative() {
+			q[le*1e-6] = n
+		}
+		h, err = prometheus.NewConstHistogram(c.mQueue, m.QueueDelayUs.Count(), float64(m.QueueDelayUs.Sum)*ns, q, l...)
+		emit(ch, h, err)
 	}
 }
 
@@ -279,4 +346,23 @@ func (d *Daemon) metricsHandler() http.Handler {
 		reg.MustRegister(d.opts.Ingress)
 	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: 4})
+}
+
+// frontdoor exports the front door's counters from the engine's status
+// (one call); absent when the front door is off.
+func (c *collector) frontdoor(ch chan<- prometheus.Metric) {
+	st, err := c.d.eng.Status()
+	if err != nil || st.Frontdoor == nil {
+		return
+	}
+	f := st.Frontdoor.Stats
+	counter(ch, c.fRequests, f["http_requests"], "http")
+	counter(ch, c.fRequests, f["grpc_requests"], "grpc")
+	counter(ch, c.fRefusals, f["refused_4xx"], "4xx")
+	counter(ch, c.fRefusals, f["failed_5xx"], "5xx")
+	counter(ch, c.fCopied, f["payload_bytes_copied"], "request")
+	counter(ch, c.fCopied, f["reply_bytes_copied"], "reply")
+	counter(ch, c.fCopied, f["json_bytes_converted"], "json_converted")
+	counter(ch, c.fSlow, f["slow_clients"])
+	counter(ch, c.fConnRefused, f["connections_refused"])
 }

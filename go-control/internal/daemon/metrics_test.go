@@ -207,6 +207,65 @@ func TestConnectionMetrics(t *testing.T) {
 	}
 }
 
+// The per-model counters of dynamic batching, as Triton's nv_inference_*:
+// requests, inferences (rows), executions, and the batch-size and
+// queue-delay histograms.
+func TestModelBatchMetrics(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""))
+	// Two batched runs (8 rows from 5 requests, 3 rows from 3) and one
+	// single run of 1 row.
+	r.fake.RecordRun("mlp", "1.0.0", 8, 5_000, 20_000, 40_000, 120_000, 600_000)
+	r.fake.RecordRun("mlp", "1.0.0", 3, 1_000, 1_000, 1_000)
+	r.fake.RecordRun("mlp", "1.0.0", 1, 3_000)
+	fams := scrape(t, r)
+	mv := map[string]string{"model": "mlp", "version": "1.0.0"}
+	for name, want := range map[string]float64{
+		"sluice_model_request_success_total":      9,
+		"sluice_model_inference_count_total":      12,
+		"sluice_model_inference_exec_count_total": 3,
+		"sluice_model_batch_fallbacks_total":      0,
+	} {
+		if v := find(t, fams, name, mv).GetCounter().GetValue(); v != want {
+			t.Fatalf("%s = %v, want %v", name, v, want)
+		}
+	}
+	h := find(t, fams, "sluice_model_batch_size", mv).GetHistogram()
+	if h.GetSampleCount() != 3 || h.GetSampleSum() != 12 {
+		t.Fatalf("batch size: count %d sum %v", h.GetSampleCount(), h.GetSampleSum())
+	}
+	le := map[float64]uint64{}
+	for _, b := range h.GetBucket() {
+		le[b.GetUpperBound()] = b.GetCumulativeCount()
+	}
+	if le[1] != 1 || le[2] != 1 || le[4] != 2 || le[8] != 3 || le[256] != 3 {
+		t.Fatalf("batch size buckets: %v", le)
+	}
+	q := find(t, fams, "sluice_model_queue_delay_seconds", mv).GetHistogram()
+	if q.GetSampleCount() != 9 || !near(q.GetSampleSum(), 791e-6) {
+		t.Fatalf("queue delay: count %d sum %v", q.GetSampleCount(), q.GetSampleSum())
+	}
+	qle := map[float64]uint64{}
+	for _, b := range q.GetBucket() {
+		qle[b.GetUpperBound()] = b.GetCumulativeCount()
+	}
+	// 1,1,1,3,5 µs ≤ 10 µs; 20 ≤ 25; 40 ≤ 50; 120 ≤ 250; 600 ≤ 1000.
+	for bound, want := range map[float64]uint64{10e-6: 5, 25e-6: 6, 50e-6: 7, 100e-6: 7, 250e-6: 8, 1e-3: 9, 0.1: 9} {
+		got := uint64(math.MaxUint64)
+		for b, n := range qle {
+			if near(b, bound) {
+				got = n
+			}
+		}
+		if got != want {
+			t.Fatalf("queue delay ≤ %v s: %d, want %d (%v)", bound, got, want, qle)
+		}
+	}
+	// Models without runs are exported with zeros.
+	if v := find(t, fams, "sluice_model_inference_exec_count_total", map[string]string{"model": "echo"}).GetCounter().GetValue(); v != 0 {
+		t.Fatalf("echo executions = %v", v)
+	}
+}
+
 // Each worker's liveness and caught panics are exported, and so are the
 // datagrams the kernel dropped before a worker read them.
 func TestWorkerLivenessMetrics(t *testing.T) {
@@ -229,5 +288,42 @@ func TestWorkerLivenessMetrics(t *testing.T) {
 	st := decodeAs[api.StatusDoc](t, r.must("GET", "/v1/status", "", 200))
 	if w := st.Engine.Workers[0]; w.Alive || !w.Failed() || w.Failure != "injected fault" {
 		t.Fatalf("status of the failed worker: %+v", w)
+	}
+}
+
+// Pools and copies: every field of the engine's report becomes a series.
+func TestPoolAndCopyMetrics(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""))
+	r.fake.SetPools(0, []engine.PoolStats{
+		{Pool: "rx", Capacity: 64, Allocs: 200, Reuses: 150, FirstTouches: 50, Touched: 50, ReuseRatio: 0.75, HugeBytes: 4 << 20},
+		{Pool: "tx", Capacity: 64, Allocs: 200, Reuses: 199, FirstTouches: 1, Touched: 1, ReuseRatio: 0.995, NormalBytes: 1 << 20},
+	}, []engine.CopyStats{{Path: "echo_reply", Reason: "echo answers with its inputs", Frames: 200, Bytes: 1600}})
+	fams := scrape(t, r)
+	rx := map[string]string{"worker": "0", "pool": "rx"}
+	for name, want := range map[string]float64{
+		"sluice_pool_allocs_total":        200,
+		"sluice_pool_reuses_total":        150,
+		"sluice_pool_first_touches_total": 50,
+		"sluice_pool_buffers_touched":     50,
+		"sluice_pool_page_reuse_ratio":    0.75,
+	} {
+		m := find(t, fams, name, rx)
+		v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		if !near(v, want) {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+	if v := find(t, fams, "sluice_pool_bytes", map[string]string{"pool": "rx", "pages": "huge"}).GetGauge().GetValue(); v != 4<<20 {
+		t.Errorf("rx huge bytes = %v", v)
+	}
+	if v := find(t, fams, "sluice_pool_bytes", map[string]string{"pool": "tx", "pages": "normal"}).GetGauge().GetValue(); v != 1<<20 {
+		t.Errorf("tx normal bytes = %v", v)
+	}
+	cl := map[string]string{"worker": "0", "path": "echo_reply", "reason": "echo answers with its inputs"}
+	if v := find(t, fams, "sluice_worker_bytes_copied_total", cl).GetCounter().GetValue(); v != 1600 {
+		t.Errorf("bytes copied = %v", v)
+	}
+	if v := find(t, fams, "sluice_worker_frames_copied_total", cl).GetCounter().GetValue(); v != 200 {
+		t.Errorf("frames copied = %v", v)
 	}
 }

@@ -53,7 +53,10 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		var e api.Error
 		_ = json.Unmarshal(rec.Body.Bytes(), &e)
-		if rec.Code == http.StatusMethodNotAllowed || (rec.Code == http.StatusNotFound && e.Code == api.CodeNotFound) {
+		// A 404 for an unknown resource (GET /v1/models/1) is served: the
+		// admin mux's miss says "no such path".
+		miss := rec.Code == http.StatusNotFound && e.Code == api.CodeNotFound && strings.HasPrefix(e.Message, "no such path")
+		if rec.Code == http.StatusMethodNotAllowed || miss {
 			t.Errorf("%s is documented but not served: %d %s", op, rec.Code, rec.Body.Bytes())
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/config"
@@ -77,6 +78,8 @@ type Daemon struct {
 	regHandler http.Handler
 	schemas    *schemaSync
 	audits     auditLog
+	// tracer makes control operations spans; nil when not tracing.
+	tracer trace.Tracer
 }
 
 // New loads the config and the stored overrides and creates the engine,
@@ -161,6 +164,7 @@ func (d *Daemon) Engine() engine.Engine { return d.eng }
 func (d *Daemon) Reload() (api.ReloadResult, error) {
 	res, err := d.state.reload()
 	d.auditAs("fleet", "reload", "reload", reloadWhat(res), err)
+	d.traceChange(context.Background(), "fleet", "reload", "reload", reloadWhat(res), outcomeOf(err), err)
 	return res, err
 }
 
@@ -182,7 +186,7 @@ func (d *Daemon) Handler() http.Handler {
 	for prefix, h := range d.opts.Mount {
 		mux.Handle(prefix, h)
 	}
-	h := jsonMisses(mux)
+	h := d.controlSpans(jsonMisses(mux))
 	if d.opts.Fleet != nil {
 		h = changeMiddleware(h) // fleet writes carry a change id
 	} else {
@@ -243,6 +247,22 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		ln.Close()
 		return fmt.Errorf("engine start: %w", err)
 	}
+	tracer, err := d.startTracing(context.Background())
+	if err != nil {
+		ln.Close()
+		_ = d.eng.Stop(context.Background(), 0)
+		return err
+	}
+	if tracer != nil {
+		d.tracer = tracer.Tracer()
+		defer func() {
+			tctx, cancel := context.WithTimeout(context.Background(), TracingShutdownMax)
+			defer cancel()
+			if terr := tracer.Shutdown(tctx); terr != nil {
+				log.Warn("tracing: final flush", "err", terr)
+			}
+		}()
+	}
 	if in := d.opts.Ingress; in != nil {
 		if err := in.Start(d); err != nil {
 			ln.Close()
@@ -285,6 +305,7 @@ loop:
 				d.notify(reloadingState())
 				res, rerr := d.state.reload() // a bad file leaves the running config
 				d.auditAs("signal:SIGHUP", "reload", "reload", reloadWhat(res), rerr)
+				d.traceChange(context.Background(), "signal:SIGHUP", "reload", "reload", reloadWhat(res), outcomeOf(rerr), rerr)
 				status := "READY=1\nSTATUS=serving"
 				if rerr != nil {
 					status += "; last reload refused"

@@ -414,14 +414,7 @@ func (s *state) setTenants(ctx context.Context, ts []config.Tenant) error {
 	defer s.mu.Unlock()
 	next := s.eff.Clone()
 	for i := range ts {
-		if ts[i].Key != "" {
-			continue
-		}
-		for _, old := range s.eff.Tenants {
-			if old.Name == ts[i].Name {
-				ts[i].Key = old.Key
-			}
-		}
+		keepCredentials(&ts[i], s.eff.Tenants)
 		if ts[i].Key == "" {
 			return fmt.Errorf("%w: tenants[%d].key: is required for new tenant %q", errs.ErrInvalidConfig, i, ts[i].Name)
 		}
@@ -579,4 +572,22 @@ func (s *state) snapshot() *config.Config {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.eff.Clone()
+}
+
+// keepCredentials fills what a PUT /v1/tenants entry leaves out from the
+// running tenant of the same name: its key (never returned, so clients
+// cannot send it back) and, when "tokens" is absent (not an empty list),
+// its front-door bearer tokens.
+func keepCredentials(t *config.Tenant, running []config.Tenant) {
+	for _, old := range running {
+		if old.Name != t.Name {
+			continue
+		}
+		if t.Key == "" {
+			t.Key = old.Key
+		}
+		if t.Tokens == nil {
+			t.Tokens = old.Tokens
+		}
+	}
 }

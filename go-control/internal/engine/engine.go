@@ -70,7 +70,8 @@ type Engine interface {
 	// Status describes the running engine.
 	Status() (Status, error)
 	// Connections lists the connections of connection-oriented transports
-	// (RDMA) with their counters; empty for io_uring and DPDK.
+	// (RDMA, and TCP on io_uring with tcp_listen) with their counters;
+	// empty for UDP-only io_uring and DPDK.
 	Connections() ([]Connection, error)
 	// CloseConnection disconnects one connection by id: its requests in
 	// flight fail on the client's side with a retryable connection loss.
@@ -121,16 +122,16 @@ type TransformStatus struct {
 // Connection is one client or peer connection (the engine's ConnStatus).
 type Connection struct {
 	ID        uint64 `json:"id"`
-	Transport string `json:"transport"` // "rdma"
+	Transport string `json:"transport"` // "rdma" or "tcp"
 	Role      string `json:"role"`      // "client" (accepted) or "peer" (opened to a peer appliance)
 	Listen    string `json:"listen"`    // local listen address it came in on
 	Worker    int    `json:"worker"`    // worker index serving it
 	Peer      string `json:"peer"`      // remote IP:port; "" if unknown
-	Device    string `json:"device"`    // RDMA device, e.g. "mlx5_0"
-	State     string `json:"state"`     // "accepting", "up" or "closing"
+	Device    string `json:"device"`    // RDMA device, e.g. "mlx5_0"; "" for TCP
+	State     string `json:"state"`     // "accepting", "connecting", "up", "half_closed" or "closing"
 	RxFrames  uint64 `json:"rx_frames"`
 	RxBytes   uint64 `json:"rx_bytes"`
-	RxLarge   uint64 `json:"rx_large"` // frames received by RDMA WRITE into a slot
+	RxLarge   uint64 `json:"rx_large"` // RDMA: frames by RDMA WRITE into a slot; TCP: frames above a datagram
 	TxFrames  uint64 `json:"tx_frames"`
 	TxBytes   uint64 `json:"tx_bytes"`
 	TxLarge   uint64 `json:"tx_large"` // frames sent by RDMA WRITE into a reply slot
@@ -189,7 +190,8 @@ type Status struct {
 	Draining      bool         `json:"draining,omitempty"`
 	Transport     string       `json:"transport"`
 	Listen        string       `json:"listen,omitempty"`
-	Hugepages     bool         `json:"hugepages"` // false: pools fell back to normal pages
+	TCPListen     string       `json:"tcp_listen,omitempty"` // io_uring with tcp_listen
+	Hugepages     bool         `json:"hugepages"`            // false: pools fell back to normal pages
 	HugepagesNote string       `json:"hugepages_note,omitempty"`
 	Epoch         uint64       `json:"epoch"` // config snapshot published
 	Workers       []WorkerInfo `json:"workers"`
@@ -201,6 +203,15 @@ type Status struct {
 	SchemasUnenforced []string `json:"schemas_unenforced,omitempty"`
 	// Versions of the engine, wire format and ONNX Runtime, when reported.
 	Versions map[string]string `json:"versions,omitempty"`
+	// Frontdoor is the KServe v2 / Triton front door, when running.
+	Frontdoor *FrontdoorStatus `json:"frontdoor,omitempty"`
+}
+
+// FrontdoorStatus is the front door's bound addresses and counters.
+type FrontdoorStatus struct {
+	HTTP  string            `json:"http,omitempty"`
+	GRPC  string            `json:"grpc,omitempty"`
+	Stats map[string]uint64 `json:"stats,omitempty"`
 }
 
 // WorkerInfo is one pinned worker.
@@ -224,6 +235,53 @@ type Stats struct {
 	Workers []WorkerStats `json:"workers"`
 	Shards  []ShardStats  `json:"shards"`  // merged over workers
 	Latency Latency       `json:"latency"` // receive to reply, merged
+	Models  []ModelStats  `json:"models"`  // per loaded version, merged over workers
+}
+
+// ModelStats are one loaded model version's runs, merged over workers; the
+// counters Triton reports as nv_inference_request_success,
+// nv_inference_count and nv_inference_exec_count, with batch sizes and
+// queue delays.
+type ModelStats struct {
+	Name           string  `json:"name"`
+	Version        string  `json:"version"`
+	Requests       uint64  `json:"requests"`        // answered by a run of the model
+	Inferences     uint64  `json:"inferences"`      // rows (dimension 0) of those requests
+	Executions     uint64  `json:"executions"`      // runs, single or batched
+	BatchFallbacks uint64  `json:"batch_fallbacks"` // batched runs retried one request at a time
+	BatchSize      Buckets `json:"batch_size"`      // executions by rows run; Sum: rows
+	QueueDelayUs   Buckets `json:"queue_delay_us"`  // requests by µs from receive to their run; Sum: ns
+}
+
+// Buckets is a fixed-bucket histogram: Counts[i] values at most Bounds[i]
+// (and above Bounds[i-1]); the last count is above every bound.
+type Buckets struct {
+	Bounds []uint64 `json:"bounds"`
+	Counts []uint64 `json:"counts"` // len(Bounds)+1, not cumulative
+	Sum    uint64   `json:"sum"`
+}
+
+// Count is the number of values recorded.
+func (b Buckets) Count() uint64 {
+	var n uint64
+	for _, c := range b.Counts {
+		n += c
+	}
+	return n
+}
+
+// Cumulative returns the counts at or below each bound, as Prometheus
+// histograms want them.
+func (b Buckets) Cumulative() map[float64]uint64 {
+	out := make(map[float64]uint64, len(b.Bounds))
+	var n uint64
+	for i, le := range b.Bounds {
+		if i < len(b.Counts) {
+			n += b.Counts[i]
+		}
+		out[float64(le)] = n
+	}
+	return out
 }
 
 // WorkerStats are the counters of one worker (one core).
@@ -255,6 +313,38 @@ type WorkerStats struct {
 	RxKernelDrops uint64 `json:"rx_kernel_drops"`
 	Alive         bool   `json:"alive"`  // serving
 	Panics        uint64 `json:"panics"` // panics caught in its loop
+
+	// Pools are the worker's buffer pools (rx, tx, large): use, reuse and
+	// the pages behind them.
+	Pools []PoolStats `json:"pools,omitempty"`
+	// Copies are payload bytes copied, by path, each with its reason.
+	Copies []CopyStats `json:"copies,omitempty"`
+	// SpansRecorded and SpansDropped count span records of traced
+	// requests pushed to the worker's ring, and dropped when it was full.
+	SpansRecorded uint64 `json:"spans_recorded"`
+	SpansDropped  uint64 `json:"spans_dropped"`
+}
+
+// PoolStats is one buffer pool of a worker.
+type PoolStats struct {
+	Pool         string  `json:"pool"` // rx, tx, large
+	Capacity     uint64  `json:"capacity"`
+	InUse        uint64  `json:"in_use"`
+	Allocs       uint64  `json:"allocs"`        // buffers handed out
+	Reuses       uint64  `json:"reuses"`        // handed out again: the same pages reused
+	FirstTouches uint64  `json:"first_touches"` // handed out for the first time
+	Touched      uint64  `json:"touched"`       // distinct buffers ever handed out
+	ReuseRatio   float64 `json:"reuse_ratio"`   // reuses / allocs
+	HugeBytes    uint64  `json:"huge_bytes"`    // pool bytes in 2 MiB hugepages
+	NormalBytes  uint64  `json:"normal_bytes"`  // pool bytes in normal pages
+}
+
+// CopyStats is the payload copied on one path.
+type CopyStats struct {
+	Path   string `json:"path"`   // echo_reply, model_tensor, forward, relay
+	Reason string `json:"reason"` // why that path copies
+	Frames uint64 `json:"frames"`
+	Bytes  uint64 `json:"bytes"`
 }
 
 // Requests is every request answered: ok plus error frames.

@@ -18,10 +18,58 @@ package rustengine
 import "C"
 
 import (
+	"bytes"
 	"unsafe"
 
 	"github.com/sluice-ai/sluice/go-control/internal/config"
+	"github.com/sluice-ai/sluice/go-control/internal/engine"
 )
+
+// spansBatchMax is the most records one span call returns.
+const spansBatchMax = int(C.SLUICE_SPANS_BATCH_MAX)
+
+// cSpans drains up to len(out) span records in one call (at most
+// spansBatchMax) into out.
+func cSpans(h handle, out []engine.SpanRecord) (int, int32, string) {
+	n := min(len(out), spansBatchMax)
+	if n == 0 {
+		return 0, 0, ""
+	}
+	buf := make([]C.SluiceSpan, n)
+	var got C.size_t
+	rc, msg := call(func(e *C.char, c C.size_t) C.int32_t {
+		return C.sluice_engine_spans(h, &buf[0], C.size_t(n), &got, e, c)
+	})
+	if rc != 0 {
+		return 0, rc, msg
+	}
+	str := func(b []C.uint8_t) string {
+		g := C.GoBytes(unsafe.Pointer(&b[0]), C.int(len(b)))
+		if i := bytes.IndexByte(g, 0); i >= 0 {
+			g = g[:i]
+		}
+		return string(g)
+	}
+	for i := 0; i < int(got); i++ {
+		s := &buf[i]
+		r := &out[i]
+		*r = engine.SpanRecord{
+			RecvNs: uint64(s.recv_ns), AuthNs: uint64(s.auth_ns), ValidateNs: uint64(s.validate_ns), RouteNs: uint64(s.route_ns),
+			RunStartNs: uint64(s.run_start_ns), RunEndNs: uint64(s.run_end_ns), SendNs: uint64(s.send_ns),
+			RequestID: uint64(s.request_id), TenantID: uint32(s.tenant_id), TokenCount: uint32(s.token_count),
+			Outcome: uint16(s.outcome), Shard: uint16(s.shard), Worker: uint16(s.worker), Kind: uint8(s.kind), Flags: uint8(s.flags),
+			Model: str(s.model[:]), Version: str(s.version[:]), Adapter: str(s.adapter[:]),
+		}
+		for k := range r.TraceID {
+			r.TraceID[k] = byte(s.trace_id[k])
+		}
+		for k := range r.ParentID {
+			r.ParentID[k] = byte(s.parent_id[k])
+			r.SpanID[k] = byte(s.span_id[k])
+		}
+	}
+	return int(got), 0, ""
+}
 
 // Query kinds of sluice_engine_query, from the header.
 const (
@@ -53,12 +101,15 @@ var Limits = config.Limits{
 	RoutesMax:           C.SLUICE_ROUTES_MAX,
 	ContentMax:          C.SLUICE_CONTENT_CONDITIONS_MAX,
 	ContentPathDepthMax: C.SLUICE_CONTENT_PATH_SEGMENTS_MAX,
+	ContentPathNodesMax: C.SLUICE_CONTENT_PATH_NODES_MAX,
 	TenantsMax:          C.SLUICE_TENANTS_MAX,
 	ModelsMax:           C.SLUICE_MODELS_MAX,
 	AdaptersMax:         C.SLUICE_ADAPTERS_MAX,
 	PeersMax:            C.SLUICE_PEERS_MAX,
 	MaxConcurrencyMax:   C.SLUICE_CONCURRENCY_MAX,
 	QueueDepthMax:       C.SLUICE_QUEUE_DEPTH_MAX,
+	BatchMaxMax:         C.SLUICE_BATCH_MAX,
+	BatchDelayUsMax:     C.SLUICE_BATCH_DELAY_US_MAX,
 	NameLenMax:          C.SLUICE_NAME_LEN_MAX,
 	ModelNameLenMax:     C.SLUICE_MODEL_NAME_LEN_MAX,
 	ModelVersionLenMax:  C.SLUICE_MODEL_VERSION_LEN_MAX,
@@ -67,7 +118,17 @@ var Limits = config.Limits{
 	NegotiationTTLMsMin: C.SLUICE_NEGOTIATION_TTL_MS_MIN,
 	NegotiationTTLMsMax: C.SLUICE_NEGOTIATION_TTL_MS_MAX,
 	DrainMsMax:          C.SLUICE_DRAIN_MS_MAX,
+	TCPConnectionsMax:   C.SLUICE_TCP_CONNECTIONS_MAX,
+	TCPPipelineMax:      C.SLUICE_TCP_PIPELINE_MAX,
+	TCPIdleTimeoutMsMax: C.SLUICE_TCP_IDLE_TIMEOUT_MS_MAX,
+	TCPSlotClassesMax:   C.SLUICE_TCP_SLOT_CLASSES_MAX,
+	TCPSlotCountMax:     C.SLUICE_TCP_SLOT_COUNT_MAX,
+	TCPSlotSizeMin:      C.SLUICE_TCP_SLOT_SIZE_MIN,
+	TCPSlotSizeMax:      C.SLUICE_TCP_SLOT_SIZE_MAX,
+	TCPPoolBytesMax:     C.SLUICE_TCP_POOL_BYTES_MAX,
 	TenantPatternsMax:   C.SLUICE_TENANT_PATTERNS_MAX,
+	TenantGlobsMax:      C.SLUICE_TENANT_GLOBS_MAX,
+	AliasesMax:          C.SLUICE_ALIASES_MAX,
 	SubjectLenMax:       C.SLUICE_SUBJECT_LEN_MAX,
 	// [auth]
 	FreshnessWindowMsMin: C.SLUICE_FRESHNESS_WINDOW_MS_MIN,
@@ -243,4 +304,21 @@ func cStatusNames() []int32 {
 		C.SLUICE_STATUS_SHUTTING_DOWN, C.SLUICE_STATUS_NOT_RUNNING, C.SLUICE_STATUS_UNSUPPORTED,
 		C.SLUICE_STATUS_IO, C.SLUICE_STATUS_TIMEOUT, C.SLUICE_STATUS_INTERNAL, C.SLUICE_STATUS_PANIC,
 	}
+}
+
+// cModelMeta returns a Go copy of the model's metadata JSON.
+func cModelMeta(h handle, name string) ([]byte, int32, string) {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	var p *C.uint8_t
+	var n C.size_t
+	rc, msg := call(func(e *C.char, c C.size_t) C.int32_t {
+		return C.sluice_engine_model_meta(h, cn, &p, &n, e, c)
+	})
+	if rc != 0 {
+		return nil, rc, msg
+	}
+	out := C.GoBytes(unsafe.Pointer(p), C.int(n))
+	C.sluice_buf_free(p, n)
+	return out, 0, ""
 }

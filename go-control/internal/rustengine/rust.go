@@ -219,8 +219,8 @@ func (e *Engine) Status() (engine.Status, error) {
 	return s, e.query(queryStatus, &s)
 }
 
-// Connections lists the RDMA connections with counters (empty on other
-// transports and in a library built without the rdma feature).
+// Connections lists the RDMA and TCP connections with counters (empty on
+// DPDK and UDP-only io_uring).
 func (e *Engine) Connections() ([]engine.Connection, error) {
 	c := []engine.Connection{}
 	return c, e.query(queryConns, &c)
@@ -230,6 +230,17 @@ func (e *Engine) Connections() ([]engine.Connection, error) {
 func (e *Engine) ConnectionTotals() ([]engine.ConnectionTotals, error) {
 	t := []engine.ConnectionTotals{}
 	return t, e.query(queryTotals, &t)
+}
+
+// Spans drains span records of traced requests (engine.SpanSource), in
+// calls of at most spansBatchMax records.
+func (e *Engine) Spans(out []engine.SpanRecord) (int, error) {
+	h, err := e.handle()
+	if err != nil {
+		return 0, err
+	}
+	n, rc, msg := cSpans(h, out)
+	return n, toErr(rc, msg)
 }
 
 // CloseConnection disconnects a connection by id.
@@ -320,4 +331,22 @@ func (e *Engine) RemoveTransform(subject string, from, to int) error {
 func (e *Engine) Transforms() ([]engine.TransformStatus, error) {
 	var t []engine.TransformStatus
 	return t, e.query(queryTransforms, &t)
+}
+
+// ModelMeta describes every loaded version of model name (the engine's JSON
+// document, passed through). A name with no loaded version is
+// errs.ErrNotFound. The first call per model file loads a session.
+func (e *Engine) ModelMeta(name string) (json.RawMessage, error) {
+	h, err := e.handle()
+	if err != nil {
+		return nil, err
+	}
+	b, rc, msg := cModelMeta(h, name)
+	if err := toErr(rc, msg); err != nil {
+		return nil, err
+	}
+	if !json.Valid(b) {
+		return nil, fmt.Errorf("%w: engine answered invalid JSON for model %q", errs.ErrInternal, name)
+	}
+	return json.RawMessage(b), nil
 }

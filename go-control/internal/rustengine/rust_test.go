@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -147,6 +148,19 @@ func TestRealEngineThroughTheABI(t *testing.T) {
 		b, _ := json.Marshal(s)
 		t.Fatalf("stats %s %v", b, err)
 	}
+	// The pools come through the ABI: one ping = one receive and one
+	// transmit buffer, first touches; the pages behind each pool reported.
+	pools := map[string]engine.PoolStats{}
+	for _, p := range s.Workers[0].Pools {
+		pools[p.Pool] = p
+	}
+	if rx, tx := pools["rx"], pools["tx"]; rx.Allocs != 1 || rx.FirstTouches != 1 || rx.Reuses != 0 || rx.Capacity == 0 ||
+		rx.HugeBytes+rx.NormalBytes == 0 || tx.Allocs != 1 || tx.Touched != 1 || len(pools) != 2 {
+		t.Fatalf("pools %+v", s.Workers[0].Pools)
+	}
+	if len(s.Workers[0].Copies) != 0 {
+		t.Fatalf("a ping copies nothing: %+v", s.Workers[0].Copies)
+	}
 	tot, err := re.Totals()
 	if err != nil || tot.Pings != 1 || tot.Workers != 1 || tot.ABIVersion != ABIVersion {
 		t.Fatalf("totals %+v %v", tot, err)
@@ -168,7 +182,7 @@ func TestRealEngineThroughTheABI(t *testing.T) {
 		t.Fatalf("schemas in status: %d %q %v", st.Schemas, st.SchemasUnenforced, err)
 	}
 
-	// io_uring has no connections: an empty list (not null), unknown ids.
+	// UDP-only io_uring has no connections: an empty list (not null), unknown ids.
 	conns, err := e.Connections()
 	if err != nil || conns == nil || len(conns) != 0 {
 		t.Fatalf("connections %+v %v", conns, err)
@@ -187,6 +201,69 @@ func TestRealEngineThroughTheABI(t *testing.T) {
 	}
 	if err := e.Stop(ctx, 0); !errors.Is(err, errs.ErrNotRunning) {
 		t.Fatalf("second stop: %v", err)
+	}
+}
+
+// TCP beside UDP: a real TCP connection is listed with its counters,
+// counted in the totals and closed through the ABI.
+func TestTCPConnectionsThroughTheABI(t *testing.T) {
+	cfg := `{
+  "engine": {"workers": [0], "poll": "adaptive", "rx_burst_max": 16},
+  "io_uring": {"listen": "127.0.0.1:0", "rx_buffers": 16, "tx_buffers": 16, "buffer_size": 4096,
+               "tcp_listen": "127.0.0.1:0", "tcp_connections_max": 4, "tcp_slots": [{"size": 65536, "count": 4}]},
+  "shards": [{"name": "s"}],
+  "routes": [{"name": "null", "model": "null", "shard": "s"}],
+  "models": [{"name": "null", "version": "1", "kind": "null"}]
+}`
+	e, err := engine.Open("rust", []byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.(*Engine).Close()
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Status()
+	if err != nil || st.TCPListen == "" {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	c, err := net.Dial("tcp", st.TCPListen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f := make([]byte, 96)
+	copy(f, "SLCE")
+	f[4], f[5] = 1, 6 // version 1, kind ping
+	binary.LittleEndian.PutUint16(f[8:], 96)
+	binary.LittleEndian.PutUint64(f[16:], 78)
+	if _, err := c.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	pong := make([]byte, 96)
+	if _, err := io.ReadFull(c, pong); err != nil || pong[5] != 7 || binary.LittleEndian.Uint64(pong[16:]) != 78 {
+		t.Fatalf("no pong over tcp: % x %v", pong[:8], err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	conns, err := e.Connections()
+	if err != nil || len(conns) != 1 || conns[0].Transport != "tcp" || conns[0].Peer != c.LocalAddr().String() || conns[0].RxFrames != 1 || conns[0].TxFrames != 1 {
+		t.Fatalf("connections %+v %v", conns, err)
+	}
+	tot, err := e.ConnectionTotals()
+	if err != nil || len(tot) != 1 || tot[0].Transport != "tcp" || tot[0].Accepted != 1 || tot[0].Open != 1 {
+		t.Fatalf("totals %+v %v", tot, err)
+	}
+	if err := e.CloseConnection(conns[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the stream goes on after close")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Stop(ctx, 0); err != nil {
+		t.Fatal(err)
 	}
 }
 

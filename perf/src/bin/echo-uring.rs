@@ -1,5 +1,6 @@
 //! UDP echo server: io_uring (multishot recvmsg, provided buffers, busy
-//! polling) by default, or a plain blocking std socket with `--std`.
+//! polling) by default, or a plain blocking std socket with `--std`; with
+//! `--tcp`, an io_uring TCP echo of the byte stream.
 #![deny(unsafe_code)]
 
 use std::net::SocketAddr;
@@ -21,6 +22,13 @@ struct Args {
     /// Use a plain blocking std socket instead of io_uring.
     #[arg(long)]
     std: bool,
+    /// Echo TCP connections (io_uring: receive into a per-connection
+    /// buffer, send the same bytes back) instead of datagrams.
+    #[arg(long, conflicts_with = "std")]
+    tcp: bool,
+    /// TCP: bytes each connection receives at once.
+    #[arg(long, default_value_t = 4 << 20)]
+    tcp_buffer_bytes: usize,
     /// io_uring: sleep in io_uring_enter instead of busy-polling.
     #[arg(long)]
     block: bool,
@@ -46,8 +54,47 @@ struct Args {
     duration_s: u64,
 }
 
+fn stop_after(secs: u64) -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    if secs > 0 {
+        let s = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(secs));
+            s.store(true, Ordering::Relaxed);
+        });
+    }
+    stop
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.tcp {
+        let l = match sluice_perf::uring_tcp::listen(args.listen) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("echo-uring: cannot listen on {}: {e}", args.listen);
+                return ExitCode::FAILURE;
+            }
+        };
+        let local = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        eprintln!("echo-uring: io_uring tcp echo on {local}");
+        let cfg = sluice_perf::uring_tcp::TcpEchoConfig {
+            ring_entries: args.ring_entries,
+            buffer_size: args.tcp_buffer_bytes,
+            busy_poll: !args.block,
+            ..Default::default()
+        };
+        return match sluice_perf::uring_tcp::run(&l, &cfg, &stop_after(args.duration_s)) {
+            Ok(stats) => {
+                eprintln!("echo-uring: {stats:?}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("echo-uring: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let sock = match uring::bind_reuse(args.listen) {
         Ok(s) => s,
         Err(e) => {
@@ -64,15 +111,7 @@ fn main() -> ExitCode {
         "echo-uring: {} echo on {local}",
         if args.std { "std" } else { "io_uring" }
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    if args.duration_s > 0 {
-        let s = stop.clone();
-        let d = Duration::from_secs(args.duration_s);
-        std::thread::spawn(move || {
-            std::thread::sleep(d);
-            s.store(true, Ordering::Relaxed);
-        });
-    }
+    let stop = stop_after(args.duration_s);
     let res = if args.std {
         uring::run_std(&sock, &stop)
     } else {

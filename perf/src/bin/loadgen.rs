@@ -10,7 +10,18 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use sluice_perf::driver::{self, Load, RunConfig, Stop, Transport};
 use sluice_perf::mix::Mix;
-use sluice_perf::transport::{EchoTransport, SluiceTransport};
+use sluice_perf::transport::{EchoTcpTransport, EchoTransport, SluiceTransport};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Via {
+    /// Datagrams to --addr.
+    Udp,
+    /// One TCP connection to --addr (the server's tcp_listen).
+    Tcp,
+    /// Datagrams to --addr for frames that fit one, TCP to --tcp-addr for
+    /// the rest (sluice mode only).
+    Auto,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Mode {
@@ -28,6 +39,15 @@ struct Args {
     /// Server address.
     #[arg(long, default_value = "127.0.0.1:7070")]
     addr: String,
+    /// Transport.
+    #[arg(long, value_enum, default_value_t = Via::Udp)]
+    transport: Via,
+    /// The server's TCP address, with --transport auto.
+    #[arg(long)]
+    tcp_addr: Option<String>,
+    /// TCP socket buffer size; 0 (default) leaves the kernel's autotuning.
+    #[arg(long, default_value_t = 0)]
+    tcp_buffer_bytes: usize,
     /// Request mix (TOML).
     #[arg(long, default_value = "perf/mixes/null-small.toml")]
     mix: PathBuf,
@@ -113,18 +133,27 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &Args) -> Result<(), String> {
-    let addr: SocketAddr = args
-        .addr
+fn resolve(flag: &str, a: &str, allow_remote: bool) -> Result<SocketAddr, String> {
+    let addr: SocketAddr = a
         .to_socket_addrs()
-        .map_err(|e| format!("bad --addr {}: {e}", args.addr))?
+        .map_err(|e| format!("bad {flag} {a}: {e}"))?
         .next()
-        .ok_or_else(|| format!("--addr {} resolves to nothing", args.addr))?;
-    if !sluice_perf::is_loopback(&addr) && !args.allow_remote {
+        .ok_or_else(|| format!("{flag} {a} resolves to nothing"))?;
+    if !sluice_perf::is_loopback(&addr) && !allow_remote {
         return Err(format!(
             "{addr} is not loopback; pass --allow-remote to send there"
         ));
     }
+    Ok(addr)
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    let addr = resolve("--addr", &args.addr, args.allow_remote)?;
+    let tcp_addr = match (&args.tcp_addr, args.transport) {
+        (Some(a), _) => Some(resolve("--tcp-addr", a, args.allow_remote)?),
+        (None, Via::Auto) => return Err("--transport auto needs --tcp-addr".into()),
+        (None, _) => None,
+    };
     let mix = Mix::load(&args.mix).map_err(|e| format!("{}: {e}", args.mix.display()))?;
     let load = match (args.closed, args.rate) {
         (_, Some(r)) if !(r.is_finite() && r > 0.0) => return Err("--rate must be positive".into()),
@@ -152,16 +181,54 @@ fn run(args: &Args) -> Result<(), String> {
 
     let (report, extra) = match args.mode {
         Mode::Sluice => {
-            let mut t = SluiceTransport::connect(addr, &mix, args.timeout, cfg.spin)
+            use sluice_client::{Endpoints, TransportMode};
+            let (ep, mode) = match args.transport {
+                Via::Udp => (
+                    Endpoints {
+                        udp: Some(addr),
+                        tcp: None,
+                    },
+                    TransportMode::Udp,
+                ),
+                Via::Tcp => (
+                    Endpoints {
+                        udp: None,
+                        tcp: Some(addr),
+                    },
+                    TransportMode::Tcp,
+                ),
+                Via::Auto => (
+                    Endpoints {
+                        udp: Some(addr),
+                        tcp: tcp_addr,
+                    },
+                    TransportMode::Auto,
+                ),
+            };
+            let mut t = SluiceTransport::connect_endpoints(ep, mode, &mix, args.timeout, cfg.spin)
                 .map_err(|e| e.to_string())?;
             t.set_socket_buffers(args.socket_buffer_bytes)
                 .map_err(|e| format!("cannot size the socket buffers: {e}"))?;
+            t.set_tcp_buffers(args.tcp_buffer_bytes)
+                .map_err(|e| format!("cannot size the tcp buffers: {e}"))?;
             let report = driver::run(&mut t as &mut dyn Transport, &pick, &cfg);
             let s = t.client_stats();
             let extra = serde_json::json!({
                 "stale": s.stale, "garbled": s.malformed, "bad_tag": s.bad_tag,
             });
             (report, extra)
+        }
+        Mode::Echo if args.transport == Via::Tcp => {
+            let mut t = EchoTcpTransport::connect(addr, &mix, args.timeout, cfg.spin)
+                .map_err(|e| e.to_string())?;
+            let sizes: Vec<usize> = (0..mix.entries.len()).map(|i| t.frame_len(i)).collect();
+            t.set_socket_buffers(args.tcp_buffer_bytes)
+                .map_err(|e| format!("cannot size the tcp buffers: {e}"))?;
+            let report = driver::run(&mut t as &mut dyn Transport, &pick, &cfg);
+            (report, serde_json::json!({ "frame_bytes": sizes }))
+        }
+        Mode::Echo if args.transport == Via::Auto => {
+            return Err("--mode echo takes --transport udp or tcp".into());
         }
         Mode::Echo => {
             let mut t =
@@ -177,6 +244,7 @@ fn run(args: &Args) -> Result<(), String> {
     let text = if args.json {
         let mut v = report.json();
         v["mode"] = serde_json::json!(format!("{:?}", args.mode).to_lowercase());
+        v["transport"] = serde_json::json!(format!("{:?}", args.transport).to_lowercase());
         v["addr"] = serde_json::json!(addr.to_string());
         v["load"] = match load {
             Load::Closed { outstanding } => serde_json::json!({ "closed": outstanding }),

@@ -20,8 +20,15 @@ _EXPIRY_SLACK_S = 0.001
 
 class AsyncClient:
     """An asyncio client: every ``await client.infer(...)`` shares one UDP
-    socket, and answers are matched by request id as they arrive (the socket
-    is watched by the event loop; nothing blocks it).
+    socket (and, with ``transport="tcp"`` or ``"auto"``, one TCP
+    connection), and answers are matched by request id as they arrive (the
+    sockets are watched by the event loop; waiting never blocks it).
+
+    Over TCP a send writes its whole frame before ``infer`` awaits the
+    answer: while the appliance pushes back (its pipeline or slots are
+    full) that write holds the loop, bounded by the timeout, and reads the
+    answers that arrive meanwhile. A lost connection fails its requests with
+    :class:`ConnectionLostError`; the next send reconnects.
 
     Takes the same parameters as :class:`Client` (``poll`` excepted), plus
     ``recv_buffer_bytes`` (default 4 MiB) so that a burst of answers to many
@@ -40,38 +47,69 @@ class AsyncClient:
         tenant: int = 0,
         key: Optional[Key] = None,
         transport: str = "udp",
+        tcp_addr: Optional[Address] = None,
         timeout: float = 1.0,
         outstanding_max: int = 4096,
         recv_buffer_bytes: Optional[int] = 4 << 20,
     ) -> None:
-        self._args = (addr, tenant, key, transport, timeout)
+        self._args = (addr, tenant, key, transport, timeout, tcp_addr)
         self._native = _native_client(
-            addr, tenant, key, transport, timeout, "block", outstanding_max, recv_buffer_bytes
+            addr,
+            tenant,
+            key,
+            transport,
+            timeout,
+            "block",
+            outstanding_max,
+            recv_buffer_bytes,
+            tcp_addr,
         )
         self._control: Optional[_native.NativeClient] = None
         self._fd = self._native.fileno()
+        # The TCP connection the loop watches: (fd, reconnects) or None.
+        self._tcp: Optional[Tuple[int, int]] = None
+        self._uses_tcp = transport != "udp"
         self._futures: Dict[int, "asyncio.Future[Outputs]"] = {}
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._slots = outstanding_max
         self._waiters: List["asyncio.Future[None]"] = []
         self.timeout = timeout
         self.tenant = tenant
+        self.transport = transport
 
     def _bind(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
         if self._loop is None:
             self._loop = loop
             loop.add_reader(self._fd, self._drain)
+            self._watch_tcp()
         elif self._loop is not loop:
             raise RuntimeError("AsyncClient is bound to another event loop")
         return loop
+
+    def _watch_tcp(self) -> None:
+        """Makes the loop watch the TCP connection that is open now (a
+        reconnect opens a new one, maybe under the old descriptor number)."""
+        if not self._uses_tcp or self._loop is None or self._native.closed:
+            return
+        now = self._native.tcp_fileno()
+        if now == self._tcp:
+            return
+        if self._tcp is not None:
+            # A closed descriptor is no longer in the selector's kernel
+            # set; asyncio forgets it without complaint.
+            self._loop.remove_reader(self._tcp[0])
+        self._tcp = now
+        if now is not None:
+            self._loop.add_reader(now[0], self._drain)
 
     def _drain(self) -> None:
         """Hands every ready answer (and every expired request) to its
         future."""
         if self._native.closed:
             return
-        for rid, outputs, exc in self._native.poll(_POLL_MAX):
+        got = self._native.poll(_POLL_MAX)
+        for rid, outputs, exc in got:
             fut = self._futures.pop(rid, None)
             if fut is None or fut.done():
                 continue
@@ -79,6 +117,12 @@ class AsyncClient:
                 fut.set_result(outputs)
             elif exc is not None:
                 fut.set_exception(exc)
+        if self._uses_tcp:
+            self._watch_tcp()
+            # Answers buffered past what one poll takes raise no readiness
+            # on the TCP socket: come back for them.
+            if len(got) == _POLL_MAX and self._loop is not None:
+                self._loop.call_soon(self._drain)
 
     async def _acquire(self) -> None:
         while self._slots == 0:
@@ -140,6 +184,12 @@ class AsyncClient:
             )
             fut: "asyncio.Future[Outputs]" = loop.create_future()
             self._futures[rid] = fut
+            if self._uses_tcp:
+                # The send may have opened a new connection, or read
+                # answers while the appliance pushed back.
+                self._watch_tcp()
+                if self._native.ready():
+                    loop.call_soon(self._drain)
             expiry = loop.call_later((timeout or self.timeout) + _EXPIRY_SLACK_S, self._drain)
             try:
                 return await fut
@@ -185,8 +235,10 @@ class AsyncClient:
 
     def _control_client(self) -> _native.NativeClient:
         if self._control is None:
-            addr, tenant, key, transport, timeout = self._args
-            self._control = _native_client(addr, tenant, key, transport, timeout, "block", 16, None)
+            addr, tenant, key, transport, timeout, tcp_addr = self._args
+            self._control = _native_client(
+                addr, tenant, key, transport, timeout, "block", 16, None, tcp_addr
+            )
         return self._control
 
     async def negotiate(self, subject: str, version_hint: int = 0) -> NegotiatedSchema:
@@ -219,6 +271,9 @@ class AsyncClient:
         """Synchronous :meth:`aclose`."""
         if self._loop is not None and not self._loop.is_closed():
             self._loop.remove_reader(self._fd)
+            if self._tcp is not None:
+                self._loop.remove_reader(self._tcp[0])
+        self._tcp = None
         self._loop = None
         if not self._native.closed:
             self._native.close()

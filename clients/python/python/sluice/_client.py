@@ -57,6 +57,7 @@ def _native_client(
     poll: str,
     outstanding_max: int,
     recv_buffer_bytes: Optional[int],
+    tcp_addr: Optional[Address] = None,
 ) -> _native.NativeClient:
     n = _native.NativeClient(
         _addr(addr),
@@ -66,6 +67,7 @@ def _native_client(
         timeout=timeout,
         poll=poll,
         outstanding_max=outstanding_max,
+        tcp_addr=None if tcp_addr is None else _addr(tcp_addr),
     )
     if recv_buffer_bytes:
         _set_rcvbuf(n.fileno(), recv_buffer_bytes)
@@ -73,25 +75,39 @@ def _native_client(
 
 
 class Client:
-    """A Sluice client over one UDP socket.
+    """A Sluice client over UDP, TCP or both.
 
     ``Client("127.0.0.1:7070", tenant=1, key="hex:...")`` binds an ephemeral
-    local port connected to the appliance. Every request is signed with the
-    tenant key when one is given, and signed answers are verified.
+    local UDP port connected to the appliance. Every request is signed with
+    the tenant key when one is given, and signed answers are verified.
 
     Parameters:
-        addr: the appliance's data-plane address.
+        addr: the appliance's data-plane address (its UDP ``listen``; with
+            ``transport="tcp"`` and no ``tcp_addr``, its ``tcp_listen``).
         tenant: tenant id written into every frame.
         key: the tenant key (bytes, or ``"hex:..."``).
-        transport: ``"udp"``, ``"auto"`` (UDP today) or ``"tcp"`` (not
-            supported by this build: raises :class:`NotSupportedError`).
+        transport: ``"udp"`` (one frame per datagram: at most 65,507 bytes,
+            a larger request raises :class:`InvalidRequestError`), ``"tcp"``
+            (every frame on one connection to ``tcp_addr`` or ``addr``, of
+            any size up to the appliance's ``tcp_frame_len_max``, pipelined
+            and answered in request order), or ``"auto"`` (a frame that fits
+            a datagram goes by UDP to ``addr``, a larger one over TCP to
+            ``tcp_addr``; without ``tcp_addr`` it is ``"udp"``).
+        tcp_addr: the appliance's TCP address (``[io_uring] tcp_listen``).
         timeout: seconds to wait for each answer.
         poll: ``"block"`` (sleep in the kernel) or ``"spin"`` (busy-wait on
             the socket, lowest latency, burns a core).
         outstanding_max: most requests in flight (``infer_many`` windows are
             capped to it).
-        recv_buffer_bytes: SO_RCVBUF for the socket (bursts of answers
+        recv_buffer_bytes: SO_RCVBUF for the UDP socket (bursts of answers
             queue there); None keeps the system default.
+
+    Over TCP the connection is opened by the constructor; when it is lost
+    (the appliance closed it, or it failed) the requests outstanding on it
+    raise :class:`ConnectionLostError` (retryable) and the next request
+    opens a new one. Inputs are written to the connection from the arrays'
+    own memory; a large answer is read straight into the buffer its output
+    arrays view.
 
     One client serves one thread at a time; a second thread calling in while
     the first waits gets :class:`ClientBusyError`. Use one client per thread,
@@ -105,17 +121,26 @@ class Client:
         tenant: int = 0,
         key: Optional[Key] = None,
         transport: str = "udp",
+        tcp_addr: Optional[Address] = None,
         timeout: float = 1.0,
         poll: str = "block",
         outstanding_max: int = 4096,
         recv_buffer_bytes: Optional[int] = None,
     ) -> None:
         self._native = _native_client(
-            addr, tenant, key, transport, timeout, poll, outstanding_max, recv_buffer_bytes
+            addr,
+            tenant,
+            key,
+            transport,
+            timeout,
+            poll,
+            outstanding_max,
+            recv_buffer_bytes,
+            tcp_addr,
         )
         self.tenant = tenant
         self.timeout = timeout
-        self.transport = "udp"
+        self.transport = transport
 
     def infer(
         self,
@@ -225,9 +250,13 @@ class Client:
 
     def stats(self) -> Dict[str, int]:
         """Counters: frames sent and received, ignored datagrams (stale,
-        malformed, bad tag), timeouts, schema cache hits, and the copies the
-        binding made (``inputs_copied``, ``answers_copied``,
-        ``outputs_viewed``, ``outputs_copied`` and their bytes)."""
+        malformed, bad tag), timeouts, schema cache hits, frames sent over
+        TCP (``tcp_sent``), TCP connections lost and opened again
+        (``connection_losses``, ``tcp_reconnects``), and the copies made
+        on the way (``inputs_copied``; ``answers_copied``: answers copied
+        out of a receive buffer, every datagram and TCP answers up to
+        64 KiB, larger TCP answers are read in place; ``outputs_viewed``,
+        ``outputs_copied``; and their bytes)."""
         return self._native.stats()
 
     @property
@@ -241,7 +270,7 @@ class Client:
         return self._native.server_addr()
 
     def fileno(self) -> int:
-        """The socket's file descriptor."""
+        """The UDP socket's file descriptor."""
         return self._native.fileno()
 
     def close(self) -> None:

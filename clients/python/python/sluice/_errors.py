@@ -22,6 +22,7 @@ __all__ = [
     "ClientError",
     "RequestTimeoutError",
     "TransportError",
+    "ConnectionLostError",
     "InvalidRequestError",
     "MalformedAnswerError",
     "NotSupportedError",
@@ -177,9 +178,20 @@ class TransportError(ClientError, OSError):
         return self.message
 
 
+class ConnectionLostError(TransportError):
+    """The TCP connection was lost while this request was outstanding (the
+    appliance closed it, or it failed). Retryable: the client opens a new
+    connection for the next request. The request may have run."""
+
+    def __init__(self, message: str) -> None:
+        TransportError.__init__(self, message)
+        self.retryable = True
+
+
 class InvalidRequestError(ClientError, ValueError):
     """The request cannot be built: a field exceeds a wire limit, a dtype is
-    not in the wire table, the frame exceeds one datagram. ``wire_error`` is
+    not in the wire table, the frame exceeds one datagram on
+    ``transport="udp"`` (or on ``"auto"`` without a ``tcp_addr``). ``wire_error`` is
     the ``sluice_wire::Error`` variant name when the builder refused it."""
 
     def __init__(self, message: str, wire_error: Optional[str] = None) -> None:
@@ -193,7 +205,7 @@ class MalformedAnswerError(ClientError):
 
 
 class NotSupportedError(ClientError):
-    """The option is not supported by this build (transport="tcp")."""
+    """The option is not supported by this build."""
 
 
 class ClientBusyError(ClientError, RuntimeError):
@@ -235,6 +247,8 @@ def from_native(
         return error_class(code)(message, code=code, code_name=name, retryable=retryable)
     if kind == "timeout":
         return RequestTimeoutError(message)
+    if kind == "connection_lost":
+        return ConnectionLostError(message)
     if kind == "io":
         return TransportError(message, errno=detail if isinstance(detail, int) else None)
     if kind == "malformed":

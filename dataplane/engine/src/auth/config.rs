@@ -17,8 +17,12 @@ pub mod limits {
     /// See `REPLAY_ENTRIES_MIN`.
     pub const REPLAY_ENTRIES_MAX: u32 = 1 << 22;
     /// Most patterns in each of a tenant's lists (models, adapters,
-    /// routes, subjects).
-    pub const TENANT_PATTERN_COUNT_MAX: usize = 64;
+    /// routes, subjects). Lists are hashed sets (`route/set.rs`): a lookup
+    /// does not grow with them.
+    pub const TENANT_PATTERN_COUNT_MAX: usize = 16_384;
+    /// Most general globs (other than `*`, `name*`, `*name`) in one of a
+    /// tenant's lists: the only entries matched one by one.
+    pub const TENANT_GLOB_COUNT_MAX: usize = crate::route::set::GLOB_COUNT_MAX;
 }
 
 use limits::*;
@@ -144,8 +148,20 @@ pub(crate) fn tenant_patterns(i: usize, t: &TenantCfg) -> Result<(), ConfigError
                 format!("at most {TENANT_PATTERN_COUNT_MAX} patterns"),
             ));
         }
+        let mut globs = 0;
         for (j, p) in list.iter().enumerate() {
             wire_token(&format!("tenants[{i}].{name}[{j}]"), p, len_max)?;
+            if crate::route::set::form(p) == crate::route::set::Form::Glob {
+                globs += 1;
+                if globs > TENANT_GLOB_COUNT_MAX {
+                    return Err(ConfigError::at(
+                        format!("tenants[{i}].{name}[{j}]"),
+                        format!(
+                            "at most {TENANT_GLOB_COUNT_MAX} globs other than \"*\", \"name*\" and \"*name\""
+                        ),
+                    ));
+                }
+            }
         }
     }
     Ok(())
@@ -188,9 +204,21 @@ mod tests {
             (Some(5), "tenants[0].subjects[1]"),
             "{e}"
         );
-        let many: Vec<String> = (0..65).map(|i| format!("\"m{i}\"")).collect();
+        let many: Vec<String> = (0..=TENANT_PATTERN_COUNT_MAX)
+            .map(|i| format!("\"m{i}\""))
+            .collect();
         let e = err(&format!("{t}models = [{}]\n", many.join(", ")));
         assert_eq!(e.key, "tenants[0].models", "{e}");
+        // Exact names, `name*` and `*name` are sets; other globs are
+        // counted, since each is matched one by one.
+        let mut globs: Vec<String> = vec!["\"a*\"".into(), "\"*b\"".into(), "\"*\"".into()];
+        globs.extend((0..=TENANT_GLOB_COUNT_MAX).map(|i| format!("\"x{i}*y\"")));
+        let e = err(&format!("{t}adapters = [{}]\n", globs.join(", ")));
+        assert_eq!(
+            e.key,
+            format!("tenants[0].adapters[{}]", TENANT_GLOB_COUNT_MAX + 3),
+            "{e}"
+        );
         // The defaults: tenants mode, a 10 s window, 2^18 slots; subjects "*".
         let c = Config::parse(t, PathBuf::from("/tmp")).unwrap();
         assert_eq!(c.auth, AuthCfg::default());

@@ -136,6 +136,24 @@ impl ReplayTable {
         None
     }
 
+    /// Forgets a tag remembered by [`ReplayTable::check_insert`], if it is
+    /// there: for a frame accepted and then handed back to its stream
+    /// transport unprocessed (back-pressure), which checks it again when it
+    /// is delivered again. O(2 × REPLAY_WAYS), no allocation.
+    pub fn forget(&mut self, tag: &[u8; 16]) {
+        let key = split(tag);
+        let (b1, b2) = self.buckets_of(tag);
+        for b in [b1, b2] {
+            let base = b * REPLAY_WAYS;
+            for s in &mut self.slots[base..base + REPLAY_WAYS] {
+                if s.expires_us != 0 && s.tag == [key.0, key.1] {
+                    *s = Slot::default();
+                    return;
+                }
+            }
+        }
+    }
+
     /// Live slots at `now_us`, counted over the whole table (for tests and
     /// status; O(capacity)).
     pub fn live(&self, now_us: u64) -> usize {
@@ -188,6 +206,20 @@ mod tests {
         // now be refused as deadline_exceeded before reaching the table).
         assert_eq!(r.check_insert(&tag(1), 300, 101), Seen::Fresh);
         assert_eq!(r.live(101), 1);
+    }
+
+    #[test]
+    fn a_forgotten_tag_is_fresh_again_and_others_stay() {
+        let mut r = ReplayTable::new(REPLAY_WAYS);
+        for i in 0..REPLAY_WAYS as u64 {
+            assert_eq!(r.check_insert(&tag(i), 1000, 1), Seen::Fresh);
+        }
+        r.forget(&tag(5));
+        r.forget(&tag(99)); // never seen: nothing changes
+        assert_eq!(r.live(1), REPLAY_WAYS - 1);
+        assert_eq!(r.check_insert(&tag(5), 1000, 2), Seen::Fresh);
+        assert_eq!(r.check_insert(&tag(4), 1000, 2), Seen::Replayed);
+        assert_eq!(r.check_insert(&tag(5), 1000, 3), Seen::Replayed);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! `None` for the tenant means `auth.mode = "none"`: everything is allowed.
 
 use super::{Cause, Refusal};
-use crate::route::{Route, RouteKey};
+pub use crate::route::RouteFound;
+use crate::route::RouteKey;
 use crate::tables::{Tables, Tenant};
 
 /// The model name is in the tenant's `models`.
@@ -42,31 +43,9 @@ pub fn schema_allowed(tn: Option<&Tenant>, subject: &str) -> Result<(), Refusal>
     }
 }
 
-/// What routing found for a tenant.
-#[derive(Debug, Clone, Copy)]
-pub enum RouteFound<'t> {
-    /// The first matching route the tenant may use, and its index.
-    Route(usize, &'t Route),
-    /// Routes matched, but none in the tenant's `routes`: answered as if no
-    /// route had matched.
-    Hidden,
-    /// No route matched.
-    None,
-}
-
 /// The first matching route among those the tenant may use: routes outside
 /// its `routes` do not exist for it, so a later route may take the request.
 pub fn route_for<'t>(t: &'t Tables, key: &RouteKey<'_>, tn: Option<&Tenant>) -> RouteFound<'t> {
-    let mut hidden = false;
-    for (i, r) in t.routes.matching(key) {
-        if tn.is_none_or(|tn| tn.allows_route(&r.name)) {
-            return RouteFound::Route(i, r);
-        }
-        hidden = true;
-    }
-    if hidden {
-        RouteFound::Hidden
-    } else {
-        RouteFound::None
-    }
+    t.routes
+        .first_allowed(key, |r| tn.is_none_or(|tn| tn.allows_route(&r.name)))
 }

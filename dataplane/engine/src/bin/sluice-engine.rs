@@ -64,8 +64,20 @@ fn main() {
         let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
     }
     let mut last = Instant::now();
+    // Span records of traced requests: drained and counted, not exported
+    // (exporting is sluiced's job; docs/observability.md). Draining keeps
+    // the rings from filling, as sluiced does.
+    let mut spans = vec![sluice_engine::trace::SpanRecord::default(); 1024];
+    let mut drained = 0u64;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
+        loop {
+            let n = engine.drain_spans(&mut spans);
+            drained += n as u64;
+            if n < spans.len() {
+                break;
+            }
+        }
         if let Some(s) = stats_every
             && last.elapsed() >= Duration::from_secs(s)
         {
@@ -84,16 +96,36 @@ fn main() {
             );
         }
     }
+    // Per model version: requests, runs and the mean batch (read before the
+    // workers go; perf/batching.sh parses these lines).
+    let snap = engine.stats();
+    for m in snap.models.iter().filter(|m| m.requests > 0) {
+        println!(
+            "sluice-engine: model {} {}: requests={} inferences={} executions={} batch_fallbacks={}",
+            m.name, m.version, m.requests, m.inferences, m.executions, m.batch_fallbacks
+        );
+    }
+    for s in snap.shards.iter().filter(|s| s.requests > 0) {
+        println!(
+            "sluice-engine: shard {}: queue_p99_us={} service_p50_us={} service_p99_us={}",
+            s.name,
+            s.queue.p99_ns / 1000,
+            s.service.p50_ns / 1000,
+            s.service.p99_ns / 1000
+        );
+    }
     engine.stop(Duration::from_millis(200));
     let snap = engine.stats();
     println!(
-        "sluice-engine: stopped; {} responses, {} error frames",
+        "sluice-engine: stopped; {} responses, {} error frames, {} span records drained, {} dropped",
         snap.total(|w| w.ok),
         snap.workers
             .iter()
             .flat_map(|w| w.errors.iter())
             .map(|(_, v)| v)
-            .sum::<u64>()
+            .sum::<u64>(),
+        drained,
+        snap.total(|w| w.spans_dropped)
     );
 }
 

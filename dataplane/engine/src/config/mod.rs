@@ -22,11 +22,13 @@ pub mod limits {
     /// Most shards.
     pub const SHARD_COUNT_MAX: usize = 32;
     /// Most routes.
-    pub const ROUTE_COUNT_MAX: usize = 1024;
+    pub const ROUTE_COUNT_MAX: usize = 16_384;
     /// Most tenants.
     pub const TENANT_COUNT_MAX: usize = 4096;
     /// Most loaded model versions (slots).
     pub const MODEL_SLOT_COUNT_MAX: usize = 64;
+    /// Most aliases of one model version.
+    pub const ALIAS_COUNT_MAX: usize = 1024;
     /// Most adapters per model.
     pub const ADAPTER_COUNT_MAX: usize = 32;
     /// Most peers.
@@ -43,6 +45,26 @@ pub mod limits {
     pub const BUFFER_SIZE_MAX: u32 = 1 << 20;
     /// Longest spin before an adaptive worker sleeps.
     pub const SPIN_US_MAX: u32 = 1_000_000;
+    /// Most TCP connections per worker.
+    pub const TCP_CONNECTIONS_MAX: u32 = 4096;
+    /// Most requests in flight on one TCP connection.
+    pub const TCP_PIPELINE_MAX: u32 = 1024;
+    /// Most TCP slot classes.
+    pub const TCP_SLOT_CLASSES_MAX: usize = 4;
+    /// Most slots of one class, per worker.
+    pub const TCP_SLOT_COUNT_MAX: u32 = 4096;
+    /// Smallest TCP slot, bytes; slot sizes are multiples of it.
+    pub const TCP_SLOT_SIZE_MIN: u32 = 4096;
+    /// Largest TCP slot: the largest frame the wire allows.
+    pub const TCP_SLOT_SIZE_MAX: u32 = sluice_wire::limits::FRAME_LEN_MAX as u32;
+    /// Most memory one worker's TCP slots (receive and reply) may take.
+    pub const TCP_POOL_BYTES_MAX: u64 = 16 << 30;
+    /// Longest TCP idle timeout.
+    pub const TCP_IDLE_TIMEOUT_MS_MAX: u32 = 3_600_000;
+    /// Most rows one batched run stacks (`batch_max`).
+    pub const BATCH_MAX: u32 = 256;
+    /// Longest a request may wait for others to batch with (`batch_delay_us`).
+    pub const BATCH_DELAY_US_MAX: u32 = 1_000_000;
     /// Fewest and most io_uring submission queue entries (a power of two).
     pub const RING_ENTRIES_MIN: u32 = 8;
     /// Most io_uring submission queue entries.
@@ -61,6 +83,8 @@ pub mod limits {
     pub const CONTENT_CONDITIONS_MAX: usize = crate::route::CONTENT_CONDITIONS_MAX;
     /// Most path segments in a content condition.
     pub const CONTENT_PATH_SEGMENTS_MAX: usize = sluice_validate::json::PATH_SEGMENTS_MAX;
+    /// Most trie nodes of every content path of a route table.
+    pub const CONTENT_PATH_NODES_MAX: usize = sluice_validate::json::PATH_NODES_MAX;
     /// Bounds of `engine.negotiation_ttl_ms`: 1 s to 1 h.
     pub const NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
     /// See `NEGOTIATION_TTL_MS_MIN`.
@@ -108,6 +132,10 @@ pub struct Config {
     /// Peer appliances.
     #[serde(default)]
     pub peers: Vec<PeerCfg>,
+    /// KServe v2 / Triton-compatible HTTP and gRPC front door (off unless
+    /// a listen address is set).
+    #[serde(default)]
+    pub frontdoor: FrontdoorCfg,
     /// Control plane (read by the Go daemon; opaque to the engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<toml::Table>,
@@ -120,6 +148,9 @@ pub struct Config {
     /// Limits of schema transforms.
     #[serde(default)]
     pub transforms: TransformsCfg,
+    /// Request tracing (docs/observability.md).
+    #[serde(default)]
+    pub tracing: TracingCfg,
     /// Directory of the config file; relative paths resolve against it.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -230,6 +261,29 @@ pub struct UringCfg {
     pub tx_buffers: u32,
     /// Bytes per buffer.
     pub buffer_size: u32,
+    /// TCP address every worker listens on with SO_REUSEPORT, beside the
+    /// UDP socket; "" serves no TCP.
+    pub tcp_listen: String,
+    /// Connections per worker; more are accepted and closed at once.
+    pub tcp_connections_max: u32,
+    /// A frame that started arriving and makes no progress for this long
+    /// closes its connection (a header and then silence).
+    pub tcp_idle_timeout_ms: u32,
+    /// Largest frame accepted over TCP (`header_len + payload_len`); a
+    /// larger declared length gets `frame_too_large` and the connection is
+    /// closed. 0: the largest slot.
+    pub tcp_frame_len_max: u32,
+    /// Requests in flight on one connection (received, not yet answered);
+    /// at the limit the connection is not read.
+    pub tcp_pipeline_max: u32,
+    /// Slot classes, smallest first: a frame lands whole in a slot of the
+    /// smallest class that holds it, and its answer is written into a
+    /// reply slot of the same size.
+    pub tcp_slots: Vec<TcpSlotCfg>,
+    /// Zero-copy sends (`SEND_ZC`) for large answers: "auto" tries them and
+    /// falls back per connection when the kernel reports it copied (always
+    /// on loopback), "on" keeps them, "off" never uses them.
+    pub tcp_send_zc: ZcMode,
 }
 
 impl Default for UringCfg {
@@ -240,6 +294,105 @@ impl Default for UringCfg {
             rx_buffers: 256,
             tx_buffers: 256,
             buffer_size: 65536,
+            tcp_listen: String::new(),
+            tcp_connections_max: 256,
+            tcp_idle_timeout_ms: 10_000,
+            tcp_frame_len_max: 0,
+            tcp_pipeline_max: 64,
+            tcp_slots: vec![
+                TcpSlotCfg {
+                    size: 64 << 10,
+                    count: 128,
+                },
+                TcpSlotCfg {
+                    size: 2 << 20,
+                    count: 16,
+                },
+                // A 16 MiB tensor and its header: 16 MiB + 64 KiB.
+                TcpSlotCfg {
+                    size: (16 << 20) + (64 << 10),
+                    count: 2,
+                },
+            ],
+            tcp_send_zc: ZcMode::Auto,
+        }
+    }
+}
+
+impl UringCfg {
+    /// Whether TCP is served.
+    pub fn tcp_enabled(&self) -> bool {
+        !self.tcp_listen.is_empty()
+    }
+
+    /// The largest frame accepted over TCP.
+    pub fn tcp_frame_len_limit(&self) -> u32 {
+        match self.tcp_frame_len_max {
+            0 => self.tcp_slots.iter().map(|c| c.size).max().unwrap_or(0),
+            n => n,
+        }
+    }
+
+    /// Bytes of TCP slot memory per worker (receive and reply slots).
+    pub fn tcp_pool_bytes(&self) -> u64 {
+        self.tcp_slots
+            .iter()
+            .map(|c| 2 * u64::from(c.size) * u64::from(c.count))
+            .sum()
+    }
+}
+
+/// One class of TCP slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpSlotCfg {
+    /// Bytes per slot (a multiple of 4096).
+    pub size: u32,
+    /// Slots of this size per worker (each with a reply slot).
+    pub count: u32,
+}
+
+/// Zero-copy send policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ZcMode {
+    /// Try, and fall back per connection when the kernel copies.
+    #[default]
+    Auto,
+    /// Always, for answers of at least 64 KiB.
+    On,
+    /// Never.
+    Off,
+}
+
+/// `[tracing]`: which requests the workers trace (the engine) and where
+/// their spans go (the Go daemon exports them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TracingCfg {
+    /// Share (0 to 1) of requests with a trace id but no sampling decision
+    /// (trace flags 0, no parent span) that are traced. Requests with the
+    /// sampled bit are always traced, requests without a trace id never.
+    pub sample_ratio: f64,
+    /// Span records each worker's ring holds; a full ring drops and counts.
+    pub ring_spans: u32,
+    /// OTLP/HTTP endpoint the daemon exports to (`http://host:4318`); none:
+    /// records are drained and counted, not exported. Read by sluiced.
+    pub endpoint: Option<String>,
+    /// How often the daemon drains the rings, in ms. Read by sluiced.
+    pub export_interval_ms: u32,
+    /// `service.name` of the exported spans. Read by sluiced.
+    pub service_name: Option<String>,
+}
+
+impl Default for TracingCfg {
+    fn default() -> Self {
+        TracingCfg {
+            sample_ratio: 0.0,
+            ring_spans: crate::trace::RING_SPANS_DEFAULT,
+            endpoint: None,
+            export_interval_ms: 200,
+            service_name: None,
         }
     }
 }
@@ -278,10 +431,28 @@ pub struct ShardCfg {
     /// Indices of the workers serving it; all when omitted.
     #[serde(default)]
     pub workers: Option<Vec<usize>>,
+    /// Dynamic batching: most rows (dimension 0) one run stacks from
+    /// requests waiting in this shard's queue for the same model version.
+    /// 1 (the default) runs every request on its own.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub batch_max: u32,
+    /// How long the first request of a batch may wait for more, in µs.
+    /// 0: only requests of the same receive burst are stacked.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batch_delay_us: u32,
 }
 
 fn default_concurrency() -> u32 {
     8
+}
+fn one() -> u32 {
+    1
+}
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 fn default_queue_depth() -> u32 {
     64
@@ -424,6 +595,15 @@ pub struct ModelCfg {
     /// The schema version the model takes (a route's `accepts` wins).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepts: Option<AcceptsCfg>,
+    /// Dynamic batching for this model version, whatever shard it runs in
+    /// (overrides the shard's `batch_max`). The model must be able to batch
+    /// (dimension 0 of every input and output declared with one symbol), or
+    /// loading it fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_max: Option<u32>,
+    /// Overrides the shard's `batch_delay_us` for this model version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_delay_us: Option<u32>,
 }
 
 /// A LoRA adapter of a model.
@@ -455,6 +635,10 @@ pub struct TenantCfg {
     /// Route name patterns this tenant may use.
     #[serde(default = "star")]
     pub routes: Vec<String>,
+    /// Bearer tokens the front door accepts for this tenant:
+    /// `sha256:<hex digest>` or `env:VAR` (the variable holds the token).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<String>,
     /// Schema subject patterns this tenant may negotiate and name in
     /// requests.
     #[serde(default = "star")]
@@ -474,6 +658,11 @@ pub struct PeerCfg {
     /// Address of the peer's data plane: its UDP service address, or for
     /// `transport = "rdma"` its `rdma.listen` address.
     pub address: String,
+    /// The peer's `io_uring.tcp_listen` address: frames too large for a
+    /// datagram are forwarded over a TCP connection to it (io_uring
+    /// appliances). Without it such frames get `frame_too_large`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_address: Option<String>,
     /// Labels the peer carries.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
@@ -594,9 +783,23 @@ impl Config {
             .parse()
             .map_err(|_| ConfigError::at("io_uring.listen", "not an IP:port address"))
     }
+
+    /// The TCP listen address of the io_uring transport, if TCP is served.
+    pub fn tcp_listen_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        if !self.io_uring.tcp_enabled() {
+            return Ok(None);
+        }
+        self.io_uring
+            .tcp_listen
+            .parse()
+            .map(Some)
+            .map_err(|_| ConfigError::at("io_uring.tcp_listen", "not an IP:port address"))
+    }
 }
 
+mod frontdoor;
 mod validate;
+pub use frontdoor::{FrontdoorCfg, decode_token, token_digest};
 pub use validate::{decode_key, validate_tables};
 pub(crate) use validate::{range, wire_token};
 

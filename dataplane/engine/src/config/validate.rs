@@ -2,6 +2,7 @@
 //! limits. Every refusal names the key (and, through `ConfigError`, the
 //! line) it is about.
 
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 
 use super::limits::*;
@@ -56,6 +57,25 @@ impl Config {
             NEGOTIATION_TTL_MS_MAX,
         )?;
         crate::auth::config::validate(self)?;
+        let tr = &self.tracing;
+        if !(0.0..=1.0).contains(&tr.sample_ratio) {
+            return Err(ConfigError::at(
+                "tracing.sample_ratio",
+                "a share from 0 to 1",
+            ));
+        }
+        range(
+            "tracing.ring_spans",
+            tr.ring_spans,
+            1,
+            crate::trace::RING_SPANS_MAX,
+        )?;
+        range(
+            "tracing.export_interval_ms",
+            tr.export_interval_ms,
+            10,
+            60_000,
+        )?;
         let u = &self.io_uring;
         self.listen_addr()?;
         range(
@@ -106,6 +126,8 @@ impl Config {
                 format!("must be a multiple of {BUFFER_ALIGN}"),
             ));
         }
+        self.frontdoor.validate(&e.workers)?;
+        self.validate_tcp()?;
         // [dpdk] is checked here too when the engine has DPDK, so its errors
         // carry file:line like every other key's.
         #[cfg(feature = "dpdk")]
@@ -113,6 +135,75 @@ impl Config {
             crate::transport::dpdk::DpdkCfg::from_config(self)?;
         }
         self.validate_tables()
+    }
+
+    fn validate_tcp(&self) -> Result<(), ConfigError> {
+        let u = &self.io_uring;
+        self.tcp_listen_addr()?;
+        range(
+            "io_uring.tcp_connections_max",
+            u.tcp_connections_max,
+            1,
+            TCP_CONNECTIONS_MAX,
+        )?;
+        range(
+            "io_uring.tcp_idle_timeout_ms",
+            u.tcp_idle_timeout_ms,
+            1,
+            TCP_IDLE_TIMEOUT_MS_MAX,
+        )?;
+        range(
+            "io_uring.tcp_pipeline_max",
+            u.tcp_pipeline_max,
+            1,
+            TCP_PIPELINE_MAX,
+        )?;
+        if u.tcp_slots.is_empty() || u.tcp_slots.len() > TCP_SLOT_CLASSES_MAX {
+            return Err(ConfigError::at(
+                "io_uring.tcp_slots",
+                format!("1 to {TCP_SLOT_CLASSES_MAX} slot classes"),
+            ));
+        }
+        for (i, c) in u.tcp_slots.iter().enumerate() {
+            let k = |f: &str| format!("io_uring.tcp_slots[{i}].{f}");
+            range(&k("size"), c.size, TCP_SLOT_SIZE_MIN, TCP_SLOT_SIZE_MAX)?;
+            if !c.size.is_multiple_of(TCP_SLOT_SIZE_MIN) {
+                return Err(ConfigError::at(
+                    k("size"),
+                    format!("{} is not a multiple of {TCP_SLOT_SIZE_MIN}", c.size),
+                ));
+            }
+            if i > 0 && c.size <= u.tcp_slots[i - 1].size {
+                return Err(ConfigError::at(
+                    k("size"),
+                    "slot classes must be listed smallest first, each larger than the last",
+                ));
+            }
+            range(&k("count"), c.count, 1, TCP_SLOT_COUNT_MAX)?;
+        }
+        if u.tcp_pool_bytes() > TCP_POOL_BYTES_MAX {
+            return Err(ConfigError::at(
+                "io_uring.tcp_slots",
+                format!(
+                    "{} bytes of slots per worker (receive and reply) exceed {TCP_POOL_BYTES_MAX}",
+                    u.tcp_pool_bytes()
+                ),
+            ));
+        }
+        let largest = u.tcp_slots.iter().map(|c| c.size).max().unwrap_or(0);
+        if u.tcp_frame_len_max != 0 {
+            range(
+                "io_uring.tcp_frame_len_max",
+                u.tcp_frame_len_max,
+                sluice_wire::FIXED_HEADER_LEN as u32,
+                largest.max(sluice_wire::FIXED_HEADER_LEN as u32),
+            )
+            .map_err(|mut e| {
+                e.message.push_str(" (at most the largest tcp_slots size)");
+                e
+            })?;
+        }
+        Ok(())
     }
 
     /// Checks shards, routes, models, tenants and peers (what can change live).
@@ -154,6 +245,15 @@ fn validate_accepts(key: &str, a: Option<&crate::config::AcceptsCfg>) -> Result<
     let Some(a) = a else {
         return Ok(());
     };
+    if !sluice_transform::RUNTIME {
+        return Err(ConfigError::at(
+            key,
+            format!(
+                "`accepts` asks for schema transforms; {}",
+                sluice_transform::UNAVAILABLE
+            ),
+        ));
+    }
     if a.subject.is_empty() || a.subject.len() > sluice_wire::limits::SUBJECT_LEN_MAX {
         return Err(ConfigError::at(
             format!("{key}.subject"),
@@ -173,10 +273,11 @@ fn validate_shards(shards: &[ShardCfg], worker_count: usize) -> Result<(), Confi
             format!("at most {SHARD_COUNT_MAX}"),
         ));
     }
+    let mut names = HashSet::with_capacity(shards.len());
     for (i, s) in shards.iter().enumerate() {
         let k = |f: &str| format!("shards[{i}].{f}");
         name_ok(&k("name"), &s.name)?;
-        if shards[..i].iter().any(|o| o.name == s.name) {
+        if !names.insert(s.name.as_str()) {
             return Err(ConfigError::at(
                 k("name"),
                 format!("duplicate shard {:?}", s.name),
@@ -184,6 +285,16 @@ fn validate_shards(shards: &[ShardCfg], worker_count: usize) -> Result<(), Confi
         }
         range(&k("max_concurrency"), s.max_concurrency, 1, CONCURRENCY_MAX)?;
         range(&k("queue_depth"), s.queue_depth, 1, QUEUE_DEPTH_MAX)?;
+        validate_batch(&k(""), s.batch_max, s.batch_delay_us)?;
+        if s.batch_max > s.queue_depth {
+            return Err(ConfigError::at(
+                k("batch_max"),
+                format!(
+                    "{} is above queue_depth ({}): a batch is taken from the shard's queue",
+                    s.batch_max, s.queue_depth
+                ),
+            ));
+        }
         if let Some(w) = &s.workers {
             if let Some(bad) = w.iter().find(|&&w| w >= worker_count) {
                 return Err(ConfigError::at(
@@ -206,16 +317,18 @@ fn validate_routes(routes: &[RouteCfg], shards: &[ShardCfg]) -> Result<(), Confi
             format!("at most {ROUTE_COUNT_MAX}"),
         ));
     }
+    let shard_names: HashSet<&str> = shards.iter().map(|s| s.name.as_str()).collect();
+    let mut names = HashSet::with_capacity(routes.len());
     for (i, r) in routes.iter().enumerate() {
         let k = |f: &str| format!("routes[{i}].{f}");
         name_ok(&k("name"), &r.name)?;
-        if routes[..i].iter().any(|o| o.name == r.name) {
+        if !names.insert(r.name.as_str()) {
             return Err(ConfigError::at(
                 k("name"),
                 format!("duplicate route {:?}", r.name),
             ));
         }
-        if !shards.iter().any(|s| s.name == r.shard) {
+        if !shard_names.contains(r.shard.as_str()) {
             return Err(ConfigError::at(
                 k("shard"),
                 format!("no shard named {:?}", r.shard),
@@ -235,6 +348,26 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
             format!("at most {MODEL_SLOT_COUNT_MAX}"),
         ));
     }
+    // (name, version) of every model, then (name, alias) -> the model.
+    let mut versions: HashSet<(&str, &str)> = HashSet::with_capacity(models.len());
+    for (i, m) in models.iter().enumerate() {
+        if !versions.insert((m.name.as_str(), m.version.as_str())) {
+            return Err(ConfigError::at(
+                format!("models[{i}].version"),
+                "duplicate model version",
+            ));
+        }
+    }
+    // Each alias with its first owner, and whether another model has it too.
+    let mut aliases: HashMap<(&str, &str), (usize, bool)> = HashMap::new();
+    for (i, m) in models.iter().enumerate() {
+        for a in &m.aliases {
+            let e = aliases
+                .entry((m.name.as_str(), a.as_str()))
+                .or_insert((i, false));
+            e.1 |= e.0 != i;
+        }
+    }
     for (i, m) in models.iter().enumerate() {
         let k = |f: &str| format!("models[{i}].{f}");
         wire_token(&k("name"), &m.name, sluice_wire::limits::MODEL_NAME_LEN_MAX)?;
@@ -243,11 +376,11 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
             &m.version,
             sluice_wire::limits::MODEL_VERSION_LEN_MAX,
         )?;
-        if models[..i]
-            .iter()
-            .any(|o| o.name == m.name && o.version == m.version)
-        {
-            return Err(ConfigError::at(k("version"), "duplicate model version"));
+        if m.aliases.len() > ALIAS_COUNT_MAX {
+            return Err(ConfigError::at(
+                k("aliases"),
+                format!("at most {ALIAS_COUNT_MAX}"),
+            ));
         }
         for (j, a) in m.aliases.iter().enumerate() {
             wire_token(
@@ -255,10 +388,12 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
                 a,
                 sluice_wire::limits::MODEL_VERSION_LEN_MAX,
             )?;
-            let clash = models.iter().enumerate().any(|(oi, o)| {
-                o.name == m.name && (o.version == *a || (oi != i && o.aliases.contains(a)))
-            });
-            if clash {
+            // An alias may not be a version of the model, nor another
+            // version's alias (one version may repeat its own).
+            let other = aliases
+                .get(&(m.name.as_str(), a.as_str()))
+                .is_some_and(|&(first, more)| first != i || more);
+            if other || versions.contains(&(m.name.as_str(), a.as_str())) {
                 return Err(ConfigError::at(
                     format!("models[{i}].aliases[{j}]"),
                     format!("{a:?} already names another version of {:?}", m.name),
@@ -267,6 +402,27 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
         }
         if m.kind == ModelKind::Onnx && m.path.is_none() {
             return Err(ConfigError::at(k("path"), "an onnx model needs a path"));
+        }
+        if m.batch_max.is_some() || m.batch_delay_us.is_some() {
+            if m.kind != ModelKind::Onnx {
+                let key = if m.batch_max.is_some() {
+                    "batch_max"
+                } else {
+                    "batch_delay_us"
+                };
+                return Err(ConfigError::at(k(key), "only onnx models batch"));
+            }
+            validate_batch(
+                &k(""),
+                m.batch_max.unwrap_or(1),
+                m.batch_delay_us.unwrap_or(0),
+            )?;
+            if m.batch_delay_us.is_some_and(|d| d > 0) && m.batch_max.is_none() {
+                return Err(ConfigError::at(
+                    k("batch_delay_us"),
+                    "needs batch_max on the model too (a delay without a batch size)",
+                ));
+            }
         }
         if m.adapters.len() > ADAPTER_COUNT_MAX {
             return Err(ConfigError::at(
@@ -285,6 +441,24 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Checks `batch_max` and `batch_delay_us` under `prefix` (`shards[0].`).
+fn validate_batch(prefix: &str, batch_max: u32, delay_us: u32) -> Result<(), ConfigError> {
+    range(&format!("{prefix}batch_max"), batch_max, 1, BATCH_MAX)?;
+    range(
+        &format!("{prefix}batch_delay_us"),
+        delay_us,
+        0,
+        BATCH_DELAY_US_MAX,
+    )?;
+    if delay_us > 0 && batch_max == 1 {
+        return Err(ConfigError::at(
+            format!("{prefix}batch_delay_us"),
+            "needs batch_max above 1: a request waits only for others to batch with",
+        ));
+    }
+    Ok(())
+}
+
 fn validate_tenants(tenants: &[TenantCfg]) -> Result<(), ConfigError> {
     if tenants.len() > TENANT_COUNT_MAX {
         return Err(ConfigError::at(
@@ -292,19 +466,20 @@ fn validate_tenants(tenants: &[TenantCfg]) -> Result<(), ConfigError> {
             format!("at most {TENANT_COUNT_MAX}"),
         ));
     }
+    let mut ids = HashSet::with_capacity(tenants.len());
+    let mut names = HashSet::with_capacity(tenants.len());
     for (i, t) in tenants.iter().enumerate() {
         let k = |f: &str| format!("tenants[{i}].{f}");
         name_ok(&k("name"), &t.name)?;
         if t.id == 0 {
             return Err(ConfigError::at(k("id"), "tenant id 0 is reserved"));
         }
-        if tenants[..i]
-            .iter()
-            .any(|o| o.id == t.id || o.name == t.name)
-        {
+        // Both inserted: `|` does not short-circuit.
+        if !ids.insert(t.id) | !names.insert(t.name.as_str()) {
             return Err(ConfigError::at(k("id"), "duplicate tenant id or name"));
         }
         decode_key(&t.key).map_err(|m| ConfigError::at(k("key"), m))?;
+        super::frontdoor::validate_tokens(&k("tokens"), &t.tokens)?;
         crate::auth::config::tenant_patterns(i, t)?;
     }
     Ok(())
@@ -317,15 +492,20 @@ fn validate_peers(peers: &[PeerCfg]) -> Result<(), ConfigError> {
             format!("at most {PEER_COUNT_MAX}"),
         ));
     }
+    let mut names = HashSet::with_capacity(peers.len());
     for (i, p) in peers.iter().enumerate() {
         let k = |f: &str| format!("peers[{i}].{f}");
         name_ok(&k("name"), &p.name)?;
-        if peers[..i].iter().any(|o| o.name == p.name) {
+        if !names.insert(p.name.as_str()) {
             return Err(ConfigError::at(k("name"), "duplicate peer"));
         }
         p.address
             .parse::<SocketAddr>()
             .map_err(|_| ConfigError::at(k("address"), "not an IP:port address"))?;
+        if let Some(t) = &p.tcp_address {
+            t.parse::<SocketAddr>()
+                .map_err(|_| ConfigError::at(k("tcp_address"), "not an IP:port address"))?;
+        }
     }
     Ok(())
 }

@@ -43,6 +43,7 @@ impl Engine {
                 ));
             }
         }
+        self.prepare_ingress()?;
         self.shared.state.store(state::RUNNING, Ordering::Release);
         let mut listen = self.cfg.listen_addr()?;
         let models = self.lock_control()?.live.models.clone();
@@ -119,6 +120,10 @@ impl Engine {
                 }
             }
         }
+        if let Err(e) = self.start_frontdoor() {
+            self.abort_start();
+            return Err(e);
+        }
         self.running = true;
         if let Some(why) = self.cfg.unauthenticated_exposure() {
             log::warn!("{why}");
@@ -149,25 +154,47 @@ impl Engine {
         handlers: Vec<Option<Box<dyn Handler>>>,
         listen: SocketAddr,
     ) -> Result<(SocketAddr, bool), EngineError> {
-        let uring_cfg = self.cfg.io_uring.clone();
+        let mut uring_cfg = self.cfg.io_uring.clone();
         let huge_mode = self.cfg.engine.hugepages;
+        let tcp = uring_cfg.tcp_enabled().then(|| {
+            Arc::new(crate::transport::tcp::TcpShared::for_config(
+                index, &uring_cfg,
+            ))
+        });
+        // Port 0 binds an ephemeral port on the first worker; the others
+        // join the port it got.
+        if let Some(first) = self.tcp.first().and_then(|t| t.listen()) {
+            uring_cfg.tcp_listen = first.to_string();
+        }
         // With authentication and several workers, every copy of a signed
-        // frame goes to one worker (the replay guarantee is per appliance).
+        // datagram goes to one worker (the replay guarantee is per
+        // appliance). TCP frames meet the replay table of the worker that
+        // accepted their connection only (a limitation, docs/wire.md).
         let workers = self.cfg.engine.workers.len();
         let steer = (self.cfg.auth.mode == crate::config::AuthMode::Tenants && workers > 1)
             .then_some(workers as u32);
-        self.spawn_worker(index, core, handlers, move || {
-            let t = crate::transport::uring::UringTransport::new(listen, &uring_cfg, huge_mode)
-                .map_err(|e| e.to_string())?;
+        let shared = tcp.clone();
+        let made = self.spawn_worker(index, core, handlers, move || {
+            let t = crate::transport::uring::UringTransport::with_tcp(
+                listen, &uring_cfg, huge_mode, shared,
+            )
+            .map_err(|e| e.to_string())?;
             if let Some(group) = steer {
                 t.steer_by_tag(group)
                     .map_err(|e| format!("udp socket: steering signed frames by tag: {e}"))?;
             }
             Ok(t)
-        })
+        });
+        if let Some(t) = tcp {
+            self.tcp.push(t);
+        }
+        made
     }
 
     fn abort_start(&mut self) {
+        self.stop_frontdoor();
+        self.ingress_ports.clear();
+        self.ingress_workers.clear();
         self.shared.state.store(state::STOPPED, Ordering::Release);
         for w in &mut self.workers {
             if let Some(t) = w.thread.take() {
@@ -175,6 +202,7 @@ impl Engine {
             }
         }
         self.workers.clear();
+        self.tcp.clear();
         #[cfg(feature = "dpdk")]
         {
             self.dpdk = None;
@@ -198,6 +226,7 @@ impl Engine {
         let (ret_tx, ret_rx) = crossbeam_channel::bounded(256);
         let counters = Arc::new(WorkerCounters::default());
         let hist = Arc::new(HistExchange::new());
+        let spans = Arc::new(crate::trace::SpanRing::new(self.cfg.tracing.ring_spans));
         let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
         let params = WorkerParams {
             index,
@@ -210,9 +239,11 @@ impl Engine {
                 crate::config::AuthMode::Tenants => self.cfg.auth.replay_entries as usize,
                 crate::config::AuthMode::None => crate::auth::REPLAY_WAYS,
             },
+            sampler: crate::trace::Sampler::new(self.cfg.tracing.sample_ratio),
         };
         let shared = Arc::clone(&self.shared);
-        let (c2, h2) = (Arc::clone(&counters), Arc::clone(&hist));
+        let ingress = self.ingress_workers.get_mut(index).and_then(Option::take);
+        let (c2, h2, s2) = (Arc::clone(&counters), Arc::clone(&hist), Arc::clone(&spans));
         let opts = self.opts;
         let thread = std::thread::Builder::new()
             .name(format!("sluice-w{index}"))
@@ -229,7 +260,7 @@ impl Engine {
                     init(index);
                 }
                 let transport = match make() {
-                    Ok(t) => t,
+                    Ok(t) => crate::transport::ingress::Sources::new(t, ingress),
                     Err(e) => {
                         let _ = ready_tx.send(Err(format!("worker {index}: {e}")));
                         return;
@@ -248,6 +279,7 @@ impl Engine {
                         returned: ret_tx,
                         counters: c2,
                         hist_out: h2,
+                        spans: s2,
                     },
                 );
                 w.run_guarded();
@@ -263,8 +295,19 @@ impl Engine {
             returned: ret_rx,
             counters,
             hist,
+            spans,
         });
         res.map_err(EngineError::Start)
+    }
+
+    /// Moves up to `out.len()` span records of traced requests out of the
+    /// workers' rings (control side; never blocks a worker).
+    pub fn drain_spans(&self, out: &mut [crate::trace::SpanRecord]) -> usize {
+        let mut n = 0;
+        for w in &self.workers {
+            n += w.spans.drain(&mut out[n..]);
+        }
+        n
     }
 
     /// Number of workers started (running or stopped).
@@ -291,6 +334,9 @@ impl Engine {
         self.running = false;
         self.shared.state.store(state::DRAINING, Ordering::Release);
         std::thread::sleep(drain);
+        // Front-door requests are answered shutting_down while draining,
+        // like every other request; then its listeners close.
+        self.stop_frontdoor();
         self.shared.state.store(state::STOPPED, Ordering::Release);
         for w in &mut self.workers {
             if let Some(t) = w.thread.take() {

@@ -19,11 +19,14 @@ use crate::tables::{HostView, LiveConfig, Tables};
 use crate::worker::{Returned, Shared, WorkerMsg, state};
 
 mod apply;
+mod frontdoor;
 mod lifecycle;
 mod status;
+mod tcp;
 mod transforms;
 
-pub use status::{ModelStatus, Status, WorkerStatus};
+pub use frontdoor::{FrontdoorCtx, FrontdoorHandle, FrontdoorStart};
+pub use status::{FrontdoorStatus, ModelStatus, Status, WorkerStatus};
 pub use transforms::{TransformPut, TransformStatus};
 
 /// Why the engine refused something.
@@ -84,6 +87,9 @@ pub struct EngineOptions {
     pub worker_init: Option<fn(usize)>,
     /// Skip pinning (tests on busy CI hosts).
     pub no_pin: bool,
+    /// Starts the front door when `[frontdoor]` is on
+    /// (`sluice_frontdoor::start`; the engine cannot depend on it).
+    pub frontdoor: Option<FrontdoorStart>,
 }
 
 struct WorkerHandle {
@@ -93,11 +99,12 @@ struct WorkerHandle {
     returned: Receiver<Returned>,
     counters: Arc<WorkerCounters>,
     hist: Arc<HistExchange>,
+    spans: Arc<crate::trace::SpanRing>,
 }
 
 /// Control-side state, behind one mutex: control calls are serialized.
-struct Control {
-    live: LiveConfig,
+pub(crate) struct Control {
+    pub(crate) live: LiveConfig,
     schemas: Vec<SchemaCfg>,
     schema_ttl_ms: u32,
     /// (name, version) -> handler slot.
@@ -116,14 +123,23 @@ pub struct Engine {
     opts: EngineOptions,
     shared: Arc<Shared>,
     workers: Vec<WorkerHandle>,
-    control: Mutex<Control>,
+    pub(crate) control: Arc<Mutex<Control>>,
     listen: Option<SocketAddr>,
     hugepages: bool,
     running: bool,
+    /// Each worker's TCP side (io_uring with `tcp_listen`): connections,
+    /// totals, close requests. Kept after stop for the final counts.
+    tcp: Vec<Arc<crate::transport::tcp::TcpShared>>,
     factory: HandlerFactory,
     /// Process-wide DPDK state; dropped (port closed, EAL cleaned) at stop.
     #[cfg(feature = "dpdk")]
     dpdk: Option<crate::transport::dpdk::DpdkRuntime>,
+    /// Each worker's side of the front-door rings, taken as it starts.
+    ingress_workers: Vec<Option<crate::transport::ingress::IngressWorker>>,
+    /// The front door's side, until it starts.
+    ingress_ports: Vec<crate::transport::ingress::IngressPort>,
+    /// The running front door.
+    frontdoor: Option<Box<dyn FrontdoorHandle>>,
 }
 
 /// The default handler factory: null, echo and (with feature `onnx`) ONNX Runtime.
@@ -168,18 +184,22 @@ impl Engine {
                 state: AtomicU8::new(state::STOPPED),
             }),
             workers: Vec::new(),
-            control: Mutex::new(Control {
+            control: Arc::new(Mutex::new(Control {
                 live,
                 schemas: Vec::new(),
                 schema_ttl_ms: cfg.engine.negotiation_ttl_ms,
                 slots,
                 transforms: Default::default(),
-            }),
+            })),
             listen: None,
             hugepages: false,
             running: false,
+            tcp: Vec::new(),
             #[cfg(feature = "dpdk")]
             dpdk: None,
+            ingress_workers: Vec::new(),
+            ingress_ports: Vec::new(),
+            frontdoor: None,
             factory,
             opts,
             cfg,

@@ -20,6 +20,9 @@ pub struct Status {
     pub transport: String,
     /// Data-plane address.
     pub listen: Option<SocketAddr>,
+    /// TCP address (io_uring with `tcp_listen`), beside `listen`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_listen: Option<SocketAddr>,
     /// Workers and their cores.
     pub workers: Vec<WorkerStatus>,
     /// Whether the buffer pools are in hugepages (false = fell back).
@@ -36,6 +39,21 @@ pub struct Status {
     /// Requests naming a schema it cannot compile at all are refused.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub schemas_unenforced: Vec<String>,
+    /// The KServe v2 / Triton front door, when running: bound addresses
+    /// and counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frontdoor: Option<FrontdoorStatus>,
+}
+
+/// The front door in `status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct FrontdoorStatus {
+    /// HTTP address.
+    pub http: Option<SocketAddr>,
+    /// gRPC address.
+    pub grpc: Option<SocketAddr>,
+    /// Counters (requests, refusals, bytes copied per path).
+    pub stats: serde_json::Value,
 }
 
 /// One worker in `status`.
@@ -122,6 +140,10 @@ impl Engine {
                 rx_kernel_drops: ld(&c.rx_kernel_drops),
                 alive: c.alive.load(Ordering::Acquire),
                 panics: ld(&c.panics),
+                pools: c.pool_stats(),
+                copies: c.copies(),
+                spans_recorded: ld(&c.spans_recorded),
+                spans_dropped: ld(&c.spans_dropped),
                 ..WorkerStats::default()
             };
             w.hist.read(|h| {
@@ -143,6 +165,19 @@ impl Engine {
             snap.workers.push(ws);
         }
         snap.latency = Percentiles::of(&merged_total);
+        for m in tables.models.entries() {
+            let mut ms = crate::stats::ModelStats {
+                name: m.name.clone(),
+                version: m.version.clone(),
+                ..Default::default()
+            };
+            for w in &self.workers {
+                if let Some(c) = w.counters.models.get(m.slot) {
+                    ms.add(c);
+                }
+            }
+            snap.models.push(ms);
+        }
         for s in 0..nshards {
             snap.shards.push(ShardStats {
                 name: tables.shards[s].name.clone(),
@@ -227,6 +262,12 @@ impl Engine {
             }
             .to_string(),
             listen: self.listen,
+            frontdoor: self.frontdoor.as_ref().map(|h| FrontdoorStatus {
+                http: h.http_addr(),
+                grpc: h.grpc_addr(),
+                stats: h.stats_json(),
+            }),
+            tcp_listen: self.tcp_local_addr(),
             workers: self
                 .workers
                 .iter()

@@ -36,6 +36,11 @@ pub(super) struct TransformControl {
     /// Made at the first transform (it reserves the instance pool).
     runtime: Option<Arc<Runtime>>,
     entries: BTreeMap<Key, Entry>,
+    /// Where the search for a free slot starts: slots are taken round the
+    /// ring, so a slot just emptied is the last to be reused (a request
+    /// held in a queue across a swap finds its slot empty rather than
+    /// holding another module).
+    next_slot: usize,
 }
 
 impl TransformControl {
@@ -142,6 +147,11 @@ impl Engine {
         to: u32,
         wasm: &[u8],
     ) -> Result<TransformPut, EngineError> {
+        if !sluice_transform::RUNTIME {
+            return Err(EngineError::Unsupported(
+                sluice_transform::UNAVAILABLE.to_owned(),
+            ));
+        }
         check_pair(subject, from, to)?;
         let mut ctl = self.lock_control()?;
         let key = (subject.to_string(), from, to);
@@ -173,9 +183,12 @@ impl Engine {
             EngineError::InvalidArgument(format!("transform {subject} {from} -> {to}: {e}"))
         })?;
         let used: Vec<usize> = ctl.transforms.entries.values().map(|e| e.slot).collect();
+        let start = ctl.transforms.next_slot;
         let slot = (0..TRANSFORM_SLOT_COUNT_MAX)
+            .map(|i| (start + i) % TRANSFORM_SLOT_COUNT_MAX)
             .find(|s| !used.contains(s))
             .ok_or_else(|| EngineError::InvalidArgument("no free transform slot".into()))?;
+        ctl.transforms.next_slot = (slot + 1) % TRANSFORM_SLOT_COUNT_MAX;
         let stats = self.install_transform(&module, slot)?;
         let digest = format!("{:016x}", module.digest);
         let old = ctl.transforms.entries.insert(

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::{RxPacket, Transport, TransportCounters, TxPacket};
-use crate::pool::FreeList;
+use crate::pool::{FreeList, PoolCounters};
 
 /// The test's end of a [`MemTransport`].
 #[derive(Debug, Clone)]
@@ -94,6 +94,7 @@ impl Transport for MemTransport {
                 peer,
                 truncated: bytes.len() > self.buf_size,
                 port: super::PORT_SERVICE,
+                conn: super::CONN_DATAGRAM,
             };
             self.counters.rx_frames += 1;
             n += 1;
@@ -153,6 +154,13 @@ impl Transport for MemTransport {
             rx_in_use: self.rx_free.in_use(),
             tx_in_use: self.tx_free.in_use(),
             buffer_reuses: self.rx_free.reuses + self.tx_free.reuses,
+            pools: [
+                self.rx_free
+                    .counters((self.rx_mem.len() - ALIGN) as u64, false),
+                self.tx_free
+                    .counters((self.tx_mem.len() - ALIGN) as u64, false),
+                PoolCounters::default(),
+            ],
             ..self.counters
         }
     }

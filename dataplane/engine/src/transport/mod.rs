@@ -1,5 +1,5 @@
-//! The narrow, batched interface every transport implements: io_uring UDP,
-//! DPDK, RDMA, and an in-memory one for tests.
+//! The narrow, batched interface every transport implements: io_uring UDP
+//! and TCP, DPDK, RDMA, and an in-memory one for tests.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -8,9 +8,11 @@ use sluice_wire::ErrorCode;
 
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
+pub mod ingress;
 pub mod mem;
 #[cfg(feature = "rdma")]
 pub mod rdma;
+pub mod tcp;
 pub mod uring;
 
 /// A received frame: where it sits and who sent it.
@@ -28,7 +30,14 @@ pub struct RxPacket {
     pub truncated: bool,
     /// Which local port it arrived on: [`PORT_SERVICE`] or [`PORT_FORWARD`].
     pub port: u8,
+    /// The stream connection it arrived on and its place in that
+    /// connection's order ([`CONN_DATAGRAM`] for datagrams). Opaque to the
+    /// worker, which copies it into the answer's [`TxPacket`].
+    pub conn: u64,
 }
+
+/// [`RxPacket::conn`] of a frame that arrived as a datagram.
+pub const CONN_DATAGRAM: u64 = 0;
 
 /// The port clients send requests to.
 pub const PORT_SERVICE: u8 = 0;
@@ -45,6 +54,7 @@ impl Default for RxPacket {
             peer: SocketAddr::from(([0, 0, 0, 0], 0)),
             truncated: false,
             port: PORT_SERVICE,
+            conn: CONN_DATAGRAM,
         }
     }
 }
@@ -58,6 +68,32 @@ pub struct TxPacket {
     pub len: u32,
     /// Destination.
     pub peer: SocketAddr,
+    /// The connection of the request it answers ([`RxPacket::conn`]);
+    /// [`CONN_DATAGRAM`] sends a datagram to `peer`.
+    pub conn: u64,
+}
+
+impl TxPacket {
+    /// The answer to `rx` in transmit buffer `buf`.
+    pub fn answer(rx: &RxPacket, buf: u32, len: u32) -> TxPacket {
+        TxPacket {
+            buf,
+            len,
+            peer: rx.peer,
+            conn: rx.conn,
+        }
+    }
+}
+
+/// A peer appliance as forwarding sees it: its datagram service address
+/// (which also keys its pending forwards) and, when configured, the TCP
+/// address that carries frames a datagram cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr {
+    /// Datagram (or RDMA) address.
+    pub addr: SocketAddr,
+    /// TCP address (`peers[].tcp_address`).
+    pub tcp: Option<SocketAddr>,
 }
 
 /// Counters every transport keeps.
@@ -87,6 +123,8 @@ pub struct TransportCounters {
     pub rx_kernel_drops: u64,
     /// Whether the pools sit in hugepages.
     pub hugepages: bool,
+    /// Per pool (`pool::kind`): use, reuse and the pages behind it.
+    pub pools: [crate::pool::PoolCounters; crate::pool::kind::COUNT],
 }
 
 /// A transport owned by one worker.
@@ -95,6 +133,21 @@ pub trait Transport {
     fn rx_burst(&mut self, out: &mut [RxPacket]) -> usize;
     /// Takes a transmit buffer.
     fn tx_alloc(&mut self) -> Option<u32>;
+    /// Takes a transmit buffer for the answer to `rx`. Transports whose
+    /// frames reserve their reply room at receive time (TCP: a reply slot
+    /// as large as the request's; a front-door frame: its own slot's reply
+    /// region, see `ingress`) hand that out here.
+    fn tx_alloc_for(&mut self, _rx: &RxPacket) -> Option<u32> {
+        self.tx_alloc()
+    }
+    /// Takes `rx` back unanswered, to be received again in a later burst
+    /// (its shard queue is full). Stream transports stop reading the
+    /// frame's connection meanwhile, so TCP flow control pushes back on the
+    /// client; datagram transports cannot and return false (the worker
+    /// then answers `busy`).
+    fn rx_defer(&mut self, _rx: &RxPacket) -> bool {
+        false
+    }
     /// The bytes of a received frame and a writable transmit buffer, disjoint.
     fn frames(&mut self, rx: &RxPacket, tx: u32) -> (&[u8], &mut [u8]);
     /// The bytes of a received frame.
@@ -107,6 +160,12 @@ pub trait Transport {
     fn tx_free(&mut self, tx: u32);
     /// Sleeps until frames may be ready or `timeout` passes (adaptive mode).
     fn wait(&mut self, timeout: Duration);
+    /// Makes `wait` return as well when `fd` (an eventfd the front door
+    /// writes) becomes readable. `false`: this transport cannot, and the
+    /// caller bounds its waits instead.
+    fn wake_on(&mut self, _fd: std::os::fd::RawFd) -> bool {
+        false
+    }
     /// Counters.
     fn counters(&self) -> TransportCounters;
     /// The local address frames arrive on.
@@ -130,8 +189,8 @@ pub trait Transport {
     /// its buffer. Transports with a forwarding port send from it, so the
     /// answer returns to this worker. Returns the payload bytes copied: the
     /// default copies into a transmit buffer and sends from the service port.
-    fn forward(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
-        copy_and_send(self, rx, to)
+    fn forward(&mut self, rx: &RxPacket, to: PeerAddr) -> Option<u64> {
+        copy_and_send(self, rx, to.addr, CONN_DATAGRAM)
     }
 
     /// Whether a received frame can be forwarded to `to` now; if not, the
@@ -140,7 +199,7 @@ pub trait Transport {
     fn forward_check(
         &self,
         _rx: &RxPacket,
-        _to: SocketAddr,
+        _to: PeerAddr,
     ) -> Result<(), (ErrorCode, &'static str)> {
         Ok(())
     }
@@ -152,15 +211,21 @@ pub trait Transport {
     }
 
     /// Sends a received frame unchanged (a peer's answer) to a client from
-    /// the service port and releases its buffer. Returns bytes copied.
-    fn relay(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
-        copy_and_send(self, rx, to)
+    /// the service port, or on the client's connection `conn` (its
+    /// [`RxPacket::conn`]), and releases its buffer. Returns bytes copied.
+    fn relay(&mut self, rx: &RxPacket, to: SocketAddr, conn: u64) -> Option<u64> {
+        copy_and_send(self, rx, to, conn)
     }
 }
 
 /// Forwarding for transports without a zero-copy path: one copy into a
 /// transmit buffer. `None` when no transmit buffer was free (frame dropped).
-fn copy_and_send<T: Transport + ?Sized>(t: &mut T, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
+fn copy_and_send<T: Transport + ?Sized>(
+    t: &mut T,
+    rx: &RxPacket,
+    to: SocketAddr,
+    conn: u64,
+) -> Option<u64> {
     let Some(tx) = t.tx_alloc() else {
         t.rx_release(rx);
         return None;
@@ -176,6 +241,7 @@ fn copy_and_send<T: Transport + ?Sized>(t: &mut T, rx: &RxPacket, to: SocketAddr
         buf: tx,
         len: len as u32,
         peer: to,
+        conn,
     }]);
     Some(len as u64)
 }

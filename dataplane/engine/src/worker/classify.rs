@@ -2,19 +2,62 @@
 //! validate, route, admit) as a pure function, and the answers a worker
 //! gives without running a model.
 
+use std::time::Instant;
+
 use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, flags};
 
 use crate::auth::{self, Refusal, ReplayTable, RouteFound, msg};
 use crate::route::RouteKey;
 use crate::schema::SchemaTable;
-use crate::tables::{Tables, Tenant};
+use crate::tables::{BatchPolicy, Tables, Tenant};
+use crate::trace::Sampler;
 use crate::transform::TransformRef;
+
+/// Where one frame's stages ended, recorded only for a traced request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Marks {
+    /// The worker's sampling rule.
+    pub sampler: Sampler,
+    /// This frame is traced (a request the sampler chose).
+    pub on: bool,
+    /// Parsed and authenticated.
+    pub auth: Option<Instant>,
+    /// Validated.
+    pub validate: Option<Instant>,
+    /// Routed.
+    pub route: Option<Instant>,
+}
+
+impl Marks {
+    /// Starts a frame: nothing traced yet.
+    #[inline]
+    pub fn reset(&mut self) {
+        self.on = false;
+        self.auth = None;
+        self.validate = None;
+        self.route = None;
+    }
+
+    #[inline]
+    fn stamp(on: bool, at: &mut Option<Instant>) {
+        if on {
+            *at = Some(Instant::now());
+        }
+    }
+}
 
 /// What to answer without running a model.
 #[derive(Debug, Clone, Copy)]
 pub enum Immediate {
     /// An error frame.
     Error(ErrorCode, &'static str),
+    /// `response_too_large`, saying the length needed and the buffer's.
+    TooLarge {
+        /// Response length needed.
+        needed_len: usize,
+        /// Reply buffer length.
+        buffer_len: usize,
+    },
     /// An error frame for a refusal whose cause the worker counts.
     Refused(Refusal),
     /// A pong.
@@ -42,6 +85,8 @@ pub enum Verdict {
         shard: usize,
         /// Handler slot.
         slot: usize,
+        /// How it may batch with others.
+        batch: BatchPolicy,
         /// The schema transform the request goes through first, when its
         /// route or model accepts another version (docs/transforms.md).
         transform: Option<TransformRef>,
@@ -70,6 +115,28 @@ pub fn classify_frame(
     draining: bool,
     now_us: u64,
     replay: Option<&mut ReplayTable>,
+) -> Verdict {
+    classify_traced(
+        bytes,
+        truncated,
+        t,
+        draining,
+        now_us,
+        replay,
+        &mut Marks::default(),
+    )
+}
+
+/// [`classify_frame`], deciding whether a request is traced (`marks.on`)
+/// and, when it is, stamping where its stages ended.
+pub fn classify_traced(
+    bytes: &[u8],
+    truncated: bool,
+    t: &Tables,
+    draining: bool,
+    now_us: u64,
+    replay: Option<&mut ReplayTable>,
+    marks: &mut Marks,
 ) -> Verdict {
     use Immediate::Error as E;
     if !Frame::new_unchecked(bytes).has_magic() {
@@ -106,13 +173,22 @@ pub fn classify_frame(
             ));
         }
     }
+    // The one test an untraced request pays.
+    marks.on = marks.sampler.decide(frame.trace_flags(), || frame.trace());
     if draining {
         return Verdict::Reply(E(ErrorCode::ShuttingDown, "appliance is shutting down"));
     }
+    let rid = frame.request_id();
+    probes_sys::parse(|| (rid, frame.tenant_id(), frame.frame_len() as u32));
     let tenant = match auth::authenticate(&frame, t, now_us, replay) {
         Ok(tn) => tn,
-        Err(r) => return refused(r),
+        Err(r) => {
+            probes_sys::auth(|| (rid, frame.tenant_id(), 0));
+            return refused(r);
+        }
     };
+    probes_sys::auth(|| (rid, frame.tenant_id(), 1));
+    Marks::stamp(marks.on, &mut marks.auth);
     if frame.model_version().is_empty() {
         return Verdict::Reply(E(ErrorCode::ModelVersionRequired, "model version required"));
     }
@@ -143,7 +219,18 @@ pub fn classify_frame(
         }
         named = Some((entry.subject.as_str(), entry.version));
     }
-    route(&frame, t, tenant, json, named)
+    probes_sys::validate(|| (rid, frame.schema_id()));
+    Marks::stamp(marks.on, &mut marks.validate);
+    let v = route(&frame, t, tenant, json, named);
+    probes_sys::route(|| {
+        let shard = match v {
+            Verdict::Admit { shard, .. } | Verdict::Forward { shard } => shard as u32,
+            _ => u32::from(u16::MAX),
+        };
+        (rid, shard)
+    });
+    Marks::stamp(marks.on, &mut marks.route);
+    v
 }
 
 /// Steps 5 and 6: resolve the model, route among the routes the tenant may
@@ -171,7 +258,7 @@ fn route(
         json,
     };
     let (route_index, route) = match auth::route_for(t, &key, tenant) {
-        RouteFound::Route(i, r) => (i, r),
+        RouteFound::Route(r) => (r.index, r),
         found => {
             let (code, message) = match model {
                 None => (ErrorCode::UnknownModel, msg::UNKNOWN_MODEL),
@@ -198,7 +285,7 @@ fn route(
     let Some(model) = model else {
         return Verdict::Reply(E(ErrorCode::UnknownModel, msg::UNKNOWN_MODEL));
     };
-    if !frame.adapter().is_empty() && !model.adapters.iter().any(|a| a == frame.adapter()) {
+    if !frame.adapter().is_empty() && !model.has_adapter(frame.adapter()) {
         return Verdict::Reply(E(ErrorCode::UnknownAdapter, msg::UNKNOWN_ADAPTER));
     }
     // `accepts`: the request's validated version against the one its route
@@ -214,6 +301,7 @@ fn route(
     Verdict::Admit {
         shard,
         slot: model.slot,
+        batch: BatchPolicy::of(model, &t.shards[shard]),
         transform,
     }
 }
@@ -263,6 +351,7 @@ pub(super) fn build_immediate(
     let checked = Frame::new_checked(req).ok();
     let trace = checked.as_ref().map(|f| f.trace()).unwrap_or_default();
     let answer = |kind| FrameRepr::answer(kind, rid, tenant, trace);
+    let mut text = MessageBuf::default();
     let error = |code, message| FrameRepr {
         body: BodyRepr::Error { code, message },
         ..answer(Kind::Error)
@@ -270,6 +359,25 @@ pub(super) fn build_immediate(
     let repr = match *r {
         Immediate::Error(code, message) => error(code, message),
         Immediate::Refused(r) => error(r.code, r.message),
+        Immediate::TooLarge {
+            needed_len,
+            buffer_len,
+        } => {
+            use core::fmt::Write;
+            // A message longer than the limit cannot happen (two numbers);
+            // were it cut, the frame still carries the code.
+            let _ = write!(
+                text,
+                "response needs {needed_len} bytes; the reply buffer holds {buffer_len}"
+            );
+            FrameRepr {
+                body: BodyRepr::Error {
+                    code: ErrorCode::ResponseTooLarge,
+                    message: text.as_str(),
+                },
+                ..answer(Kind::Error)
+            }
+        }
         Immediate::Pong => answer(Kind::Pong),
         Immediate::Negotiate(index) => {
             match t.schemas.entry(index) {
@@ -291,4 +399,38 @@ pub(super) fn build_immediate(
         }
     };
     repr.emit(tx).ok().map(|l| l.frame_len)
+}
+
+/// A message formatted on the stack (error frames carry at most 256 bytes).
+struct MessageBuf {
+    buf: [u8; sluice_wire::limits::ERROR_MESSAGE_LEN_MAX],
+    len: usize,
+}
+
+impl Default for MessageBuf {
+    fn default() -> Self {
+        MessageBuf {
+            buf: [0; sluice_wire::limits::ERROR_MESSAGE_LEN_MAX],
+            len: 0,
+        }
+    }
+}
+
+impl MessageBuf {
+    fn as_str(&self) -> &str {
+        // Only whole `&str`s are written (see write_str), so this holds.
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+impl core::fmt::Write for MessageBuf {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            return Err(core::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
 }

@@ -10,8 +10,8 @@ use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, TraceContext, fla
 
 use super::*;
 use crate::pending::Forwarded;
-use crate::stats::bump;
-use crate::transport::{Transport, TxPacket};
+use crate::stats::{CopyPath, bump};
+use crate::transport::{PeerAddr, Transport, TxPacket};
 
 /// Requests a worker may have forwarded to peers and not yet seen answered.
 pub const FORWARD_PENDING_MAX: usize = 1024;
@@ -41,7 +41,10 @@ impl<T: Transport> Worker<T> {
         } else {
             self.tables
                 .peer_for(&self.tables.shards[shard])
-                .map(|(_, p)| p.addr)
+                .map(|(_, p)| PeerAddr {
+                    addr: p.addr,
+                    tcp: p.tcp_addr,
+                })
         };
         let Some(peer) = target else {
             self.reply(
@@ -60,7 +63,7 @@ impl<T: Transport> Worker<T> {
             .peers_down
             .iter()
             .flatten()
-            .any(|d| d.peer == peer && d.until > now)
+            .any(|d| d.peer == peer.addr && d.until > now)
         {
             self.reply(
                 i,
@@ -75,10 +78,11 @@ impl<T: Transport> Worker<T> {
             (f.request_id(), f.tenant_id())
         };
         let entry = Forwarded {
-            peer,
+            peer: peer.addr,
             request_id: rid,
             tenant_id: tenant,
             client: pkt.peer,
+            client_conn: pkt.conn,
             sent: now,
         };
         // Recorded before sending. Refused when full, or when the same id
@@ -104,10 +108,11 @@ impl<T: Transport> Worker<T> {
             Some(copied) => {
                 bump(&self.counters.forwarded, 1);
                 bump(&self.counters.forward_bytes_copied, copied);
+                self.counters.copied(CopyPath::Forward, copied);
             }
             None => {
                 bump(&self.counters.tx_no_buffers, 1);
-                if let Some(f) = self.forwarded.take(&peer, rid) {
+                if let Some(f) = self.forwarded.take(&peer.addr, rid) {
                     // Sent with the burst's other answers.
                     self.answer_forward(
                         f,
@@ -157,6 +162,7 @@ impl<T: Transport> Worker<T> {
                     buf: tx,
                     len: l.frame_len as u32,
                     peer: f.client,
+                    conn: f.client_conn,
                 });
             }
             Err(_) => self.transport.tx_free(tx),
@@ -181,10 +187,11 @@ impl<T: Transport> Worker<T> {
             }
         }
         self.rx_open[i] = false;
-        match self.transport.relay(&pkt, f.client) {
+        match self.transport.relay(&pkt, f.client, f.client_conn) {
             Some(copied) => {
                 bump(&self.counters.relayed, 1);
                 bump(&self.counters.forward_bytes_copied, copied);
+                self.counters.copied(CopyPath::Relay, copied);
             }
             None => bump(&self.counters.tx_no_buffers, 1),
         }

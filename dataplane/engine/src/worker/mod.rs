@@ -1,7 +1,10 @@
 //! One pinned worker: receive a burst, parse, authenticate, validate, route,
 //! admit, run, send a burst. Run to completion: every frame received in a
-//! burst is answered in that burst. After start-up nothing here locks or
-//! allocates; control changes arrive at burst boundaries.
+//! burst is answered in that burst, except requests a batching shard holds
+//! for up to `batch_delay_us` to stack with later ones (`batch.rs`); those
+//! are answered by a later iteration of the same loop. After start-up
+//! nothing here locks or allocates; control changes arrive at burst
+//! boundaries.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -14,18 +17,20 @@ use sluice_wire::{ErrorCode, Frame};
 use crate::auth::ReplayTable;
 use crate::config::PollMode;
 use crate::config::limits::{MODEL_SLOT_COUNT_MAX, SHARD_COUNT_MAX};
-use crate::handler::{Handler, Reject, RunAccount};
+use crate::handler::{BatchKey, Handler, Reject, RunAccount};
 use crate::pending::PendingForwards;
 use crate::rcu::Rcu;
 use crate::stats::{HistExchange, HistSet, WorkerCounters, bump, record};
-use crate::tables::Tables;
+use crate::tables::{BatchPolicy, Tables};
 use crate::transport::{PORT_FORWARD, RxPacket, Transport, TxPacket};
 
+mod batch;
 mod classify;
 mod forward;
+mod trace;
 
-use classify::build_immediate;
-pub use classify::{Immediate, Verdict, classify_frame};
+pub use classify::{Immediate, Verdict, classify_frame, classify_traced};
+use classify::{Marks, build_immediate};
 
 mod transform;
 pub use forward::FORWARD_PENDING_MAX;
@@ -96,6 +101,8 @@ pub struct WorkerLinks {
     pub counters: Arc<WorkerCounters>,
     /// Latency histograms, published every `PUBLISH_EVERY`.
     pub hist_out: Arc<HistExchange>,
+    /// Span records of traced requests, drained by the control side.
+    pub spans: Arc<crate::trace::SpanRing>,
 }
 
 /// Worker settings.
@@ -113,12 +120,30 @@ pub struct WorkerParams {
     pub forward_timeout: Duration,
     /// Slots of the replay table (`auth.replay_entries`).
     pub replay_entries: usize,
+    /// Which requests are traced (`[tracing]`).
+    pub sampler: crate::trace::Sampler,
 }
 
+/// A request admitted to a shard queue. It keeps its receive buffer until
+/// answered, which may be a later loop iteration when a batch holds it.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
-    pkt: u16,
+    pkt: RxPacket,
+    /// Its index in the burst it arrived in (its span record's, when
+    /// traced); meaningful only while `arrived` is the current burst's.
+    rx_index: u16,
     slot: u16,
+    /// Start of the burst it arrived in: queue delay runs from here.
+    arrived: Instant,
+    /// The same, µs since the epoch (compared with deadlines).
+    arrived_us: u64,
+    /// The frame's deadline (µs since the epoch; 0: none).
+    deadline_us: u64,
+    batch: BatchPolicy,
+    /// Where it may stack; `None`: it runs on its own.
+    key: Option<BatchKey>,
+    state: batch::State,
+    /// The schema transform it goes through first (never batched).
     transform: Option<crate::transform::TransformRef>,
 }
 
@@ -143,8 +168,18 @@ pub struct Worker<T: Transport> {
     /// Per frame of the burst: received and not yet answered, forwarded or
     /// released (what a failing worker still holds).
     rx_open: Box<[bool]>,
-    /// Per shard: requests admitted this burst, in arrival order.
+    /// Per shard: requests admitted and not yet answered, in arrival order
+    /// (this burst's, and those a batch holds from earlier ones).
     queues: Vec<Vec<Pending>>,
+    /// Requests left in the queues after the last pass (held by batches).
+    held: usize,
+    /// When the earliest held batch is due (µs since the epoch).
+    next_due_us: u64,
+    /// Batch gather and output buffers, made at start-up.
+    batch_bufs: batch::BatchBufs,
+    /// Per model slot: how long its last batched run took, ns (a held
+    /// batch runs early enough for its members' deadlines).
+    batch_run_ns: [u64; MODEL_SLOT_COUNT_MAX],
     sends: Vec<TxPacket>,
     burst_start: Instant,
     /// Wall clock of the burst in µs since the Unix epoch; never runs
@@ -158,6 +193,17 @@ pub struct Worker<T: Transport> {
     forwarded: PendingForwards,
     peers_down: Vec<Option<PeerDown>>,
     last_forward_scan: Instant,
+    /// Where the current frame's stages ended (traced frames only).
+    marks: Marks,
+    /// Wall clock of the burst, ns since the Unix epoch.
+    burst_wall_ns: u64,
+    /// Per frame of the burst: its span record, when traced.
+    span_recs: Box<[crate::trace::SpanRecord]>,
+    span_open: Box<[bool]>,
+    /// Some frame of this burst is traced.
+    spans_open: bool,
+    span_ids: crate::trace::SpanIds,
+    spans: Arc<crate::trace::SpanRing>,
 }
 
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
@@ -180,6 +226,7 @@ impl<T: Transport> Worker<T> {
             returned,
             counters,
             hist_out,
+            spans,
         } = links;
         let (epoch, tables) = shared.tables.load();
         let mut handlers = handlers;
@@ -189,9 +236,14 @@ impl<T: Transport> Worker<T> {
             rx: vec![RxPacket::default(); p.rx_burst_max],
             burst_n: 0,
             rx_open: vec![false; p.rx_burst_max].into_boxed_slice(),
+            // Room for a burst and a full batch held from earlier bursts.
             queues: (0..SHARD_COUNT_MAX)
-                .map(|_| Vec::with_capacity(p.rx_burst_max))
+                .map(|_| Vec::with_capacity(p.rx_burst_max + batch::HOLD_MAX))
                 .collect(),
+            held: 0,
+            next_due_us: u64::MAX,
+            batch_bufs: batch::BatchBufs::new(),
+            batch_run_ns: [0; MODEL_SLOT_COUNT_MAX],
             sends: Vec::with_capacity(p.rx_burst_max),
             p,
             transport,
@@ -214,6 +266,16 @@ impl<T: Transport> Worker<T> {
             forwarded: PendingForwards::new(FORWARD_PENDING_MAX),
             peers_down: vec![None; crate::config::limits::PEER_COUNT_MAX],
             last_forward_scan: Instant::now(),
+            marks: Marks {
+                sampler: p.sampler,
+                ..Marks::default()
+            },
+            burst_wall_ns: 0,
+            span_recs: vec![crate::trace::SpanRecord::default(); p.rx_burst_max].into_boxed_slice(),
+            span_open: vec![false; p.rx_burst_max].into_boxed_slice(),
+            spans_open: false,
+            span_ids: crate::trace::SpanIds::new(p.index),
+            spans,
         }
     }
 
@@ -254,6 +316,8 @@ impl<T: Transport> Worker<T> {
         loop {
             let st = self.shared.state.load(Ordering::Acquire);
             if st == state::STOPPED {
+                // Nothing accepted is dropped: held batches run now.
+                self.flush_held();
                 break;
             }
             self.boundary();
@@ -272,8 +336,18 @@ impl<T: Transport> Worker<T> {
             if self.p.poll == PollMode::Adaptive {
                 let since = *idle_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= self.p.spin {
-                    bump(&self.counters.sleeps, 1);
-                    self.transport.wait(SLEEP_MAX);
+                    // A held batch bounds the sleep: it wakes for the
+                    // batch's delay or deadline, or for the next frame.
+                    let sleep = if self.held > 0 {
+                        Duration::from_micros(self.next_due_us.saturating_sub(self.now_us))
+                            .min(SLEEP_MAX)
+                    } else {
+                        SLEEP_MAX
+                    };
+                    if !sleep.is_zero() {
+                        bump(&self.counters.sleeps, 1);
+                        self.transport.wait(sleep);
+                    }
                     idle_since = None;
                 }
             } else {
@@ -285,6 +359,24 @@ impl<T: Transport> Worker<T> {
 
     /// Applies control messages and a newer snapshot; publishes statistics.
     fn boundary(&mut self) {
+        if self.last_publish.elapsed() >= PUBLISH_EVERY {
+            self.publish_stats();
+        }
+        let pending = !self.ctrl.is_empty() || self.shared.tables.epoch() != self.epoch;
+        if !pending {
+            return;
+        }
+        // Held requests run under the handlers and tables that admitted
+        // them: shard and slot numbers may change with what follows. Holds
+        // only start in poll_once, so once none is left anything that has
+        // arrived by now can be applied.
+        if self.held > 0 {
+            self.flush_held();
+            if self.held > 0 {
+                // Some found no transmit buffer; apply at a later boundary.
+                return;
+            }
+        }
         while let Ok(msg) = self.ctrl.try_recv() {
             match msg {
                 WorkerMsg::Install { slot, handler } => {
@@ -323,9 +415,6 @@ impl<T: Transport> Worker<T> {
             self.epoch = e;
             self.counters.epoch.store(e, Ordering::Release);
         }
-        if self.last_publish.elapsed() >= PUBLISH_EVERY {
-            self.publish_stats();
-        }
     }
 
     fn publish_stats(&mut self) {
@@ -342,34 +431,51 @@ impl<T: Transport> Worker<T> {
         set(&k.tx_in_use, c.tx_in_use as u64);
         set(&k.buffer_reuses, c.buffer_reuses);
         set(&k.rx_kernel_drops, c.rx_kernel_drops);
+        for (a, p) in k.pools.iter().zip(&c.pools) {
+            a.store(p);
+        }
     }
 
     /// One burst. Returns the number of frames received.
     pub fn poll_once(&mut self, draining: bool) -> usize {
         let n = self.transport.rx_burst(&mut self.rx);
-        if n == 0 {
+        if n == 0 && self.held == 0 {
             return 0;
         }
-        self.burst_start = Instant::now();
-        let wall = SystemTime::now()
+        let wall_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
-        self.now_us = self.now_us.max(wall);
-        bump(&self.counters.bursts, 1);
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.now_us = self.now_us.max(wall_ns / 1000);
+        if n > 0 {
+            self.burst_start = Instant::now();
+            self.burst_wall_ns = wall_ns;
+            bump(&self.counters.bursts, 1);
+        }
         self.burst_n = n;
         self.rx_open[..n].fill(true);
         for i in 0..n {
             self.classify(i, draining);
         }
-        self.run_queues();
-        debug_assert!(self.queues.iter().all(Vec::is_empty));
+        self.run_queues(draining);
         debug_assert!(
             self.rx_open[..n].iter().all(|o| !o),
             "a frame left unanswered"
         );
         self.flush_sends();
+        self.trace_flush();
         self.burst_n = 0;
         n
+    }
+
+    /// Runs every held request now, ignoring batch delays.
+    fn flush_held(&mut self) {
+        // The worker's clock never runs back (auth's freshness rule).
+        let wall_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        self.now_us = self.now_us.max(wall_us);
+        self.run_queues(true);
+        self.flush_sends();
     }
 
     /// Releases frame `i`'s receive buffer: its life in this burst ends.
@@ -379,16 +485,32 @@ impl<T: Transport> Worker<T> {
         self.transport.rx_release(&pkt);
     }
 
+    /// Ends shard `s`'s queue entry `k`: marked done first (a panic past
+    /// here cannot release it twice), then its receive buffer released.
+    fn release_queued(&mut self, s: usize, k: usize) {
+        self.queues[s][k].state = batch::State::Done;
+        let pkt = self.queues[s][k].pkt;
+        self.transport.rx_release(&pkt);
+    }
+
+    /// Answers shard `s`'s queue entry `k` at once and releases its buffer.
+    fn reply_queued(&mut self, s: usize, k: usize, r: Immediate) {
+        self.queues[s][k].state = batch::State::Done;
+        let p = self.queues[s][k];
+        // Its span record, while the burst it arrived in is this one.
+        let traced = (p.arrived == self.burst_start).then_some(usize::from(p.rx_index));
+        self.reply_pkt(p.pkt, r, Some(s), traced);
+    }
+
     /// After a panic in the loop: answers what the worker held, so its
     /// clients see an error frame rather than silence. Frames of the burst
-    /// not answered yet get a retryable `internal`; answers already built go
-    /// out; requests waiting on peers are failed the same way. Best effort:
-    /// the worker's state is whatever the panic left.
+    /// not answered yet, and requests in the shard queues not answered yet
+    /// (this burst's, those a batch held from earlier ones, and those of a
+    /// run the panic cut short) get a retryable `internal`; answers already
+    /// built go out; requests waiting on peers are failed the same way.
+    /// Best effort: the worker's state is whatever the panic left.
     pub fn fail_held(&mut self) {
         const WHY: &str = "the worker serving this request failed; retry";
-        for q in &mut self.queues {
-            q.clear();
-        }
         self.flush_sends();
         for i in 0..self.burst_n.min(self.rx.len()) {
             if !self.rx_open[i] {
@@ -405,6 +527,21 @@ impl<T: Transport> Worker<T> {
             }
         }
         self.burst_n = 0;
+        for s in 0..self.queues.len() {
+            for k in 0..self.queues[s].len() {
+                if self.queues[s][k].state == batch::State::Done {
+                    continue;
+                }
+                self.reply_queued(s, k, Immediate::Error(ErrorCode::Internal, WHY));
+                if self.sends.len() == self.sends.capacity() {
+                    self.flush_sends();
+                }
+            }
+            self.queues[s].clear();
+        }
+        self.held = 0;
+        self.next_due_us = u64::MAX;
+        self.flush_sends();
         // Frames already queued for this worker (the socket closes with it
         // and the kernel would drop them): answered too, until the queue
         // stays empty for a few polls (bounded).
@@ -454,14 +591,19 @@ impl<T: Transport> Worker<T> {
             self.relay_answer(i);
             return;
         }
-        let verdict = classify_frame(
+        self.marks.reset();
+        let verdict = classify_traced(
             self.transport.rx_bytes(&pkt),
             pkt.truncated,
             &self.tables,
             draining,
             self.now_us,
             Some(&mut self.replay),
+            &mut self.marks,
         );
+        if self.marks.on {
+            self.trace_begin(i, &verdict);
+        }
         match verdict {
             Verdict::Drop => {
                 bump(&self.counters.not_sluice, 1);
@@ -475,78 +617,104 @@ impl<T: Transport> Worker<T> {
             Verdict::Admit {
                 shard,
                 slot,
+                batch,
                 transform,
             } => {
                 bump(&self.counters.shard_requests[shard], 1);
                 let depth = self.tables.shards[shard].queue_depth as usize;
-                let q = &mut self.queues[shard];
+                let q = &self.queues[shard];
                 if q.len() >= depth.min(q.capacity()) {
+                    // A stream transport takes the frame back and stops
+                    // reading its connection (back-pressure, not loss).
+                    // Its tag is forgotten: the frame is checked again,
+                    // and accepted once, when it comes back.
+                    let mut tag = [0u8; 16];
+                    tag.copy_from_slice(
+                        Frame::new_unchecked(self.transport.rx_bytes(&pkt)).auth_tag(),
+                    );
+                    if self.transport.rx_defer(&pkt) {
+                        if self.tables.auth.required {
+                            self.replay.forget(&tag);
+                        }
+                        self.rx_open[i] = false;
+                        return;
+                    }
                     self.reply(
                         i,
                         Immediate::Error(ErrorCode::Busy, "shard queue full"),
                         Some(shard),
                     );
-                } else {
-                    q.push(Pending {
-                        pkt: i as u16,
-                        slot: slot as u16,
-                        transform,
-                    });
+                    return;
                 }
+                let frame = Frame::new_unchecked(self.transport.rx_bytes(&pkt));
+                // A transformed request is rebuilt in its instance's buffer
+                // when it runs: it runs on its own.
+                let key = if batch.max > 1 && transform.is_none() {
+                    let adapter = Some(frame.adapter()).filter(|a| !a.is_empty());
+                    self.handlers
+                        .get(slot)
+                        .and_then(Option::as_ref)
+                        .and_then(|h| h.batch_key(&frame, adapter))
+                } else {
+                    None
+                };
+                let p = Pending {
+                    pkt,
+                    rx_index: i as u16,
+                    slot: slot as u16,
+                    arrived: self.burst_start,
+                    arrived_us: self.now_us,
+                    deadline_us: frame.deadline_us(),
+                    batch,
+                    key,
+                    state: batch::State::Waiting,
+                    transform,
+                };
+                self.queues[shard].push(p);
+                let depth = self.queues[shard].len() as u32;
+                probes_sys::admit(|| {
+                    let rid = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).request_id();
+                    (rid, shard as u32, depth)
+                });
+                // The queue holds it from here (answered by run_queues).
+                self.rx_open[i] = false;
             }
         }
     }
 
     fn flush_sends(&mut self) {
         if !self.sends.is_empty() {
+            probes_sys::send(|| {
+                let bytes = self.sends.iter().map(|p| u64::from(p.len)).sum();
+                (self.sends.len() as u32, bytes)
+            });
             self.transport.tx_burst(&self.sends);
             self.sends.clear();
         }
     }
 
-    /// Runs admitted requests, shard by shard, `max_concurrency` at a time.
-    fn run_queues(&mut self) {
-        let nshards = self.tables.shards.len().min(SHARD_COUNT_MAX);
-        let mut quotas = [0usize; SHARD_COUNT_MAX];
-        for (q, s) in quotas.iter_mut().zip(&self.tables.shards) {
-            *q = s.max_concurrency as usize;
-        }
-        let mut heads = [0usize; SHARD_COUNT_MAX];
-        loop {
-            let mut progressed = false;
-            for s in 0..nshards {
-                let quota = quotas[s];
-                let end = (heads[s] + quota).min(self.queues[s].len());
-                for k in heads[s]..end {
-                    let p = self.queues[s][k];
-                    self.run_one(s, p);
-                    progressed = true;
-                }
-                heads[s] = end;
-            }
-            if !progressed {
-                break;
-            }
-        }
-        for q in &mut self.queues[..nshards] {
-            q.clear();
-        }
-    }
-
-    fn run_one(&mut self, shard: usize, p: Pending) {
-        let pkt = self.rx[p.pkt as usize];
+    /// Runs one request on its own (the zero-copy path), with `tx` when
+    /// the caller took its transmit buffer already.
+    /// The entry is `k` of shard `shard`'s queue; it is done once this
+    /// returns.
+    fn run_one(&mut self, shard: usize, k: usize, tx: Option<u32>) {
+        let p = self.queues[shard][k];
+        let pkt = p.pkt;
         let started = Instant::now();
-        let Some(tx) = self.transport.tx_alloc() else {
+        let Some(tx) = tx.or_else(|| self.transport.tx_alloc_for(&pkt)) else {
             bump(&self.counters.tx_no_buffers, 1);
-            self.release(p.pkt as usize);
+            self.release_queued(shard, k);
             return;
         };
+        probes_sys::pool_alloc(|| (tx,));
         let now_us = self.now_us;
         let tx_len;
         let result = {
             let (rxb, txb) = self.transport.frames(&pkt, tx);
             tx_len = txb.len();
             let req = Frame::new_unchecked(rxb);
+            let rid = req.request_id();
+            probes_sys::infer_start(|| (rid, shard as u32));
             if req.deadline_us() != 0 && now_us > req.deadline_us() {
                 Err(Reject::new(
                     ErrorCode::DeadlineExceeded,
@@ -584,6 +752,8 @@ impl<T: Transport> Worker<T> {
                                     &self.counters.payload_bytes_copied,
                                     acct.payload_bytes_copied,
                                 );
+                                self.counters
+                                    .copied(acct.copy_path, acct.payload_bytes_copied);
                                 r
                             }
                             None => Err(Reject::new(
@@ -596,7 +766,17 @@ impl<T: Transport> Worker<T> {
             }
         };
         let done = Instant::now();
-        record(&mut self.hist.queue[shard], started - self.burst_start);
+        probes_sys::infer_end(|| {
+            let rid = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).request_id();
+            let code = result.as_ref().err().map_or(0, |r| r.code as u32);
+            (rid, shard as u32, code)
+        });
+        // A span record lives for its burst: a request held into a later
+        // burst (batching) has no run times in its span.
+        if p.arrived == self.burst_start {
+            self.trace_run(usize::from(p.rx_index), started, done);
+        }
+        record(&mut self.hist.queue[shard], started - p.arrived);
         record(&mut self.hist.service[shard], done - started);
         match result {
             Ok(len) => {
@@ -605,63 +785,102 @@ impl<T: Transport> Worker<T> {
                     "handler claims a frame longer than its buffer"
                 );
                 bump(&self.counters.ok, 1);
-                self.sends.push(TxPacket {
-                    buf: tx,
-                    len: len as u32,
-                    peer: pkt.peer,
-                });
-                self.release(p.pkt as usize);
-                record(&mut self.hist.total, done - self.burst_start);
+                if let Some(m) = self.counters.models.get(p.slot as usize) {
+                    m.execution(1, p.key.map_or(1, |k| u64::from(k.rows)));
+                    m.queued(started - p.arrived);
+                }
+                self.sends.push(TxPacket::answer(&pkt, tx, len as u32));
+                self.release_queued(shard, k);
+                record(&mut self.hist.total, done - p.arrived);
             }
             Err(r) => {
+                probes_sys::pool_free(|| (tx,));
                 self.transport.tx_free(tx);
-                self.reply(
-                    p.pkt as usize,
-                    Immediate::Error(r.code, r.message),
-                    Some(shard),
-                );
+                let answer = if r.code == ErrorCode::ResponseTooLarge && r.needed_len != 0 {
+                    Immediate::TooLarge {
+                        needed_len: r.needed_len,
+                        buffer_len: tx_len,
+                    }
+                } else {
+                    Immediate::Error(r.code, r.message)
+                };
+                self.reply_queued(shard, k, answer);
             }
         }
     }
 
-    /// Answers frame `i` at once and releases its receive buffer.
+    /// Answers frame `i` of this burst at once and releases its buffer.
     fn reply(&mut self, i: usize, r: Immediate, shard: Option<usize>) {
         self.rx_open[i] = false;
-        let pkt = self.rx[i];
-        let Some(tx) = self.transport.tx_alloc() else {
+        self.reply_pkt(self.rx[i], r, shard, Some(i));
+    }
+
+    /// Answers a received frame at once and releases its receive buffer;
+    /// `traced` is its index in this burst, for its span's outcome.
+    fn reply_pkt(
+        &mut self,
+        pkt: RxPacket,
+        r: Immediate,
+        shard: Option<usize>,
+        traced: Option<usize>,
+    ) {
+        let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
             bump(&self.counters.tx_no_buffers, 1);
-            self.release(i);
+            self.transport.rx_release(&pkt);
             return;
         };
+        probes_sys::pool_alloc(|| (tx,));
+        if let Immediate::Error(code, _) | Immediate::Refused(crate::auth::Refusal { code, .. }) = r
+        {
+            probes_sys::error(|| {
+                let f = Frame::new_unchecked(self.transport.rx_bytes(&pkt));
+                (
+                    f.try_request_id().unwrap_or(0),
+                    f.try_tenant_id().unwrap_or(0),
+                    code as u32,
+                )
+            });
+        }
         let len = {
             let (rxb, txb) = self.transport.frames(&pkt, tx);
             build_immediate(rxb, txb, &r, &self.tables)
         };
         match &r {
             Immediate::Error(code, _) => {
+                if let Some(i) = traced {
+                    self.trace_outcome(i, *code as u16);
+                }
                 self.counters.error(*code);
                 if let Some(s) = shard {
                     bump(&self.counters.shard_errors[s], 1);
                 }
             }
+            Immediate::TooLarge { .. } => {
+                self.counters.error(ErrorCode::ResponseTooLarge);
+                if let Some(s) = shard {
+                    bump(&self.counters.shard_errors[s], 1);
+                }
+            }
             Immediate::Refused(r) => {
+                if let Some(i) = traced {
+                    self.trace_outcome(i, r.code as u16);
+                }
                 self.counters.error(r.code);
                 self.counters.refused(r.cause);
             }
             Immediate::Pong => bump(&self.counters.pings, 1),
             Immediate::Negotiate(_) => bump(&self.counters.negotiations, 1),
         }
-        self.release(i);
+        self.transport.rx_release(&pkt);
         match len {
             Some(len) => {
-                self.sends.push(TxPacket {
-                    buf: tx,
-                    len: len as u32,
-                    peer: pkt.peer,
-                });
+                self.sends.push(TxPacket::answer(&pkt, tx, len as u32));
                 record(&mut self.hist.total, self.burst_start.elapsed());
             }
-            None => self.transport.tx_free(tx),
+            None => {
+                probes_sys::pool_free(|| (tx,));
+                self.transport.tx_free(tx);
+            }
         }
     }
 }

@@ -43,7 +43,7 @@ pub(super) fn run<'a>(
     else {
         return Err(Reject::new(
             ErrorCode::Internal,
-            "the schema transform is not installed on this worker",
+            "the schema transform this request was admitted for is no longer installed on this worker (replaced while the request waited in its queue); retry",
         ));
     };
     let stats = inst.stats().clone();

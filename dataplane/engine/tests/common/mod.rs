@@ -105,6 +105,8 @@ pub struct Req<'a> {
     pub deadline_us: u64,
     pub data: &'a [f32],
     pub sign: bool,
+    /// W3C trace context (none by default).
+    pub trace: sluice_wire::TraceContext,
 }
 
 /// The wall clock in µs since the Unix epoch.
@@ -141,6 +143,7 @@ impl Default for Req<'_> {
             deadline_us: fresh_deadline(),
             data: &[1.0, 2.0, 3.0, 4.0],
             sign: true,
+            trace: sluice_wire::TraceContext::default(),
         }
     }
 }
@@ -164,6 +167,7 @@ pub fn build(r: &Req<'_>, buf: &mut [u8]) -> usize {
         intent: r.intent,
         deadline_us: r.deadline_us,
         tensors: &t,
+        trace: r.trace,
         ..FrameRepr::default()
     };
     let len = repr.emit(buf).expect("request builds").frame_len;
@@ -280,6 +284,33 @@ pub fn build_section(schema_id: u32, section: Option<&[u8]>, buf: &mut [u8]) -> 
     let n = repr.emit(buf).unwrap().frame_len;
     TenantKey::new(&key_bytes()).sign(&mut Frame::new_unchecked(&mut buf[..n]));
     n
+}
+
+/// Reads one frame from a TCP stream: the fixed header, then the rest.
+pub fn read_frame(s: &mut std::net::TcpStream) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = vec![0u8; sluice_wire::FIXED_HEADER_LEN];
+    s.read_exact(&mut buf)?;
+    let f = Frame::new_unchecked(&buf[..]);
+    let len = f.header_len() + f.payload_len();
+    buf.resize(len.max(sluice_wire::FIXED_HEADER_LEN), 0);
+    s.read_exact(&mut buf[sluice_wire::FIXED_HEADER_LEN..])?;
+    Ok(buf)
+}
+
+/// A TCP connection to `addr` with a read timeout.
+pub fn tcp_client(addr: SocketAddr) -> std::net::TcpStream {
+    let s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_nodelay(true).unwrap();
+    s
+}
+
+/// Sends one frame over TCP and reads one frame back.
+pub fn tcp_roundtrip(s: &mut std::net::TcpStream, frame: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    s.write_all(frame).unwrap();
+    read_frame(s).expect("an answer arrives")
 }
 
 /// A negotiation for `subject` (latest version) from `tenant`, signed with

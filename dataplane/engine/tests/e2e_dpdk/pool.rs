@@ -38,12 +38,14 @@ fn every_mbuf_path_returns_to_the_pool() {
                 buf: b,
                 len: 64,
                 peer: unknown,
+                conn: 0,
             })
             .collect();
         pkts.extend(held.drain(..100).map(|b| TxPacket {
             buf: b,
             len: 64,
             peer: v6,
+            conn: 0,
         }));
         t.tx_burst(&pkts);
         assert_eq!(in_use(), 56);
@@ -96,6 +98,7 @@ fn every_mbuf_path_returns_to_the_pool() {
             buf: tx,
             len,
             peer: got[0].peer,
+            conn: 0,
         }]);
         let mut buf = [0u8; 4096];
         let (m, from) = sock.recv_from(&mut buf).expect("the reply arrives");
@@ -124,6 +127,7 @@ fn dpdk_worker_hot_path_does_not_allocate() {
         let opts = EngineOptions {
             worker_init: Some(mark_worker),
             no_pin: false,
+            ..Default::default()
         };
         let mut engine = Engine::new(config(&vdev, "sl-e2e-alloc"), opts).unwrap();
         engine.start().expect("DPDK engine starts");

@@ -117,3 +117,12 @@ pub fn request_at(
 pub fn request(model: &str, adapter: &str, inputs: &[Input<'_>]) -> AlignedBuf {
     request_at(0, model, adapter, inputs).0
 }
+
+/// Writes `bytes` to a file in this test process's temp directory.
+pub fn write_temp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-infer-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}

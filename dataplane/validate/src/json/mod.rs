@@ -48,6 +48,7 @@ mod ecma;
 mod format;
 mod index;
 mod keywords;
+mod paths;
 mod predicate;
 mod regex;
 mod scan;
@@ -55,7 +56,8 @@ mod uri;
 mod validate;
 mod walk;
 
-pub use predicate::Predicate;
+pub use paths::{PATH_NODES_MAX, PathSet, plain_string_at};
+pub use predicate::{Predicate, Spot};
 
 use crate::{CompileError, Invalid, Reference};
 

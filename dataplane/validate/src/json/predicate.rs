@@ -9,7 +9,7 @@ use super::scan::{self, skip_ws};
 use crate::CompileError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Segment {
+pub(super) enum Segment {
     Key(Box<str>),
     Index(usize),
 }
@@ -124,12 +124,39 @@ impl Predicate {
         &self.path
     }
 
+    /// For `PATH == "text"`: the literal's bytes between its quotes, as
+    /// canonical JSON writes them (a route index keys on them). None for
+    /// `!=` and for other literals.
+    pub fn string_literal(&self) -> Option<&[u8]> {
+        match self.literal.as_slice() {
+            [b'"', inner @ .., b'"'] if !self.negated => Some(inner),
+            _ => None,
+        }
+    }
+
+    pub(super) fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// [`Predicate::matches`] with the path already located by a
+    /// [`PathSet`](super::PathSet) walk of the same section (`spot` is the
+    /// entry of this predicate's node): the same answer, without walking.
+    pub fn matches_at(&self, section: &[u8], spot: Spot) -> bool {
+        self.decide(section, spot.found())
+    }
+
     /// Whether the section satisfies the predicate. A missing path makes
     /// `==` false and `!=` true; malformed JSON met on the way makes both
     /// false. Never panics, allocates nothing; work is linear in the
     /// section length.
     pub fn matches(&self, section: &[u8]) -> bool {
-        match self.find(section) {
+        self.decide(section, self.find(section))
+    }
+
+    fn decide(&self, section: &[u8], found: Found) -> bool {
+        match found {
+            // Check the target's syntax before comparing it.
+            Found::At(i) if scan::skip_value(section, i, self.segments.len()).is_err() => false,
             Found::At(i) => {
                 let mut budget = usize::MAX;
                 scan::equal(section, i, &self.literal, 0, &mut budget) != self.negated
@@ -151,11 +178,7 @@ impl Predicate {
                 other => return other,
             }
         }
-        // Check the target's syntax before comparing it.
-        match scan::skip_value(s, i, self.segments.len()) {
-            Ok(_) => Found::At(i),
-            Err(_) => Found::Malformed,
-        }
+        Found::At(i)
     }
 }
 
@@ -171,19 +194,56 @@ impl fmt::Display for Predicate {
     }
 }
 
-enum Found {
+/// Where a path led in a section: the offset of its value, or why not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Found {
     At(usize),
     Missing,
     Malformed,
 }
 
+/// The outcome of locating one path node, as a [`PathSet`](super::PathSet)
+/// walk records it: 4 bytes, so a walk's table of every node is small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spot(u32);
+
+impl Spot {
+    /// The path is not in the section (its initial state).
+    pub const MISSING: Spot = Spot(u32::MAX);
+    /// Malformed JSON on the way to the path.
+    pub const MALFORMED: Spot = Spot(u32::MAX - 1);
+    /// Largest offset a spot holds; longer sections are not walked.
+    pub const OFFSET_MAX: usize = (u32::MAX - 2) as usize;
+
+    pub(super) fn at(i: usize) -> Spot {
+        // Callers walk only sections up to OFFSET_MAX bytes.
+        Spot(u32::try_from(i.min(Self::OFFSET_MAX)).unwrap_or(u32::MAX - 2))
+    }
+
+    /// The offset of the located value, None when missing or malformed.
+    pub fn offset(self) -> Option<usize> {
+        match self.found() {
+            Found::At(i) => Some(i),
+            _ => None,
+        }
+    }
+
+    pub(super) fn found(self) -> Found {
+        match self {
+            Spot::MISSING => Found::Missing,
+            Spot::MALFORMED => Found::Malformed,
+            Spot(i) => Found::At(i as usize),
+        }
+    }
+}
+
 /// After a value, the next element or member of its container.
-enum Next {
+pub(super) enum Next {
     More(usize),
     End,
 }
 
-fn after(s: &[u8], j: usize, close: u8) -> Result<Next, ()> {
+pub(super) fn after(s: &[u8], j: usize, close: u8) -> Result<Next, ()> {
     let j = skip_ws(s, j);
     match s.get(j) {
         Some(b',') => Ok(Next::More(skip_ws(s, j + 1))),

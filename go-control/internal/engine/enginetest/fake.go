@@ -37,6 +37,7 @@ type Fake struct {
 	conns    map[uint64]*engine.Connection
 	connSeq  uint64
 	retired  map[connKey]*engine.ConnectionTotals // per transport and worker: closed connections
+	runs     map[string]*fakeModel                // by key(name, version)
 	xforms   []engine.TransformStatus
 	epoch    uint64
 }
@@ -52,6 +53,14 @@ type fakeWorker struct {
 	refusals map[string]uint64 // by cause
 	service  []uint64
 	failure  string // set by FailWorker
+	pools    []engine.PoolStats
+	copies   []engine.CopyStats
+}
+
+type fakeModel struct {
+	requests, rows, executions uint64
+	batch, queue               []uint64 // counts per bucket
+	queueNs                    uint64
 }
 
 type fakeShard struct {
@@ -439,6 +448,47 @@ func (f *Fake) Record(worker int, shard, code string, queueNs, serviceNs uint64)
 	}
 }
 
+// The engine's bucket bounds (dataplane/engine/src/stats.rs), which the
+// Fake reports too.
+var (
+	BatchSizeBounds    = []uint64{1, 2, 4, 8, 16, 32, 64, 128, 256}
+	QueueDelayBoundsUs = []uint64{10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 25_000, 100_000}
+)
+
+func bucketOf(bounds []uint64, v uint64) int {
+	for i, b := range bounds {
+		if v <= b {
+			return i
+		}
+	}
+	return len(bounds)
+}
+
+// RecordRun counts one execution of a model version that answered requests
+// of rows rows in all, each after waiting queueNs (what a batched run of
+// the engine reports).
+func (f *Fake) RecordRun(model, version string, rows uint64, queueNs ...uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.runs == nil {
+		f.runs = map[string]*fakeModel{}
+	}
+	k := key(model, version)
+	m := f.runs[k]
+	if m == nil {
+		m = &fakeModel{batch: make([]uint64, len(BatchSizeBounds)+1), queue: make([]uint64, len(QueueDelayBoundsUs)+1)}
+		f.runs[k] = m
+	}
+	m.executions++
+	m.requests += uint64(len(queueNs))
+	m.rows += rows
+	m.batch[bucketOf(BatchSizeBounds, rows)]++
+	for _, q := range queueNs {
+		m.queue[bucketOf(QueueDelayBoundsUs, q/1000)]++
+		m.queueNs += q
+	}
+}
+
 // FakeBucketsNs are the histogram bounds the Fake reports.
 var FakeBucketsNs = []uint64{10_000, 100_000, 1_000_000, 10_000_000, 100_000_000}
 
@@ -483,6 +533,18 @@ func (f *Fake) Refuse(worker int, code, cause string) {
 	w.refusals[cause]++
 }
 
+// SetPools makes worker report these pools and copies in its stats.
+func (f *Fake) SetPools(worker int, pools []engine.PoolStats, copies []engine.CopyStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := f.workers[worker]
+	if w == nil {
+		w = &fakeWorker{errors: map[string]uint64{}, refusals: map[string]uint64{}}
+		f.workers[worker] = w
+	}
+	w.pools, w.copies = pools, copies
+}
+
 // Stats implements engine.Engine.
 func (f *Fake) Stats() (engine.Stats, error) {
 	f.mu.Lock()
@@ -508,6 +570,7 @@ func (f *Fake) Stats() (engine.Stats, error) {
 			ws.OK = w.requests - errN
 			ws.RxFrames, ws.TxFrames, ws.BufferReuses = w.requests, w.requests, w.requests
 			ws.Latency = summarize(w.service)
+			ws.Pools, ws.Copies = w.pools, w.copies
 			all = append(all, w.service...)
 		} else {
 			ws.Latency = summarize(nil)
@@ -533,6 +596,21 @@ func (f *Fake) Stats() (engine.Stats, error) {
 		}
 		st.Shards = append(st.Shards, ss)
 	}
+	for _, m := range f.models {
+		ms := engine.ModelStats{Name: m.Name, Version: m.Version,
+			BatchSize:    engine.Buckets{Bounds: BatchSizeBounds, Counts: make([]uint64, len(BatchSizeBounds)+1)},
+			QueueDelayUs: engine.Buckets{Bounds: QueueDelayBoundsUs, Counts: make([]uint64, len(QueueDelayBoundsUs)+1)}}
+		if r := f.runs[key(m.Name, m.Version)]; r != nil {
+			ms.Requests, ms.Inferences, ms.Executions = r.requests, r.rows, r.executions
+			copy(ms.BatchSize.Counts, r.batch)
+			copy(ms.QueueDelayUs.Counts, r.queue)
+			ms.BatchSize.Sum, ms.QueueDelayUs.Sum = r.rows, r.queueNs
+		}
+		st.Models = append(st.Models, ms)
+	}
+	sort.Slice(st.Models, func(i, j int) bool {
+		return key(st.Models[i].Name, st.Models[i].Version) < key(st.Models[j].Name, st.Models[j].Version)
+	})
 	return st, nil
 }
 

@@ -259,6 +259,7 @@ impl DpdkTransport {
             peer: SocketAddr::V4(peer),
             truncated,
             port: crate::transport::PORT_SERVICE,
+            conn: crate::transport::CONN_DATAGRAM,
         };
         *k += 1;
         self.stats.rx_sluice += 1;
@@ -605,6 +606,13 @@ impl Transport for DpdkTransport {
             rx_in_use: self.rx_free.in_use(),
             tx_in_use: self.tx_free.in_use(),
             buffer_reuses: self.rx_free.reuses + self.tx_free.reuses,
+            // Slots over mbufs of the EAL mempool: the mempool owns the
+            // memory (its bytes are not this queue's), so 0 bytes here.
+            pools: [
+                self.rx_free.counters(0, self.counters.hugepages),
+                self.tx_free.counters(0, self.counters.hugepages),
+                crate::pool::PoolCounters::default(),
+            ],
             ..self.counters
         }
     }

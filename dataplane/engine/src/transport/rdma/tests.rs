@@ -210,6 +210,7 @@ fn forwards_to_an_rdma_peer_and_relays_its_answer() {
                   large_tx_buffers = 0\nrx_buffers = 16\ntx_buffers = 16\n";
     let b_text = format!(
         "[engine]\nworkers = [0]\ntransport = \"rdma\"\npoll = \"adaptive\"\n\
+         [auth]\nmode = \"none\"\n\
          [host]\nlabels = {{ gpu = \"x\" }}\n{common}listen = \"{ip}:7476\"\n\
          [[shards]]\nname = \"far\"\nlabels = {{ gpu = \"x\" }}\n\
          [[routes]]\nname = \"echo\"\nmodel = \"echo\"\nshard = \"far\"\n\
@@ -218,6 +219,7 @@ fn forwards_to_an_rdma_peer_and_relays_its_answer() {
     let a_text = format!(
         "[engine]\nworkers = [0]\ntransport = \"rdma\"\npoll = \"adaptive\"\nforward_timeout_ms = 60000\n\
          rx_burst_max = 1\n\
+         [auth]\nmode = \"none\"\n\
          {common}listen = \"{ip}:7475\"\n\
          [[shards]]\nname = \"far\"\nlabels = {{ gpu = \"x\" }}\n\
          [[routes]]\nname = \"echo\"\nmodel = \"echo\"\nshard = \"far\"\n\
@@ -363,6 +365,7 @@ fn connections_are_listed_counted_and_closed() {
     };
     let text = format!(
         "[engine]\nworkers = [0]\ntransport = \"rdma\"\npoll = \"adaptive\"\n\
+         [auth]\nmode = \"none\"\n\
          [rdma]\nlisten = \"{ip}:7472\"\nconnections_max = 2\nslots_per_connection = 1\nslot_size = 2097152\n\
          large_tx_buffers = 1\nrx_buffers = 32\ntx_buffers = 32\n\
          [[shards]]\nname = \"s\"\nmax_concurrency = 4\nqueue_depth = 16\n\

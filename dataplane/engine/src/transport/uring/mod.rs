@@ -1,6 +1,7 @@
 //! io_uring UDP transport: one SO_REUSEPORT socket and one ring per worker,
 //! multishot `RecvMsg` into a provided-buffer ring, `SendMsg` from transmit
-//! buffers, everything in one hugepage region allocated at start-up.
+//! buffers, everything in one hugepage region allocated at start-up. With
+//! `tcp_listen` set, the same ring also serves TCP (`super::tcp`).
 //!
 //! Receive buffer layout (kernel-defined for multishot recvmsg):
 //! `io_uring_recvmsg_out` (16 B), then the source address area, then the
@@ -18,6 +19,7 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
@@ -26,11 +28,13 @@ use memmap2::MmapMut;
 
 mod sock;
 
-use sock::{bind_reuseport, enable_rxq_ovfl, read_sockaddr, rxq_ovfl, write_sockaddr};
+use sock::{bind_reuseport, enable_rxq_ovfl, rxq_ovfl};
+pub(super) use sock::{read_sockaddr, write_sockaddr};
 
-use super::{RxPacket, Transport, TransportCounters, TxPacket};
+use super::tcp::{DATAGRAM_LEN_MAX, TAG_TCP, TCP_BUF_BASE, Tcp, TcpShared, UdpMem};
+use super::{CONN_DATAGRAM, PeerAddr, RxPacket, Transport, TransportCounters, TxPacket};
 use crate::config::{HugepageMode, UringCfg};
-use crate::pool::{FreeList, Region};
+use crate::pool::{FreeList, Region, TouchMap};
 
 const RECVMSG_OUT_LEN: u32 = 16;
 /// Where the datagram starts in a receive buffer of an IPv4 socket.
@@ -80,15 +84,21 @@ const TAG_CANCEL: u64 = 1 << 60;
 const TAG_RECV_FWD: u64 = 1 << 59;
 /// A send straight from a receive buffer (forward or relay); low bits = bid.
 const TAG_SEND_RX: u64 = 1 << 58;
+/// Submit-and-reap rounds per burst while TCP receives complete on
+/// submission (a header, then its body, then the next header...).
+const TCP_ROUNDS_MAX: usize = 8;
+/// A multishot poll on the front door's wake eventfd (see `wake_on`); above
+/// the TCP tags (`ud >> 58 == 0`) and the other UDP ones.
+const TAG_WAKE: u64 = 1 << 63;
 /// IORING_ENTER_GETEVENTS, from the kernel ABI.
 const ENTER_GETEVENTS: u32 = 1;
 
 /// Stable per-buffer send state: the kernel reads these until completion.
 #[repr(C)]
-struct TxMeta {
-    hdr: libc::msghdr,
-    iov: libc::iovec,
-    addr: libc::sockaddr_storage,
+pub(super) struct TxMeta {
+    pub(super) hdr: libc::msghdr,
+    pub(super) iov: libc::iovec,
+    pub(super) addr: libc::sockaddr_storage,
 }
 
 /// Why the transport could not start.
@@ -96,6 +106,8 @@ struct TxMeta {
 pub enum UringError {
     /// Socket creation, options or bind failed.
     Socket(io::Error),
+    /// The TCP listener or its slots could not be set up.
+    Tcp(io::Error),
     /// Ring setup or buffer registration failed.
     Ring(io::Error),
     /// Buffer memory.
@@ -106,6 +118,7 @@ impl std::fmt::Display for UringError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             UringError::Socket(e) => write!(f, "udp socket: {e}"),
+            UringError::Tcp(e) => write!(f, "tcp (io_uring.tcp_listen): {e}"),
             UringError::Ring(e) => write!(f, "io_uring: {e}"),
             UringError::Pool(e) => write!(f, "{e}"),
         }
@@ -118,7 +131,8 @@ impl std::error::Error for UringError {}
 ///
 /// Drop order matters and is the field order: the ring goes first (after
 /// `Drop::drop` has cancelled the receive and waited for every send), then
-/// the socket, then the memory the kernel was told about.
+/// the socket, then the memory the kernel was told about, then the TCP side
+/// (its sockets, then its slots).
 pub struct UringTransport {
     ring: IoUring,
     socket: UdpSocket,
@@ -141,6 +155,8 @@ pub struct UringTransport {
     tx_count: u32,
     buf_size: u32,
     rx_in_use: u32,
+    /// First touch or reuse of each receive buffer the kernel filled.
+    rx_touch: TouchMap,
     tx_free: FreeList,
     tx_inflight: u32,
     /// Sends waiting for submission queue space.
@@ -148,8 +164,13 @@ pub struct UringTransport {
     buf_ring_tail: u16,
     recv_armed: bool,
     fwd_armed: bool,
+    /// The front door's eventfd for this worker, and whether its poll is armed.
+    wake_fd: Option<i32>,
+    wake_armed: bool,
     local: SocketAddr,
     counters: TransportCounters,
+    /// TCP beside UDP, when `io_uring.tcp_listen` is set.
+    tcp: Option<Box<Tcp>>,
 }
 
 // SAFETY: the raw pointers inside (msghdr, iovec) point into memory owned by
@@ -164,6 +185,22 @@ impl UringTransport {
         cfg: &UringCfg,
         huge: HugepageMode,
     ) -> Result<UringTransport, UringError> {
+        let shared = cfg
+            .tcp_enabled()
+            .then(|| Arc::new(TcpShared::for_config(0, cfg)));
+        UringTransport::with_tcp(listen, cfg, huge, shared)
+    }
+
+    /// Like `new`, with the TCP side publishing into `tcp` (the engine
+    /// keeps it to list and close connections). TCP is served when
+    /// `cfg.tcp_listen` is set; `tcp_listen` may name port 0 on the first
+    /// worker and the bound port on the others.
+    pub fn with_tcp(
+        listen: SocketAddr,
+        cfg: &UringCfg,
+        huge: HugepageMode,
+        tcp: Option<Arc<TcpShared>>,
+    ) -> Result<UringTransport, UringError> {
         let socket = bind_reuseport(listen).map_err(UringError::Socket)?;
         let local = socket.local_addr().map_err(UringError::Socket)?;
         let fwd_socket =
@@ -172,10 +209,20 @@ impl UringTransport {
             enable_rxq_ovfl(s).map_err(UringError::Socket)?;
         }
         let layout = RxLayout::for_addr(&local);
+        // Completions of TCP connections (a receive, a send and its
+        // notification each) come on top of the datagram ones.
+        let cq = if cfg.tcp_enabled() {
+            (2 * cfg.ring_entries)
+                .max(4 * (cfg.tcp_connections_max + 64))
+                .min(65_536)
+        } else {
+            2 * cfg.ring_entries
+        };
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
             .setup_taskrun_flag()
+            .setup_cqsize(cq)
             .build(cfg.ring_entries)
             .or_else(|_| IoUring::new(cfg.ring_entries))
             .map_err(UringError::Ring)?;
@@ -217,18 +264,22 @@ impl UringTransport {
             tx_count,
             buf_size,
             rx_in_use: 0,
+            rx_touch: TouchMap::new(rx_count),
             tx_free: FreeList::new(tx_count),
             tx_inflight: 0,
             tx_backlog: std::collections::VecDeque::with_capacity(tx_count as usize),
             buf_ring_tail: 0,
             recv_armed: false,
             fwd_armed: false,
+            wake_fd: None,
+            wake_armed: false,
             local,
             counters: TransportCounters {
                 rx_capacity: rx_count,
                 tx_capacity: tx_count,
                 ..TransportCounters::default()
             },
+            tcp: None,
         };
         t.counters.hugepages = t.region.is_huge();
         // SAFETY: the buffer ring memory lives in `t.buf_ring`, which outlives
@@ -246,8 +297,54 @@ impl UringTransport {
         t.publish_tail();
         t.arm_recv();
         t.arm_fwd_recv();
+        if let (Some(shared), Ok(Some(addr))) = (tcp, cfg.tcp_listen.parse().map(Some)) {
+            let mut side =
+                Tcp::new(addr, cfg, huge, shared, rx_count, tx_count).map_err(UringError::Tcp)?;
+            side.arm_accept(&mut t.ring);
+            t.tcp = Some(Box::new(side));
+        }
         t.ring.submit().map_err(UringError::Ring)?;
         Ok(t)
+    }
+
+    /// The TCP address this worker accepts on.
+    pub fn tcp_local_addr(&self) -> Option<SocketAddr> {
+        self.tcp.as_ref().map(|t| t.local_addr())
+    }
+
+    fn udp_mem(&mut self) -> UdpMem {
+        UdpMem {
+            base: self.region.as_mut_ptr(),
+            rx_count: self.rx_count,
+            buf_size: self.buf_size,
+            fwd_fd: self.fwd_socket.as_raw_fd(),
+        }
+    }
+
+    /// Takes back the datagram buffers the TCP side is done with.
+    fn take_back(&mut self) {
+        let mut freed_tx = false;
+        let mut pushed = false;
+        while let Some(b) = self.tcp.as_mut().and_then(|t| t.take_released()) {
+            match b {
+                super::tcp::ReleasedBuf::Datagram(i) => {
+                    self.tx_free.free(i);
+                    freed_tx = true;
+                }
+                super::tcp::ReleasedBuf::UdpRx(bid) => {
+                    self.push_rx_buffer(bid);
+                    self.rx_in_use -= 1;
+                    pushed = true;
+                }
+                _ => {}
+            }
+        }
+        if pushed {
+            self.publish_tail();
+        }
+        if freed_tx {
+            self.flush_backlog();
+        }
     }
 
     fn rx_ptr(&mut self, bid: u32) -> *mut u8 {
@@ -334,6 +431,18 @@ impl UringTransport {
         // SAFETY: recv_hdr is boxed (stable address) and lives as long as the ring.
         if unsafe { self.ring.submission().push(&sqe) }.is_ok() {
             self.fwd_armed = true;
+        }
+    }
+
+    fn arm_wake(&mut self) {
+        let Some(fd) = self.wake_fd else { return };
+        let sqe = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+            .multi(true)
+            .build()
+            .user_data(TAG_WAKE);
+        // SAFETY: a poll entry references no memory of ours.
+        if unsafe { self.ring.submission().push(&sqe) }.is_ok() {
+            self.wake_armed = true;
         }
     }
 
@@ -448,7 +557,12 @@ impl UringTransport {
                 }
             }
             for &(ud, res, flags) in &batch[..k] {
-                if ud == TAG_RECV || ud == TAG_RECV_FWD {
+                if ud & TAG_TCP != 0 && ud >> 58 == 0 {
+                    let udp = self.udp_mem();
+                    if let Some(t) = self.tcp.as_deref_mut() {
+                        t.complete(&mut self.ring, &udp, ud, res, flags);
+                    }
+                } else if ud == TAG_RECV || ud == TAG_RECV_FWD {
                     let port = if ud == TAG_RECV {
                         super::PORT_SERVICE
                     } else {
@@ -476,6 +590,7 @@ impl UringTransport {
                             out[n] = pkt;
                             n += 1;
                             self.rx_in_use += 1;
+                            self.rx_touch.take(u32::from(bid));
                             self.counters.rx_frames += 1;
                         }
                         parsed => {
@@ -485,6 +600,16 @@ impl UringTransport {
                             self.push_rx_buffer(bid);
                             self.publish_tail();
                         }
+                    }
+                } else if ud == TAG_WAKE {
+                    if !cqueue::more(flags) {
+                        self.wake_armed = false;
+                    }
+                    if let Some(fd) = self.wake_fd {
+                        let mut v: u64 = 0;
+                        // SAFETY: reads 8 bytes into a local from the
+                        // non-blocking eventfd the front door writes.
+                        let _ = unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
                     }
                 } else if ud & TAG_SEND_RX != 0 {
                     if res < 0 {
@@ -523,6 +648,10 @@ impl UringTransport {
         if freed_tx > 0 {
             self.flush_backlog();
         }
+        if !self.wake_armed {
+            self.arm_wake();
+        }
+        self.take_back();
         n
     }
 
@@ -558,6 +687,7 @@ impl UringTransport {
             peer,
             truncated: flags & libc::MSG_TRUNC as u32 != 0,
             port: super::PORT_SERVICE,
+            conn: super::CONN_DATAGRAM,
         })
     }
 
@@ -581,158 +711,7 @@ impl UringTransport {
     }
 }
 
-impl Transport for UringTransport {
-    fn rx_burst(&mut self, out: &mut [RxPacket]) -> usize {
-        self.enter(0, None);
-        self.reap(out, 0)
-    }
-
-    fn tx_alloc(&mut self) -> Option<u32> {
-        self.tx_free.alloc()
-    }
-
-    fn frames(&mut self, rx: &RxPacket, tx: u32) -> (&[u8], &mut [u8]) {
-        assert!(tx < self.tx_count);
-        let off = self.rx_offset(rx);
-        let rp = self.region.as_mut_ptr();
-        let tp = self.tx_ptr(tx);
-        let size = self.buf_size as usize;
-        // SAFETY: the receive buffer was handed to us by a completion and is
-        // not in the kernel's ring until rx_release; the transmit buffer was
-        // taken from the free list and is not in flight. They are distinct
-        // buffers of one region, so the slices do not overlap, and both
-        // borrows are tied to &mut self.
-        unsafe {
-            (
-                std::slice::from_raw_parts(rp.add(off), rx.len as usize),
-                std::slice::from_raw_parts_mut(tp, size),
-            )
-        }
-    }
-
-    fn rx_bytes(&self, rx: &RxPacket) -> &[u8] {
-        let off = self.rx_offset(rx);
-        // SAFETY: as in `frames`: the buffer is ours until rx_release, and
-        // the range lies inside it.
-        unsafe { std::slice::from_raw_parts(self.region.as_ptr().add(off), rx.len as usize) }
-    }
-
-    fn rx_release(&mut self, rx: &RxPacket) {
-        self.push_rx_buffer(rx.buf as u16);
-        self.publish_tail();
-        self.rx_in_use -= 1;
-    }
-
-    fn tx_burst(&mut self, pkts: &[TxPacket]) {
-        for p in pkts {
-            assert!(
-                p.len <= self.buf_size,
-                "transmit frame longer than its buffer"
-            );
-            if !self.tx_backlog.is_empty() || !self.submit_send(p) {
-                self.tx_backlog.push_back(*p);
-            }
-        }
-        if !self.tx_backlog.is_empty() {
-            self.enter(0, None);
-            self.flush_backlog();
-        }
-    }
-
-    fn tx_free(&mut self, tx: u32) {
-        self.tx_free.free(tx);
-    }
-
-    fn wait(&mut self, timeout: Duration) {
-        self.enter(1, Some(timeout));
-    }
-
-    fn counters(&self) -> TransportCounters {
-        TransportCounters {
-            rx_in_use: self.rx_in_use,
-            tx_in_use: self.tx_free.in_use(),
-            buffer_reuses: self.tx_free.reuses
-                + self.counters.rx_frames.saturating_sub(self.rx_count as u64),
-            ..self.counters
-        }
-    }
-
-    fn local_addr(&self) -> SocketAddr {
-        self.local
-    }
-
-    fn rx_bytes_mut(&mut self, rx: &RxPacket) -> &mut [u8] {
-        let off = self.rx_offset(rx);
-        // SAFETY: as in `rx_bytes`: the buffer is ours until released, the
-        // range lies inside it, and the borrow is tied to &mut self.
-        unsafe {
-            std::slice::from_raw_parts_mut(self.region.as_mut_ptr().add(off), rx.len as usize)
-        }
-    }
-
-    fn tx_bytes(&mut self, tx: u32) -> &mut [u8] {
-        assert!(tx < self.tx_count);
-        let p = self.tx_ptr(tx);
-        // SAFETY: a transmit buffer from the free list, not in flight; the
-        // borrow is tied to &mut self.
-        unsafe { std::slice::from_raw_parts_mut(p, self.buf_size as usize) }
-    }
-
-    fn forward(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
-        let fd = self.fwd_socket.as_raw_fd();
-        if self.send_rx(rx, to, fd) {
-            Some(0)
-        } else {
-            self.rx_release(rx);
-            None
-        }
-    }
-
-    fn relay(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
-        let fd = self.socket.as_raw_fd();
-        if self.send_rx(rx, to, fd) {
-            Some(0)
-        } else {
-            self.rx_release(rx);
-            None
-        }
-    }
-}
-
-impl Drop for UringTransport {
-    fn drop(&mut self) {
-        // Cancel the multishot receive and wait (bounded) for it and every
-        // send to complete, so the kernel holds no pointer into our memory
-        // when the fields below are freed.
-        for (armed, tag) in [(self.recv_armed, TAG_RECV), (self.fwd_armed, TAG_RECV_FWD)] {
-            if armed {
-                let sqe = opcode::AsyncCancel::new(tag).build().user_data(TAG_CANCEL);
-                // SAFETY: cancel entries reference no memory.
-                let _ = unsafe { self.ring.submission().push(&sqe) };
-            }
-        }
-        let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        let mut recv_done = !self.recv_armed;
-        let mut fwd_done = !self.fwd_armed;
-        while (!recv_done || !fwd_done || self.tx_inflight > 0)
-            && std::time::Instant::now() < deadline
-        {
-            self.enter(1, Some(Duration::from_millis(50)));
-            let mut cq = self.ring.completion();
-            cq.sync();
-            for cqe in &mut cq {
-                if cqe.user_data() == TAG_RECV && !cqueue::more(cqe.flags()) {
-                    recv_done = true;
-                } else if cqe.user_data() == TAG_RECV_FWD && !cqueue::more(cqe.flags()) {
-                    fwd_done = true;
-                } else if cqe.user_data() & (TAG_SEND | TAG_SEND_RX) != 0 {
-                    self.tx_inflight = self.tx_inflight.saturating_sub(1);
-                }
-            }
-        }
-        let _ = self.ring.submitter().unregister_buf_ring(BGID);
-    }
-}
+mod transport;
 
 impl UringTransport {
     /// Makes the kernel hand every signed frame to the worker its tag
@@ -741,4 +720,9 @@ impl UringTransport {
     pub fn steer_by_tag(&self, group: u32) -> io::Result<()> {
         sock::steer_by_tag(&self.socket, group)
     }
+}
+
+/// Bytes of `n` buffers of `size` bytes.
+pub(super) fn pool_bytes(n: u32, size: u32) -> u64 {
+    u64::from(n) * u64::from(size)
 }

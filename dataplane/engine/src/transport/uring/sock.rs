@@ -74,7 +74,10 @@ pub(super) fn rxq_ovfl(c: &[u8]) -> Option<u32> {
     None
 }
 
-pub(super) fn write_sockaddr(a: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
+pub(in crate::transport) fn write_sockaddr(
+    a: &SocketAddr,
+    out: &mut libc::sockaddr_storage,
+) -> libc::socklen_t {
     let bytes: &mut [u8; size_of::<libc::sockaddr_storage>()] =
         // SAFETY: sockaddr_storage is plain old data of exactly this size.
         unsafe { &mut *(out as *mut libc::sockaddr_storage).cast() };
@@ -97,7 +100,7 @@ pub(super) fn write_sockaddr(a: &SocketAddr, out: &mut libc::sockaddr_storage) -
     }
 }
 
-pub(super) fn read_sockaddr(b: &[u8], len: u32) -> Option<SocketAddr> {
+pub(in crate::transport) fn read_sockaddr(b: &[u8], len: u32) -> Option<SocketAddr> {
     if len < 4 || b.len() < len as usize {
         return None;
     }

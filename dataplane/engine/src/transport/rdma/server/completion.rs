@@ -68,9 +68,11 @@ impl RdmaTransport {
                     peer: self.peer_addrs[k],
                     truncated: false,
                     port: crate::transport::PORT_FORWARD,
+                    conn: crate::transport::CONN_DATAGRAM,
                 };
                 *n += 1;
                 self.rx_in_use += 1;
+                self.rx_touch.take(idx);
                 self.counters.rx_frames += 1;
             } else {
                 // No slots were granted to peers: nothing else is valid.
@@ -97,9 +99,11 @@ impl RdmaTransport {
                     peer,
                     truncated: false,
                     port: crate::transport::PORT_SERVICE,
+                    conn: crate::transport::CONN_DATAGRAM,
                 };
                 *n += 1;
                 self.rx_in_use += 1;
+                self.rx_touch.take(idx);
                 self.counters.rx_frames += 1;
             }
             WcKind::RecvWriteImm => {
@@ -122,9 +126,11 @@ impl RdmaTransport {
                         peer,
                         truncated: false,
                         port: crate::transport::PORT_SERVICE,
+                        conn: crate::transport::CONN_DATAGRAM,
                     };
                     *n += 1;
                     self.rx_in_use += 1;
+                    self.rx_touch.take(self.rx_count + g as u32);
                     self.counters.rx_frames += 1;
                 }
                 self.repost(idx);

@@ -30,7 +30,7 @@ use super::proto::{ClientHello, ServerHello};
 use super::verbs::{self, CmChannel, CmId, Context, Cq, Mr, Pd, Qp, Srq, Wc};
 use super::{NO_DEVICE_HINT, RdmaCfg};
 use crate::config::ConfigError;
-use crate::pool::{FreeList, PoolError, Region};
+use crate::pool::{FreeList, PoolError, Region, TouchMap};
 use crate::transport::TransportCounters;
 
 mod completion;
@@ -348,6 +348,8 @@ pub struct RdmaTransport {
     tx_reply_slot: Box<[u32]>,
     large_busy: Box<[bool]>,
     rx_in_use: u32,
+    /// First touch or reuse of each receive buffer and granted slot.
+    rx_touch: TouchMap,
     wcs: [Wc; verbs::POLL_BATCH_MAX],
     local: SocketAddr,
     counters: TransportCounters,

@@ -18,8 +18,8 @@ use super::super::verbs::{self, Access, Cq, Mr, SendOp, Srq, Wc};
 use super::status::runtime_for;
 use super::*;
 use crate::config::{Config, ConfigError, HugepageMode, PeerTransport};
-use crate::pool::{FreeList, Region};
-use crate::transport::{RxPacket, Transport, TransportCounters, TxPacket};
+use crate::pool::{FreeList, Region, TouchMap};
+use crate::transport::{PeerAddr, RxPacket, Transport, TransportCounters, TxPacket};
 
 impl RdmaTransport {
     /// Starts worker `index` of `workers`: joins (or starts) the process's
@@ -158,6 +158,7 @@ impl RdmaTransport {
             tx_reply_slot: vec![NONE; rc.tx_buffers as usize].into_boxed_slice(),
             large_busy: vec![false; nslots].into_boxed_slice(),
             rx_in_use: 0,
+            rx_touch: TouchMap::new(rc.rx_buffers + nslots as u32),
             wcs: [Wc::default(); verbs::POLL_BATCH_MAX],
             local: listen,
             counters: TransportCounters {
@@ -568,12 +569,8 @@ impl Transport for RdmaTransport {
             .map_or(&mut [][..], |r| &mut r.bytes_mut()[o..o + l])
     }
 
-    fn forward_check(
-        &self,
-        rx: &RxPacket,
-        to: SocketAddr,
-    ) -> Result<(), (ErrorCode, &'static str)> {
-        let Some(k) = self.peer_index(&to) else {
+    fn forward_check(&self, rx: &RxPacket, to: PeerAddr) -> Result<(), (ErrorCode, &'static str)> {
+        let Some(k) = self.peer_index(&to.addr) else {
             return Err((
                 ErrorCode::PeerDown,
                 "the peer serving this shard is not an rdma peer (an rdma appliance forwards only to peers with transport = \"rdma\")",
@@ -597,8 +594,8 @@ impl Transport for RdmaTransport {
 
     /// Zero copy: the frame goes by SEND from the receive buffer it landed
     /// in, which stays held until the send completes.
-    fn forward(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
-        let target = self.peer_index(&to).filter(|&k| {
+    fn forward(&mut self, rx: &RxPacket, to: PeerAddr) -> Option<u64> {
+        let target = self.peer_index(&to.addr).filter(|&k| {
             self.peers[k].qp.is_some() && self.forward_check(rx, to).is_ok() && self.peers[k].up
         });
         self.send_counted(rx, target.map(Via::Peer))
@@ -606,7 +603,7 @@ impl Transport for RdmaTransport {
 
     /// Zero copy: the peer's answer goes by SEND from the receive buffer it
     /// landed in to the client's connection.
-    fn relay(&mut self, rx: &RxPacket, to: SocketAddr) -> Option<u64> {
+    fn relay(&mut self, rx: &RxPacket, to: SocketAddr, _conn: u64) -> Option<u64> {
         let target = self.slot_of(&to).filter(|&s| {
             let c = &self.conns[s];
             rx.buf < self.rx_count && rx.len <= c.hello.buffer_size && c.qp.is_some()
@@ -637,11 +634,24 @@ impl Transport for RdmaTransport {
     }
 
     fn counters(&self) -> TransportCounters {
+        let huge = self.counters.hugepages;
+        let bytes = |n: u32, size: u32| u64::from(n) * u64::from(size);
         TransportCounters {
             rx_in_use: self.rx_in_use,
             tx_in_use: self.tx_free.in_use(),
-            buffer_reuses: self.tx_free.reuses
-                + self.counters.rx_frames.saturating_sub(self.rx_count as u64),
+            buffer_reuses: self.tx_free.reuses + self.large_free.reuses + self.rx_touch.reuses,
+            pools: [
+                self.rx_touch.counters(
+                    self.rx_in_use,
+                    bytes(self.rx_count, self.buf_size)
+                        + bytes(self.large_busy.len() as u32, self.slot_size),
+                    huge,
+                ),
+                self.tx_free
+                    .counters(bytes(self.tx_count, self.buf_size), huge),
+                self.large_free
+                    .counters(bytes(self.large_free.capacity(), self.slot_size), huge),
+            ],
             ..self.counters
         }
     }

@@ -1,13 +1,19 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::io::ErrorKind;
-use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::io::{ErrorKind, IoSlice};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, Instant};
 
 use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, TenantKey, flags};
 
 use crate::request::sign;
+use crate::tcp::TcpLink;
 use crate::{ClientError, NegotiatedSchema, Request, Response};
+
+mod config;
+mod stream;
+
+pub use config::{ClientConfig, ClientStats, Endpoints, PollMode, TransportMode};
 
 /// Most outstanding-request slots reserved at connect time.
 const PENDING_RESERVE_MAX: usize = 4096;
@@ -15,101 +21,10 @@ const PENDING_RESERVE_MAX: usize = 4096;
 /// Largest UDP payload over IPv4; one frame travels in one datagram.
 pub const DATAGRAM_LEN_MAX: usize = 65507;
 
-/// How the client waits for answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PollMode {
-    /// Sleep in the kernel until a datagram arrives (cheap on CPU; the
-    /// wake-up costs tens of µs on a VM).
-    #[default]
-    Block,
-    /// Spin on a non-blocking socket: lowest latency, burns a core.
-    Spin,
-}
-
-/// Client settings. `Debug` does not print the key.
-#[derive(Clone)]
-pub struct ClientConfig {
-    /// Tenant id written into every frame.
-    pub tenant_id: u32,
-    /// Tenant key; when set, every frame is signed, and signed answers other
-    /// than error frames are verified (a bad tag drops the answer and counts
-    /// it in `bad_tag`).
-    pub key: Option<Vec<u8>>,
-    /// How long to wait for the answer to one request.
-    pub timeout: Duration,
-    /// How often [`Client::call`] resends after a retryable error code
-    /// (`Busy`, `PeerDown`, ...). 0 never retries. Timeouts are not retried:
-    /// inference is not assumed idempotent.
-    pub retries_max: u32,
-    /// Pause before each retry.
-    pub retry_backoff: Duration,
-    /// Blocking or spinning receive.
-    pub poll: PollMode,
-    /// Most requests in flight at once; `send` fails with
-    /// `TooManyOutstanding` beyond it. Bounds the client's bookkeeping.
-    pub outstanding_max: usize,
-    /// Most cached schema negotiations; beyond it expired entries are
-    /// dropped, and new answers are not cached while it stays full.
-    pub schema_cache_max: usize,
-    /// With a key: the furthest ahead a frame's deadline lies (requests
-    /// with an earlier deadline keep theirs; negotiations and pings get
-    /// exactly this). It must be within the appliance's
-    /// `auth.freshness_window_ms`. Default 2 s.
-    pub signed_deadline: Duration,
-}
-
-impl std::fmt::Debug for ClientConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientConfig")
-            .field("tenant_id", &self.tenant_id)
-            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
-            .field("timeout", &self.timeout)
-            .field("retries_max", &self.retries_max)
-            .field("retry_backoff", &self.retry_backoff)
-            .field("poll", &self.poll)
-            .field("outstanding_max", &self.outstanding_max)
-            .field("schema_cache_max", &self.schema_cache_max)
-            .field("signed_deadline", &self.signed_deadline)
-            .finish()
-    }
-}
-
-impl Default for ClientConfig {
-    fn default() -> Self {
-        ClientConfig {
-            tenant_id: 0,
-            key: None,
-            timeout: Duration::from_secs(1),
-            retries_max: 0,
-            retry_backoff: Duration::from_millis(1),
-            poll: PollMode::Block,
-            outstanding_max: 4096,
-            schema_cache_max: 1024,
-            signed_deadline: crate::request::SIGNED_DEADLINE_DEFAULT,
-        }
-    }
-}
-
-/// Counters of what the client saw. Monotonic.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ClientStats {
-    /// Frames sent (requests, retries, negotiations, pings).
-    pub sent: u64,
-    /// Answers matched to an outstanding request.
-    pub received: u64,
-    /// Valid frames whose request id is not outstanding (late answers after
-    /// a timeout, duplicates, foreign ids). Ignored.
-    pub stale: u64,
-    /// Datagrams that are not a valid frame. Ignored.
-    pub malformed: u64,
-    /// Signed answers whose tag did not verify. Ignored.
-    pub bad_tag: u64,
-    /// Requests that timed out.
-    pub timeouts: u64,
-    /// Resends after retryable errors.
-    pub retries: u64,
-    /// Schema negotiations answered from the cache.
-    pub schema_cache_hits: u64,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Udp,
+    Tcp,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +37,14 @@ enum Expect {
 struct Pending {
     expect: Expect,
     key: Option<TenantKey>,
+    via: Via,
+}
+
+/// A frame off the wire: a datagram in the receive buffer, or a frame the
+/// TCP connection read into its own memory.
+enum Incoming {
+    Udp(usize),
+    Tcp(Vec<u8>),
 }
 
 type Event = (u64, Result<Frame<Vec<u8>>, ClientError>);
@@ -129,14 +52,23 @@ type Event = (u64, Result<Frame<Vec<u8>>, ClientError>);
 /// An answer from [`Client::recv`]: the request id and its outcome.
 pub type Answer = (u64, Result<Response, ClientError>);
 
-/// A Sluice client over one UDP socket.
+/// A Sluice client over one UDP socket, one TCP connection, or both.
 ///
 /// Use [`Client::call`] for one request at a time, or [`Client::send`] and
-/// [`Client::recv`] to keep many outstanding. Not thread-safe by design: one
-/// client per thread.
+/// [`Client::recv`] to keep many outstanding (over TCP they are pipelined
+/// on the one connection, and answered in order). Not thread-safe by
+/// design: one client per thread.
 pub struct Client {
     sock: UdpSocket,
     server: SocketAddr,
+    udp_server: Option<SocketAddr>,
+    tcp: Option<TcpLink>,
+    /// Header (and typed tensor data) of frames sent over TCP; grows to
+    /// the largest frame sent.
+    tcp_buf: Vec<u8>,
+    pending_tcp: usize,
+    /// Requests failed by a lost connection, handed out first.
+    failed: VecDeque<Event>,
     cfg: ClientConfig,
     key: Option<TenantKey>,
     next_id: u64,
@@ -156,6 +88,7 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("server", &self.server)
+            .field("tcp", &self.tcp.as_ref().map(TcpLink::addr))
             .field("tenant_id", &self.cfg.tenant_id)
             .field("outstanding", &self.pending.len())
             .finish_non_exhaustive()
@@ -166,23 +99,65 @@ impl Client {
     /// Binds an ephemeral local port and connects it to `addr`, so the
     /// kernel drops datagrams from anyone else.
     pub fn connect(addr: impl ToSocketAddrs, cfg: ClientConfig) -> Result<Client, ClientError> {
-        let server = addr.to_socket_addrs()?.next().ok_or_else(|| {
-            std::io::Error::new(ErrorKind::InvalidInput, "address resolves to nothing")
-        })?;
+        let server = resolve(addr)?;
+        Client::connect_endpoints(
+            Endpoints {
+                udp: Some(server),
+                tcp: None,
+            },
+            cfg,
+        )
+    }
+
+    /// Connects over TCP only (to the server's `io_uring.tcp_listen`).
+    pub fn connect_tcp(addr: impl ToSocketAddrs, cfg: ClientConfig) -> Result<Client, ClientError> {
+        let server = resolve(addr)?;
+        Client::connect_endpoints(
+            Endpoints {
+                udp: None,
+                tcp: Some(server),
+            },
+            cfg,
+        )
+    }
+
+    /// Connects to whichever of the server's addresses are given; with both,
+    /// [`TransportMode::Auto`] sends a frame that fits a datagram by UDP and
+    /// a larger one over TCP. The TCP connection is opened now, and again on
+    /// the next send after it is lost.
+    pub fn connect_endpoints(ep: Endpoints, cfg: ClientConfig) -> Result<Client, ClientError> {
+        let Some(server) = ep.udp.or(ep.tcp) else {
+            return Err(std::io::Error::new(ErrorKind::InvalidInput, "no server address").into());
+        };
         let local: SocketAddr = if server.is_ipv4() {
             (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
         } else {
             (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
         };
         let sock = UdpSocket::bind(local)?;
-        sock.connect(server)?;
+        if let Some(u) = ep.udp {
+            sock.connect(u)?;
+        }
         let nonblocking = cfg.poll == PollMode::Spin;
         sock.set_nonblocking(nonblocking)?;
+        let tcp = match ep.tcp {
+            Some(a) => {
+                let mut l = TcpLink::new(a);
+                l.connect(cfg.timeout)?;
+                Some(l)
+            }
+            None => None,
+        };
         let key = cfg.key.as_deref().map(TenantKey::new);
         let reserve = cfg.outstanding_max.clamp(1, PENDING_RESERVE_MAX);
         Ok(Client {
             sock,
             server,
+            udp_server: ep.udp,
+            tcp,
+            tcp_buf: Vec::new(),
+            pending_tcp: 0,
+            failed: VecDeque::new(),
             key,
             next_id: initial_request_id(),
             send_buf: vec![0; DATAGRAM_LEN_MAX],
@@ -215,6 +190,11 @@ impl Client {
         &self.sock
     }
 
+    /// The TCP connection, while one is open (for tuning, as `socket`).
+    pub fn tcp_stream(&self) -> Option<&TcpStream> {
+        self.tcp.as_ref().and_then(TcpLink::stream)
+    }
+
     /// The configuration.
     pub fn config(&self) -> &ClientConfig {
         &self.cfg
@@ -227,12 +207,26 @@ impl Client {
 
     /// Counters.
     pub fn stats(&self) -> ClientStats {
-        self.stats
+        let mut s = self.stats;
+        if let Some(l) = &self.tcp {
+            s.answers_copied += l.copied_frames;
+            s.answer_bytes_copied += l.copied_bytes;
+        }
+        s
     }
 
-    /// Number of requests sent and not yet answered or timed out.
+    /// Number of requests sent whose answer (or timeout, or loss) `recv`
+    /// has not handed out yet.
     pub fn outstanding(&self) -> usize {
-        self.pending.len()
+        self.pending.len() + self.ready.len() + self.failed.len()
+    }
+
+    /// Whether answers (or failures of a lost connection) were already
+    /// taken off the sockets and wait for `recv`/`try_recv`: a TCP write
+    /// that the server pushed back reads answers meanwhile, and an event
+    /// loop watching the sockets' readiness would not hear of them.
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty() || !self.failed.is_empty()
     }
 
     /// Sends a request without waiting and returns its request id. The
@@ -241,22 +235,29 @@ impl Client {
     /// bookkeeping of outstanding ids.
     pub fn send(&mut self, req: &Request<'_>) -> Result<u64, ClientError> {
         self.check_outstanding()?;
+        let len = req.encoded_len().map_err(ClientError::InvalidRequest)?;
+        let via = self.choose(len)?;
         let id = self.take_id();
-        let len = req
-            .encode_with(
-                &mut self.send_buf,
-                id,
-                self.cfg.tenant_id,
-                self.key.as_ref(),
-                self.cfg.signed_deadline,
-            )
-            .map_err(datagram_limit)?;
         let key = match req.tenant {
             Some((_, k)) => k.cloned(),
             None => self.key.clone(),
         };
-        self.transmit(len)?;
-        self.track(id, Expect::Response, key);
+        match via {
+            Via::Udp => {
+                let len = req
+                    .encode_with(
+                        &mut self.send_buf,
+                        id,
+                        self.cfg.tenant_id,
+                        self.key.as_ref(),
+                        self.cfg.signed_deadline,
+                    )
+                    .map_err(datagram_limit)?;
+                self.transmit(len)?;
+            }
+            Via::Tcp => self.transmit_tcp(req, id, len)?,
+        }
+        self.track(id, Expect::Response, key, via);
         Ok(id)
     }
 
@@ -266,7 +267,7 @@ impl Client {
     /// when the socket fails (for example: connection refused by the host
     /// because nothing listens on the server port).
     pub fn recv(&mut self) -> Result<Answer, ClientError> {
-        if let Some(ev) = self.ready.pop_front() {
+        if let Some(ev) = self.ready.pop_front().or_else(|| self.failed.pop_front()) {
             return Ok(to_response(ev));
         }
         if self.pending.is_empty() {
@@ -282,7 +283,7 @@ impl Client {
     /// Like [`Client::recv`], but returns `None` at once when no answer is
     /// ready and no timeout has passed.
     pub fn try_recv(&mut self) -> Result<Option<Answer>, ClientError> {
-        if let Some(ev) = self.ready.pop_front() {
+        if let Some(ev) = self.ready.pop_front().or_else(|| self.failed.pop_front()) {
             return Ok(Some(to_response(ev)));
         }
         if self.pending.is_empty() {
@@ -294,7 +295,7 @@ impl Client {
     /// Like [`Client::recv`], but gives up after `wait` and returns `None`
     /// (or at once when nothing is outstanding).
     pub fn recv_timeout(&mut self, wait: Duration) -> Result<Option<Answer>, ClientError> {
-        if let Some(ev) = self.ready.pop_front() {
+        if let Some(ev) = self.ready.pop_front().or_else(|| self.failed.pop_front()) {
             return Ok(Some(to_response(ev)));
         }
         if self.pending.is_empty() {
@@ -431,13 +432,26 @@ impl Client {
         if let Some(key) = &self.key {
             sign(key, &mut self.send_buf[..layout.frame_len]);
         }
-        self.transmit(layout.frame_len)?;
-        self.track(repr.request_id, expect, self.key.clone());
+        let via = if self.udp_server.is_some() && self.cfg.transport != TransportMode::Tcp {
+            self.transmit(layout.frame_len)?;
+            Via::Udp
+        } else {
+            self.tcp_ready()?;
+            let frame = std::mem::take(&mut self.send_buf);
+            let r = self.write_tcp(&mut [IoSlice::new(&frame[..layout.frame_len])]);
+            self.send_buf = frame;
+            r?;
+            Via::Tcp
+        };
+        self.track(repr.request_id, expect, self.key.clone(), via);
         Ok(())
     }
 
-    fn track(&mut self, id: u64, expect: Expect, key: Option<TenantKey>) {
-        self.pending.insert(id, Pending { expect, key });
+    fn track(&mut self, id: u64, expect: Expect, key: Option<TenantKey>, via: Via) {
+        if via == Via::Tcp {
+            self.pending_tcp += 1;
+        }
+        self.pending.insert(id, Pending { expect, key, via });
         self.expiry
             .push(Reverse((Instant::now() + self.cfg.timeout, id)));
         self.stats.sent += 1;
@@ -466,8 +480,14 @@ impl Client {
     /// not surface later in `recv`.
     fn wait_for(&mut self, id: u64) -> Result<Frame<Vec<u8>>, ClientError> {
         loop {
+            // Answers read while a TCP write waited are parked in `ready`.
+            if let Some(k) = self.ready.iter().position(|e| e.0 == id)
+                && let Some((_, res)) = self.ready.remove(k)
+            {
+                return res;
+            }
             let ev = self.next_event(true, None).inspect_err(|_| {
-                self.pending.remove(&id);
+                self.forget(id);
             });
             if let Some((got, res)) = ev? {
                 if got == id {
@@ -486,6 +506,9 @@ impl Client {
         until: Option<Instant>,
     ) -> Result<Option<Event>, ClientError> {
         loop {
+            if let Some(ev) = self.failed.pop_front() {
+                return Ok(Some(ev));
+            }
             let now = Instant::now();
             let mut next_expiry = None;
             while let Some(&Reverse((at, id))) = self.expiry.peek() {
@@ -495,7 +518,7 @@ impl Client {
                 }
                 if at <= now {
                     self.expiry.pop();
-                    self.pending.remove(&id);
+                    self.forget(id);
                     self.stats.timeouts += 1;
                     return Ok(Some((id, Err(ClientError::Timeout))));
                 }
@@ -509,12 +532,16 @@ impl Client {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            let n = match self.receive(block, wake.map(|at| at - now))? {
-                Some(n) => n,
+            let got = match self.receive(block, wake.map(|at| at - now))? {
+                Some(got) => got,
+                // A lost connection's requests wait in `failed`: hand them
+                // out now, blocking or not (a caller that polls would
+                // otherwise hear of them only at their timeouts).
+                None if !self.failed.is_empty() => continue,
                 None if block && wake.is_some() => continue,
                 None => return Ok(None),
             };
-            if let Some(ev) = self.classify(n) {
+            if let Some(ev) = self.classify(got) {
                 return Ok(Some(ev));
             }
             if !block {
@@ -524,7 +551,7 @@ impl Client {
     }
 
     /// Receives one datagram; `None` when none came in time.
-    fn receive(
+    fn receive_udp(
         &mut self,
         block: bool,
         wait: Option<Duration>,
@@ -561,39 +588,54 @@ impl Client {
         }
     }
 
-    /// Matches a received datagram to an outstanding request. `None` when it
+    /// Matches a received frame to an outstanding request. `None` when it
     /// is ignored (counted in the stats).
-    fn classify(&mut self, n: usize) -> Option<Event> {
-        let bytes = &self.recv_buf[..n];
-        let Ok(frame) = Frame::new_checked(bytes) else {
-            self.stats.malformed += 1;
-            return None;
+    fn classify(&mut self, got: Incoming) -> Option<Event> {
+        let (id, res) = {
+            let bytes = match &got {
+                Incoming::Udp(n) => &self.recv_buf[..*n],
+                Incoming::Tcp(v) => &v[..],
+            };
+            let Ok(frame) = Frame::new_checked(bytes) else {
+                self.stats.malformed += 1;
+                return None;
+            };
+            let id = frame.request_id();
+            let Some(p) = self.pending.get(&id) else {
+                self.stats.stale += 1;
+                return None;
+            };
+            // Error frames are taken even with a bad tag: a server that
+            // rejects a wrongly signed request cannot sign with the key the
+            // client used, and an error gives a forger nothing but a failed
+            // request.
+            if frame.flags() & flags::AUTHENTICATED != 0
+                && frame.kind() != Kind::Error
+                && p.key.as_ref().is_some_and(|key| !key.verify(&frame))
+            {
+                self.stats.bad_tag += 1;
+                return None;
+            }
+            let res = match (frame.kind(), p.expect) {
+                (Kind::Error, _) => Err(server_error(&frame)),
+                (Kind::Response, Expect::Response)
+                | (Kind::NegotiateResponse, Expect::Negotiate)
+                | (Kind::Pong, Expect::Pong) => Ok(()),
+                _ => Err(ClientError::Malformed("answer has the wrong frame kind")),
+            };
+            (id, res)
         };
-        let id = frame.request_id();
-        let Some(p) = self.pending.get(&id) else {
-            self.stats.stale += 1;
-            return None;
-        };
-        // Error frames are taken even with a bad tag: a server that rejects
-        // a wrongly signed request cannot sign with the key the client used,
-        // and an error gives a forger nothing but a failed request.
-        if frame.flags() & flags::AUTHENTICATED != 0
-            && frame.kind() != Kind::Error
-            && p.key.as_ref().is_some_and(|key| !key.verify(&frame))
-        {
-            self.stats.bad_tag += 1;
-            return None;
-        }
-        let expect = p.expect;
-        self.pending.remove(&id);
+        // A frame read over TCP is already in its own memory: no copy.
+        let res = res.map(|()| match got {
+            Incoming::Udp(n) => {
+                self.stats.answers_copied += 1;
+                self.stats.answer_bytes_copied += n as u64;
+                Frame::new_unchecked(self.recv_buf[..n].to_vec())
+            }
+            Incoming::Tcp(v) => Frame::new_unchecked(v),
+        });
+        self.forget(id);
         self.stats.received += 1;
-        let res = match (frame.kind(), expect) {
-            (Kind::Error, _) => Err(server_error(&frame)),
-            (Kind::Response, Expect::Response)
-            | (Kind::NegotiateResponse, Expect::Negotiate)
-            | (Kind::Pong, Expect::Pong) => Ok(Frame::new_unchecked(bytes.to_vec())),
-            _ => Err(ClientError::Malformed("answer has the wrong frame kind")),
-        };
         Some((id, res))
     }
 }
@@ -617,6 +659,12 @@ fn server_error<B: AsRef<[u8]>>(frame: &Frame<B>) -> ClientError {
 
 fn to_response(ev: Event) -> Answer {
     (ev.0, ev.1.map(Response::new))
+}
+
+fn resolve(addr: impl ToSocketAddrs) -> Result<SocketAddr, ClientError> {
+    Ok(addr.to_socket_addrs()?.next().ok_or_else(|| {
+        std::io::Error::new(ErrorKind::InvalidInput, "address resolves to nothing")
+    })?)
 }
 
 fn datagram_limit(e: sluice_wire::Error) -> ClientError {

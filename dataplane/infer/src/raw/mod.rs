@@ -7,6 +7,8 @@
 //! buffer, and they are released on drop on every path.
 #![allow(unsafe_code)]
 
+pub(crate) mod alloc;
+
 use core::ffi::{c_char, c_void};
 use core::marker::PhantomData;
 use core::ptr;
@@ -14,9 +16,11 @@ use core::ptr;
 use ort::AsPointer;
 use ort::memory::MemoryInfo;
 use ort::session::{RunOptions, Session};
-use ort::sys::{ONNXTensorElementDataType as Onnx, OrtStatusPtr, OrtValue};
+use ort::sys::{
+    ONNXTensorElementDataType as Onnx, OrtStatusPtr, OrtTensorTypeAndShapeInfo, OrtValue,
+};
 use sluice_wire::DType;
-use sluice_wire::limits::TENSOR_COUNT_MAX;
+use sluice_wire::limits::{RANK_MAX, TENSOR_COUNT_MAX};
 
 /// An ONNX Runtime call failed; the message is ORT's own.
 #[derive(Debug)]
@@ -46,7 +50,7 @@ fn check(status: OrtStatusPtr) -> Result<(), OrtFailure> {
     Err(OrtFailure(msg))
 }
 
-fn onnx_type(d: DType) -> Onnx {
+pub(crate) fn onnx_type(d: DType) -> Onnx {
     match d {
         DType::F32 => Onnx::ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT,
         DType::U8 => Onnx::ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8,
@@ -153,9 +157,103 @@ impl<'buf> Values<'buf> {
         self.push(mem, data.as_mut_ptr(), data.len(), shape, dtype)
     }
 
+    /// An empty output slot: ORT allocates the value during the run
+    /// (through the reply allocator) and this set releases it on drop.
+    pub(crate) fn push_empty(&mut self) -> Result<(), OrtFailure> {
+        if self.len == TENSOR_COUNT_MAX {
+            return Err(OrtFailure(
+                "more tensors than the frame format allows".into(),
+            ));
+        }
+        self.ptrs[self.len] = ptr::null_mut();
+        self.len += 1;
+        Ok(())
+    }
+
     /// ORT's data pointer of value `i` now (after a run: where it wrote).
     pub(crate) fn data_ptr(&self, i: usize) -> Result<*const u8, OrtFailure> {
-        tensor_data(self.ptrs[..self.len][i])
+        let v = self.ptrs[..self.len][i];
+        if v.is_null() {
+            return Err(OrtFailure("output value missing".into()));
+        }
+        tensor_data(v)
+    }
+
+    /// Element type and shape of value `i` (after a run). Writes the dims
+    /// into `dims` and returns the rank; fails past [`RANK_MAX`].
+    pub(crate) fn shape(
+        &self,
+        i: usize,
+        dims: &mut [i64; RANK_MAX],
+    ) -> Result<(Onnx, usize), OrtFailure> {
+        let v = self.ptrs[..self.len][i];
+        if v.is_null() {
+            return Err(OrtFailure("output value missing".into()));
+        }
+        let api = ort::api();
+        let mut info: *mut OrtTensorTypeAndShapeInfo = ptr::null_mut();
+        // SAFETY: `v` is a live value owned by this set; `info` is released
+        // below on every path.
+        check(unsafe { (api.GetTensorTypeAndShape)(v, &mut info) })?;
+        let mut rank = 0usize;
+        let mut ty = Onnx::ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+        // SAFETY: `info` is live until released; the dims buffer holds
+        // RANK_MAX entries and is only written for rank <= RANK_MAX.
+        let r = unsafe {
+            check((api.GetDimensionsCount)(info, &mut rank))
+                .and_then(|()| check((api.GetTensorElementType)(info, &mut ty)))
+                .and_then(|()| {
+                    if rank > RANK_MAX {
+                        Err(OrtFailure(format!(
+                            "output rank {rank} is above {RANK_MAX}"
+                        )))
+                    } else {
+                        check((api.GetDimensions)(info, dims.as_mut_ptr(), rank))
+                    }
+                })
+        };
+        // SAFETY: released exactly once.
+        unsafe { (api.ReleaseTensorTypeAndShapeInfo)(info) };
+        r.map(|()| (ty, rank))
+    }
+
+    /// Copies value `i`'s bytes into `dst`, which must be exactly its size.
+    pub(crate) fn copy_to(&self, i: usize, dst: &mut [u8]) -> Result<(), OrtFailure> {
+        let v = self.ptrs[..self.len][i];
+        if v.is_null() {
+            return Err(OrtFailure("output value missing".into()));
+        }
+        let mut size = 0usize;
+        // SAFETY: `v` is a live tensor value owned by this set.
+        check(unsafe { (ort::api().GetTensorSizeInBytes)(v, &mut size) })?;
+        if size != dst.len() {
+            return Err(OrtFailure(format!(
+                "output holds {size} bytes, its shape says {}",
+                dst.len()
+            )));
+        }
+        if size == 0 {
+            return Ok(());
+        }
+        let src = tensor_data(v)?;
+        // SAFETY: ORT reports `size` bytes at `src`, live while the value is;
+        // `dst` is a distinct caller buffer of the same length (the caller
+        // copies only values that lie outside it).
+        unsafe { ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), size) };
+        Ok(())
+    }
+
+    /// Releases the values now (before the reply allocator is disarmed).
+    pub(crate) fn release(&mut self) {
+        let api = ort::api();
+        for v in &mut self.ptrs[..self.len] {
+            if !v.is_null() {
+                // SAFETY: a live value owned by this set, released once.
+                unsafe { (api.ReleaseValue)(*v) };
+                *v = ptr::null_mut();
+            }
+        }
+        self.len = 0;
     }
 }
 
@@ -171,10 +269,12 @@ impl Drop for Values<'_> {
     fn drop(&mut self) {
         let api = ort::api();
         for &v in &self.ptrs[..self.len] {
-            // SAFETY: each pointer was returned by CreateTensorWithDataAsOrtValue
-            // and is released exactly once; releasing does not free the
-            // caller's data.
-            unsafe { (api.ReleaseValue)(v) };
+            if !v.is_null() {
+                // SAFETY: each pointer was returned by ORT (made over caller
+                // memory, or allocated by a run into an empty slot) and is
+                // released exactly once; releasing does not free caller data.
+                unsafe { (api.ReleaseValue)(v) };
+            }
         }
     }
 }
@@ -216,6 +316,12 @@ pub(crate) fn run(
     // and report the run as failed.
     let mut replaced = false;
     for (slot, &ours) in outputs.ptrs.iter_mut().zip(&before).take(outputs.len) {
+        if ours.is_null() {
+            if slot.is_null() {
+                replaced = true;
+            }
+            continue;
+        }
         if *slot != ours {
             if !slot.is_null() {
                 // SAFETY: a value ORT just returned to us, released once.
@@ -227,7 +333,7 @@ pub(crate) fn run(
     }
     if replaced {
         return Err(OrtFailure(
-            "ONNX Runtime replaced a pre-allocated output".into(),
+            "ONNX Runtime replaced a pre-allocated output or left one empty".into(),
         ));
     }
     Ok(())

@@ -1,0 +1,187 @@
+//! `[frontdoor]`: the KServe v2 / Triton-compatible HTTP and gRPC front
+//! door (crate `sluice-frontdoor`), and the tenants' bearer tokens it
+//! accepts. Off unless a listen address is set.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::ConfigError;
+use super::validate::range;
+
+/// Hard limits of the front door.
+pub mod limits {
+    /// Most front-door threads.
+    pub const THREAD_COUNT_MAX: u32 = 16;
+    /// Most requests in flight per front-door thread (its slot pool).
+    pub const SLOTS_MAX: u32 = 4096;
+    /// Largest request body accepted, bytes (the wire's frame limit less
+    /// the largest header).
+    pub const BODY_BYTES_MAX: u32 = (256 << 20) - 4096;
+    /// Smallest body limit that still fits a useful request.
+    pub const BODY_BYTES_MIN: u32 = 4096;
+    /// Largest reply frame, bytes.
+    pub const REPLY_BYTES_MAX: u32 = 256 << 20;
+    /// Smallest reply region (an error frame and a small answer).
+    pub const REPLY_BYTES_MIN: u32 = 4096;
+    /// Longest timeout of any kind, milliseconds.
+    pub const TIMEOUT_MS_MAX: u32 = 3_600_000;
+    /// Most bearer tokens per tenant.
+    pub const TOKENS_PER_TENANT_MAX: usize = 8;
+    /// Shortest bearer token accepted, bytes.
+    pub const TOKEN_LEN_MIN: usize = 16;
+}
+
+use limits::*;
+
+/// `[frontdoor]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FrontdoorCfg {
+    /// HTTP/1.1 and HTTP/2 (cleartext) listen address; "" is off.
+    pub http_listen: String,
+    /// gRPC (HTTP/2) listen address; "" is off.
+    pub grpc_listen: String,
+    /// Front-door threads (each runs its own event loop and slot pool).
+    pub threads: u32,
+    /// Cores to pin the front-door threads to, in order; empty: not pinned.
+    /// They should not be worker cores.
+    pub cores: Vec<usize>,
+    /// Requests in flight per thread: aligned request and reply slots
+    /// mapped at start-up.
+    pub slots: u32,
+    /// Largest request body, bytes: longer ones are refused with 413
+    /// before they are read.
+    pub body_bytes_max: u32,
+    /// Largest reply frame, bytes (a reply region per slot).
+    pub reply_bytes_max: u32,
+    /// A connection must deliver a request's headers within this,
+    /// milliseconds, counted from when it waits for them: slow clients are
+    /// cut off, and so are HTTP/1 keep-alive connections idle this long.
+    pub header_timeout_ms: u32,
+    /// An HTTP client must send the whole body within this, milliseconds
+    /// (else 408). gRPC messages are decoded whole by tonic before a slot
+    /// is taken, so a slow gRPC sender holds only its HTTP/2 stream.
+    pub body_timeout_ms: u32,
+    /// Most connections open per thread; more are closed at accept.
+    pub connections_max: u32,
+}
+
+impl Default for FrontdoorCfg {
+    fn default() -> Self {
+        FrontdoorCfg {
+            http_listen: String::new(),
+            grpc_listen: String::new(),
+            threads: 1,
+            cores: Vec::new(),
+            slots: 64,
+            body_bytes_max: 16 << 20,
+            reply_bytes_max: 16 << 20,
+            header_timeout_ms: 30_000,
+            body_timeout_ms: 10_000,
+            connections_max: 1024,
+        }
+    }
+}
+
+impl FrontdoorCfg {
+    /// Whether any listener is configured.
+    pub fn enabled(&self) -> bool {
+        !self.http_listen.is_empty() || !self.grpc_listen.is_empty()
+    }
+
+    /// Bytes of one request slot: the largest frame (header and body).
+    pub fn request_slot_bytes(&self) -> usize {
+        (self.body_bytes_max as usize + sluice_wire::limits::HEADER_LEN_MAX).next_multiple_of(64)
+    }
+
+    /// Checks ranges; `workers` are the worker cores.
+    pub fn validate(&self, workers: &[usize]) -> Result<(), ConfigError> {
+        let k = |f: &str| format!("frontdoor.{f}");
+        for (f, v) in [("http_listen", &self.http_listen), ("grpc_listen", &self.grpc_listen)] {
+            if !v.is_empty() && v.parse::<std::net::SocketAddr>().is_err() {
+                return Err(ConfigError::at(k(f), "not an IP:port address"));
+            }
+        }
+        // Port 0 asks for an ephemeral port each: those never collide.
+        let fixed = !self.http_listen.ends_with(":0");
+        if !self.http_listen.is_empty() && fixed && self.http_listen == self.grpc_listen {
+            return Err(ConfigError::at(
+                k("grpc_listen"),
+                "must differ from http_listen",
+            ));
+        }
+        range(&k("threads"), self.threads, 1, THREAD_COUNT_MAX)?;
+        if !self.cores.is_empty() && self.cores.len() != self.threads as usize {
+            return Err(ConfigError::at(
+                k("cores"),
+                "one core per front-door thread, or none",
+            ));
+        }
+        let ncpu = crate::sys::cores_configured();
+        for (i, &c) in self.cores.iter().enumerate() {
+            if c >= ncpu {
+                return Err(ConfigError::at(
+                    format!("frontdoor.cores[{i}]"),
+                    format!("core {c} does not exist (this host has {ncpu})"),
+                ));
+            }
+            if workers.contains(&c) {
+                return Err(ConfigError::at(
+                    format!("frontdoor.cores[{i}]"),
+                    format!("core {c} is a worker core: the front door runs off the pinned workers"),
+                ));
+            }
+        }
+        range(&k("slots"), self.slots, 1, SLOTS_MAX)?;
+        range(&k("body_bytes_max"), self.body_bytes_max, BODY_BYTES_MIN, BODY_BYTES_MAX)?;
+        range(&k("reply_bytes_max"), self.reply_bytes_max, REPLY_BYTES_MIN, REPLY_BYTES_MAX)?;
+        range(&k("header_timeout_ms"), self.header_timeout_ms, 1, TIMEOUT_MS_MAX)?;
+        range(&k("body_timeout_ms"), self.body_timeout_ms, 1, TIMEOUT_MS_MAX)?;
+        range(&k("connections_max"), self.connections_max, 1, 1 << 20)?;
+        Ok(())
+    }
+}
+
+/// Decodes a tenant's bearer token spec into the SHA-256 digest the front
+/// door compares: `sha256:<64 hex digits>` (the config holds only the
+/// digest) or `env:VAR` (the variable holds the token itself).
+pub fn decode_token(spec: &str) -> Result<[u8; 32], String> {
+    if let Some(h) = spec.strip_prefix("sha256:") {
+        let h = h.trim();
+        if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err("a sha256: token is 64 hex digits".into());
+        }
+        let mut out = [0u8; 32];
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap_or(0);
+        }
+        return Ok(out);
+    }
+    if let Some(var) = spec.strip_prefix("env:") {
+        let t = std::env::var(var).map_err(|_| format!("environment variable {var} is not set"))?;
+        return token_digest(t.trim().as_bytes());
+    }
+    Err("token must start with \"sha256:\" or \"env:\"".into())
+}
+
+/// The digest of a presented bearer token; refuses short ones.
+pub fn token_digest(token: &[u8]) -> Result<[u8; 32], String> {
+    if token.len() < TOKEN_LEN_MIN {
+        return Err(format!("a token is at least {TOKEN_LEN_MIN} bytes"));
+    }
+    Ok(Sha256::digest(token).into())
+}
+
+/// Checks a tenant's `tokens`.
+pub fn validate_tokens(key: &str, tokens: &[String]) -> Result<(), ConfigError> {
+    if tokens.len() > TOKENS_PER_TENANT_MAX {
+        return Err(ConfigError::at(
+            key,
+            format!("at most {TOKENS_PER_TENANT_MAX} tokens"),
+        ));
+    }
+    for (j, t) in tokens.iter().enumerate() {
+        decode_token(t).map_err(|m| ConfigError::at(format!("{key}[{j}]"), m))?;
+    }
+    Ok(())
+}

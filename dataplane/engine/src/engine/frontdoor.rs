@@ -1,0 +1,105 @@
+//! Starting the front door (crate `sluice-frontdoor`, which depends on this
+//! one): the engine builds the ingress rings and slot pools, hands each
+//! worker its side when it starts, and passes the front door's side to the
+//! start function given in [`EngineOptions::frontdoor`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::*;
+use crate::config::FrontdoorCfg;
+use crate::transport::ingress::{self, IngressPort};
+use crate::worker::Shared;
+
+/// What the front door gets from the engine.
+pub struct FrontdoorCtx {
+    /// `[frontdoor]`.
+    pub cfg: FrontdoorCfg,
+    /// One port per front-door thread: its slot pool and rings to every
+    /// worker.
+    pub ports: Vec<IngressPort>,
+    /// The tables workers read (routes, tenants, models) and the run state.
+    pub shared: Arc<Shared>,
+    /// Model metadata of the loaded sessions (`GET /v2/models/{m}`,
+    /// Triton's config, gRPC ModelMetadata/ModelConfig).
+    pub meta: crate::meta::MetaFn,
+}
+
+/// A running front door.
+pub trait FrontdoorHandle: Send + Sync {
+    /// Closes the listeners and ends the front-door threads.
+    fn stop(&mut self);
+    /// The bound HTTP address.
+    fn http_addr(&self) -> Option<SocketAddr>;
+    /// The bound gRPC address.
+    fn grpc_addr(&self) -> Option<SocketAddr>;
+    /// Its counters, for the engine's status.
+    fn stats_json(&self) -> serde_json::Value;
+}
+
+/// Starts a front door.
+pub type FrontdoorStart = fn(FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String>;
+
+impl Engine {
+    /// Builds the ingress rings when `[frontdoor]` is on; each worker takes
+    /// its side as it starts.
+    pub(super) fn prepare_ingress(&mut self) -> Result<(), EngineError> {
+        self.ingress_ports.clear();
+        self.ingress_workers.clear();
+        if !self.cfg.frontdoor.enabled() {
+            return Ok(());
+        }
+        if self.opts.frontdoor.is_none() {
+            return Err(EngineError::Unsupported(
+                "[frontdoor] is configured but this binary has no front door \
+                 (it is started by sluiced and by sluice-frontdoor)"
+                    .into(),
+            ));
+        }
+        let (ws, ports) = ingress::build(&self.cfg.frontdoor, self.cfg.engine.workers.len())
+            .map_err(|e| EngineError::Start(format!("front-door rings: {e}")))?;
+        self.ingress_workers = ws.into_iter().map(Some).collect();
+        self.ingress_ports = ports;
+        Ok(())
+    }
+
+    /// Starts the front door on the ports built by `prepare_ingress`.
+    pub(super) fn start_frontdoor(&mut self) -> Result<(), EngineError> {
+        let Some(start) = self.opts.frontdoor else {
+            return Ok(());
+        };
+        if self.ingress_ports.is_empty() {
+            return Ok(());
+        }
+        let ctx = FrontdoorCtx {
+            cfg: self.cfg.frontdoor.clone(),
+            ports: std::mem::take(&mut self.ingress_ports),
+            shared: Arc::clone(&self.shared),
+            meta: self.meta_fn(),
+        };
+        let h = start(ctx).map_err(|e| EngineError::Start(format!("front door: {e}")))?;
+        self.frontdoor = Some(h);
+        Ok(())
+    }
+
+    /// Stops the front door, if running.
+    pub(super) fn stop_frontdoor(&mut self) {
+        if let Some(mut h) = self.frontdoor.take() {
+            h.stop();
+        }
+    }
+
+    /// The front door's counters (`null` when it is not running).
+    pub fn frontdoor_stats(&self) -> serde_json::Value {
+        self.frontdoor
+            .as_ref()
+            .map_or(serde_json::Value::Null, |h| h.stats_json())
+    }
+
+    /// The front door's bound HTTP and gRPC addresses.
+    pub fn frontdoor_addrs(&self) -> (Option<SocketAddr>, Option<SocketAddr>) {
+        self.frontdoor
+            .as_ref()
+            .map_or((None, None), |h| (h.http_addr(), h.grpc_addr()))
+    }
+}

@@ -1,0 +1,225 @@
+//! A second frame source beside a worker's transport: frames the front
+//! door (crate `sluice-frontdoor`) builds from HTTP and gRPC requests.
+//!
+//! Each front-door thread owns a [`SlotPool`] and, per worker, one SPSC
+//! ring of requests to that worker and one SPSC ring of answers back. A
+//! worker drains its rings at the start of a burst, beside its transport,
+//! into the same classify/admit/run path as every other frame
+//! ([`Sources`]); the handler reads the tensors in the request slot in
+//! place and writes the answer into the slot's reply region, which goes
+//! back on the answer ring. Nothing is copied between the rings; the
+//! entries are slot numbers and lengths.
+
+mod ring;
+mod slots;
+mod source;
+mod wake;
+
+use std::sync::Arc;
+
+pub use ring::{Consumer, Producer, ring};
+pub use slots::{Done, Filling, Queued, SlotPool};
+pub use source::Sources;
+pub use wake::Wake;
+
+use crate::config::FrontdoorCfg;
+
+/// `RxPacket::buf` of an ingress frame has this bit set; bits 16..=30 name
+/// the front-door thread, bits 0..=15 the slot.
+pub const INGRESS_BIT: u32 = 1 << 31;
+
+fn ingress_id(thread: usize, slot: u32) -> u32 {
+    INGRESS_BIT | ((thread as u32) << 16) | slot
+}
+
+/// Whether a buffer id names an ingress slot.
+pub fn is_ingress(buf: u32) -> bool {
+    buf & INGRESS_BIT != 0
+}
+
+fn split_id(buf: u32) -> (usize, u32) {
+    (((buf & !INGRESS_BIT) >> 16) as usize, buf & 0xffff)
+}
+
+fn entry(slot: u32, len: u32) -> u64 {
+    (slot as u64) << 32 | len as u64
+}
+
+fn unentry(e: u64) -> (u32, u32) {
+    ((e >> 32) as u32, e as u32)
+}
+
+/// A worker's side: rings from and to every front-door thread.
+#[derive(Debug)]
+pub struct IngressWorker {
+    index: usize,
+    from: Vec<Consumer>,
+    to: Vec<Producer>,
+    pools: Vec<Arc<SlotPool>>,
+    port_wakes: Vec<Arc<Wake>>,
+    wake: Arc<Wake>,
+}
+
+impl IngressWorker {
+    /// The worker's index.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Front-door threads.
+    pub fn threads(&self) -> usize {
+        self.from.len()
+    }
+
+    /// The next request from thread `t`: its id and token.
+    fn pop(&mut self, t: usize) -> Option<(u32, Queued)> {
+        let (slot, len) = unentry(self.from[t].pop()?);
+        Some((ingress_id(t, slot), Queued::from_ring(&self.pools[t], slot, len)))
+    }
+
+    /// Whether any thread has a request waiting.
+    fn pending(&self) -> bool {
+        self.from.iter().any(|c| !c.is_empty())
+    }
+
+    /// Returns a slot to thread `t` with `len` reply bytes (0: no answer).
+    fn complete(&mut self, t: usize, q: Queued, len: u32) {
+        let slot = q.complete(&self.pools[t]);
+        // Cannot be full: the ring holds as many entries as the pool slots.
+        let pushed = self.to[t].push(entry(slot, len));
+        debug_assert!(pushed.is_ok());
+        self.port_wakes[t].notify();
+    }
+}
+
+/// Why a request could not be handed to a worker.
+#[derive(Debug)]
+pub enum SubmitError {
+    /// No such worker.
+    NoWorker(Filling),
+    /// The worker's ring is full (cannot happen while the ring is as large
+    /// as the pool; kept as an answer rather than an assumption).
+    Full(Filling),
+}
+
+/// A front-door thread's side: its slot pool and rings to every worker.
+#[derive(Debug)]
+pub struct IngressPort {
+    thread: usize,
+    pool: Arc<SlotPool>,
+    to: Vec<Producer>,
+    from: Vec<Consumer>,
+    worker_wakes: Vec<Arc<Wake>>,
+    wake: Arc<Wake>,
+}
+
+impl IngressPort {
+    /// This thread's index.
+    pub fn thread(&self) -> usize {
+        self.thread
+    }
+
+    /// Workers reachable.
+    pub fn workers(&self) -> usize {
+        self.to.len()
+    }
+
+    /// The slot pool.
+    pub fn pool(&self) -> &Arc<SlotPool> {
+        &self.pool
+    }
+
+    /// A free slot, or `None` when every slot is in flight.
+    pub fn alloc(&self) -> Option<Filling> {
+        self.pool.alloc()
+    }
+
+    /// Hands a request frame of `len` bytes to worker `w`.
+    pub fn submit(&mut self, f: Filling, len: usize, w: usize) -> Result<(), SubmitError> {
+        assert!(len <= self.pool.request_bytes());
+        let Some(ring) = self.to.get_mut(w) else {
+            return Err(SubmitError::NoWorker(f));
+        };
+        if ring.capacity() < self.pool.slots() as usize {
+            return Err(SubmitError::Full(f));
+        }
+        let slot = f.into_queued();
+        // The ring holds every slot of the pool: it cannot be full.
+        let pushed = ring.push(entry(slot, len as u32));
+        assert!(pushed.is_ok(), "ingress ring full");
+        self.worker_wakes[w].notify();
+        Ok(())
+    }
+
+    /// Every answer that has arrived.
+    pub fn drain(&mut self, mut f: impl FnMut(Done)) -> usize {
+        let mut n = 0;
+        for c in &mut self.from {
+            while let Some(e) = c.pop() {
+                let (slot, len) = unentry(e);
+                f(Done::from_ring(&self.pool, slot, len));
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// What wakes this thread: written by a worker that answered while the
+    /// thread was (about to be) asleep.
+    pub fn wake(&self) -> &Arc<Wake> {
+        &self.wake
+    }
+}
+
+/// Builds the rings and pools for `workers` workers and the configured
+/// front-door threads.
+pub fn build(
+    cfg: &FrontdoorCfg,
+    workers: usize,
+) -> std::io::Result<(Vec<IngressWorker>, Vec<IngressPort>)> {
+    let threads = cfg.threads as usize;
+    let slots = cfg.slots;
+    let pools: Vec<Arc<SlotPool>> = (0..threads)
+        .map(|_| {
+            SlotPool::new(slots, cfg.request_slot_bytes(), cfg.reply_bytes_max as usize)
+                .map(Arc::new)
+        })
+        .collect::<Result<_, _>>()?;
+    let worker_wakes: Vec<Arc<Wake>> = (0..workers)
+        .map(|_| Wake::new().map(Arc::new))
+        .collect::<Result<_, _>>()?;
+    let port_wakes: Vec<Arc<Wake>> = (0..threads)
+        .map(|_| Wake::new().map(Arc::new))
+        .collect::<Result<_, _>>()?;
+    let mut ws: Vec<IngressWorker> = (0..workers)
+        .map(|w| IngressWorker {
+            index: w,
+            from: Vec::with_capacity(threads),
+            to: Vec::with_capacity(threads),
+            pools: pools.clone(),
+            port_wakes: port_wakes.clone(),
+            wake: Arc::clone(&worker_wakes[w]),
+        })
+        .collect();
+    let mut ports: Vec<IngressPort> = (0..threads)
+        .map(|t| IngressPort {
+            thread: t,
+            pool: Arc::clone(&pools[t]),
+            to: Vec::with_capacity(workers),
+            from: Vec::with_capacity(workers),
+            worker_wakes: worker_wakes.clone(),
+            wake: Arc::clone(&port_wakes[t]),
+        })
+        .collect();
+    for port in &mut ports {
+        for w in &mut ws {
+            let (p, c) = ring(slots as usize);
+            port.to.push(p);
+            w.from.push(c);
+            let (p, c) = ring(slots as usize);
+            w.to.push(p);
+            port.from.push(c);
+        }
+    }
+    Ok((ws, ports))
+}

@@ -1,0 +1,100 @@
+//! What every front-door thread shares: the config, the engine's tables
+//! and run state, counters.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use sluice_engine::config::FrontdoorCfg;
+use sluice_engine::tables::Tables;
+use sluice_engine::worker::{Shared, state};
+
+/// Front-door counters (relaxed atomics; read by status and tests).
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// HTTP requests.
+    pub http_requests: AtomicU64,
+    /// gRPC calls.
+    pub grpc_requests: AtomicU64,
+    /// Inference requests handed to workers.
+    pub submitted: AtomicU64,
+    /// Answers received from workers.
+    pub answered: AtomicU64,
+    /// Requests refused with a 4xx.
+    pub refused_4xx: AtomicU64,
+    /// Requests answered with a 5xx.
+    pub failed_5xx: AtomicU64,
+    /// Tensor payload bytes copied into slots (binary data: one copy from
+    /// the HTTP/2 or HTTP/1 stack's buffers).
+    pub payload_bytes_copied: AtomicU64,
+    /// Tensor bytes converted from JSON numbers into slots.
+    pub json_bytes_converted: AtomicU64,
+    /// Output bytes copied into gRPC messages (prost encodes them into
+    /// tonic's buffer; HTTP sends them from the reply slot).
+    pub reply_bytes_copied: AtomicU64,
+    /// Connections closed at accept (frontdoor.connections_max).
+    pub connections_refused: AtomicU64,
+    /// Clients cut off for sending too slowly.
+    pub slow_clients: AtomicU64,
+}
+
+impl Stats {
+    /// Every counter, for status pages and tests.
+    pub fn to_json(&self) -> serde_json::Value {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        serde_json::json!({
+            "http_requests": g(&self.http_requests),
+            "grpc_requests": g(&self.grpc_requests),
+            "submitted": g(&self.submitted),
+            "answered": g(&self.answered),
+            "refused_4xx": g(&self.refused_4xx),
+            "failed_5xx": g(&self.failed_5xx),
+            "payload_bytes_copied": g(&self.payload_bytes_copied),
+            "json_bytes_converted": g(&self.json_bytes_converted),
+            "reply_bytes_copied": g(&self.reply_bytes_copied),
+            "connections_refused": g(&self.connections_refused),
+            "slow_clients": g(&self.slow_clients),
+        })
+    }
+
+    /// Adds to a counter.
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts a refusal by status class.
+    pub fn refusal(&self, status: http::StatusCode) {
+        if status.is_server_error() {
+            Stats::add(&self.failed_5xx, 1);
+        } else if status.is_client_error() {
+            Stats::add(&self.refused_4xx, 1);
+        }
+    }
+}
+
+/// Shared by all front-door threads.
+pub struct Ctx {
+    /// `[frontdoor]`.
+    pub cfg: FrontdoorCfg,
+    /// The engine's tables and run state.
+    pub shared: Arc<Shared>,
+    /// Model metadata.
+    pub meta: crate::models::Meta,
+    /// Workers.
+    pub workers: usize,
+    /// Round-robin cursor for worker choice.
+    pub rr: AtomicUsize,
+    /// Counters.
+    pub stats: Stats,
+}
+
+impl Ctx {
+    /// The tables as of now.
+    pub fn tables(&self) -> Arc<Tables> {
+        self.shared.tables.load().1
+    }
+
+    /// Whether the engine accepts new requests.
+    pub fn ready(&self) -> bool {
+        self.shared.state.load(Ordering::Acquire) == state::RUNNING
+    }
+}

@@ -1,0 +1,169 @@
+//! Each front-door thread's end of the ingress rings, kept in a thread
+//! local: the thread runs a current-thread runtime, so every task that
+//! touches it runs on it, and the port needs no lock. A drainer task
+//! sleeps on the thread's eventfd and hands each answer to the request
+//! waiting for it.
+
+use std::cell::RefCell;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use sluice_engine::tables::Tables;
+use sluice_engine::transport::ingress::{Done, Filling, IngressPort, SubmitError};
+use sluice_wire::ErrorCode;
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::oneshot;
+
+use crate::errors::Refusal;
+use crate::semantic::Semantic;
+
+struct Local {
+    port: IngressPort,
+    waiting: Vec<Option<oneshot::Sender<Done>>>,
+    next_rid: u64,
+}
+
+thread_local! {
+    static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
+}
+
+/// Installs this thread's port.
+pub fn install(port: IngressPort) {
+    let slots = port.pool().slots() as usize;
+    let thread = port.thread() as u64;
+    LOCAL.with(|l| {
+        *l.borrow_mut() = Some(Local {
+            port,
+            waiting: (0..slots).map(|_| None).collect(),
+            next_rid: thread << 48,
+        })
+    });
+}
+
+/// Removes this thread's port (at shutdown).
+pub fn uninstall() {
+    LOCAL.with(|l| l.borrow_mut().take());
+}
+
+fn with<R>(f: impl FnOnce(&mut Local) -> R) -> Result<R, Refusal> {
+    LOCAL.with(|l| match l.borrow_mut().as_mut() {
+        Some(local) => Ok(f(local)),
+        None => Err(Refusal::code(ErrorCode::ShuttingDown, "front door is stopping")),
+    })
+}
+
+/// A free slot and a fresh request id.
+pub fn alloc() -> Result<(Filling, u64), Refusal> {
+    with(|l| {
+        l.next_rid += 1;
+        l.port.alloc().map(|f| (f, l.next_rid))
+    })?
+    .ok_or_else(|| {
+        Refusal::code(
+            ErrorCode::Busy,
+            "every front-door slot is in flight (frontdoor.slots)",
+        )
+    })
+}
+
+/// Hands a built frame to worker `w`; resolves with its answer.
+pub fn submit(f: Filling, len: usize, w: usize) -> Result<oneshot::Receiver<Done>, Refusal> {
+    let slot = f.slot() as usize;
+    with(|l| {
+        let (tx, rx) = oneshot::channel();
+        match l.port.submit(f, len, w) {
+            Ok(()) => {
+                l.waiting[slot] = Some(tx);
+                Ok(rx)
+            }
+            Err(SubmitError::NoWorker(_)) => Err(Refusal::code(ErrorCode::Internal, "no such worker")),
+            Err(SubmitError::Full(_)) => Err(Refusal::code(ErrorCode::Busy, "worker ring full")),
+        }
+    })?
+}
+
+/// Picks the worker for a request: one serving the shard its route names
+/// (round robin among them), else any. The worker decides everything
+/// again (route, tenant, admission); this only spreads the load.
+pub fn pick_worker(tables: &Tables, sem: &Semantic, workers: usize, rr: &AtomicUsize) -> usize {
+    let n = rr.fetch_add(1, Ordering::Relaxed);
+    let workers = workers.max(1);
+    let mask = tables
+        .models
+        .resolve(&sem.model, &sem.version)
+        .and_then(|m| {
+            let key = sluice_engine::route::RouteKey {
+                model: &sem.model,
+                version: &m.version,
+                adapter: &sem.adapter,
+                intent: &sem.intent,
+                tenant: &sem.tenant.name,
+                json: None,
+            };
+            tables.routes.find(&key).map(|r| r.shard)
+        })
+        .and_then(|s| tables.shards.get(s))
+        .map_or(u64::MAX, |s| s.worker_mask);
+    let usable = |w: usize| w < 64 && mask & (1 << w) != 0;
+    let count = (0..workers).filter(|&w| usable(w)).count();
+    if count == 0 {
+        return n % workers;
+    }
+    (0..workers)
+        .filter(|&w| usable(w))
+        .nth(n % count)
+        .unwrap_or(0)
+}
+
+/// The eventfd, kept open by the `Wake` it belongs to for as long as the
+/// registration lives.
+struct Fd(Arc<sluice_engine::transport::ingress::Wake>);
+
+impl AsRawFd for Fd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.fd()
+    }
+}
+
+/// Hands answers to their requests until the port is uninstalled.
+pub async fn drain(wake: Arc<sluice_engine::transport::ingress::Wake>) {
+    // tokio deprecates the safe constructor because a raw fd could be
+    // closed while registered; `Fd` owns the Wake that owns the fd, so it
+    // cannot be here.
+    #[allow(deprecated)]
+    let registered = AsyncFd::with_interest(Fd(Arc::clone(&wake)), Interest::READABLE);
+    let Ok(afd) = registered else {
+        log::error!("front door: cannot watch the answer eventfd");
+        return;
+    };
+    loop {
+        wake.prepare_sleep();
+        let got = with(|l| {
+            let Local { port, waiting, .. } = l;
+            port.drain(|done| {
+                let slot = done.slot() as usize;
+                if let Some(tx) = waiting.get_mut(slot).and_then(Option::take) {
+                    // A request whose client went away drops its receiver:
+                    // the answer is dropped here and its slot is free.
+                    let _ = tx.send(done);
+                }
+            })
+        });
+        let Ok(n) = got else { return };
+        if n > 0 {
+            wake.awake();
+            tokio::task::yield_now().await;
+            continue;
+        }
+        match afd.readable().await {
+            Ok(mut g) => {
+                wake.clear();
+                g.clear_ready();
+            }
+            Err(_) => return,
+        }
+        wake.awake();
+    }
+}

@@ -1,0 +1,273 @@
+//! Front-door threads: each runs a current-thread tokio runtime with its
+//! own listeners (SO_REUSEPORT, so the kernel spreads connections), its
+//! own slot pool and rings, and a drainer for answers. None runs on a
+//! worker core.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use sluice_engine::engine::{FrontdoorCtx, FrontdoorHandle};
+use sluice_engine::transport::ingress::IngressPort;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::ctx::{Ctx, Stats};
+
+/// Which protocol a listener speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proto {
+    Http,
+    Grpc,
+}
+
+/// The running front door.
+pub struct Running {
+    stop: watch::Sender<bool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    http: Option<SocketAddr>,
+    grpc: Option<SocketAddr>,
+    ctx: Arc<Ctx>,
+}
+
+impl FrontdoorHandle for Running {
+    fn stop(&mut self) {
+        let _ = self.stop.send(true);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+
+    fn http_addr(&self) -> Option<SocketAddr> {
+        self.http
+    }
+
+    fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc
+    }
+
+    fn stats_json(&self) -> serde_json::Value {
+        self.ctx.stats.to_json()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        FrontdoorHandle::stop(self);
+    }
+}
+
+fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let domain = if addr.is_ipv4() {
+        socket2::Domain::IPV4
+    } else {
+        socket2::Domain::IPV6
+    };
+    let s = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.set_nodelay(true)?;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+/// Binds one listener per thread for `addr` (port 0: the first picks a
+/// port, the rest join it).
+fn bind_all(addr: &str, threads: usize) -> Result<(Vec<std::net::TcpListener>, Option<SocketAddr>), String> {
+    if addr.is_empty() {
+        return Ok((Vec::new(), None));
+    }
+    let mut a: SocketAddr = addr.parse().map_err(|_| format!("{addr}: not an IP:port"))?;
+    let mut out = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let l = bind(a).map_err(|e| format!("listen on {a}: {e}"))?;
+        a = l.local_addr().map_err(|e| e.to_string())?;
+        out.push(l);
+    }
+    Ok((out, Some(a)))
+}
+
+/// Starts the front door: the engine calls this (`EngineOptions::frontdoor`).
+pub fn start(c: FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String> {
+    let threads = c.cfg.threads as usize;
+    if c.ports.len() != threads {
+        return Err("one ingress port per front-door thread".into());
+    }
+    let workers = c.ports.first().map_or(0, IngressPort::workers);
+    let (mut http, http_addr) = bind_all(&c.cfg.http_listen, threads)?;
+    let (mut grpc, grpc_addr) = bind_all(&c.cfg.grpc_listen, threads)?;
+    let ctx = Arc::new(Ctx {
+        cfg: c.cfg,
+        shared: c.shared,
+        meta: crate::models::Meta::new(c.meta),
+        workers,
+        rr: AtomicUsize::new(0),
+        stats: Stats::default(),
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut handles = Vec::with_capacity(threads);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    for port in c.ports.into_iter().rev() {
+        let t = port.thread();
+        let h = http.pop();
+        let g = grpc.pop();
+        let ctx = Arc::clone(&ctx);
+        let stop = stop_rx.clone();
+        let ready = ready_tx.clone();
+        let core = ctx.cfg.cores.get(t).copied();
+        let th = std::thread::Builder::new()
+            .name(format!("sluice-fd{t}"))
+            .spawn(move || {
+                if let Some(core) = core
+                    && let Err(e) = sluice_engine::sys::pin_to_core(core)
+                {
+                    let _ = ready.send(Err(format!("front-door thread {t}: pin to core {core}: {e}")));
+                    return;
+                }
+                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready.send(Err(format!("front-door thread {t}: runtime: {e}")));
+                        return;
+                    }
+                };
+                rt.block_on(thread_main(ctx, port, h, g, stop, ready));
+            })
+            .map_err(|e| format!("spawn front-door thread: {e}"))?;
+        handles.push(th);
+    }
+    drop(ready_tx);
+    let mut running = Running {
+        stop: stop_tx,
+        threads: handles,
+        http: http_addr,
+        grpc: grpc_addr,
+        ctx,
+    };
+    for _ in 0..threads {
+        match ready_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                FrontdoorHandle::stop(&mut running);
+                return Err(e);
+            }
+            Err(_) => {
+                FrontdoorHandle::stop(&mut running);
+                return Err("front-door thread did not start".into());
+            }
+        }
+    }
+    log::info!(
+        "front door: http {:?}, grpc {:?}, {threads} thread(s)",
+        http_addr,
+        grpc_addr
+    );
+    Ok(Box::new(running))
+}
+
+async fn thread_main(
+    ctx: Arc<Ctx>,
+    port: IngressPort,
+    http: Option<std::net::TcpListener>,
+    grpc: Option<std::net::TcpListener>,
+    mut stop: watch::Receiver<bool>,
+    ready: std::sync::mpsc::Sender<Result<(), String>>,
+) {
+    let wake = Arc::clone(port.wake());
+    crate::dispatch::install(port);
+    let drainer = tokio::spawn(crate::dispatch::drain(wake));
+    let conns = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for (l, proto) in [(http, Proto::Http), (grpc, Proto::Grpc)] {
+        let Some(l) = l else { continue };
+        match TcpListener::from_std(l) {
+            Ok(l) => tasks.push(tokio::spawn(accept(
+                Arc::clone(&ctx),
+                l,
+                proto,
+                Arc::clone(&conns),
+                stop.clone(),
+            ))),
+            Err(e) => {
+                let _ = ready.send(Err(format!("listener: {e}")));
+                return;
+            }
+        }
+    }
+    let _ = ready.send(Ok(()));
+    let _ = stop.wait_for(|s| *s).await;
+    for t in &tasks {
+        t.abort();
+    }
+    drainer.abort();
+    crate::dispatch::uninstall();
+}
+
+async fn accept(
+    ctx: Arc<Ctx>,
+    l: TcpListener,
+    proto: Proto,
+    conns: Arc<AtomicUsize>,
+    stop: watch::Receiver<bool>,
+) {
+    let grpc_svc = crate::grpc::service(Arc::clone(&ctx));
+    loop {
+        let Ok((stream, _peer)) = l.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        if conns.load(Ordering::Relaxed) >= ctx.cfg.connections_max as usize {
+            Stats::add(&ctx.stats.connections_refused, 1);
+            drop(stream);
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        conns.fetch_add(1, Ordering::Relaxed);
+        let ctx = Arc::clone(&ctx);
+        let conns = Arc::clone(&conns);
+        let mut stop = stop.clone();
+        let grpc_svc = grpc_svc.clone();
+        tokio::spawn(async move {
+            let mut b = auto::Builder::new(TokioExecutor::new());
+            let header_timeout = Duration::from_millis(ctx.cfg.header_timeout_ms as u64);
+            b.http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout);
+            b.http2()
+                .timer(TokioTimer::new())
+                .keep_alive_interval(header_timeout)
+                .keep_alive_timeout(Duration::from_secs(20))
+                .max_concurrent_streams(ctx.cfg.slots);
+            let io = TokioIo::new(stream);
+            let served = match proto {
+                Proto::Http => {
+                    let c = Arc::clone(&ctx);
+                    let svc = hyper::service::service_fn(move |req| crate::http::handle(Arc::clone(&c), req));
+                    let conn = b.serve_connection(io, svc);
+                    tokio::select! {
+                        r = conn => r,
+                        _ = stop.wait_for(|s| *s) => Ok(()),
+                    }
+                }
+                Proto::Grpc => {
+                    let svc = hyper_util::service::TowerToHyperService::new(grpc_svc);
+                    let b = b.http2_only();
+                    let conn = b.serve_connection(io, svc);
+                    tokio::select! {
+                        r = conn => r,
+                        _ = stop.wait_for(|s| *s) => Ok(()),
+                    }
+                }
+            };
+            if let Err(e) = served {
+                log::debug!("front door connection: {e}");
+            }
+            conns.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
