@@ -1,7 +1,9 @@
 //! What a call reads, writes and counts: the types a host sees whether or
 //! not the WebAssembly runtime is built in (the engine's `wasm` feature).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
+#[cfg(feature = "runtime")]
+use std::sync::atomic::Ordering;
 
 use crate::abi::ErrorCode;
 
@@ -91,6 +93,7 @@ impl Fault {
         }
     }
 
+    #[cfg(feature = "runtime")]
     pub(crate) fn code(self) -> u64 {
         match self {
             Fault::Refused(_) => 1,
@@ -158,10 +161,12 @@ pub struct Stats {
     pub log_dropped: AtomicU64,
 }
 
+#[cfg(feature = "runtime")]
 pub(crate) fn bump(a: &AtomicU64, n: u64) {
     a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
 }
 
+#[cfg(feature = "runtime")]
 pub(crate) fn set(a: &AtomicU64, v: u64) {
     a.store(v, Ordering::Relaxed);
 }

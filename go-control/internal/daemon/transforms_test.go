@@ -69,6 +69,21 @@ func TestTransforms(t *testing.T) {
 	}
 }
 
+// An engine built without the `wasm` feature refuses a PUT as unsupported
+// (501) with its reason, and nothing is stored or listed.
+func TestTransformsWithoutTheFeature(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""))
+	registerChat(t, r)
+	r.fake.WithoutTransforms("schema transforms are not in this build: the engine was built without its `wasm` feature")
+	e := r.apiErr("PUT", "/v1/transforms/chat/1/2", component, 501, "unsupported")
+	if !strings.Contains(e.Message, "`wasm` feature") {
+		t.Fatalf("refusal does not name the feature: %s", e.Message)
+	}
+	if b := r.must("GET", "/v1/transforms", "", 200); strings.TrimSpace(string(b)) != "[]" {
+		t.Fatalf("listed after a refused PUT: %s", b)
+	}
+}
+
 func TestTransformsPersistAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	src := testConfig(t, dir)

@@ -39,6 +39,7 @@ type Fake struct {
 	retired  map[connKey]*engine.ConnectionTotals // per transport and worker: closed connections
 	runs     map[string]*fakeModel                // by key(name, version)
 	xforms   []engine.TransformStatus
+	noWasm   string // set by WithoutTransforms: PutTransform is unsupported
 	epoch    uint64
 }
 
@@ -763,9 +764,20 @@ var wasmMagic = []byte{0x00, 0x61, 0x73, 0x6d}
 // PutTransform implements engine.Engine. The fake checks only that the
 // module is a component (version 0x0d, layer 1) of a registered pair; the
 // real checks are the Rust engine's (dataplane/transform).
+// WithoutTransforms makes the fake an engine built without the `wasm`
+// feature: every PutTransform is refused as unsupported with why.
+func (f *Fake) WithoutTransforms(why string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.noWasm = why
+}
+
 func (f *Fake) PutTransform(subject string, from, to int, wasm []byte) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.noWasm != "" {
+		return 0, fmt.Errorf("%w: %s", errs.ErrUnsupported, f.noWasm)
+	}
 	if len(wasm) < 8 || !bytes.Equal(wasm[:4], wasmMagic) || wasm[6] != 1 {
 		return 0, fmt.Errorf("%w: transform %s %d -> %d: not a WebAssembly component", errs.ErrInvalidArgument, subject, from, to)
 	}
