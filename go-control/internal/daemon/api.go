@@ -150,6 +150,7 @@ func (d *Daemon) routeTable() []route {
 		f("POST /v1/reload", d.postReload),
 		f("GET /v1/jobs", d.getJobs),
 		f("GET /v1/load", d.getLoad),
+		f("GET /v1/load/fleet", d.getFleetLoad),
 		f("GET /ui/heatmap", heatmap.ServePage),
 		f("GET /openapi.json", d.getOpenAPI),
 		{"GET /metrics", d.metricsHandler()},

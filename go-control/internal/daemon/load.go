@@ -54,6 +54,33 @@ func (d *Daemon) getLoad(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, doc)
 }
 
+// LoadDoc is the load of q on this appliance (what the fleet shares).
+func (d *Daemon) LoadDoc(q heatmap.Query) (heatmap.Doc, error) { return d.loadOf(q, nil) }
+
+// errNoFleet: GET /v1/load/fleet on one host.
+var errNoFleet = fmt.Errorf("%w: not in fleet mode (control.store = \"nats\"): this appliance's load is GET /v1/load", errs.ErrUnsupported)
+
+// FleetLoadDoc is the body of GET /v1/load/fleet.
+type FleetLoadDoc struct {
+	Appliance  string        `json:"appliance"` // the one answering
+	WindowS    int           `json:"window_s"`
+	Appliances []heatmap.Doc `json:"appliances"`
+}
+
+// getFleetLoad answers GET /v1/load/fleet: the last FleetWindowS seconds
+// by shard of every appliance heard on NATS within FleetStale.
+func (d *Daemon) getFleetLoad(w http.ResponseWriter, r *http.Request) {
+	if len(r.URL.Query()) > 0 {
+		writeErr(w, fmt.Errorf("%w: GET /v1/load/fleet takes no parameters", errs.ErrInvalidArgument))
+		return
+	}
+	if d.opts.LoadFleet == nil {
+		writeErr(w, errNoFleet)
+		return
+	}
+	writeJSON(w, http.StatusOK, FleetLoadDoc{Appliance: applianceName(), WindowS: heatmap.FleetWindowS, Appliances: d.opts.LoadFleet.Docs()})
+}
+
 func applianceName() string {
 	h, err := os.Hostname()
 	if err != nil {

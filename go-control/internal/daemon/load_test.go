@@ -121,3 +121,9 @@ func TestGrafanaDashboardUsesExportedMetrics(t *testing.T) {
 		t.Fatal("the dashboard queries no sluice metric")
 	}
 }
+
+func TestFleetLoadOnOneHost(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""))
+	r.apiErr("GET", "/v1/load/fleet", "", 501, "unsupported")
+	r.apiErr("GET", "/v1/load/fleet?x=1", "", 400, "invalid_argument")
+}

@@ -46,8 +46,8 @@ func bad(format string, a ...any) error {
 }
 
 // ParseQuery reads from, to (Unix seconds; to defaults to the last whole
-// second, from to WindowDefault before it; a negative value is relative
-// to now: from=-60), step (seconds, 1..StepMax, default 1) and by (shard,
+// second, from to WindowDefault before it; 0 or a negative value is
+// relative to now: from=-60&to=0), step (seconds, 1..StepMax, default 1) and by (shard,
 // model or tenant; default shard). Every refusal wraps
 // errs.ErrInvalidArgument (400) and says the limit.
 func ParseQuery(v url.Values, now time.Time) (Query, error) {
@@ -66,9 +66,9 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 		}
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return 0, bad("%s=%q: want an integer (Unix seconds, or negative: seconds before now)", name, s)
+			return 0, bad("%s=%q: want an integer (Unix seconds, or 0 or negative: seconds before now)", name, s)
 		}
-		if n < 0 {
+		if n <= 0 {
 			n += nowS
 		}
 		return n, nil

@@ -98,6 +98,7 @@ struct WorkerHandle {
     counters: Arc<WorkerCounters>,
     hist: Arc<HistExchange>,
     spans: Arc<crate::trace::SpanRing>,
+    load: Arc<crate::load::LoadRing>,
 }
 
 /// Control-side state, behind one mutex: control calls are serialized.
