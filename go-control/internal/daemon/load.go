@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"time"
 
+	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
 	"github.com/sluice-ai/sluice/go-control/internal/heatmap"
@@ -42,6 +44,10 @@ func (d *Daemon) loadOf(q heatmap.Query, shards []string) (heatmap.Doc, error) {
 // per shard, model or tenant over time, from the engine's rings.
 func (d *Daemon) getLoad(w http.ResponseWriter, r *http.Request) {
 	q, err := heatmap.ParseQuery(r.URL.Query(), time.Now())
+	if errors.Is(err, heatmap.ErrOutOfRange) {
+		writeAPIError(w, http.StatusUnprocessableEntity, api.CodeOutOfRange, err.Error())
+		return
+	}
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -57,8 +63,8 @@ func (d *Daemon) getLoad(w http.ResponseWriter, r *http.Request) {
 // LoadDoc is the load of q on this appliance (what the fleet shares).
 func (d *Daemon) LoadDoc(q heatmap.Query) (heatmap.Doc, error) { return d.loadOf(q, nil) }
 
-// errNoFleet: GET /v1/load/fleet on one host.
-var errNoFleet = fmt.Errorf("%w: not in fleet mode (control.store = \"nats\"): this appliance's load is GET /v1/load", errs.ErrUnsupported)
+// errNoFleet: GET /v1/load/fleet on one host (404: there is no fleet).
+var errNoFleet = fmt.Errorf("%w: not in fleet mode (control.store = \"nats\"): this appliance's load is GET /v1/load", errs.ErrNotFound)
 
 // FleetLoadDoc is the body of GET /v1/load/fleet.
 type FleetLoadDoc struct {

@@ -30,23 +30,28 @@ func TestParseQueryDefaultsAndRelative(t *testing.T) {
 	}
 }
 
-func TestParseQueryRefusesWithTheLimit(t *testing.T) {
-	for _, c := range []struct{ q, want string }{
-		{"step=0", "1..60"},
-		{"step=61", "1..60"},
-		{"step=x", "1..60"},
-		{"from=abc", "integer"},
-		{"from=1799999000&to=1799998000", "after"},
-		{"from=-901&to=-1", "at most 900 s"},
-		{"to=1800000100", "future"},
-		{"by=gpu", "shard, model or tenant"},
-		{"frm=1", "unknown parameter"},
-		{"from=-1800000001", "after the Unix epoch"},
+func TestParseQueryRefusesSayingTheLimit(t *testing.T) {
+	for _, c := range []struct {
+		q, want  string
+		sentinel error
+	}{
+		{"step=0", "1..60", errs.ErrInvalidArgument},
+		{"step=61", "1..60", errs.ErrInvalidArgument},
+		{"step=x", "1..60", errs.ErrInvalidArgument},
+		{"from=abc", "integer", errs.ErrInvalidArgument},
+		{"by=gpu", "shard, model or tenant", errs.ErrInvalidArgument},
+		{"frm=1", "unknown parameter", errs.ErrInvalidArgument},
+		{"from=", "once, with a value", errs.ErrInvalidArgument},
+		{"by=shard&by=model", "once, with a value", errs.ErrInvalidArgument},
+		{"from=1799999000&to=1799998000", "after", ErrOutOfRange},
+		{"from=-901&to=-1", "at most 900 s", ErrOutOfRange},
+		{"to=1800000100", "future", ErrOutOfRange},
+		{"from=-1800000001", "after the Unix epoch", ErrOutOfRange},
 	} {
 		v, _ := url.ParseQuery(c.q)
 		_, err := ParseQuery(v, now)
-		if !errors.Is(err, errs.ErrInvalidArgument) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want invalid argument saying %q", c.q, err, c.want)
+		if !errors.Is(err, c.sentinel) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %v saying %q", c.q, err, c.sentinel, c.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@
 package heatmap
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -41,21 +42,34 @@ func (q Query) Columns() int { return int((q.To-q.From)/q.Step) + 1 }
 
 var dims = map[string]engine.LoadDim{"shard": engine.LoadByShard, "model": engine.LoadByModel, "tenant": engine.LoadByTenant}
 
+// ErrOutOfRange marks parameters that are each well formed but together
+// fall outside a limit (from after to, a window over SecondsMax, to in
+// the future, before the epoch): 422, where a malformed one is 400.
+var ErrOutOfRange = errors.New("out of range")
+
 func bad(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", errs.ErrInvalidArgument, fmt.Sprintf(format, a...))
+}
+
+func outOfRange(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrOutOfRange, fmt.Sprintf(format, a...))
 }
 
 // ParseQuery reads from, to (Unix seconds; to defaults to the last whole
 // second, from to WindowDefault before it; 0 or a negative value is
 // relative to now: from=-60&to=0), step (seconds, 1..StepMax, default 1) and by (shard,
 // model or tenant; default shard). Every refusal wraps
-// errs.ErrInvalidArgument (400) and says the limit.
+// errs.ErrInvalidArgument (400: malformed) or ErrOutOfRange (422: well
+// formed, outside a limit together) and says the limit.
 func ParseQuery(v url.Values, now time.Time) (Query, error) {
-	for k := range v {
+	for k, vals := range v {
 		switch k {
 		case "from", "to", "step", "by":
 		default:
 			return Query{}, bad("unknown parameter %q (want from, to, step, by)", k)
+		}
+		if len(vals) != 1 || vals[0] == "" {
+			return Query{}, bad("%s: give it once, with a value", k)
 		}
 	}
 	nowS := now.Unix()
@@ -87,13 +101,13 @@ func ParseQuery(v url.Values, now time.Time) (Query, error) {
 	}
 	switch {
 	case from <= 0 || to <= 0:
-		return Query{}, bad("from=%d to=%d: want seconds after the Unix epoch", from, to)
+		return Query{}, outOfRange("from=%d to=%d: want seconds after the Unix epoch", from, to)
 	case from > to:
-		return Query{}, bad("from=%d is after to=%d", from, to)
+		return Query{}, outOfRange("from=%d is after to=%d", from, to)
 	case to-from >= SecondsMax:
-		return Query{}, bad("from=%d to=%d spans %d s: at most %d s (the engine keeps %d one-second buckets)", from, to, to-from+1, SecondsMax, SecondsMax)
+		return Query{}, outOfRange("from=%d to=%d spans %d s: at most %d s (the engine keeps %d one-second buckets)", from, to, to-from+1, SecondsMax, SecondsMax)
 	case to > nowS+FutureSkewMax:
-		return Query{}, bad("to=%d is more than %d s in the future", to, FutureSkewMax)
+		return Query{}, outOfRange("to=%d is more than %d s in the future", to, FutureSkewMax)
 	}
 	byName := orDefault(v.Get("by"), "shard")
 	by, ok := dims[byName]
