@@ -669,6 +669,7 @@ mod conns {
     use super::{Outcome, SluiceStatus};
     use sluice_engine::Engine;
     use sluice_engine::config::TransportKind;
+    use sluice_engine::transport::ConnStatus;
 
     /// The RDMA listen address of a running RDMA engine.
     #[cfg(feature = "rdma")]
@@ -683,7 +684,7 @@ mod conns {
     }
 
     #[cfg(feature = "rdma")]
-    fn mine(eng: &Engine) -> Vec<sluice_engine::transport::rdma::ConnStatus> {
+    fn mine(eng: &Engine) -> Vec<ConnStatus> {
         let Some(listen) = rdma_listen(eng) else {
             return Vec::new();
         };
@@ -693,7 +694,7 @@ mod conns {
         v
     }
 
-    /// Both lists as JSON values (they share one shape).
+    /// Both totals lists as JSON values (TCP's carries more counters).
     fn values<A: serde::Serialize, B: serde::Serialize>(
         a: &[A],
         b: &[B],
@@ -709,15 +710,14 @@ mod conns {
     }
 
     pub(super) fn list_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
-        let tcp = if eng.is_running() {
-            eng.tcp_connections()
-        } else {
-            Vec::new()
-        };
         #[cfg(feature = "rdma")]
-        return values(&mine(eng), &tcp);
+        let mut all = mine(eng);
         #[cfg(not(feature = "rdma"))]
-        values::<(), _>(&[], &tcp)
+        let mut all: Vec<ConnStatus> = Vec::new();
+        if eng.is_running() {
+            all.extend(eng.tcp_connections());
+        }
+        serde_json::to_vec(&all)
     }
 
     pub(super) fn totals_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
