@@ -42,6 +42,12 @@ pub enum BatchSlot {
 
 const NO_BATCH: Reject = Reject::new(ErrorCode::Internal, "this model does not batch");
 
+/// The refusal of a stream frame to a model that keeps no streams.
+pub const NO_STREAMS: Reject = Reject::new(
+    ErrorCode::StreamUnsupported,
+    "this model keeps no streams",
+);
+
 /// Runs requests for one model version on one worker. Owned by that worker:
 /// no lock, no sharing.
 pub trait Handler: Send {
@@ -75,6 +81,32 @@ pub trait Handler: Send {
         _acct: &mut RunAccount,
     ) -> Result<usize, Reject> {
         Err(NO_BATCH)
+    }
+
+    /// Runs a frame of a stream (`req` carries the stream header `h`):
+    /// opens, steps, ends or cancels the stream in the handler's table and
+    /// writes the answer into `tx`; returns its length. The default keeps
+    /// no streams.
+    fn handle_stream(
+        &mut self,
+        _req: &Frame<&[u8]>,
+        h: sluice_wire::StreamHeader,
+        _adapter: Option<&str>,
+        _now_us: u64,
+        _tx: &mut [u8],
+        _acct: &mut RunAccount,
+    ) -> Result<usize, crate::streams::StreamRefusal> {
+        Err(crate::streams::StreamRefusal {
+            reject: NO_STREAMS,
+            seq: h.seq,
+            ended: false,
+        })
+    }
+
+    /// Reclaims idle streams (a bounded scan) and returns the stream
+    /// counts since the last call, with the streams open now.
+    fn stream_tick(&mut self, _now_us: u64) -> Option<(crate::streams::TableCounts, usize)> {
+        None
     }
 
     /// Writes the reply of a request stacked in the last batch run into

@@ -21,6 +21,10 @@ pub mod limits {
     pub const RX_BURST_MAX: usize = 256;
     /// Most shards.
     pub const SHARD_COUNT_MAX: usize = 32;
+    /// Most stream slots per worker and model.
+    pub const STREAMS_PER_WORKER_MAX: u32 = 4096;
+    /// Longest stream idle time, ms.
+    pub const STREAM_IDLE_MS_MAX: u32 = 3_600_000;
     /// Most routes.
     pub const ROUTE_COUNT_MAX: usize = 16_384;
     /// Most tenants.
@@ -148,6 +152,10 @@ pub struct Config {
     /// Request tracing (docs/observability.md).
     #[serde(default)]
     pub tracing: TracingCfg,
+    /// Stream limits (`[streams]`, docs/wire.md "Limits and errors of
+    /// streams").
+    #[serde(default)]
+    pub streams: StreamsCfg,
     /// Directory of the config file; relative paths resolve against it.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -526,6 +534,67 @@ pub struct ModelCfg {
     /// Overrides the shard's `batch_delay_us` for this model version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_delay_us: Option<u32>,
+    /// A stateful stream model: which outputs feed which inputs at the
+    /// next step (docs/wire.md "Streams").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<ModelStreamCfg>,
+}
+
+/// `[models.stream]`: the state a stream keeps between steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelStreamCfg {
+    /// The state pairs (1 to 8).
+    pub state: Vec<StatePairCfg>,
+}
+
+/// One state pair: `output` of a step feeds `input` of the next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatePairCfg {
+    /// Model input that takes the state.
+    pub input: String,
+    /// Model output that gives the next state.
+    pub output: String,
+    /// The state's shape.
+    pub shape: Vec<u64>,
+}
+
+/// `[streams]`: limits of the streams each worker keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StreamsCfg {
+    /// Slots per worker and stream model (preallocated at load).
+    pub per_worker: u32,
+    /// Open streams per tenant and worker.
+    pub per_tenant: u32,
+    /// A stream with no frame for this long is reclaimed.
+    pub idle_ms: u32,
+    /// Frames per stream.
+    pub frames_max: u32,
+}
+
+impl Default for StreamsCfg {
+    fn default() -> Self {
+        StreamsCfg {
+            per_worker: 64,
+            per_tenant: 64,
+            idle_ms: 10_000,
+            frames_max: 1 << 20,
+        }
+    }
+}
+
+impl StreamsCfg {
+    /// The limits of one worker's table.
+    pub fn limits(&self) -> crate::streams::StreamLimits {
+        crate::streams::StreamLimits {
+            per_worker: self.per_worker,
+            per_tenant: self.per_tenant,
+            idle_us: u64::from(self.idle_ms) * 1000,
+            frames_max: self.frames_max,
+        }
+    }
 }
 
 /// A LoRA adapter of a model.

@@ -377,7 +377,31 @@ impl<T: Transport> Worker<T> {
         }
     }
 
+    /// Reclaims idle streams (a bounded scan per model) and counts what
+    /// the stream tables did since the last tick.
+    fn stream_tick(&mut self) {
+        // The burst clock stands still while no frame comes: idle streams
+        // are judged by the wall clock (never behind the burst's).
+        let wall_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let now_us = self.now_us.max(wall_us);
+        let mut open = 0u64;
+        let mut any = false;
+        for h in self.handlers.iter_mut().flatten() {
+            if let Some((c, n)) = h.stream_tick(now_us) {
+                any = true;
+                open += n as u64;
+                self.counters.streams.add(&c);
+            }
+        }
+        if any {
+            self.counters.streams.open.store(open, Ordering::Relaxed);
+        }
+    }
+
     fn publish_stats(&mut self) {
+        self.stream_tick();
         self.last_publish = Instant::now();
         self.hist_out.publish(&self.hist);
         let c = self.transport.counters();
@@ -661,6 +685,7 @@ impl<T: Transport> Worker<T> {
         probes_sys::pool_alloc(|| (tx,));
         let now_us = self.now_us;
         let tx_len;
+        let mut stream_refusal = None;
         let result = {
             let (rxb, txb) = self.transport.frames(&pkt, tx);
             tx_len = txb.len();
@@ -681,7 +706,17 @@ impl<T: Transport> Worker<T> {
                     Some(h) => {
                         let adapter = Some(req.adapter()).filter(|a| !a.is_empty());
                         let mut acct = RunAccount::default();
-                        let r = h.handle(&req, adapter, txb, &mut acct);
+                        let r = match req.stream() {
+                            // A stream frame: its state lives in the
+                            // handler's table; a refusal says the seq.
+                            Some(sh) => h
+                                .handle_stream(&req, sh, adapter, now_us, txb, &mut acct)
+                                .map_err(|e| {
+                                    stream_refusal = Some((e.seq, e.ended));
+                                    e.reject
+                                }),
+                            None => h.handle(&req, adapter, txb, &mut acct),
+                        };
                         bump(
                             &self.counters.payload_bytes_copied,
                             acct.payload_bytes_copied,
@@ -733,6 +768,13 @@ impl<T: Transport> Worker<T> {
                         needed_len: r.needed_len,
                         buffer_len: tx_len,
                     }
+                } else if let Some((seq, ended)) = stream_refusal {
+                    Immediate::Stream {
+                        code: r.code,
+                        message: r.message,
+                        seq,
+                        ended,
+                    }
                 } else {
                     Immediate::Error(r.code, r.message)
                 };
@@ -762,7 +804,9 @@ impl<T: Transport> Worker<T> {
             return;
         };
         probes_sys::pool_alloc(|| (tx,));
-        if let Immediate::Error(code, _) | Immediate::Refused(crate::auth::Refusal { code, .. }) = r
+        if let Immediate::Error(code, _)
+        | Immediate::Stream { code, .. }
+        | Immediate::Refused(crate::auth::Refusal { code, .. }) = r
         {
             probes_sys::error(|| {
                 let f = Frame::new_unchecked(self.transport.rx_bytes(&pkt));
@@ -778,7 +822,7 @@ impl<T: Transport> Worker<T> {
             build_immediate(rxb, txb, &r, &self.tables)
         };
         match &r {
-            Immediate::Error(code, _) => {
+            Immediate::Error(code, _) | Immediate::Stream { code, .. } => {
                 if let Some(i) = traced {
                     self.trace_outcome(i, *code as u16);
                 }
