@@ -85,7 +85,12 @@ impl StateStream {
         r.map(|_| ())
     }
 
-    fn send(&mut self, c: &mut Client, req: Request<'_>, end: bool) -> Result<Response, ClientError> {
+    fn send(
+        &mut self,
+        c: &mut Client,
+        req: Request<'_>,
+        end: bool,
+    ) -> Result<Response, ClientError> {
         if self.ended {
             return Err(ClientError::Malformed("the stream has ended"));
         }
@@ -114,7 +119,9 @@ impl StateStream {
                     self.ended = true;
                     return Err(ClientError::Server {
                         code: sluice_wire::ErrorCode::StreamUnsupported,
-                        message: "the answer carries no stream header: the appliance keeps no streams".into(),
+                        message:
+                            "the answer carries no stream header: the appliance keeps no streams"
+                                .into(),
                         retryable: false,
                     });
                 };

@@ -122,13 +122,24 @@ fn reference() -> (Vec<f32>, Vec<f32>) {
 }
 
 fn tempdir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sluice-streams-{}-{}", std::process::id(), next_id()));
+    let d = std::env::temp_dir().join(format!(
+        "sluice-streams-{}-{}",
+        std::process::id(),
+        next_id()
+    ));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
 /// One step of stream `id`: `input` (context + chunk) and `sr`, signed.
-fn step_frame(id: u64, seq: u32, flags: u8, input: &[f32], state: Option<&[f32]>, buf: &mut [u8]) -> usize {
+fn step_frame(
+    id: u64,
+    seq: u32,
+    flags: u8,
+    input: &[f32],
+    state: Option<&[f32]>,
+    buf: &mut [u8],
+) -> usize {
     let x: Vec<u8> = input.iter().flat_map(|v| v.to_le_bytes()).collect();
     let sr = 16000i64.to_le_bytes();
     let st: Vec<u8> = state
@@ -190,7 +201,10 @@ fn ask(s: &UdpSocket, addr: SocketAddr, frame: &[u8]) -> Vec<u8> {
 fn prob(a: &[u8]) -> f32 {
     let f = Frame::new_checked(a).unwrap();
     assert_eq!(f.kind(), Kind::Response, "{:?}", f.error_body());
-    assert!(f.tensor("stateN").is_none(), "the state stays in the appliance");
+    assert!(
+        f.tensor("stateN").is_none(),
+        "the state stays in the appliance"
+    );
     let o = f.tensor("output").expect("output");
     f32::from_le_bytes(f.tensor_data(&o).try_into().unwrap())
 }
@@ -200,7 +214,8 @@ fn refusal(a: &[u8]) -> (ErrorCode, StreamHeader) {
     assert_eq!(f.kind(), Kind::Error);
     (
         f.error_body().unwrap().code().unwrap(),
-        f.stream().expect("a stream error carries the stream header"),
+        f.stream()
+            .expect("a stream error carries the stream header"),
     )
 }
 
@@ -239,7 +254,10 @@ fn silero_stream_equals_onnxruntime_python() {
         };
         let n = step_frame(0x5e5e, i as u32, flags, &input, None, &mut buf);
         let a = ask(&s, addr, &buf[..n]);
-        let sh = Frame::new_checked(&a[..]).unwrap().stream().expect("stream header");
+        let sh = Frame::new_checked(&a[..])
+            .unwrap()
+            .stream()
+            .expect("stream header");
         assert_eq!((sh.stream_id, sh.seq), (0x5e5e, i as u32));
         if i == last {
             assert!(sh.has(stream_flags::END));
@@ -258,15 +276,32 @@ fn silero_stream_equals_onnxruntime_python() {
         "silero stream: {} chunks, {speech} with speech, max |sluice - onnxruntime-python| = {max_diff:e}",
         got.len()
     );
-    assert!(speech > 50 && speech < want.len() - 20, "the audio has speech and pauses");
+    assert!(
+        speech > 50 && speech < want.len() - 20,
+        "the audio has speech and pauses"
+    );
     assert!(max_diff <= 1e-6, "probabilities differ by up to {max_diff}");
 
     // The stream ended with its END frame: the next frame is unknown.
     let input = vec![0f32; CHUNK + CONTEXT];
-    let n = step_frame(0x5e5e, want.len() as u32, stream_flags::CONTINUE, &input, None, &mut buf);
-    assert_eq!(refusal(&ask(&s, addr, &buf[..n])).0, ErrorCode::UnknownStream);
+    let n = step_frame(
+        0x5e5e,
+        want.len() as u32,
+        stream_flags::CONTINUE,
+        &input,
+        None,
+        &mut buf,
+    );
+    assert_eq!(
+        refusal(&ask(&s, addr, &buf[..n])).0,
+        ErrorCode::UnknownStream
+    );
     let st = e.stats();
-    assert_eq!(st.total(|w| w.payload_bytes_copied), 0, "no payload byte copied");
+    assert_eq!(
+        st.total(|w| w.payload_bytes_copied),
+        0,
+        "no payload byte copied"
+    );
     e.stop(Duration::ZERO);
 }
 
@@ -281,7 +316,10 @@ fn stream_rules_sequence_cancel_state_and_idle() {
     // A frame for a stream never opened.
     let n = step_frame(1, 3, stream_flags::CONTINUE, &input, None, &mut buf);
     let (code, sh) = refusal(&ask(&s, addr, &buf[..n]));
-    assert_eq!((code, sh.stream_id, sh.seq), (ErrorCode::UnknownStream, 1, 3));
+    assert_eq!(
+        (code, sh.stream_id, sh.seq),
+        (ErrorCode::UnknownStream, 1, 3)
+    );
 
     // Open, then a gap: refused with the seq the stream expects.
     let n = step_frame(1, 0, stream_flags::OPEN, &input, None, &mut buf);
@@ -298,7 +336,11 @@ fn stream_rules_sequence_cancel_state_and_idle() {
     let n = step_frame(1, 1, stream_flags::CONTINUE, &input, None, &mut buf);
     let p1 = prob(&ask(&s, addr, &buf[..n]));
     let n = step_frame(2, 0, stream_flags::OPEN, &input, None, &mut buf);
-    assert_eq!(prob(&ask(&s, addr, &buf[..n])), p0, "a new stream starts from zero state");
+    assert_eq!(
+        prob(&ask(&s, addr, &buf[..n])),
+        p0,
+        "a new stream starts from zero state"
+    );
     assert_ne!(p0, p1, "the state moved on");
 
     // The state input is the appliance's: a request carrying it is refused.
@@ -343,7 +385,10 @@ fn stream_rules_sequence_cancel_state_and_idle() {
     let sh = f.stream().unwrap();
     assert_eq!((sh.seq, sh.reason()), (1, EndReason::Cancelled));
     let n = step_frame(2, 1, stream_flags::CONTINUE, &input, None, &mut buf);
-    assert_eq!(refusal(&ask(&s, addr, &buf[..n])).0, ErrorCode::UnknownStream);
+    assert_eq!(
+        refusal(&ask(&s, addr, &buf[..n])).0,
+        ErrorCode::UnknownStream
+    );
 
     // Slots: 4 per worker; stream 1 is still open.
     for id in 10..13 {
@@ -357,7 +402,10 @@ fn stream_rules_sequence_cancel_state_and_idle() {
     // Idle for longer than idle_ms: reclaimed by the worker and counted.
     std::thread::sleep(Duration::from_millis(800));
     let n = step_frame(1, 2, stream_flags::CONTINUE, &input, None, &mut buf);
-    assert_eq!(refusal(&ask(&s, addr, &buf[..n])).0, ErrorCode::UnknownStream);
+    assert_eq!(
+        refusal(&ask(&s, addr, &buf[..n])).0,
+        ErrorCode::UnknownStream
+    );
     // The counts reach the stats at the worker's next tick (50 ms).
     let mut streams = e.stats().workers[0].streams;
     for _ in 0..100 {
@@ -371,5 +419,143 @@ fn stream_rules_sequence_cancel_state_and_idle() {
     assert_eq!(streams.reclaimed, 4, "streams 1, 10, 11, 12");
     assert_eq!(streams.open, 0);
     assert_eq!(streams.opened, 5, "1, 2, 10, 11, 12");
+    e.stop(Duration::ZERO);
+}
+
+/// The bundled stream model `accum` (models/accum.onnx: sN = s + x, y =
+/// sN / 2), so this runs in the workspace test run: two streams of one
+/// tenant interleaved on one worker, each answering half the running sum
+/// of its own inputs, exactly; a plain request to the same model still
+/// runs (it carries `s` itself).
+#[test]
+fn accum_streams_keep_their_own_state() {
+    let root = repo_root();
+    let text = format!(
+        r#"
+[engine]
+workers = [0]
+[io_uring]
+listen = "127.0.0.1:0"
+rx_buffers = 64
+tx_buffers = 64
+[onnxruntime]
+library = "{lib}"
+[[shards]]
+name = "s"
+[[routes]]
+name = "all"
+shard = "s"
+[[models]]
+name = "accum"
+version = "1.0.0"
+path = "{root}/models/accum.onnx"
+aliases = ["1"]
+[models.stream]
+state = [{{ input = "s", output = "sN", shape = [1, 8] }}]
+[[tenants]]
+name = "t"
+id = 7
+key = "hex:{KEY_HEX}"
+"#,
+        lib = ort_lib().display(),
+        root = root.display()
+    );
+    let mut e = Engine::new(
+        sluice_engine::Config::parse(&text, root).unwrap(),
+        EngineOptions {
+            no_pin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    e.start().unwrap();
+    let addr = e.local_addr().unwrap();
+    let s = client();
+    let mut buf = vec![0u8; 8192];
+    let frame = |id: u64, seq: u32, flags: u8, x: &[f32], state: Option<&[f32]>, buf: &mut [u8]| {
+        let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let sb: Vec<u8> = state
+            .unwrap_or(&[])
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let mut t = vec![TensorRepr {
+            name: "x",
+            dtype: DType::F32,
+            dims: &[1, 8],
+            data: Some(&xb),
+        }];
+        if state.is_some() {
+            t.push(TensorRepr {
+                name: "s",
+                dtype: DType::F32,
+                dims: &[1, 8],
+                data: Some(&sb),
+            });
+        }
+        let sh = StreamHeader {
+            stream_id: id,
+            seq,
+            flags,
+            ..StreamHeader::default()
+        }
+        .to_bytes();
+        let ext = [ExtRepr::stream(&sh)];
+        let repr = FrameRepr {
+            kind: Kind::Request,
+            request_id: next_id(),
+            tenant_id: 7,
+            deadline_us: fresh_deadline(),
+            model: "accum",
+            model_version: "1",
+            extensions: if flags == 0 { &[] } else { &ext },
+            tensors: &t,
+            ..FrameRepr::default()
+        };
+        let n = repr.emit(buf).unwrap().frame_len;
+        TenantKey::new(&key_bytes()).sign(&mut Frame::new_unchecked(&mut buf[..n]));
+        n
+    };
+    let y_of = |a: &[u8]| -> Vec<f32> {
+        let f = Frame::new_checked(a).unwrap();
+        assert_eq!(f.kind(), Kind::Response, "{:?}", f.error_body());
+        f.tensor_data(&f.tensor("y").unwrap())
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let mut sums = [[0f32; 8]; 2];
+    for step in 0..40u32 {
+        for (k, sum) in sums.iter_mut().enumerate() {
+            let x: Vec<f32> = (0..8)
+                .map(|i| ((i as i64 * 5 + step as i64 * 3 + k as i64 * 7) % 11 - 5) as f32 / 16.0)
+                .collect();
+            for (s, v) in sum.iter_mut().zip(&x) {
+                *s += v;
+            }
+            let flags = if step == 0 {
+                stream_flags::OPEN
+            } else {
+                stream_flags::CONTINUE
+            };
+            let n = frame(100 + k as u64, step, flags, &x, None, &mut buf);
+            let want: Vec<f32> = sum.iter().map(|v| v * 0.5).collect();
+            assert_eq!(
+                y_of(&roundtrip(&s, addr, &buf[..n])),
+                want,
+                "stream {k} step {step}"
+            );
+        }
+    }
+    // A plain request carries the state itself and keeps nothing.
+    let x = [1.0f32; 8];
+    let n = frame(0, 0, 0, &x, Some(&[2.0; 8]), &mut buf);
+    assert_eq!(y_of(&roundtrip(&s, addr, &buf[..n])), vec![1.5f32; 8]);
+    let st = e.stats();
+    assert_eq!(
+        st.total(|w| w.payload_bytes_copied),
+        0,
+        "no payload byte copied"
+    );
     e.stop(Duration::ZERO);
 }

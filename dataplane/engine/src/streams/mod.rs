@@ -107,9 +107,12 @@ pub fn write_end(
         extensions: &ext,
         ..FrameRepr::response_to(req)
     };
-    repr.emit(tx)
-        .map(|l| l.frame_len)
-        .map_err(|_| Reject::new(ErrorCode::ResponseTooLarge, "response does not fit the reply buffer"))
+    repr.emit(tx).map(|l| l.frame_len).map_err(|_| {
+        Reject::new(
+            ErrorCode::ResponseTooLarge,
+            "response does not fit the reply buffer",
+        )
+    })
 }
 
 /// The stream header of an error frame answering a stream frame with
@@ -122,7 +125,11 @@ pub fn error_header(h: StreamHeader, seq: u32, ended: bool) -> StreamHeader {
     StreamHeader {
         stream_id: h.stream_id,
         seq,
-        flags: if ends { (h.flags & (OPEN | CONTINUE)) | END } else { h.flags & !END },
+        flags: if ends {
+            (h.flags & (OPEN | CONTINUE)) | END
+        } else {
+            h.flags & !END
+        },
         end_reason: if ends { EndReason::Error as u8 } else { 0 },
         tokens_per_frame: 0,
         max_tokens: 0,

@@ -291,7 +291,12 @@ impl StreamTable {
         }
         if seq != e.next_seq {
             self.counts.refused += 1;
-            return Err(refuse(ErrorCode::StreamSequence, msg::SEQUENCE, e.next_seq, false));
+            return Err(refuse(
+                ErrorCode::StreamSequence,
+                msg::SEQUENCE,
+                e.next_seq,
+                false,
+            ));
         }
         if seq >= self.limits.frames_max {
             self.remove(slot);
@@ -508,7 +513,10 @@ mod tests {
         let e = t.step(1, 5, 5, 0).unwrap_err();
         assert_eq!((e.reject.code, e.ended), (ErrorCode::StreamLimit, true));
         assert_eq!(t.open(), 0);
-        assert_eq!(t.step(1, 5, 6, 0).unwrap_err().reject.code, ErrorCode::UnknownStream);
+        assert_eq!(
+            t.step(1, 5, 6, 0).unwrap_err().reject.code,
+            ErrorCode::UnknownStream
+        );
     }
 
     #[test]
@@ -518,10 +526,16 @@ mod tests {
             t.open_stream(1, id, 0, 0).unwrap();
         }
         let e = t.open_stream(1, 4, 0, 0).unwrap_err();
-        assert_eq!((e.reject.code, e.reject.message), (ErrorCode::StreamLimit, msg::TENANT_FULL));
+        assert_eq!(
+            (e.reject.code, e.reject.message),
+            (ErrorCode::StreamLimit, msg::TENANT_FULL)
+        );
         t.open_stream(2, 1, 0, 0).unwrap();
         let e = t.open_stream(3, 1, 0, 0).unwrap_err();
-        assert_eq!((e.reject.code, e.reject.message), (ErrorCode::StreamLimit, msg::WORKER_FULL));
+        assert_eq!(
+            (e.reject.code, e.reject.message),
+            (ErrorCode::StreamLimit, msg::WORKER_FULL)
+        );
         assert!(e.reject.code.retryable());
         let s = t.step(2, 1, 0, 0).unwrap();
         t.end(s);
@@ -535,10 +549,16 @@ mod tests {
         t.open_stream(1, 1, 0, 0).unwrap();
         t.open_stream(1, 2, 0, 500).unwrap();
         assert_eq!(t.reclaim_idle(1_200, 4), 1, "only the first is idle");
-        assert_eq!(t.step(1, 1, 0, 1_200).unwrap_err().reject.code, ErrorCode::UnknownStream);
+        assert_eq!(
+            t.step(1, 1, 0, 1_200).unwrap_err().reject.code,
+            ErrorCode::UnknownStream
+        );
         assert!(t.step(1, 2, 0, 1_200).is_ok());
         // Expired but not scanned yet: unknown too, and counted.
-        assert_eq!(t.step(1, 2, 0, 5_000).unwrap_err().reject.code, ErrorCode::UnknownStream);
+        assert_eq!(
+            t.step(1, 2, 0, 5_000).unwrap_err().reject.code,
+            ErrorCode::UnknownStream
+        );
         assert_eq!(t.counts().reclaimed, 2);
         assert_eq!(t.open(), 0);
     }
@@ -559,7 +579,9 @@ mod tests {
         let mut open = std::collections::BTreeMap::new();
         let mut x = 1u64;
         for round in 0..2_000u64 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let id = (x >> 33) % 40 + 1;
             if let Some(slot) = open.remove(&id) {
                 t.end(slot);

@@ -67,7 +67,8 @@ impl StateSpec {
 
 /// Messages of stream refusals.
 pub(crate) mod smsg {
-    pub const STATE_INPUT: &str = "a state input is kept by the appliance; send only the step's inputs";
+    pub const STATE_INPUT: &str =
+        "a state input is kept by the appliance; send only the step's inputs";
     pub const STATE_PLACE: &str = "ONNX Runtime did not write the state in place";
 }
 
@@ -97,10 +98,15 @@ impl OrtModel {
                 .outputs
                 .iter()
                 .position(|x| x.name == p.output)
-                .ok_or_else(|| format!("state output {:?} is not an output of the model", p.output))?;
+                .ok_or_else(|| {
+                    format!("state output {:?} is not an output of the model", p.output)
+                })?;
             let (i, o) = (&self.inputs[input], &self.outputs[output]);
             if i.dtype != o.dtype {
-                return Err(format!("state {} and {} differ in dtype", p.input, p.output));
+                return Err(format!(
+                    "state {} and {} differ in dtype",
+                    p.input, p.output
+                ));
             }
             if p.dims.len() != i.rank || p.dims.len() != o.rank || p.dims.len() > RANK_MAX {
                 return Err(format!(
@@ -177,7 +183,9 @@ impl OrtModel {
         tx: &mut [u8],
         stats: &mut RunStats,
     ) -> Result<usize, Reject> {
-        let r = self.step_inner(req, adapter, spec, state_in, state_out, extensions, tx, stats);
+        let r = self.step_inner(
+            req, adapter, spec, state_in, state_out, extensions, tx, stats,
+        );
         match &r {
             Ok(_) => stats.runs += 1,
             Err(e) if e.code == ErrorCode::InferenceFailed => stats.failures += 1,
@@ -227,8 +235,15 @@ impl OrtModel {
         let mut tally = Tally::new(&mut self.output_stats);
 
         let mut inputs = Values::new();
-        let mut fed = feed_inputs(&self.inputs, &self.memory, req, &descs, &in_shapes, &mut inputs)
-            .map_err(|e| ort_failed(&mut self.last_error, e))?;
+        let mut fed = feed_inputs(
+            &self.inputs,
+            &self.memory,
+            req,
+            &descs,
+            &in_shapes,
+            &mut inputs,
+        )
+        .map_err(|e| ort_failed(&mut self.last_error, e))?;
         tally.add_inputs(&fed);
         for s in &spec.states {
             let data = &state_in[s.offset..s.offset + s.len];
@@ -290,7 +305,8 @@ impl OrtModel {
         outputs.release();
         drop(outputs);
         drop(inputs);
-        repr.emit(tx).map_err(|e| header_err(e, layout0.frame_len))?;
+        repr.emit(tx)
+            .map_err(|e| header_err(e, layout0.frame_len))?;
         tally.add_to(stats);
         Ok(layout0.frame_len)
     }
