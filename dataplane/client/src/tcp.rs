@@ -2,7 +2,10 @@
 //! vectored write: the header from the client's buffer, raw tensor bytes
 //! straight from the caller's memory. Answers are read through a buffer:
 //! a small frame is taken out of it, a large one is read by the kernel
-//! straight into its own allocation.
+//! straight into its own allocation: a buffer the caller gave back
+//! ([`TcpLink::recycle`]) when it is large enough, so a stream of large
+//! answers lands in memory already mapped instead of faulting in fresh
+//! pages for every answer.
 
 use std::io::{ErrorKind, IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -39,6 +42,12 @@ pub(crate) struct TcpLink {
     /// A large frame being read into its own buffer (what is in), and its
     /// length.
     big: Option<(Vec<u8>, usize)>,
+    /// One large buffer given back by the caller, for the next large frame
+    /// (at most one is kept: the memory held stays bounded by the largest
+    /// answer).
+    spare: Option<Vec<u8>>,
+    /// Large frames read into a recycled buffer.
+    pub recycled_frames: u64,
     /// Frames copied whole out of `rbuf` (small ones), and every byte
     /// copied out of it (with the start of large frames that was there).
     pub copied_frames: u64,
@@ -55,6 +64,8 @@ impl TcpLink {
             rstart: 0,
             rend: 0,
             big: None,
+            spare: None,
+            recycled_frames: 0,
             copied_frames: 0,
             copied_bytes: 0,
         }
@@ -175,6 +186,16 @@ impl TcpLink {
         }
     }
 
+    /// Keeps `buf` (a large answer's memory the caller is done with) for
+    /// the next large frame, if it is larger than the one kept already.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        if buf.capacity() > self.rbuf.len()
+            && self.spare.as_ref().is_none_or(|s| s.capacity() < buf.capacity())
+        {
+            self.spare = Some(buf);
+        }
+    }
+
     /// A frame that is in already, if any; prepares the buffers for the
     /// next read otherwise.
     fn take_frame(&mut self) -> std::io::Result<Option<Vec<u8>>> {
@@ -196,7 +217,17 @@ impl TcpLink {
             }
             if len > self.rbuf.len() {
                 // Large: the rest goes straight into the frame's own memory.
-                let mut v = Vec::with_capacity(len);
+                let mut v = match self.spare.take() {
+                    Some(mut v) if v.capacity() >= len => {
+                        v.clear();
+                        self.recycled_frames += 1;
+                        v
+                    }
+                    other => {
+                        self.spare = other;
+                        Vec::with_capacity(len)
+                    }
+                };
                 v.extend_from_slice(&self.rbuf[self.rstart..self.rend]);
                 self.copied_bytes += avail as u64;
                 self.rstart = 0;
