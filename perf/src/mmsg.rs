@@ -135,9 +135,8 @@ impl<'m> MmsgTransport<'m> {
             }
             // SAFETY: `hdrs[..n]` point at `iov[..n]`, which point into
             // `self.tx`; all outlive the call, which only reads them.
-            let r = unsafe {
-                libc::sendmmsg(self.sock.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0)
-            };
+            let r =
+                unsafe { libc::sendmmsg(self.sock.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0) };
             if r < 0 {
                 let e = std::io::Error::last_os_error();
                 match e.kind() {

@@ -190,7 +190,10 @@ impl TcpLink {
     /// the next large frame, if it is larger than the one kept already.
     pub fn recycle(&mut self, buf: Vec<u8>) {
         if buf.capacity() > self.rbuf.len()
-            && self.spare.as_ref().is_none_or(|s| s.capacity() < buf.capacity())
+            && self
+                .spare
+                .as_ref()
+                .is_none_or(|s| s.capacity() < buf.capacity())
         {
             self.spare = Some(buf);
         }
