@@ -16,6 +16,9 @@ use sluice_wire::{FIXED_HEADER_LEN, Frame};
 /// Read buffer: frames up to this size are read through it.
 const READ_BUF_BYTES: usize = 64 << 10;
 
+/// Sleep between reads of a large frame's body in blocking mode.
+const BODY_POLL_SLEEP: Duration = Duration::from_micros(20);
+
 /// A frame length the stream declares, or why it cannot be one.
 fn declared_len(hdr: &[u8]) -> std::io::Result<usize> {
     let f = Frame::new_unchecked(hdr);
@@ -144,7 +147,12 @@ impl TcpLink {
             if let Some(f) = self.take_frame()? {
                 return Ok(Some(f));
             }
-            let nonblocking = spin || !block;
+            // The body of a large frame is read without blocking, with short
+            // sleeps while nothing is there: it arrives in many segments,
+            // and a blocking read would sleep and wake once per segment
+            // (each wake-up 20-50 µs on a VM, far more on a loaded host).
+            let polled = block && !spin && self.big.is_some();
+            let nonblocking = spin || !block || polled;
             self.set_nonblocking(nonblocking)?;
             let Some(s) = self.stream.as_mut() else {
                 return Err(ErrorKind::NotConnected.into());
@@ -176,7 +184,12 @@ impl TcpLink {
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if !block || !spin || until.is_some_and(|u| Instant::now() >= u) {
+                    let expired = until.is_some_and(|u| Instant::now() >= u);
+                    if polled && !expired {
+                        std::thread::sleep(BODY_POLL_SLEEP);
+                        continue;
+                    }
+                    if !block || !spin || expired {
                         return Ok(None);
                     }
                     std::hint::spin_loop();
