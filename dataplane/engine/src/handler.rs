@@ -103,6 +103,36 @@ pub trait Handler: Send {
         })
     }
 
+    /// The model name and a signature of its stream state (state names,
+    /// dtypes, shapes); `None`: the handler keeps no streams.
+    fn stream_identity(&self) -> Option<(&str, u64)> {
+        None
+    }
+
+    /// Whether the handler holds stream (`tenant`, `stream_id`).
+    fn holds_stream(&self, _tenant: u32, _stream_id: u64) -> bool {
+        false
+    }
+
+    /// Removes a stream: its next seq and its current state (valid until
+    /// the handler is used again).
+    fn take_stream(&mut self, _tenant: u32, _stream_id: u64) -> Option<(u32, &[u8])> {
+        None
+    }
+
+    /// Takes over a stream another version of the model held (an alias
+    /// switch): copies its state into a slot of this handler's table.
+    fn adopt_stream(
+        &mut self,
+        _tenant: u32,
+        _stream_id: u64,
+        _next_seq: u32,
+        _state: &[u8],
+        _now_us: u64,
+    ) -> bool {
+        false
+    }
+
     /// Reclaims idle streams (a bounded scan) and returns the stream
     /// counts since the last call, with the streams open now.
     fn stream_tick(&mut self, _now_us: u64) -> Option<(crate::streams::TableCounts, usize)> {

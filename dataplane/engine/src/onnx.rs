@@ -57,11 +57,13 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
             Some((spec, table))
         }
     };
+    let stream_sig = streams.as_ref().map_or(0, |(spec, _)| spec.signature(&model));
     Ok(Box::new(OrtHandler {
         model,
         stats: sluice_infer::RunStats::default(),
         slots: vec![sluice_infer::BatchSlot::Left; sluice_infer::BATCH_ROWS_MAX],
         streams,
+        stream_sig,
     }))
 }
 
@@ -82,6 +84,8 @@ struct OrtHandler {
     slots: Vec<sluice_infer::BatchSlot>,
     /// A stateful stream model: where its state lies and its streams.
     streams: Option<(sluice_infer::StateSpec, crate::streams::StreamTable)>,
+    /// The state's signature (an alias switch keeps streams across equal ones).
+    stream_sig: u64,
 }
 
 /// Idle slots a tick looks at per stream model (a bounded scan).
@@ -130,6 +134,34 @@ impl Handler for OrtHandler {
         });
         acct.payload_bytes_copied += stats.payload_bytes_copied - before;
         r
+    }
+
+    fn stream_identity(&self) -> Option<(&str, u64)> {
+        self.streams.as_ref().map(|_| (self.model.name(), self.stream_sig))
+    }
+
+    fn holds_stream(&self, tenant: u32, stream_id: u64) -> bool {
+        self.streams
+            .as_ref()
+            .is_some_and(|(_, t)| t.contains(tenant, stream_id))
+    }
+
+    fn take_stream(&mut self, tenant: u32, stream_id: u64) -> Option<(u32, &[u8])> {
+        let (_, t) = self.streams.as_mut()?;
+        t.take(tenant, stream_id)
+    }
+
+    fn adopt_stream(
+        &mut self,
+        tenant: u32,
+        stream_id: u64,
+        next_seq: u32,
+        state: &[u8],
+        now_us: u64,
+    ) -> bool {
+        self.streams
+            .as_mut()
+            .is_some_and(|(_, t)| t.adopt(tenant, stream_id, next_seq, state, now_us))
     }
 
     fn stream_tick(&mut self, now_us: u64) -> Option<(crate::streams::TableCounts, usize)> {

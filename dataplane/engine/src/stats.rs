@@ -241,6 +241,9 @@ pub struct StreamCounters {
     pub steps: AtomicU64,
     /// Streams open at the last tick (a gauge).
     pub open: AtomicU64,
+    /// Streams moved to another version of their model (an alias switch
+    /// to one with the same state shapes; the state copied once).
+    pub moved: AtomicU64,
 }
 
 impl StreamCounters {
@@ -269,6 +272,8 @@ pub struct StreamStats {
     pub steps: u64,
     /// Streams open.
     pub open: u64,
+    /// Streams moved across an alias switch.
+    pub moved: u64,
 }
 
 /// Upper bounds of the batch-size buckets (rows per run); a last bucket

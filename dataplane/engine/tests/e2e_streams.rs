@@ -559,3 +559,153 @@ key = "hex:{KEY_HEX}"
     );
     e.stop(Duration::ZERO);
 }
+
+/// An alias switch under a stream: to a version whose state has the same
+/// shapes, the stream goes on (its state moved over, once); to one whose
+/// state has other shapes, the next frame ends the stream with
+/// `stream_state_mismatch`.
+#[test]
+fn alias_switch_keeps_or_ends_the_stream() {
+    let root = repo_root();
+    let model = |version: &str, alias: &str, shape: &str| {
+        format!(
+            r#"
+[[models]]
+name = "accum"
+version = "{version}"
+path = "{root}/models/accum.onnx"
+aliases = [{alias}]
+[models.stream]
+state = [{{ input = "s", output = "sN", shape = {shape} }}]
+"#,
+            root = root.display()
+        )
+    };
+    let text = format!(
+        r#"
+[engine]
+workers = [0]
+[io_uring]
+listen = "127.0.0.1:0"
+rx_buffers = 64
+tx_buffers = 64
+[onnxruntime]
+library = "{lib}"
+[[shards]]
+name = "s"
+[[routes]]
+name = "all"
+shard = "s"
+{m1}{m2}{m3}
+[[tenants]]
+name = "t"
+id = 7
+key = "hex:{KEY_HEX}"
+"#,
+        lib = ort_lib().display(),
+        m1 = model("1.0.0", "\"live\"", "[1, 8]"),
+        m2 = model("2.0.0", "", "[1, 8]"),
+        m3 = model("3.0.0", "", "[2, 8]"),
+    );
+    let mut e = Engine::new(
+        sluice_engine::Config::parse(&text, root).unwrap(),
+        EngineOptions {
+            no_pin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    e.start().unwrap();
+    let addr = e.local_addr().unwrap();
+    let s = client();
+    let mut buf = vec![0u8; 8192];
+    let step = |seq: u32, buf: &mut [u8]| {
+        let x = [0.25f32; 8];
+        let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let t = [TensorRepr {
+            name: "x",
+            dtype: DType::F32,
+            dims: &[1, 8],
+            data: Some(&xb),
+        }];
+        let sh = StreamHeader {
+            stream_id: 5,
+            seq,
+            flags: if seq == 0 {
+                stream_flags::OPEN
+            } else {
+                stream_flags::CONTINUE
+            },
+            ..StreamHeader::default()
+        }
+        .to_bytes();
+        let ext = [ExtRepr::stream(&sh)];
+        let repr = FrameRepr {
+            kind: Kind::Request,
+            request_id: next_id(),
+            tenant_id: 7,
+            deadline_us: fresh_deadline(),
+            model: "accum",
+            model_version: "live",
+            extensions: &ext,
+            tensors: &t,
+            ..FrameRepr::default()
+        };
+        let n = repr.emit(buf).unwrap().frame_len;
+        TenantKey::new(&key_bytes()).sign(&mut Frame::new_unchecked(&mut buf[..n]));
+        n
+    };
+    let answer = |a: &[u8]| -> (String, Option<f32>, Option<ErrorCode>, StreamHeader) {
+        let f = Frame::new_checked(a).unwrap();
+        let sh = f.stream().unwrap();
+        match f.kind() {
+            Kind::Response => {
+                let y = f.tensor_data(&f.tensor("y").unwrap());
+                (
+                    f.model_version().to_string(),
+                    Some(f32::from_le_bytes(y[..4].try_into().unwrap())),
+                    None,
+                    sh,
+                )
+            }
+            _ => (String::new(), None, f.error_body().unwrap().code(), sh),
+        }
+    };
+    for seq in 0..3 {
+        let n = step(seq, &mut buf);
+        let (v, y, _, _) = answer(&roundtrip(&s, addr, &buf[..n]));
+        assert_eq!((v.as_str(), y), ("1.0.0", Some(0.125 * (seq + 1) as f32)));
+    }
+    // Same state shapes: the stream goes on where it was, on 2.0.0.
+    e.set_alias("accum", "live", "2.0.0").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let n = step(3, &mut buf);
+    let (v, y, _, _) = answer(&roundtrip(&s, addr, &buf[..n]));
+    assert_eq!(
+        (v.as_str(), y),
+        ("2.0.0", Some(0.5)),
+        "the state moved over"
+    );
+    // Other shapes: the stream ends with a clear error.
+    e.set_alias("accum", "live", "3.0.0").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let n = step(4, &mut buf);
+    let (_, _, code, sh) = answer(&roundtrip(&s, addr, &buf[..n]));
+    assert_eq!(code, Some(ErrorCode::StreamStateMismatch));
+    assert!(sh.has(stream_flags::END) && sh.reason() == EndReason::Error);
+    let n = step(5, &mut buf);
+    assert_eq!(
+        answer(&roundtrip(&s, addr, &buf[..n])).2,
+        Some(ErrorCode::UnknownStream)
+    );
+    let mut moved = 0;
+    for _ in 0..100 {
+        moved = e.stats().workers[0].streams.moved;
+        if moved > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(moved, 1);
+    e.stop(Duration::ZERO);
+}

@@ -129,6 +129,7 @@ impl Engine {
                     refused: ld(&c.streams.refused),
                     steps: ld(&c.streams.steps),
                     open: ld(&c.streams.open),
+                    moved: ld(&c.streams.moved),
                 },
                 not_sluice: ld(&c.not_sluice),
                 tx_no_buffers: ld(&c.tx_no_buffers),

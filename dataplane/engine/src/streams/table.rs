@@ -323,6 +323,43 @@ impl StreamTable {
         }
     }
 
+    /// Whether (`tenant`, `stream_id`) is open here.
+    pub fn contains(&self, tenant: u32, stream_id: u64) -> bool {
+        self.find(tenant, stream_id).is_ok()
+    }
+
+    /// Removes a stream and returns its next seq and current state (the
+    /// slot's memory is not reused before the next open).
+    pub fn take(&mut self, tenant: u32, stream_id: u64) -> Option<(u32, &[u8])> {
+        let at = self.find(tenant, stream_id).ok()?;
+        let slot = SlotId(self.index[at] - 1);
+        let seq = self.next_seq(slot);
+        self.remove(slot.0);
+        self.counts.ended += 1;
+        let (cur, _) = self.buffers(slot);
+        Some((seq, cur))
+    }
+
+    /// Opens a stream that goes on from another table: its next seq and
+    /// its state, copied in (one copy of the state, at an alias switch).
+    pub fn adopt(
+        &mut self,
+        tenant: u32,
+        stream_id: u64,
+        next_seq: u32,
+        state: &[u8],
+        now_us: u64,
+    ) -> bool {
+        let Ok(slot) = self.open_stream(tenant, stream_id, 0, now_us) else {
+            return false;
+        };
+        self.entries[slot.index()].next_seq = next_seq;
+        let (cur, _) = self.buffers(slot);
+        let n = cur.len().min(state.len());
+        cur[..n].copy_from_slice(&state[..n]);
+        true
+    }
+
     /// The seq a stream expects next.
     pub fn next_seq(&self, slot: SlotId) -> u32 {
         self.entries[slot.index()].next_seq
@@ -330,7 +367,7 @@ impl StreamTable {
 
     /// The state a step reads (the current half) and the one it writes
     /// (the other half), each `state_len` bytes, 64-byte aligned.
-    pub fn buffers(&mut self, slot: SlotId) -> (&[u8], &mut [u8]) {
+    pub fn buffers(&mut self, slot: SlotId) -> (&mut [u8], &mut [u8]) {
         let half = self.state_len;
         let base = 2 * half * slot.index();
         let side = self.entries[slot.index()].side as usize;

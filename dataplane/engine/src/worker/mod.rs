@@ -684,6 +684,29 @@ impl<T: Transport> Worker<T> {
         };
         probes_sys::pool_alloc(|| (tx,));
         let now_us = self.now_us;
+        // A stream frame whose stream another version of the model holds
+        // (its alias switched): the state moves over when the new version
+        // keeps state of the same shapes, else the stream ends.
+        if let Some(sh) = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).stream()
+            && !sh.has(sluice_wire::stream_flags::OPEN)
+        {
+            let tenant = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).tenant_id();
+            if !self.follow_stream(p.slot as usize, tenant, sh.stream_id, now_us) {
+                probes_sys::pool_free(|| (tx,));
+                self.transport.tx_free(tx);
+                self.reply_queued(
+                    shard,
+                    k,
+                    Immediate::Stream {
+                        code: ErrorCode::StreamStateMismatch,
+                        message: "the model version behind the alias keeps state of other shapes; the stream ended",
+                        seq: sh.seq,
+                        ended: true,
+                    },
+                );
+                return;
+            }
+        }
         let tx_len;
         let mut stream_refusal = None;
         let result = {
@@ -781,6 +804,57 @@ impl<T: Transport> Worker<T> {
                 self.reply_queued(shard, k, answer);
             }
         }
+    }
+
+    /// Makes sure the handler of `slot` holds stream (`tenant`, `id`) when
+    /// another version of the same model does: moves it over (one copy of
+    /// its state) when the state signatures agree; returns false, ending
+    /// the stream, when they do not. Streams held nowhere are left to the
+    /// handler (`unknown_stream`).
+    fn follow_stream(&mut self, slot: usize, tenant: u32, id: u64, now_us: u64) -> bool {
+        let Some(Some(h)) = self.handlers.get(slot) else {
+            return true;
+        };
+        let Some((name, sig)) = h.stream_identity() else {
+            return true;
+        };
+        if h.holds_stream(tenant, id) {
+            return true;
+        }
+        let from = self.handlers.iter().enumerate().position(|(o, other)| {
+            o != slot
+                && other.as_ref().is_some_and(|x| {
+                    x.holds_stream(tenant, id) && x.stream_identity().is_some_and(|(n, _)| n == name)
+                })
+        });
+        let Some(from) = from else {
+            return true;
+        };
+        let same = self.handlers[from]
+            .as_ref()
+            .and_then(|x| x.stream_identity())
+            .is_some_and(|(_, s)| s == sig);
+        let (a, b) = if from < slot {
+            let (lo, hi) = self.handlers.split_at_mut(slot);
+            (&mut lo[from], &mut hi[0])
+        } else {
+            let (lo, hi) = self.handlers.split_at_mut(from);
+            (&mut hi[0], &mut lo[slot])
+        };
+        let (Some(old), Some(new)) = (a.as_mut(), b.as_mut()) else {
+            return true;
+        };
+        let Some((next_seq, state)) = old.take_stream(tenant, id) else {
+            return true;
+        };
+        if !same {
+            return false;
+        }
+        let moved = new.adopt_stream(tenant, id, next_seq, state, now_us);
+        if moved {
+            bump(&self.counters.streams.moved, 1);
+        }
+        true
     }
 
     /// Answers frame `i` of this burst at once and releases its buffer.

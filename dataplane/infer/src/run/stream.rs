@@ -65,6 +65,31 @@ impl StateSpec {
     }
 }
 
+impl StateSpec {
+    /// A signature of the state (input and output names, dtypes, shapes,
+    /// layout) for `model`: two versions with equal signatures can carry
+    /// on each other's streams (FNV-1a over the fields).
+    pub fn signature(&self, model: &OrtModel) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |b: &[u8]| {
+            for &x in b {
+                h = (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
+            }
+            h = (h ^ 0xff).wrapping_mul(0x0100_0000_01b3);
+        };
+        for s in &self.states {
+            eat(model.inputs[s.input].name.as_bytes());
+            eat(model.outputs[s.output].name.as_bytes());
+            eat(&[s.dtype as u8]);
+            for d in &s.shape[..s.rank] {
+                eat(&d.to_le_bytes());
+            }
+            eat(&(s.offset as u64).to_le_bytes());
+        }
+        h
+    }
+}
+
 /// Messages of stream refusals.
 pub(crate) mod smsg {
     pub const STATE_INPUT: &str =
