@@ -12,10 +12,13 @@
 //! 3. aliases of the model 1 to 1,024, the request naming the last;
 //! 4. tenants 1 to 4,096, the request from the last;
 //! 5. control-side compile of a table (`Tables::build`: validation and the
-//!    index) for 1,000 and 10,000 routes.
+//!    index) for 1,000 and 10,000 routes;
+//! 7. apply time to busy and idle workers (`apply.rs`).
 //!
-//! cargo run --release -p sluice-scaling-bench [-- --quick] [--compile (part 5 only)] [--memory (part 6 only)]
+//! cargo run --release -p sluice-scaling-bench [-- --quick] [--compile (part 5 only)] [--memory (part 6 only)] [--apply (part 7 only)]
 #![deny(unsafe_code)]
+
+mod apply;
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -27,7 +30,7 @@ use sluice_engine::tables::{HostView, LiveConfig, Tables};
 use sluice_engine::worker::{Verdict, classify_frame};
 use sluice_wire::{DType, Frame, FrameRepr, Kind, SECTION_TENSOR_NAME, TenantKey, TensorRepr};
 
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+pub(crate) type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 const KEY: [u8; 32] = [7; 32];
 const TENANT: u32 = 7;
@@ -148,7 +151,7 @@ fn frame(r: &Req) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-fn build(live: &LiveConfig, cfg: &Config) -> Result<Tables> {
+pub(crate) fn build(live: &LiveConfig, cfg: &Config) -> Result<Tables> {
     let slots: Vec<usize> = (0..live.models.len()).collect();
     let schemas = SchemaTable::build(
         &[SchemaCfg {
@@ -518,10 +521,14 @@ fn main() -> Result<()> {
     if std::env::args().any(|a| a == "--compile") {
         return compile(&cfg);
     }
+    if std::env::args().any(|a| a == "--apply") {
+        return apply::apply(&cfg);
+    }
     routes(&b, &cfg)?;
     allow_lists(&b, &cfg)?;
     aliases(&b, &cfg)?;
     tenants(&b, &cfg)?;
     compile(&cfg)?;
+    apply::apply(&cfg)?;
     Ok(())
 }
