@@ -260,6 +260,16 @@ impl<T: Transport> Worker<T> {
         }
     }
 
+    /// The transport (benchmarks read what it counted).
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    /// The transport, writable (benchmarks feed it).
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
+    }
+
     /// Runs the loop with panics caught. A panic is counted, logged and kept
     /// as the worker's failure; what the worker held is answered
     /// ([`Worker::fail_held`]); then the worker stops serving: the caller
