@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
 use sluice_engine::stats::{BATCH_SIZE_BOUNDS, ModelStats};
-use sluice_engine::{Engine, EngineOptions};
+use sluice_engine::Engine;
 use sluice_wire::{DType, ErrorCode, Frame, FrameRepr, Kind, TenantKey, TensorRepr};
 
 /// Versions 1.0.0 and 2.0.0 of the MLP in shard "batched"
@@ -69,16 +69,7 @@ key = "hex:{KEY_HEX}"
         root = root.display()
     );
     let cfg = sluice_engine::Config::parse(&text, root).unwrap();
-    let mut e = Engine::new(
-        cfg,
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
-    e
+    started(cfg)
 }
 
 /// Floats that are not small exact fractions.
