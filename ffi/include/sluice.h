@@ -103,7 +103,7 @@
 /**
  * Most loaded model versions.
  */
-#define SLUICE_MODELS_MAX 64
+#define SLUICE_MODELS_MAX 4096
 
 /**
  * Most adapters per model.

@@ -199,8 +199,9 @@ pub struct WorkerCounters {
     /// Batch members that found no transmit buffer and waited for the
     /// next pass.
     pub batch_tx_waits: AtomicU64,
-    /// Per model slot: runs, batches, queue delays.
-    pub models: [ModelCounters; MODEL_SLOT_COUNT_MAX],
+    /// Per model slot: runs, batches, queue delays (`MODEL_SLOT_COUNT_MAX`
+    /// entries, on the heap: 224 B each).
+    pub models: Box<[ModelCounters]>,
     /// Transport: datagrams the kernel dropped in this worker's socket
     /// queue before the worker saw them (SO_RXQ_OVFL; 0 where the
     /// transport cannot tell).
@@ -366,7 +367,9 @@ impl Default for WorkerCounters {
             tx_in_use: AtomicU64::new(0),
             buffer_reuses: AtomicU64::new(0),
             batch_tx_waits: AtomicU64::new(0),
-            models: std::array::from_fn(|_| ModelCounters::default()),
+            models: (0..MODEL_SLOT_COUNT_MAX)
+                .map(|_| ModelCounters::default())
+                .collect(),
             rx_kernel_drops: AtomicU64::new(0),
             pools: std::array::from_fn(|_| PoolAtomics::default()),
             spans_recorded: AtomicU64::new(0),

@@ -71,7 +71,7 @@ pub const SLUICE_CONTENT_PATH_NODES_MAX: u32 = 512;
 /// Most tenants.
 pub const SLUICE_TENANTS_MAX: u32 = 4096;
 /// Most loaded model versions.
-pub const SLUICE_MODELS_MAX: u32 = 64;
+pub const SLUICE_MODELS_MAX: u32 = 4096;
 /// Most adapters per model.
 pub const SLUICE_ADAPTERS_MAX: u32 = 32;
 /// Most peers.

@@ -15,7 +15,9 @@ pub const ROUTE_COUNT_MAX: usize = 16_384;
 /// Most tenants.
 pub const TENANT_COUNT_MAX: usize = 4096;
 /// Most loaded model versions (slots).
-pub const MODEL_SLOT_COUNT_MAX: usize = 64;
+/// Each slot costs every worker about 250 B whether used or not (counters,
+/// handler, batch timing).
+pub const MODEL_SLOT_COUNT_MAX: usize = 4096;
 /// Most aliases of one model version.
 pub const ALIAS_COUNT_MAX: usize = 1024;
 /// Most adapters per model.

@@ -240,6 +240,14 @@ impl Engine {
         };
         let shared = Arc::clone(&self.shared);
         let ingress = self.ingress_workers.get_mut(index).and_then(Option::take);
+        // The control side's poke: the front door's eventfd when it runs,
+        // else one of the worker's own (none if eventfd fails: the worker
+        // then wakes within its sleep bound).
+        let wake = match &ingress {
+            Some(w) => Some(Arc::clone(w.wake())),
+            None => crate::transport::ingress::Wake::new().ok().map(Arc::new),
+        };
+        let wake2 = wake.clone();
         let (c2, h2, s2) = (Arc::clone(&counters), Arc::clone(&hist), Arc::clone(&spans));
         let opts = self.opts;
         let thread = std::thread::Builder::new()
@@ -257,12 +265,13 @@ impl Engine {
                     init(index);
                 }
                 let transport = match make() {
-                    Ok(t) => crate::transport::ingress::Sources::new(t, ingress),
+                    Ok(t) => crate::transport::ingress::Sources::new(t, ingress, wake2),
                     Err(e) => {
                         let _ = ready_tx.send(Err(format!("worker {index}: {e}")));
                         return;
                     }
                 };
+                let control_wake = transport.control_wake();
                 let c = transport.counters();
                 c2.alive.store(true, Ordering::Release);
                 let _ = ready_tx.send(Ok((transport.local_addr(), c.hugepages)));
@@ -277,6 +286,7 @@ impl Engine {
                         counters: c2,
                         hist_out: h2,
                         spans: s2,
+                        wake: control_wake,
                     },
                 );
                 w.run_guarded();
@@ -293,6 +303,7 @@ impl Engine {
             counters,
             hist,
             spans,
+            wake,
         });
         res.map_err(EngineError::Start)
     }

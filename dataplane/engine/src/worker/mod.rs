@@ -84,6 +84,9 @@ pub struct WorkerLinks {
     pub hist_out: Arc<HistExchange>,
     /// Span records of traced requests, drained by the control side.
     pub spans: Arc<crate::trace::SpanRing>,
+    /// The eventfd the transport's `wait` returns for, written by the
+    /// control side after a publish; `None`: sleeps run to their bound.
+    pub wake: Option<Arc<crate::transport::ingress::Wake>>,
 }
 
 /// Worker settings.
@@ -181,6 +184,8 @@ pub struct Worker<T: Transport> {
     spans_open: bool,
     span_ids: crate::trace::SpanIds,
     spans: Arc<crate::trace::SpanRing>,
+    /// See [`WorkerLinks::wake`].
+    wake: Option<Arc<crate::transport::ingress::Wake>>,
 }
 
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
@@ -204,6 +209,7 @@ impl<T: Transport> Worker<T> {
             counters,
             hist_out,
             spans,
+            wake,
         } = links;
         let (epoch, tables) = shared.tables.load();
         let mut handlers = handlers;
@@ -250,7 +256,18 @@ impl<T: Transport> Worker<T> {
             spans_open: false,
             span_ids: crate::trace::SpanIds::new(p.index),
             spans,
+            wake,
         }
+    }
+
+    /// The transport (benchmarks read what it counted).
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    /// The transport, writable (benchmarks feed it).
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
     }
 
     /// Runs the loop with panics caught. A panic is counted, logged and kept
@@ -319,8 +336,7 @@ impl<T: Transport> Worker<T> {
                         SLEEP_MAX
                     };
                     if !sleep.is_zero() {
-                        bump(&self.counters.sleeps, 1);
-                        self.transport.wait(sleep);
+                        self.sleep(sleep);
                     }
                     idle_since = None;
                 }
@@ -329,6 +345,26 @@ impl<T: Transport> Worker<T> {
             }
         }
         self.publish_stats();
+    }
+
+    /// Sleeps on the transport for up to `d`, unless a control change is
+    /// already waiting: the `sleeping` flag is raised first, so a publish
+    /// after the check finds it and writes the eventfd the transport polls.
+    fn sleep(&mut self, d: Duration) {
+        if let Some(k) = &self.wake {
+            k.prepare_sleep();
+            // Pairs with the fence in `Engine::poke`.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if !self.ctrl.is_empty() || self.shared.tables.epoch() != self.epoch {
+                k.awake();
+                return;
+            }
+        }
+        bump(&self.counters.sleeps, 1);
+        self.transport.wait(d);
+        if let Some(k) = &self.wake {
+            k.awake();
+        }
     }
 
     /// Applies control messages and a newer snapshot; publishes statistics.
