@@ -103,7 +103,7 @@
 /**
  * Most loaded model versions.
  */
-#define SLUICE_MODELS_MAX 64
+#define SLUICE_MODELS_MAX 4096
 
 /**
  * Most adapters per model.
@@ -275,7 +275,12 @@
 /**
  * Model key of requests no local model ran (forwarded, refused).
  */
-#define SLUICE_LOAD_MODEL_NONE 64
+#define SLUICE_LOAD_MODEL_NONE UINT64_MAX
+
+/**
+ * Model key of the cell of model slots past the ones a worker tells apart.
+ */
+#define SLUICE_LOAD_MODEL_OTHER (UINT64_MAX - 1)
 
 /**
  * Bytes of a model name in a row ("name@version", cut, NUL padded).

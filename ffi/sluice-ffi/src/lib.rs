@@ -28,7 +28,7 @@ mod spans;
 pub use spans::{SLUICE_SPANS_BATCH_MAX, SluiceSpan, sluice_engine_spans};
 mod load;
 pub use load::{
-    SLUICE_LOAD_MODEL_NONE, SLUICE_LOAD_NAME_BYTES, SLUICE_LOAD_SECONDS_MAX,
+    SLUICE_LOAD_MODEL_NONE, SLUICE_LOAD_MODEL_OTHER, SLUICE_LOAD_NAME_BYTES, SLUICE_LOAD_SECONDS_MAX,
     SLUICE_LOAD_TENANT_OTHER, SluiceLoadRow, sluice_engine_load,
 };
 
@@ -76,7 +76,7 @@ pub const SLUICE_CONTENT_PATH_NODES_MAX: u32 = 512;
 /// Most tenants.
 pub const SLUICE_TENANTS_MAX: u32 = 4096;
 /// Most loaded model versions.
-pub const SLUICE_MODELS_MAX: u32 = 64;
+pub const SLUICE_MODELS_MAX: u32 = 4096;
 /// Most adapters per model.
 pub const SLUICE_ADAPTERS_MAX: u32 = 32;
 /// Most peers.

@@ -3,7 +3,7 @@
 
 use std::ffi::c_char;
 
-use sluice_engine::load::{Dim, LOAD_BUCKETS, MODEL_NONE};
+use sluice_engine::load::{Dim, LOAD_BUCKETS, MODEL_NONE, MODEL_OTHER};
 
 use super::*;
 
@@ -12,12 +12,15 @@ pub const SLUICE_LOAD_SECONDS_MAX: u32 = 900;
 /// Key of the cell of tenants past the ones a worker tells apart.
 pub const SLUICE_LOAD_TENANT_OTHER: u64 = u64::MAX;
 /// Model key of requests no local model ran (forwarded, refused).
-pub const SLUICE_LOAD_MODEL_NONE: u64 = 64;
+pub const SLUICE_LOAD_MODEL_NONE: u64 = u64::MAX;
+/// Model key of the cell of model slots past the ones a worker tells apart.
+pub const SLUICE_LOAD_MODEL_OTHER: u64 = u64::MAX - 1;
 /// Bytes of a model name in a row ("name@version", cut, NUL padded).
 pub const SLUICE_LOAD_NAME_BYTES: usize = 48;
 
 const _: () = assert!(SLUICE_LOAD_SECONDS_MAX as usize == LOAD_BUCKETS);
-const _: () = assert!(SLUICE_LOAD_MODEL_NONE == MODEL_NONE);
+const _: () =
+    assert!(SLUICE_LOAD_MODEL_NONE == MODEL_NONE && SLUICE_LOAD_MODEL_OTHER == MODEL_OTHER);
 
 /// One second of one key (shard, model slot or tenant), summed over the
 /// workers. Layout checked by tests.

@@ -12,8 +12,9 @@ const (
 
 // Load keys with a meaning of their own.
 const (
-	LoadTenantOther = ^uint64(0) // tenants past the ones a worker tells apart
-	LoadModelNone   = 64         // requests no local model ran (forwarded, refused)
+	LoadTenantOther = ^uint64(0)     // tenants past the ones a worker tells apart
+	LoadModelNone   = ^uint64(0)     // requests no local model ran (forwarded, refused)
+	LoadModelOther  = ^uint64(0) - 1 // model slots past the ones a worker tells apart
 )
 
 // LoadSecondsMax is the widest range one load read covers: each worker

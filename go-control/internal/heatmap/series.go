@@ -92,6 +92,9 @@ func KeyName(by engine.LoadDim, r engine.LoadRow, shards []string) string {
 		if r.Key == engine.LoadModelNone {
 			return "(no local model)"
 		}
+		if r.Key == engine.LoadModelOther {
+			return "(other models)"
+		}
 		if r.Name != "" {
 			return r.Name
 		}

@@ -241,6 +241,14 @@ impl Engine {
         };
         let shared = Arc::clone(&self.shared);
         let ingress = self.ingress_workers.get_mut(index).and_then(Option::take);
+        // The control side's poke: the front door's eventfd when it runs,
+        // else one of the worker's own (none if eventfd fails: the worker
+        // then wakes within its sleep bound).
+        let wake = match &ingress {
+            Some(w) => Some(Arc::clone(w.wake())),
+            None => crate::transport::ingress::Wake::new().ok().map(Arc::new),
+        };
+        let wake2 = wake.clone();
         let (c2, h2, s2) = (Arc::clone(&counters), Arc::clone(&hist), Arc::clone(&spans));
         let l2 = Arc::clone(&load);
         let opts = self.opts;
@@ -259,12 +267,13 @@ impl Engine {
                     init(index);
                 }
                 let transport = match make() {
-                    Ok(t) => crate::transport::ingress::Sources::new(t, ingress),
+                    Ok(t) => crate::transport::ingress::Sources::new(t, ingress, wake2),
                     Err(e) => {
                         let _ = ready_tx.send(Err(format!("worker {index}: {e}")));
                         return;
                     }
                 };
+                let control_wake = transport.control_wake();
                 let c = transport.counters();
                 c2.alive.store(true, Ordering::Release);
                 let _ = ready_tx.send(Ok((transport.local_addr(), c.hugepages)));
@@ -280,6 +289,7 @@ impl Engine {
                         hist_out: h2,
                         spans: s2,
                         load: l2,
+                        wake: control_wake,
                     },
                 );
                 w.run_guarded();
@@ -297,6 +307,7 @@ impl Engine {
             hist,
             spans,
             load,
+            wake,
         });
         res.map_err(EngineError::Start)
     }

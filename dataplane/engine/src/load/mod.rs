@@ -23,11 +23,18 @@ pub const LOAD_BUCKETS: usize = 900;
 pub const TENANT_SLOTS: usize = 64;
 /// The tenant key of the overflow cell.
 pub const TENANT_OTHER: u64 = u64::MAX;
+/// Distinct model slots a worker tells apart in its ring (of up to
+/// `MODEL_SLOT_COUNT_MAX`); later ones share one overflow cell (reported
+/// with key [`MODEL_OTHER`]).
+pub const MODEL_SLOTS: usize = 64;
 /// The model key of requests that ran on no local model slot (forwarded
 /// to a peer, or refused before a model was chosen).
-pub const MODEL_NONE: u64 = MODEL_SLOT_COUNT_MAX as u64;
+pub const MODEL_NONE: u64 = u64::MAX;
+/// The model key of the overflow cell.
+pub const MODEL_OTHER: u64 = u64::MAX - 1;
 
-const MODEL_CELLS: usize = MODEL_SLOT_COUNT_MAX + 1;
+// Model cells: MODEL_SLOTS, then the overflow, then "no local model".
+const MODEL_CELLS: usize = MODEL_SLOTS + 2;
 const TENANT_CELLS: usize = TENANT_SLOTS + 1;
 const SHARD_BASE: usize = 0;
 const MODEL_BASE: usize = SHARD_COUNT_MAX;
@@ -90,6 +97,8 @@ pub struct LoadRing {
     buckets: Box<[Bucket]>,
     /// Tenant slot -> tenant id + 1 (0: free). Written once per slot.
     tenant_ids: [AtomicU64; TENANT_SLOTS],
+    /// Model cell -> model slot + 1 (0: free). Written once per cell.
+    model_ids: [AtomicU64; MODEL_SLOTS],
 }
 
 impl Default for LoadRing {
@@ -121,6 +130,7 @@ impl LoadRing {
         LoadRing {
             buckets: (0..LOAD_BUCKETS).map(|_| Bucket::default()).collect(),
             tenant_ids: std::array::from_fn(|_| AtomicU64::new(0)),
+            model_ids: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 
@@ -156,7 +166,13 @@ impl LoadRing {
                     continue;
                 }
                 let key = match dim {
-                    Dim::Shard | Dim::Model => k as u64,
+                    Dim::Shard => k as u64,
+                    Dim::Model if k == MODEL_SLOTS => MODEL_OTHER,
+                    Dim::Model if k == MODEL_SLOTS + 1 => MODEL_NONE,
+                    Dim::Model => match self.model_ids[k].load(Ordering::Acquire) {
+                        0 => continue,
+                        id => id - 1,
+                    },
                     Dim::Tenant if k == TENANT_SLOTS => TENANT_OTHER,
                     Dim::Tenant => match self.tenant_ids[k].load(Ordering::Acquire) {
                         0 => continue,
@@ -193,6 +209,28 @@ pub struct LoadWriter {
     cur_second: u64,
     /// Tenant slot -> tenant id + 1 (0: free); the worker's own copy.
     tenants: [u64; TENANT_SLOTS],
+    /// Model cell -> model slot + 1 (0: free); the worker's own copy.
+    models: [u64; MODEL_SLOTS],
+}
+
+/// The cell of `id` in a fixed table (`mine`, published in `ids`): found
+/// or taken by probing, or the overflow cell (`mine.len()`) when full.
+#[inline]
+fn cell_of<const N: usize>(mine: &mut [u64; N], ids: &[AtomicU64; N], id: u64) -> usize {
+    let want = id.wrapping_add(1);
+    let start = (want.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % N;
+    for i in 0..N {
+        let k = (start + i) % N;
+        if mine[k] == want {
+            return k;
+        }
+        if mine[k] == 0 {
+            mine[k] = want;
+            ids[k].store(want, Ordering::Release);
+            return k;
+        }
+    }
+    N
 }
 
 #[inline]
@@ -211,6 +249,7 @@ impl LoadWriter {
             cur: 0,
             cur_second: 0,
             tenants: [0; TENANT_SLOTS],
+            models: [0; MODEL_SLOTS],
         }
     }
 
@@ -242,29 +281,15 @@ impl LoadWriter {
     #[inline]
     pub fn key(&mut self, shard: Option<usize>, slot: Option<usize>, tenant: u32) -> LoadKey {
         let shard = shard.filter(|&s| s < SHARD_COUNT_MAX).map(|s| s as u16);
-        let model = slot
-            .filter(|&m| m < MODEL_SLOT_COUNT_MAX)
-            .unwrap_or(MODEL_SLOT_COUNT_MAX) as u16;
-        let want = u64::from(tenant) + 1;
-        let start = (tenant.wrapping_mul(0x9e37_79b9) >> 26) as usize % TENANT_SLOTS;
-        let mut t = TENANT_SLOTS as u16; // overflow
-        for i in 0..TENANT_SLOTS {
-            let k = (start + i) % TENANT_SLOTS;
-            if self.tenants[k] == want {
-                t = k as u16;
-                break;
-            }
-            if self.tenants[k] == 0 {
-                self.tenants[k] = want;
-                self.ring.tenant_ids[k].store(want, Ordering::Release);
-                t = k as u16;
-                break;
-            }
-        }
+        let model = match slot.filter(|&m| m < MODEL_SLOT_COUNT_MAX) {
+            Some(m) => cell_of(&mut self.models, &self.ring.model_ids, m as u64),
+            None => MODEL_SLOTS + 1,
+        } as u16;
+        let tenant = cell_of(&mut self.tenants, &self.ring.tenant_ids, u64::from(tenant)) as u16;
         LoadKey {
             shard,
             model,
-            tenant: t,
+            tenant,
         }
     }
 
@@ -361,6 +386,8 @@ mod tests {
         );
         let m = read(&ring, 1_000_001, 1_000_001, Dim::Model);
         assert_eq!(m[0].key, MODEL_NONE);
+        let m = read(&ring, 1_000_000, 1_000_000, Dim::Model);
+        assert_eq!((m[0].key, m[0].requests), (1, 2));
         let t = read(&ring, 0, u64::MAX, Dim::Tenant);
         assert_eq!(t.iter().map(|r| r.key).collect::<Vec<_>>(), vec![7, 8]);
         assert!(read(&ring, 1_000_002, 1_000_900, Dim::Shard).is_empty());
@@ -395,5 +422,31 @@ mod tests {
         assert_eq!(other, Some(10));
         // Not routed: no shard cell.
         assert!(read(&ring, 0, u64::MAX, Dim::Shard).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod model_tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn model_slots_past_the_table_share_the_overflow_cell() {
+        let ring = Arc::new(LoadRing::new());
+        let mut w = LoadWriter::new(Arc::clone(&ring));
+        w.tick(9_000_000_000);
+        for slot in 0..(MODEL_SLOTS + 3) {
+            let k = w.key(None, Some(slot * 50), 1);
+            w.request(k, 1);
+        }
+        let mut acc = BTreeMap::new();
+        ring.read_into(0, u64::MAX, Dim::Model, &mut acc);
+        assert_eq!(acc.len(), MODEL_SLOTS + 1);
+        let other = acc
+            .values()
+            .find(|r| r.key == MODEL_OTHER)
+            .map(|r| r.requests);
+        assert_eq!(other, Some(3));
+        assert!(acc.values().any(|r| r.key == 50 * (MODEL_SLOTS as u64 - 1)));
     }
 }
