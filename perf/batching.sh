@@ -21,6 +21,12 @@ ROUNDS=${ROUNDS:-3}
 DELAY_US=${DELAY_US:-200}
 BATCH_MAX=${BATCH_MAX:-32}
 INFLIGHT=${INFLIGHT:-32}
+# Load generator client paths, each measured against its own ceiling:
+# "plain" (sluice-client: one send and one receive system call per request)
+# and "mmsg" (loadgen --mmsg: requests queued since the last answers leave
+# in one sendmmsg, answers come in by recvmmsg; each request still encoded
+# and signed, each answer parsed and its tag verified).
+CLIENTS=${CLIENTS:-plain mmsg}
 # The worktree's own target dir (release profile): no extra build tree.
 export SLUICE_ORT_LIB=${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}
 [ -f "$SLUICE_ORT_LIB" ] || scripts/setup-onnxruntime.sh >/dev/null
@@ -42,6 +48,10 @@ rx_burst_max = 64
 listen = "127.0.0.1:$port"
 rx_buffers = 256
 tx_buffers = 256
+[auth]
+# Tags of accepted frames are kept until their deadlines (2 s from the
+# client); 1 Mi holds ~500k signed frames/s, beyond what 2 cores reach.
+replay_entries = 1048576
 [onnxruntime]
 library = "$SLUICE_ORT_LIB"
 [[shards]]
@@ -103,11 +113,16 @@ for _ in $(seq 100); do
     "$BIN/loadgen" --addr "127.0.0.1:$port" --mix "$OUT/mlp-off.toml" --requests 1 --timeout 200ms --json 2>/dev/null | grep -q '"ok":1' && break
     sleep 0.1
 done
+flag() { [ "$1" = mmsg ] && echo --mmsg || true; }
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for r in $(seq "$ROUNDS"); do
-    for m in "${models[@]}"; do
-        for mode in off on; do
-            taskset -c 0 "$BIN/loadgen" --addr "127.0.0.1:$port" --mix "$OUT/$m-$mode.toml" --closed "$INFLIGHT" \
-                --duration "$DURATION" --warmup 500ms --json >"$OUT/$m-$mode-$r.json"
+    for c in $CLIENTS; do
+        for m in "${models[@]}"; do
+            for mode in off on; do
+                # shellcheck disable=SC2046
+                taskset -c 0 "$BIN/loadgen" --addr "127.0.0.1:$port" --mix "$OUT/$m-$mode.toml" --closed "$INFLIGHT" \
+                    --duration "$DURATION" --warmup 500ms $(flag "$c") --json >"$OUT/$c-$m-$mode-$r.json"
+            done
         done
     done
 done
@@ -122,39 +137,49 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 for r in $(seq "$ROUNDS"); do
-    taskset -c 0 "$BIN/loadgen" --mode echo --addr "127.0.0.1:$port" --mix "$OUT/mlp-off.toml" --closed "$INFLIGHT" \
-        --duration "$DURATION" --warmup 500ms --json >"$OUT/echo-$r.json"
+    for c in $CLIENTS; do
+        # shellcheck disable=SC2046
+        taskset -c 0 "$BIN/loadgen" --mode echo --addr "127.0.0.1:$port" --mix "$OUT/mlp-off.toml" --closed "$INFLIGHT" \
+            --duration "$DURATION" --warmup 500ms $(flag "$c") --json >"$OUT/$c-echo-$r.json"
+    done
 done
 stop
-python3 - "$OUT" "$DELAY_US" "$BATCH_MAX" "$INFLIGHT" "$ROUNDS" "${models[@]}" <<'PY'
+echo "load average before the runs: $load_before; after: $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$OUT" "$DELAY_US" "$BATCH_MAX" "$INFLIGHT" "$ROUNDS" "$CLIENTS" "${models[@]}" <<'PY'
 import json, re, statistics, sys
-out, delay_us, batch_max, inflight, rounds, models = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6:]
+out, delay_us, batch_max, inflight, rounds, clients, models = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6].split(), sys.argv[7:]
 log = open(f"{out}/engine.log").read()
 runs = {(m[0], m[1]): (int(m[2]), int(m[4])) for m in re.findall(r"model (\S+) (\S+): requests=(\d+) inferences=(\d+) executions=(\d+)", log)}
 service = {m[0]: int(m[1]) for m in re.findall(r"shard (\S+): .*service_p99_us=(\d+)", log)}
-echo = statistics.median(json.load(open(f"{out}/echo-{r}.json"))["throughput_per_sec"] for r in range(1, rounds + 1))
+def med_of(name, f):
+    return statistics.median(f(json.load(open(f"{out}/{name}-{r}.json"))) for r in range(1, rounds + 1))
 print(f"dynamic batching: {inflight} in flight, batch_max {batch_max}, batch_delay_us {delay_us}, one worker core; median of {rounds} rounds")
-print(f"{'case':<14}{'req/s':>10}{'p50 µs':>9}{'p99 µs':>10}{'errors':>8}{'mean batch':>12}")
-for model in models:
-    res = {}
-    for mode, version in (("off", None), ("on", "batched")):
-        js = [json.load(open(f"{out}/{model}-{mode}-{r}.json")) for r in range(1, rounds + 1)]
-        med = lambda f: statistics.median(f(j) for j in js)
-        tput, p50, p99 = med(lambda j: j["throughput_per_sec"]), med(lambda j: j["latency_us"]["p50"]), med(lambda j: j["latency_us"]["p99"])
-        errs = sum(sum(j["errors"].values()) + j["timeouts"] for j in js)
-        key = next((k for k in runs if k[0] == model and k[1].endswith("-batched") == (mode == "on")), None)
-        req, ex = runs.get(key, (0, 0))
-        res[mode] = (tput, p50, p99)
-        print(f"{model + ' ' + mode:<14}{tput:>10.0f}{p50:>9.1f}{p99:>10.1f}{errs:>8}{(req / ex if ex else float('nan')):>12.1f}")
-    off, on = res["off"], res["on"]
-    if model == "mlp":
-        print(f"mlp: the generator's ceiling (raw io_uring echo of the same datagrams): {echo:.0f} req/s,"
-              f" {echo / off[0]:.2f}x the unbatched engine")
-    run = service.get(f"{model}-batched", 0)
-    bound = delay_us + run + off[1]
-    print(f"{model}: throughput {on[0] / off[0]:.2f}x, p50 {on[1] / off[1]:.2f}x, p99 {on[2] / off[2]:.2f}x;"
-          f" p99 {on[2]:.0f} µs vs bound {bound:.0f} µs (delay {delay_us} + batched run p99 {run}"
-          f" + unbatched p50 {off[1]:.0f}): {'within' if on[2] <= bound else 'ABOVE'}")
+print("mean batch = requests / executions from the engine's per-model counters, over the whole run (both clients)")
+print(f"{'client':<7}{'case':<14}{'req/s':>10}{'p50 µs':>9}{'p99 µs':>10}{'errors':>8}{'mean batch':>12}")
+for c in clients:
+    echo = med_of(f"{c}-echo", lambda j: j["throughput_per_sec"])
+    for model in models:
+        res = {}
+        for mode in ("off", "on"):
+            n = f"{c}-{model}-{mode}"
+            tput = med_of(n, lambda j: j["throughput_per_sec"])
+            p50, p99 = med_of(n, lambda j: j["latency_us"]["p50"]), med_of(n, lambda j: j["latency_us"]["p99"])
+            errs = sum(sum(j["errors"].values()) + j["timeouts"] for j in (json.load(open(f"{out}/{n}-{r}.json")) for r in range(1, rounds + 1)))
+            key = next((k for k in runs if k[0] == model and k[1].endswith("-batched") == (mode == "on")), None)
+            req, ex = runs.get(key, (0, 0))
+            res[mode] = (tput, p50, p99)
+            print(f"{c:<7}{model + ' ' + mode:<14}{tput:>10.0f}{p50:>9.1f}{p99:>10.1f}{errs:>8}{(req / ex if ex else float('nan')):>12.1f}")
+        off, on = res["off"], res["on"]
+        if model == "mlp":
+            how = ("pre-encoded datagrams, id stamped, echo length checked" if c == "plain" else
+                   "each request encoded and signed, each echo parsed and its tag verified")
+            print(f"{c}: the generator's ceiling (the raw io_uring echo of the same requests, {how}):"
+                  f" {echo:.0f} req/s = {echo / off[0]:.2f}x the unbatched engine; batched reached {on[0] / echo:.0%} of it")
+        run = service.get(f"{model}-batched", 0)
+        bound = delay_us + run + off[1]
+        print(f"{c}: {model}: throughput {on[0] / off[0]:.2f}x, p50 {on[1] / off[1]:.2f}x, p99 {on[2] / off[2]:.2f}x;"
+              f" p99 {on[2]:.0f} µs vs bound {bound:.0f} µs (delay {delay_us} + batched run p99 {run}"
+              f" + unbatched p50 {off[1]:.0f}): {'within' if on[2] <= bound else 'ABOVE'}")
 PY
 # The worker core alone, no network: N requests one by one against one
 # batched run, in one process (the engine's share of the cost).

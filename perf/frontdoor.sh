@@ -17,6 +17,14 @@ cd "$(dirname "$0")/.."
 root=$PWD
 DURATION=${DURATION:-4}
 ROUNDS=${ROUNDS:-3}
+# The worker remembers every accepted signed frame's tag until its deadline
+# (the client's default horizon: 2 s) to refuse replays; when the table is
+# full, new frames are answered `busy`. The demo's 262,144 tags hold about
+# 130k frames/s; the native wire at 32 in flight goes past that on a quiet
+# host (16% `busy` in one run). Sized here as cfg/sluice.toml tells an
+# operator to: above peak signed frames/s x deadline horizon (1 Mi tags,
+# 24 MiB, for up to ~500k frames/s).
+REPLAY_ENTRIES=${REPLAY_ENTRIES:-1048576}
 export SLUICE_ORT_LIB=${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}
 [ -f "$SLUICE_ORT_LIB" ] || scripts/setup-onnxruntime.sh >/dev/null
 bash scripts/setup-frontdoor.sh
@@ -31,7 +39,9 @@ cfg=$OUT/sluice.toml
 sed -e 's/^spin_us = 200/spin_us = 0/' -e "s|\"\.\./|\"$root/|g" -e 's/127.0.0.1:7070/127.0.0.1:17070/' \
     -e 's/127.0.0.1:7071/127.0.0.1:17071/' -e "s|data_dir = .*|data_dir = \"$OUT/data\"|" \
     -e 's/^http_listen = ""/http_listen = "127.0.0.1:18000"/' -e 's/^grpc_listen = ""/grpc_listen = "127.0.0.1:18001"/' \
+    -e "s/^replay_entries = .*/replay_entries = $REPLAY_ENTRIES/" \
     cfg/sluice.toml >"$cfg"
+grep -q "^replay_entries = $REPLAY_ENTRIES" "$cfg" || { echo "frontdoor.sh: cfg/sluice.toml has no replay_entries line to size" >&2; exit 1; }
 pids=()
 stop() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done; pids=(); }
 trap 'stop; rm -rf "$OUT"' EXIT
@@ -99,17 +109,51 @@ for proto in ("http", "grpc"):
         print(f"{proto+' x'+str(c):18}{k['p50_us']:>10.0f}/{k['p99_us']:<9.0f}{k['rps']:>9.0f}"
               f"{s['p50_us']:>10.0f}/{s['p99_us']:<9.0f}{s['rps']:>9.0f}"
               f"{k['p50_us']/s['p50_us']:>10.2f}x{s['rps']/k['rps']:>12.2f}x")
+def find(o, key):
+    # The first value under `key` anywhere in the status document.
+    if isinstance(o, dict):
+        for k, v in o.items():
+            if k == key:
+                return v
+            got = find(v, key)
+            if got is not None:
+                return got
+    elif isinstance(o, list):
+        for v in o:
+            got = find(v, key)
+            if got is not None:
+                return got
+    return None
+try:
+    status = json.load(open(f"{out}/status.json"))
+except Exception as e:
+    status = {}
+    print("engine status: unavailable:", e)
+bad = []
 for c in (1, 32):
     rs = runs(f"native-{c}")
+    errors = {}
     for r in rs:
-        assert sum(r["errors"].values()) == 0, r
+        for k, v in r["errors"].items():
+            errors[k] = errors.get(k, 0) + v
+        errors["timeouts"] = errors.get("timeouts", 0) + r["timeouts"]
     p50 = med([r["latency_us"]["p50"] for r in rs]); p99 = med([r["latency_us"]["p99"] for r in rs])
-    rps = med([r["throughput_per_sec"] for r in rs])
-    print(f"{'native wire x'+str(c):18}{'':29}{p50:>10.0f}/{p99:<9.0f}{rps:>9.0f}   (loadgen, the Rust client)")
+    # Answers that are results: loadgen sends the next request as soon as
+    # any answer (a `busy` too) comes, so only ok answers count here.
+    rps = med([r["ok"] / r["elapsed_s"] for r in rs if r["elapsed_s"]])
+    print(f"{'native wire x'+str(c):18}{'':29}{p50:>10.0f}/{p99:<9.0f}{rps:>9.0f}   (loadgen, the Rust client; ok answers/s)")
+    if any(errors.values()):
+        bad.append((c, errors))
 try:
-    st = json.load(open(f"{out}/status.json"))["engine"]["frontdoor"]["stats"]
-    print("front door counters:", json.dumps(st))
+    print("front door counters:", json.dumps(status["engine"]["frontdoor"]["stats"]))
 except Exception as e:
     print("front door counters: unavailable:", e)
 print("p50 ratio = KServe p50 / Sluice p50; req/s ratio = Sluice req/s / KServe req/s")
+if bad:
+    for c, errors in bad:
+        print(f"native wire x{c}: answers other than results: {errors}")
+    print("worker refusals:", find(status, "refusals") or {},
+          "(replay_table_full: busy from a full replay table, raise REPLAY_ENTRIES;"
+          " otherwise busy is a full shard queue)")
+    sys.exit(1)
 PY

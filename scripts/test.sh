@@ -60,6 +60,7 @@ run "go lints (go vet, staticcheck)" bash -c 'cd go-control && go vet ./... && .
 # (.cache/bin/otelcol-sluice): two engines, spans read back; under 1 s.
 run "go tests" bash -c 'cd go-control && go test ./...'
 run "admin API and registry against their OpenAPI document (schemathesis, live sluiced)" scripts/api-check.sh
+run "token-load heatmap in headless Chromium (sluiced, skewed load, hottest cell, screenshot in target/heatmap; about 5 s)" bash -c 'cd tests/heatmap && go vet ./... && go test -count=1 ./...'
 run "go client (clients/go: conformance vectors, real engine, npy against numpy)" bash -c 'cd clients/go && go vet ./... && go test ./... && cd ../../perf/goclient && go vet ./...'
 run "async jobs end to end (nats-server 3-node cluster with crashes, sluiced, the seed's snippet against onnxruntime-python; about 2 min)" scripts/test-jobs.sh
 run "go client parser fuzz (${FUZZ_SECONDS:-30}s)" scripts/fuzz-go.sh "${FUZZ_SECONDS:-30}"
@@ -85,6 +86,7 @@ else
     stage "rdma end to end: skipped (needs root for the guest image)"
 fi
 run "published ONNX models through sluiced vs onnxruntime-python (~10 s)" bash -c 'scripts/setup-models.sh >/dev/null && python3 tests/published_models/check_published.py'
+run "Silero VAD stream (state in the appliance) vs onnxruntime-python, stream rules (~15 s)" bash -c 'scripts/setup-models.sh >/dev/null && cargo test -p sluice-engine --test e2e_streams -- --ignored'
 # About 2 minutes: 60 s of faults plus start-up, settling and the check.
 run "fleet fault injection (3 nats-server, 3 sluiced, 60 s of faults)" scripts/fleet-faults.sh 60s
 run "schema registry with Confluent's client, Avro verdicts against Apache Avro's checker" bash -c 'cd go-control && python3 registry/testdata/confluent_client_test.py && python3 registry/testdata/avro_compat_test.py'

@@ -7,12 +7,15 @@
 //!   datagrams of the same size to an echo server (the floor).
 //! - [`uring`]: the io_uring UDP echo server and a plain std echo for
 //!   comparison; [`uring_tcp`]: the io_uring TCP echo (the floor of the
-//!   engine's TCP transport). The only `unsafe` in the crate.
+//!   engine's TCP transport); [`mmsg`]: Sluice requests over UDP with
+//!   batched system calls (`sendmmsg`/`recvmmsg`). The only `unsafe` in
+//!   the crate.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod driver;
 pub mod mix;
+pub mod mmsg;
 pub mod transport;
 pub mod uring;
 pub mod uring_tcp;
@@ -28,4 +31,18 @@ pub fn is_loopback(addr: &SocketAddr) -> bool {
             ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
         }
     }
+}
+
+/// Nanoseconds this process's threads have run on a CPU so far (the sum of
+/// `/proc/self/task/*/schedstat`); `None` where the kernel does not say.
+/// The load generator reports its own CPU time per request with it: a cost
+/// that a loaded host's scheduling hardly moves.
+pub fn self_cpu_ns() -> Option<u64> {
+    let mut total = 0u64;
+    for t in std::fs::read_dir("/proc/self/task").ok()? {
+        let p = t.ok()?.path().join("schedstat");
+        let s = std::fs::read_to_string(p).ok()?;
+        total += s.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total)
 }

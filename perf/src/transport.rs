@@ -101,7 +101,12 @@ impl Transport for SluiceTransport<'_> {
         .map_err(io)?;
         Ok(got.map(|(id, res)| {
             let outcome = match res {
-                Ok(_) => Outcome::Ok,
+                Ok(r) => {
+                    // A large TCP answer's memory serves the next one (a
+                    // client that keeps its buffers; no page faults).
+                    self.client.recycle(r.into_frame().into_inner());
+                    Outcome::Ok
+                }
                 Err(ClientError::Server { code, .. }) => Outcome::Server(code as u16),
                 Err(ClientError::ServerUnknownCode { code_raw, .. }) => Outcome::Server(code_raw),
                 Err(ClientError::Timeout) => Outcome::Timeout,

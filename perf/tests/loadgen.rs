@@ -246,3 +246,47 @@ fn loadgen_refuses_remote_addresses_and_bad_arguments() {
         assert!(!out.stderr.is_empty(), "{bad:?} gave no message");
     }
 }
+
+#[test]
+fn mmsg_client_counts_answers_and_errors_and_checks_echoes() {
+    use sluice_perf::mmsg::MmsgTransport;
+    let cfg = RunConfig {
+        load: Load::Closed { outstanding: 16 },
+        stop: Stop::Requests(2000),
+        spin: true,
+        warmup: Duration::ZERO,
+        seed: 3,
+    };
+    // Against a Sluice responder: answers and error codes, as the client.
+    let server = common::sluice_responder(Duration::ZERO);
+    let m = mix(&[("null", 3), ("busy", 1)]);
+    let mut t = MmsgTransport::connect(server.addr, &m, Duration::from_secs(2), false).unwrap();
+    let r = driver::run(&mut t, &|x| m.pick(x), &cfg);
+    let busy = r.errors.get("busy").copied().unwrap_or(0);
+    assert_eq!(r.sent, 2000);
+    assert_eq!(r.ok + busy, 2000, "{r:?}");
+    assert!((300..700).contains(&busy), "busy {busy}");
+    assert_eq!(
+        (r.timeouts, r.malformed, r.io_errors, t.ignored),
+        (0, 0, 0, 0)
+    );
+    // Several datagrams per system call on average (16 in flight).
+    assert!(
+        t.send_calls < 2000 && t.recv_calls < 2000,
+        "{} {}",
+        t.send_calls,
+        t.recv_calls
+    );
+    assert_eq!(server.stop(), 2000);
+    // Against the echo: every echo is a signed request whose tag verifies.
+    let echo = common::uring_echo(UringEchoConfig {
+        busy_poll: false,
+        ..UringEchoConfig::default()
+    });
+    let m = mix(&[("null", 1)]);
+    let mut t = MmsgTransport::connect(echo.addr, &m, Duration::from_secs(2), true).unwrap();
+    let r = driver::run(&mut t, &|x| m.pick(x), &cfg);
+    assert_eq!((r.sent, r.ok), (2000, 2000), "{r:?}");
+    assert_eq!((r.timeouts, r.malformed, t.ignored), (0, 0, 0));
+    drop(echo);
+}

@@ -9,18 +9,16 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import re
-import subprocess
+import sys
 import tempfile
-import threading
-import urllib.request
-from typing import Any, Dict, Iterator, Optional
+from typing import Dict, Iterator
 
 import pytest
 
-ROOT = pathlib.Path(os.environ.get("SLUICE_REPO", pathlib.Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "harness"))
+from sluiced import ROOT, Sluiced, base_config  # noqa: E402
+
 DEMO_TOKEN = "sluice-demo-token-0000"
-DEMO_KEY = bytes.fromhex("73756963652d64656d6f2d6b65792d30303030303030303030303030303030")
 MODELS = pathlib.Path(os.environ.get("SLUICE_MODELS", ROOT / ".cache/models"))
 # A published model (scripts/setup-models.sh: NudeNet's YOLOv8n detector,
 # images [batch,3,height,width], an output whose shape ONNX Runtime decides),
@@ -50,80 +48,27 @@ batch_delay_us = {NUDENET_DELAY_US}
 
 
 def make_config(dirpath: pathlib.Path, extra: str = "") -> pathlib.Path:
-    src = (ROOT / "cfg" / "sluice.toml").read_text()
-    ort = os.environ.get("SLUICE_ORT_LIB", str(ROOT / ".cache/onnxruntime/libonnxruntime.so.1.31.1"))
-    text = (
-        src.replace('"../.cache/onnxruntime/libonnxruntime.so.1.31.1"', json.dumps(ort))
-        .replace("../models/", f"{ROOT}/models/")
-        .replace('listen = "127.0.0.1:7070"', 'listen = "127.0.0.1:0"')
-        .replace('admin_listen = "127.0.0.1:7071"', 'admin_listen = "127.0.0.1:0"')
-        .replace('data_dir = "../.cache/sluice-data"', f'data_dir = "{dirpath}/data"')
-        .replace('http_listen = ""', 'http_listen = "127.0.0.1:0"')
-        .replace('grpc_listen = ""', 'grpc_listen = "127.0.0.1:0"')
-        .replace("body_timeout_ms = 10000", "body_timeout_ms = 1000")
+    text = base_config(
+        dirpath,
+        {
+            'http_listen = ""': 'http_listen = "127.0.0.1:0"',
+            'grpc_listen = ""': 'grpc_listen = "127.0.0.1:0"',
+            "body_timeout_ms = 10000": "body_timeout_ms = 1000",
+        },
     )
     path = dirpath / "sluice.toml"
     path.write_text(text + extra)
     return path
 
 
-class Appliance:
+class Appliance(Sluiced):
     """A running sluiced with its front door."""
 
     def __init__(self, config: pathlib.Path) -> None:
-        binary = pathlib.Path(os.environ.get("SLUICED", ROOT / ".cache/bin/sluiced"))
-        if not binary.is_file():
-            pytest.fail(f"{binary} missing: run scripts/build-ffi.sh", pytrace=False)
-        self.proc = subprocess.Popen(
-            [str(binary), "-config", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.log: list = []
-        found: Dict[str, str] = {}
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert self.proc.stderr is not None
-            for line in self.proc.stderr:
-                self.log.append(line.rstrip())
-                m = re.search(r"admin=(\S+)", line)
-                if m and "admin" not in found:
-                    found["admin"] = m.group(1)
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(60) or "admin" not in found:
-            self.stop()
-            pytest.fail("sluiced did not start:\n" + "\n".join(self.log[-30:]), pytrace=False)
-        self.admin = found["admin"]
+        super().__init__(config)
         fd = self.status()["engine"]["frontdoor"]
         self.http_url: str = fd["http"]
         self.grpc_url: str = fd["grpc"]
-
-    def status(self) -> Any:
-        return self.admin_call("GET", "/v1/status")
-
-    def admin_call(self, method: str, path: str, body: Optional[Any] = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(
-            f"http://{self.admin}{path}", data=data, method=method,
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=10) as r:
-            text = r.read().decode()
-        return json.loads(text) if text else None
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @pytest.fixture(scope="session")

@@ -8,23 +8,19 @@ missing is a failure with a hint, never a skip."""
 
 from __future__ import annotations
 
-import json
-import os
 import pathlib
-import re
 import socket
-import subprocess
+import sys
 import tempfile
 import threading
 import time
-import urllib.request
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(os.environ.get("SLUICE_REPO", pathlib.Path(__file__).resolve().parents[3]))
-DEMO_KEY = bytes.fromhex("73756963652d64656d6f2d6b65792d30303030303030303030303030303030")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "tests" / "harness"))
+from sluiced import DEMO_KEY, ROOT, Sluiced, base_config  # noqa: E402
 RESTRICTED_KEY = b"sluice-python-tests-restricted-tenant"
 OWN_MODEL = "classifier"
 
@@ -67,17 +63,7 @@ def free_udp_port() -> int:
 
 
 def make_config(dirpath: pathlib.Path) -> pathlib.Path:
-    src = (ROOT / "cfg" / "sluice.toml").read_text()
-    ort = os.environ.get("SLUICE_ORT_LIB", str(ROOT / ".cache/onnxruntime/libonnxruntime.so.1.31.1"))
-    text = (
-        src.replace('"../.cache/onnxruntime/libonnxruntime.so.1.31.1"', json.dumps(ort))
-        .replace("../models/", f"{ROOT}/models/")
-        .replace('listen = "127.0.0.1:7070"', 'listen = "127.0.0.1:0"')
-        .replace('admin_listen = "127.0.0.1:7071"', 'admin_listen = "127.0.0.1:0"')
-        .replace('data_dir = "../.cache/sluice-data"', f'data_dir = "{dirpath}/data"')
-        .replace('tcp_listen = ""', 'tcp_listen = "127.0.0.1:0"')
-    )
-    assert 'tcp_listen = "127.0.0.1:0"' in text, "cfg/sluice.toml no longer has tcp_listen"
+    text = base_config(dirpath, {'tcp_listen = ""': 'tcp_listen = "127.0.0.1:0"'})
     own = dirpath / f"{OWN_MODEL}.onnx"
     try:
         own.write_bytes(own_model_bytes())
@@ -147,7 +133,7 @@ name = "large"
 version = "1"
 kind = "onnx"
 path = "{ROOT}/models/large.onnx"
-{own_model}
+{own_model}{silero_stream()}
 [[tenants]]
 name = "restricted"
 id = 2
@@ -160,63 +146,45 @@ adapters = []
     return path
 
 
-class Appliance:
-    """A running sluiced."""
+#: Silero VAD 6.2.3 from scripts/setup-models.sh: the stream tests' model.
+SILERO = ROOT / ".cache" / "models" / "silero_vad_16k_op15.onnx"
+
+
+def silero_stream() -> str:
+    """Silero VAD as a stateful stream model (its state kept in the
+    appliance: tests/test_streams.py), when scripts/setup-models.sh has
+    fetched it."""
+    if not SILERO.is_file():
+        return ""
+    return f"""
+[[routes]]
+name = "silero"
+model = "silero"
+shard = "hbm2-inference"
+
+[[models]]
+name = "silero"
+version = "6.2.3"
+kind = "onnx"
+path = "{SILERO}"
+aliases = ["6"]
+[models.stream]
+state = [{{ input = "state", output = "stateN", shape = [2, 1, 128] }}]
+"""
+
+
+class Appliance(Sluiced):
+    """A running sluiced, with its UDP and TCP data addresses."""
 
     def __init__(self, config: pathlib.Path) -> None:
-        binary = pathlib.Path(os.environ.get("SLUICED", ROOT / ".cache/bin/sluiced"))
-        if not binary.is_file():
-            pytest.fail(f"{binary} missing: run scripts/build-ffi.sh", pytrace=False)
-        self.proc = subprocess.Popen(
-            [str(binary), "-config", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.log: list = []
-        found: Dict[str, str] = {}
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert self.proc.stderr is not None
-            for line in self.proc.stderr:
-                self.log.append(line.rstrip())
-                m = re.search(r"admin=(\S+)", line)
-                if m and "admin" not in found:
-                    found["admin"] = m.group(1)
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(60) or "admin" not in found:
-            self.stop()
-            pytest.fail("sluiced did not start:\n" + "\n".join(self.log[-30:]), pytrace=False)
-        self.admin = found["admin"]
-        status = self.http("GET", "/v1/status")
+        super().__init__(config)
+        status = self.status()
         self.data = status["engine"]["listen"]
         # The TCP listener beside it (io_uring tcp_listen, port 0 resolved).
         self.tcp = status["engine"]["tcp_listen"]
 
     def http(self, method: str, path: str, body: Optional[Any] = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(
-            f"http://{self.admin}{path}",
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=10) as r:
-            text = r.read().decode()
-        return json.loads(text) if text else None
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        return self.admin_call(method, path, body)
 
 
 @pytest.fixture(scope="session")

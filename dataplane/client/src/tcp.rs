@@ -2,7 +2,10 @@
 //! vectored write: the header from the client's buffer, raw tensor bytes
 //! straight from the caller's memory. Answers are read through a buffer:
 //! a small frame is taken out of it, a large one is read by the kernel
-//! straight into its own allocation.
+//! straight into its own allocation: a buffer the caller gave back
+//! ([`TcpLink::recycle`]) when it is large enough, so a stream of large
+//! answers lands in memory already mapped instead of faulting in fresh
+//! pages for every answer.
 
 use std::io::{ErrorKind, IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -12,6 +15,9 @@ use sluice_wire::{FIXED_HEADER_LEN, Frame};
 
 /// Read buffer: frames up to this size are read through it.
 const READ_BUF_BYTES: usize = 64 << 10;
+
+/// Sleep between reads of a large frame's body in blocking mode.
+const BODY_POLL_SLEEP: Duration = Duration::from_micros(20);
 
 /// A frame length the stream declares, or why it cannot be one.
 fn declared_len(hdr: &[u8]) -> std::io::Result<usize> {
@@ -39,6 +45,12 @@ pub(crate) struct TcpLink {
     /// A large frame being read into its own buffer (what is in), and its
     /// length.
     big: Option<(Vec<u8>, usize)>,
+    /// One large buffer given back by the caller, for the next large frame
+    /// (at most one is kept: the memory held stays bounded by the largest
+    /// answer).
+    spare: Option<Vec<u8>>,
+    /// Large frames read into a recycled buffer.
+    pub recycled_frames: u64,
     /// Frames copied whole out of `rbuf` (small ones), and every byte
     /// copied out of it (with the start of large frames that was there).
     pub copied_frames: u64,
@@ -55,6 +67,8 @@ impl TcpLink {
             rstart: 0,
             rend: 0,
             big: None,
+            spare: None,
+            recycled_frames: 0,
             copied_frames: 0,
             copied_bytes: 0,
         }
@@ -133,7 +147,12 @@ impl TcpLink {
             if let Some(f) = self.take_frame()? {
                 return Ok(Some(f));
             }
-            let nonblocking = spin || !block;
+            // The body of a large frame is read without blocking, with short
+            // sleeps while nothing is there: it arrives in many segments,
+            // and a blocking read would sleep and wake once per segment
+            // (each wake-up 20-50 µs on a VM, far more on a loaded host).
+            let polled = block && !spin && self.big.is_some();
+            let nonblocking = spin || !block || polled;
             self.set_nonblocking(nonblocking)?;
             let Some(s) = self.stream.as_mut() else {
                 return Err(ErrorKind::NotConnected.into());
@@ -165,13 +184,31 @@ impl TcpLink {
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if !block || !spin || until.is_some_and(|u| Instant::now() >= u) {
+                    let expired = until.is_some_and(|u| Instant::now() >= u);
+                    if polled && !expired {
+                        std::thread::sleep(BODY_POLL_SLEEP);
+                        continue;
+                    }
+                    if !block || !spin || expired {
                         return Ok(None);
                     }
                     std::hint::spin_loop();
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// Keeps `buf` (a large answer's memory the caller is done with) for
+    /// the next large frame, if it is larger than the one kept already.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        if buf.capacity() > self.rbuf.len()
+            && self
+                .spare
+                .as_ref()
+                .is_none_or(|s| s.capacity() < buf.capacity())
+        {
+            self.spare = Some(buf);
         }
     }
 
@@ -196,7 +233,17 @@ impl TcpLink {
             }
             if len > self.rbuf.len() {
                 // Large: the rest goes straight into the frame's own memory.
-                let mut v = Vec::with_capacity(len);
+                let mut v = match self.spare.take() {
+                    Some(mut v) if v.capacity() >= len => {
+                        v.clear();
+                        self.recycled_frames += 1;
+                        v
+                    }
+                    other => {
+                        self.spare = other;
+                        Vec::with_capacity(len)
+                    }
+                };
                 v.extend_from_slice(&self.rbuf[self.rstart..self.rend]);
                 self.copied_bytes += avail as u64;
                 self.rstart = 0;

@@ -112,6 +112,36 @@ fn large_tensors_over_tcp_and_pipelined_in_order() {
 }
 
 #[test]
+fn a_recycled_buffer_takes_the_next_large_answer_and_small_ones_are_not_kept() {
+    let mut e = engine();
+    let mut c = Client::connect_tcp(e.tcp_local_addr().unwrap(), cfg(PollMode::Block)).unwrap();
+    let (a, b) = (bytes(1 << 18, 1), bytes(1 << 18, 2));
+    let first = c
+        .call(&Request::new("echo", "1").tensor_raw("x", DType::F32, &[1 << 18], &a))
+        .unwrap();
+    assert_eq!(first.tensor("x").unwrap().data, &a[..]);
+    let buf = first.into_frame().into_inner();
+    let at = buf.as_ptr();
+    c.recycle(buf);
+    // A small answer's buffer is not worth keeping; it does not replace
+    // the large one.
+    let small = c
+        .call(&Request::new("echo", "1").tensor_raw("x", DType::F32, &[4], &a[..16]))
+        .unwrap();
+    c.recycle(small.into_frame().into_inner());
+    assert_eq!(c.stats().answers_recycled, 0);
+    let second = c
+        .call(&Request::new("echo", "1").tensor_raw("x", DType::F32, &[1 << 18], &b))
+        .unwrap();
+    // The next large answer landed in the memory given back, whole and right.
+    assert_eq!(second.tensor("x").unwrap().data, &b[..]);
+    assert_eq!(c.stats().answers_recycled, 1);
+    let again = second.into_frame().into_inner();
+    assert_eq!(again.as_ptr(), at);
+    e.stop(Duration::ZERO);
+}
+
+#[test]
 fn auto_sends_what_fits_a_datagram_by_udp_and_the_rest_over_tcp() {
     let mut e = engine();
     let ep = Endpoints {

@@ -57,10 +57,11 @@ impl Region {
         }
         let mut map = MmapOptions::new()
             .len(len)
-            .populate()
             .map_anon()
             .map_err(PoolError::Map)?;
-        // Normal pages: ask for transparent hugepages and pre-fault.
+        // Normal pages: ask for transparent hugepages before the first
+        // touch (populating first would fault in 4 KiB pages, and only
+        // khugepaged, minutes later, would fold them), then pre-fault.
         let _ = map.advise(memmap2::Advice::HugePage);
         for page in map.chunks_mut(4096) {
             page[0] = 0;

@@ -199,8 +199,9 @@ pub struct WorkerCounters {
     /// Batch members that found no transmit buffer and waited for the
     /// next pass.
     pub batch_tx_waits: AtomicU64,
-    /// Per model slot: runs, batches, queue delays.
-    pub models: [ModelCounters; MODEL_SLOT_COUNT_MAX],
+    /// Per model slot: runs, batches, queue delays (`MODEL_SLOT_COUNT_MAX`
+    /// entries, on the heap: 224 B each).
+    pub models: Box<[ModelCounters]>,
     /// Transport: datagrams the kernel dropped in this worker's socket
     /// queue before the worker saw them (SO_RXQ_OVFL; 0 where the
     /// transport cannot tell).
@@ -215,6 +216,9 @@ pub struct WorkerCounters {
     pub spans_recorded: AtomicU64,
     /// Span records dropped because the ring was full.
     pub spans_dropped: AtomicU64,
+    /// Traced requests held past their burst by a batch when the held
+    /// table was full: their spans have no run times.
+    pub spans_unheld: AtomicU64,
     /// Serving: set once the worker runs, cleared when its loop ends
     /// (stopped, or failed).
     pub alive: AtomicBool,
@@ -222,6 +226,58 @@ pub struct WorkerCounters {
     pub panics: AtomicU64,
     /// Why the worker failed, once it has (written once, off the hot path).
     pub failure: Mutex<Option<String>>,
+    /// What the stream tables did (docs/wire.md "Streams").
+    pub streams: StreamCounters,
+}
+
+/// A worker's stream counts, summed over its stream models.
+#[derive(Debug, Default)]
+pub struct StreamCounters {
+    /// Streams opened.
+    pub opened: AtomicU64,
+    /// Streams ended (END, CANCEL, a refusal that ends them, unload).
+    pub ended: AtomicU64,
+    /// Streams reclaimed after `streams.idle_ms`.
+    pub reclaimed: AtomicU64,
+    /// Stream frames refused.
+    pub refused: AtomicU64,
+    /// Steps run.
+    pub steps: AtomicU64,
+    /// Streams open at the last tick (a gauge).
+    pub open: AtomicU64,
+    /// Streams moved to another version of their model (an alias switch
+    /// to one with the same state shapes; the state copied once).
+    pub moved: AtomicU64,
+}
+
+impl StreamCounters {
+    /// Adds a table's counts since its last tick.
+    pub fn add(&self, c: &crate::streams::TableCounts) {
+        bump(&self.opened, c.opened);
+        bump(&self.ended, c.ended);
+        bump(&self.reclaimed, c.reclaimed);
+        bump(&self.refused, c.refused);
+        bump(&self.steps, c.steps);
+    }
+}
+
+/// One worker's stream counts in a snapshot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StreamStats {
+    /// Streams opened.
+    pub opened: u64,
+    /// Streams ended.
+    pub ended: u64,
+    /// Streams reclaimed idle.
+    pub reclaimed: u64,
+    /// Stream frames refused.
+    pub refused: u64,
+    /// Steps run.
+    pub steps: u64,
+    /// Streams open.
+    pub open: u64,
+    /// Streams moved across an alias switch.
+    pub moved: u64,
 }
 
 /// Upper bounds of the batch-size buckets (rows per run); a last bucket
@@ -291,6 +347,7 @@ impl Default for WorkerCounters {
             ok: AtomicU64::new(0),
             pings: AtomicU64::new(0),
             negotiations: AtomicU64::new(0),
+            streams: StreamCounters::default(),
             not_sluice: AtomicU64::new(0),
             tx_no_buffers: AtomicU64::new(0),
             payload_bytes_copied: AtomicU64::new(0),
@@ -313,11 +370,14 @@ impl Default for WorkerCounters {
             tx_in_use: AtomicU64::new(0),
             buffer_reuses: AtomicU64::new(0),
             batch_tx_waits: AtomicU64::new(0),
-            models: std::array::from_fn(|_| ModelCounters::default()),
+            models: (0..MODEL_SLOT_COUNT_MAX)
+                .map(|_| ModelCounters::default())
+                .collect(),
             rx_kernel_drops: AtomicU64::new(0),
             pools: std::array::from_fn(|_| PoolAtomics::default()),
             spans_recorded: AtomicU64::new(0),
             spans_dropped: AtomicU64::new(0),
+            spans_unheld: AtomicU64::new(0),
             copied_bytes: std::array::from_fn(|_| AtomicU64::new(0)),
             copied_frames: std::array::from_fn(|_| AtomicU64::new(0)),
             alive: AtomicBool::new(false),
@@ -603,6 +663,8 @@ pub struct WorkerStats {
     pub pings: u64,
     /// Negotiations.
     pub negotiations: u64,
+    /// Streams.
+    pub streams: StreamStats,
     /// Non-Sluice datagrams dropped.
     pub not_sluice: u64,
     /// Frames dropped for lack of a transmit buffer.
@@ -647,6 +709,9 @@ pub struct WorkerStats {
     pub spans_recorded: u64,
     /// Span records dropped (ring full).
     pub spans_dropped: u64,
+    /// Traced requests held past their burst when the held table was
+    /// full: their spans carry no run times.
+    pub spans_unheld: u64,
     /// Receive to reply.
     pub latency: Percentiles,
     /// Per shard.

@@ -14,20 +14,11 @@ use std::time::Duration;
 
 use common::*;
 use sluice_engine::config::Config;
-use sluice_engine::{Engine, EngineOptions, StatsSnapshot};
+use sluice_engine::{Engine, StatsSnapshot};
 use sluice_wire::{ErrorCode, Frame, FrameRepr, Kind, TenantKey, flags};
 
 fn start_cfg(cfg: Config) -> Engine {
-    let mut e = Engine::new(
-        cfg,
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
-    e
+    started(cfg)
 }
 
 /// The common test config plus a tenant 10 allowed the `echo` model and

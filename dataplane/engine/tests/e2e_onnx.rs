@@ -7,7 +7,6 @@
 mod common;
 
 use common::*;
-use sluice_engine::{Engine, EngineOptions};
 use sluice_wire::{DType, ErrorCode, Frame, FrameRepr, Kind, TenantKey, TensorRepr};
 
 fn config() -> sluice_engine::Config {
@@ -87,15 +86,7 @@ fn outputs(a: &[u8]) -> Vec<f32> {
 
 #[test]
 fn mlp_runs_in_place_with_adapters_and_batches() {
-    let mut e = Engine::new(
-        config(),
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
+    let mut e = started(config());
     let addr = e.local_addr().unwrap();
     let s = client();
     let mut buf = vec![0u8; 8192];
@@ -138,15 +129,7 @@ fn mlp_runs_in_place_with_adapters_and_batches() {
 
 #[test]
 fn alias_switch_under_traffic_loses_nothing() {
-    let mut e = Engine::new(
-        config(),
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
+    let e = started(config());
     let addr = e.local_addr().unwrap();
     let e = std::sync::Arc::new(e);
     let e2 = std::sync::Arc::clone(&e);

@@ -10,57 +10,16 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice_engine::{Config, Engine, EngineOptions};
+use sluice_engine::Engine;
 use sluice_wire::{ErrorCode, Frame, Kind};
 
 fn appliance(host_label: &str, peers: &str) -> Engine {
-    let text = format!(
-        r#"
-[engine]
-workers = [0]
-spin_us = 50
-forward_timeout_ms = 150
-[io_uring]
-listen = "127.0.0.1:0"
-rx_buffers = 64
-tx_buffers = 64
-[host]
-labels = {{ "hardware.gpu.memory" = "{host_label}" }}
-[[shards]]
-name = "hbm2"
-labels = {{ "hardware.gpu.memory" = "hbm2" }}
-[[shards]]
-name = "gddr6"
-labels = {{ "hardware.gpu.memory" = "gddr6" }}
-[[routes]]
-name = "training"
-intent = "training"
-shard = "gddr6"
-[[routes]]
-name = "rest"
-shard = "hbm2"
-[[models]]
-name = "null"
-version = "1"
-kind = "null"
-[[tenants]]
-name = "acme"
-id = 7
-key = "hex:{KEY_HEX}"
-{peers}
-"#
-    );
-    let cfg = Config::parse(&text, std::env::temp_dir()).unwrap();
-    let mut e = Engine::new(
-        cfg,
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
-    e
+    started(peer_config(
+        host_label,
+        "spin_us = 50\nforward_timeout_ms = 150",
+        "",
+        peers,
+    ))
 }
 
 #[test]
@@ -221,57 +180,14 @@ fn a_peer_answering_more_forwards_than_one_burst_holds_is_relayed() {
         let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let peer_addr = peer.local_addr().unwrap();
-        let text = format!(
-            r#"
-[engine]
-workers = [0]
-poll = "adaptive"
-spin_us = 0
-rx_burst_max = {burst}
-forward_timeout_ms = 10000
-[io_uring]
-listen = "127.0.0.1:0"
-rx_buffers = 64
-tx_buffers = 64
-[host]
-labels = {{ "hardware.gpu.memory" = "hbm2" }}
-[[shards]]
-name = "hbm2"
-labels = {{ "hardware.gpu.memory" = "hbm2" }}
-[[shards]]
-name = "gddr6"
-labels = {{ "hardware.gpu.memory" = "gddr6" }}
-[[routes]]
-name = "training"
-intent = "training"
-shard = "gddr6"
-[[routes]]
-name = "rest"
-shard = "hbm2"
-[[models]]
-name = "null"
-version = "1"
-kind = "null"
-[[tenants]]
-name = "acme"
-id = 7
-key = "hex:{KEY_HEX}"
-[[peers]]
-name = "b"
-address = "{peer_addr}"
-labels = {{ "hardware.gpu.memory" = "gddr6" }}
-"#
+        let engine = format!(
+            "poll = \"adaptive\"\nspin_us = 0\nrx_burst_max = {burst}\nforward_timeout_ms = 10000"
         );
-        let cfg = Config::parse(&text, std::env::temp_dir()).unwrap();
-        let mut a = Engine::new(
-            cfg,
-            EngineOptions {
-                no_pin: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        a.start().unwrap();
+        let peers = format!(
+            "[[peers]]\nname = \"b\"\naddress = \"{peer_addr}\"\n\
+             labels = {{ \"hardware.gpu.memory\" = \"gddr6\" }}"
+        );
+        let mut a = started(peer_config("hbm2", &engine, "", &peers));
         let a_addr = a.local_addr().unwrap();
         let s = client();
         let mut buf = vec![0u8; 4096];

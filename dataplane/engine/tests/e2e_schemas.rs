@@ -79,15 +79,7 @@ fn with_schema(id: u32, version: u32, data: &[f32], buf: &mut [u8]) -> usize {
 
 #[test]
 fn negotiation_and_validation() {
-    let mut e = Engine::new(
-        test_config(""),
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
+    let e = started(test_config(""));
     e.set_schemas(vec![sig(11, 1, 4), sig(12, 2, 8)], 30_000)
         .unwrap();
     let addr = e.local_addr().unwrap();
@@ -148,15 +140,7 @@ fn negotiation_and_validation() {
 
 #[test]
 fn registering_versions_under_load_loses_nothing() {
-    let mut e = Engine::new(
-        test_config(""),
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
+    let e = started(test_config(""));
     e.set_schemas(vec![sig(11, 1, 4)], 30_000).unwrap();
     let addr = e.local_addr().unwrap();
     let e = std::sync::Arc::new(e);
@@ -210,15 +194,7 @@ fn registering_versions_under_load_loses_nothing() {
 fn negotiation_ttl_comes_from_the_config() {
     let mut cfg = test_config("");
     cfg.engine.negotiation_ttl_ms = 5_000;
-    let mut e = Engine::new(
-        cfg,
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
+    let mut e = started(cfg);
     let doc = serde_json::json!({ "schemas": [sig(11, 1, 4)] });
     e.apply_json(doc.to_string().as_bytes()).unwrap();
     let s = client();

@@ -10,7 +10,7 @@ mod common;
 
 use common::*;
 use sluice_engine::schema::{SchemaCfg, SchemaRefCfg};
-use sluice_engine::{Engine, EngineOptions};
+use sluice_engine::Engine;
 use sluice_wire::{ErrorCode, Frame, Kind, SECTION_TENSOR_NAME};
 
 const ADDR_SCHEMA: &str =
@@ -48,15 +48,7 @@ fn schemas() -> Vec<SchemaCfg> {
 }
 
 fn start() -> Engine {
-    let mut e = Engine::new(
-        test_config(""),
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
+    let e = started(test_config(""));
     let sections = serde_json::json!({
         "shards": [
             {"name": "hbm2", "labels": {"hardware.gpu.memory": "hbm2"}, "max_concurrency": 4, "queue_depth": 8},
@@ -254,15 +246,7 @@ fn json_schema_keywords_are_enforced_and_reported() {
         schema(33, "echo", "JSON", r#"{"pattern":"^(a+)\\1$"}"#),
         schema(34, "dated", "JSON", r#"{"type":"string","format":"date"}"#),
     ];
-    let mut e = Engine::new(
-        test_config(""),
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
+    let e = started(test_config(""));
     let doc = serde_json::json!({
         "shards": [{"name": "hbm2", "labels": {"hardware.gpu.memory": "hbm2"}}],
         "routes": [{"name": "null", "model": "null", "version": "^1", "shard": "hbm2"}],

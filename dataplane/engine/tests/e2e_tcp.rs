@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use sluice_engine::{Engine, EngineOptions};
+use sluice_engine::Engine;
 use sluice_wire::{Frame, FrameRepr, Kind};
 
 /// The test config with TCP beside UDP: small pools, a short idle timeout.
@@ -30,16 +30,7 @@ fn slot(size: u32, count: u32) -> sluice_engine::config::TcpSlotCfg {
 
 fn engine(extra: &str) -> Engine {
     let cfg = tcp_config(extra);
-    let mut e = Engine::new(
-        cfg,
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
-    e
+    started(cfg)
 }
 
 #[test]
@@ -251,15 +242,7 @@ fn a_declared_length_over_the_limit_gets_an_error_then_the_end() {
     use std::io::{Read, Write};
     let mut cfg = tcp_config("");
     cfg.io_uring.tcp_frame_len_max = 1 << 20;
-    let mut e = Engine::new(
-        cfg,
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
+    let mut e = started(cfg);
     let addr = e.tcp_local_addr().unwrap();
     let mut s = tcp_client(addr);
     // A request answered first, then a header that declares 200 MiB.
@@ -343,15 +326,7 @@ fn full_queues_and_pools_push_back_instead_of_answering_busy() {
     // queue_depth 8 per burst on shard hbm2 (test config); one 2 MiB slot.
     let mut cfg = tcp_config("");
     cfg.io_uring.tcp_slots = vec![slot(64 << 10, 64), slot(2 << 20, 1)];
-    let mut e = Engine::new(
-        cfg,
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
+    let mut e = started(cfg);
     let addr = e.tcp_local_addr().unwrap();
     let mut a = tcp_client(addr);
     let mut b = tcp_client(addr);

@@ -12,7 +12,6 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use sluice_engine::{Engine, EngineOptions};
 use sluice_wire::{DType, Frame, FrameRepr, Kind, TenantKey, TensorRepr};
 
 fn config() -> sluice_engine::Config {
@@ -122,15 +121,7 @@ fn f32s(b: &[u8]) -> Vec<f32> {
 
 #[test]
 fn one_and_sixteen_mib_tensors_run_in_place_over_tcp() {
-    let mut e = Engine::new(
-        config(),
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
+    let mut e = started(config());
     let mut s = tcp_client(e.tcp_local_addr().unwrap());
     for (id, n) in [(1u64, 1usize << 18), (2, 1 << 22), (3, 1 << 18)] {
         let x = input(n, id as usize);

@@ -11,63 +11,19 @@ use std::time::Duration;
 
 use common::*;
 use sluice_engine::config::PeerCfg;
-use sluice_engine::{Config, Engine, EngineOptions};
+use sluice_engine::Engine;
 use sluice_wire::{ErrorCode, Frame, Kind};
 
 fn appliance(host_label: &str) -> Engine {
-    let text = format!(
-        r#"
-[engine]
-workers = [0]
-spin_us = 50
-forward_timeout_ms = 1000
-[io_uring]
-listen = "127.0.0.1:0"
-rx_buffers = 64
-tx_buffers = 64
-tcp_listen = "127.0.0.1:0"
-tcp_connections_max = 16
-tcp_slots = [{{ size = 65536, count = 16 }}, {{ size = 4194304, count = 4 }}]
-[host]
-labels = {{ "hardware.gpu.memory" = "{host_label}" }}
-[[shards]]
-name = "hbm2"
-labels = {{ "hardware.gpu.memory" = "hbm2" }}
-[[shards]]
-name = "gddr6"
-labels = {{ "hardware.gpu.memory" = "gddr6" }}
-[[routes]]
-name = "training"
-intent = "training"
-shard = "gddr6"
-[[routes]]
-name = "rest"
-shard = "hbm2"
-[[models]]
-name = "null"
-version = "1"
-kind = "null"
-[[models]]
-name = "echo"
-version = "1"
-kind = "echo"
-[[tenants]]
-name = "acme"
-id = 7
-key = "hex:{KEY_HEX}"
-"#
-    );
-    let cfg = Config::parse(&text, std::env::temp_dir()).unwrap();
-    let mut e = Engine::new(
-        cfg,
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
-    e
+    let tcp = "tcp_listen = \"127.0.0.1:0\"\ntcp_connections_max = 16\n\
+               tcp_slots = [{ size = 65536, count = 16 }, { size = 4194304, count = 4 }]";
+    let echo = "[[models]]\nname = \"echo\"\nversion = \"1\"\nkind = \"echo\"";
+    started(peer_config(
+        host_label,
+        "spin_us = 50\nforward_timeout_ms = 1000",
+        tcp,
+        echo,
+    ))
 }
 
 fn peer(b: &Engine, tcp: bool) -> PeerCfg {

@@ -8,20 +8,11 @@ mod common;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::*;
-use sluice_engine::{Engine, EngineOptions};
+use sluice_engine::Engine;
 use sluice_wire::{ErrorCode, Frame, FrameRepr, Kind};
 
 fn start(extra: &str) -> Engine {
-    let mut e = Engine::new(
-        test_config(extra),
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
-    e
+    started(test_config(extra))
 }
 
 #[test]

@@ -15,7 +15,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice_engine::{Engine, EngineOptions};
 use sluice_wire::{ErrorCode, Kind};
 
 const PROBES: [&str; 11] = [
@@ -39,15 +38,7 @@ fn every_probe_fires_once_per_request_under_bpftrace() {
         probes_sys::compiled_in(),
         "probes compiled out: install systemtap-sdt-dev and rebuild"
     );
-    let mut e = Engine::new(
-        test_config(""),
-        EngineOptions {
-            no_pin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
+    let mut e = started(test_config(""));
     let exe = std::env::current_exe().unwrap();
     let pid = std::process::id();
     let script: String = PROBES

@@ -61,6 +61,7 @@ adapters = [{{ id = "formal", path = "{root}/models/mlp_formal.onnx_adapter" }}]
             worker_init: Some(mark_worker),
             no_pin: true,
             frontdoor: Some(sluice_frontdoor::start),
+            ..EngineOptions::default()
         },
     )
     .unwrap();

@@ -37,6 +37,7 @@ pub use model::{
     describe,
 };
 pub use ports::{Placement, Signature, TensorSig};
+pub use run::{StatePair, StateSpec};
 pub use raw::alloc::{heap_live as allocator_heap_blocks, stray_frees as allocator_stray_frees};
 
 /// Most rows one batched run stacks along dimension 0 (the engine's

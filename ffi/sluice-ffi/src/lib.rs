@@ -23,8 +23,14 @@ use std::time::Duration;
 use sluice_engine::config::{ModelCfg, PeerCfg};
 use sluice_engine::{Config, Engine, EngineError, EngineOptions};
 
+mod conns;
 mod spans;
 pub use spans::{SLUICE_SPANS_BATCH_MAX, SluiceSpan, sluice_engine_spans};
+mod load;
+pub use load::{
+    SLUICE_LOAD_MODEL_NONE, SLUICE_LOAD_MODEL_OTHER, SLUICE_LOAD_NAME_BYTES, SLUICE_LOAD_SECONDS_MAX,
+    SLUICE_LOAD_TENANT_OTHER, SluiceLoadRow, sluice_engine_load,
+};
 
 /// Version of this ABI; bumped on any incompatible change.
 pub const SLUICE_ABI_VERSION: u32 = 1;
@@ -70,7 +76,7 @@ pub const SLUICE_CONTENT_PATH_NODES_MAX: u32 = 512;
 /// Most tenants.
 pub const SLUICE_TENANTS_MAX: u32 = 4096;
 /// Most loaded model versions.
-pub const SLUICE_MODELS_MAX: u32 = 64;
+pub const SLUICE_MODELS_MAX: u32 = 4096;
 /// Most adapters per model.
 pub const SLUICE_ADAPTERS_MAX: u32 = 32;
 /// Most peers.
@@ -432,6 +438,21 @@ fn write(e: &SluiceEngine) -> std::sync::RwLockWriteGuard<'_, Engine> {
     e.engine.write().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Hands `json` to the caller as a buffer it releases with
+/// [`sluice_buf_free`]. The out pointers are checked non-null by the caller.
+fn json_out(json: Vec<u8>, out: *mut *mut u8, out_len: *mut usize) -> Outcome {
+    let boxed = json.into_boxed_slice();
+    let len = boxed.len();
+    let p = Box::into_raw(boxed) as *mut u8;
+    // SAFETY: both out pointers are non-null and writable (the caller
+    // checked them before doing any work).
+    unsafe {
+        *out = p;
+        *out_len = len;
+    }
+    Ok(())
+}
+
 fn open(cfg: Config, out: *mut *mut SluiceEngine) -> Outcome {
     if out.is_null() {
         return Err(bad_arg("null out pointer"));
@@ -731,123 +752,6 @@ pub unsafe extern "C" fn sluice_engine_close_connection(
     guard(err, err_cap, || conns::close(&read(handle(e)?), id))
 }
 
-/// Connection management: RDMA connections (the RDMA runtime is per
-/// process, so its lists are narrowed to this engine's listen address) and
-/// TCP connections of the io_uring transport (kept per engine).
-mod conns {
-    use super::{Outcome, SluiceStatus};
-    use sluice_engine::Engine;
-    use sluice_engine::config::TransportKind;
-
-    /// The RDMA listen address of a running RDMA engine.
-    #[cfg(feature = "rdma")]
-    fn rdma_listen(eng: &Engine) -> Option<std::net::SocketAddr> {
-        use sluice_engine::transport::rdma::RdmaCfg;
-        if eng.config().engine.transport != TransportKind::Rdma || !eng.is_running() {
-            return None;
-        }
-        RdmaCfg::from_config(eng.config())
-            .ok()
-            .and_then(|c| c.listen_addr().ok())
-    }
-
-    #[cfg(feature = "rdma")]
-    fn mine(eng: &Engine) -> Vec<sluice_engine::transport::rdma::ConnStatus> {
-        let Some(listen) = rdma_listen(eng) else {
-            return Vec::new();
-        };
-        let mut v = sluice_engine::transport::rdma::connections();
-        v.retain(|c| c.listen == listen);
-        v.sort_by_key(|c| c.id);
-        v
-    }
-
-    /// Both lists as JSON values (they share one shape).
-    fn values<A: serde::Serialize, B: serde::Serialize>(
-        a: &[A],
-        b: &[B],
-    ) -> serde_json::Result<Vec<u8>> {
-        let mut v = Vec::with_capacity(a.len() + b.len());
-        for x in a {
-            v.push(serde_json::to_value(x)?);
-        }
-        for x in b {
-            v.push(serde_json::to_value(x)?);
-        }
-        serde_json::to_vec(&v)
-    }
-
-    pub(super) fn list_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
-        let tcp = if eng.is_running() {
-            eng.tcp_connections()
-        } else {
-            Vec::new()
-        };
-        #[cfg(feature = "rdma")]
-        return values(&mine(eng), &tcp);
-        #[cfg(not(feature = "rdma"))]
-        values::<(), _>(&[], &tcp)
-    }
-
-    pub(super) fn totals_json(eng: &Engine) -> serde_json::Result<Vec<u8>> {
-        let tcp = eng.tcp_connection_totals();
-        #[cfg(feature = "rdma")]
-        {
-            let mut v = match rdma_listen(eng) {
-                Some(listen) => {
-                    let mut v = sluice_engine::transport::rdma::connection_totals();
-                    v.retain(|t| t.listen == listen);
-                    v
-                }
-                None => Vec::new(),
-            };
-            v.sort_by_key(|t| t.worker);
-            values(&v, &tcp)
-        }
-        #[cfg(not(feature = "rdma"))]
-        values::<(), _>(&[], &tcp)
-    }
-
-    pub(super) fn close(eng: &Engine, id: u64) -> Outcome {
-        if eng.is_running() && eng.tcp_connections().iter().any(|c| c.id == id) {
-            return eng.close_tcp_connection(id).map_err(|e| match e {
-                // Gone between the list and the close.
-                sluice_engine::EngineError::NotFound(_) => {
-                    (SluiceStatus::NotFound, format!("no connection {id}"))
-                }
-                e => (SluiceStatus::Internal, e.to_string()),
-            });
-        }
-        #[cfg(feature = "rdma")]
-        if mine(eng).iter().any(|c| c.id == id) {
-            use sluice_engine::transport::rdma::{RdmaError, close_connection};
-            return close_connection(id).map_err(|e| match e {
-                // Gone between the list and the close.
-                RdmaError::UnknownConnection(_) => {
-                    (SluiceStatus::NotFound, format!("no connection {id}"))
-                }
-                e => (SluiceStatus::Internal, e.to_string()),
-            });
-        }
-        let tcp = !eng.config().io_uring.tcp_listen.is_empty();
-        let why = match eng.config().engine.transport {
-            _ if !eng.is_running() => " (the engine is not running)",
-            TransportKind::IoUring if tcp => "",
-            TransportKind::IoUring => {
-                " (io_uring serves connections only with io_uring.tcp_listen set)"
-            }
-            TransportKind::Rdma if !cfg!(feature = "rdma") => {
-                " (this library is built without the `rdma` feature)"
-            }
-            TransportKind::Rdma => "",
-            TransportKind::Dpdk => {
-                " (only the rdma transport and io_uring with tcp_listen have connections)"
-            }
-        };
-        Err((SluiceStatus::NotFound, format!("no connection {id}{why}")))
-    }
-}
-
 /// Answers a query as JSON in a buffer allocated here; release it with
 /// [`sluice_buf_free`].
 ///
@@ -888,15 +792,7 @@ pub unsafe extern "C" fn sluice_engine_query(
             SluiceQuery::Transforms => serde_json::to_vec(&eng.transforms()),
         }
         .map_err(|e| (SluiceStatus::Internal, format!("encode: {e}")))?;
-        let boxed = json.into_boxed_slice();
-        let len = boxed.len();
-        let p = Box::into_raw(boxed) as *mut u8;
-        // SAFETY: both out pointers are non-null and writable (checked above).
-        unsafe {
-            *out = p;
-            *out_len = len;
-        }
-        Ok(())
+        json_out(json, out, out_len)
     })
 }
 
@@ -926,15 +822,7 @@ pub unsafe extern "C" fn sluice_engine_model_meta(
         let meta = read(handle(e)?).model_meta(name).map_err(fail)?;
         let json = serde_json::to_vec(&meta)
             .map_err(|e| (SluiceStatus::Internal, format!("encode: {e}")))?;
-        let boxed = json.into_boxed_slice();
-        let len = boxed.len();
-        let p = Box::into_raw(boxed) as *mut u8;
-        // SAFETY: both out pointers are non-null and writable (checked above).
-        unsafe {
-            *out = p;
-            *out_len = len;
-        }
-        Ok(())
+        json_out(json, out, out_len)
     })
 }
 

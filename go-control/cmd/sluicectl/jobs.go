@@ -15,11 +15,7 @@ func jobs(c *client, p *printer, rest []string) error {
 		return usageError("usage: sluicectl jobs")
 	}
 	var doc api.JobsDoc
-	raw, err := c.call("GET", "/v1/jobs", nil, &doc)
-	if err != nil || p.json {
-		if err == nil {
-			p.raw(raw)
-		}
+	if done, err := p.fetch(c, "GET", "/v1/jobs", nil, &doc); done {
 		return err
 	}
 	if !doc.Enabled {

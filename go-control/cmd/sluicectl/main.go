@@ -203,6 +203,21 @@ func (p *printer) table(header string, rows [][]string) {
 	tw.Flush()
 }
 
+// fetch calls the daemon and, with -json, prints its reply as it came.
+// done is true when the caller has nothing left to print: the call failed
+// or the JSON was the output.
+func (p *printer) fetch(c *client, method, path string, body, out any) (done bool, err error) {
+	raw, err := c.call(method, path, body, out)
+	if err != nil {
+		return true, err
+	}
+	if p.json {
+		p.raw(raw)
+		return true, nil
+	}
+	return false, nil
+}
+
 // raw prints the daemon's JSON reply, indented.
 func (p *printer) raw(b []byte) {
 	var buf bytes.Buffer
@@ -335,11 +350,7 @@ func reload(c *client, p *printer) error {
 
 func connections(c *client, p *printer) error {
 	var cs []engine.Connection
-	raw, err := c.call("GET", "/v1/connections", nil, &cs)
-	if err != nil || p.json {
-		if err == nil {
-			p.raw(raw)
-		}
+	if done, err := p.fetch(c, "GET", "/v1/connections", nil, &cs); done {
 		return err
 	}
 	var rows [][]string
@@ -375,11 +386,7 @@ func listOr(l []string, empty string) string {
 
 func status(c *client, p *printer) error {
 	var st api.StatusDoc
-	raw, err := c.call("GET", "/v1/status", nil, &st)
-	if err != nil || p.json {
-		if err == nil {
-			p.raw(raw)
-		}
+	if done, err := p.fetch(c, "GET", "/v1/status", nil, &st); done {
 		return err
 	}
 	e := st.Engine
@@ -432,11 +439,7 @@ func sumErrors(m map[string]uint64) uint64 {
 
 func workers(c *client, p *printer) error {
 	var ws []api.WorkerDoc
-	raw, err := c.call("GET", "/v1/workers", nil, &ws)
-	if err != nil || p.json {
-		if err == nil {
-			p.raw(raw)
-		}
+	if done, err := p.fetch(c, "GET", "/v1/workers", nil, &ws); done {
 		return err
 	}
 	var rows [][]string
@@ -463,11 +466,7 @@ func labels(m map[string]string) string {
 
 func shards(c *client, p *printer) error {
 	var ss []api.ShardDoc
-	raw, err := c.call("GET", "/v1/shards", nil, &ss)
-	if err != nil || p.json {
-		if err == nil {
-			p.raw(raw)
-		}
+	if done, err := p.fetch(c, "GET", "/v1/shards", nil, &ss); done {
 		return err
 	}
 	var rows [][]string
@@ -499,11 +498,7 @@ func printRoutes(p *printer, doc api.RoutesDoc) {
 
 func routesGet(c *client, p *printer) error {
 	var doc api.RoutesDoc
-	raw, err := c.call("GET", "/v1/routes", nil, &doc)
-	if err != nil || p.json {
-		if err == nil {
-			p.raw(raw)
-		}
+	if done, err := p.fetch(c, "GET", "/v1/routes", nil, &doc); done {
 		return err
 	}
 	printRoutes(p, doc)
@@ -567,11 +562,7 @@ func routesSet(c *client, p *printer, path string) error {
 		routes = []config.Route{}
 	}
 	var doc api.RoutesDoc
-	raw, err := c.call("PUT", "/v1/routes", routes, &doc)
-	if err != nil || p.json {
-		if err == nil {
-			p.raw(raw)
-		}
+	if done, err := p.fetch(c, "PUT", "/v1/routes", routes, &doc); done {
 		return err
 	}
 	printRoutes(p, doc)
@@ -580,11 +571,7 @@ func routesSet(c *client, p *printer, path string) error {
 
 func tenants(c *client, p *printer) error {
 	var ts []api.TenantView
-	raw, err := c.call("GET", "/v1/tenants", nil, &ts)
-	if err != nil || p.json {
-		if err == nil {
-			p.raw(raw)
-		}
+	if done, err := p.fetch(c, "GET", "/v1/tenants", nil, &ts); done {
 		return err
 	}
 	var rows [][]string
@@ -598,11 +585,7 @@ func tenants(c *client, p *printer) error {
 
 func models(c *client, p *printer) error {
 	var ms []engine.ModelInfo
-	raw, err := c.call("GET", "/v1/models", nil, &ms)
-	if err != nil || p.json {
-		if err == nil {
-			p.raw(raw)
-		}
+	if done, err := p.fetch(c, "GET", "/v1/models", nil, &ms); done {
 		return err
 	}
 	var rows [][]string
@@ -669,11 +652,7 @@ func peers(c *client, p *printer, args []string) error {
 	switch args[0] {
 	case "ls":
 		var ps []engine.PeerStatus
-		raw, err := c.call("GET", "/v1/peers", nil, &ps)
-		if err != nil || p.json {
-			if err == nil {
-				p.raw(raw)
-			}
+		if done, err := p.fetch(c, "GET", "/v1/peers", nil, &ps); done {
 			return err
 		}
 		var rows [][]string
@@ -732,11 +711,7 @@ func errorList(m map[string]uint64) string {
 
 func stats(c *client, p *printer) error {
 	var st engine.Stats
-	raw, err := c.call("GET", "/v1/stats", nil, &st)
-	if err != nil || p.json {
-		if err == nil {
-			p.raw(raw)
-		}
+	if done, err := p.fetch(c, "GET", "/v1/stats", nil, &st); done {
 		return err
 	}
 	var rows [][]string

@@ -58,11 +58,7 @@ func (t tensorDoc) shape() string {
 // each output is placed: in-place-preallocated or allocator-placed).
 func modelsShow(c *client, p *printer, name string) error {
 	var doc modelDoc
-	raw, err := c.call("GET", "/v1/models/"+url.PathEscape(name), nil, &doc)
-	if err != nil || p.json {
-		if err == nil {
-			p.raw(raw)
-		}
+	if done, err := p.fetch(c, "GET", "/v1/models/"+url.PathEscape(name), nil, &doc); done {
 		return err
 	}
 	for i, v := range doc.Versions {

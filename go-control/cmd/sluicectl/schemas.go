@@ -29,11 +29,7 @@ func registryPath(subject string, tail string) string {
 func schemasDiff(c *client, p *printer, subject, from, to string) error {
 	q := url.Values{"from": {from}, "to": {to}}
 	var doc api.DiffDoc
-	raw, err := c.call("GET", registryPath(subject, "/diff?"+q.Encode()), nil, &doc)
-	if err != nil || p.json {
-		if err == nil {
-			p.raw(raw)
-		}
+	if done, err := p.fetch(c, "GET", registryPath(subject, "/diff?"+q.Encode()), nil, &doc); done {
 		return err
 	}
 	verdict := "compatible"
@@ -73,11 +69,7 @@ func schemasDiff(c *client, p *printer, subject, from, to string) error {
 
 func schemasContract(c *client, p *printer, subject, version string) error {
 	var doc api.ContractDoc
-	raw, err := c.call("GET", registryPath(subject, "/versions/"+url.PathEscape(version)+"/contract"), nil, &doc)
-	if err != nil || p.json {
-		if err == nil {
-			p.raw(raw)
-		}
+	if done, err := p.fetch(c, "GET", registryPath(subject, "/versions/"+url.PathEscape(version)+"/contract"), nil, &doc); done {
 		return err
 	}
 	fmt.Fprintf(p.w, "%s version %d: schema id %d (%s), %s\n", doc.Subject, doc.Version, doc.ID, doc.SchemaType, doc.Fingerprint)

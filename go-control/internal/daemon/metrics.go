@@ -42,6 +42,8 @@ type collector struct {
 
 	tCalls, tQuarantines, tQuarantined, tBytesIn, tBytesOut *prometheus.Desc
 	fRequests, fRefusals, fCopied, fSlow, fConnRefused      *prometheus.Desc
+
+	load loadDescs
 }
 
 func newCollector(d *Daemon) *collector {
@@ -51,6 +53,7 @@ func newCollector(d *Daemon) *collector {
 	cw := []string{"transport", "worker"}
 	return &collector{
 		d:       d,
+		load:    newLoadDescs(),
 		up:      desc("engine_stats_up", "1 if the engine answered the stats call of this scrape."),
 		reloads: desc("config_reloads_total", "Config reloads, by result.", "result"),
 		changes: desc("control_changes_total", "Control changes made through the admin API, SIGHUP or the fleet (each one audit log line), by kind and outcome (ok, refused, failed).", "kind", "outcome"),
@@ -145,6 +148,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.tCalls, c.tQuarantines, c.tQuarantined, c.tBytesIn, c.tBytesOut} {
 		ch <- d
 	}
+	for _, d := range c.load.all() {
+		ch <- d
+	}
 }
 
 // emit sends a metric, dropping (never panicking on) a malformed one.
@@ -199,6 +205,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge(ch, c.up, 1)
+	c.collectLoad(ch, st)
 	cfg := c.d.state.snapshot()
 	for _, w := range st.Workers {
 		l := []string{strconv.Itoa(w.Index), strconv.Itoa(w.Core)}

@@ -12,10 +12,16 @@
 //! 3. aliases of the model 1 to 1,024, the request naming the last;
 //! 4. tenants 1 to 4,096, the request from the last;
 //! 5. control-side compile of a table (`Tables::build`: validation and the
-//!    index) for 1,000 and 10,000 routes.
+//!    index) for 1,000 and 10,000 routes;
+//! 7. apply time to busy and idle workers (`apply.rs`);
+//! 8. the engine's ceiling: one worker's loop over an in-memory transport
+//!    (`ceiling.rs`).
 //!
-//! cargo run --release -p sluice-scaling-bench [-- --quick] [--compile (part 5 only)] [--memory (part 6 only)]
+//! cargo run --release -p sluice-scaling-bench [-- --quick] [--compile (part 5 only)] [--memory (part 6 only)] [--apply (part 7 only)] [--ceiling (part 8 only)]
 #![deny(unsafe_code)]
+
+mod apply;
+mod ceiling;
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -27,10 +33,10 @@ use sluice_engine::tables::{HostView, LiveConfig, Tables};
 use sluice_engine::worker::{Verdict, classify_frame};
 use sluice_wire::{DType, Frame, FrameRepr, Kind, SECTION_TENSOR_NAME, TenantKey, TensorRepr};
 
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+pub(crate) type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
-const KEY: [u8; 32] = [7; 32];
-const TENANT: u32 = 7;
+pub(crate) const KEY: [u8; 32] = [7; 32];
+pub(crate) const TENANT: u32 = 7;
 const SIZES: [usize; 5] = [1, 10, 100, 1_000, 10_000];
 
 const BASE: &str = r#"
@@ -63,7 +69,7 @@ fn key_hex() -> String {
     KEY.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn tenant(name: &str, id: u32) -> TenantCfg {
+pub(crate) fn tenant(name: &str, id: u32) -> TenantCfg {
     TenantCfg {
         name: name.into(),
         id,
@@ -148,7 +154,7 @@ fn frame(r: &Req) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-fn build(live: &LiveConfig, cfg: &Config) -> Result<Tables> {
+pub(crate) fn build(live: &LiveConfig, cfg: &Config) -> Result<Tables> {
     let slots: Vec<usize> = (0..live.models.len()).collect();
     let schemas = SchemaTable::build(
         &[SchemaCfg {
@@ -173,7 +179,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// ns per call of `f`: the fastest of `rounds` rounds of about `round_ms`
 /// each. On a shared VM the fastest round is the one least disturbed by
 /// other processes; the median drifts with their load.
-fn time(rounds: usize, round_ms: f64, mut f: impl FnMut()) -> f64 {
+pub(crate) fn time(rounds: usize, round_ms: f64, mut f: impl FnMut()) -> f64 {
     let t0 = Instant::now();
     let mut n = 0u64;
     while t0.elapsed().as_secs_f64() * 1e3 < round_ms / 4.0 {
@@ -518,10 +524,18 @@ fn main() -> Result<()> {
     if std::env::args().any(|a| a == "--compile") {
         return compile(&cfg);
     }
+    if std::env::args().any(|a| a == "--apply") {
+        return apply::apply(&cfg);
+    }
+    if std::env::args().any(|a| a == "--ceiling") {
+        return ceiling::ceiling(&cfg);
+    }
     routes(&b, &cfg)?;
     allow_lists(&b, &cfg)?;
     aliases(&b, &cfg)?;
     tenants(&b, &cfg)?;
     compile(&cfg)?;
+    apply::apply(&cfg)?;
+    ceiling::ceiling(&cfg)?;
     Ok(())
 }

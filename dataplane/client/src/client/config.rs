@@ -140,4 +140,7 @@ pub struct ClientStats {
     /// Bytes copied so: those answers, plus the start of each large TCP
     /// answer that had arrived in the read buffer with the frame before it.
     pub answer_bytes_copied: u64,
+    /// Large TCP answers read into memory given back with
+    /// [`crate::Client::recycle`] (no fresh allocation, no page faults).
+    pub answers_recycled: u64,
 }

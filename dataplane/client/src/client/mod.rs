@@ -211,6 +211,7 @@ impl Client {
         if let Some(l) = &self.tcp {
             s.answers_copied += l.copied_frames;
             s.answer_bytes_copied += l.copied_bytes;
+            s.answers_recycled += l.recycled_frames;
         }
         s
     }
@@ -227,6 +228,18 @@ impl Client {
     /// loop watching the sockets' readiness would not hear of them.
     pub fn has_ready(&self) -> bool {
         !self.ready.is_empty() || !self.failed.is_empty()
+    }
+
+    /// Gives back the memory of an answer the caller is done with
+    /// ([`Response::into_frame`], then `into_inner`). The client keeps one
+    /// such buffer, the largest, and reads the next large TCP answer that
+    /// fits into it: a stream of megabyte answers then lands in memory
+    /// already mapped, instead of faulting in fresh pages for each one.
+    /// Buffers no larger than the read buffer (64 KiB) are dropped.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        if let Some(l) = self.tcp.as_mut() {
+            l.recycle(buf);
+        }
     }
 
     /// Sends a request without waiting and returns its request id. The

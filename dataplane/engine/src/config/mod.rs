@@ -13,84 +13,13 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::auth::config::{AuthCfg, AuthMode, auth_allows_tenants};
 
-/// Hard limits on what a config may ask for.
-pub mod limits {
-    /// Most workers (pinned cores).
-    pub const WORKER_COUNT_MAX: usize = 64;
-    /// Largest receive burst.
-    pub const RX_BURST_MAX: usize = 256;
-    /// Most shards.
-    pub const SHARD_COUNT_MAX: usize = 32;
-    /// Most routes.
-    pub const ROUTE_COUNT_MAX: usize = 16_384;
-    /// Most tenants.
-    pub const TENANT_COUNT_MAX: usize = 4096;
-    /// Most loaded model versions (slots).
-    pub const MODEL_SLOT_COUNT_MAX: usize = 64;
-    /// Most aliases of one model version.
-    pub const ALIAS_COUNT_MAX: usize = 1024;
-    /// Most adapters per model.
-    pub const ADAPTER_COUNT_MAX: usize = 32;
-    /// Most peers.
-    pub const PEER_COUNT_MAX: usize = 256;
-    /// Largest shard queue depth.
-    pub const QUEUE_DEPTH_MAX: u32 = 65_536;
-    /// Largest max_concurrency.
-    pub const CONCURRENCY_MAX: u32 = 4096;
-    /// Buffers per pool, per worker.
-    pub const POOL_BUFFERS_MAX: u32 = 32_768;
-    /// Smallest and largest buffer, bytes.
-    pub const BUFFER_SIZE_MIN: u32 = 2048;
-    /// Largest buffer, bytes.
-    pub const BUFFER_SIZE_MAX: u32 = 1 << 20;
-    /// Longest spin before an adaptive worker sleeps.
-    pub const SPIN_US_MAX: u32 = 1_000_000;
-    /// Most TCP connections per worker.
-    pub const TCP_CONNECTIONS_MAX: u32 = 4096;
-    /// Most requests in flight on one TCP connection.
-    pub const TCP_PIPELINE_MAX: u32 = 1024;
-    /// Most TCP slot classes.
-    pub const TCP_SLOT_CLASSES_MAX: usize = 4;
-    /// Most slots of one class, per worker.
-    pub const TCP_SLOT_COUNT_MAX: u32 = 4096;
-    /// Smallest TCP slot, bytes; slot sizes are multiples of it.
-    pub const TCP_SLOT_SIZE_MIN: u32 = 4096;
-    /// Largest TCP slot: the largest frame the wire allows.
-    pub const TCP_SLOT_SIZE_MAX: u32 = sluice_wire::limits::FRAME_LEN_MAX as u32;
-    /// Most memory one worker's TCP slots (receive and reply) may take.
-    pub const TCP_POOL_BYTES_MAX: u64 = 16 << 30;
-    /// Longest TCP idle timeout.
-    pub const TCP_IDLE_TIMEOUT_MS_MAX: u32 = 3_600_000;
-    /// Most rows one batched run stacks (`batch_max`).
-    pub const BATCH_MAX: u32 = 256;
-    /// Longest a request may wait for others to batch with (`batch_delay_us`).
-    pub const BATCH_DELAY_US_MAX: u32 = 1_000_000;
-    /// Fewest and most io_uring submission queue entries (a power of two).
-    pub const RING_ENTRIES_MIN: u32 = 8;
-    /// Most io_uring submission queue entries.
-    pub const RING_ENTRIES_MAX: u32 = 32_768;
-    /// Fewest buffers per pool, per worker.
-    pub const POOL_BUFFERS_MIN: u32 = 8;
-    /// Buffers are a multiple of this many bytes (tensor alignment).
-    pub const BUFFER_ALIGN: u32 = 64;
-    /// Longest shard, route, tenant and peer name, in bytes.
-    pub const NAME_LEN_MAX: usize = 64;
-    /// Shortest tenant key, in bytes.
-    pub const TENANT_KEY_LEN_MIN: usize = 16;
-    /// Longest wait for a forwarded request's answer.
-    pub const FORWARD_TIMEOUT_MS_MAX: u32 = 60_000;
-    /// Most content conditions per route.
-    pub const CONTENT_CONDITIONS_MAX: usize = crate::route::CONTENT_CONDITIONS_MAX;
-    /// Most path segments in a content condition.
-    pub const CONTENT_PATH_SEGMENTS_MAX: usize = sluice_validate::json::PATH_SEGMENTS_MAX;
-    /// Most trie nodes of every content path of a route table.
-    pub const CONTENT_PATH_NODES_MAX: usize = sluice_validate::json::PATH_NODES_MAX;
-    /// Bounds of `engine.negotiation_ttl_ms`: 1 s to 1 h.
-    pub const NEGOTIATION_TTL_MS_MIN: u32 = 1_000;
-    /// See `NEGOTIATION_TTL_MS_MIN`.
-    pub const NEGOTIATION_TTL_MS_MAX: u32 = 3_600_000;
-    pub use crate::auth::config::limits::*;
-}
+pub mod limits;
+mod trace;
+mod uring;
+mod streams;
+pub use streams::{ModelStreamCfg, StatePairCfg, StreamsCfg};
+pub use trace::TracingCfg;
+pub use uring::{TcpSlotCfg, UringCfg, ZcMode};
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -151,6 +80,10 @@ pub struct Config {
     /// Request tracing (docs/observability.md).
     #[serde(default)]
     pub tracing: TracingCfg,
+    /// Stream limits (`[streams]`, docs/wire.md "Limits and errors of
+    /// streams").
+    #[serde(default)]
+    pub streams: StreamsCfg,
     /// Directory of the config file; relative paths resolve against it.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -247,155 +180,7 @@ impl Default for EngineCfg {
     }
 }
 
-/// `[io_uring]`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct UringCfg {
-    /// Address every worker binds with SO_REUSEPORT.
-    pub listen: String,
-    /// Submission queue entries.
-    pub ring_entries: u32,
-    /// Receive buffers per worker (a power of two).
-    pub rx_buffers: u32,
-    /// Transmit buffers per worker.
-    pub tx_buffers: u32,
-    /// Bytes per buffer.
-    pub buffer_size: u32,
-    /// TCP address every worker listens on with SO_REUSEPORT, beside the
-    /// UDP socket; "" serves no TCP.
-    pub tcp_listen: String,
-    /// Connections per worker; more are accepted and closed at once.
-    pub tcp_connections_max: u32,
-    /// A frame that started arriving and makes no progress for this long
-    /// closes its connection (a header and then silence).
-    pub tcp_idle_timeout_ms: u32,
-    /// Largest frame accepted over TCP (`header_len + payload_len`); a
-    /// larger declared length gets `frame_too_large` and the connection is
-    /// closed. 0: the largest slot.
-    pub tcp_frame_len_max: u32,
-    /// Requests in flight on one connection (received, not yet answered);
-    /// at the limit the connection is not read.
-    pub tcp_pipeline_max: u32,
-    /// Slot classes, smallest first: a frame lands whole in a slot of the
-    /// smallest class that holds it, and its answer is written into a
-    /// reply slot of the same size.
-    pub tcp_slots: Vec<TcpSlotCfg>,
-    /// Zero-copy sends (`SEND_ZC`) for large answers: "auto" tries them and
-    /// falls back per connection when the kernel reports it copied (always
-    /// on loopback), "on" keeps them, "off" never uses them.
-    pub tcp_send_zc: ZcMode,
-}
 
-impl Default for UringCfg {
-    fn default() -> Self {
-        UringCfg {
-            listen: "127.0.0.1:7070".into(),
-            ring_entries: 512,
-            rx_buffers: 256,
-            tx_buffers: 256,
-            buffer_size: 65536,
-            tcp_listen: String::new(),
-            tcp_connections_max: 256,
-            tcp_idle_timeout_ms: 10_000,
-            tcp_frame_len_max: 0,
-            tcp_pipeline_max: 64,
-            tcp_slots: vec![
-                TcpSlotCfg {
-                    size: 64 << 10,
-                    count: 128,
-                },
-                TcpSlotCfg {
-                    size: 2 << 20,
-                    count: 16,
-                },
-                // A 16 MiB tensor and its header: 16 MiB + 64 KiB.
-                TcpSlotCfg {
-                    size: (16 << 20) + (64 << 10),
-                    count: 2,
-                },
-            ],
-            tcp_send_zc: ZcMode::Auto,
-        }
-    }
-}
-
-impl UringCfg {
-    /// Whether TCP is served.
-    pub fn tcp_enabled(&self) -> bool {
-        !self.tcp_listen.is_empty()
-    }
-
-    /// The largest frame accepted over TCP.
-    pub fn tcp_frame_len_limit(&self) -> u32 {
-        match self.tcp_frame_len_max {
-            0 => self.tcp_slots.iter().map(|c| c.size).max().unwrap_or(0),
-            n => n,
-        }
-    }
-
-    /// Bytes of TCP slot memory per worker (receive and reply slots).
-    pub fn tcp_pool_bytes(&self) -> u64 {
-        self.tcp_slots
-            .iter()
-            .map(|c| 2 * u64::from(c.size) * u64::from(c.count))
-            .sum()
-    }
-}
-
-/// One class of TCP slots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TcpSlotCfg {
-    /// Bytes per slot (a multiple of 4096).
-    pub size: u32,
-    /// Slots of this size per worker (each with a reply slot).
-    pub count: u32,
-}
-
-/// Zero-copy send policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ZcMode {
-    /// Try, and fall back per connection when the kernel copies.
-    #[default]
-    Auto,
-    /// Always, for answers of at least 64 KiB.
-    On,
-    /// Never.
-    Off,
-}
-
-/// `[tracing]`: which requests the workers trace (the engine) and where
-/// their spans go (the Go daemon exports them).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TracingCfg {
-    /// Share (0 to 1) of requests with a trace id but no sampling decision
-    /// (trace flags 0, no parent span) that are traced. Requests with the
-    /// sampled bit are always traced, requests without a trace id never.
-    pub sample_ratio: f64,
-    /// Span records each worker's ring holds; a full ring drops and counts.
-    pub ring_spans: u32,
-    /// OTLP/HTTP endpoint the daemon exports to (`http://host:4318`); none:
-    /// records are drained and counted, not exported. Read by sluiced.
-    pub endpoint: Option<String>,
-    /// How often the daemon drains the rings, in ms. Read by sluiced.
-    pub export_interval_ms: u32,
-    /// `service.name` of the exported spans. Read by sluiced.
-    pub service_name: Option<String>,
-}
-
-impl Default for TracingCfg {
-    fn default() -> Self {
-        TracingCfg {
-            sample_ratio: 0.0,
-            ring_spans: crate::trace::RING_SPANS_DEFAULT,
-            endpoint: None,
-            export_interval_ms: 200,
-            service_name: None,
-        }
-    }
-}
 
 /// `[host]`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -604,7 +389,12 @@ pub struct ModelCfg {
     /// Overrides the shard's `batch_delay_us` for this model version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_delay_us: Option<u32>,
+    /// A stateful stream model: which outputs feed which inputs at the
+    /// next step (docs/wire.md "Streams").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<ModelStreamCfg>,
 }
+
 
 /// A LoRA adapter of a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -26,10 +26,29 @@ impl Engine {
             .unwrap_or(u64::MAX)
     }
 
+    /// Wakes every worker that sleeps (adaptive mode, idle) so it reaches a
+    /// burst boundary and sees the new epoch or control message now, not at
+    /// the end of its sleep. One eventfd write per sleeping worker; a busy
+    /// worker is not written to.
+    fn poke(&self) {
+        if self.opts.no_wake {
+            return;
+        }
+        // Pairs with the fence in the worker's sleep: either the worker sees
+        // the change before it sleeps, or this sees its `sleeping` flag.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        for w in &self.workers {
+            if let Some(k) = &w.wake {
+                k.notify();
+            }
+        }
+    }
+
     /// Waits until every worker runs on `epoch` or later, then frees
-    /// snapshots nobody holds. Workers that are idle in adaptive mode wake
-    /// within their sleep bound (10 ms).
+    /// snapshots nobody holds. Sleeping adaptive workers are poked; those
+    /// whose transport polls no eventfd wake within their sleep bound.
     pub(super) fn wait_epoch(&self, epoch: u64) -> Result<(), EngineError> {
+        self.poke();
         let deadline = Instant::now() + SLOT_WAIT;
         let t0 = Instant::now();
         while self.is_running() && self.min_epoch() < epoch {
@@ -60,6 +79,7 @@ impl Engine {
     }
 
     pub(super) fn wait_applied(&self, targets: &[u64]) -> Result<(), EngineError> {
+        self.poke();
         let deadline = Instant::now() + SLOT_WAIT;
         for (w, &t) in self.workers.iter().zip(targets) {
             // A failed worker applies nothing more: it is not waited for.
@@ -190,6 +210,7 @@ impl Engine {
                     let _ = w.ctrl.send(WorkerMsg::Remove { slot });
                 }
             }
+            self.poke();
         }
         ctl.slots = slots;
         ctl.live = live;

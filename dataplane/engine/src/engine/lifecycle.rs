@@ -227,6 +227,7 @@ impl Engine {
         let counters = Arc::new(WorkerCounters::default());
         let hist = Arc::new(HistExchange::new());
         let spans = Arc::new(crate::trace::SpanRing::new(self.cfg.tracing.ring_spans));
+        let load = Arc::new(crate::load::LoadRing::new());
         let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
         let params = WorkerParams {
             index,
@@ -243,7 +244,16 @@ impl Engine {
         };
         let shared = Arc::clone(&self.shared);
         let ingress = self.ingress_workers.get_mut(index).and_then(Option::take);
+        // The control side's poke: the front door's eventfd when it runs,
+        // else one of the worker's own (none if eventfd fails: the worker
+        // then wakes within its sleep bound).
+        let wake = match &ingress {
+            Some(w) => Some(Arc::clone(w.wake())),
+            None => crate::transport::ingress::Wake::new().ok().map(Arc::new),
+        };
+        let wake2 = wake.clone();
         let (c2, h2, s2) = (Arc::clone(&counters), Arc::clone(&hist), Arc::clone(&spans));
+        let l2 = Arc::clone(&load);
         let opts = self.opts;
         let thread = std::thread::Builder::new()
             .name(format!("sluice-w{index}"))
@@ -260,12 +270,13 @@ impl Engine {
                     init(index);
                 }
                 let transport = match make() {
-                    Ok(t) => crate::transport::ingress::Sources::new(t, ingress),
+                    Ok(t) => crate::transport::ingress::Sources::new(t, ingress, wake2),
                     Err(e) => {
                         let _ = ready_tx.send(Err(format!("worker {index}: {e}")));
                         return;
                     }
                 };
+                let control_wake = transport.control_wake();
                 let c = transport.counters();
                 c2.alive.store(true, Ordering::Release);
                 let _ = ready_tx.send(Ok((transport.local_addr(), c.hugepages)));
@@ -280,6 +291,8 @@ impl Engine {
                         counters: c2,
                         hist_out: h2,
                         spans: s2,
+                        load: l2,
+                        wake: control_wake,
                     },
                 );
                 w.run_guarded();
@@ -296,6 +309,8 @@ impl Engine {
             counters,
             hist,
             spans,
+            load,
+            wake,
         });
         res.map_err(EngineError::Start)
     }
@@ -308,6 +323,26 @@ impl Engine {
             n += w.spans.drain(&mut out[n..]);
         }
         n
+    }
+
+    /// Token load of seconds `from..=to` (since the Unix epoch) keyed by
+    /// `dim`, merged over every worker's ring: sums, and the highest queue
+    /// depth. Rows in (second, key) order, zero cells left out.
+    pub fn load(&self, from: u64, to: u64, dim: crate::load::Dim) -> Vec<crate::load::LoadRow> {
+        let mut acc = std::collections::BTreeMap::new();
+        for w in &self.workers {
+            w.load.read_into(from, to, dim, &mut acc);
+        }
+        acc.into_values().collect()
+    }
+
+    /// (slot, model name, version) of every model slot in use.
+    pub fn model_slots(&self) -> Vec<(usize, String, String)> {
+        let ctl = self.control.lock().unwrap_or_else(|p| p.into_inner());
+        ctl.slots
+            .iter()
+            .map(|((n, v), &s)| (s, n.clone(), v.clone()))
+            .collect()
     }
 
     /// Number of workers started (running or stopped).

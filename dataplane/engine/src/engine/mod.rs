@@ -90,6 +90,9 @@ pub struct EngineOptions {
     /// Starts the front door when `[frontdoor]` is on
     /// (`sluice_frontdoor::start`; the engine cannot depend on it).
     pub frontdoor: Option<FrontdoorStart>,
+    /// Publishes without poking sleeping workers (they pick a change up at
+    /// the end of their sleep): the baseline of perf/scaling's apply curve.
+    pub no_wake: bool,
 }
 
 struct WorkerHandle {
@@ -100,6 +103,10 @@ struct WorkerHandle {
     counters: Arc<WorkerCounters>,
     hist: Arc<HistExchange>,
     spans: Arc<crate::trace::SpanRing>,
+    load: Arc<crate::load::LoadRing>,
+    /// Written after a publish or a control message so that a sleeping
+    /// adaptive worker picks the change up at once (see `Engine::poke`).
+    wake: Option<Arc<crate::transport::ingress::Wake>>,
 }
 
 /// Control-side state, behind one mutex: control calls are serialized.

@@ -122,6 +122,15 @@ impl Engine {
                 refusals,
                 pings: ld(&c.pings),
                 negotiations: ld(&c.negotiations),
+                streams: crate::stats::StreamStats {
+                    opened: ld(&c.streams.opened),
+                    ended: ld(&c.streams.ended),
+                    reclaimed: ld(&c.streams.reclaimed),
+                    refused: ld(&c.streams.refused),
+                    steps: ld(&c.streams.steps),
+                    open: ld(&c.streams.open),
+                    moved: ld(&c.streams.moved),
+                },
                 not_sluice: ld(&c.not_sluice),
                 tx_no_buffers: ld(&c.tx_no_buffers),
                 payload_bytes_copied: ld(&c.payload_bytes_copied),
@@ -144,6 +153,7 @@ impl Engine {
                 copies: c.copies(),
                 spans_recorded: ld(&c.spans_recorded),
                 spans_dropped: ld(&c.spans_dropped),
+                spans_unheld: ld(&c.spans_unheld),
                 ..WorkerStats::default()
             };
             w.hist.read(|h| {

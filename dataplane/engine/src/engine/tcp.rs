@@ -4,7 +4,8 @@
 use std::net::SocketAddr;
 
 use super::*;
-use crate::transport::tcp::{TcpConnStatus, TcpTotals};
+use crate::transport::ConnStatus;
+use crate::transport::tcp::TcpTotals;
 
 impl Engine {
     /// The TCP data-plane address (io_uring with `tcp_listen`), once started.
@@ -13,8 +14,8 @@ impl Engine {
     }
 
     /// Open TCP connections of every worker, with their counters.
-    pub fn tcp_connections(&self) -> Vec<TcpConnStatus> {
-        let mut v: Vec<TcpConnStatus> = self.tcp.iter().flat_map(|t| t.connections()).collect();
+    pub fn tcp_connections(&self) -> Vec<ConnStatus> {
+        let mut v: Vec<ConnStatus> = self.tcp.iter().flat_map(|t| t.connections()).collect();
         v.sort_by_key(|c| (c.worker, c.id & 0xffff));
         v
     }

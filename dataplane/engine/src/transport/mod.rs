@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sluice_wire::ErrorCode;
 
+pub mod conn;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod ingress;
@@ -14,6 +15,8 @@ pub mod mem;
 pub mod rdma;
 pub mod tcp;
 pub mod uring;
+
+pub use conn::ConnStatus;
 
 /// A received frame: where it sits and who sent it.
 #[derive(Debug, Clone, Copy)]

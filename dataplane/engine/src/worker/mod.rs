@@ -103,6 +103,11 @@ pub struct WorkerLinks {
     pub hist_out: Arc<HistExchange>,
     /// Span records of traced requests, drained by the control side.
     pub spans: Arc<crate::trace::SpanRing>,
+    /// Token load per second, read by the control side (heatmap).
+    pub load: Arc<crate::load::LoadRing>,
+    /// The eventfd the transport's `wait` returns for, written by the
+    /// control side after a publish; `None`: sleeps run to their bound.
+    pub wake: Option<Arc<crate::transport::ingress::Wake>>,
 }
 
 /// Worker settings.
@@ -143,6 +148,9 @@ struct Pending {
     /// Where it may stack; `None`: it runs on its own.
     key: Option<BatchKey>,
     state: batch::State,
+    /// Its span record in `held_spans` once a batch held it past the
+    /// burst it arrived in (traced requests only); `trace::NO_SPAN` else.
+    span: u16,
     /// The schema transform it goes through first (never batched).
     transform: Option<crate::transform::TransformRef>,
 }
@@ -204,6 +212,12 @@ pub struct Worker<T: Transport> {
     spans_open: bool,
     span_ids: crate::trace::SpanIds,
     spans: Arc<crate::trace::SpanRing>,
+    /// Span records of traced requests held past their burst by a batch.
+    held_spans: trace::HeldSpans,
+    /// This worker's side of its load ring (heatmap counters).
+    load: crate::load::LoadWriter,
+    /// See [`WorkerLinks::wake`].
+    wake: Option<Arc<crate::transport::ingress::Wake>>,
 }
 
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
@@ -227,6 +241,8 @@ impl<T: Transport> Worker<T> {
             counters,
             hist_out,
             spans,
+            load,
+            wake,
         } = links;
         let (epoch, tables) = shared.tables.load();
         let mut handlers = handlers;
@@ -276,7 +292,20 @@ impl<T: Transport> Worker<T> {
             spans_open: false,
             span_ids: crate::trace::SpanIds::new(p.index),
             spans,
+            held_spans: trace::HeldSpans::new(),
+            load: crate::load::LoadWriter::new(load),
+            wake,
         }
+    }
+
+    /// The transport (benchmarks read what it counted).
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    /// The transport, writable (benchmarks feed it).
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
     }
 
     /// Runs the loop with panics caught. A panic is counted, logged and kept
@@ -345,8 +374,7 @@ impl<T: Transport> Worker<T> {
                         SLEEP_MAX
                     };
                     if !sleep.is_zero() {
-                        bump(&self.counters.sleeps, 1);
-                        self.transport.wait(sleep);
+                        self.sleep(sleep);
                     }
                     idle_since = None;
                 }
@@ -355,6 +383,26 @@ impl<T: Transport> Worker<T> {
             }
         }
         self.publish_stats();
+    }
+
+    /// Sleeps on the transport for up to `d`, unless a control change is
+    /// already waiting: the `sleeping` flag is raised first, so a publish
+    /// after the check finds it and writes the eventfd the transport polls.
+    fn sleep(&mut self, d: Duration) {
+        if let Some(k) = &self.wake {
+            k.prepare_sleep();
+            // Pairs with the fence in `Engine::poke`.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if !self.ctrl.is_empty() || self.shared.tables.epoch() != self.epoch {
+                k.awake();
+                return;
+            }
+        }
+        bump(&self.counters.sleeps, 1);
+        self.transport.wait(d);
+        if let Some(k) = &self.wake {
+            k.awake();
+        }
     }
 
     /// Applies control messages and a newer snapshot; publishes statistics.
@@ -417,7 +465,31 @@ impl<T: Transport> Worker<T> {
         }
     }
 
+    /// Reclaims idle streams (a bounded scan per model) and counts what
+    /// the stream tables did since the last tick.
+    fn stream_tick(&mut self) {
+        // The burst clock stands still while no frame comes: idle streams
+        // are judged by the wall clock (never behind the burst's).
+        let wall_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let now_us = self.now_us.max(wall_us);
+        let mut open = 0u64;
+        let mut any = false;
+        for h in self.handlers.iter_mut().flatten() {
+            if let Some((c, n)) = h.stream_tick(now_us) {
+                any = true;
+                open += n as u64;
+                self.counters.streams.add(&c);
+            }
+        }
+        if any {
+            self.counters.streams.open.store(open, Ordering::Relaxed);
+        }
+    }
+
     fn publish_stats(&mut self) {
+        self.stream_tick();
         self.last_publish = Instant::now();
         self.hist_out.publish(&self.hist);
         let c = self.transport.counters();
@@ -446,6 +518,7 @@ impl<T: Transport> Worker<T> {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         self.now_us = self.now_us.max(wall_ns / 1000);
+        self.load.tick(self.now_us);
         if n > 0 {
             self.burst_start = Instant::now();
             self.burst_wall_ns = wall_ns;
@@ -474,6 +547,7 @@ impl<T: Transport> Worker<T> {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
         self.now_us = self.now_us.max(wall_us);
+        self.load.tick(self.now_us);
         self.run_queues(true);
         self.flush_sends();
     }
@@ -491,15 +565,22 @@ impl<T: Transport> Worker<T> {
         self.queues[s][k].state = batch::State::Done;
         let pkt = self.queues[s][k].pkt;
         self.transport.rx_release(&pkt);
+        self.trace_held_done(s, k, 0);
     }
 
     /// Answers shard `s`'s queue entry `k` at once and releases its buffer.
     fn reply_queued(&mut self, s: usize, k: usize, r: Immediate) {
         self.queues[s][k].state = batch::State::Done;
         let p = self.queues[s][k];
+        if let Immediate::Error(code, _) = r {
+            self.trace_held_done(s, k, code as u16);
+        } else {
+            self.trace_held_done(s, k, 0);
+        }
         // Its span record, while the burst it arrived in is this one.
-        let traced = (p.arrived == self.burst_start).then_some(usize::from(p.rx_index));
-        self.reply_pkt(p.pkt, r, Some(s), traced);
+        let traced = (p.arrived == self.burst_start && p.span == trace::NO_SPAN)
+            .then_some(usize::from(p.rx_index));
+        self.reply_pkt(p.pkt, r, Some(s), Some(usize::from(p.slot)), traced);
     }
 
     /// After a panic in the loop: answers what the worker held, so its
@@ -612,6 +693,7 @@ impl<T: Transport> Worker<T> {
             Verdict::Reply(r) => self.reply(i, r, None),
             Verdict::Forward { shard } => {
                 bump(&self.counters.shard_requests[shard], 1);
+                self.load_request(&pkt, Some(shard), None);
                 self.forward(i, shard);
             }
             Verdict::Admit {
@@ -621,6 +703,7 @@ impl<T: Transport> Worker<T> {
                 transform,
             } => {
                 bump(&self.counters.shard_requests[shard], 1);
+                let lk = self.load_request(&pkt, Some(shard), Some(slot));
                 let depth = self.tables.shards[shard].queue_depth as usize;
                 let q = &self.queues[shard];
                 if q.len() >= depth.min(q.capacity()) {
@@ -668,10 +751,12 @@ impl<T: Transport> Worker<T> {
                     batch,
                     key,
                     state: batch::State::Waiting,
+                    span: trace::NO_SPAN,
                     transform,
                 };
                 self.queues[shard].push(p);
                 let depth = self.queues[shard].len() as u32;
+                self.load.depth(lk, depth);
                 probes_sys::admit(|| {
                     let rid = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).request_id();
                     (rid, shard as u32, depth)
@@ -708,7 +793,31 @@ impl<T: Transport> Worker<T> {
         };
         probes_sys::pool_alloc(|| (tx,));
         let now_us = self.now_us;
+        // A stream frame whose stream another version of the model holds
+        // (its alias switched): the state moves over when the new version
+        // keeps state of the same shapes, else the stream ends.
+        if let Some(sh) = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).stream()
+            && !sh.has(sluice_wire::stream_flags::OPEN)
+        {
+            let tenant = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).tenant_id();
+            if !self.follow_stream(p.slot as usize, tenant, sh.stream_id, now_us) {
+                probes_sys::pool_free(|| (tx,));
+                self.transport.tx_free(tx);
+                self.reply_queued(
+                    shard,
+                    k,
+                    Immediate::Stream {
+                        code: ErrorCode::StreamStateMismatch,
+                        message: "the model version behind the alias keeps state of other shapes; the stream ended",
+                        seq: sh.seq,
+                        ended: true,
+                    },
+                );
+                return;
+            }
+        }
         let tx_len;
+        let mut stream_refusal = None;
         let result = {
             let (rxb, txb) = self.transport.frames(&pkt, tx);
             tx_len = txb.len();
@@ -747,7 +856,17 @@ impl<T: Transport> Worker<T> {
                             Some(h) => {
                                 let adapter = Some(req.adapter()).filter(|a| !a.is_empty());
                                 let mut acct = RunAccount::default();
-                                let r = h.handle(&req, adapter, txb, &mut acct);
+                                let r = match req.stream() {
+                                    // A stream frame: its state lives in the
+                                    // handler's table; a refusal says the seq.
+                                    Some(sh) => h
+                                        .handle_stream(&req, sh, adapter, now_us, txb, &mut acct)
+                                        .map_err(|e| {
+                                            stream_refusal = Some((e.seq, e.ended));
+                                            e.reject
+                                        }),
+                                    None => h.handle(&req, adapter, txb, &mut acct),
+                                };
                                 bump(
                                     &self.counters.payload_bytes_copied,
                                     acct.payload_bytes_copied,
@@ -771,11 +890,7 @@ impl<T: Transport> Worker<T> {
             let code = result.as_ref().err().map_or(0, |r| r.code as u32);
             (rid, shard as u32, code)
         });
-        // A span record lives for its burst: a request held into a later
-        // burst (batching) has no run times in its span.
-        if p.arrived == self.burst_start {
-            self.trace_run(usize::from(p.rx_index), started, done);
-        }
+        self.trace_ran(shard, k, started, done);
         record(&mut self.hist.queue[shard], started - p.arrived);
         record(&mut self.hist.service[shard], done - started);
         match result {
@@ -801,6 +916,13 @@ impl<T: Transport> Worker<T> {
                         needed_len: r.needed_len,
                         buffer_len: tx_len,
                     }
+                } else if let Some((seq, ended)) = stream_refusal {
+                    Immediate::Stream {
+                        code: r.code,
+                        message: r.message,
+                        seq,
+                        ended,
+                    }
                 } else {
                     Immediate::Error(r.code, r.message)
                 };
@@ -809,10 +931,61 @@ impl<T: Transport> Worker<T> {
         }
     }
 
+    /// Makes sure the handler of `slot` holds stream (`tenant`, `id`) when
+    /// another version of the same model does: moves it over (one copy of
+    /// its state) when the state signatures agree; returns false, ending
+    /// the stream, when they do not. Streams held nowhere are left to the
+    /// handler (`unknown_stream`).
+    fn follow_stream(&mut self, slot: usize, tenant: u32, id: u64, now_us: u64) -> bool {
+        let Some(Some(h)) = self.handlers.get(slot) else {
+            return true;
+        };
+        let Some((name, sig)) = h.stream_identity() else {
+            return true;
+        };
+        if h.holds_stream(tenant, id) {
+            return true;
+        }
+        let from = self.handlers.iter().enumerate().position(|(o, other)| {
+            o != slot
+                && other.as_ref().is_some_and(|x| {
+                    x.holds_stream(tenant, id) && x.stream_identity().is_some_and(|(n, _)| n == name)
+                })
+        });
+        let Some(from) = from else {
+            return true;
+        };
+        let same = self.handlers[from]
+            .as_ref()
+            .and_then(|x| x.stream_identity())
+            .is_some_and(|(_, s)| s == sig);
+        let (a, b) = if from < slot {
+            let (lo, hi) = self.handlers.split_at_mut(slot);
+            (&mut lo[from], &mut hi[0])
+        } else {
+            let (lo, hi) = self.handlers.split_at_mut(from);
+            (&mut hi[0], &mut lo[slot])
+        };
+        let (Some(old), Some(new)) = (a.as_mut(), b.as_mut()) else {
+            return true;
+        };
+        let Some((next_seq, state)) = old.take_stream(tenant, id) else {
+            return true;
+        };
+        if !same {
+            return false;
+        }
+        let moved = new.adopt_stream(tenant, id, next_seq, state, now_us);
+        if moved {
+            bump(&self.counters.streams.moved, 1);
+        }
+        true
+    }
+
     /// Answers frame `i` of this burst at once and releases its buffer.
     fn reply(&mut self, i: usize, r: Immediate, shard: Option<usize>) {
         self.rx_open[i] = false;
-        self.reply_pkt(self.rx[i], r, shard, Some(i));
+        self.reply_pkt(self.rx[i], r, shard, None, Some(i));
     }
 
     /// Answers a received frame at once and releases its receive buffer;
@@ -822,6 +995,7 @@ impl<T: Transport> Worker<T> {
         pkt: RxPacket,
         r: Immediate,
         shard: Option<usize>,
+        slot: Option<usize>,
         traced: Option<usize>,
     ) {
         let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
@@ -830,7 +1004,9 @@ impl<T: Transport> Worker<T> {
             return;
         };
         probes_sys::pool_alloc(|| (tx,));
-        if let Immediate::Error(code, _) | Immediate::Refused(crate::auth::Refusal { code, .. }) = r
+        if let Immediate::Error(code, _)
+        | Immediate::Stream { code, .. }
+        | Immediate::Refused(crate::auth::Refusal { code, .. }) = r
         {
             probes_sys::error(|| {
                 let f = Frame::new_unchecked(self.transport.rx_bytes(&pkt));
@@ -841,12 +1017,19 @@ impl<T: Transport> Worker<T> {
                 )
             });
         }
+        if let Immediate::Error(..) | Immediate::TooLarge { .. } | Immediate::Refused(_) = r {
+            let tenant = Frame::new_unchecked(self.transport.rx_bytes(&pkt))
+                .try_tenant_id()
+                .unwrap_or(0);
+            let k = self.load.key(shard, slot, tenant);
+            self.load.error(k);
+        }
         let len = {
             let (rxb, txb) = self.transport.frames(&pkt, tx);
             build_immediate(rxb, txb, &r, &self.tables)
         };
         match &r {
-            Immediate::Error(code, _) => {
+            Immediate::Error(code, _) | Immediate::Stream { code, .. } => {
                 if let Some(i) = traced {
                     self.trace_outcome(i, *code as u16);
                 }
@@ -882,6 +1065,34 @@ impl<T: Transport> Worker<T> {
                 self.transport.tx_free(tx);
             }
         }
+    }
+}
+
+impl<T: Transport> Worker<T> {
+    /// Counts a routed request in the load ring: its declared tokens, one
+    /// request. Returns its cells for the queue depth and later tokens.
+    #[inline]
+    fn load_request(
+        &mut self,
+        pkt: &RxPacket,
+        shard: Option<usize>,
+        slot: Option<usize>,
+    ) -> crate::load::LoadKey {
+        let f = Frame::new_unchecked(self.transport.rx_bytes(pkt));
+        let (tenant, tokens) = (f.tenant_id(), f.token_count());
+        let k = self.load.key(shard, slot, tenant);
+        self.load.request(k, tokens);
+        k
+    }
+
+    /// Adds `n` generated tokens to the current second of the heatmap for
+    /// a request of `tenant` on `shard` run by model slot `slot`: the one
+    /// call a stream step makes (streams are not built yet; nothing calls
+    /// it outside tests).
+    #[inline]
+    pub fn load_tokens(&mut self, shard: usize, slot: Option<usize>, tenant: u32, n: u32) {
+        let k = self.load.key(Some(shard), slot, tenant);
+        self.load.add_tokens(k, n);
     }
 }
 

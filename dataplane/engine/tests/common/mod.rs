@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sluice_engine::config::Config;
+use sluice_engine::{Engine, EngineOptions};
 use sluice_engine::schema::SchemaCfg;
 use sluice_wire::{DType, Frame, FrameRepr, Kind, SECTION_TENSOR_NAME, TenantKey, TensorRepr};
 
@@ -107,6 +108,65 @@ pub struct Req<'a> {
     pub sign: bool,
     /// W3C trace context (none by default).
     pub trace: sluice_wire::TraceContext,
+}
+
+/// An engine from `cfg`, started, workers not pinned (tests share cores).
+pub fn started(cfg: Config) -> Engine {
+    let mut e = Engine::new(
+        cfg,
+        EngineOptions {
+            no_pin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    e.start().unwrap();
+    e
+}
+
+/// The config of one of two appliances on loopback that forward to each
+/// other (e2e_peers, e2e_tcp_peers): host labels `host_label`, shards
+/// `hbm2` and `gddr6`, intent "training" routed to `gddr6`, everything else
+/// to `hbm2`, the null model, tenant 7. `engine` and `io_uring` are added
+/// to those tables, `more` at the end (models, peers).
+pub fn peer_config(host_label: &str, engine: &str, io_uring: &str, more: &str) -> Config {
+    let text = format!(
+        r#"
+[engine]
+workers = [0]
+{engine}
+[io_uring]
+listen = "127.0.0.1:0"
+rx_buffers = 64
+tx_buffers = 64
+{io_uring}
+[host]
+labels = {{ "hardware.gpu.memory" = "{host_label}" }}
+[[shards]]
+name = "hbm2"
+labels = {{ "hardware.gpu.memory" = "hbm2" }}
+[[shards]]
+name = "gddr6"
+labels = {{ "hardware.gpu.memory" = "gddr6" }}
+[[routes]]
+name = "training"
+intent = "training"
+shard = "gddr6"
+[[routes]]
+name = "rest"
+shard = "hbm2"
+[[models]]
+name = "null"
+version = "1"
+kind = "null"
+[[tenants]]
+name = "acme"
+id = 7
+key = "hex:{KEY_HEX}"
+{more}
+"#
+    );
+    Config::parse(&text, std::env::temp_dir()).unwrap()
 }
 
 /// The wall clock in µs since the Unix epoch.

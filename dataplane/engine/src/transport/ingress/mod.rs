@@ -66,6 +66,12 @@ impl IngressWorker {
         self.index
     }
 
+    /// What wakes this worker: the front door writes it after a push, and
+    /// the control side after a publish (one eventfd the worker's ring polls).
+    pub fn wake(&self) -> &Arc<Wake> {
+        &self.wake
+    }
+
     /// Front-door threads.
     pub fn threads(&self) -> usize {
         self.from.len()

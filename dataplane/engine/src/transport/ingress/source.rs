@@ -9,11 +9,12 @@
 //! the front door answers 500: it never waits forever).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_wire::ErrorCode;
 
-use super::{INGRESS_BIT, IngressWorker, Queued, is_ingress, split_id};
+use super::{INGRESS_BIT, IngressWorker, Queued, Wake, is_ingress, split_id};
 use crate::config::limits::RX_BURST_MAX;
 use crate::transport::{
     CONN_DATAGRAM, PORT_SERVICE, PeerAddr, RxPacket, Transport, TransportCounters, TxPacket,
@@ -79,11 +80,24 @@ impl Side {
 pub struct Sources<T: Transport> {
     inner: T,
     side: Option<Side>,
+    /// See [`Sources::control_wake`].
+    control: Option<Arc<Wake>>,
 }
 
 impl<T: Transport> Sources<T> {
-    /// The transport alone, or with the front door's rings.
-    pub fn new(mut inner: T, ingress: Option<IngressWorker>) -> Sources<T> {
+    /// The transport alone, or with the front door's rings. `wake` (the
+    /// control side's poke, see [`Sources::control_wake`]) is polled by the
+    /// transport when there is no front door; with one, the front door's
+    /// eventfd serves both.
+    pub fn new(
+        mut inner: T,
+        ingress: Option<IngressWorker>,
+        wake: Option<Arc<Wake>>,
+    ) -> Sources<T> {
+        let control = match &ingress {
+            Some(w) => Some(Arc::clone(w.wake())),
+            None => wake.filter(|k| inner.wake_on(k.fd())),
+        };
         let side = ingress.map(|w| {
             let slots = w.pools.first().map_or(0, |p| p.slots() as usize);
             let n = slots * w.threads();
@@ -102,7 +116,20 @@ impl<T: Transport> Sources<T> {
                 w,
             }
         });
-        Sources { inner, side }
+        let control = control.filter(|_| side.as_ref().is_none_or(|s| s.woken_by_transport));
+        Sources {
+            inner,
+            side,
+            control,
+        }
+    }
+
+    /// The eventfd a sleeping worker's `wait` returns for, when the
+    /// transport polls one: the control side writes it after a publish so
+    /// an idle worker picks the change up at once. `None`: the transport
+    /// cannot be woken, and the worker wakes within its sleep bound.
+    pub fn control_wake(&self) -> Option<Arc<Wake>> {
+        self.control.clone()
     }
 
     /// The transport.
@@ -362,7 +389,7 @@ mod tests {
         };
         let (mut ws, mut ports) = super::super::build(&cfg, 1).unwrap();
         let (mem, _port) = MemTransport::new(8, 8, 2048);
-        (Sources::new(mem, ws.pop()), ports.pop().unwrap())
+        (Sources::new(mem, ws.pop(), None), ports.pop().unwrap())
     }
 
     #[test]

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use io_uring::{IoUring, squeue};
 
 pub(in crate::transport) use conn::Buf as ReleasedBuf;
-pub use status::{TcpConnStatus, TcpShared, TcpSlotStatus, TcpTotals};
+pub use status::{TcpShared, TcpSlotStatus, TcpTotals};
 
 use crate::config::{HugepageMode, UringCfg, ZcMode};
 use crate::pool::Region;

@@ -11,6 +11,7 @@ use crossbeam_queue::ArrayQueue;
 use serde::Serialize;
 
 use crate::stats::bump;
+use crate::transport::ConnStatus;
 
 /// Counters of one connection.
 #[derive(Debug, Default)]
@@ -276,7 +277,7 @@ impl TcpShared {
     }
 
     /// The open connections.
-    pub fn connections(&self) -> Vec<TcpConnStatus> {
+    pub fn connections(&self) -> Vec<ConnStatus> {
         let listen = self.listen().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
         let mut out = Vec::new();
         for c in self.conns.iter() {
@@ -292,7 +293,7 @@ impl TcpShared {
                 tx_large,
                 errors,
             ] = c.counters.snapshot();
-            out.push(TcpConnStatus {
+            out.push(ConnStatus {
                 id,
                 transport: "tcp",
                 role: if role == ROLE_PEER { "peer" } else { "client" },
@@ -372,41 +373,6 @@ impl TcpShared {
             hugepages: self.hugepages.load(Ordering::Relaxed),
         }
     }
-}
-
-/// One TCP connection in a listing (the same shape as RDMA's).
-#[derive(Debug, Clone, Serialize)]
-pub struct TcpConnStatus {
-    /// Id for closing it.
-    pub id: u64,
-    /// Always "tcp".
-    pub transport: &'static str,
-    /// "client" (accepted) or "peer" (opened to a peer appliance).
-    pub role: &'static str,
-    /// The TCP listen address of this appliance.
-    pub listen: SocketAddr,
-    /// Worker serving it.
-    pub worker: usize,
-    /// Remote address.
-    pub peer: Option<SocketAddr>,
-    /// Empty (RDMA lists its device here).
-    pub device: String,
-    /// "connecting", "up", "half_closed" or "closing".
-    pub state: &'static str,
-    /// Frames received.
-    pub rx_frames: u64,
-    /// Bytes received.
-    pub rx_bytes: u64,
-    /// Frames received that a datagram could not carry.
-    pub rx_large: u64,
-    /// Frames sent.
-    pub tx_frames: u64,
-    /// Bytes sent.
-    pub tx_bytes: u64,
-    /// Frames sent that a datagram could not carry.
-    pub tx_large: u64,
-    /// Errors.
-    pub errors: u64,
 }
 
 /// One slot class in totals.

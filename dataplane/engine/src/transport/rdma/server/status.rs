@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use serde::Serialize;
 
 use super::super::RdmaCfg;
+pub use crate::transport::ConnStatus;
 use super::control::start_runtime;
 use super::*;
 
@@ -33,42 +34,6 @@ pub(super) fn runtime_for(
     let rt = Arc::new(start_runtime(cfg, listen, workers, peers)?);
     reg.push(Arc::downgrade(&rt));
     Ok(rt)
-}
-
-/// One connection in `connections()`.
-#[derive(Debug, Clone, Serialize)]
-pub struct ConnStatus {
-    /// Id for `close_connection`.
-    pub id: u64,
-    /// Always "rdma": lists from several transports stay self-describing.
-    pub transport: &'static str,
-    /// "client" (accepted here) or "peer" (opened by this appliance to a
-    /// peer appliance it forwards to).
-    pub role: &'static str,
-    /// The listen address (this appliance's side) it was accepted on.
-    pub listen: SocketAddr,
-    /// Worker serving it.
-    pub worker: usize,
-    /// Remote address.
-    pub peer: Option<SocketAddr>,
-    /// RDMA device.
-    pub device: String,
-    /// "accepting", "up" or "closing".
-    pub state: &'static str,
-    /// Frames received (SEND and RDMA WRITE).
-    pub rx_frames: u64,
-    /// Bytes received.
-    pub rx_bytes: u64,
-    /// Frames received by RDMA WRITE into a slot.
-    pub rx_large: u64,
-    /// Frames sent.
-    pub tx_frames: u64,
-    /// Bytes sent.
-    pub tx_bytes: u64,
-    /// Frames sent by RDMA WRITE into a reply slot.
-    pub tx_large: u64,
-    /// Failed or refused operations.
-    pub errors: u64,
 }
 
 /// One worker's connection counters since start: the final counts of its
