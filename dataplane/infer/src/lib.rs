@@ -27,9 +27,13 @@ mod model;
 mod ports;
 mod raw;
 mod run;
+mod weights;
 
 pub use batch::{BatchKey, BatchSlot};
-pub use env::{LIBRARY_ENV, init, is_initialized, library_path, loaded_library};
+pub use env::{
+    LIBRARY_ENV, init, is_initialized, library_path, loaded_library, set_weight_sharing,
+    weight_sharing,
+};
 pub use error::{InferError, Reject};
 pub use meta::ModelInfo;
 pub use model::{
@@ -37,6 +41,7 @@ pub use model::{
     describe,
 };
 pub use ports::{Placement, Signature, TensorSig};
+pub use weights::{SHARE_BYTES_MIN, SHARED_INITIALIZERS_MAX, shared_weight_bytes};
 pub use raw::alloc::{heap_live as allocator_heap_blocks, stray_frees as allocator_stray_frees};
 
 /// Most rows one batched run stacks along dimension 0 (the engine's

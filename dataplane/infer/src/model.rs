@@ -2,6 +2,7 @@
 //! warm-up, and what the model tells about itself.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ort::logging::LogLevel;
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
@@ -132,6 +133,10 @@ pub struct OrtModel {
     pub(crate) version: String,
     pub(crate) path: PathBuf,
     pub(crate) session: Session,
+    /// Initializers shared with every other session of this model file
+    /// (kept alive while this session is; `None`: sharing off or nothing
+    /// large enough).
+    pub(crate) shared_weights: Shared,
     pub(crate) memory: MemoryInfo<'static>,
     pub(crate) signature: Signature,
     /// Required inputs, then optional ones.
@@ -190,7 +195,7 @@ impl OrtModel {
     /// adapter (and without one), so a bad adapter fails here and the first
     /// request does not pay ORT's first-run costs.
     pub fn load(spec: &ModelSpec) -> Result<OrtModel, InferError> {
-        let (session, signature) = open(&spec.path)?;
+        let (session, signature, shared_weights) = open(&spec.path)?;
         let unsupported = |reason: String| InferError::UnsupportedModel {
             path: spec.path.clone(),
             reason,
@@ -215,6 +220,7 @@ impl OrtModel {
             version: spec.version.clone(),
             path: spec.path.clone(),
             session,
+            shared_weights,
             memory,
             signature,
             inputs: compiled.inputs,
@@ -382,6 +388,12 @@ impl OrtModel {
         (self.arena.scratch_len(), self.arena.scratch_peak())
     }
 
+    /// Bytes of this model's initializers shared with the process's other
+    /// sessions of the same file (0: not shared).
+    pub fn shared_weight_bytes(&self) -> usize {
+        self.shared_weights.as_ref().map_or(0, |s| s.bytes)
+    }
+
     /// The model file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -464,7 +476,7 @@ impl OrtModel {
 
 /// Opens a session with the options every Sluice session uses and reads
 /// its signature.
-fn open(path: &Path) -> Result<(Session, Signature), InferError> {
+fn open(path: &Path) -> Result<(Session, Signature, Shared), InferError> {
     let env = crate::env::environment()?;
     if !path.is_file() {
         return Err(InferError::ModelNotFound {
@@ -503,6 +515,20 @@ fn open(path: &Path) -> Result<(Session, Signature), InferError> {
     builder = builder
         .with_log_level(LogLevel::Error)
         .map_err(|e| session_err(e.to_string()))?;
+    // One copy of the large initializers and of their pre-packed forms per
+    // process, not per worker (see weights.rs).
+    let mut shared = None;
+    if let Some(container) = crate::env::prepacked_weights() {
+        shared = crate::weights::for_model(path).map_err(&session_err)?;
+        for (name, value) in shared.iter().flat_map(|s| s.values.iter()) {
+            builder = builder
+                .with_initializer(name, Arc::clone(value))
+                .map_err(|e| session_err(e.to_string()))?;
+        }
+        builder = builder
+            .with_prepacked_weights(container)
+            .map_err(|e| session_err(e.to_string()))?;
+    }
     let session = builder
         .commit_from_file(path)
         .map_err(|e| session_err(e.to_string()))?;
@@ -523,8 +549,10 @@ fn open(path: &Path) -> Result<(Session, Signature), InferError> {
         optional_inputs,
         outputs: sigs(session.outputs()).map_err(unsupported)?,
     };
-    Ok((session, signature))
+    Ok((session, signature, shared))
 }
+
+type Shared = Option<Arc<crate::weights::SharedWeights>>;
 
 /// What [`describe`] reads from a model file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -542,7 +570,7 @@ pub struct ModelDescription {
 /// Reads a model's signature, output placements and metadata without
 /// serving it (no warm-up). For the control plane; takes a session load.
 pub fn describe(path: &Path) -> Result<ModelDescription, InferError> {
-    let (session, signature) = open(path)?;
+    let (session, signature, _shared) = open(path)?;
     let compiled = ports::compile(&signature).map_err(|reason| InferError::UnsupportedModel {
         path: path.to_path_buf(),
         reason,
