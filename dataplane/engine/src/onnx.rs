@@ -18,6 +18,11 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
         )
     })?;
     sluice_infer::init(&lib).map_err(|e| e.to_string())?;
+    // Workers share one copy of each model version's large initializers
+    // (and of their pre-packed forms). That copy and the packed one both
+    // stay, so with one worker sharing costs more than it saves: it is on
+    // from two workers.
+    sluice_infer::set_weight_sharing(cfg.engine.workers.len() > 1);
     let path = m.path.as_deref().ok_or("an onnx model needs a path")?;
     let spec = ModelSpec {
         name: m.name.clone(),
