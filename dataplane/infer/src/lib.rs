@@ -19,6 +19,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod adapters;
 mod batch;
 mod env;
 mod error;
@@ -29,6 +30,7 @@ mod raw;
 mod run;
 mod weights;
 
+pub use adapters::{ADAPTER_CACHE_MAX, AdapterCacheTotals, adapter_cache_totals};
 pub use batch::{BatchKey, BatchSlot};
 pub use env::{
     LIBRARY_ENV, init, is_initialized, library_path, loaded_library, set_weight_sharing,

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use ort::logging::LogLevel;
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::builder::GraphOptimizationLevel;
-use ort::session::{Adapter, RunOptions, Session};
+use ort::session::{RunOptions, Session};
 use ort::value::Outlet;
 use sluice_wire::{ErrorCode, Frame, FrameRepr, Kind, TensorRepr};
 
+use crate::adapters::{ADAPTER_CACHE_MAX, AdapterCache};
 use crate::meta::ModelInfo;
 use crate::ports::{self, DimRule, Placement, Port, Signature, TensorSig};
 use crate::raw::alloc::Arena;
@@ -107,11 +108,6 @@ pub struct InputBinding {
     pub len: usize,
 }
 
-pub(crate) struct LoadedAdapter {
-    pub(crate) id: String,
-    pub(crate) options: RunOptions,
-}
-
 /// A loaded model version: one ONNX Runtime session, its signature, and one
 /// prebuilt `RunOptions` per LoRA adapter.
 ///
@@ -145,7 +141,7 @@ pub struct OrtModel {
     pub(crate) outputs: Vec<Port>,
     pub(crate) symbols: usize,
     pub(crate) default_options: RunOptions,
-    pub(crate) adapters: Vec<LoadedAdapter>,
+    pub(crate) adapters: AdapterCache,
     pub(crate) last_error: String,
     pub(crate) info: ModelInfo,
     pub(crate) arena: Arena,
@@ -248,8 +244,10 @@ impl OrtModel {
     }
 
     fn warm_up_all(&mut self, spec: &ModelSpec) -> Result<(), InferError> {
+        // The adapters loaded at load (the first ADAPTER_CACHE_MAX); the
+        // others are checked when first used.
         let ids: Vec<Option<String>> = std::iter::once(None)
-            .chain(self.adapters.iter().map(|a| Some(a.id.clone())))
+            .chain(self.adapters.loaded.iter().map(|a| Some(a.id.clone())))
             .collect();
         let fail = |id: &Option<String>, reason: String| match id {
             Some(id) => InferError::Adapter {
@@ -356,9 +354,19 @@ impl OrtModel {
         &self.version
     }
 
-    /// Ids of the loaded adapters.
+    /// Ids of the configured adapters (loaded or not).
     pub fn adapter_ids(&self) -> impl Iterator<Item = &str> {
-        self.adapters.iter().map(|a| a.id.as_str())
+        self.adapters.ids()
+    }
+
+    /// This session's adapter cache: (loaded now, loaded on demand since
+    /// load, evicted since load). At most [`ADAPTER_CACHE_MAX`] are loaded.
+    pub fn adapter_cache(&self) -> (usize, u64, u64) {
+        (
+            self.adapters.loaded_count(),
+            self.adapters.loads,
+            self.adapters.evictions,
+        )
     }
 
     /// ONNX Runtime's message for the last failed run (empty if none).
@@ -588,10 +596,10 @@ pub fn describe(path: &Path) -> Result<ModelDescription, InferError> {
     })
 }
 
-fn load_adapters(spec: &ModelSpec) -> Result<Vec<LoadedAdapter>, InferError> {
-    let mut adapters: Vec<LoadedAdapter> = Vec::with_capacity(spec.adapters.len());
+fn load_adapters(spec: &ModelSpec) -> Result<AdapterCache, InferError> {
+    let mut cache = AdapterCache::new(ADAPTER_CACHE_MAX);
     for a in &spec.adapters {
-        if adapters.iter().any(|l| l.id == a.id) {
+        if cache.is_known(&a.id) {
             return Err(InferError::DuplicateAdapter { id: a.id.clone() });
         }
         let adapter_err = |reason: String| InferError::Adapter {
@@ -605,26 +613,18 @@ fn load_adapters(spec: &ModelSpec) -> Result<Vec<LoadedAdapter>, InferError> {
         if !a.path.is_file() {
             return Err(adapter_err("file not found".into()));
         }
-        let adapter = Adapter::from_file(&a.path, None).map_err(|e| adapter_err(e.to_string()))?;
-        let mut options = run_options().map_err(adapter_err)?;
-        // The options keep the adapter alive; it is activated on every run
-        // that uses these options.
-        options
-            .add_adapter(&adapter)
-            .map_err(|e| adapter_err(e.to_string()))?;
-        adapters.push(LoadedAdapter {
-            id: a.id.clone(),
-            options,
-        });
+        cache.know(&a.id, a.path.clone());
+        // The first ADAPTER_CACHE_MAX are loaded (and warmed up) now.
+        cache.preload(&a.id).map_err(adapter_err)?;
     }
-    Ok(adapters)
+    Ok(cache)
 }
 
 /// Run options as every run uses them. A failing request must not write to
 /// stderr from the hot path (a client could flood the log), so ORT's per-run
 /// logging is limited to fatal errors; the engine counts failures and
 /// [`OrtModel::last_error`] keeps the message.
-fn run_options() -> Result<RunOptions, String> {
+pub(crate) fn run_options() -> Result<RunOptions, String> {
     let mut o = RunOptions::new().map_err(|e| e.to_string())?;
     o.set_log_level(LogLevel::Fatal)
         .map_err(|e| e.to_string())?;
