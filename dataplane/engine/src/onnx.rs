@@ -50,6 +50,23 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
     }))
 }
 
+/// The adapter caches' process-wide counters.
+#[cfg(feature = "onnx")]
+pub fn adapter_cache_stats() -> crate::stats::AdapterCacheStats {
+    let t = sluice_infer::adapter_cache_totals();
+    crate::stats::AdapterCacheStats {
+        loads: t.loads,
+        evictions: t.evictions,
+        load_failures: t.load_failures,
+    }
+}
+
+/// Without the `onnx` feature there are no adapters.
+#[cfg(not(feature = "onnx"))]
+pub fn adapter_cache_stats() -> crate::stats::AdapterCacheStats {
+    crate::stats::AdapterCacheStats::default()
+}
+
 /// Without the `onnx` feature, onnx models are refused at load.
 #[cfg(not(feature = "onnx"))]
 pub fn make(m: &ModelCfg, _cfg: &Config) -> Result<Box<dyn Handler>, String> {
