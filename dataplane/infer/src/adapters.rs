@@ -168,8 +168,6 @@ fn open(path: &std::path::Path) -> Result<RunOptions, String> {
     let mut options = crate::model::run_options()?;
     // The options keep the adapter alive; it is activated on every run
     // that uses these options.
-    options
-        .add_adapter(&adapter)
-        .map_err(|e| e.to_string())?;
+    options.add_adapter(&adapter).map_err(|e| e.to_string())?;
     Ok(options)
 }

@@ -21,8 +21,8 @@ use crate::raw::{self, Values};
 
 pub(crate) mod steps;
 use steps::{
-    Table, Tally, check_relayout, count_preallocated, feed_inputs, place_allocated,
-    adapter_slot, prepare_outputs, read_placed, run_options,
+    Table, Tally, adapter_slot, check_relayout, count_preallocated, feed_inputs, place_allocated,
+    prepare_outputs, read_placed, run_options,
 };
 
 /// Messages of request rejections.

@@ -51,14 +51,22 @@ fn adapters_beyond_the_cache_load_on_demand_and_evict_the_least_recent() {
     };
     let mut m = OrtModel::load(&spec).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(m.adapter_ids().count(), n);
-    assert_eq!(m.adapter_cache(), (ADAPTER_CACHE_MAX, 0, 0), "the first ones are loaded at load");
+    assert_eq!(
+        m.adapter_cache(),
+        (ADAPTER_CACHE_MAX, 0, 0),
+        "the first ones are loaded at load"
+    );
 
     let x = sixteenths(MLP_IN, 3);
     let want = bundled::mlp_reference(&x, Some(&bundled::formal_lora()));
     let before = sluice_infer::adapter_cache_totals();
     // Every adapter once: the ones past the cache are misses that evict.
     for i in 0..n {
-        assert_eq!(run(&mut m, &x, &format!("a{i}")).unwrap(), want, "adapter a{i}");
+        assert_eq!(
+            run(&mut m, &x, &format!("a{i}")).unwrap(),
+            want,
+            "adapter a{i}"
+        );
     }
     let (loaded, loads, evictions) = m.adapter_cache();
     assert_eq!(loaded, ADAPTER_CACHE_MAX);

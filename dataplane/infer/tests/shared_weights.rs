@@ -98,8 +98,17 @@ struct Figures {
 
 fn child(share: bool, model: &std::path::Path) -> Figures {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "rss_child", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, format!("{},{}", u8::from(share), model.display()))
+        .args([
+            "--exact",
+            "rss_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(
+            CHILD_ENV,
+            format!("{},{}", u8::from(share), model.display()),
+        )
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
