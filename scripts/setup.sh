@@ -22,6 +22,9 @@ apt_pkgs=(clang libclang-dev pkg-config iproute2 ethtool libdpdk-dev dpdk-dev nf
 [ "$mode" != "--runtime" ] && apt_pkgs+=(libibverbs-dev librdmacm-dev)
 # bpftrace attaches to the USDT probes in scripts/test-usdt.sh (root).
 [ "$mode" != "--runtime" ] && apt_pkgs+=(bpftrace)
+# espeak-ng speaks the audio of the Silero VAD stream test
+# (tests/streams/silero_reference.py).
+[ "$mode" != "--runtime" ] && apt_pkgs+=(espeak-ng)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

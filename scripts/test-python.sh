@@ -12,6 +12,8 @@ cd "$root"
 bash scripts/setup-python-client.sh
 export SLUICE_ORT_LIB="${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}"
 [ -f "$SLUICE_ORT_LIB" ] || scripts/setup-onnxruntime.sh >/dev/null
+# Silero VAD for tests/test_streams.py (stateful streams); idempotent.
+scripts/setup-models.sh >/dev/null
 [ -x .cache/bin/sluiced ] || { echo "test-python: .cache/bin/sluiced missing: run scripts/build-ffi.sh" >&2; exit 1; }
 venv=$root/.cache/python-client
 py39=$root/.cache/python-client-py39

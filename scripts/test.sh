@@ -81,6 +81,7 @@ else
     stage "rdma end to end: skipped (needs root for the guest image)"
 fi
 run "published ONNX models through sluiced vs onnxruntime-python (~10 s)" bash -c 'scripts/setup-models.sh >/dev/null && python3 tests/published_models/check_published.py'
+run "Silero VAD stream (state in the appliance) vs onnxruntime-python, stream rules (~15 s)" bash -c 'scripts/setup-models.sh >/dev/null && cargo test -p sluice-engine --test e2e_streams -- --ignored'
 # About 2 minutes: 60 s of faults plus start-up, settling and the check.
 run "fleet fault injection (3 nats-server, 3 sluiced, 60 s of faults)" scripts/fleet-faults.sh 60s
 run "schema registry with Confluent's client, Avro verdicts against Apache Avro's checker" bash -c 'cd go-control && python3 registry/testdata/confluent_client_test.py && python3 registry/testdata/avro_compat_test.py'

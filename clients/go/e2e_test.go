@@ -39,6 +39,9 @@ var (
 	limitedKey    = []byte("goclient-limited-tenant-key")
 	limitedTenant = fmt.Sprintf("\n[[tenants]]\nname = \"limited\"\nid = 2\nkey = \"hex:%x\"\nmodels = [\"echo\"]\nsubjects = [\"goclient-echo-*\"]\n", limitedKey)
 	// The large-input model, for tensors over TCP.
+	// The bundled stream model (models/accum.onnx: sN = s + x, y = sN/2),
+	// its state s <- sN kept by the appliance.
+	accumModel = "\n[[routes]]\nname = \"accum\"\nmodel = \"accum\"\nshard = \"hbm2-inference\"\n\n[[models]]\nname = \"accum\"\nversion = \"1\"\nkind = \"onnx\"\npath = \"../models/accum.onnx\"\n[models.stream]\nstate = [{ input = \"s\", output = \"sN\", shape = [1, 8] }]\n"
 	largeModel = "\n[[routes]]\nname = \"large\"\nmodel = \"large\"\nshard = \"hbm2-inference\"\n\n[[models]]\nname = \"large\"\nversion = \"1\"\nkind = \"onnx\"\npath = \"../models/large.onnx\"\n"
 )
 
@@ -103,7 +106,7 @@ func startAppliance() (*appliance, error) {
 		`admin_listen = "127.0.0.1:7071"`, `admin_listen = "127.0.0.1:0"`,
 		`data_dir = "../.cache/sluice-data"`, fmt.Sprintf("data_dir = %q", dir+"/data"),
 		`tcp_listen = ""`, `tcp_listen = "127.0.0.1:0"`,
-	).Replace(string(src)+largeModel) + limitedTenant
+	).Replace(string(src)+largeModel+accumModel) + limitedTenant
 	path := filepath.Join(dir, "sluice.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
@@ -277,6 +280,61 @@ func TestEngineMLP(t *testing.T) {
 	}
 	if rtt, err := c.Ping(context.Background()); err != nil || rtt <= 0 {
 		t.Fatal(rtt, err)
+	}
+}
+
+// Two stateful streams on the bundled accum model, interleaved on one
+// client: each answers half the running sum of its own inputs (exact in
+// f32), the state staying in the appliance; after Finish the stream is gone.
+func TestEngineStateStream(t *testing.T) {
+	c := engine(t).client(t, sluice.Options{})
+	ctx := context.Background()
+	streams := []*sluice.StateStream{sluice.NewStateStream(c, 0), sluice.NewStateStream(c, 0)}
+	sums := make([][]float32, 2)
+	for k := range sums {
+		sums[k] = make([]float32, 8)
+	}
+	for step := 0; step < 20; step++ {
+		for k, st := range streams {
+			x := sixteenths(8, step*2+k)
+			for i := range x {
+				sums[k][i] += x[i]
+			}
+			req := sluice.NewRequest("accum", "1", sluice.NewTensor("x", []uint64{1, 8}, x))
+			var resp *sluice.Response
+			var err error
+			if step == 19 {
+				resp, err = st.Finish(ctx, req)
+			} else {
+				resp, err = st.Step(ctx, req)
+			}
+			if err != nil {
+				t.Fatalf("stream %d step %d: %v", k, step, err)
+			}
+			if _, ok := resp.Output("sN"); ok {
+				t.Fatal("the state left the appliance")
+			}
+			o, _ := resp.Output("y")
+			y, err := sluice.Values[float32](o)
+			want := make([]float32, 8)
+			for i := range want {
+				want[i] = sums[k][i] * 0.5
+			}
+			if err != nil || fmt.Sprint(y) != fmt.Sprint(want) {
+				t.Fatalf("stream %d step %d: y = %v, want %v (%v)", k, step, y, want, err)
+			}
+			resp.Release()
+		}
+	}
+	again := sluice.NewStateStream(c, streams[0].ID())
+	// A fresh stream under a finished one's id opens anew (seq 0).
+	resp, err := again.Step(ctx, sluice.NewRequest("accum", "1", sluice.NewTensor("x", []uint64{1, 8}, make([]float32, 8))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Release()
+	if err := again.Cancel(ctx, "accum", "1"); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -44,6 +44,12 @@ var (
 	// The client never resends a frame (each retry has a new request id),
 	// so this means a copy of one of its frames arrived first.
 	ErrReplayed = errors.New("sluice: replayed")
+	// Stream errors (docs/wire.md, "Streams").
+	ErrUnknownStream       = errors.New("sluice: unknown_stream")
+	ErrStreamSequence      = errors.New("sluice: stream_sequence")
+	ErrStreamLimit         = errors.New("sluice: stream_limit")
+	ErrStreamStateMismatch = errors.New("sluice: stream_state_mismatch")
+	ErrStreamUnsupported   = errors.New("sluice: stream_unsupported")
 	// ErrUnknownCode: the server answered with a code this build does not
 	// know (a newer server). Not retryable.
 	ErrUnknownCode = errors.New("sluice: unknown error code")
@@ -94,6 +100,11 @@ var codeSentinels = [...]error{
 	wire.CodeUnsupportedKind:      ErrUnsupportedKind,
 	wire.CodeStale:                ErrStale,
 	wire.CodeReplayed:             ErrReplayed,
+	wire.CodeUnknownStream:        ErrUnknownStream,
+	wire.CodeStreamSequence:       ErrStreamSequence,
+	wire.CodeStreamLimit:          ErrStreamLimit,
+	wire.CodeStreamStateMismatch:  ErrStreamStateMismatch,
+	wire.CodeStreamUnsupported:    ErrStreamUnsupported,
 }
 
 // CodeError returns the sentinel of a code; ErrUnknownCode for codes this

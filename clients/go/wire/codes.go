@@ -34,6 +34,11 @@ const (
 	CodeUnsupportedKind      Code = 23
 	CodeStale                Code = 24
 	CodeReplayed             Code = 25
+	CodeUnknownStream        Code = 26
+	CodeStreamSequence       Code = 27
+	CodeStreamLimit          Code = 28
+	CodeStreamStateMismatch  Code = 29
+	CodeStreamUnsupported    Code = 30
 )
 
 var codeTable = [...]struct {
@@ -65,6 +70,11 @@ var codeTable = [...]struct {
 	CodeUnsupportedKind:      {"unsupported_kind", false},
 	CodeStale:                {"stale", false},
 	CodeReplayed:             {"replayed", false},
+	CodeUnknownStream:        {"unknown_stream", false},
+	CodeStreamSequence:       {"stream_sequence", false},
+	CodeStreamLimit:          {"stream_limit", true},
+	CodeStreamStateMismatch:  {"stream_state_mismatch", false},
+	CodeStreamUnsupported:    {"stream_unsupported", false},
 }
 
 // Codes lists every code this build knows, in numeric order.

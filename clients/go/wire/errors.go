@@ -29,6 +29,7 @@ const (
 	ErrTooLarge                            // the frame exceeds 256 MiB
 	ErrTrailingBytes                       // the buffer holds bytes after the frame
 	ErrBufferTooSmall                      // builder only: the output buffer is too short
+	ErrBadStream                           // a sluice-stream extension header that breaks its rules
 )
 
 var errorNames = [...]struct{ name, text string }{
@@ -53,6 +54,7 @@ var errorNames = [...]struct{ name, text string }{
 	ErrTooLarge:           {"TooLarge", "frame too large"},
 	ErrTrailingBytes:      {"TrailingBytes", "trailing bytes after frame"},
 	ErrBufferTooSmall:     {"BufferTooSmall", "output buffer too small"},
+	ErrBadStream:          {"BadStream", "malformed stream header"},
 }
 
 // Errors lists every error, in order.
@@ -60,10 +62,10 @@ var Errors = []Error{
 	ErrTruncated, ErrBadMagic, ErrUnsupportedVersion, ErrUnknownKind, ErrReserved,
 	ErrBadHeaderLen, ErrFieldTooLong, ErrBadString, ErrTooManyExtensions, ErrTooManyTensors,
 	ErrBadDType, ErrBadRank, ErrSizeOverflow, ErrBadTensorLen, ErrMisaligned, ErrOutOfBounds,
-	ErrOverlap, ErrBadBody, ErrTooLarge, ErrTrailingBytes, ErrBufferTooSmall,
+	ErrOverlap, ErrBadBody, ErrTooLarge, ErrTrailingBytes, ErrBufferTooSmall, ErrBadStream,
 }
 
-func (e Error) valid() bool { return e >= ErrTruncated && e <= ErrBufferTooSmall }
+func (e Error) valid() bool { return e >= ErrTruncated && e <= ErrBadStream }
 
 // Error is the same short text the Rust crate uses, prefixed.
 func (e Error) Error() string {

@@ -89,6 +89,7 @@ func (f *Frame) check(b []byte) error {
 	if extCount > ExtCountMax {
 		return ErrTooManyExtensions
 	}
+	streams := 0
 	for i := 0; i < extCount; i++ {
 		if off+2 > len(h) {
 			return ErrBadHeaderLen
@@ -104,9 +105,19 @@ func (f *Frame) check(b []byte) error {
 			return ErrBadString
 		}
 		f.ext[i] = uint16(off)
-		off += 2 + keyLen + valueLen
+		valueAt := off + 2 + keyLen
+		off = valueAt + valueLen
 		if off > len(h) {
 			return ErrBadHeaderLen
+		}
+		if string(h[valueAt-keyLen:valueAt]) == StreamExtKey {
+			streams++
+			if streams > 1 {
+				return ErrBadStream
+			}
+			if _, err := ParseStreamHeader(h[valueAt:off], kind); err != nil {
+				return err
+			}
 		}
 	}
 

@@ -72,7 +72,17 @@ func (r *Repr) Layout() (Layout, error) {
 	if len(r.Extensions) > ExtCountMax {
 		return l, ErrTooManyExtensions
 	}
+	streams := 0
 	for _, e := range r.Extensions {
+		if e.Key == StreamExtKey {
+			streams++
+			if streams > 1 {
+				return l, ErrBadStream
+			}
+			if _, err := ParseStreamHeader(e.Value, r.Kind); err != nil {
+				return l, err
+			}
+		}
 		if len(e.Key) == 0 || len(e.Key) > ExtKeyLenMax || len(e.Value) > ExtValueLenMax {
 			return l, ErrFieldTooLong
 		}

@@ -88,6 +88,14 @@ type frameDoc struct {
 		TenantKeyHex string `json:"tenant_key_hex"`
 		TagHex       string `json:"tag_hex"`
 	} `json:"auth"`
+	Stream *struct {
+		StreamID       string `json:"stream_id"`
+		Seq            uint32 `json:"seq"`
+		Flags          uint8  `json:"flags"`
+		EndReason      uint8  `json:"end_reason"`
+		TokensPerFrame uint16 `json:"tokens_per_frame"`
+		MaxTokens      uint32 `json:"max_tokens"`
+	} `json:"stream"`
 }
 
 const vectorsPath = "../../../docs/vectors/frames.json"
@@ -158,6 +166,21 @@ func TestVectorsParse(t *testing.T) {
 			check("model_version", f.ModelVersion(), d.ModelVersion)
 			check("adapter", f.Adapter(), d.Adapter)
 			check("intent", f.Intent(), d.Intent)
+			st, hasStream := f.Stream()
+			check("has stream", hasStream, d.Stream != nil)
+			if d.Stream != nil {
+				want := StreamHeader{
+					StreamID:       u64(t, d.Stream.StreamID),
+					Seq:            d.Stream.Seq,
+					Flags:          d.Stream.Flags,
+					EndReason:      EndReason(d.Stream.EndReason),
+					TokensPerFrame: d.Stream.TokensPerFrame,
+					MaxTokens:      d.Stream.MaxTokens,
+				}
+				check("stream", st, want)
+				v, _ := f.ExtensionValue(StreamExtKey)
+				check("stream bytes", hex.EncodeToString(want.Bytes()), hex.EncodeToString(v))
+			}
 			check("extension count", f.NumExtensions(), len(d.Extensions))
 			for i, e := range d.Extensions {
 				k, val := f.Extension(i)

@@ -24,6 +24,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(wire::build, m)?)?;
     m.add_function(wrap_pyfunction!(wire::verify, m)?)?;
     m.add_function(wrap_pyfunction!(wire::sign, m)?)?;
+    m.add_function(wrap_pyfunction!(wire::stream_header, m)?)?;
     m.add_function(wrap_pyfunction!(wire::error_codes, m)?)?;
     m.add_function(wrap_pyfunction!(wire::dtypes, m)?)?;
     m.add("DATAGRAM_LEN_MAX", sluice_client::DATAGRAM_LEN_MAX)?;

@@ -4,8 +4,8 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use sluice_wire::{
-    BodyRepr, DType, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, SchemaType, TenantKey, TensorRepr,
-    TraceContext,
+    BodyRepr, DType, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, SchemaType, StreamHeader,
+    TenantKey, TensorRepr, TraceContext,
 };
 
 use crate::errors;
@@ -101,7 +101,46 @@ pub fn parse<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> 
         d.set_item("body", body)?;
     }
     d.set_item("auth_tag", PyBytes::new(py, f.auth_tag()))?;
+    match f.stream() {
+        Some(h) => d.set_item("stream", stream_dict(py, &h)?)?,
+        None => d.set_item("stream", py.None())?,
+    }
     Ok(d)
+}
+
+/// A stream header as `parse` returns it (docs/wire.md, "Stream header").
+pub fn stream_dict<'py>(py: Python<'py>, h: &StreamHeader) -> PyResult<Bound<'py, PyDict>> {
+    let x = PyDict::new(py);
+    x.set_item("stream_id", h.stream_id)?;
+    x.set_item("seq", h.seq)?;
+    x.set_item("flags", h.flags)?;
+    x.set_item("end_reason", h.end_reason)?;
+    x.set_item("tokens_per_frame", h.tokens_per_frame)?;
+    x.set_item("max_tokens", h.max_tokens)?;
+    Ok(x)
+}
+
+/// The 24-byte value of a stream header given as a dict shaped like
+/// `parse`'s `stream` (missing keys are 0); checked for a frame of `kind`.
+#[pyfunction]
+#[pyo3(signature = (stream, kind="request"))]
+pub fn stream_header<'py>(
+    py: Python<'py>,
+    stream: &Bound<'py, PyDict>,
+    kind: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let k = kind_from_name(kind)
+        .ok_or_else(|| errors::invalid_msg(py, &format!("unknown frame kind {kind:?}")))?;
+    let h = StreamHeader {
+        stream_id: get(stream, "stream_id", 0u64)?,
+        seq: get(stream, "seq", 0u32)?,
+        flags: get(stream, "flags", 0u8)?,
+        end_reason: get(stream, "end_reason", 0u8)?,
+        tokens_per_frame: get(stream, "tokens_per_frame", 0u16)?,
+        max_tokens: get(stream, "max_tokens", 0u32)?,
+    };
+    h.check(k).map_err(|e| errors::wire(py, e))?;
+    Ok(PyBytes::new(py, &h.to_bytes()))
 }
 
 fn get<'py, T>(d: &Bound<'py, PyDict>, key: &str, default: T) -> PyResult<T>

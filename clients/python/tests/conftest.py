@@ -133,7 +133,7 @@ name = "large"
 version = "1"
 kind = "onnx"
 path = "{ROOT}/models/large.onnx"
-{own_model}
+{own_model}{silero_stream()}
 [[tenants]]
 name = "restricted"
 id = 2
@@ -144,6 +144,33 @@ adapters = []
     path = dirpath / "sluice.toml"
     path.write_text(text)
     return path
+
+
+#: Silero VAD 6.2.3 from scripts/setup-models.sh: the stream tests' model.
+SILERO = ROOT / ".cache" / "models" / "silero_vad_16k_op15.onnx"
+
+
+def silero_stream() -> str:
+    """Silero VAD as a stateful stream model (its state kept in the
+    appliance: tests/test_streams.py), when scripts/setup-models.sh has
+    fetched it."""
+    if not SILERO.is_file():
+        return ""
+    return f"""
+[[routes]]
+name = "silero"
+model = "silero"
+shard = "hbm2-inference"
+
+[[models]]
+name = "silero"
+version = "6.2.3"
+kind = "onnx"
+path = "{SILERO}"
+aliases = ["6"]
+[models.stream]
+state = [{{ input = "state", output = "stateN", shape = [2, 1, 128] }}]
+"""
 
 
 class Appliance(Sluiced):

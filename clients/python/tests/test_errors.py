@@ -163,6 +163,11 @@ FAMILY = {
     "unsupported_kind": sluice.ProtocolError,
     "stale": sluice.AuthError,
     "replayed": sluice.AuthError,
+    "unknown_stream": sluice.StreamError,
+    "stream_sequence": sluice.StreamError,
+    "stream_limit": sluice.UnavailableError,
+    "stream_state_mismatch": sluice.StreamError,
+    "stream_unsupported": sluice.StreamError,
 }
 
 

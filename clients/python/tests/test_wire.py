@@ -35,8 +35,17 @@ EXAMPLES = wire_md_examples()
 def test_wire_md_has_the_examples() -> None:
     assert [n for n, _ in EXAMPLES] == [
         "ping", "pong", "request", "response", "error", "negotiate_request", "negotiate_request_signed",
-        "negotiate_response",
+        "negotiate_response", "stream_open", "stream_token", "stream_cancel", "stream_sequence_error",
     ]
+
+
+def test_wire_md_stream_open_fields() -> None:
+    f = sluice.wire.parse(dict(EXAMPLES)["stream_open"])
+    assert f["stream"] == {"stream_id": 0x0123456789ABCDEF, "seq": 0, "flags": sluice.wire.STREAM_OPEN,
+                           "end_reason": 0, "tokens_per_frame": 1, "max_tokens": 16}
+    assert f["tensors"][0]["name"] == "prompt" and f["tensors"][0]["data"] == b"hi"
+    err = sluice.wire.parse(dict(EXAMPLES)["stream_sequence_error"])
+    assert err["body"]["error"]["code_name"] == "stream_sequence" and err["stream"]["seq"] == 5
 
 
 @pytest.mark.parametrize("name,data", EXAMPLES, ids=[n for n, _ in EXAMPLES])
@@ -138,6 +147,8 @@ def frame_from_vector(f: Dict[str, Any]) -> Dict[str, Any]:
          "data_offset": x["data_offset"], "data_len": x["data_len"], "data": bytes.fromhex(x["data_hex"])}
         for x in f["tensors"]
     ]
+    st = f.get("stream")
+    out["stream"] = None if st is None else dict(st, stream_id=int(st["stream_id"]))
     body = f.get("body")
     if body is None:
         out["body"] = None
@@ -185,6 +196,19 @@ def test_vector_parses_and_rebuilds(vec: Dict[str, Any]) -> None:
         assert got["auth_tag"] == bytes.fromhex(auth["tag_hex"])
         assert sluice.wire.verify(data, key)
     assert sluice.wire.build(want, key=key) == data, vec["name"]
+    if want["stream"] is not None:
+        ext = sluice.wire.stream_extension(want["stream"], want["kind"])
+        assert ext in want["extensions"], vec["name"]
+
+
+def test_stream_extension_refuses_bad_headers() -> None:
+    with pytest.raises(sluice.WireError) as e:
+        sluice.wire.stream_extension({"stream_id": 0, "flags": sluice.wire.STREAM_OPEN})
+    assert e.value.name == "BadStream"
+    with pytest.raises(sluice.WireError):
+        sluice.wire.stream_extension({"stream_id": 1, "flags": sluice.wire.STREAM_CANCEL | sluice.wire.STREAM_END})
+    ok = sluice.wire.stream_extension({"stream_id": 1, "flags": sluice.wire.STREAM_OPEN, "max_tokens": 4})
+    assert len(ok["value"]) == 24
 
 
 @pytest.mark.parametrize("vec", invalid_vectors())

@@ -38,6 +38,7 @@ mod client;
 mod error;
 mod request;
 mod response;
+mod streams;
 mod tcp;
 
 pub use client::{
@@ -46,4 +47,5 @@ pub use client::{
 pub use error::ClientError;
 pub use request::{Deadline, Request, SIGNED_DEADLINE_DEFAULT, TensorData, TensorInput};
 pub use response::{NegotiatedSchema, Response, TensorView};
+pub use streams::StateStream;
 pub use sluice_wire::{DType, ErrorCode, SchemaType, TenantKey, TraceContext};

@@ -42,6 +42,12 @@ pub enum BatchSlot {
 
 const NO_BATCH: Reject = Reject::new(ErrorCode::Internal, "this model does not batch");
 
+/// The refusal of a stream frame to a model that keeps no streams.
+pub const NO_STREAMS: Reject = Reject::new(
+    ErrorCode::StreamUnsupported,
+    "this model keeps no streams",
+);
+
 /// Runs requests for one model version on one worker. Owned by that worker:
 /// no lock, no sharing.
 pub trait Handler: Send {
@@ -75,6 +81,62 @@ pub trait Handler: Send {
         _acct: &mut RunAccount,
     ) -> Result<usize, Reject> {
         Err(NO_BATCH)
+    }
+
+    /// Runs a frame of a stream (`req` carries the stream header `h`):
+    /// opens, steps, ends or cancels the stream in the handler's table and
+    /// writes the answer into `tx`; returns its length. The default keeps
+    /// no streams.
+    fn handle_stream(
+        &mut self,
+        _req: &Frame<&[u8]>,
+        h: sluice_wire::StreamHeader,
+        _adapter: Option<&str>,
+        _now_us: u64,
+        _tx: &mut [u8],
+        _acct: &mut RunAccount,
+    ) -> Result<usize, crate::streams::StreamRefusal> {
+        Err(crate::streams::StreamRefusal {
+            reject: NO_STREAMS,
+            seq: h.seq,
+            ended: false,
+        })
+    }
+
+    /// The model name and a signature of its stream state (state names,
+    /// dtypes, shapes); `None`: the handler keeps no streams.
+    fn stream_identity(&self) -> Option<(&str, u64)> {
+        None
+    }
+
+    /// Whether the handler holds stream (`tenant`, `stream_id`).
+    fn holds_stream(&self, _tenant: u32, _stream_id: u64) -> bool {
+        false
+    }
+
+    /// Removes a stream: its next seq and its current state (valid until
+    /// the handler is used again).
+    fn take_stream(&mut self, _tenant: u32, _stream_id: u64) -> Option<(u32, &[u8])> {
+        None
+    }
+
+    /// Takes over a stream another version of the model held (an alias
+    /// switch): copies its state into a slot of this handler's table.
+    fn adopt_stream(
+        &mut self,
+        _tenant: u32,
+        _stream_id: u64,
+        _next_seq: u32,
+        _state: &[u8],
+        _now_us: u64,
+    ) -> bool {
+        false
+    }
+
+    /// Reclaims idle streams (a bounded scan) and returns the stream
+    /// counts since the last call, with the streams open now.
+    fn stream_tick(&mut self, _now_us: u64) -> Option<(crate::streams::TableCounts, usize)> {
+        None
     }
 
     /// Writes the reply of a request stacked in the last batch run into

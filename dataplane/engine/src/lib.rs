@@ -19,6 +19,7 @@ pub mod rcu;
 pub mod route;
 pub mod schema;
 pub mod stats;
+pub mod streams;
 pub mod sys;
 pub mod tables;
 pub mod trace;

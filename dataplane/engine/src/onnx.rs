@@ -43,10 +43,32 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
             .batchable()
             .map_err(|why| format!("batch_max is set but the model cannot batch: {why}"))?;
     }
+    // A stream model's state slots are made here, on the control side, so
+    // the worker that installs the handler allocates nothing.
+    let streams = match &m.stream {
+        None => None,
+        Some(st) => {
+            let pairs: Vec<sluice_infer::StatePair> = st
+                .state
+                .iter()
+                .map(|p| sluice_infer::StatePair {
+                    input: p.input.clone(),
+                    output: p.output.clone(),
+                    dims: p.shape.clone(),
+                })
+                .collect();
+            let spec = model.state_spec(&pairs)?;
+            let table = crate::streams::StreamTable::new(cfg.streams.limits(), spec.half_len);
+            Some((spec, table))
+        }
+    };
+    let stream_sig = streams.as_ref().map_or(0, |(spec, _)| spec.signature(&model));
     Ok(Box::new(OrtHandler {
         model,
         stats: sluice_infer::RunStats::default(),
         slots: vec![sluice_infer::BatchSlot::Left; sluice_infer::BATCH_ROWS_MAX],
+        streams,
+        stream_sig,
     }))
 }
 
@@ -82,7 +104,15 @@ struct OrtHandler {
     stats: sluice_infer::RunStats,
     /// The model's answer per request of a batch run (allocated at load).
     slots: Vec<sluice_infer::BatchSlot>,
+    /// A stateful stream model: where its state lies and its streams.
+    streams: Option<(sluice_infer::StateSpec, crate::streams::StreamTable)>,
+    /// The state's signature (an alias switch keeps streams across equal ones).
+    stream_sig: u64,
 }
+
+/// Idle slots a tick looks at per stream model (a bounded scan).
+#[cfg(feature = "onnx")]
+const RECLAIM_SCAN_MAX: usize = 256;
 
 // The engine's batch limit is the inference stage's.
 #[cfg(feature = "onnx")]
@@ -103,11 +133,74 @@ impl Handler for OrtHandler {
         r
     }
 
+    fn handle_stream(
+        &mut self,
+        req: &sluice_wire::Frame<&[u8]>,
+        h: sluice_wire::StreamHeader,
+        adapter: Option<&str>,
+        now_us: u64,
+        tx: &mut [u8],
+        acct: &mut crate::handler::RunAccount,
+    ) -> Result<usize, crate::streams::StreamRefusal> {
+        let Some((spec, table)) = self.streams.as_mut() else {
+            return Err(crate::streams::StreamRefusal {
+                reject: crate::handler::NO_STREAMS,
+                seq: h.seq,
+                ended: false,
+            });
+        };
+        let (model, stats) = (&mut self.model, &mut self.stats);
+        let before = stats.payload_bytes_copied;
+        let r = crate::streams::run_frame(table, req, h, now_us, tx, |cur, next, ext, tx| {
+            model.run_step(req, adapter, spec, cur, next, ext, tx, stats)
+        });
+        acct.payload_bytes_copied += stats.payload_bytes_copied - before;
+        r
+    }
+
+    fn stream_identity(&self) -> Option<(&str, u64)> {
+        self.streams.as_ref().map(|_| (self.model.name(), self.stream_sig))
+    }
+
+    fn holds_stream(&self, tenant: u32, stream_id: u64) -> bool {
+        self.streams
+            .as_ref()
+            .is_some_and(|(_, t)| t.contains(tenant, stream_id))
+    }
+
+    fn take_stream(&mut self, tenant: u32, stream_id: u64) -> Option<(u32, &[u8])> {
+        let (_, t) = self.streams.as_mut()?;
+        t.take(tenant, stream_id)
+    }
+
+    fn adopt_stream(
+        &mut self,
+        tenant: u32,
+        stream_id: u64,
+        next_seq: u32,
+        state: &[u8],
+        now_us: u64,
+    ) -> bool {
+        self.streams
+            .as_mut()
+            .is_some_and(|(_, t)| t.adopt(tenant, stream_id, next_seq, state, now_us))
+    }
+
+    fn stream_tick(&mut self, now_us: u64) -> Option<(crate::streams::TableCounts, usize)> {
+        let (_, table) = self.streams.as_mut()?;
+        table.reclaim_idle(now_us, RECLAIM_SCAN_MAX);
+        Some((table.take_counts(), table.open()))
+    }
+
     fn batch_key(
         &self,
         req: &sluice_wire::Frame<&[u8]>,
         adapter: Option<&str>,
     ) -> Option<crate::handler::BatchKey> {
+        // A stream frame runs on its stream's state, never in a batch.
+        if self.streams.is_some() || req.stream().is_some() {
+            return None;
+        }
         self.model
             .batch_key(req, adapter)
             .map(|k| crate::handler::BatchKey {

@@ -223,6 +223,58 @@ pub struct WorkerCounters {
     pub panics: AtomicU64,
     /// Why the worker failed, once it has (written once, off the hot path).
     pub failure: Mutex<Option<String>>,
+    /// What the stream tables did (docs/wire.md "Streams").
+    pub streams: StreamCounters,
+}
+
+/// A worker's stream counts, summed over its stream models.
+#[derive(Debug, Default)]
+pub struct StreamCounters {
+    /// Streams opened.
+    pub opened: AtomicU64,
+    /// Streams ended (END, CANCEL, a refusal that ends them, unload).
+    pub ended: AtomicU64,
+    /// Streams reclaimed after `streams.idle_ms`.
+    pub reclaimed: AtomicU64,
+    /// Stream frames refused.
+    pub refused: AtomicU64,
+    /// Steps run.
+    pub steps: AtomicU64,
+    /// Streams open at the last tick (a gauge).
+    pub open: AtomicU64,
+    /// Streams moved to another version of their model (an alias switch
+    /// to one with the same state shapes; the state copied once).
+    pub moved: AtomicU64,
+}
+
+impl StreamCounters {
+    /// Adds a table's counts since its last tick.
+    pub fn add(&self, c: &crate::streams::TableCounts) {
+        bump(&self.opened, c.opened);
+        bump(&self.ended, c.ended);
+        bump(&self.reclaimed, c.reclaimed);
+        bump(&self.refused, c.refused);
+        bump(&self.steps, c.steps);
+    }
+}
+
+/// One worker's stream counts in a snapshot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StreamStats {
+    /// Streams opened.
+    pub opened: u64,
+    /// Streams ended.
+    pub ended: u64,
+    /// Streams reclaimed idle.
+    pub reclaimed: u64,
+    /// Stream frames refused.
+    pub refused: u64,
+    /// Steps run.
+    pub steps: u64,
+    /// Streams open.
+    pub open: u64,
+    /// Streams moved across an alias switch.
+    pub moved: u64,
 }
 
 /// Upper bounds of the batch-size buckets (rows per run); a last bucket
@@ -292,6 +344,7 @@ impl Default for WorkerCounters {
             ok: AtomicU64::new(0),
             pings: AtomicU64::new(0),
             negotiations: AtomicU64::new(0),
+            streams: StreamCounters::default(),
             not_sluice: AtomicU64::new(0),
             tx_no_buffers: AtomicU64::new(0),
             payload_bytes_copied: AtomicU64::new(0),
@@ -606,6 +659,8 @@ pub struct WorkerStats {
     pub pings: u64,
     /// Negotiations.
     pub negotiations: u64,
+    /// Streams.
+    pub streams: StreamStats,
     /// Non-Sluice datagrams dropped.
     pub not_sluice: u64,
     /// Frames dropped for lack of a transmit buffer.

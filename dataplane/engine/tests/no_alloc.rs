@@ -34,6 +34,76 @@ fn trace(flags: u8, parent: [u8; 8], low: u8) -> sluice_wire::TraceContext {
     }
 }
 
+/// A signed stream frame for the null model (which keeps no streams).
+fn stream_frame(i: u64, seq: u32, flags: u8, buf: &mut [u8]) -> usize {
+    let h = sluice_wire::StreamHeader {
+        stream_id: i + 1,
+        seq,
+        flags,
+        ..Default::default()
+    }
+    .to_bytes();
+    let ext = [sluice_wire::ExtRepr::stream(&h)];
+    let n = FrameRepr {
+        kind: Kind::Request,
+        request_id: next_id(),
+        tenant_id: 7,
+        deadline_us: fresh_deadline(),
+        model: "null",
+        model_version: "1",
+        extensions: &ext,
+        ..FrameRepr::default()
+    }
+    .emit(buf)
+    .unwrap()
+    .frame_len;
+    sluice_wire::TenantKey::new(&key_bytes()).sign(&mut sluice_wire::Frame::new_unchecked(&mut buf[..n]));
+    n
+}
+
+/// The stream table's per-frame operations (open, step, commit, end,
+/// cancel lookups, refusals, idle reclaim) allocate nothing: everything is
+/// made with the table.
+#[test]
+fn stream_table_does_not_allocate() {
+    use sluice_engine::streams::{StreamLimits, StreamTable};
+    let mut t = StreamTable::new(
+        StreamLimits {
+            per_worker: 64,
+            per_tenant: 16,
+            idle_us: 1_000,
+            frames_max: 1 << 20,
+        },
+        1024,
+    );
+    // This thread's own count: the worker test beside it watches others.
+    let before = sluice_testkit::thread_allocs();
+    for round in 0..200u64 {
+        let now = round * 100;
+        for id in 0..80u64 {
+            // 5 tenants of 16: the per-tenant and per-worker limits refuse some.
+            let tenant = (id % 5) as u32;
+            if let Ok(slot) = t.open_stream(tenant, id + round * 1000, 0, now) {
+                let (cur, next) = t.buffers(slot);
+                next[0] = cur[0].wrapping_add(1);
+                t.commit(slot, now);
+                let _ = t.step(tenant, id + round * 1000, 7, now);
+                if let Ok(slot) = t.step(tenant, id + round * 1000, 1, now) {
+                    t.commit(slot, now);
+                }
+                if id % 3 == 0 {
+                    t.end(slot);
+                }
+            }
+        }
+        t.reclaim_idle(now + 5_000, 64);
+        let _ = t.take_counts();
+    }
+    let allocs = sluice_testkit::thread_allocs() - before;
+    assert_eq!(allocs, 0, "allocations in 200 rounds of stream table churn");
+    assert!(t.counts().reclaimed > 0 && t.counts().refused > 0);
+}
+
 fn traffic(e: &Engine, rounds: u64) {
     let addr = e.local_addr().unwrap();
     let s = client();
@@ -119,6 +189,16 @@ fn traffic(e: &Engine, rounds: u64) {
         ];
         for r in &refused {
             let n = build(r, &mut buf);
+            s.send_to(&buf[..n], addr).unwrap();
+            s.recv_from(&mut rbuf).expect("answered");
+        }
+        // Stream frames to a model that keeps no streams: refused
+        // (stream_unsupported) with the stream header echoed.
+        for (seq, flags) in [
+            (0, sluice_wire::stream_flags::OPEN),
+            (1, sluice_wire::stream_flags::CONTINUE),
+        ] {
+            let n = stream_frame(i, seq, flags, &mut buf);
             s.send_to(&buf[..n], addr).unwrap();
             s.recv_from(&mut rbuf).expect("answered");
         }

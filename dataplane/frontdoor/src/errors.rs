@@ -91,6 +91,12 @@ pub const fn map(code: ErrorCode) -> (StatusCode, Code) {
         }
         E::Stale => (StatusCode::BAD_REQUEST, Code::InvalidArgument),
         E::Replayed => (StatusCode::CONFLICT, Code::AlreadyExists),
+        E::UnknownStream => (StatusCode::NOT_FOUND, Code::NotFound),
+        E::StreamSequence | E::StreamStateMismatch => {
+            (StatusCode::CONFLICT, Code::FailedPrecondition)
+        }
+        E::StreamLimit => (StatusCode::TOO_MANY_REQUESTS, Code::ResourceExhausted),
+        E::StreamUnsupported => (StatusCode::NOT_IMPLEMENTED, Code::Unimplemented),
         E::FrameTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Code::ResourceExhausted),
         E::ResponseTooLarge => (StatusCode::INTERNAL_SERVER_ERROR, Code::ResourceExhausted),
         E::InferenceFailed | E::Internal => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
@@ -130,6 +136,8 @@ mod tests {
             Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
             Code::Internal => "INTERNAL",
             Code::AlreadyExists => "ALREADY_EXISTS",
+            Code::FailedPrecondition => "FAILED_PRECONDITION",
+            Code::Unimplemented => "UNIMPLEMENTED",
             _ => "OTHER",
         }
     }

@@ -43,6 +43,7 @@ pub use model::{
     describe,
 };
 pub use ports::{Placement, Signature, TensorSig};
+pub use run::{StatePair, StateSpec};
 pub use raw::alloc::{heap_live as allocator_heap_blocks, stray_frees as allocator_stray_frees};
 pub use weights::{SHARE_BYTES_MIN, SHARED_INITIALIZERS_MAX, shared_weight_bytes};
 

@@ -9,7 +9,7 @@
 
 use sluice_wire::limits::{RANK_MAX, TENSOR_COUNT_MAX};
 use sluice_wire::{
-    DType, Error as WireError, ErrorCode, Frame, FrameRepr, Kind, TensorDesc, TensorRepr,
+    DType, Error as WireError, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, TensorDesc, TensorRepr,
 };
 
 use crate::Reject;
@@ -20,6 +20,8 @@ use crate::raw::alloc::ReplyTail;
 use crate::raw::{self, Values};
 
 pub(crate) mod steps;
+mod stream;
+pub use stream::{StatePair, StateSpec};
 use steps::{
     Table, Tally, adapter_slot, check_relayout, count_preallocated, feed_inputs, place_allocated,
     prepare_outputs, read_placed, run_options,
@@ -144,6 +146,17 @@ impl OrtModel {
         req: &'r Frame<&[u8]>,
         shapes: &mut [[i64; RANK_MAX]; TENSOR_COUNT_MAX],
     ) -> Result<(Descs<'r>, Bound), Reject> {
+        self.bind_with(req, shapes, 0)
+    }
+
+    /// [`OrtModel::bind`] where the inputs of the `external` bit mask come
+    /// from elsewhere (a stream's state): the request must not send them.
+    pub(crate) fn bind_with<'r>(
+        &self,
+        req: &'r Frame<&[u8]>,
+        shapes: &mut [[i64; RANK_MAX]; TENSOR_COUNT_MAX],
+        external: u32,
+    ) -> Result<(Descs<'r>, Bound), Reject> {
         if req.kind() != Kind::Request {
             return Err(Reject::new(ErrorCode::UnsupportedKind, msg::NOT_REQUEST));
         }
@@ -157,6 +170,9 @@ impl OrtModel {
                 }
                 return Err(bad_tensor(msg::UNEXPECTED_INPUT));
             };
+            if external & (1 << i) != 0 {
+                return Err(bad_tensor(stream::smsg::STATE_INPUT));
+            }
             if descs[i].replace(t).is_some() {
                 return Err(bad_tensor(msg::DUPLICATE_INPUT));
             }
@@ -166,7 +182,7 @@ impl OrtModel {
         let mut bound = [None; TENSOR_COUNT_MAX * RANK_MAX];
         for (i, port) in self.inputs.iter().enumerate() {
             let Some(d) = descs[i].as_ref() else {
-                if port.optional {
+                if port.optional || external & (1 << i) != 0 {
                     continue;
                 }
                 return Err(bad_tensor(msg::MISSING_INPUT));
@@ -386,6 +402,7 @@ pub(crate) fn response<'a>(
         model_version: version,
         adapter: adapter.unwrap_or(""),
         token_count: req.token_count(),
+        extensions: &[],
     }
 }
 
@@ -400,6 +417,8 @@ pub(crate) struct ResponseRepr<'a> {
     model_version: &'a str,
     adapter: &'a str,
     token_count: u32,
+    /// Extension headers of the response (a stream's header).
+    pub(crate) extensions: &'a [ExtRepr<'a>],
 }
 
 impl ResponseRepr<'_> {
@@ -413,6 +432,7 @@ impl ResponseRepr<'_> {
             model_version: self.model_version,
             adapter: self.adapter,
             token_count: self.token_count,
+            extensions: self.extensions,
             tensors: &self.tensors[..self.n],
             ..FrameRepr::default()
         }

@@ -219,6 +219,39 @@ pub fn two_io_model() -> Model {
     }
 }
 
+/// Width of `accum.onnx`'s tensors.
+pub const ACCUM_WIDTH: usize = 8;
+
+/// `accum.onnx`, the bundled stateful stream model: `x`, `s` f32
+/// [batch, 8] → `sN` = s + x (the next state), `y` = sN · 0.5. Run as a
+/// stream with `s` ← `sN`, step n answers half the sum of the inputs so
+/// far (exact in f32 for inputs in sixteenths).
+pub fn accum_model() -> Model {
+    let dims = || vec![batch(), Dim::Fixed(ACCUM_WIDTH as i64)];
+    Model {
+        ir_version: IR_VERSION,
+        opset: OPSET,
+        producer: "sluice-models".to_string(),
+        doc: "Sluice bundled stream model: sN = s + x, y = sN * 0.5".to_string(),
+        graph: Graph {
+            name: "accum".to_string(),
+            nodes: vec![
+                Node::new("Add", "add", &["s", "x"], &["sN"]),
+                Node::new("Mul", "half", &["sN", "half"], &["y"]),
+            ],
+            initializers: vec![Tensor::f32("half", &[], &[0.5])],
+            inputs: vec![
+                ValueInfo::new("x", elem::FLOAT, dims()),
+                ValueInfo::new("s", elem::FLOAT, dims()),
+            ],
+            outputs: vec![
+                ValueInfo::new("y", elem::FLOAT, dims()),
+                ValueInfo::new("sN", elem::FLOAT, dims()),
+            ],
+        },
+    }
+}
+
 /// `big.onnx`: `x` f32 [1, 131072] (512 KiB) → `total` f32 [1, 1], the sum
 /// of all elements. Measures reading a large input in place.
 pub fn big_model() -> Model {
@@ -371,6 +404,7 @@ pub fn bundled_files() -> Vec<(&'static str, Vec<u8>)> {
     vec![
         ("mlp.onnx", mlp_model().encode()),
         ("two_io.onnx", two_io_model().encode()),
+        ("accum.onnx", accum_model().encode()),
         ("big.onnx", big_model().encode()),
         ("large.onnx", large_model().encode()),
         ("mlp_formal.onnx_adapter", formal_adapter()),

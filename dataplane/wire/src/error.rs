@@ -45,6 +45,8 @@ pub enum Error {
     TrailingBytes,
     /// The output buffer given to the builder is too small.
     BufferTooSmall,
+    /// A `sluice-stream` extension header breaks the stream header's rules.
+    BadStream,
 }
 
 impl Error {
@@ -72,6 +74,7 @@ impl Error {
             Error::TooLarge => "frame too large",
             Error::TrailingBytes => "trailing bytes after frame",
             Error::BufferTooSmall => "output buffer too small",
+            Error::BadStream => "malformed stream header",
         }
     }
 
@@ -188,6 +191,22 @@ error_codes! {
     /// An authenticated frame with this tag was already accepted and its
     /// deadline has not passed: a replay, or a resend of the same frame.
     Replayed = 25, false, "replayed";
+    /// A CONTINUE, END or CANCEL frame names a stream this worker does not
+    /// hold: never opened, ended, reclaimed after `stream_idle_ms`, or on
+    /// another worker.
+    UnknownStream = 26, false, "unknown_stream";
+    /// The frame's sequence number is not the one the stream expects next;
+    /// the error frame's stream header carries the expected one.
+    StreamSequence = 27, false, "stream_sequence";
+    /// A stream limit is reached: streams per worker or per tenant, or
+    /// frames per stream.
+    StreamLimit = 28, true, "stream_limit";
+    /// The model version behind an alias changed to one whose stream state
+    /// has other shapes; the stream is ended.
+    StreamStateMismatch = 29, false, "stream_state_mismatch";
+    /// The model serves no streams of this sort (no `[models.stream]`), or
+    /// a stream frame reached an endpoint that does not keep streams.
+    StreamUnsupported = 30, false, "stream_unsupported";
 }
 
 impl fmt::Display for ErrorCode {

@@ -1,6 +1,8 @@
 use crate::field::{self, u16_at, u32_at, u64_at};
 use crate::limits::*;
-use crate::{DType, Error, FIXED_HEADER_LEN, MAGIC, TENSOR_ALIGN, VERSION};
+use crate::{
+    DType, Error, FIXED_HEADER_LEN, MAGIC, STREAM_EXT_KEY, StreamHeader, TENSOR_ALIGN, VERSION,
+};
 
 /// Frame kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -237,6 +239,7 @@ impl<B: AsRef<[u8]>> Frame<B> {
         if ext_count > EXT_COUNT_MAX {
             return Err(Error::TooManyExtensions);
         }
+        let mut streams = 0;
         for _ in 0..ext_count {
             let lens = header.get(off..off + 2).ok_or(Error::BadHeaderLen)?;
             let (key_len, value_len) = (lens[0] as usize, lens[1] as usize);
@@ -249,9 +252,17 @@ impl<B: AsRef<[u8]>> Frame<B> {
             if !field::is_token(key) {
                 return Err(Error::BadString);
             }
-            off += 2 + key_len + value_len;
+            let value_at = off + 2 + key_len;
+            off = value_at + value_len;
             if off > header_len {
                 return Err(Error::BadHeaderLen);
+            }
+            if key == STREAM_EXT_KEY.as_bytes() {
+                streams += 1;
+                if streams > 1 {
+                    return Err(Error::BadStream);
+                }
+                StreamHeader::parse(&header[value_at..off], kind)?;
             }
         }
 
@@ -420,6 +431,14 @@ impl<B: AsRef<[u8]>> Frame<B> {
     /// The value of the first extension with `key`.
     pub fn extension(&self, key: &str) -> Option<&[u8]> {
         self.extensions().find(|e| e.key == key).map(|e| e.value)
+    }
+
+    /// The stream header, when the frame belongs to a stream. On a checked
+    /// frame it is valid (the check rejects a bad one with `BadStream`);
+    /// on an unchecked one a bad header reads as `None`.
+    pub fn stream(&self) -> Option<StreamHeader> {
+        let v = self.extension(STREAM_EXT_KEY)?;
+        StreamHeader::parse(v, Kind::from_u8(self.kind_raw())?).ok()
     }
 
     /// Number of tensors.

@@ -27,6 +27,7 @@ mod error;
 mod field;
 mod frame;
 mod repr;
+mod stream;
 
 pub use auth::{AUTH_TAG_LEN, TenantKey};
 pub use body::{ErrorBody, NegotiateRequest, NegotiateResponse, SchemaType};
@@ -34,6 +35,7 @@ pub use dtype::DType;
 pub use error::{Error, ErrorCode, Reject};
 pub use frame::{Extension, Frame, Kind, TensorDesc, TraceContext, flags};
 pub use repr::{BodyRepr, ExtRepr, FrameRepr, Layout, TensorRepr};
+pub use stream::{EndReason, STREAM_EXT_KEY, STREAM_EXT_LEN, StreamHeader, stream_flags};
 
 /// Wire format version this crate reads and writes.
 pub const VERSION: u8 = 1;

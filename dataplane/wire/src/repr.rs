@@ -31,6 +31,17 @@ pub struct ExtRepr<'a> {
     pub value: &'a [u8],
 }
 
+impl<'a> ExtRepr<'a> {
+    /// The stream extension header with `value` (from
+    /// [`crate::StreamHeader::to_bytes`]).
+    pub const fn stream(value: &'a [u8; crate::STREAM_EXT_LEN]) -> ExtRepr<'a> {
+        ExtRepr {
+            key: crate::STREAM_EXT_KEY,
+            value,
+        }
+    }
+}
+
 /// The body of a frame kind without tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BodyRepr<'a> {
@@ -240,7 +251,15 @@ impl<'a> FrameRepr<'a> {
         if self.extensions.len() > EXT_COUNT_MAX {
             return Err(Error::TooManyExtensions);
         }
+        let mut streams = 0;
         for e in self.extensions {
+            if e.key == crate::STREAM_EXT_KEY {
+                streams += 1;
+                if streams > 1 {
+                    return Err(Error::BadStream);
+                }
+                crate::StreamHeader::parse(e.value, self.kind)?;
+            }
             if e.key.is_empty()
                 || e.key.len() > EXT_KEY_LEN_MAX
                 || e.value.len() > EXT_VALUE_LEN_MAX

@@ -11,9 +11,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use common::{
-    DEADLINE_US, EXAMPLE_KEY, EXAMPLES, TRACE, example, f32_bytes, hex_dump, parse_hex_dump,
+    DEADLINE_US, EXAMPLE_KEY, EXAMPLES, STREAM_ID, TRACE, example, f32_bytes, hex_dump,
+    parse_hex_dump,
 };
-use sluice_wire::{DType, ErrorCode, Frame, Kind, SchemaType, TenantKey, flags};
+use sluice_wire::{
+    DType, EndReason, ErrorCode, Frame, Kind, STREAM_EXT_KEY, STREAM_EXT_LEN, SchemaType,
+    StreamHeader, TenantKey, flags, stream_flags,
+};
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -327,6 +331,71 @@ fn spec_error_code_table_matches() {
             "docs/wire.md lacks the row starting {row:?}"
         );
     }
+}
+
+fn stream_of(name: &str) -> (Frame<Vec<u8>>, StreamHeader) {
+    let f = parsed(name);
+    let s = f.stream().unwrap_or_else(|| panic!("{name} has a stream header"));
+    (f, s)
+}
+
+#[test]
+fn stream_open() {
+    let (f, s) = stream_of("stream_open");
+    assert_eq!(f.kind(), Kind::Request);
+    assert_eq!((f.request_id(), f.tenant_id()), (50, 7));
+    assert_eq!((f.model(), f.model_version()), ("bytelm", "1"));
+    assert_eq!(f.extensions().count(), 1);
+    let raw = f.extension(STREAM_EXT_KEY).unwrap();
+    assert_eq!(raw.len(), STREAM_EXT_LEN);
+    // The value starts at offset 103 + 2 + 13, as the spec says.
+    assert_eq!(&f.as_bytes()[103..105], &[13, 24]);
+    assert_eq!(&f.as_bytes()[105..118], STREAM_EXT_KEY.as_bytes());
+    assert_eq!(
+        s,
+        StreamHeader {
+            stream_id: STREAM_ID,
+            seq: 0,
+            flags: stream_flags::OPEN,
+            end_reason: 0,
+            tokens_per_frame: 1,
+            max_tokens: 16,
+        }
+    );
+    let p = f.tensor("prompt").unwrap();
+    assert_eq!((p.dtype, p.dims()), (DType::U8, &[2u64][..]));
+    assert_eq!(f.tensor_data(&p), b"hi");
+}
+
+#[test]
+fn stream_token() {
+    let (f, s) = stream_of("stream_token");
+    assert_eq!(f.kind(), Kind::Response);
+    assert_eq!(f.request_id(), 50);
+    assert_eq!(s.stream_id, STREAM_ID);
+    assert_eq!(s.seq, 3);
+    assert!(s.has(stream_flags::CONTINUE) && s.has(stream_flags::END));
+    assert_eq!(s.reason(), EndReason::MaxTokens);
+    let t = f.tensor("token").unwrap();
+    assert_eq!((t.dtype, t.dims()), (DType::I64, &[1u64][..]));
+    assert_eq!(f.tensor_data(&t), &33i64.to_le_bytes());
+}
+
+#[test]
+fn stream_cancel() {
+    let (f, s) = stream_of("stream_cancel");
+    assert_eq!((f.kind(), f.request_id(), f.tensor_count()), (Kind::Request, 51, 0));
+    assert_eq!((s.seq, s.flags, s.end_reason), (1, stream_flags::CANCEL, 0));
+}
+
+#[test]
+fn stream_sequence_error() {
+    let (f, s) = stream_of("stream_sequence_error");
+    assert_eq!(f.kind(), Kind::Error);
+    let b = f.error_body().unwrap();
+    assert_eq!(b.code(), Some(ErrorCode::StreamSequence));
+    assert_eq!(b.message, "stream frame out of sequence");
+    assert_eq!((s.seq, s.flags), (5, stream_flags::CONTINUE));
 }
 
 /// Prints the spec's hex blocks (to paste into docs/wire.md after a change).

@@ -107,7 +107,7 @@ fn every_parse_error_has_a_vector() {
         Truncated | BadMagic | UnsupportedVersion | UnknownKind | Reserved | BadHeaderLen
         | FieldTooLong | BadString | TooManyExtensions | TooManyTensors | BadDType | BadRank
         | SizeOverflow | BadTensorLen | Misaligned | OutOfBounds | Overlap | BadBody | TooLarge
-        | TrailingBytes => true,
+        | TrailingBytes | BadStream => true,
         BufferTooSmall => false,
     };
     let all = [
@@ -132,6 +132,7 @@ fn every_parse_error_has_a_vector() {
         TooLarge,
         TrailingBytes,
         BufferTooSmall,
+        BadStream,
     ];
     let have: BTreeSet<String> = committed().invalid.into_iter().map(|v| v.error).collect();
     for e in all.into_iter().filter(|&e| parse_side(e)) {
@@ -251,6 +252,17 @@ fn rebuild(doc: &FrameDoc) -> Vec<u8> {
         tensors: &tensors,
         body,
     };
+    // The stream header travels in `extensions`; its decoded form must
+    // say the same.
+    if let Some(st) = &doc.stream {
+        let v = values
+            .iter()
+            .zip(&doc.extensions)
+            .find(|(_, e)| e.key == sluice_wire::STREAM_EXT_KEY)
+            .map(|(v, _)| v.clone())
+            .expect("a stream doc has its extension");
+        assert_eq!(v, st.header().to_bytes());
+    }
     let layout = repr.layout().expect("vector fields build");
     let mut buf = vec![0u8; layout.frame_len];
     repr.emit(&mut buf).expect("vector emits");

@@ -52,6 +52,9 @@ type Config struct {
 	// Tracing is request tracing: the engine samples and records, the
 	// daemon exports the spans over OTLP/HTTP (docs/observability.md).
 	Tracing Tracing `toml:"tracing" json:"tracing"`
+	// Streams holds the engine's stream limits (docs/wire.md "Streams");
+	// opaque here, checked by the engine.
+	Streams map[string]any `toml:"streams" json:"streams,omitempty"`
 }
 
 // Tracing is the [tracing] table.
@@ -207,6 +210,10 @@ type Model struct {
 	// shard's applies.
 	BatchMax     *int `toml:"batch_max" json:"batch_max,omitempty"`
 	BatchDelayUs *int `toml:"batch_delay_us" json:"batch_delay_us,omitempty"`
+	// Stream makes the version a stateful stream model: which outputs feed
+	// which inputs at the next step (docs/wire.md "Streams"). Opaque here,
+	// checked by the engine when it loads the model.
+	Stream map[string]any `toml:"stream" json:"stream,omitempty"`
 }
 
 // Adapter is a LoRA adapter of a model.

@@ -32,6 +32,7 @@ from ._errors import (
     ConnectionLostError,
     DeadlineExceededError,
     InferenceError,
+    StreamError,
     InvalidRequestError,
     MalformedAnswerError,
     NotSupportedError,
@@ -50,6 +51,7 @@ from ._errors import (
 )
 from ._native import Response
 from ._retry import retry, retry_async
+from ._stream import AsyncStateStream, StateStream
 from ._types import DTYPES, InferRequest, NegotiatedSchema, Raw
 
 __version__ = "0.1.0"
@@ -61,6 +63,8 @@ __all__ = [
     "Raw",
     "NegotiatedSchema",
     "Response",
+    "StateStream",
+    "AsyncStateStream",
     "retry",
     "retry_async",
     "wire",
@@ -77,6 +81,7 @@ __all__ = [
     "DeadlineExceededError",
     "UnavailableError",
     "InferenceError",
+    "StreamError",
     "ClientError",
     "RequestTimeoutError",
     "TransportError",

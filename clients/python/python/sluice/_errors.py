@@ -19,6 +19,7 @@ __all__ = [
     "DeadlineExceededError",
     "UnavailableError",
     "InferenceError",
+    "StreamError",
     "ClientError",
     "RequestTimeoutError",
     "TransportError",
@@ -111,6 +112,14 @@ class InferenceError(ServerError):
     """inference_failed: the model ran and failed."""
 
 
+class StreamError(ServerError):
+    """A stream frame was refused: unknown_stream (never opened, ended,
+    reclaimed or on another worker), stream_sequence (not the seq the
+    appliance expects next), stream_state_mismatch (the alias moved to a
+    version with other state shapes), stream_unsupported. stream_limit is
+    retryable and therefore an UnavailableError."""
+
+
 _FAMILIES: Dict[str, Type[ServerError]] = {
     "malformed_frame": ProtocolError,
     "unsupported_version": ProtocolError,
@@ -137,6 +146,11 @@ _FAMILIES: Dict[str, Type[ServerError]] = {
     "shutting_down": UnavailableError,
     "connection_lost": UnavailableError,
     "inference_failed": InferenceError,
+    "unknown_stream": StreamError,
+    "stream_sequence": StreamError,
+    "stream_limit": UnavailableError,
+    "stream_state_mismatch": StreamError,
+    "stream_unsupported": StreamError,
 }
 
 #: The wire's error-code table, from the Rust crate: code -> (name, retryable).

@@ -11,7 +11,11 @@ A frame dict has the keys ``kind`` (``"request"``, ``"response"``,
 "dims", "data_offset", "data_len", "data"}]``), ``body`` (None, or one of
 ``{"error": {"code", "code_name", "message"}}``, ``{"negotiate_request":
 {"subject", "version_hint"}}``, ``{"negotiate_response": {"schema_id",
-"version", "ttl_ms", "schema_type", "schema"}}``) and ``auth_tag``.
+"version", "ttl_ms", "schema_type", "schema"}}``), ``auth_tag`` and
+``stream`` (None, or the decoded ``sluice-stream`` extension header:
+``{"stream_id", "seq", "flags", "end_reason", "tokens_per_frame",
+"max_tokens"}``, docs/wire.md "Streams"; its bytes are also in
+``extensions``). :func:`stream_extension` makes that extension.
 """
 
 from __future__ import annotations
@@ -22,7 +26,24 @@ from . import _native
 from ._errors import ERROR_CODES, WireError
 from ._types import DTYPES
 
-__all__ = ["parse", "build", "sign", "verify", "WireError", "ERROR_CODES", "DTYPES", "DATAGRAM_LEN_MAX"]
+__all__ = [
+    "parse",
+    "build",
+    "sign",
+    "verify",
+    "stream_extension",
+    "STREAM_OPEN",
+    "STREAM_CONTINUE",
+    "STREAM_END",
+    "STREAM_CANCEL",
+    "WireError",
+    "ERROR_CODES",
+    "DTYPES",
+    "DATAGRAM_LEN_MAX",
+]
+
+#: Stream flag bits (docs/wire.md, "Stream header").
+STREAM_OPEN, STREAM_CONTINUE, STREAM_END, STREAM_CANCEL = 1, 2, 4, 8
 
 #: Largest frame one UDP datagram carries.
 DATAGRAM_LEN_MAX: int = _native.DATAGRAM_LEN_MAX
@@ -51,3 +72,10 @@ def sign(data: bytes, key: bytes) -> bytes:
 def verify(data: bytes, key: bytes) -> bool:
     """Whether the frame's authentication tag verifies with ``key``."""
     return _native.verify(bytes(data), key)
+
+
+def stream_extension(stream: Dict[str, Any], kind: str = "request") -> Dict[str, Any]:
+    """The ``sluice-stream`` extension (``{"key", "value"}``) for a frame of
+    ``kind``, from a dict shaped like :func:`parse`'s ``stream``. Raises
+    :class:`WireError` (``BadStream``) when the header breaks its rules."""
+    return {"key": "sluice-stream", "value": _native.stream_header(stream, kind)}

@@ -6,6 +6,10 @@ pub const WORKER_COUNT_MAX: usize = 64;
 pub const RX_BURST_MAX: usize = 256;
 /// Most shards.
 pub const SHARD_COUNT_MAX: usize = 32;
+/// Most stream slots per worker and model.
+pub const STREAMS_PER_WORKER_MAX: u32 = 4096;
+/// Longest stream idle time, ms.
+pub const STREAM_IDLE_MS_MAX: u32 = 3_600_000;
 /// Most routes.
 pub const ROUTE_COUNT_MAX: usize = 16_384;
 /// Most tenants.

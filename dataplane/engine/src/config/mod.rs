@@ -16,6 +16,8 @@ pub use crate::auth::config::{AuthCfg, AuthMode, auth_allows_tenants};
 pub mod limits;
 mod trace;
 mod uring;
+mod streams;
+pub use streams::{ModelStreamCfg, StatePairCfg, StreamsCfg};
 pub use trace::TracingCfg;
 pub use uring::{TcpSlotCfg, UringCfg, ZcMode};
 
@@ -75,6 +77,10 @@ pub struct Config {
     /// Request tracing (docs/observability.md).
     #[serde(default)]
     pub tracing: TracingCfg,
+    /// Stream limits (`[streams]`, docs/wire.md "Limits and errors of
+    /// streams").
+    #[serde(default)]
+    pub streams: StreamsCfg,
     /// Directory of the config file; relative paths resolve against it.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -305,7 +311,12 @@ pub struct ModelCfg {
     /// Overrides the shard's `batch_delay_us` for this model version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_delay_us: Option<u32>,
+    /// A stateful stream model: which outputs feed which inputs at the
+    /// next step (docs/wire.md "Streams").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<ModelStreamCfg>,
 }
+
 
 /// A LoRA adapter of a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -72,6 +72,11 @@ impl Config {
             10,
             60_000,
         )?;
+        let st = &self.streams;
+        range("streams.per_worker", st.per_worker, 1, STREAMS_PER_WORKER_MAX)?;
+        range("streams.per_tenant", st.per_tenant, 1, STREAMS_PER_WORKER_MAX)?;
+        range("streams.idle_ms", st.idle_ms, 1, STREAM_IDLE_MS_MAX)?;
+        range("streams.frames_max", st.frames_max, 1, u32::MAX)?;
         let u = &self.io_uring;
         self.listen_addr()?;
         range(
@@ -387,6 +392,28 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
                     k("batch_delay_us"),
                     "needs batch_max on the model too (a delay without a batch size)",
                 ));
+            }
+        }
+        if let Some(st) = &m.stream {
+            if m.kind != ModelKind::Onnx {
+                return Err(ConfigError::at(k("stream"), "only onnx models keep stream state"));
+            }
+            if m.batch_max.is_some() {
+                return Err(ConfigError::at(
+                    k("stream"),
+                    "a stream model does not batch (each step needs its stream's state)",
+                ));
+            }
+            if st.state.is_empty() || st.state.len() > 8 {
+                return Err(ConfigError::at(k("stream.state"), "1 to 8 state pairs"));
+            }
+            for (j, p) in st.state.iter().enumerate() {
+                if p.shape.is_empty() || p.shape.len() > 8 || p.shape.contains(&0) {
+                    return Err(ConfigError::at(
+                        format!("models[{i}].stream.state[{j}].shape"),
+                        "a shape of rank 1 to 8 without 0 dimensions",
+                    ));
+                }
             }
         }
         if m.adapters.len() > ADAPTER_COUNT_MAX {

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, flags};
+use sluice_wire::{BodyRepr, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, flags};
 
 use crate::auth::{self, Refusal, ReplayTable, RouteFound, msg};
 use crate::route::RouteKey;
@@ -64,6 +64,19 @@ pub enum Immediate {
     /// A negotiation answer: the index of the schema entry in the tables
     /// of this burst.
     Negotiate(usize),
+    /// An error frame for a refused stream frame: its stream header carries
+    /// `seq` (the expected one for `stream_sequence`), and END when the
+    /// refusal `ended` the stream.
+    Stream {
+        /// Code.
+        code: ErrorCode,
+        /// Message.
+        message: &'static str,
+        /// Seq of the error's stream header.
+        seq: u32,
+        /// The refusal ended the stream.
+        ended: bool,
+    },
 }
 
 /// The outcome of classifying a frame.
@@ -334,12 +347,25 @@ pub(super) fn build_immediate(
     let trace = checked.as_ref().map(|f| f.trace()).unwrap_or_default();
     let answer = |kind| FrameRepr::answer(kind, rid, tenant, trace);
     let mut text = MessageBuf::default();
+    // An error answering a stream frame carries its stream header, so the
+    // client knows which stream (and, for `stream_sequence`, which seq).
+    let stream = checked.as_ref().and_then(|f| f.stream()).map(|h| {
+        let (seq, ended) = match *r {
+            Immediate::Stream { seq, ended, .. } => (seq, ended),
+            _ => (h.seq, false),
+        };
+        crate::streams::error_header(h, seq, ended).to_bytes()
+    });
+    let ext = stream.as_ref().map(|v| [ExtRepr::stream(v)]);
+    let extensions: &[ExtRepr<'_>] = ext.as_ref().map_or(&[], |e| &e[..]);
     let error = |code, message| FrameRepr {
         body: BodyRepr::Error { code, message },
+        extensions,
         ..answer(Kind::Error)
     };
     let repr = match *r {
         Immediate::Error(code, message) => error(code, message),
+        Immediate::Stream { code, message, .. } => error(code, message),
         Immediate::Refused(r) => error(r.code, r.message),
         Immediate::TooLarge {
             needed_len,

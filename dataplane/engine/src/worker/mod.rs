@@ -413,7 +413,31 @@ impl<T: Transport> Worker<T> {
         }
     }
 
+    /// Reclaims idle streams (a bounded scan per model) and counts what
+    /// the stream tables did since the last tick.
+    fn stream_tick(&mut self) {
+        // The burst clock stands still while no frame comes: idle streams
+        // are judged by the wall clock (never behind the burst's).
+        let wall_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let now_us = self.now_us.max(wall_us);
+        let mut open = 0u64;
+        let mut any = false;
+        for h in self.handlers.iter_mut().flatten() {
+            if let Some((c, n)) = h.stream_tick(now_us) {
+                any = true;
+                open += n as u64;
+                self.counters.streams.add(&c);
+            }
+        }
+        if any {
+            self.counters.streams.open.store(open, Ordering::Relaxed);
+        }
+    }
+
     fn publish_stats(&mut self) {
+        self.stream_tick();
         self.last_publish = Instant::now();
         self.hist_out.publish(&self.hist);
         let c = self.transport.counters();
@@ -696,7 +720,31 @@ impl<T: Transport> Worker<T> {
         };
         probes_sys::pool_alloc(|| (tx,));
         let now_us = self.now_us;
+        // A stream frame whose stream another version of the model holds
+        // (its alias switched): the state moves over when the new version
+        // keeps state of the same shapes, else the stream ends.
+        if let Some(sh) = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).stream()
+            && !sh.has(sluice_wire::stream_flags::OPEN)
+        {
+            let tenant = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).tenant_id();
+            if !self.follow_stream(p.slot as usize, tenant, sh.stream_id, now_us) {
+                probes_sys::pool_free(|| (tx,));
+                self.transport.tx_free(tx);
+                self.reply_queued(
+                    shard,
+                    k,
+                    Immediate::Stream {
+                        code: ErrorCode::StreamStateMismatch,
+                        message: "the model version behind the alias keeps state of other shapes; the stream ended",
+                        seq: sh.seq,
+                        ended: true,
+                    },
+                );
+                return;
+            }
+        }
         let tx_len;
+        let mut stream_refusal = None;
         let result = {
             let (rxb, txb) = self.transport.frames(&pkt, tx);
             tx_len = txb.len();
@@ -717,7 +765,17 @@ impl<T: Transport> Worker<T> {
                     Some(h) => {
                         let adapter = Some(req.adapter()).filter(|a| !a.is_empty());
                         let mut acct = RunAccount::default();
-                        let r = h.handle(&req, adapter, txb, &mut acct);
+                        let r = match req.stream() {
+                            // A stream frame: its state lives in the
+                            // handler's table; a refusal says the seq.
+                            Some(sh) => h
+                                .handle_stream(&req, sh, adapter, now_us, txb, &mut acct)
+                                .map_err(|e| {
+                                    stream_refusal = Some((e.seq, e.ended));
+                                    e.reject
+                                }),
+                            None => h.handle(&req, adapter, txb, &mut acct),
+                        };
                         bump(
                             &self.counters.payload_bytes_copied,
                             acct.payload_bytes_copied,
@@ -769,12 +827,70 @@ impl<T: Transport> Worker<T> {
                         needed_len: r.needed_len,
                         buffer_len: tx_len,
                     }
+                } else if let Some((seq, ended)) = stream_refusal {
+                    Immediate::Stream {
+                        code: r.code,
+                        message: r.message,
+                        seq,
+                        ended,
+                    }
                 } else {
                     Immediate::Error(r.code, r.message)
                 };
                 self.reply_queued(shard, k, answer);
             }
         }
+    }
+
+    /// Makes sure the handler of `slot` holds stream (`tenant`, `id`) when
+    /// another version of the same model does: moves it over (one copy of
+    /// its state) when the state signatures agree; returns false, ending
+    /// the stream, when they do not. Streams held nowhere are left to the
+    /// handler (`unknown_stream`).
+    fn follow_stream(&mut self, slot: usize, tenant: u32, id: u64, now_us: u64) -> bool {
+        let Some(Some(h)) = self.handlers.get(slot) else {
+            return true;
+        };
+        let Some((name, sig)) = h.stream_identity() else {
+            return true;
+        };
+        if h.holds_stream(tenant, id) {
+            return true;
+        }
+        let from = self.handlers.iter().enumerate().position(|(o, other)| {
+            o != slot
+                && other.as_ref().is_some_and(|x| {
+                    x.holds_stream(tenant, id) && x.stream_identity().is_some_and(|(n, _)| n == name)
+                })
+        });
+        let Some(from) = from else {
+            return true;
+        };
+        let same = self.handlers[from]
+            .as_ref()
+            .and_then(|x| x.stream_identity())
+            .is_some_and(|(_, s)| s == sig);
+        let (a, b) = if from < slot {
+            let (lo, hi) = self.handlers.split_at_mut(slot);
+            (&mut lo[from], &mut hi[0])
+        } else {
+            let (lo, hi) = self.handlers.split_at_mut(from);
+            (&mut hi[0], &mut lo[slot])
+        };
+        let (Some(old), Some(new)) = (a.as_mut(), b.as_mut()) else {
+            return true;
+        };
+        let Some((next_seq, state)) = old.take_stream(tenant, id) else {
+            return true;
+        };
+        if !same {
+            return false;
+        }
+        let moved = new.adopt_stream(tenant, id, next_seq, state, now_us);
+        if moved {
+            bump(&self.counters.streams.moved, 1);
+        }
+        true
     }
 
     /// Answers frame `i` of this burst at once and releases its buffer.
@@ -798,7 +914,9 @@ impl<T: Transport> Worker<T> {
             return;
         };
         probes_sys::pool_alloc(|| (tx,));
-        if let Immediate::Error(code, _) | Immediate::Refused(crate::auth::Refusal { code, .. }) = r
+        if let Immediate::Error(code, _)
+        | Immediate::Stream { code, .. }
+        | Immediate::Refused(crate::auth::Refusal { code, .. }) = r
         {
             probes_sys::error(|| {
                 let f = Frame::new_unchecked(self.transport.rx_bytes(&pkt));
@@ -814,7 +932,7 @@ impl<T: Transport> Worker<T> {
             build_immediate(rxb, txb, &r, &self.tables)
         };
         match &r {
-            Immediate::Error(code, _) => {
+            Immediate::Error(code, _) | Immediate::Stream { code, .. } => {
                 if let Some(i) = traced {
                     self.trace_outcome(i, *code as u16);
                 }

@@ -6,8 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_wire::{
-    BodyRepr, DType, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, SchemaType, TenantKey, TensorRepr,
-    TraceContext,
+    BodyRepr, DType, EndReason, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, SchemaType,
+    StreamHeader, TenantKey, TensorRepr, TraceContext, stream_flags,
 };
 
 /// The documented example tenant key (ASCII bytes, no terminator).
@@ -22,7 +22,14 @@ pub const EXAMPLES: &[&str] = &[
     "negotiate_request",
     "negotiate_request_signed",
     "negotiate_response",
+    "stream_open",
+    "stream_token",
+    "stream_cancel",
+    "stream_sequence_error",
 ];
+
+/// The stream id of the stream examples.
+pub const STREAM_ID: u64 = 0x0123_4567_89ab_cdef;
 
 /// The W3C trace-context example ids (traceparent
 /// `00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`).
@@ -161,6 +168,98 @@ pub fn example(name: &str) -> Vec<u8> {
             },
             ..FrameRepr::default()
         }),
+        "stream_open" => {
+            let stream = StreamHeader {
+                stream_id: STREAM_ID,
+                seq: 0,
+                flags: stream_flags::OPEN,
+                end_reason: 0,
+                tokens_per_frame: 1,
+                max_tokens: 16,
+            }
+            .to_bytes();
+            let prompt = [104u8, 105];
+            emit(&FrameRepr {
+                kind: Kind::Request,
+                request_id: 50,
+                tenant_id: 7,
+                model: "bytelm",
+                model_version: "1",
+                extensions: &[ExtRepr::stream(&stream)],
+                tensors: &[TensorRepr {
+                    name: "prompt",
+                    dtype: DType::U8,
+                    dims: &[2],
+                    data: Some(&prompt),
+                }],
+                ..FrameRepr::default()
+            })
+        }
+        "stream_token" => {
+            let stream = StreamHeader {
+                stream_id: STREAM_ID,
+                seq: 3,
+                flags: stream_flags::CONTINUE | stream_flags::END,
+                end_reason: EndReason::MaxTokens as u8,
+                tokens_per_frame: 0,
+                max_tokens: 0,
+            }
+            .to_bytes();
+            let token = 33i64.to_le_bytes();
+            emit(&FrameRepr {
+                kind: Kind::Response,
+                request_id: 50,
+                tenant_id: 7,
+                model: "bytelm",
+                model_version: "1",
+                extensions: &[ExtRepr::stream(&stream)],
+                tensors: &[TensorRepr {
+                    name: "token",
+                    dtype: DType::I64,
+                    dims: &[1],
+                    data: Some(&token),
+                }],
+                ..FrameRepr::default()
+            })
+        }
+        "stream_cancel" => {
+            let stream = StreamHeader {
+                stream_id: STREAM_ID,
+                seq: 1,
+                flags: stream_flags::CANCEL,
+                ..StreamHeader::default()
+            }
+            .to_bytes();
+            emit(&FrameRepr {
+                kind: Kind::Request,
+                request_id: 51,
+                tenant_id: 7,
+                model: "bytelm",
+                model_version: "1",
+                extensions: &[ExtRepr::stream(&stream)],
+                ..FrameRepr::default()
+            })
+        }
+        "stream_sequence_error" => {
+            let stream = StreamHeader {
+                stream_id: STREAM_ID,
+                seq: 5,
+                flags: stream_flags::CONTINUE,
+                ..StreamHeader::default()
+            }
+            .to_bytes();
+            emit(&FrameRepr {
+                kind: Kind::Error,
+                request_id: 52,
+                tenant_id: 7,
+                extensions: &[ExtRepr::stream(&stream)],
+                body: BodyRepr::Error {
+                    code: ErrorCode::StreamSequence,
+                    message: "stream frame out of sequence",
+                },
+                ..FrameRepr::default()
+            })
+        }
         other => panic!("no example named {other}"),
     }
 }

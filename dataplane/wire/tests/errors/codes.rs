@@ -23,7 +23,8 @@ fn error_codes_round_trip_and_retry_rules() {
             "peer_down",
             "internal",
             "shutting_down",
-            "connection_lost"
+            "connection_lost",
+            "stream_limit"
         ]
     );
 }
@@ -53,6 +54,7 @@ fn error_code_mapping() {
         TooLarge,
         TrailingBytes,
         BufferTooSmall,
+        BadStream,
     ];
     let mut texts: Vec<_> = all.iter().map(|e| e.as_str()).collect();
     texts.sort();

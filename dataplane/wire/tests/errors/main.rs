@@ -8,6 +8,7 @@ mod builder;
 mod codes;
 mod frame;
 mod header;
+mod stream;
 mod tensors;
 
 use sluice_wire::{

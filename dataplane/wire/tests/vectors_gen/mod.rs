@@ -13,7 +13,8 @@
 use serde::{Deserialize, Serialize};
 use sluice_wire::{
     BodyRepr, DType, Error, ErrorCode, ExtRepr, FIXED_HEADER_LEN, Frame, FrameRepr, Kind,
-    SECTION_TENSOR_NAME, SchemaType, TenantKey, TensorRepr, TraceContext, flags, limits,
+    SECTION_TENSOR_NAME, STREAM_EXT_KEY, SchemaType, StreamHeader, TenantKey, TensorRepr,
+    TraceContext, flags, limits, stream_flags,
 };
 
 use crate::common::{EXAMPLE_KEY, EXAMPLES, TRACE, example};
@@ -75,6 +76,47 @@ pub struct FrameDoc {
     pub tensors: Vec<TensorDoc>,
     pub body: Option<BodyDoc>,
     pub auth: Option<AuthDoc>,
+    /// The decoded stream header (docs/wire.md, "Streams"); absent when the
+    /// frame carries none. Its bytes are also in `extensions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StreamDoc>,
+}
+
+/// The fields of a `sluice-stream` extension header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamDoc {
+    /// u64 as a decimal string, like the header's u64 fields.
+    pub stream_id: String,
+    pub seq: u32,
+    pub flags: u8,
+    pub end_reason: u8,
+    pub tokens_per_frame: u16,
+    pub max_tokens: u32,
+}
+
+impl StreamDoc {
+    pub fn of(h: &StreamHeader) -> StreamDoc {
+        StreamDoc {
+            stream_id: h.stream_id.to_string(),
+            seq: h.seq,
+            flags: h.flags,
+            end_reason: h.end_reason,
+            tokens_per_frame: h.tokens_per_frame,
+            max_tokens: h.max_tokens,
+        }
+    }
+
+    pub fn header(&self) -> StreamHeader {
+        StreamHeader {
+            stream_id: self.stream_id.parse().expect("u64 string"),
+            seq: self.seq,
+            flags: self.flags,
+            end_reason: self.end_reason,
+            tokens_per_frame: self.tokens_per_frame,
+            max_tokens: self.max_tokens,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -260,6 +302,7 @@ pub fn doc_of(bytes: &[u8], key: Option<&[u8]>) -> FrameDoc {
             .collect(),
         body,
         auth,
+        stream: f.stream().map(|h| StreamDoc::of(&h)),
     }
 }
 
@@ -935,7 +978,122 @@ fn valid_cases() -> Vec<Case> {
     all.extend(error_cases());
     all.extend(negotiate_cases());
     all.extend(ping_cases());
+    all.extend(stream_cases());
     all
+}
+
+fn stream_ext(h: StreamHeader) -> [u8; sluice_wire::STREAM_EXT_LEN] {
+    h.to_bytes()
+}
+
+/// Stream headers (docs/wire.md, "Streams"): every flag combination the
+/// rules allow, every end reason, fields at their maxima, beside other
+/// extensions, in an error frame, and signed.
+fn stream_cases() -> Vec<Case> {
+    use stream_flags::*;
+    let h = |seq, flags, end_reason| StreamHeader {
+        stream_id: 7,
+        seq,
+        flags,
+        end_reason,
+        tokens_per_frame: 0,
+        max_tokens: 0,
+    };
+    let chunk = [0u8; 8];
+    let t = [tensor("input", DType::F32, &[1, 2], &chunk)];
+    let mut out = Vec::new();
+    for (name, flags) in [
+        ("open", OPEN),
+        ("open-end", OPEN | END),
+        ("continue", CONTINUE),
+        ("continue-end", CONTINUE | END),
+        ("cancel", CANCEL),
+    ] {
+        let v = stream_ext(h(1, flags, 0));
+        out.push(case(
+            &format!("stream-request-{name}"),
+            &format!("edge: stream request, flags {flags:#04x}"),
+            emit(&FrameRepr {
+                extensions: &[ExtRepr::stream(&v)],
+                tensors: if flags & CANCEL == 0 { &t } else { &[] },
+                ..request()
+            }),
+        ));
+    }
+    for reason in 1..=6u8 {
+        let v = stream_ext(h(9, CONTINUE | END, reason));
+        out.push(case(
+            &format!("stream-response-end-reason-{reason}"),
+            &format!("edge: last token frame, end_reason {reason}"),
+            emit(&FrameRepr {
+                kind: Kind::Response,
+                extensions: &[ExtRepr::stream(&v)],
+                ..request()
+            }),
+        ));
+    }
+    let max = stream_ext(StreamHeader {
+        stream_id: u64::MAX,
+        seq: u32::MAX,
+        flags: OPEN,
+        end_reason: 0,
+        tokens_per_frame: u16::MAX,
+        max_tokens: u32::MAX,
+    });
+    out.push(case(
+        "stream-fields-at-max",
+        "edge: stream id 2^64-1, seq, tokens_per_frame and max_tokens at their maxima",
+        emit(&FrameRepr {
+            extensions: &[ExtRepr::stream(&max)],
+            ..request()
+        }),
+    ));
+    let v = stream_ext(h(3, CONTINUE, 0));
+    out.push(case(
+        "stream-among-extensions",
+        "edge: the stream header between two other extensions",
+        emit(&FrameRepr {
+            extensions: &[
+                ExtRepr {
+                    key: "a",
+                    value: b"1",
+                },
+                ExtRepr::stream(&v),
+                ExtRepr {
+                    key: "sluice-stream2",
+                    value: b"",
+                },
+            ],
+            ..request()
+        }),
+    ));
+    let v = stream_ext(h(4, CONTINUE | END, 6));
+    out.push(case(
+        "stream-error-ends-stream",
+        "edge: an error that ends a stream (state mismatch), end_reason 6",
+        emit(&FrameRepr {
+            kind: Kind::Error,
+            extensions: &[ExtRepr::stream(&v)],
+            body: BodyRepr::Error {
+                code: ErrorCode::StreamStateMismatch,
+                message: "stream state shapes changed",
+            },
+            ..request()
+        }),
+    ));
+    let v = stream_ext(h(0, OPEN, 0));
+    out.push(signed_case(
+        "auth-stream-open",
+        "edge: a signed OPEN: the tag covers the stream header",
+        emit(&FrameRepr {
+            deadline_us: 1_767_225_600_000_000,
+            extensions: &[ExtRepr::stream(&v)],
+            tensors: &t,
+            ..request()
+        }),
+        EXAMPLE_KEY,
+    ));
+    out
 }
 
 // ---- invalid frames ----
@@ -1403,6 +1561,133 @@ fn invalid_cases() -> Vec<(&'static str, Vec<u8>, Error)> {
             "bad-body-schema-len-max",
             with(ns, |b| put_u32(b, 96 + 16, u32::MAX)),
             BadBody,
+        ),
+    ]
+    .into_iter()
+    .chain(invalid_stream_cases())
+    .collect()
+}
+
+/// A request with one stream header (OPEN, stream 7, seq 0) whose value
+/// starts at offset 96 + 2 ("m" "1") + 2 + 13 = 113.
+fn stream_base(kind: Kind) -> Vec<u8> {
+    let v = StreamHeader {
+        stream_id: 7,
+        flags: stream_flags::OPEN,
+        ..StreamHeader::default()
+    }
+    .to_bytes();
+    emit(&FrameRepr {
+        kind,
+        model: "m",
+        model_version: "1",
+        extensions: &[ExtRepr::stream(&v)],
+        ..FrameRepr::default()
+    })
+}
+
+const SV: usize = 96 + 2 + 2 + 13;
+
+/// Every rule of the stream header (docs/wire.md, "Stream header").
+fn invalid_stream_cases() -> Vec<(&'static str, Vec<u8>, Error)> {
+    use Error::BadStream;
+    use stream_flags::*;
+    let b = stream_base(Kind::Request);
+    let resp = stream_base(Kind::Response);
+    let flags = |f: u8| with(b.clone(), |b| b[SV + 12] = f);
+    // A value of 23 bytes: the header shrinks by one, the frame too.
+    let short = {
+        let mut v = [0u8; 23];
+        v[0] = 7;
+        v[12] = OPEN;
+        // The builder refuses it: build under another key, then rename.
+        let f = emit(&FrameRepr {
+            model: "m",
+            model_version: "1",
+            extensions: &[ExtRepr {
+                key: "x".repeat(13).leak(),
+                value: &v,
+            }],
+            ..FrameRepr::default()
+        });
+        with(f, |b| b[SV - 13..SV].copy_from_slice(STREAM_EXT_KEY.as_bytes()))
+    };
+    let twice = {
+        let v = StreamHeader {
+            stream_id: 7,
+            flags: OPEN,
+            ..StreamHeader::default()
+        }
+        .to_bytes();
+        let e = ExtRepr::stream(&v);
+        // The builder refuses two; write one, then copy it in by hand.
+        let one = emit(&FrameRepr {
+            extensions: &[e, ExtRepr { key: "x".repeat(13).leak(), value: &v }],
+            ..FrameRepr::default()
+        });
+        with(one, |b| {
+            let second = 96 + 2 + 13 + 24;
+            b[second + 2..second + 2 + 13].copy_from_slice(STREAM_EXT_KEY.as_bytes());
+        })
+    };
+    let ping = with(
+        emit(&FrameRepr {
+            kind: Kind::Ping,
+            model: "m",
+            model_version: "1",
+            extensions: &[ExtRepr {
+                key: "x".repeat(13).leak(),
+                value: &StreamHeader {
+                    stream_id: 7,
+                    flags: OPEN,
+                    ..StreamHeader::default()
+                }
+                .to_bytes(),
+            }],
+            ..FrameRepr::default()
+        }),
+        |b| b[SV - 13..SV].copy_from_slice(STREAM_EXT_KEY.as_bytes()),
+    );
+    vec![
+        ("bad-stream-value-23-bytes", short, BadStream),
+        ("bad-stream-twice", twice, BadStream),
+        ("bad-stream-in-ping", ping, BadStream),
+        (
+            "bad-stream-id-zero",
+            with(b.clone(), |b| b[SV..SV + 8].fill(0)),
+            BadStream,
+        ),
+        (
+            "bad-stream-reserved",
+            with(b.clone(), |b| b[SV + 23] = 1),
+            BadStream,
+        ),
+        ("bad-stream-no-flag", flags(0), BadStream),
+        ("bad-stream-end-alone", flags(END), BadStream),
+        ("bad-stream-open-continue", flags(OPEN | CONTINUE), BadStream),
+        ("bad-stream-open-cancel", flags(OPEN | CANCEL), BadStream),
+        ("bad-stream-cancel-end", flags(CANCEL | END), BadStream),
+        ("bad-stream-flag-bit-4", flags(OPEN | 0x10), BadStream),
+        (
+            "bad-stream-reason-in-request",
+            with(b.clone(), |b| {
+                b[SV + 12] = OPEN | END;
+                b[SV + 13] = 1;
+            }),
+            BadStream,
+        ),
+        (
+            "bad-stream-reason-without-end",
+            with(resp.clone(), |b| b[SV + 13] = 1),
+            BadStream,
+        ),
+        (
+            "bad-stream-reason-7",
+            with(resp, |b| {
+                b[SV + 12] = CONTINUE | END;
+                b[SV + 13] = 7;
+            }),
+            BadStream,
         ),
     ]
 }

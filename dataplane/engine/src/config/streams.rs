@@ -1,0 +1,60 @@
+//! `[streams]` and `[models.stream]` (docs/wire.md "Streams").
+
+use serde::{Deserialize, Serialize};
+
+/// `[models.stream]`: the state a stream keeps between steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelStreamCfg {
+    /// The state pairs (1 to 8).
+    pub state: Vec<StatePairCfg>,
+}
+
+/// One state pair: `output` of a step feeds `input` of the next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatePairCfg {
+    /// Model input that takes the state.
+    pub input: String,
+    /// Model output that gives the next state.
+    pub output: String,
+    /// The state's shape.
+    pub shape: Vec<u64>,
+}
+
+/// `[streams]`: limits of the streams each worker keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StreamsCfg {
+    /// Slots per worker and stream model (preallocated at load).
+    pub per_worker: u32,
+    /// Open streams per tenant and worker.
+    pub per_tenant: u32,
+    /// A stream with no frame for this long is reclaimed.
+    pub idle_ms: u32,
+    /// Frames per stream.
+    pub frames_max: u32,
+}
+
+impl Default for StreamsCfg {
+    fn default() -> Self {
+        StreamsCfg {
+            per_worker: 64,
+            per_tenant: 64,
+            idle_ms: 10_000,
+            frames_max: 1 << 20,
+        }
+    }
+}
+
+impl StreamsCfg {
+    /// The limits of one worker's table.
+    pub fn limits(&self) -> crate::streams::StreamLimits {
+        crate::streams::StreamLimits {
+            per_worker: self.per_worker,
+            per_tenant: self.per_tenant,
+            idle_us: u64::from(self.idle_ms) * 1000,
+            frames_max: self.frames_max,
+        }
+    }
+}
