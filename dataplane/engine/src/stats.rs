@@ -216,6 +216,9 @@ pub struct WorkerCounters {
     pub spans_recorded: AtomicU64,
     /// Span records dropped because the ring was full.
     pub spans_dropped: AtomicU64,
+    /// Traced requests held past their burst by a batch when the held
+    /// table was full: their spans have no run times.
+    pub spans_unheld: AtomicU64,
     /// Serving: set once the worker runs, cleared when its loop ends
     /// (stopped, or failed).
     pub alive: AtomicBool,
@@ -374,6 +377,7 @@ impl Default for WorkerCounters {
             pools: std::array::from_fn(|_| PoolAtomics::default()),
             spans_recorded: AtomicU64::new(0),
             spans_dropped: AtomicU64::new(0),
+            spans_unheld: AtomicU64::new(0),
             copied_bytes: std::array::from_fn(|_| AtomicU64::new(0)),
             copied_frames: std::array::from_fn(|_| AtomicU64::new(0)),
             alive: AtomicBool::new(false),
@@ -705,6 +709,9 @@ pub struct WorkerStats {
     pub spans_recorded: u64,
     /// Span records dropped (ring full).
     pub spans_dropped: u64,
+    /// Traced requests held past their burst when the held table was
+    /// full: their spans carry no run times.
+    pub spans_unheld: u64,
     /// Receive to reply.
     pub latency: Percentiles,
     /// Per shard.

@@ -26,6 +26,11 @@ use sluice_engine::{Config, Engine, EngineError, EngineOptions};
 mod conns;
 mod spans;
 pub use spans::{SLUICE_SPANS_BATCH_MAX, SluiceSpan, sluice_engine_spans};
+mod load;
+pub use load::{
+    SLUICE_LOAD_MODEL_NONE, SLUICE_LOAD_MODEL_OTHER, SLUICE_LOAD_NAME_BYTES, SLUICE_LOAD_SECONDS_MAX,
+    SLUICE_LOAD_TENANT_OTHER, SluiceLoadRow, sluice_engine_load,
+};
 
 /// Version of this ABI; bumped on any incompatible change.
 pub const SLUICE_ABI_VERSION: u32 = 1;

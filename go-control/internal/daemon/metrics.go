@@ -43,6 +43,8 @@ type collector struct {
 	cOpen, cAccepted, cClosed, cRx, cRxBytes, cRxLarge, cTx, cTxBytes, cTxLarge, cErrors *prometheus.Desc
 
 	fRequests, fRefusals, fCopied, fSlow, fConnRefused *prometheus.Desc
+
+	load loadDescs
 }
 
 func newCollector(d *Daemon) *collector {
@@ -52,6 +54,7 @@ func newCollector(d *Daemon) *collector {
 	cw := []string{"transport", "worker"}
 	return &collector{
 		d:       d,
+		load:    newLoadDescs(),
 		up:      desc("engine_stats_up", "1 if the engine answered the stats call of this scrape."),
 		reloads: desc("config_reloads_total", "Config reloads, by result.", "result"),
 		changes: desc("control_changes_total", "Control changes made through the admin API, SIGHUP or the fleet (each one audit log line), by kind and outcome (ok, refused, failed).", "kind", "outcome"),
@@ -139,6 +142,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.fRequests, c.fRefusals, c.fCopied, c.fSlow, c.fConnRefused} {
 		ch <- d
 	}
+	for _, d := range c.load.all() {
+		ch <- d
+	}
 }
 
 // emit sends a metric, dropping (never panicking on) a malformed one.
@@ -192,6 +198,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge(ch, c.up, 1)
+	c.collectLoad(ch, st)
 	cfg := c.d.state.snapshot()
 	for _, w := range st.Workers {
 		l := []string{strconv.Itoa(w.Index), strconv.Itoa(w.Core)}

@@ -297,6 +297,7 @@ type WorkerStats struct {
 	// requests pushed to the worker's ring, and dropped when it was full.
 	SpansRecorded uint64 `json:"spans_recorded"`
 	SpansDropped  uint64 `json:"spans_dropped"`
+	SpansUnheld   uint64 `json:"spans_unheld"` // held by a batch when the held table was full: no run times
 }
 
 // PoolStats is one buffer pool of a worker.

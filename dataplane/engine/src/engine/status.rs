@@ -153,6 +153,7 @@ impl Engine {
                 copies: c.copies(),
                 spans_recorded: ld(&c.spans_recorded),
                 spans_dropped: ld(&c.spans_dropped),
+                spans_unheld: ld(&c.spans_unheld),
                 ..WorkerStats::default()
             };
             w.hist.read(|h| {

@@ -29,8 +29,9 @@ type Fake struct {
 	workers  map[int]*fakeWorker
 	shards   map[string]*fakeShard
 	inFlight int
-	drain    time.Duration // of the last Stop
-	drained  chan struct{} // closed when inFlight reaches 0 while draining
+	load     map[engine.LoadDim][]engine.LoadRow // SetLoad
+	drain    time.Duration                       // of the last Stop
+	drained  chan struct{}                       // closed when inFlight reaches 0 while draining
 	applies  int
 	stats    int // Stats calls
 	schemas  []engine.Schema
