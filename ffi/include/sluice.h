@@ -106,9 +106,10 @@
 #define SLUICE_MODELS_MAX 4096
 
 /**
- * Most adapters per model.
+ * Most adapters per model (configured; loaded on demand into a bounded
+ * per-worker cache).
  */
-#define SLUICE_ADAPTERS_MAX 32
+#define SLUICE_ADAPTERS_MAX 4096
 
 /**
  * Most peers.

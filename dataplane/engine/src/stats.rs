@@ -800,6 +800,21 @@ pub struct StatsSnapshot {
     /// Per loaded model version, merged over workers: runs, batch sizes,
     /// queue delays.
     pub models: Vec<ModelStats>,
+    /// LoRA adapters loaded on demand and evicted, all models and workers
+    /// of the process.
+    pub adapter_cache: AdapterCacheStats,
+}
+
+/// The adapter caches' counters (process-wide; zero without ONNX models).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct AdapterCacheStats {
+    /// Adapters loaded on demand (cache misses that loaded).
+    pub loads: u64,
+    /// Adapters evicted (least recently used) to make room.
+    pub evictions: u64,
+    /// Misses whose adapter file could not be loaded (the request got
+    /// `inference_failed`).
+    pub load_failures: u64,
 }
 
 impl StatsSnapshot {

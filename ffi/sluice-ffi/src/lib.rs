@@ -77,8 +77,9 @@ pub const SLUICE_CONTENT_PATH_NODES_MAX: u32 = 512;
 pub const SLUICE_TENANTS_MAX: u32 = 4096;
 /// Most loaded model versions.
 pub const SLUICE_MODELS_MAX: u32 = 4096;
-/// Most adapters per model.
-pub const SLUICE_ADAPTERS_MAX: u32 = 32;
+/// Most adapters per model (configured; loaded on demand into a bounded
+/// per-worker cache).
+pub const SLUICE_ADAPTERS_MAX: u32 = 4096;
 /// Most peers.
 pub const SLUICE_PEERS_MAX: u32 = 256;
 /// Largest shard `max_concurrency`.

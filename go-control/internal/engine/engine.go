@@ -236,6 +236,16 @@ type Stats struct {
 	Shards  []ShardStats  `json:"shards"`  // merged over workers
 	Latency Latency       `json:"latency"` // receive to reply, merged
 	Models  []ModelStats  `json:"models"`  // per loaded version, merged over workers
+	// AdapterCache counts LoRA adapters loaded on demand into the bounded
+	// per-worker caches and evicted from them (process-wide).
+	AdapterCache AdapterCacheStats `json:"adapter_cache"`
+}
+
+// AdapterCacheStats are the adapter caches' counters.
+type AdapterCacheStats struct {
+	Loads        uint64 `json:"loads"`
+	Evictions    uint64 `json:"evictions"`
+	LoadFailures uint64 `json:"load_failures"`
 }
 
 // ModelStats are one loaded model version's runs, merged over workers; the

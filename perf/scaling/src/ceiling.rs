@@ -231,6 +231,7 @@ fn worker(cfg: &Config, t: LoopTransport) -> Result<Worker<LoopTransport>> {
             hist_out: Arc::new(HistExchange::new()),
             spans: Arc::new(sluice_engine::trace::SpanRing::new(16)),
             wake: None,
+            load: Arc::new(sluice_engine::load::LoadRing::new()),
         },
     ))
 }

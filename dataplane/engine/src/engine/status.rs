@@ -175,6 +175,7 @@ impl Engine {
             snap.workers.push(ws);
         }
         snap.latency = Percentiles::of(&merged_total);
+        snap.adapter_cache = crate::onnx::adapter_cache_stats();
         for m in tables.models.entries() {
             let mut ms = crate::stats::ModelStats {
                 name: m.name.clone(),

@@ -39,6 +39,7 @@ type Fake struct {
 	connSeq  uint64
 	retired  map[connKey]*engine.ConnectionTotals // per transport and worker: closed connections
 	runs     map[string]*fakeModel                // by key(name, version)
+	adapters engine.AdapterCacheStats             // set by SetAdapterCache
 	xforms   []engine.TransformStatus
 	noWasm   string // set by WithoutTransforms: PutTransform is unsupported
 	epoch    uint64
@@ -547,6 +548,13 @@ func (f *Fake) SetPools(worker int, pools []engine.PoolStats, copies []engine.Co
 	w.pools, w.copies = pools, copies
 }
 
+// SetAdapterCache sets the adapter cache counters Stats reports.
+func (f *Fake) SetAdapterCache(s engine.AdapterCacheStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.adapters = s
+}
+
 // Stats implements engine.Engine.
 func (f *Fake) Stats() (engine.Stats, error) {
 	f.mu.Lock()
@@ -580,6 +588,7 @@ func (f *Fake) Stats() (engine.Stats, error) {
 		st.Workers = append(st.Workers, ws)
 	}
 	st.Latency = summarize(all)
+	st.AdapterCache = f.adapters
 	for _, sh := range f.cfg.Shards {
 		ss := engine.ShardStats{Name: sh.Name, Local: true}
 		for k, v := range sh.Labels {
