@@ -45,7 +45,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-(cd "$root" && CARGO_TARGET_DIR=$target cargo build -q --release -p sluice-engine --features dpdk --bin sluice-engine \
+(cd "$root" && CARGO_TARGET_DIR=$target cargo build -q --release -p sluice-engine --no-default-features --features onnx,dpdk --bin sluice-engine \
     && CARGO_TARGET_DIR=$target cargo build -q --release -p sluice-perf --bin loadgen)
 "$root/scripts/netns-teardown.sh"
 "$root/scripts/hugepages.sh" reserve "${SLUICE_HUGEPAGES:-256}" >/dev/null

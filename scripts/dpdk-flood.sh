@@ -46,7 +46,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 echo "dpdk-flood: building (release)" >&2
-(cd "$root" && CARGO_TARGET_DIR=$target cargo build -q --release -p sluice-engine --features dpdk --bin sluice-engine \
+(cd "$root" && CARGO_TARGET_DIR=$target cargo build -q --release -p sluice-engine --no-default-features --features onnx,dpdk --bin sluice-engine \
     && CARGO_TARGET_DIR=$target cargo build -q --release -p sluice-perf --bin loadgen)
 
 "$root/scripts/netns-teardown.sh"

@@ -27,19 +27,22 @@ bash scripts/rdma-setup.sh
 t0=$(date +%s)
 flag=--release
 [[ $PROFILE == debug ]] && flag=
-cargo build $flag -q -p sluice-engine --features rdma --bin sluice-engine --bin sluice-rdma-client
+# Without the `wasm` schema transforms (a big compile this stage never uses):
+# the engine's features are named, not taken by default.
+engine_features=(--no-default-features --features onnx,rdma)
+cargo build $flag -q -p sluice-engine "${engine_features[@]}" --bin sluice-engine --bin sluice-rdma-client
 # The transport's unit tests (debug build: speed does not matter there)
 # run in the guest too, against the real device.
-tests_bin=$(cargo test -p sluice-engine --features rdma --lib --no-run 2>&1 |
+tests_bin=$(cargo test -p sluice-engine "${engine_features[@]}" --lib --no-run 2>&1 |
     sed -n 's/.*Executable unittests src\/lib.rs (\(.*\))/\1/p' | tail -1)
 [[ -x $tests_bin ]] || { echo "rdma-e2e: no unit test binary" >&2; exit 1; }
 # The C ABI's connection tests, run in the guest against the device.
-ffi_tests_bin=$(cargo test -p sluice-ffi --features rdma --test connections --no-run 2>&1 |
+ffi_tests_bin=$(cargo test -p sluice-ffi --no-default-features --features rdma --test connections --no-run 2>&1 |
     sed -n 's/.*Executable tests\/connections.rs (\(.*\))/\1/p' | tail -1)
 [[ -x $ffi_tests_bin ]] || { echo "rdma-e2e: no ffi test binary" >&2; exit 1; }
 # sluiced with the rdma-enabled engine: cgo finds libsluice_ffi.a by -L, and
 # a directory given in CGO_LDFLAGS wins over the default target/release.
-cargo build $flag -q -p sluice-ffi --features rdma
+cargo build $flag -q -p sluice-ffi --no-default-features --features rdma
 ffi_lib=$CARGO_TARGET_DIR/$PROFILE/libsluice_ffi.a
 gobin=$CARGO_TARGET_DIR/go-bin
 mkdir -p "$gobin"

@@ -45,6 +45,13 @@ if [ "$mode" != "--runtime" ] && ! cargo clippy --version >/dev/null 2>&1; then
     rustup component add clippy >/dev/null
 fi
 
+# The project's schema transforms (scripts/build-transforms.sh) build for
+# wasm32-unknown-unknown.
+if [ "$mode" != "--runtime" ] && ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+    log "adding the rustup target wasm32-unknown-unknown (schema transforms)"
+    rustup target add wasm32-unknown-unknown >/dev/null
+fi
+
 "$root/scripts/setup-onnxruntime.sh" >/dev/null
 # DPDK's ip_frag sources, for dpdk-sys to build librte_ip_frag with 64
 # fragments per datagram (Debian's takes 8): the engine's dpdk feature.

@@ -46,6 +46,10 @@ rust_lints() {
 
 stage "build the engine's C ABI and the Go daemon (the end-to-end tests run sluiced)"
 eval "$(scripts/build-ffi.sh)"
+# The transform tests (dataplane/transform) load the project's own modules:
+# json-migrate and tensor-migrate, built to wasm32 and made components.
+stage "build the project's schema transforms (wasm32-unknown-unknown components)"
+scripts/build-transforms.sh >/dev/null
 run "rust tests" cargo test --workspace --no-fail-fast
 # Already run above; again with output, for the pass counts per draft (ours
 # and the jsonschema crate's) in the log. Built already: about 2 s.

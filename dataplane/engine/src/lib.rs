@@ -24,6 +24,7 @@ pub mod streams;
 pub mod sys;
 pub mod tables;
 pub mod trace;
+pub mod transform;
 pub mod transport;
 pub mod worker;
 

@@ -5,9 +5,13 @@
 //! Read from the model file on first ask (a session load, off the hot
 //! path) and cached per file for the life of the process.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+#[cfg(feature = "onnx")]
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
+#[cfg(feature = "onnx")]
+use std::sync::{Mutex, OnceLock};
 
 use serde::Serialize;
 use sluice_wire::DType;
@@ -147,6 +151,7 @@ struct Described {
     batch_refusal: Option<String>,
 }
 
+#[cfg(feature = "onnx")]
 fn cache() -> &'static Mutex<HashMap<PathBuf, Described>> {
     static CACHE: OnceLock<Mutex<HashMap<PathBuf, Described>>> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))

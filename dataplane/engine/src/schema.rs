@@ -400,6 +400,18 @@ impl SchemaTable {
         }
     }
 
+    /// The live versions of a subject: (version, id, format), by version.
+    /// Control side (allocates).
+    pub fn versions(&self, subject: &str) -> Vec<(u32, u32, SchemaType)> {
+        self.by_subject.get(subject).map_or_else(Vec::new, |v| {
+            v.iter()
+                .map(|&i| &self.entries[i])
+                .filter(|e| !e.retired)
+                .map(|e| (e.version, e.id, e.schema_type))
+                .collect()
+        })
+    }
+
     /// The entry at an index from [`SchemaTable::negotiate_index`].
     pub fn entry(&self, index: usize) -> Option<&SchemaEntry> {
         self.entries.get(index)

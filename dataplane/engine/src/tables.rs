@@ -14,6 +14,7 @@ use crate::config::{self, Config, ModelCfg, ModelKind, PeerCfg, RouteCfg, ShardC
 use crate::route::RouteTable;
 use crate::route::set::PatternSet;
 use crate::schema::SchemaTable;
+use crate::transform::TransformTable;
 
 /// A queue shard as the workers see it.
 #[derive(Debug, Clone)]
@@ -203,6 +204,8 @@ pub struct Tables {
     pub schemas: SchemaTable,
     /// Host labels.
     pub host_labels: BTreeMap<String, String>,
+    /// What `accepts` asks of each route and model: schema transforms.
+    pub transforms: TransformTable,
     /// `[auth]`: fixed at start, carried here so that workers read it with
     /// the tenants it applies to.
     pub auth: AuthPolicy,
@@ -356,6 +359,7 @@ impl Tables {
             peers,
             schemas,
             host_labels: host_labels.clone(),
+            transforms: TransformTable::default(),
             auth: AuthPolicy::of(host.auth),
         })
     }

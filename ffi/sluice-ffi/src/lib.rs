@@ -266,6 +266,12 @@ pub enum SluiceQuery {
     /// rx/tx_large and errors (TCP adds its own counters and slot use).
     /// Empty where [`SluiceQuery::Connections`] is.
     ConnectionTotals = 7,
+    /// Schema transforms (docs/transforms.md): an array of objects with
+    /// subject, from, to, digest, bytes, loaded_unix_ms, slot and the
+    /// workers' counters summed (calls, ok, refused, traps, timeouts,
+    /// out_of_memory, bad_outputs, rejected_quarantined, quarantines,
+    /// recycles, quarantined_workers, bytes_in, bytes_out, last_fault).
+    Transforms = 8,
 }
 
 impl SluiceQuery {
@@ -279,6 +285,7 @@ impl SluiceQuery {
             5 => SluiceQuery::Live,
             6 => SluiceQuery::Connections,
             7 => SluiceQuery::ConnectionTotals,
+            8 => SluiceQuery::Transforms,
             _ => return None,
         })
     }
@@ -666,6 +673,68 @@ pub unsafe extern "C" fn sluice_engine_remove_peer(
     })
 }
 
+/// Loads or replaces the schema transform of `subject` from version `from`
+/// to `to`: `wasm` is a component of the `sluice:transform@1.0.0` world,
+/// checked and compiled here; every worker moves to it at a burst boundary
+/// and the old module is dropped once none runs it. `INVALID_ARGUMENT`
+/// names what is wrong with a refused module; `NOT_FOUND` when a version is
+/// not a registered schema of the subject. Writes the epoch of the table
+/// that names it to `*epoch` (if not null).
+///
+/// # Safety
+/// `e` is a live handle; `subject` is NUL-terminated; `wasm` points to
+/// `len` bytes; `epoch` is null or writable; `err` points to `err_cap` bytes.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, reason = "a flat C signature")]
+pub unsafe extern "C" fn sluice_engine_put_transform(
+    e: *mut SluiceEngine,
+    subject: *const c_char,
+    from: u32,
+    to: u32,
+    wasm: *const u8,
+    len: usize,
+    epoch: *mut u64,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        let subject = cstr(subject, "subject")?;
+        let module = bytes(wasm, len)?;
+        let put = read(handle(e)?)
+            .put_transform(subject, from, to, module)
+            .map_err(fail)?;
+        if !epoch.is_null() {
+            // SAFETY: the caller promises `epoch` is null or writable.
+            unsafe { *epoch = put.epoch };
+        }
+        Ok(())
+    })
+}
+
+/// Removes the schema transform of `subject` from `from` to `to`: requests
+/// it served are refused with schema_mismatch from the next burst on.
+///
+/// # Safety
+/// `e` is a live handle; `subject` is NUL-terminated; `err` points to
+/// `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_remove_transform(
+    e: *mut SluiceEngine,
+    subject: *const c_char,
+    from: u32,
+    to: u32,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        let subject = cstr(subject, "subject")?;
+        read(handle(e)?)
+            .remove_transform(subject, from, to)
+            .map(drop)
+            .map_err(fail)
+    })
+}
+
 /// Closes a connection by the id [`SluiceQuery::Connections`] lists: the
 /// peer is disconnected, its requests in flight fail on its side with a
 /// retryable connection loss (TCP: the stream ends), and the connection
@@ -721,6 +790,7 @@ pub unsafe extern "C" fn sluice_engine_query(
             }
             SluiceQuery::Connections => conns::list_json(&eng),
             SluiceQuery::ConnectionTotals => conns::totals_json(&eng),
+            SluiceQuery::Transforms => serde_json::to_vec(&eng.transforms()),
         }
         .map_err(|e| (SluiceStatus::Internal, format!("encode: {e}")))?;
         json_out(json, out, out_len)

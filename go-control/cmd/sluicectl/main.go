@@ -46,6 +46,9 @@ commands:
   connections close ID            disconnect one; its requests in flight fail, retryably
   stats                           counters and latency per worker and shard
   reload                          re-read the config file on the daemon
+  transforms ls                   schema transforms (WebAssembly) with their counters and quarantines
+  transforms put SUBJECT FROM TO FILE.wasm   load or replace one; every worker swaps at a burst boundary
+  transforms rm SUBJECT FROM TO   remove one
   jobs                            JetStream ingress: per stream lag, in flight, acked, nak'ed, dead-lettered, redelivered
   infer MODEL VERSION --input NAME=FILE.npy|FILE.json|@JSON ...  one inference request (infer -h)
   schemas diff SUBJECT V1 V2      per-field verdicts (backward, forward) between two registry versions
@@ -102,7 +105,10 @@ func newClient(addr, token string, timeout time.Duration) *client {
 // not nil); raw receives the reply bytes.
 func (c *client) call(method, path string, body, out any) ([]byte, error) {
 	var rd io.Reader
-	if body != nil {
+	ctype := "application/json"
+	if rb, ok := body.(rawBody); ok {
+		rd, ctype = bytes.NewReader(rb.data), rb.contentType
+	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return nil, err
@@ -114,7 +120,7 @@ func (c *client) call(method, path string, body, out any) ([]byte, error) {
 		return nil, err
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", ctype)
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -267,6 +273,8 @@ func dispatch(c *client, p *printer, args []string) error {
 		return reload(c, p)
 	case "jobs":
 		return jobs(c, p, rest)
+	case "transforms":
+		return transforms(c, p, rest)
 	case "schemas":
 		return schemasCmd(c, p, rest)
 	case "help", "-h", "--help":

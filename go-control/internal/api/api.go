@@ -196,6 +196,17 @@ type JobCounters struct {
 	DeadLetterCodes map[string]uint64 `json:"dead_letter_codes"`
 }
 
+// TransformPut answers PUT /v1/transforms/{subject}/{from}/{to}: the
+// module is checked, compiled and every worker runs it from tables epoch
+// Epoch on.
+type TransformPut struct {
+	Subject string `json:"subject"`
+	From    int    `json:"from"`
+	To      int    `json:"to"`
+	Epoch   uint64 `json:"epoch"`
+	Bytes   int    `json:"bytes"`
+}
+
 // SchemaDifference is one change between two versions of a registered
 // schema, with its verdict in each direction (registry/compat.Difference).
 type SchemaDifference struct {

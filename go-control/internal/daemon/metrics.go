@@ -42,7 +42,8 @@ type collector struct {
 
 	cOpen, cAccepted, cClosed, cRx, cRxBytes, cRxLarge, cTx, cTxBytes, cTxLarge, cErrors *prometheus.Desc
 
-	fRequests, fRefusals, fCopied, fSlow, fConnRefused *prometheus.Desc
+	tCalls, tQuarantines, tQuarantined, tBytesIn, tBytesOut *prometheus.Desc
+	fRequests, fRefusals, fCopied, fSlow, fConnRefused      *prometheus.Desc
 
 	load loadDescs
 }
@@ -123,6 +124,13 @@ func newCollector(d *Daemon) *collector {
 		cTxLarge:  desc("connection_tx_large_frames_total", "Frames sent by RDMA WRITE into a client's reply slot.", cw...),
 		cErrors:   desc("connection_errors_total", "Failed or refused operations on the worker's connections.", cw...),
 
+		// Per registered transform (at most 64); counters start again from 0
+		// when a module is replaced (fresh instances).
+		tCalls:       desc("transform_calls_total", "Schema transform calls by outcome: ok, refused, trap, timeout, out_of_memory, bad_output, quarantined (docs/transforms.md).", "subject", "from", "to", "outcome"),
+		tQuarantines: desc("transform_quarantines_total", "Times a worker's instance of the transform was quarantined after faults in a row.", "subject", "from", "to"),
+		tQuarantined: desc("transform_quarantined_workers", "Workers whose instance of the transform is quarantined now.", "subject", "from", "to"),
+		tBytesIn:     desc("transform_bytes_in_total", "Bytes lowered into the transform's memory.", "subject", "from", "to"),
+		tBytesOut:    desc("transform_bytes_copied_total", "Bytes the transform's output cost: the one copy into the rebuilt request.", "subject", "from", "to"),
 		fRequests:    desc("frontdoor_requests_total", "Requests to the KServe v2 / Triton front door, by protocol.", "protocol"),
 		fRefusals:    desc("frontdoor_refusals_total", "Front-door answers that were refusals, by status class (4xx, 5xx); worker refusals are also in worker_errors_total by code.", "class"),
 		fCopied:      desc("frontdoor_bytes_copied_total", "Tensor bytes the front door copied (request: into the aligned slot; reply: into gRPC messages) or converted from JSON.", "what"),
@@ -139,7 +147,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.sService, c.sServiceHist, c.sServiceMax,
 		c.mRequests, c.mInferences, c.mExecutions, c.mFallbacks, c.mBatch, c.mQueue, c.aCache,
 		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors,
-		c.fRequests, c.fRefusals, c.fCopied, c.fSlow, c.fConnRefused} {
+		c.fRequests, c.fRefusals, c.fCopied, c.fSlow, c.fConnRefused,
+		c.tCalls, c.tQuarantines, c.tQuarantined, c.tBytesIn, c.tBytesOut} {
 		ch <- d
 	}
 	for _, d := range c.load.all() {
@@ -191,6 +200,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, c.changes, a.n, a.kind, a.outcome)
 	}
 	c.connections(ch)
+	c.transforms(ch)
 	c.frontdoor(ch)
 	st, err := c.d.eng.Stats() // one batched call per scrape
 	if err != nil {
@@ -310,6 +320,28 @@ func (c *collector) connections(ch chan<- prometheus.Metric) {
 	}
 	for tr, n := range open {
 		gauge(ch, c.cOpen, float64(n), tr)
+	}
+}
+
+// transforms exports each schema transform's counters (one engine call).
+func (c *collector) transforms(ch chan<- prometheus.Metric) {
+	ts, err := c.d.eng.Transforms()
+	if err != nil {
+		return
+	}
+	for _, t := range ts {
+		l := []string{t.Subject, strconv.Itoa(t.From), strconv.Itoa(t.To)}
+		for _, o := range []struct {
+			name string
+			v    uint64
+		}{{"ok", t.OK}, {"refused", t.Refused}, {"trap", t.Traps}, {"timeout", t.Timeouts},
+			{"out_of_memory", t.OutOfMemory}, {"bad_output", t.BadOutputs}, {"quarantined", t.RejectedQuarantined}} {
+			counter(ch, c.tCalls, o.v, append(l, o.name)...)
+		}
+		counter(ch, c.tQuarantines, t.Quarantines, l...)
+		gauge(ch, c.tQuarantined, float64(t.QuarantinedWorkers), l...)
+		counter(ch, c.tBytesIn, t.BytesIn, l...)
+		counter(ch, c.tBytesOut, t.BytesOut, l...)
 	}
 }
 

@@ -290,6 +290,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	cancelSub := d.reg.Subscribe(d.schemas.note)
 	defer cancelSub()
 	go d.schemas.run(syncCtx, d)
+	go d.restoreTransforms()
 	failed := d.watchWorkers(syncCtx, d.opts.WorkerCheckEvery)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -84,6 +84,7 @@ type state struct {
 	reloadsOK uint64
 	reloadsKO uint64
 	lastOK    time.Time
+	xf        map[string]servedTransform // store key -> the transform the engine serves for it (transforms.go)
 }
 
 func loadOverrides(s store.Store) (*overrides, error) {
@@ -334,6 +335,9 @@ func (s *state) reloadLocked(st store.Store) (api.ReloadResult, error) {
 	}
 	s.file = file
 	s.eff = next
+	if s.syncTransformsLocked(st) {
+		res.Applied = append(res.Applied, "transforms")
+	}
 	return res, nil
 }
 

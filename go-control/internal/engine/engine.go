@@ -81,6 +81,42 @@ type Engine interface {
 	// closed connections included (they only grow); empty where
 	// Connections always is.
 	ConnectionTotals() ([]ConnectionTotals, error)
+	// PutTransform loads or replaces the schema transform of subject from
+	// version from to version to (a component of the sluice:transform@1.0.0
+	// world, checked before it is accepted: errs.ErrInvalidArgument names
+	// what is wrong); every worker moves to it at a burst boundary.
+	// Returns the epoch of the tables that name it. Both versions must be
+	// registered schemas of the subject (errs.ErrNotFound otherwise).
+	PutTransform(subject string, from, to int, wasm []byte) (uint64, error)
+	// RemoveTransform removes one; errs.ErrNotFound if there is none.
+	RemoveTransform(subject string, from, to int) error
+	// Transforms lists the transforms with their workers' counters.
+	Transforms() ([]TransformStatus, error)
+}
+
+// TransformStatus is one schema transform as the engine reports it.
+type TransformStatus struct {
+	Subject             string `json:"subject"`
+	From                int    `json:"from"`
+	To                  int    `json:"to"`
+	Digest              string `json:"digest"` // FNV-1a of the module, hex
+	Bytes               int    `json:"bytes"`
+	LoadedUnixMs        uint64 `json:"loaded_unix_ms"`
+	Slot                int    `json:"slot"`
+	Calls               uint64 `json:"calls"`
+	OK                  uint64 `json:"ok"`
+	Refused             uint64 `json:"refused"`
+	Traps               uint64 `json:"traps"`
+	Timeouts            uint64 `json:"timeouts"`
+	OutOfMemory         uint64 `json:"out_of_memory"`
+	BadOutputs          uint64 `json:"bad_outputs"`
+	RejectedQuarantined uint64 `json:"rejected_quarantined"`
+	Quarantines         uint64 `json:"quarantines"`
+	Recycles            uint64 `json:"recycles"`
+	QuarantinedWorkers  uint64 `json:"quarantined_workers"` // workers whose instance is quarantined now
+	BytesIn             uint64 `json:"bytes_in"`
+	BytesOut            uint64 `json:"bytes_out"` // the one copy a transform costs
+	LastFault           string `json:"last_fault"`
 }
 
 // Connection is one client or peer connection (the engine's ConnStatus).

@@ -73,12 +73,13 @@ func cSpans(h handle, out []engine.SpanRecord) (int, int32, string) {
 
 // Query kinds of sluice_engine_query, from the header.
 const (
-	queryStats  = int32(C.SLUICE_QUERY_STATS)
-	queryStatus = int32(C.SLUICE_QUERY_STATUS)
-	queryModels = int32(C.SLUICE_QUERY_MODELS)
-	queryPeers  = int32(C.SLUICE_QUERY_PEERS)
-	queryConns  = int32(C.SLUICE_QUERY_CONNECTIONS)
-	queryTotals = int32(C.SLUICE_QUERY_CONNECTION_TOTALS)
+	queryStats      = int32(C.SLUICE_QUERY_STATS)
+	queryStatus     = int32(C.SLUICE_QUERY_STATUS)
+	queryModels     = int32(C.SLUICE_QUERY_MODELS)
+	queryTransforms = int32(C.SLUICE_QUERY_TRANSFORMS)
+	queryPeers      = int32(C.SLUICE_QUERY_PEERS)
+	queryConns      = int32(C.SLUICE_QUERY_CONNECTIONS)
+	queryTotals     = int32(C.SLUICE_QUERY_CONNECTION_TOTALS)
 )
 
 // Limits are the engine's limits, from the header (generated from the
@@ -218,6 +219,26 @@ func cRemovePeer(h handle, name string) (int32, string) {
 	cn := C.CString(name)
 	defer C.free(unsafe.Pointer(cn))
 	return call(func(e *C.char, c C.size_t) C.int32_t { return C.sluice_engine_remove_peer(h, cn, e, c) })
+}
+
+func cPutTransform(h handle, subject string, from, to int, wasm []byte) (uint64, int32, string) {
+	cs := C.CString(subject)
+	defer C.free(unsafe.Pointer(cs))
+	p, n, free := cBytes(wasm)
+	defer free()
+	var epoch C.uint64_t
+	rc, msg := call(func(e *C.char, c C.size_t) C.int32_t {
+		return C.sluice_engine_put_transform(h, cs, C.uint32_t(from), C.uint32_t(to), p, n, &epoch, e, c)
+	})
+	return uint64(epoch), rc, msg
+}
+
+func cRemoveTransform(h handle, subject string, from, to int) (int32, string) {
+	cs := C.CString(subject)
+	defer C.free(unsafe.Pointer(cs))
+	return call(func(e *C.char, c C.size_t) C.int32_t {
+		return C.sluice_engine_remove_transform(h, cs, C.uint32_t(from), C.uint32_t(to), e, c)
+	})
 }
 
 func cCloseConnection(h handle, id uint64) (int32, string) {

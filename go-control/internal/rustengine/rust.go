@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -310,6 +311,41 @@ func prune(v any) any {
 		return out
 	}
 	return v
+}
+
+// versionOK reports whether a schema version fits the C ABI's u32 (and is
+// at least 1).
+func versionOK(v int) bool { return v >= 1 && v <= math.MaxUint32 }
+
+// PutTransform loads or replaces a schema transform.
+func (e *Engine) PutTransform(subject string, from, to int, wasm []byte) (uint64, error) {
+	h, err := e.handle()
+	if err != nil {
+		return 0, err
+	}
+	if !versionOK(from) || !versionOK(to) {
+		return 0, fmt.Errorf("%w: versions are 1 to %d", errs.ErrInvalidArgument, uint32(math.MaxUint32))
+	}
+	epoch, rc, msg := cPutTransform(h, subject, from, to, wasm)
+	return epoch, toErr(rc, msg)
+}
+
+// RemoveTransform removes a schema transform.
+func (e *Engine) RemoveTransform(subject string, from, to int) error {
+	h, err := e.handle()
+	if err != nil {
+		return err
+	}
+	if !versionOK(from) || !versionOK(to) {
+		return fmt.Errorf("%w: transform %s %d -> %d", errs.ErrNotFound, subject, from, to)
+	}
+	return toErr(cRemoveTransform(h, subject, from, to))
+}
+
+// Transforms lists the schema transforms with their counters.
+func (e *Engine) Transforms() ([]engine.TransformStatus, error) {
+	var t []engine.TransformStatus
+	return t, e.query(queryTransforms, &t)
 }
 
 // ModelMeta describes every loaded version of model name (the engine's JSON

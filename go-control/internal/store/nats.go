@@ -34,7 +34,8 @@ var natsKinds = []struct {
 	{"peers", "peergone.", true},
 }
 
-// natsOtherKind holds any key no kind claims (none today).
+// natsOtherKind holds any key no kind claims: the schema transforms
+// ("transform.", internal/daemon/transforms.go).
 const natsOtherKind = "control"
 
 // NATSOptions configure the fleet store.

@@ -74,6 +74,9 @@ pub struct Config {
     /// JetStream ingress (read by the Go daemon; opaque to the engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<toml::Table>,
+    /// Limits of schema transforms.
+    #[serde(default)]
+    pub transforms: TransformsCfg,
     /// Request tracing (docs/observability.md).
     #[serde(default)]
     pub tracing: TracingCfg,
@@ -267,6 +270,78 @@ pub struct RouteCfg {
     pub content: Vec<String>,
     /// Target shard.
     pub shard: String,
+    /// The schema version the route's model takes: requests of another
+    /// registered version of the subject go through the registered
+    /// transform first (docs/transforms.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepts: Option<AcceptsCfg>,
+}
+
+/// `accepts = { subject = "chat", version = 2 }`: the schema version a
+/// route or a model takes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptsCfg {
+    /// Schema subject.
+    pub subject: String,
+    /// Version within the subject.
+    pub version: u32,
+}
+
+/// `[transforms]`: limits every schema transform runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TransformsCfg {
+    /// Wall time one call may take (epoch deadline, 1 ms granularity).
+    pub deadline_us: u64,
+    /// Linear memory an instance may grow to.
+    pub memory_bytes_max: usize,
+    /// Bytes a call may hand back.
+    pub output_bytes_max: u32,
+    /// Largest module accepted.
+    pub module_bytes_max: usize,
+    /// Instances the pool holds (workers x transforms x 2, for swaps).
+    pub instances_max: u32,
+    /// Faults in a row that quarantine a worker's instance.
+    pub faults_before_quarantine: u32,
+    /// First quarantine; doubles while the module keeps failing.
+    pub quarantine_ms: u64,
+    /// Longest quarantine.
+    pub quarantine_max_ms: u64,
+}
+
+impl Default for TransformsCfg {
+    fn default() -> Self {
+        let l = sluice_transform::Limits::default();
+        TransformsCfg {
+            deadline_us: l.deadline_us,
+            memory_bytes_max: l.memory_bytes_max,
+            output_bytes_max: l.output_bytes_max,
+            module_bytes_max: l.module_bytes_max,
+            instances_max: l.instances_max,
+            faults_before_quarantine: l.faults_before_quarantine,
+            quarantine_ms: l.quarantine_us / 1000,
+            quarantine_max_ms: l.quarantine_max_us / 1000,
+        }
+    }
+}
+
+impl TransformsCfg {
+    /// The runtime's limits; rebuilt frames fit the transport's buffers.
+    pub fn limits(&self, frame_bytes_max: usize) -> sluice_transform::Limits {
+        sluice_transform::Limits {
+            deadline_us: self.deadline_us,
+            memory_bytes_max: self.memory_bytes_max,
+            output_bytes_max: self.output_bytes_max,
+            frame_bytes_max,
+            module_bytes_max: self.module_bytes_max,
+            instances_max: self.instances_max,
+            faults_before_quarantine: self.faults_before_quarantine,
+            quarantine_us: self.quarantine_ms.saturating_mul(1000),
+            quarantine_max_us: self.quarantine_max_ms.saturating_mul(1000),
+            ..sluice_transform::Limits::default()
+        }
+    }
 }
 
 /// Model backends.
@@ -302,6 +377,9 @@ pub struct ModelCfg {
     /// LoRA adapters.
     #[serde(default)]
     pub adapters: Vec<AdapterCfg>,
+    /// The schema version the model takes (a route's `accepts` wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepts: Option<AcceptsCfg>,
     /// Dynamic batching for this model version, whatever shard it runs in
     /// (overrides the shard's `batch_max`). The model must be able to batch
     /// (dimension 0 of every input and output declared with one symbol), or

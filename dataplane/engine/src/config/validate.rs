@@ -33,6 +33,10 @@ impl Config {
                 ));
             }
         }
+        self.transforms
+            .limits(self.io_uring.buffer_size as usize)
+            .check()
+            .map_err(|m| ConfigError::at("transforms", m))?;
         range(
             "engine.rx_burst_max",
             e.rx_burst_max,
@@ -232,8 +236,39 @@ pub fn validate_tables(
     validate_shards(shards, worker_count)?;
     validate_routes(routes, shards)?;
     validate_models(models)?;
+    for (i, r) in routes.iter().enumerate() {
+        validate_accepts(&format!("routes[{i}].accepts"), r.accepts.as_ref())?;
+    }
+    for (i, m) in models.iter().enumerate() {
+        validate_accepts(&format!("models[{i}].accepts"), m.accepts.as_ref())?;
+    }
     validate_tenants(tenants)?;
     validate_peers(peers)
+}
+
+fn validate_accepts(key: &str, a: Option<&crate::config::AcceptsCfg>) -> Result<(), ConfigError> {
+    let Some(a) = a else {
+        return Ok(());
+    };
+    if !sluice_transform::RUNTIME {
+        return Err(ConfigError::at(
+            key,
+            format!(
+                "`accepts` asks for schema transforms; {}",
+                sluice_transform::UNAVAILABLE
+            ),
+        ));
+    }
+    if a.subject.is_empty() || a.subject.len() > sluice_wire::limits::SUBJECT_LEN_MAX {
+        return Err(ConfigError::at(
+            format!("{key}.subject"),
+            format!("1 to {} bytes", sluice_wire::limits::SUBJECT_LEN_MAX),
+        ));
+    }
+    if a.version == 0 {
+        return Err(ConfigError::at(format!("{key}.version"), "at least 1"));
+    }
+    Ok(())
 }
 
 fn validate_shards(shards: &[ShardCfg], worker_count: usize) -> Result<(), ConfigError> {

@@ -47,7 +47,7 @@ impl Engine {
     /// Waits until every worker runs on `epoch` or later, then frees
     /// snapshots nobody holds. Sleeping adaptive workers are poked; those
     /// whose transport polls no eventfd wake within their sleep bound.
-    fn wait_epoch(&self, epoch: u64) -> Result<(), EngineError> {
+    pub(super) fn wait_epoch(&self, epoch: u64) -> Result<(), EngineError> {
         self.poke();
         let deadline = Instant::now() + SLOT_WAIT;
         let t0 = Instant::now();
@@ -70,7 +70,7 @@ impl Engine {
         Ok(())
     }
 
-    fn drain_returned(&self) {
+    pub(super) fn drain_returned(&self) {
         for w in &self.workers {
             while let Ok(h) = w.returned.try_recv() {
                 drop(h);
@@ -78,7 +78,7 @@ impl Engine {
         }
     }
 
-    fn wait_applied(&self, targets: &[u64]) -> Result<(), EngineError> {
+    pub(super) fn wait_applied(&self, targets: &[u64]) -> Result<(), EngineError> {
         self.poke();
         let deadline = Instant::now() + SLOT_WAIT;
         for (w, &t) in self.workers.iter().zip(targets) {
@@ -148,7 +148,7 @@ impl Engine {
         self.apply_locked(&mut ctl, live, s.schemas)
     }
 
-    fn apply_locked(
+    pub(super) fn apply_locked(
         &self,
         ctl: &mut Control,
         live: LiveConfig,
@@ -179,7 +179,14 @@ impl Engine {
             .map(|m| slots[&(m.name.clone(), m.version.clone())])
             .collect();
         // Validated above, before any model was loaded.
-        let tables = Tables::compile(&live, &HostView::of(&self.cfg), &slot_list, schemas)?;
+        let mut tables = Tables::compile(&live, &HostView::of(&self.cfg), &slot_list, schemas)?;
+        tables.transforms = crate::transform::TransformTable::build(
+            &live.routes,
+            &live.models,
+            &slot_list,
+            &tables.schemas,
+            &ctl.transforms.registered(),
+        );
 
         // 1. Load new versions for every worker (off the hot path) and install.
         if self.is_running() && !fresh.is_empty() {

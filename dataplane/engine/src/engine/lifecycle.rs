@@ -135,6 +135,9 @@ impl Engine {
                 "auth.mode = \"tenants\" and no tenant is configured: every request and negotiation is refused (unauthenticated) until tenants are added"
             );
         }
+        if let Err(e) = self.install_transforms_at_start() {
+            log::error!("schema transforms were not installed on the workers: {e}");
+        }
         if !self.hugepages {
             log::warn!(
                 "buffer pools use normal pages: no 2 MiB hugepages were free (HugePages_Free={:?})",

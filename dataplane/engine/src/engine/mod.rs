@@ -23,9 +23,11 @@ mod frontdoor;
 mod lifecycle;
 mod status;
 mod tcp;
+mod transforms;
 
 pub use frontdoor::{FrontdoorCtx, FrontdoorHandle, FrontdoorStart};
 pub use status::{FrontdoorStatus, ModelStatus, Status, WorkerStatus};
+pub use transforms::{TransformPut, TransformStatus};
 
 /// Why the engine refused something.
 #[derive(Debug)]
@@ -114,6 +116,8 @@ pub(crate) struct Control {
     schema_ttl_ms: u32,
     /// (name, version) -> handler slot.
     slots: HashMap<(String, String), usize>,
+    /// Schema transforms.
+    transforms: transforms::TransformControl,
 }
 
 /// Makes handlers for a model, one per worker. Kept as a function so the
@@ -192,6 +196,7 @@ impl Engine {
                 schemas: Vec::new(),
                 schema_ttl_ms: cfg.engine.negotiation_ttl_ms,
                 slots,
+                transforms: Default::default(),
             })),
             listen: None,
             hugepages: false,

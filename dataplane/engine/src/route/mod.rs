@@ -133,6 +133,9 @@ pub struct Route {
     content: Vec<(Predicate, usize)>,
     /// Index of the target shard.
     pub shard: usize,
+    /// Position in the table (priority order): per-route tables such as the
+    /// transforms' `accepts` are indexed by it.
+    pub index: usize,
 }
 
 /// The semantic headers a route looks at.
@@ -159,7 +162,12 @@ fn exact(p: &Option<Pattern>) -> Option<&str> {
 impl Route {
     /// Compiles a route; `shard` is the index of `cfg.shard`; its content
     /// paths join `paths`.
-    fn compile(cfg: &RouteCfg, shard: usize, paths: &mut PathSet) -> Result<Route, String> {
+    fn compile(
+        cfg: &RouteCfg,
+        shard: usize,
+        index: usize,
+        paths: &mut PathSet,
+    ) -> Result<Route, String> {
         if cfg.content.len() > CONTENT_CONDITIONS_MAX {
             return Err(format!(
                 "at most {CONTENT_CONDITIONS_MAX} content conditions"
@@ -192,6 +200,7 @@ impl Route {
             tenant: cfg.tenant.as_deref().map(Pattern::new),
             content,
             shard,
+            index,
         })
     }
 
@@ -266,12 +275,14 @@ impl RouteTable {
         let mut paths = PathSet::default();
         let routes = routes
             .iter()
-            .map(|r| {
+            .enumerate()
+            .map(|(i, r)| {
                 let shard = shard_names
                     .iter()
                     .position(|s| *s == r.shard)
                     .ok_or_else(|| format!("route {:?}: no shard {:?}", r.name, r.shard))?;
-                Route::compile(r, shard, &mut paths).map_err(|m| format!("route {:?}: {m}", r.name))
+                Route::compile(r, shard, i, &mut paths)
+                    .map_err(|m| format!("route {:?}: {m}", r.name))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let index = Index::build(&routes);

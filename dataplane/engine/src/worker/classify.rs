@@ -11,6 +11,7 @@ use crate::route::RouteKey;
 use crate::schema::SchemaTable;
 use crate::tables::{BatchPolicy, Tables, Tenant};
 use crate::trace::Sampler;
+use crate::transform::TransformRef;
 
 /// Where one frame's stages ended, recorded only for a traced request.
 #[derive(Debug, Clone, Copy, Default)]
@@ -99,6 +100,9 @@ pub enum Verdict {
         slot: usize,
         /// How it may batch with others.
         batch: BatchPolicy,
+        /// The schema transform the request goes through first, when its
+        /// route or model accepts another version (docs/transforms.md).
+        transform: Option<TransformRef>,
     },
 }
 
@@ -213,6 +217,7 @@ pub fn classify_traced(
     }
     // Validation comes before routing: routes may look into the section.
     let mut json = None;
+    let mut named = None;
     if frame.schema_id() != 0 {
         let entry = match t.schemas.lookup(&frame) {
             Ok(e) => e,
@@ -225,10 +230,11 @@ pub fn classify_traced(
             Ok(j) => json = j,
             Err(r) => return Verdict::Reply(E(r.code, r.message)),
         }
+        named = Some((entry.subject.as_str(), entry.version));
     }
     probes_sys::validate(|| (rid, frame.schema_id()));
     Marks::stamp(marks.on, &mut marks.validate);
-    let v = route(&frame, t, tenant, json);
+    let v = route(&frame, t, tenant, json, named);
     probes_sys::route(|| {
         let shard = match v {
             Verdict::Admit { shard, .. } | Verdict::Forward { shard } => shard as u32,
@@ -247,6 +253,7 @@ fn route(
     t: &Tables,
     tenant: Option<&Tenant>,
     json: Option<&[u8]>,
+    named: Option<(&str, u32)>,
 ) -> Verdict {
     use Immediate::Error as E;
     let tenant_name = tenant.map_or("", |tn| tn.name.as_str());
@@ -263,8 +270,8 @@ fn route(
         tenant: tenant_name,
         json,
     };
-    let route = match auth::route_for(t, &key, tenant) {
-        RouteFound::Route(r) => r,
+    let (route_index, route) = match auth::route_for(t, &key, tenant) {
+        RouteFound::Route(r) => (r.index, r),
         found => {
             let (code, message) = match model {
                 None => (ErrorCode::UnknownModel, msg::UNKNOWN_MODEL),
@@ -294,10 +301,21 @@ fn route(
     if !frame.adapter().is_empty() && !model.has_adapter(frame.adapter()) {
         return Verdict::Reply(E(ErrorCode::UnknownAdapter, msg::UNKNOWN_ADAPTER));
     }
+    // `accepts`: the request's validated version against the one its route
+    // or model takes (an empty table costs one branch).
+    let transform = if t.transforms.is_empty() {
+        None
+    } else {
+        match t.transforms.decide(route_index, Some(model.slot), named) {
+            Ok(x) => x,
+            Err(r) => return Verdict::Reply(E(r.code, r.message)),
+        }
+    };
     Verdict::Admit {
         shard,
         slot: model.slot,
         batch: BatchPolicy::of(model, &t.shards[shard]),
+        transform,
     }
 }
 

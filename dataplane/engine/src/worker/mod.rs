@@ -31,6 +31,8 @@ mod trace;
 
 pub use classify::{Immediate, Verdict, classify_frame, classify_traced};
 use classify::{Marks, build_immediate};
+
+mod transform;
 pub use forward::FORWARD_PENDING_MAX;
 use forward::{FORWARD_SCAN_EVERY, PeerDown};
 
@@ -67,10 +69,27 @@ pub enum WorkerMsg {
         /// Slot.
         slot: usize,
     },
+    /// Puts a schema transform instance in a transform slot.
+    InstallTransform {
+        /// Slot.
+        slot: usize,
+        /// This worker's instance.
+        instance: Box<sluice_transform::Instance>,
+    },
+    /// Empties a transform slot.
+    RemoveTransform {
+        /// Slot.
+        slot: usize,
+    },
 }
 
-/// Handlers going back to the control side to be dropped off the hot path.
-pub type Returned = Box<dyn Handler>;
+/// What goes back to the control side to be dropped off the hot path.
+pub enum Returned {
+    /// A replaced or removed model handler.
+    Handler(Box<dyn Handler>),
+    /// A replaced or removed transform instance.
+    Transform(Box<sluice_transform::Instance>),
+}
 
 /// A worker's channels to the control side and what it publishes there.
 pub struct WorkerLinks {
@@ -132,6 +151,8 @@ struct Pending {
     /// Its span record in `held_spans` once a batch held it past the
     /// burst it arrived in (traced requests only); `trace::NO_SPAN` else.
     span: u16,
+    /// The schema transform it goes through first (never batched).
+    transform: Option<crate::transform::TransformRef>,
 }
 
 /// A worker and everything it owns.
@@ -142,6 +163,8 @@ pub struct Worker<T: Transport> {
     tables: Arc<Tables>,
     epoch: u64,
     handlers: Vec<Option<Box<dyn Handler>>>,
+    /// Schema transform instances by slot (`transform::TransformRef::slot`).
+    transforms: Vec<Option<Box<sluice_transform::Instance>>>,
     ctrl: Receiver<WorkerMsg>,
     returned: Sender<Returned>,
     counters: Arc<WorkerCounters>,
@@ -244,6 +267,9 @@ impl<T: Transport> Worker<T> {
             tables,
             epoch,
             handlers,
+            transforms: (0..crate::transform::limits::TRANSFORM_SLOT_COUNT_MAX)
+                .map(|_| None)
+                .collect(),
             ctrl,
             returned,
             counters,
@@ -404,12 +430,26 @@ impl<T: Transport> Worker<T> {
                 WorkerMsg::Install { slot, handler } => {
                     if let Some(old) = self.handlers.get_mut(slot).and_then(|s| s.replace(handler))
                     {
-                        let _ = self.returned.send(old);
+                        let _ = self.returned.send(Returned::Handler(old));
                     }
                 }
                 WorkerMsg::Remove { slot } => {
                     if let Some(old) = self.handlers.get_mut(slot).and_then(Option::take) {
-                        let _ = self.returned.send(old);
+                        let _ = self.returned.send(Returned::Handler(old));
+                    }
+                }
+                WorkerMsg::InstallTransform { slot, instance } => {
+                    if let Some(old) = self
+                        .transforms
+                        .get_mut(slot)
+                        .and_then(|s| s.replace(instance))
+                    {
+                        let _ = self.returned.send(Returned::Transform(old));
+                    }
+                }
+                WorkerMsg::RemoveTransform { slot } => {
+                    if let Some(old) = self.transforms.get_mut(slot).and_then(Option::take) {
+                        let _ = self.returned.send(Returned::Transform(old));
                     }
                 }
             }
@@ -656,7 +696,12 @@ impl<T: Transport> Worker<T> {
                 self.load_request(&pkt, Some(shard), None);
                 self.forward(i, shard);
             }
-            Verdict::Admit { shard, slot, batch } => {
+            Verdict::Admit {
+                shard,
+                slot,
+                batch,
+                transform,
+            } => {
                 bump(&self.counters.shard_requests[shard], 1);
                 let lk = self.load_request(&pkt, Some(shard), Some(slot));
                 let depth = self.tables.shards[shard].queue_depth as usize;
@@ -685,7 +730,9 @@ impl<T: Transport> Worker<T> {
                     return;
                 }
                 let frame = Frame::new_unchecked(self.transport.rx_bytes(&pkt));
-                let key = if batch.max > 1 {
+                // A transformed request is rebuilt in its instance's buffer
+                // when it runs: it runs on its own.
+                let key = if batch.max > 1 && transform.is_none() {
                     let adapter = Some(frame.adapter()).filter(|a| !a.is_empty());
                     self.handlers
                         .get(slot)
@@ -705,6 +752,7 @@ impl<T: Transport> Worker<T> {
                     key,
                     state: batch::State::Waiting,
                     span: trace::NO_SPAN,
+                    transform,
                 };
                 self.queues[shard].push(p);
                 let depth = self.queues[shard].len() as u32;
@@ -782,37 +830,57 @@ impl<T: Transport> Worker<T> {
                     "deadline passed before the request ran",
                 ))
             } else {
-                match self
-                    .handlers
-                    .get_mut(p.slot as usize)
-                    .and_then(Option::as_mut)
-                {
-                    Some(h) => {
-                        let adapter = Some(req.adapter()).filter(|a| !a.is_empty());
-                        let mut acct = RunAccount::default();
-                        let r = match req.stream() {
-                            // A stream frame: its state lives in the
-                            // handler's table; a refusal says the seq.
-                            Some(sh) => h
-                                .handle_stream(&req, sh, adapter, now_us, txb, &mut acct)
-                                .map_err(|e| {
-                                    stream_refusal = Some((e.seq, e.ended));
-                                    e.reject
-                                }),
-                            None => h.handle(&req, adapter, txb, &mut acct),
-                        };
-                        bump(
-                            &self.counters.payload_bytes_copied,
-                            acct.payload_bytes_copied,
-                        );
-                        self.counters
-                            .copied(acct.copy_path, acct.payload_bytes_copied);
-                        r
+                // A transform rebuilds the request in its instance's aligned
+                // buffer (the one copy it costs); the model reads that.
+                let rebuilt = match p.transform {
+                    None => Ok(None),
+                    Some(tr) => transform::run(
+                        &mut self.transforms,
+                        &self.tables,
+                        &self.counters,
+                        &req,
+                        tr,
+                        started,
+                    )
+                    .map(Some),
+                };
+                match rebuilt {
+                    Err(r) => Err(r),
+                    Ok(rebuilt) => {
+                        let req = rebuilt.map_or(req, Frame::new_unchecked);
+                        match self
+                            .handlers
+                            .get_mut(p.slot as usize)
+                            .and_then(Option::as_mut)
+                        {
+                            Some(h) => {
+                                let adapter = Some(req.adapter()).filter(|a| !a.is_empty());
+                                let mut acct = RunAccount::default();
+                                let r = match req.stream() {
+                                    // A stream frame: its state lives in the
+                                    // handler's table; a refusal says the seq.
+                                    Some(sh) => h
+                                        .handle_stream(&req, sh, adapter, now_us, txb, &mut acct)
+                                        .map_err(|e| {
+                                            stream_refusal = Some((e.seq, e.ended));
+                                            e.reject
+                                        }),
+                                    None => h.handle(&req, adapter, txb, &mut acct),
+                                };
+                                bump(
+                                    &self.counters.payload_bytes_copied,
+                                    acct.payload_bytes_copied,
+                                );
+                                self.counters
+                                    .copied(acct.copy_path, acct.payload_bytes_copied);
+                                r
+                            }
+                            None => Err(Reject::new(
+                                ErrorCode::UnknownModel,
+                                "model is not loaded on this worker",
+                            )),
+                        }
                     }
-                    None => Err(Reject::new(
-                        ErrorCode::UnknownModel,
-                        "model is not loaded on this worker",
-                    )),
                 }
             }
         };
