@@ -17,7 +17,7 @@
 //! 8. the engine's ceiling: one worker's loop over an in-memory transport
 //!    (`ceiling.rs`).
 //!
-//! cargo run --release -p sluice-scaling-bench [-- --quick] [--compile (part 5 only)] [--memory (part 6 only)] [--apply (part 7 only)] [--ceiling (part 8 only)]
+//! cargo run --release -p sluice-scaling-bench [-- --quick] [--compile (part 5 only)] [--memory (part 6 only)] [--apply (part 7 only)] [--ceiling (part 8 only)] [--models (parts 4b, 4c only)]
 #![deny(unsafe_code)]
 
 mod apply;
@@ -100,6 +100,8 @@ struct Req {
     intent: &'static str,
     tenant_id: u32,
     json: bool,
+    /// Schema of the JSON section (with `json`).
+    schema_id: u32,
 }
 
 impl Default for Req {
@@ -110,6 +112,7 @@ impl Default for Req {
             intent: "chat",
             tenant_id: TENANT,
             json: false,
+            schema_id: 1,
         }
     }
 }
@@ -143,7 +146,7 @@ fn frame(r: &Req) -> Result<Vec<u8>> {
         model: r.model,
         model_version: r.version,
         intent: r.intent,
-        schema_id: if r.json { 1 } else { 0 },
+        schema_id: if r.json { r.schema_id } else { 0 },
         tensors: &t,
         ..FrameRepr::default()
     };
@@ -154,20 +157,27 @@ fn frame(r: &Req) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// Schema `id` of subject `req-<id>`: the JSON schema every request's
+/// section is checked against.
+fn schema_cfg(id: u32) -> SchemaCfg {
+    SchemaCfg {
+        id,
+        subject: format!("req-{id}"),
+        version: 1,
+        schema_type: "JSON".into(),
+        schema: JSON_SCHEMA.into(),
+        retired: false,
+        references: Vec::new(),
+    }
+}
+
 pub(crate) fn build(live: &LiveConfig, cfg: &Config) -> Result<Tables> {
+    build_with(live, cfg, &[schema_cfg(1)])
+}
+
+fn build_with(live: &LiveConfig, cfg: &Config, schemas: &[SchemaCfg]) -> Result<Tables> {
     let slots: Vec<usize> = (0..live.models.len()).collect();
-    let schemas = SchemaTable::build(
-        &[SchemaCfg {
-            id: 1,
-            subject: "req".into(),
-            version: 1,
-            schema_type: "JSON".into(),
-            schema: JSON_SCHEMA.into(),
-            retired: false,
-            references: Vec::new(),
-        }],
-        30_000,
-    )?;
+    let schemas = SchemaTable::build(schemas, 30_000)?;
     Ok(Tables::build(live, &HostView::of(cfg), &slots, schemas)?)
 }
 
@@ -441,6 +451,82 @@ fn tenants(b: &Bench, cfg: &Config) -> Result<()> {
     Ok(())
 }
 
+fn models(b: &Bench, cfg: &Config) -> Result<()> {
+    println!("## 4b. Loaded model versions, the request naming the last\n");
+    println!("| versions | other models, classify ns | ratio | versions of one model, classify ns | ratio |");
+    println!("| ---: | ---: | ---: | ---: | ---: |");
+    let sizes = [1usize, 10, 100, 1_000, 4_096];
+    let base = cfg.models[0].clone();
+    let (mut others, mut versions) = (Vec::new(), Vec::new());
+    for n in sizes {
+        // n - 1 other models, then the one the request names.
+        let mut live = LiveConfig::of(cfg);
+        live.routes = vec![Kind2::ExactModel.route(0, 1)];
+        live.models = (0..n - 1)
+            .map(|i| {
+                let mut m = base.clone();
+                m.name = format!("m{i}");
+                m
+            })
+            .chain(std::iter::once(base.clone()))
+            .collect();
+        others.push((build(&live, cfg)?, frame(&Req::default())?, 0));
+        // n versions of the one model, the request naming the last.
+        let mut live = LiveConfig::of(cfg);
+        live.routes = vec![Kind2::ExactModel.route(0, 1)];
+        live.models = (0..n)
+            .map(|i| {
+                let mut m = base.clone();
+                m.version = format!("1.{i}.0");
+                m
+            })
+            .collect();
+        let last: &'static str = Box::leak(format!("1.{}.0", n - 1).into_boxed_str());
+        let bytes = frame(&Req {
+            version: last,
+            ..Req::default()
+        })?;
+        versions.push((build(&live, cfg)?, bytes, 0));
+    }
+    let (a, v) = (interleaved(b, &others)?, interleaved(b, &versions)?);
+    for (j, n) in sizes.iter().enumerate() {
+        println!(
+            "| {n} | {:.0} | {:.2}× | {:.0} | {:.2}× |",
+            a[j],
+            a[j] / a[0],
+            v[j],
+            v[j] / v[0]
+        );
+    }
+    println!();
+    Ok(())
+}
+
+fn schemas(b: &Bench, cfg: &Config) -> Result<()> {
+    println!("## 4c. Registered schemas, a 1 KiB JSON section checked against the last\n");
+    println!("| schemas | classify ns | ratio |");
+    println!("| ---: | ---: | ---: |");
+    let sizes = [1usize, 10, 100, 1_000, 4_096];
+    let mut cases = Vec::new();
+    for n in sizes {
+        let mut live = LiveConfig::of(cfg);
+        live.routes = vec![Kind2::ExactModel.route(0, 1)];
+        let list: Vec<SchemaCfg> = (1..=n as u32).map(schema_cfg).collect();
+        let bytes = frame(&Req {
+            json: true,
+            schema_id: n as u32,
+            ..Req::default()
+        })?;
+        cases.push((build_with(&live, cfg, &list)?, bytes, 0));
+    }
+    let ns = interleaved(b, &cases)?;
+    for (j, n) in sizes.iter().enumerate() {
+        println!("| {n} | {:.0} | {:.2}× |", ns[j], ns[j] / ns[0]);
+    }
+    println!();
+    Ok(())
+}
+
 fn compile(cfg: &Config) -> Result<()> {
     println!("## 5. Control side: `Tables::build` (validation + index), median of 5\n");
     println!("| routes | matcher | ms | ratio to 1,000 |");
@@ -530,10 +616,16 @@ fn main() -> Result<()> {
     if std::env::args().any(|a| a == "--ceiling") {
         return ceiling::ceiling(&cfg);
     }
+    if std::env::args().any(|a| a == "--models") {
+        models(&b, &cfg)?;
+        return schemas(&b, &cfg);
+    }
     routes(&b, &cfg)?;
     allow_lists(&b, &cfg)?;
     aliases(&b, &cfg)?;
     tenants(&b, &cfg)?;
+    models(&b, &cfg)?;
+    schemas(&b, &cfg)?;
     compile(&cfg)?;
     apply::apply(&cfg)?;
     ceiling::ceiling(&cfg)?;
