@@ -37,8 +37,8 @@ pub use model::{
     describe,
 };
 pub use ports::{Placement, Signature, TensorSig};
-pub use run::{StatePair, StateSpec};
 pub use raw::alloc::{heap_live as allocator_heap_blocks, stray_frees as allocator_stray_frees};
+pub use run::{StatePair, StateSpec, TokenSpec};
 
 /// Most rows one batched run stacks along dimension 0 (the engine's
 /// `batch_max` limit).
