@@ -15,6 +15,7 @@ use super::stream::{StateSpec, smsg};
 use crate::Reject;
 use crate::model::{OrtModel, RunStats, ort_failed};
 use crate::ports::DimRule;
+use crate::raw::alloc::ReplyTail;
 use crate::raw::{self, Values};
 
 /// Where a generative model takes its token and gives the next one,
@@ -88,7 +89,7 @@ impl OrtModel {
         state_out: &mut [u8],
         stats: &mut RunStats,
     ) -> Result<i64, Reject> {
-        let r = self.token_inner(spec, tok, token, state_in, state_out);
+        let r = self.token_inner(spec, tok, token, state_in, state_out, stats);
         match &r {
             Ok(_) => stats.runs += 1,
             Err(e) if e.code == ErrorCode::InferenceFailed => stats.failures += 1,
@@ -97,6 +98,7 @@ impl OrtModel {
         r
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn token_inner(
         &mut self,
         spec: &StateSpec,
@@ -104,11 +106,18 @@ impl OrtModel {
         token: i64,
         state_in: &[u8],
         state_out: &mut [u8],
+        stats: &mut RunStats,
     ) -> Result<i64, Reject> {
         if state_in.len() < spec.half_len || state_out.len() < spec.half_len {
             return Err(Reject::new(ErrorCode::Internal, smsg::STATE_PLACE));
         }
         let options = run_options(&self.default_options, &self.adapters, None)?;
+        // The model's intermediate tensors come from its scratch arena, as
+        // in every run (no reply tail here: the outputs are preallocated).
+        // Declared before the values: dropped (disarmed) after them.
+        let mut no_tail: [u8; 0] = [];
+        let tail = ReplyTail::new(&mut self.arena, &mut no_tail, self.arena_on);
+        let (_, heap_before) = tail.counts();
         let mut io = TokenIo([0; 16]);
         let (tin, tout) = io.0.split_at_mut(8);
         tin.copy_from_slice(&token.to_le_bytes());
@@ -169,6 +178,14 @@ impl OrtModel {
         outputs.release();
         drop(outputs);
         drop(inputs);
+        let (live, heap_after) = tail.counts();
+        stats.heap_allocs += heap_after - heap_before;
+        if live != 0 {
+            // ORT kept arena memory past the run: from now on its memory
+            // comes from the heap.
+            self.arena_on = false;
+        }
+        drop(tail);
         let mut b = [0u8; 8];
         b.copy_from_slice(&io.0[8..16]);
         Ok(i64::from_le_bytes(b))
