@@ -189,6 +189,11 @@ fn cancel_stops_generation_within_one_step() {
         .unwrap();
     let mut buf = [0u8; 2048];
     assert!(s.recv_from(&mut buf).is_err(), "a frame after the cancel");
+    // The gauge is set at the worker's next iteration.
+    let t0 = Instant::now();
+    while e.stats().workers[0].tokens.running != 0 && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let st = e.stats();
     assert_eq!(st.workers[0].tokens.running, 0);
     // A cancel is not a generation end (its answer is the cancel's).
