@@ -22,6 +22,9 @@ apt_pkgs=(clang libclang-dev pkg-config iproute2 ethtool libdpdk-dev dpdk-dev nf
 [ "$mode" != "--runtime" ] && apt_pkgs+=(libibverbs-dev librdmacm-dev)
 # bpftrace attaches to the USDT probes in scripts/test-usdt.sh (root).
 [ "$mode" != "--runtime" ] && apt_pkgs+=(bpftrace)
+# Headless Chromium: the heatmap page test (tests/heatmap, chromedp) drives
+# Debian's /usr/bin/chromium.
+[ "$mode" != "--runtime" ] && apt_pkgs+=(chromium)
 # espeak-ng speaks the audio of the Silero VAD stream test
 # (tests/streams/silero_reference.py).
 [ "$mode" != "--runtime" ] && apt_pkgs+=(espeak-ng)

@@ -56,6 +56,7 @@ run "go lints (go vet, staticcheck)" bash -c 'cd go-control && go vet ./... && .
 # (.cache/bin/otelcol-sluice): two engines, spans read back; under 1 s.
 run "go tests" bash -c 'cd go-control && go test ./...'
 run "admin API and registry against their OpenAPI document (schemathesis, live sluiced)" scripts/api-check.sh
+run "token-load heatmap in headless Chromium (sluiced, skewed load, hottest cell, screenshot in target/heatmap; about 5 s)" bash -c 'cd tests/heatmap && go vet ./... && go test -count=1 ./...'
 run "go client (clients/go: conformance vectors, real engine, npy against numpy)" bash -c 'cd clients/go && go vet ./... && go test ./... && cd ../../perf/goclient && go vet ./...'
 run "async jobs end to end (nats-server 3-node cluster with crashes, sluiced, the seed's snippet against onnxruntime-python; about 2 min)" scripts/test-jobs.sh
 run "go client parser fuzz (${FUZZ_SECONDS:-30}s)" scripts/fuzz-go.sh "${FUZZ_SECONDS:-30}"

@@ -106,9 +106,10 @@
 #define SLUICE_MODELS_MAX 4096
 
 /**
- * Most adapters per model.
+ * Most adapters per model (configured; loaded on demand into a bounded
+ * per-worker cache).
  */
-#define SLUICE_ADAPTERS_MAX 32
+#define SLUICE_ADAPTERS_MAX 4096
 
 /**
  * Most peers.
@@ -261,6 +262,31 @@
  * Most records one [`sluice_engine_spans`] call returns.
  */
 #define SLUICE_SPANS_BATCH_MAX 4096
+
+/**
+ * Seconds of load a worker keeps (the widest range one read covers).
+ */
+#define SLUICE_LOAD_SECONDS_MAX 900
+
+/**
+ * Key of the cell of tenants past the ones a worker tells apart.
+ */
+#define SLUICE_LOAD_TENANT_OTHER UINT64_MAX
+
+/**
+ * Model key of requests no local model ran (forwarded, refused).
+ */
+#define SLUICE_LOAD_MODEL_NONE UINT64_MAX
+
+/**
+ * Model key of the cell of model slots past the ones a worker tells apart.
+ */
+#define SLUICE_LOAD_MODEL_OTHER (UINT64_MAX - 1)
+
+/**
+ * Bytes of a model name in a row ("name@version", cut, NUL padded).
+ */
+#define SLUICE_LOAD_NAME_BYTES 48
 
 /**
  * Status of every call. The numbers are stable and map one-to-one to the Go
@@ -561,6 +587,46 @@ typedef struct {
   uint8_t adapter[32];
 } SluiceSpan;
 
+/**
+ * One second of one key (shard, model slot or tenant), summed over the
+ * workers. Layout checked by tests.
+ */
+typedef struct {
+  /**
+   * Second since the Unix epoch.
+   */
+  uint64_t second;
+  /**
+   * Shard index, model slot, or tenant id (by `by`).
+   */
+  uint64_t key;
+  /**
+   * Tokens (declared by requests, plus generated ones).
+   */
+  uint64_t tokens;
+  /**
+   * Requests.
+   */
+  uint64_t requests;
+  /**
+   * Error frames.
+   */
+  uint64_t errors;
+  /**
+   * Highest queue depth seen at admission.
+   */
+  uint32_t queue_depth_max;
+  /**
+   * Zero.
+   */
+  uint32_t reserved;
+  /**
+   * For `by` = 1 (model): "name@version" of the slot, NUL padded;
+   * empty for other dimensions and for slots no model holds now.
+   */
+  uint8_t name[SLUICE_LOAD_NAME_BYTES];
+} SluiceLoadRow;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -753,6 +819,29 @@ int32_t sluice_engine_spans(SluiceEngine *e,
                             size_t *n,
                             char *err,
                             size_t err_cap);
+
+/**
+ * Reads the load of seconds `from_s..=to_s` (since the Unix epoch; at most
+ * [`SLUICE_LOAD_SECONDS_MAX`] of them) keyed by `by` (0 shard, 1 model,
+ * 2 tenant), merged over workers, in (second, key) order; cells with no
+ * counts are left out. Writes up to `cap` rows into `out` and the number
+ * of rows there are into `n`: when `*n > cap`, call again with room for
+ * `*n`.
+ *
+ * # Safety
+ * `e` is a live handle; `out` points to `cap` writable `SluiceLoadRow`s
+ * (may be null when `cap` is 0); `n` is writable; `err` points to
+ * `err_cap` bytes.
+ */
+int32_t sluice_engine_load(SluiceEngine *e,
+                           uint64_t from_s,
+                           uint64_t to_s,
+                           uint32_t by,
+                           SluiceLoadRow *out,
+                           size_t cap,
+                           size_t *n,
+                           char *err,
+                           size_t err_cap);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod config;
 pub mod engine;
 pub mod handler;
+pub mod load;
 pub mod meta;
 pub mod onnx;
 pub mod pending;

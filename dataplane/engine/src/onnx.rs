@@ -18,6 +18,11 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
         )
     })?;
     sluice_infer::init(&lib).map_err(|e| e.to_string())?;
+    // Workers share one copy of each model version's large initializers
+    // (and of their pre-packed forms). That copy and the packed one both
+    // stay, so with one worker sharing costs more than it saves: it is on
+    // from two workers.
+    sluice_infer::set_weight_sharing(cfg.engine.workers.len() > 1);
     let path = m.path.as_deref().ok_or("an onnx model needs a path")?;
     let spec = ModelSpec {
         name: m.name.clone(),
@@ -91,6 +96,23 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
         stream_sig,
         generator,
     }))
+}
+
+/// The adapter caches' process-wide counters.
+#[cfg(feature = "onnx")]
+pub fn adapter_cache_stats() -> crate::stats::AdapterCacheStats {
+    let t = sluice_infer::adapter_cache_totals();
+    crate::stats::AdapterCacheStats {
+        loads: t.loads,
+        evictions: t.evictions,
+        load_failures: t.load_failures,
+    }
+}
+
+/// Without the `onnx` feature there are no adapters.
+#[cfg(not(feature = "onnx"))]
+pub fn adapter_cache_stats() -> crate::stats::AdapterCacheStats {
+    crate::stats::AdapterCacheStats::default()
 }
 
 /// Without the `onnx` feature, onnx models are refused at load.

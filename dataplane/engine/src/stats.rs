@@ -222,6 +222,9 @@ pub struct WorkerCounters {
     pub spans_recorded: AtomicU64,
     /// Span records dropped because the ring was full.
     pub spans_dropped: AtomicU64,
+    /// Traced requests held past their burst by a batch when the held
+    /// table was full: their spans have no run times.
+    pub spans_unheld: AtomicU64,
     /// Serving: set once the worker runs, cleared when its loop ends
     /// (stopped, or failed).
     pub alive: AtomicBool,
@@ -388,6 +391,7 @@ impl Default for WorkerCounters {
             pools: std::array::from_fn(|_| PoolAtomics::default()),
             spans_recorded: AtomicU64::new(0),
             spans_dropped: AtomicU64::new(0),
+            spans_unheld: AtomicU64::new(0),
             copied_bytes: std::array::from_fn(|_| AtomicU64::new(0)),
             copied_frames: std::array::from_fn(|_| AtomicU64::new(0)),
             alive: AtomicBool::new(false),
@@ -740,6 +744,9 @@ pub struct WorkerStats {
     pub spans_recorded: u64,
     /// Span records dropped (ring full).
     pub spans_dropped: u64,
+    /// Traced requests held past their burst when the held table was
+    /// full: their spans carry no run times.
+    pub spans_unheld: u64,
     /// Receive to reply.
     pub latency: Percentiles,
     /// Per shard.
@@ -831,6 +838,21 @@ pub struct StatsSnapshot {
     /// Per loaded model version, merged over workers: runs, batch sizes,
     /// queue delays.
     pub models: Vec<ModelStats>,
+    /// LoRA adapters loaded on demand and evicted, all models and workers
+    /// of the process.
+    pub adapter_cache: AdapterCacheStats,
+}
+
+/// The adapter caches' counters (process-wide; zero without ONNX models).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct AdapterCacheStats {
+    /// Adapters loaded on demand (cache misses that loaded).
+    pub loads: u64,
+    /// Adapters evicted (least recently used) to make room.
+    pub evictions: u64,
+    /// Misses whose adapter file could not be loaded (the request got
+    /// `inference_failed`).
+    pub load_failures: u64,
 }
 
 impl StatsSnapshot {

@@ -93,6 +93,8 @@ struct Q<'a> {
     cols: u64,
     dtype: DType,
     deadline_us: u64,
+    /// Sampled trace context (trace id low byte = id).
+    traced: bool,
 }
 
 impl Default for Q<'_> {
@@ -107,6 +109,7 @@ impl Default for Q<'_> {
             // Signed frames need a deadline within the freshness window
             // (10 s by default); 5 s is longer than any batch delay here.
             deadline_us: fresh_deadline(),
+            traced: false,
         }
     }
 }
@@ -136,6 +139,17 @@ fn frame(q: &Q<'_>) -> Vec<u8> {
         adapter: q.adapter,
         deadline_us: q.deadline_us,
         tensors: &t,
+        trace: if q.traced {
+            let mut trace_id = [0x42; 16];
+            trace_id[15] = q.id as u8;
+            sluice_wire::TraceContext {
+                trace_id,
+                parent_id: [7; 8],
+                flags: 1,
+            }
+        } else {
+            Default::default()
+        },
         ..FrameRepr::default()
     };
     let mut buf = vec![0u8; repr.layout().unwrap().frame_len];
@@ -432,4 +446,42 @@ fn held_requests_are_answered_at_a_control_change_and_at_stop() {
             .expect("answered before the worker exits");
         assert_eq!(answer_kind(&buf[..n]), (Kind::Response, None));
     }
+}
+
+/// Traced requests a batch holds past the burst they arrived in keep their
+/// span records: each span has its run times, after the batch's delay,
+/// and its send time after them (before, such spans had no run times).
+#[test]
+fn held_traced_requests_keep_their_run_times() {
+    let mut e = engine(8, 30_000);
+    let addr = e.local_addr().unwrap();
+    let s = client();
+    let frames: Vec<_> = (1..=3)
+        .map(|id| {
+            frame(&Q {
+                id,
+                traced: true,
+                ..Q::default()
+            })
+        })
+        .collect();
+    let answers = burst(&s, addr, &frames);
+    for (_, a) in &answers {
+        y(a);
+    }
+    let mut recs = [sluice_engine::trace::SpanRecord::default(); 16];
+    let n = e.drain_spans(&mut recs);
+    assert_eq!(n, 3, "one span per traced request");
+    for r in &recs[..n] {
+        let t = r.times;
+        assert_eq!(r.outcome, 0);
+        assert!(
+            t.run_start_ns != 0 && t.run_end_ns >= t.run_start_ns,
+            "{t:?}"
+        );
+        assert!(t.send_ns >= t.run_end_ns, "{t:?}");
+        // Held for the batch delay (30 ms) between receive and run.
+        assert!(t.run_start_ns - t.recv_ns >= 25_000_000, "{t:?}");
+    }
+    e.stop(Duration::ZERO);
 }

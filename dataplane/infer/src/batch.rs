@@ -271,17 +271,8 @@ impl OrtModel {
         let Some(b) = self.batch.sym else {
             return Err(Reject::new(ErrorCode::Internal, msg::NOT_BATCHABLE));
         };
-        let options = match adapter {
-            None | Some("") => &self.default_options,
-            Some(id) => {
-                &self
-                    .adapters
-                    .iter()
-                    .find(|a| a.id == id)
-                    .ok_or(Reject::new(ErrorCode::UnknownAdapter, msg::UNKNOWN_ADAPTER))?
-                    .options
-            }
-        };
+        let slot = crate::run::steps::adapter_slot(&mut self.adapters, adapter)?;
+        let options = crate::run::steps::run_options(&self.default_options, &self.adapters, slot);
         let (n_in, n_out) = (self.required, self.outputs.len());
         let inputs = &self.inputs[..n_in];
 

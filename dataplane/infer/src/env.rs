@@ -6,9 +6,11 @@
 //! nothing in this crate touches ort until [`init`] has succeeded.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use ort::environment::Environment;
+use ort::session::builder::PrepackedWeights;
 
 use crate::InferError;
 
@@ -18,10 +20,31 @@ pub const LIBRARY_ENV: &str = "SLUICE_ORT_LIB";
 struct Runtime {
     library: PathBuf,
     env: Environment,
+    /// One container of pre-packed weights for every session of the
+    /// process: the first session of a model version packs its constant
+    /// weights (MatMul's B, ...) into it, later sessions find them there by
+    /// content and free their own copy. Lives as long as the process, so it
+    /// outlives every session that uses it.
+    prepacked: PrepackedWeights,
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 static INIT_LOCK: Mutex<()> = Mutex::new(());
+/// Whether new sessions share pre-packed weights (on unless turned off).
+static SHARE_WEIGHTS: AtomicBool = AtomicBool::new(true);
+
+/// Whether sessions loaded from now on share their pre-packed weights with
+/// every other session of the process (the default) or keep their own copy.
+/// Off is the baseline the weight-sharing test and benchmark compare with;
+/// outputs are the same either way.
+pub fn set_weight_sharing(on: bool) {
+    SHARE_WEIGHTS.store(on, Ordering::Relaxed);
+}
+
+/// See [`set_weight_sharing`].
+pub fn weight_sharing() -> bool {
+    SHARE_WEIGHTS.load(Ordering::Relaxed)
+}
 
 /// The library path to use: `SLUICE_ORT_LIB` when set and not empty, else
 /// `configured` (the config's `[onnxruntime] library`).
@@ -63,9 +86,14 @@ pub fn init(library_path: &Path) -> Result<(), InferError> {
         .build()
         .map_err(|e| InferError::Environment(e.to_string()))?;
     crate::raw::alloc::register(&env).map_err(|e| InferError::Environment(e.0))?;
+    // ort's constructor panics when ORT refuses; keep that a plain error.
+    let prepacked = std::panic::catch_unwind(PrepackedWeights::new).map_err(|_| {
+        InferError::Environment("cannot create the pre-packed weights container".into())
+    })?;
     let _ = RUNTIME.set(Runtime {
         library: requested,
         env,
+        prepacked,
     });
     Ok(())
 }
@@ -92,4 +120,12 @@ pub(crate) fn environment() -> Result<&'static Environment, InferError> {
         .get()
         .map(|r| &r.env)
         .ok_or(InferError::NotInitialized)
+}
+
+/// The process-wide pre-packed weights container, when sharing is on.
+pub(crate) fn prepacked_weights() -> Option<&'static PrepackedWeights> {
+    if !weight_sharing() {
+        return None;
+    }
+    RUNTIME.get().map(|r| &r.prepacked)
 }

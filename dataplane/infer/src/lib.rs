@@ -19,6 +19,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod adapters;
 mod batch;
 mod env;
 mod error;
@@ -27,9 +28,14 @@ mod model;
 mod ports;
 mod raw;
 mod run;
+mod weights;
 
+pub use adapters::{ADAPTER_CACHE_MAX, AdapterCacheTotals, adapter_cache_totals};
 pub use batch::{BatchKey, BatchSlot};
-pub use env::{LIBRARY_ENV, init, is_initialized, library_path, loaded_library};
+pub use env::{
+    LIBRARY_ENV, init, is_initialized, library_path, loaded_library, set_weight_sharing,
+    weight_sharing,
+};
 pub use error::{InferError, Reject};
 pub use meta::ModelInfo;
 pub use model::{
@@ -39,6 +45,7 @@ pub use model::{
 pub use ports::{Placement, Signature, TensorSig};
 pub use raw::alloc::{heap_live as allocator_heap_blocks, stray_frees as allocator_stray_frees};
 pub use run::{StatePair, StateSpec, TokenSpec};
+pub use weights::{SHARE_BYTES_MIN, SHARED_INITIALIZERS_MAX, shared_weight_bytes};
 
 /// Most rows one batched run stacks along dimension 0 (the engine's
 /// `batch_max` limit).

@@ -2,14 +2,16 @@
 //! warm-up, and what the model tells about itself.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ort::logging::LogLevel;
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::builder::GraphOptimizationLevel;
-use ort::session::{Adapter, RunOptions, Session};
+use ort::session::{RunOptions, Session};
 use ort::value::Outlet;
 use sluice_wire::{ErrorCode, Frame, FrameRepr, Kind, TensorRepr};
 
+use crate::adapters::{ADAPTER_CACHE_MAX, AdapterCache};
 use crate::meta::ModelInfo;
 use crate::ports::{self, DimRule, Placement, Port, Signature, TensorSig};
 use crate::raw::alloc::Arena;
@@ -106,11 +108,6 @@ pub struct InputBinding {
     pub len: usize,
 }
 
-pub(crate) struct LoadedAdapter {
-    pub(crate) id: String,
-    pub(crate) options: RunOptions,
-}
-
 /// A loaded model version: one ONNX Runtime session, its signature, and one
 /// prebuilt `RunOptions` per LoRA adapter.
 ///
@@ -132,6 +129,10 @@ pub struct OrtModel {
     pub(crate) version: String,
     pub(crate) path: PathBuf,
     pub(crate) session: Session,
+    /// Initializers shared with every other session of this model file
+    /// (kept alive while this session is; `None`: sharing off or nothing
+    /// large enough).
+    pub(crate) shared_weights: Shared,
     pub(crate) memory: MemoryInfo<'static>,
     pub(crate) signature: Signature,
     /// Required inputs, then optional ones.
@@ -140,7 +141,7 @@ pub struct OrtModel {
     pub(crate) outputs: Vec<Port>,
     pub(crate) symbols: usize,
     pub(crate) default_options: RunOptions,
-    pub(crate) adapters: Vec<LoadedAdapter>,
+    pub(crate) adapters: AdapterCache,
     pub(crate) last_error: String,
     pub(crate) info: ModelInfo,
     pub(crate) arena: Arena,
@@ -190,7 +191,7 @@ impl OrtModel {
     /// adapter (and without one), so a bad adapter fails here and the first
     /// request does not pay ORT's first-run costs.
     pub fn load(spec: &ModelSpec) -> Result<OrtModel, InferError> {
-        let (session, signature) = open(&spec.path)?;
+        let (session, signature, shared_weights) = open(&spec.path)?;
         let unsupported = |reason: String| InferError::UnsupportedModel {
             path: spec.path.clone(),
             reason,
@@ -215,6 +216,7 @@ impl OrtModel {
             version: spec.version.clone(),
             path: spec.path.clone(),
             session,
+            shared_weights,
             memory,
             signature,
             inputs: compiled.inputs,
@@ -242,8 +244,10 @@ impl OrtModel {
     }
 
     fn warm_up_all(&mut self, spec: &ModelSpec) -> Result<(), InferError> {
+        // The adapters loaded at load (the first ADAPTER_CACHE_MAX); the
+        // others are checked when first used.
         let ids: Vec<Option<String>> = std::iter::once(None)
-            .chain(self.adapters.iter().map(|a| Some(a.id.clone())))
+            .chain(self.adapters.loaded.iter().map(|a| Some(a.id.clone())))
             .collect();
         let fail = |id: &Option<String>, reason: String| match id {
             Some(id) => InferError::Adapter {
@@ -350,9 +354,19 @@ impl OrtModel {
         &self.version
     }
 
-    /// Ids of the loaded adapters.
+    /// Ids of the configured adapters (loaded or not).
     pub fn adapter_ids(&self) -> impl Iterator<Item = &str> {
-        self.adapters.iter().map(|a| a.id.as_str())
+        self.adapters.ids()
+    }
+
+    /// This session's adapter cache: (loaded now, loaded on demand since
+    /// load, evicted since load). At most [`ADAPTER_CACHE_MAX`] are loaded.
+    pub fn adapter_cache(&self) -> (usize, u64, u64) {
+        (
+            self.adapters.loaded_count(),
+            self.adapters.loads,
+            self.adapters.evictions,
+        )
     }
 
     /// ONNX Runtime's message for the last failed run (empty if none).
@@ -380,6 +394,12 @@ impl OrtModel {
     /// used so far.
     pub fn scratch_bytes(&self) -> (usize, usize) {
         (self.arena.scratch_len(), self.arena.scratch_peak())
+    }
+
+    /// Bytes of this model's initializers shared with the process's other
+    /// sessions of the same file (0: not shared).
+    pub fn shared_weight_bytes(&self) -> usize {
+        self.shared_weights.as_ref().map_or(0, |s| s.bytes)
     }
 
     /// The model file.
@@ -464,7 +484,7 @@ impl OrtModel {
 
 /// Opens a session with the options every Sluice session uses and reads
 /// its signature.
-fn open(path: &Path) -> Result<(Session, Signature), InferError> {
+fn open(path: &Path) -> Result<(Session, Signature, Shared), InferError> {
     let env = crate::env::environment()?;
     if !path.is_file() {
         return Err(InferError::ModelNotFound {
@@ -503,6 +523,20 @@ fn open(path: &Path) -> Result<(Session, Signature), InferError> {
     builder = builder
         .with_log_level(LogLevel::Error)
         .map_err(|e| session_err(e.to_string()))?;
+    // One copy of the large initializers and of their pre-packed forms per
+    // process, not per worker (see weights.rs).
+    let mut shared = None;
+    if let Some(container) = crate::env::prepacked_weights() {
+        shared = crate::weights::for_model(path).map_err(&session_err)?;
+        for (name, value) in shared.iter().flat_map(|s| s.values.iter()) {
+            builder = builder
+                .with_initializer(name, Arc::clone(value))
+                .map_err(|e| session_err(e.to_string()))?;
+        }
+        builder = builder
+            .with_prepacked_weights(container)
+            .map_err(|e| session_err(e.to_string()))?;
+    }
     let session = builder
         .commit_from_file(path)
         .map_err(|e| session_err(e.to_string()))?;
@@ -523,8 +557,10 @@ fn open(path: &Path) -> Result<(Session, Signature), InferError> {
         optional_inputs,
         outputs: sigs(session.outputs()).map_err(unsupported)?,
     };
-    Ok((session, signature))
+    Ok((session, signature, shared))
 }
+
+type Shared = Option<Arc<crate::weights::SharedWeights>>;
 
 /// What [`describe`] reads from a model file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -542,7 +578,7 @@ pub struct ModelDescription {
 /// Reads a model's signature, output placements and metadata without
 /// serving it (no warm-up). For the control plane; takes a session load.
 pub fn describe(path: &Path) -> Result<ModelDescription, InferError> {
-    let (session, signature) = open(path)?;
+    let (session, signature, _shared) = open(path)?;
     let compiled = ports::compile(&signature).map_err(|reason| InferError::UnsupportedModel {
         path: path.to_path_buf(),
         reason,
@@ -560,10 +596,10 @@ pub fn describe(path: &Path) -> Result<ModelDescription, InferError> {
     })
 }
 
-fn load_adapters(spec: &ModelSpec) -> Result<Vec<LoadedAdapter>, InferError> {
-    let mut adapters: Vec<LoadedAdapter> = Vec::with_capacity(spec.adapters.len());
+fn load_adapters(spec: &ModelSpec) -> Result<AdapterCache, InferError> {
+    let mut cache = AdapterCache::new(ADAPTER_CACHE_MAX);
     for a in &spec.adapters {
-        if adapters.iter().any(|l| l.id == a.id) {
+        if cache.is_known(&a.id) {
             return Err(InferError::DuplicateAdapter { id: a.id.clone() });
         }
         let adapter_err = |reason: String| InferError::Adapter {
@@ -577,26 +613,18 @@ fn load_adapters(spec: &ModelSpec) -> Result<Vec<LoadedAdapter>, InferError> {
         if !a.path.is_file() {
             return Err(adapter_err("file not found".into()));
         }
-        let adapter = Adapter::from_file(&a.path, None).map_err(|e| adapter_err(e.to_string()))?;
-        let mut options = run_options().map_err(adapter_err)?;
-        // The options keep the adapter alive; it is activated on every run
-        // that uses these options.
-        options
-            .add_adapter(&adapter)
-            .map_err(|e| adapter_err(e.to_string()))?;
-        adapters.push(LoadedAdapter {
-            id: a.id.clone(),
-            options,
-        });
+        cache.know(&a.id, a.path.clone());
+        // The first ADAPTER_CACHE_MAX are loaded (and warmed up) now.
+        cache.preload(&a.id).map_err(adapter_err)?;
     }
-    Ok(adapters)
+    Ok(cache)
 }
 
 /// Run options as every run uses them. A failing request must not write to
 /// stderr from the hot path (a client could flood the log), so ORT's per-run
 /// logging is limited to fatal errors; the engine counts failures and
 /// [`OrtModel::last_error`] keeps the message.
-fn run_options() -> Result<RunOptions, String> {
+pub(crate) fn run_options() -> Result<RunOptions, String> {
     let mut o = RunOptions::new().map_err(|e| e.to_string())?;
     o.set_log_level(LogLevel::Fatal)
         .map_err(|e| e.to_string())?;

@@ -19,11 +19,11 @@ use crate::ports::{DimRule, Port};
 use crate::raw::alloc::ReplyTail;
 use crate::raw::{self, Values};
 
-mod steps;
+pub(crate) mod steps;
 mod stream;
 mod token;
 use steps::{
-    Table, Tally, check_relayout, count_preallocated, feed_inputs, place_allocated,
+    Table, Tally, adapter_slot, check_relayout, count_preallocated, feed_inputs, place_allocated,
     prepare_outputs, read_placed, run_options,
 };
 pub use stream::{StatePair, StateSpec};
@@ -237,7 +237,8 @@ impl OrtModel {
         tx: &mut [u8],
         stats: &mut RunStats,
     ) -> Result<usize, Reject> {
-        let options = run_options(&self.default_options, &self.adapters, adapter)?;
+        let slot = adapter_slot(&mut self.adapters, adapter)?;
+        let options = run_options(&self.default_options, &self.adapters, slot);
         let mut in_shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
         let (descs, bound) = self.bind(req, &mut in_shapes)?;
         let mut table = Table::plan(&self.outputs, &bound)?;

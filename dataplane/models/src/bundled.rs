@@ -325,6 +325,67 @@ pub fn large_reference(x: &[f32]) -> (Vec<f32>, f64) {
     (y, x.iter().map(|&v| f64::from(v)).sum())
 }
 
+/// Rows of `weights.onnx`'s weight (the input width).
+pub const WEIGHTS_IN: usize = 2048;
+/// Columns of `weights.onnx`'s weight (the output width): with
+/// [`WEIGHTS_IN`], 2048 x 4096 f32 = 32 MiB of initializer.
+pub const WEIGHTS_OUT: usize = 4096;
+
+/// Element `(i, j)` of `weights.onnx`'s weight: a small multiple of 1/16
+/// (exact sums, see the module note), from a cheap hash of the position.
+pub fn weights_elem(i: usize, j: usize) -> f32 {
+    let h = (i as u64)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add((j as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F));
+    q(((h >> 59) as i64) - 16)
+}
+
+/// `weights.onnx`: `x` f32 [1, 2048] → `y` = x · W, W f32 [2048, 4096]
+/// (32 MiB of weights). Not checked in (too large for the repository):
+/// tests and the scaling benchmark write it to a temporary directory. It
+/// measures what a model's weights cost per worker.
+pub fn weights_model() -> Model {
+    let mut w = Vec::with_capacity(WEIGHTS_IN * WEIGHTS_OUT);
+    for i in 0..WEIGHTS_IN {
+        for j in 0..WEIGHTS_OUT {
+            w.push(weights_elem(i, j));
+        }
+    }
+    Model {
+        ir_version: IR_VERSION,
+        opset: OPSET,
+        producer: "sluice-models".to_string(),
+        doc: "Sluice large-weights model: y = x * W, W 32 MiB".to_string(),
+        graph: Graph {
+            name: "weights".to_string(),
+            nodes: vec![Node::new("MatMul", "project", &["x", "w"], &["y"])],
+            initializers: vec![Tensor::f32(
+                "w",
+                &[WEIGHTS_IN as i64, WEIGHTS_OUT as i64],
+                &w,
+            )],
+            inputs: vec![ValueInfo::new(
+                "x",
+                elem::FLOAT,
+                vec![Dim::Fixed(1), Dim::Fixed(WEIGHTS_IN as i64)],
+            )],
+            outputs: vec![ValueInfo::new(
+                "y",
+                elem::FLOAT,
+                vec![Dim::Fixed(1), Dim::Fixed(WEIGHTS_OUT as i64)],
+            )],
+        },
+    }
+}
+
+/// What `weights.onnx` computes for `x` (exact for inputs that are small
+/// multiples of 1/16).
+pub fn weights_reference(x: &[f32]) -> Vec<f32> {
+    (0..WEIGHTS_OUT)
+        .map(|j| (0..WEIGHTS_IN).map(|i| x[i] * weights_elem(i, j)).sum())
+        .collect()
+}
+
 /// `mlp_formal.onnx_adapter`: the "formal" LoRA adapter of `mlp.onnx`.
 pub fn formal_adapter() -> Vec<u8> {
     let l = formal_lora();

@@ -26,6 +26,11 @@ use sluice_engine::{Config, Engine, EngineError, EngineOptions};
 mod conns;
 mod spans;
 pub use spans::{SLUICE_SPANS_BATCH_MAX, SluiceSpan, sluice_engine_spans};
+mod load;
+pub use load::{
+    SLUICE_LOAD_MODEL_NONE, SLUICE_LOAD_MODEL_OTHER, SLUICE_LOAD_NAME_BYTES, SLUICE_LOAD_SECONDS_MAX,
+    SLUICE_LOAD_TENANT_OTHER, SluiceLoadRow, sluice_engine_load,
+};
 
 /// Version of this ABI; bumped on any incompatible change.
 pub const SLUICE_ABI_VERSION: u32 = 1;
@@ -72,8 +77,9 @@ pub const SLUICE_CONTENT_PATH_NODES_MAX: u32 = 512;
 pub const SLUICE_TENANTS_MAX: u32 = 4096;
 /// Most loaded model versions.
 pub const SLUICE_MODELS_MAX: u32 = 4096;
-/// Most adapters per model.
-pub const SLUICE_ADAPTERS_MAX: u32 = 32;
+/// Most adapters per model (configured; loaded on demand into a bounded
+/// per-worker cache).
+pub const SLUICE_ADAPTERS_MAX: u32 = 4096;
 /// Most peers.
 pub const SLUICE_PEERS_MAX: u32 = 256;
 /// Largest shard `max_concurrency`.

@@ -239,3 +239,76 @@ fn error_text_is_truncated_and_terminated() {
     assert_eq!(rc, SluiceStatus::InvalidConfig as i32);
     assert_eq!(small[7], 0);
 }
+
+/// The load read: its row layout, and every argument it refuses.
+#[test]
+fn load_layout_and_refusals() {
+    assert_eq!(size_of::<SluiceLoadRow>(), 96);
+    assert_eq!(offset_of!(SluiceLoadRow, queue_depth_max), 40);
+    assert_eq!(offset_of!(SluiceLoadRow, name), 48);
+    let e = open();
+    let mut err = err_buf();
+    let mut rows = [SluiceLoadRow {
+        second: 0,
+        key: 0,
+        tokens: 0,
+        requests: 0,
+        errors: 0,
+        queue_depth_max: 0,
+        reserved: 0,
+        name: [0; SLUICE_LOAD_NAME_BYTES],
+    }; 4];
+    let mut n = 99usize;
+    let max = u64::from(SLUICE_LOAD_SECONDS_MAX);
+    // SAFETY: valid handle, buffers and out pointers (null where refused).
+    unsafe {
+        assert_eq!(
+            sluice_engine_start(e, err.as_mut_ptr(), err.len()),
+            0,
+            "{}",
+            msg(&err)
+        );
+        let call = |from: u64, to: u64, by: u32, n: *mut usize, err: &mut [c_char; 512]| {
+            let mut rows = rows;
+            sluice_engine_load(
+                e,
+                from,
+                to,
+                by,
+                rows.as_mut_ptr(),
+                rows.len(),
+                n,
+                err.as_mut_ptr(),
+                err.len(),
+            )
+        };
+        let bad = SluiceStatus::InvalidArgument as i32;
+        assert_eq!(call(100, 100 + max, 0, &mut n, &mut err), bad);
+        assert!(msg(&err).contains("at most 900"), "{}", msg(&err));
+        assert_eq!(call(101, 100, 0, &mut n, &mut err), bad);
+        assert_eq!(call(100, 100, 3, &mut n, &mut err), bad);
+        assert!(msg(&err).contains("tenant"), "{}", msg(&err));
+        assert_eq!(call(100, 100, 0, ptr::null_mut(), &mut err), bad);
+        // Nothing was sent: no rows, in any dimension.
+        for by in 0..3 {
+            assert_eq!(call(1, max, by, &mut n, &mut err), 0, "{}", msg(&err));
+            assert_eq!(n, 0);
+        }
+        assert_eq!(
+            sluice_engine_load(
+                e,
+                1,
+                1,
+                0,
+                rows.as_mut_ptr(),
+                0,
+                &mut n,
+                err.as_mut_ptr(),
+                err.len()
+            ),
+            0
+        );
+        assert_eq!(sluice_engine_stop(e, 0, err.as_mut_ptr(), err.len()), 0);
+        sluice_engine_free(e);
+    }
+}

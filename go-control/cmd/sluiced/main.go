@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-ai/sluice/go-control/internal/daemon"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
 	"github.com/sluice-ai/sluice/go-control/internal/fleet"
+	"github.com/sluice-ai/sluice/go-control/internal/heatmap"
 	"github.com/sluice-ai/sluice/go-control/internal/jobs"
 	// The real data-plane engine, linked through the C ABI.
 	_ "github.com/sluice-ai/sluice/go-control/internal/rustengine"
@@ -69,6 +70,12 @@ func run() int {
 		opts.Store, opts.RegistryStore, opts.Fleet = fl.Store, fl.Registry, fl
 		opts.Mount = map[string]http.Handler{"/v1/fleet": fl.Handler()}
 		opts.Collectors = append(opts.Collectors, fl.Collector())
+		// The heatmap's fleet view: load shared on core NATS.
+		if opts.LoadFleet, err = heatmap.NewFleet(fl.Conn(), fl.Name(), log); err != nil {
+			fmt.Fprintf(os.Stderr, "sluiced: %v\n", err)
+			return 1
+		}
+		defer opts.LoadFleet.Close()
 	}
 	d, err := daemon.New(opts)
 	if err != nil {
@@ -77,6 +84,9 @@ func run() int {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	if opts.LoadFleet != nil {
+		go opts.LoadFleet.Run(ctx, d.LoadDoc)
+	}
 	fleetErr := make(chan error, 1)
 	if fl != nil {
 		go func() {

@@ -61,6 +61,7 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed" // 405, with Allow
 	CodeTooLarge         = "too_large"          // 413: body over the limit
 	CodeUnauthorized     = "unauthorized"       // 401: admin token missing or wrong
+	CodeOutOfRange       = "out_of_range"       // 422: parameters each well formed, together outside a limit
 )
 
 // WriteError writes e as JSON with the given status and content type.

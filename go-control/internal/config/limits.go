@@ -65,7 +65,7 @@ var BuiltinLimits = Limits{
 	RingEntriesMin: 8, RingEntriesMax: 32768, PoolBuffersMin: 8, PoolBuffersMax: 32768,
 	BufferSizeMin: 2048, BufferSizeMax: 1 << 20, BufferAlign: 64,
 	ShardsMax: 32, RoutesMax: 16384, ContentMax: 8, ContentPathDepthMax: 8, ContentPathNodesMax: 512, TenantsMax: 4096,
-	ModelsMax: 4096, AdaptersMax: 32, PeersMax: 256, MaxConcurrencyMax: 4096, QueueDepthMax: 65536,
+	ModelsMax: 4096, AdaptersMax: 4096, PeersMax: 256, MaxConcurrencyMax: 4096, QueueDepthMax: 65536,
 	BatchMaxMax: 256, BatchDelayUsMax: 1_000_000,
 	NameLenMax: 64, ModelNameLenMax: 64, ModelVersionLenMax: 32, AdapterLenMax: 64, TenantKeyLenMin: 16,
 	NegotiationTTLMsMin: 1_000, NegotiationTTLMsMax: 3_600_000, DrainMsMax: 10_000,

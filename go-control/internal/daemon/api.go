@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
+	"github.com/sluice-ai/sluice/go-control/internal/heatmap"
 )
 
 // BodySizeMax bounds an admin request body, in bytes.
@@ -148,6 +149,9 @@ func (d *Daemon) routeTable() []route {
 		f("GET /v1/stats", d.getStats),
 		f("POST /v1/reload", d.postReload),
 		f("GET /v1/jobs", d.getJobs),
+		f("GET /v1/load", d.getLoad),
+		f("GET /v1/load/fleet", d.getFleetLoad),
+		f("GET /ui/heatmap", heatmap.ServePage),
 		f("GET /openapi.json", d.getOpenAPI),
 		{"GET /metrics", d.metricsHandler()},
 	}
@@ -193,6 +197,10 @@ func (p *statusProbe) Header() http.Header         { return p.header }
 func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
 func (p *statusProbe) WriteHeader(st int)          { p.status = st }
 
+// openPaths are served without the token: the heatmap page holds no data
+// (it reads /v1/load, which needs the token, passed in the URL fragment).
+var openPaths = map[string]bool{"GET /ui/heatmap": true}
+
 // requireToken wraps h with bearer-token auth when token is set. A wrong or
 // missing token gets 401 with the JSON error body.
 func requireToken(token string, h http.Handler) http.Handler {
@@ -203,6 +211,10 @@ func requireToken(token string, h http.Handler) http.Handler {
 	// the token's length.
 	want := sha256.Sum256([]byte("Bearer " + token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if openPaths[r.Method+" "+r.URL.Path] {
+			h.ServeHTTP(w, r)
+			return
+		}
 		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")

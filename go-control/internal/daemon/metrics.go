@@ -39,9 +39,13 @@ type collector struct {
 	mRequests, mInferences, mExecutions, mFallbacks, mBatch, mQueue *prometheus.Desc
 	mTokens, mTTFT, mITL                                            *prometheus.Desc
 
+	aCache *prometheus.Desc
+
 	cOpen, cAccepted, cClosed, cRx, cRxBytes, cRxLarge, cTx, cTxBytes, cTxLarge, cErrors *prometheus.Desc
 
 	fRequests, fRefusals, fCopied, fSlow, fConnRefused *prometheus.Desc
+
+	load loadDescs
 }
 
 func newCollector(d *Daemon) *collector {
@@ -51,6 +55,7 @@ func newCollector(d *Daemon) *collector {
 	cw := []string{"transport", "worker"}
 	return &collector{
 		d:       d,
+		load:    newLoadDescs(),
 		up:      desc("engine_stats_up", "1 if the engine answered the stats call of this scrape."),
 		reloads: desc("config_reloads_total", "Config reloads, by result.", "result"),
 		changes: desc("control_changes_total", "Control changes made through the admin API, SIGHUP or the fleet (each one audit log line), by kind and outcome (ok, refused, failed).", "kind", "outcome"),
@@ -100,6 +105,7 @@ func newCollector(d *Daemon) *collector {
 		sServiceMax:  desc("shard_service_max_seconds", "Longest time in the handler.", s...),
 
 		// Per model version, as Triton's nv_inference_* counters.
+		aCache:      desc("adapter_cache_total", "LoRA adapters of the bounded per-worker caches, process-wide, by event: load (a miss that loaded the adapter file), eviction (the least recently used one dropped to make room), load_failure (a miss whose file could not be loaded; the request got inference_failed).", "event"),
 		mRequests:   desc("model_request_success_total", "Requests answered by a run of the model version (nv_inference_request_success).", mv...),
 		mInferences: desc("model_inference_count_total", "Inferences: rows (dimension 0) of the requests answered (nv_inference_count).", mv...),
 		mExecutions: desc("model_inference_exec_count_total", "Model executions, single or batched (nv_inference_exec_count); inferences/executions is the mean batch size.", mv...),
@@ -135,10 +141,13 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.wLat, c.wLatHist, c.wLatMax, c.wUp, c.wPanics, c.wKernelDrops,
 		c.pAllocs, c.pReuses, c.pFirst, c.pTouched, c.pRatio, c.pBytes, c.wCopiedBy, c.wCopiedFrames, c.wSpans, c.wSpansDropped, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
 		c.sService, c.sServiceHist, c.sServiceMax,
-		c.mRequests, c.mInferences, c.mExecutions, c.mFallbacks, c.mBatch, c.mQueue,
+		c.mRequests, c.mInferences, c.mExecutions, c.mFallbacks, c.mBatch, c.mQueue, c.aCache,
 		c.mTokens, c.mTTFT, c.mITL,
 		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors,
 		c.fRequests, c.fRefusals, c.fCopied, c.fSlow, c.fConnRefused} {
+		ch <- d
+	}
+	for _, d := range c.load.all() {
 		ch <- d
 	}
 }
@@ -194,6 +203,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge(ch, c.up, 1)
+	c.collectLoad(ch, st)
 	cfg := c.d.state.snapshot()
 	for _, w := range st.Workers {
 		l := []string{strconv.Itoa(w.Index), strconv.Itoa(w.Core)}
@@ -262,6 +272,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		latency(ch, c.sQueue, c.sQueueHist, c.sQueueMax, s.Queue, l...)
 		latency(ch, c.sService, c.sServiceHist, c.sServiceMax, s.Service, l...)
 	}
+	counter(ch, c.aCache, st.AdapterCache.Loads, "load")
+	counter(ch, c.aCache, st.AdapterCache.Evictions, "eviction")
+	counter(ch, c.aCache, st.AdapterCache.LoadFailures, "load_failure")
 	for _, m := range st.Models {
 		l := []string{m.Name, m.Version}
 		counter(ch, c.mRequests, m.Requests, l...)

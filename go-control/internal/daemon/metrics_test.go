@@ -357,3 +357,16 @@ func TestModelTokenMetrics(t *testing.T) {
 		}
 	}
 }
+
+// The adapter caches' loads, evictions and load failures, by event.
+func TestAdapterCacheMetrics(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""))
+	r.fake.SetAdapterCache(engine.AdapterCacheStats{Loads: 40, Evictions: 36, LoadFailures: 2})
+	fams := scrape(t, r)
+	for event, want := range map[string]float64{"load": 40, "eviction": 36, "load_failure": 2} {
+		m := find(t, fams, "sluice_adapter_cache_total", map[string]string{"event": event})
+		if v := m.GetCounter().GetValue(); v != want {
+			t.Fatalf("adapter_cache_total{event=%q} = %v, want %v", event, v, want)
+		}
+	}
+}

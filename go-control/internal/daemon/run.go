@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
+	"github.com/sluice-ai/sluice/go-control/internal/heatmap"
 	"github.com/sluice-ai/sluice/go-control/internal/store"
 	"github.com/sluice-ai/sluice/go-control/registry"
 )
@@ -61,6 +62,9 @@ type Options struct {
 	// change is stored in the shared store first, and reaches the engine
 	// (this one's too) only from there, through the fleet's loop.
 	Fleet FleetLink
+	// LoadFleet, if set (fleet mode), holds the other appliances' load for
+	// GET /v1/load/fleet and the page's fleet view.
+	LoadFleet *heatmap.Fleet
 	// Collectors are added to /metrics (the fleet's revisions).
 	Collectors []prometheus.Collector
 	// Ingress, if set, feeds requests from outside (package jobs: JetStream

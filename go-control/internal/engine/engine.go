@@ -200,6 +200,16 @@ type Stats struct {
 	Shards  []ShardStats  `json:"shards"`  // merged over workers
 	Latency Latency       `json:"latency"` // receive to reply, merged
 	Models  []ModelStats  `json:"models"`  // per loaded version, merged over workers
+	// AdapterCache counts LoRA adapters loaded on demand into the bounded
+	// per-worker caches and evicted from them (process-wide).
+	AdapterCache AdapterCacheStats `json:"adapter_cache"`
+}
+
+// AdapterCacheStats are the adapter caches' counters.
+type AdapterCacheStats struct {
+	Loads        uint64 `json:"loads"`
+	Evictions    uint64 `json:"evictions"`
+	LoadFailures uint64 `json:"load_failures"`
 }
 
 // ModelStats are one loaded model version's runs, merged over workers; the
@@ -297,6 +307,7 @@ type WorkerStats struct {
 	// requests pushed to the worker's ring, and dropped when it was full.
 	SpansRecorded uint64 `json:"spans_recorded"`
 	SpansDropped  uint64 `json:"spans_dropped"`
+	SpansUnheld   uint64 `json:"spans_unheld"` // held by a batch when the held table was full: no run times
 }
 
 // PoolStats is one buffer pool of a worker.

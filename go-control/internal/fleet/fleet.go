@@ -372,6 +372,12 @@ func (f *Fleet) WaitServed(ctx context.Context, bucket string, rev uint64) bool 
 	}
 }
 
+// Conn is the fleet's NATS connection (the heatmap shares load on it).
+func (f *Fleet) Conn() *nats.Conn { return f.nc }
+
+// Name is this appliance's name in the fleet.
+func (f *Fleet) Name() string { return f.name }
+
 // Close stops the mirrors and drops the connection to the cluster.
 func (f *Fleet) Close() {
 	if f.stop != nil {

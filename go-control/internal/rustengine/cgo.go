@@ -301,3 +301,37 @@ func cModelMeta(h handle, name string) ([]byte, int32, string) {
 	C.sluice_buf_free(p, n)
 	return out, 0, ""
 }
+
+// loadSecondsMax is the widest range one load call reads.
+const loadSecondsMax = int(C.SLUICE_LOAD_SECONDS_MAX)
+
+// cLoad reads the merged load of seconds from..to keyed by by, in one call
+// (two when the first buffer was too small).
+func cLoad(h handle, from, to uint64, by uint32, sizeHint int) ([]engine.LoadRow, int32, string) {
+	buf := make([]C.SluiceLoadRow, max(sizeHint, 1))
+	var got C.size_t
+	for range 2 {
+		rc, msg := call(func(e *C.char, c C.size_t) C.int32_t {
+			return C.sluice_engine_load(h, C.uint64_t(from), C.uint64_t(to), C.uint32_t(by), &buf[0], C.size_t(len(buf)), &got, e, c)
+		})
+		if rc != 0 {
+			return nil, rc, msg
+		}
+		if int(got) <= len(buf) {
+			break
+		}
+		buf = make([]C.SluiceLoadRow, int(got))
+	}
+	n := min(int(got), len(buf))
+	out := make([]engine.LoadRow, n)
+	for i := range n {
+		r := &buf[i]
+		g := C.GoBytes(unsafe.Pointer(&r.name[0]), C.int(len(r.name)))
+		if k := bytes.IndexByte(g, 0); k >= 0 {
+			g = g[:k]
+		}
+		out[i] = engine.LoadRow{Second: uint64(r.second), Key: uint64(r.key), Tokens: uint64(r.tokens),
+			Requests: uint64(r.requests), Errors: uint64(r.errors), QueueDepthMax: uint32(r.queue_depth_max), Name: string(g)}
+	}
+	return out, 0, ""
+}

@@ -242,6 +242,21 @@ func (e *Engine) Spans(out []engine.SpanRecord) (int, error) {
 	return n, toErr(rc, msg)
 }
 
+// Load reads the token load of seconds from..to (engine.LoadSource) in
+// one batched call, merged over the workers.
+func (e *Engine) Load(from, to uint64, by engine.LoadDim) ([]engine.LoadRow, error) {
+	h, err := e.handle()
+	if err != nil {
+		return nil, err
+	}
+	if to < from || to-from >= uint64(loadSecondsMax) {
+		return nil, fmt.Errorf("%w: load range %d..%d: at most %d seconds", errs.ErrInvalidArgument, from, to, loadSecondsMax)
+	}
+	// A guess that fits most reads at once: every second, a few keys.
+	rows, rc, msg := cLoad(h, from, to, uint32(by), int(to-from+1)*4)
+	return rows, toErr(rc, msg)
+}
+
 // CloseConnection disconnects a connection by id.
 func (e *Engine) CloseConnection(id uint64) error {
 	h, err := e.handle()

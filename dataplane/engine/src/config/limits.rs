@@ -26,8 +26,11 @@ pub const TENANT_COUNT_MAX: usize = 4096;
 pub const MODEL_SLOT_COUNT_MAX: usize = 4096;
 /// Most aliases of one model version.
 pub const ALIAS_COUNT_MAX: usize = 1024;
-/// Most adapters per model.
-pub const ADAPTER_COUNT_MAX: usize = 32;
+/// Most adapters per model (configured; each worker loads at most
+/// `sluice_infer::ADAPTER_CACHE_MAX` of them at once, the rest on demand).
+/// A configured adapter costs each worker its id and path (about 200 B)
+/// until it is loaded.
+pub const ADAPTER_COUNT_MAX: usize = 4096;
 /// Most peers.
 pub const PEER_COUNT_MAX: usize = 256;
 /// Largest shard queue depth.

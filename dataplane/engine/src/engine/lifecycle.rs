@@ -224,6 +224,7 @@ impl Engine {
         let counters = Arc::new(WorkerCounters::default());
         let hist = Arc::new(HistExchange::new());
         let spans = Arc::new(crate::trace::SpanRing::new(self.cfg.tracing.ring_spans));
+        let load = Arc::new(crate::load::LoadRing::new());
         let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
         let params = WorkerParams {
             index,
@@ -249,6 +250,7 @@ impl Engine {
         };
         let wake2 = wake.clone();
         let (c2, h2, s2) = (Arc::clone(&counters), Arc::clone(&hist), Arc::clone(&spans));
+        let l2 = Arc::clone(&load);
         let opts = self.opts;
         let thread = std::thread::Builder::new()
             .name(format!("sluice-w{index}"))
@@ -286,6 +288,7 @@ impl Engine {
                         counters: c2,
                         hist_out: h2,
                         spans: s2,
+                        load: l2,
                         wake: control_wake,
                     },
                 );
@@ -303,6 +306,7 @@ impl Engine {
             counters,
             hist,
             spans,
+            load,
             wake,
         });
         res.map_err(EngineError::Start)
@@ -316,6 +320,26 @@ impl Engine {
             n += w.spans.drain(&mut out[n..]);
         }
         n
+    }
+
+    /// Token load of seconds `from..=to` (since the Unix epoch) keyed by
+    /// `dim`, merged over every worker's ring: sums, and the highest queue
+    /// depth. Rows in (second, key) order, zero cells left out.
+    pub fn load(&self, from: u64, to: u64, dim: crate::load::Dim) -> Vec<crate::load::LoadRow> {
+        let mut acc = std::collections::BTreeMap::new();
+        for w in &self.workers {
+            w.load.read_into(from, to, dim, &mut acc);
+        }
+        acc.into_values().collect()
+    }
+
+    /// (slot, model name, version) of every model slot in use.
+    pub fn model_slots(&self) -> Vec<(usize, String, String)> {
+        let ctl = self.control.lock().unwrap_or_else(|p| p.into_inner());
+        ctl.slots
+            .iter()
+            .map(|((n, v), &s)| (s, n.clone(), v.clone()))
+            .collect()
     }
 
     /// Number of workers started (running or stopped).

@@ -101,6 +101,7 @@ struct WorkerHandle {
     counters: Arc<WorkerCounters>,
     hist: Arc<HistExchange>,
     spans: Arc<crate::trace::SpanRing>,
+    load: Arc<crate::load::LoadRing>,
     /// Written after a publish or a control message so that a sleeping
     /// adaptive worker picks the change up at once (see `Engine::poke`).
     wake: Option<Arc<crate::transport::ingress::Wake>>,

@@ -156,6 +156,7 @@ impl Engine {
                 copies: c.copies(),
                 spans_recorded: ld(&c.spans_recorded),
                 spans_dropped: ld(&c.spans_dropped),
+                spans_unheld: ld(&c.spans_unheld),
                 ..WorkerStats::default()
             };
             w.hist.read(|h| {
@@ -182,6 +183,7 @@ impl Engine {
             snap.workers.push(ws);
         }
         snap.latency = Percentiles::of(&merged_total);
+        snap.adapter_cache = crate::onnx::adapter_cache_stats();
         for m in tables.models.entries() {
             let mut ms = crate::stats::ModelStats {
                 name: m.name.clone(),

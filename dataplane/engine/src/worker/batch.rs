@@ -325,6 +325,7 @@ impl<T: Transport> Worker<T> {
                     self.reply_queued(s, j, Immediate::Error(r.code, r.message));
                 }
                 stacked @ BatchSlot::Stacked { .. } => {
+                    self.trace_ran(s, j, started, ran);
                     if self.batch_answer(s, j, txs[i], stacked, started) {
                         answered += 1;
                     }

@@ -85,6 +85,8 @@ pub struct WorkerLinks {
     pub hist_out: Arc<HistExchange>,
     /// Span records of traced requests, drained by the control side.
     pub spans: Arc<crate::trace::SpanRing>,
+    /// Token load per second, read by the control side (heatmap).
+    pub load: Arc<crate::load::LoadRing>,
     /// The eventfd the transport's `wait` returns for, written by the
     /// control side after a publish; `None`: sleeps run to their bound.
     pub wake: Option<Arc<crate::transport::ingress::Wake>>,
@@ -128,6 +130,9 @@ struct Pending {
     /// Where it may stack; `None`: it runs on its own.
     key: Option<BatchKey>,
     state: batch::State,
+    /// Its span record in `held_spans` once a batch held it past the
+    /// burst it arrived in (traced requests only); `trace::NO_SPAN` else.
+    span: u16,
 }
 
 /// A worker and everything it owns.
@@ -185,6 +190,10 @@ pub struct Worker<T: Transport> {
     spans_open: bool,
     span_ids: crate::trace::SpanIds,
     spans: Arc<crate::trace::SpanRing>,
+    /// Span records of traced requests held past their burst by a batch.
+    held_spans: trace::HeldSpans,
+    /// This worker's side of its load ring (heatmap counters).
+    load: crate::load::LoadWriter,
     /// See [`WorkerLinks::wake`].
     wake: Option<Arc<crate::transport::ingress::Wake>>,
     /// Token streams generating on this worker (the loop does not sleep
@@ -213,6 +222,7 @@ impl<T: Transport> Worker<T> {
             counters,
             hist_out,
             spans,
+            load,
             wake,
         } = links;
         let (epoch, tables) = shared.tables.load();
@@ -260,6 +270,8 @@ impl<T: Transport> Worker<T> {
             spans_open: false,
             span_ids: crate::trace::SpanIds::new(p.index),
             spans,
+            held_spans: trace::HeldSpans::new(),
+            load: crate::load::LoadWriter::new(load),
             wake,
             tokens_active: 0,
         }
@@ -471,6 +483,7 @@ impl<T: Transport> Worker<T> {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         self.now_us = self.now_us.max(wall_ns / 1000);
+        self.load.tick(self.now_us);
         if n > 0 {
             self.burst_start = Instant::now();
             self.burst_wall_ns = wall_ns;
@@ -504,6 +517,7 @@ impl<T: Transport> Worker<T> {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
         self.now_us = self.now_us.max(wall_us);
+        self.load.tick(self.now_us);
         self.run_queues(true);
         self.flush_sends();
     }
@@ -521,15 +535,22 @@ impl<T: Transport> Worker<T> {
         self.queues[s][k].state = batch::State::Done;
         let pkt = self.queues[s][k].pkt;
         self.transport.rx_release(&pkt);
+        self.trace_held_done(s, k, 0);
     }
 
     /// Answers shard `s`'s queue entry `k` at once and releases its buffer.
     fn reply_queued(&mut self, s: usize, k: usize, r: Immediate) {
         self.queues[s][k].state = batch::State::Done;
         let p = self.queues[s][k];
+        if let Immediate::Error(code, _) = r {
+            self.trace_held_done(s, k, code as u16);
+        } else {
+            self.trace_held_done(s, k, 0);
+        }
         // Its span record, while the burst it arrived in is this one.
-        let traced = (p.arrived == self.burst_start).then_some(usize::from(p.rx_index));
-        self.reply_pkt(p.pkt, r, Some(s), traced);
+        let traced = (p.arrived == self.burst_start && p.span == trace::NO_SPAN)
+            .then_some(usize::from(p.rx_index));
+        self.reply_pkt(p.pkt, r, Some(s), Some(usize::from(p.slot)), traced);
     }
 
     /// After a panic in the loop: answers what the worker held, so its
@@ -642,10 +663,12 @@ impl<T: Transport> Worker<T> {
             Verdict::Reply(r) => self.reply(i, r, None),
             Verdict::Forward { shard } => {
                 bump(&self.counters.shard_requests[shard], 1);
+                self.load_request(&pkt, Some(shard), None);
                 self.forward(i, shard);
             }
             Verdict::Admit { shard, slot, batch } => {
                 bump(&self.counters.shard_requests[shard], 1);
+                let lk = self.load_request(&pkt, Some(shard), Some(slot));
                 let depth = self.tables.shards[shard].queue_depth as usize;
                 let q = &self.queues[shard];
                 if q.len() >= depth.min(q.capacity()) {
@@ -691,9 +714,11 @@ impl<T: Transport> Worker<T> {
                     batch,
                     key,
                     state: batch::State::Waiting,
+                    span: trace::NO_SPAN,
                 };
                 self.queues[shard].push(p);
                 let depth = self.queues[shard].len() as u32;
+                self.load.depth(lk, depth);
                 probes_sys::admit(|| {
                     let rid = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).request_id();
                     (rid, shard as u32, depth)
@@ -820,11 +845,7 @@ impl<T: Transport> Worker<T> {
             let code = result.as_ref().err().map_or(0, |r| r.code as u32);
             (rid, shard as u32, code)
         });
-        // A span record lives for its burst: a request held into a later
-        // burst (batching) has no run times in its span.
-        if p.arrived == self.burst_start {
-            self.trace_run(usize::from(p.rx_index), started, done);
-        }
+        self.trace_ran(shard, k, started, done);
         record(&mut self.hist.queue[shard], started - p.arrived);
         record(&mut self.hist.service[shard], done - started);
         match result {
@@ -929,7 +950,7 @@ impl<T: Transport> Worker<T> {
     /// Answers frame `i` of this burst at once and releases its buffer.
     fn reply(&mut self, i: usize, r: Immediate, shard: Option<usize>) {
         self.rx_open[i] = false;
-        self.reply_pkt(self.rx[i], r, shard, Some(i));
+        self.reply_pkt(self.rx[i], r, shard, None, Some(i));
     }
 
     /// Answers a received frame at once and releases its receive buffer;
@@ -939,6 +960,7 @@ impl<T: Transport> Worker<T> {
         pkt: RxPacket,
         r: Immediate,
         shard: Option<usize>,
+        slot: Option<usize>,
         traced: Option<usize>,
     ) {
         let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
@@ -959,6 +981,13 @@ impl<T: Transport> Worker<T> {
                     code as u32,
                 )
             });
+        }
+        if let Immediate::Error(..) | Immediate::TooLarge { .. } | Immediate::Refused(_) = r {
+            let tenant = Frame::new_unchecked(self.transport.rx_bytes(&pkt))
+                .try_tenant_id()
+                .unwrap_or(0);
+            let k = self.load.key(shard, slot, tenant);
+            self.load.error(k);
         }
         let len = {
             let (rxb, txb) = self.transport.frames(&pkt, tx);
@@ -1001,6 +1030,33 @@ impl<T: Transport> Worker<T> {
                 self.transport.tx_free(tx);
             }
         }
+    }
+}
+
+impl<T: Transport> Worker<T> {
+    /// Counts a routed request in the load ring: its declared tokens, one
+    /// request. Returns its cells for the queue depth and later tokens.
+    #[inline]
+    fn load_request(
+        &mut self,
+        pkt: &RxPacket,
+        shard: Option<usize>,
+        slot: Option<usize>,
+    ) -> crate::load::LoadKey {
+        let f = Frame::new_unchecked(self.transport.rx_bytes(pkt));
+        let (tenant, tokens) = (f.tenant_id(), f.token_count());
+        let k = self.load.key(shard, slot, tenant);
+        self.load.request(k, tokens);
+        k
+    }
+
+    /// Adds `n` generated tokens to the current second of the heatmap for
+    /// a request of `tenant` on `shard` run by model slot `slot` (token
+    /// streams add theirs through `worker/tokens.rs`'s sink, one per token).
+    #[inline]
+    pub fn load_tokens(&mut self, shard: usize, slot: Option<usize>, tenant: u32, n: u32) {
+        let k = self.load.key(Some(shard), slot, tenant);
+        self.load.add_tokens(k, n);
     }
 }
 

@@ -20,6 +20,8 @@ struct Sink<'a, T: Transport> {
     no_buffers: u64,
     hist: &'a mut crate::stats::HistSet,
     counters: &'a crate::stats::WorkerCounters,
+    /// The token-load heatmap's current second.
+    load: &'a mut crate::load::LoadWriter,
     /// The model slot being stepped.
     model: usize,
 }
@@ -75,6 +77,8 @@ impl<T: Transport> TokenSink for Sink<'_, T> {
         if let Some(m) = c.models.get(self.model) {
             m.tokens.token(first, latency_us);
         }
+        let k = self.load.key(Some(shard), Some(self.model), tenant);
+        self.load.add_tokens(k, 1);
     }
 }
 
@@ -103,6 +107,7 @@ impl<T: Transport> Worker<T> {
             no_buffers: 0,
             hist: &mut self.hist,
             counters: &self.counters,
+            load: &mut self.load,
             model: 0,
         };
         let (mut active, mut prefill) = (0, 0);

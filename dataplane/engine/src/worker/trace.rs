@@ -1,6 +1,9 @@
 //! A worker's part in request tracing: a record per traced request of the
 //! burst, filled as it passes the stages, pushed to the worker's span ring
-//! once the burst's answers are sent. Untraced requests never get here.
+//! once the burst's answers are sent. A traced request a batch holds past
+//! its burst takes its record along into a fixed table (`HeldSpans`) and
+//! pushes it once answered, with its run times. Untraced requests never get
+//! here.
 
 use std::time::Instant;
 
@@ -8,6 +11,28 @@ use sluice_wire::{Frame, flags};
 
 use super::*;
 use crate::trace::{SpanRecord, forward_span_id, kind, put_str};
+
+/// `Pending::span` of a request whose record is not held.
+pub(super) const NO_SPAN: u16 = u16::MAX;
+/// Traced requests whose records can be held past their burst at once;
+/// beyond, a held request's span is pushed at the end of its burst, without
+/// run times (counted in `spans_unheld`).
+pub(super) const HELD_SPANS_MAX: usize = 256;
+
+/// Records of traced requests held by batches, preallocated.
+pub(super) struct HeldSpans {
+    recs: Box<[SpanRecord]>,
+    free: Vec<u16>,
+}
+
+impl HeldSpans {
+    pub(super) fn new() -> HeldSpans {
+        HeldSpans {
+            recs: vec![SpanRecord::default(); HELD_SPANS_MAX].into_boxed_slice(),
+            free: (0..HELD_SPANS_MAX as u16).rev().collect(),
+        }
+    }
+}
 
 impl<T: Transport> Worker<T> {
     /// ns since the Unix epoch of an instant in this burst.
@@ -81,6 +106,76 @@ impl<T: Transport> Worker<T> {
         }
     }
 
+    /// Shard `s`'s queue entry `k` ran from `start` to `end`: its record is
+    /// the burst's, or the one held for it.
+    #[inline]
+    pub(super) fn trace_ran(&mut self, s: usize, k: usize, start: Instant, end: Instant) {
+        let p = self.queues[s][k];
+        if p.span != NO_SPAN {
+            let (a, b) = (self.wall_ns(start), self.wall_ns(end));
+            let t = &mut self.held_spans.recs[usize::from(p.span)].times;
+            t.run_start_ns = a;
+            t.run_end_ns = b;
+        } else if p.arrived == self.burst_start {
+            self.trace_run(usize::from(p.rx_index), start, end);
+        }
+    }
+
+    /// Shard `s`'s queue entry `k` was answered (`code`: its error frame's,
+    /// 0 for a response): a held record is closed and pushed.
+    #[inline]
+    pub(super) fn trace_held_done(&mut self, s: usize, k: usize, code: u16) {
+        let span = self.queues[s][k].span;
+        if span == NO_SPAN {
+            return;
+        }
+        self.queues[s][k].span = NO_SPAN;
+        let sent = self.wall_ns(Instant::now());
+        let r = &mut self.held_spans.recs[usize::from(span)];
+        if code != 0 {
+            r.outcome = code;
+        }
+        r.times.send_ns = sent;
+        let r = *r;
+        self.held_spans.free.push(span);
+        self.push_span(r);
+    }
+
+    /// Moves the records of this burst's traced requests that a batch
+    /// still holds into the held table (before the burst's are pushed).
+    fn trace_hold(&mut self) {
+        let nshards = self.tables.shards.len().min(self.queues.len());
+        for s in 0..nshards {
+            for k in 0..self.queues[s].len() {
+                let p = self.queues[s][k];
+                let i = usize::from(p.rx_index);
+                if p.span != NO_SPAN
+                    || p.arrived != self.burst_start
+                    || p.state == batch::State::Done
+                    || i >= self.burst_n
+                    || !self.span_open[i]
+                {
+                    continue;
+                }
+                let Some(slot) = self.held_spans.free.pop() else {
+                    bump(&self.counters.spans_unheld, 1);
+                    continue; // pushed with the burst, without run times
+                };
+                self.held_spans.recs[usize::from(slot)] = self.span_recs[i];
+                self.queues[s][k].span = slot;
+                self.span_open[i] = false;
+            }
+        }
+    }
+
+    fn push_span(&mut self, r: SpanRecord) {
+        if self.spans.push(r) {
+            bump(&self.counters.spans_recorded, 1);
+        } else {
+            bump(&self.counters.spans_dropped, 1);
+        }
+    }
+
     /// Frame `i` was answered with an error frame `code` (a traced frame
     /// answered with a response keeps outcome 0).
     #[inline]
@@ -97,6 +192,9 @@ impl<T: Transport> Worker<T> {
             return;
         }
         self.spans_open = false;
+        if self.held > 0 {
+            self.trace_hold();
+        }
         let sent = self.wall_ns(Instant::now());
         for i in 0..self.burst_n {
             if !std::mem::take(&mut self.span_open[i]) {
@@ -104,11 +202,7 @@ impl<T: Transport> Worker<T> {
             }
             let mut r = self.span_recs[i];
             r.times.send_ns = sent;
-            if self.spans.push(r) {
-                bump(&self.counters.spans_recorded, 1);
-            } else {
-                bump(&self.counters.spans_dropped, 1);
-            }
+            self.push_span(r);
         }
     }
 }

@@ -12,24 +12,33 @@ use sluice_wire::{Error as WireError, ErrorCode, Frame};
 
 use super::{Bound, Descs, header_err, is_aligned, msg, too_large};
 use crate::Reject;
-use crate::model::{LoadedAdapter, OutputStats, RunStats, ort_failed};
+use crate::adapters::AdapterCache;
+use crate::model::{OutputStats, RunStats, ort_failed};
 use crate::ports::{DimRule, Placement, Port};
 use crate::raw::alloc::ReplyTail;
 use crate::raw::{self, OrtFailure, Values};
 
-/// The run options for `adapter` (`None` or `Some("")`: the base model).
-pub(super) fn run_options<'m>(
-    default: &'m RunOptions,
-    adapters: &'m [LoadedAdapter],
+/// The adapter cache slot for `adapter` (`None` or `Some("")`: the base
+/// model, no slot), loading it on a miss.
+pub(crate) fn adapter_slot(
+    adapters: &mut AdapterCache,
     adapter: Option<&str>,
-) -> Result<&'m RunOptions, Reject> {
+) -> Result<Option<usize>, Reject> {
     match adapter {
-        None | Some("") => Ok(default),
-        Some(id) => adapters
-            .iter()
-            .find(|a| a.id == id)
-            .map(|a| &a.options)
-            .ok_or(Reject::new(ErrorCode::UnknownAdapter, msg::UNKNOWN_ADAPTER)),
+        None | Some("") => Ok(None),
+        Some(id) => adapters.select(id).map(Some),
+    }
+}
+
+/// The run options of a slot from [`adapter_slot`].
+pub(crate) fn run_options<'m>(
+    default: &'m RunOptions,
+    adapters: &'m AdapterCache,
+    slot: Option<usize>,
+) -> &'m RunOptions {
+    match slot.and_then(|i| adapters.loaded.get(i)) {
+        Some(a) => &a.options,
+        None => default,
     }
 }
 

@@ -7,7 +7,9 @@
 use sluice_wire::limits::{RANK_MAX, TENSOR_COUNT_MAX};
 use sluice_wire::{DType, ErrorCode, ExtRepr, Frame};
 
-use super::steps::{Table, Tally, count_preallocated, feed_inputs, prepare_outputs, run_options};
+use super::steps::{
+    Table, Tally, adapter_slot, count_preallocated, feed_inputs, prepare_outputs, run_options,
+};
 use super::{align_up, header_err, is_aligned, response};
 use crate::Reject;
 use crate::model::{OrtModel, RunStats, ort_failed};
@@ -234,7 +236,8 @@ impl OrtModel {
         if state_in.len() < spec.half_len || state_out.len() < spec.half_len {
             return Err(Reject::new(ErrorCode::Internal, smsg::STATE_PLACE));
         }
-        let options = run_options(&self.default_options, &self.adapters, adapter)?;
+        let slot = adapter_slot(&mut self.adapters, adapter)?;
+        let options = run_options(&self.default_options, &self.adapters, slot);
         let mut in_shapes = [[0i64; RANK_MAX]; TENSOR_COUNT_MAX];
         let (descs, bound) = self.bind_with(req, &mut in_shapes, spec.external)?;
         // The reply's outputs: every output but the state ones, all

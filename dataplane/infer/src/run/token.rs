@@ -111,7 +111,7 @@ impl OrtModel {
         if state_in.len() < spec.half_len || state_out.len() < spec.half_len {
             return Err(Reject::new(ErrorCode::Internal, smsg::STATE_PLACE));
         }
-        let options = run_options(&self.default_options, &self.adapters, None)?;
+        let options = run_options(&self.default_options, &self.adapters, None);
         // The model's intermediate tensors come from its scratch arena, as
         // in every run (no reply tail here: the outputs are preallocated).
         // Declared before the values: dropped (disarmed) after them.

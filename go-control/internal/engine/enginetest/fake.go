@@ -29,8 +29,9 @@ type Fake struct {
 	workers  map[int]*fakeWorker
 	shards   map[string]*fakeShard
 	inFlight int
-	drain    time.Duration // of the last Stop
-	drained  chan struct{} // closed when inFlight reaches 0 while draining
+	load     map[engine.LoadDim][]engine.LoadRow // SetLoad
+	drain    time.Duration                       // of the last Stop
+	drained  chan struct{}                       // closed when inFlight reaches 0 while draining
 	applies  int
 	stats    int // Stats calls
 	schemas  []engine.Schema
@@ -38,6 +39,7 @@ type Fake struct {
 	connSeq  uint64
 	retired  map[connKey]*engine.ConnectionTotals // per transport and worker: closed connections
 	runs     map[string]*fakeModel                // by key(name, version)
+	adapters engine.AdapterCacheStats             // set by SetAdapterCache
 }
 
 type connKey struct {
@@ -575,6 +577,13 @@ func (f *Fake) SetPools(worker int, pools []engine.PoolStats, copies []engine.Co
 	w.pools, w.copies = pools, copies
 }
 
+// SetAdapterCache sets the adapter cache counters Stats reports.
+func (f *Fake) SetAdapterCache(s engine.AdapterCacheStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.adapters = s
+}
+
 // Stats implements engine.Engine.
 func (f *Fake) Stats() (engine.Stats, error) {
 	f.mu.Lock()
@@ -608,6 +617,7 @@ func (f *Fake) Stats() (engine.Stats, error) {
 		st.Workers = append(st.Workers, ws)
 	}
 	st.Latency = summarize(all)
+	st.AdapterCache = f.adapters
 	for _, sh := range f.cfg.Shards {
 		ss := engine.ShardStats{Name: sh.Name, Local: true}
 		for k, v := range sh.Labels {

@@ -1,0 +1,15 @@
+module github.com/sluice-ai/sluice/tests/heatmap
+
+go 1.26.8
+
+require (
+	github.com/chromedp/chromedp v0.23.0
+	github.com/sluice-ai/sluice/clients/go v0.0.0
+)
+
+require (
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+)
+
+replace github.com/sluice-ai/sluice/clients/go => ../../clients/go
