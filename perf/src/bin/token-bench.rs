@@ -7,6 +7,7 @@
 //! - tokens/s of 64 streams generating together (iteration-level
 //!   scheduling: one step each per loop iteration) against the same 64
 //!   streams one at a time.
+//!
 //! perf/tokens.sh starts the engine (`endless`: the decoder without EOS,
 //! `[auth] mode = "none"`) and runs this.
 #![deny(unsafe_code)]
@@ -45,7 +46,10 @@ fn hist() -> Histogram<u64> {
 }
 
 fn open(id: u64, tokens: u32, tpf: u16) -> Vec<u8> {
-    let prompt: Vec<u8> = b"bench".iter().flat_map(|&b| i64::from(b).to_le_bytes()).collect();
+    let prompt: Vec<u8> = b"bench"
+        .iter()
+        .flat_map(|&b| i64::from(b).to_le_bytes())
+        .collect();
     let dims = [5u64];
     let t = [TensorRepr {
         name: "token",
@@ -90,7 +94,8 @@ fn run(
 ) -> Result<(Vec<u64>, Histogram<u64>, u64, Duration), String> {
     let t0 = Instant::now();
     for &id in ids {
-        s.send_to(&open(id, tokens, tpf), addr).map_err(|e| e.to_string())?;
+        s.send_to(&open(id, tokens, tpf), addr)
+            .map_err(|e| e.to_string())?;
     }
     let mut last = vec![None::<Instant>; ids.len()];
     let mut ttft = Vec::with_capacity(ids.len());
@@ -103,11 +108,17 @@ fn run(
         let now = Instant::now();
         let f = Frame::new_checked(&buf[..n]).map_err(|e| format!("{e:?}"))?;
         if f.kind() != Kind::Response {
-            return Err(format!("error frame: {:?}", f.error_body().map(|b| b.code())));
+            return Err(format!(
+                "error frame: {:?}",
+                f.error_body().map(|b| b.code())
+            ));
         }
         let h = f.stream().ok_or("no stream header")?;
         let k = (h.stream_id - base) as usize;
-        let toks = f.tensors().next().map_or(0, |t| t.dims().first().copied().unwrap_or(0));
+        let toks = f
+            .tensors()
+            .next()
+            .map_or(0, |t| t.dims().first().copied().unwrap_or(0));
         got += toks;
         if toks > 0 {
             match last[k] {
@@ -168,7 +179,8 @@ fn main() -> ExitCode {
     let a = Args::parse();
     let r = (|| -> Result<String, String> {
         let s = UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-        s.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|e| e.to_string())?;
         let local = in_process(&a.model, a.tokens)?;
         // One stream: per-token latency and TTFT.
         let (mut t1, itl1, _, _) = run(&s, a.addr, &[1], a.tokens, 1)?;
