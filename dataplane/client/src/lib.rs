@@ -39,6 +39,7 @@ mod error;
 mod request;
 mod response;
 mod streams;
+mod tokens;
 mod tcp;
 
 pub use client::{
@@ -48,4 +49,5 @@ pub use error::ClientError;
 pub use request::{Deadline, Request, SIGNED_DEADLINE_DEFAULT, TensorData, TensorInput};
 pub use response::{NegotiatedSchema, Response, TensorView};
 pub use streams::StateStream;
+pub use tokens::{TokenFrame, TokenStream};
 pub use sluice_wire::{DType, ErrorCode, SchemaType, TenantKey, TraceContext};

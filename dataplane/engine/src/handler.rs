@@ -103,6 +103,37 @@ pub trait Handler: Send {
         })
     }
 
+    /// Opens a token stream (server-driven) for an `OPEN` frame: `None`,
+    /// the default, when the model is not generative (the frame goes to
+    /// [`Handler::handle_stream`]). Token frames go to `route` later, from
+    /// [`Handler::token_iteration`]; nothing is answered now.
+    fn token_open(
+        &mut self,
+        _req: &Frame<&[u8]>,
+        _h: sluice_wire::StreamHeader,
+        _route: &crate::transport::RxPacket,
+        _shard: usize,
+        _now_us: u64,
+        _acct: &mut RunAccount,
+    ) -> Option<Result<(), crate::streams::StreamRefusal>> {
+        None
+    }
+
+    /// Token streams generating now.
+    fn token_active(&self) -> usize {
+        0
+    }
+
+    /// Runs one decode step of every active token stream, sending frames
+    /// through `sink`. `None`: the model is not generative.
+    fn token_iteration(
+        &mut self,
+        _now_us: u64,
+        _sink: &mut dyn crate::streams::TokenSink,
+    ) -> Option<crate::streams::GenTally> {
+        None
+    }
+
     /// The model name and a signature of its stream state (state names,
     /// dtypes, shapes); `None`: the handler keeps no streams.
     fn stream_identity(&self) -> Option<(&str, u64)> {

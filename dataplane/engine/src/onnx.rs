@@ -63,12 +63,38 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
         }
     };
     let stream_sig = streams.as_ref().map_or(0, |(spec, _)| spec.signature(&model));
+    let generator = match (&m.stream, &streams) {
+        (Some(st), Some((spec, _))) => match &st.generate {
+            None => None,
+            Some(g) => {
+                let tok = model.token_spec(spec, &g.token_input, &g.token_output)?;
+                let limits = crate::streams::GenLimits {
+                    eos: g.eos,
+                    max_tokens: g.max_tokens,
+                    prompt_max: g.prompt_max,
+                };
+                let slots = cfg.streams.limits().per_worker as usize;
+                Some((
+                    tok,
+                    crate::streams::Generator::new(
+                        limits,
+                        slots,
+                        &m.name,
+                        &m.version,
+                        &g.token_input,
+                    ),
+                ))
+            }
+        },
+        _ => None,
+    };
     Ok(Box::new(OrtHandler {
         model,
         stats: sluice_infer::RunStats::default(),
         slots: vec![sluice_infer::BatchSlot::Left; sluice_infer::BATCH_ROWS_MAX],
         streams,
         stream_sig,
+        generator,
     }))
 }
 
@@ -108,6 +134,8 @@ struct OrtHandler {
     streams: Option<(sluice_infer::StateSpec, crate::streams::StreamTable)>,
     /// The state's signature (an alias switch keeps streams across equal ones).
     stream_sig: u64,
+    /// A generative model: its token streams (server-driven).
+    generator: Option<(sluice_infer::TokenSpec, crate::streams::Generator)>,
 }
 
 /// Idle slots a tick looks at per stream model (a bounded scan).
@@ -149,6 +177,26 @@ impl Handler for OrtHandler {
                 ended: false,
             });
         };
+        if let Some((_, g)) = self.generator.as_mut() {
+            // A token stream: CANCEL ends it (answered at once), a
+            // CONTINUE without tensors keeps it alive (answered by nothing:
+            // length 0). Its OPEN went to `token_open`.
+            use sluice_wire::stream_flags::{CANCEL, OPEN};
+            return if h.has(CANCEL) {
+                g.cancel(table, req, h, tx)
+            } else if h.has(OPEN) {
+                Err(crate::streams::StreamRefusal {
+                    reject: crate::handler::Reject::new(
+                        sluice_wire::ErrorCode::Internal,
+                        "token stream OPEN reached the step path",
+                    ),
+                    seq: h.seq,
+                    ended: false,
+                })
+            } else {
+                g.continue_frame(table, req, h, now_us).map(|()| 0)
+            };
+        }
         let (model, stats) = (&mut self.model, &mut self.stats);
         let before = stats.payload_bytes_copied;
         let r = crate::streams::run_frame(table, req, h, now_us, tx, |cur, next, ext, tx| {
@@ -158,7 +206,47 @@ impl Handler for OrtHandler {
         r
     }
 
+    fn token_open(
+        &mut self,
+        req: &sluice_wire::Frame<&[u8]>,
+        h: sluice_wire::StreamHeader,
+        route: &crate::transport::RxPacket,
+        shard: usize,
+        now_us: u64,
+        acct: &mut crate::handler::RunAccount,
+    ) -> Option<Result<(), crate::streams::StreamRefusal>> {
+        let (_, g) = self.generator.as_mut()?;
+        let (_, table) = self.streams.as_mut()?;
+        // The prompt is copied once into the slot's buffer, and counted.
+        Some(g.open(table, req, h, *route, shard, now_us).map(|copied| {
+            acct.payload_bytes_copied += copied;
+            acct.copy_path = crate::stats::CopyPath::ModelInput;
+        }))
+    }
+
+    fn token_active(&self) -> usize {
+        self.generator.as_ref().map_or(0, |(_, g)| g.active())
+    }
+
+    fn token_iteration(
+        &mut self,
+        now_us: u64,
+        sink: &mut dyn crate::streams::TokenSink,
+    ) -> Option<crate::streams::GenTally> {
+        let (tok, g) = self.generator.as_mut()?;
+        let (spec, table) = self.streams.as_mut()?;
+        let (model, stats, tok) = (&mut self.model, &mut self.stats, *tok);
+        Some(g.iteration(table, now_us, sink, |token, cur, next| {
+            model.run_token_step(spec, tok, token, cur, next, stats)
+        }))
+    }
+
     fn stream_identity(&self) -> Option<(&str, u64)> {
+        // Token streams do not move across an alias switch (their
+        // generation is this handler's); they end with their version.
+        if self.generator.is_some() {
+            return None;
+        }
         self.streams.as_ref().map(|_| (self.model.name(), self.stream_sig))
     }
 

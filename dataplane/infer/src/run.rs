@@ -21,11 +21,13 @@ use crate::raw::{self, Values};
 
 pub(crate) mod steps;
 mod stream;
-pub use stream::{StatePair, StateSpec};
+mod token;
 use steps::{
     Table, Tally, adapter_slot, check_relayout, count_preallocated, feed_inputs, place_allocated,
     prepare_outputs, read_placed, run_options,
 };
+pub use stream::{StatePair, StateSpec};
+pub use token::TokenSpec;
 
 /// Messages of request rejections.
 pub(crate) mod msg {

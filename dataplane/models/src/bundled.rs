@@ -407,6 +407,7 @@ pub fn bundled_files() -> Vec<(&'static str, Vec<u8>)> {
         ("accum.onnx", accum_model().encode()),
         ("big.onnx", big_model().encode()),
         ("large.onnx", large_model().encode()),
+        ("decoder.onnx", crate::decoder::decoder_model().encode()),
         ("mlp_formal.onnx_adapter", formal_adapter()),
     ]
 }

@@ -11,6 +11,7 @@
 
 pub mod adapter;
 pub mod bundled;
+pub mod decoder;
 pub mod onnx;
 mod pb;
 

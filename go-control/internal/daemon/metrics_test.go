@@ -328,6 +328,36 @@ func TestPoolAndCopyMetrics(t *testing.T) {
 	}
 }
 
+// A generative model's token streams: tokens, time to first token and
+// inter-token latency histograms in seconds.
+func TestModelTokenMetrics(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""))
+	r.fake.RecordTokens("mlp", "1.0.0", 800, 40, 60, 300)
+	r.fake.RecordTokens("mlp", "1.0.0", 2000)
+	fams := scrape(t, r)
+	mv := map[string]string{"model": "mlp", "version": "1.0.0"}
+	if v := find(t, fams, "sluice_model_generated_tokens_total", mv).GetCounter().GetValue(); v != 5 {
+		t.Fatalf("tokens = %v, want 5", v)
+	}
+	ttft := find(t, fams, "sluice_model_time_to_first_token_seconds", mv).GetHistogram()
+	if ttft.GetSampleCount() != 2 || !near(ttft.GetSampleSum(), 2800e-6) {
+		t.Fatalf("ttft: count %d sum %v", ttft.GetSampleCount(), ttft.GetSampleSum())
+	}
+	itl := find(t, fams, "sluice_model_inter_token_latency_seconds", mv).GetHistogram()
+	if itl.GetSampleCount() != 3 || !near(itl.GetSampleSum(), 400e-6) {
+		t.Fatalf("itl: count %d sum %v", itl.GetSampleCount(), itl.GetSampleSum())
+	}
+	for _, b := range itl.GetBucket() {
+		// 40 and 60 µs are ≤ 100 µs; 300 µs ≤ 500 µs.
+		if near(b.GetUpperBound(), 100e-6) && b.GetCumulativeCount() != 2 {
+			t.Fatalf("itl ≤ 100 µs: %d", b.GetCumulativeCount())
+		}
+		if near(b.GetUpperBound(), 500e-6) && b.GetCumulativeCount() != 3 {
+			t.Fatalf("itl ≤ 500 µs: %d", b.GetCumulativeCount())
+		}
+	}
+}
+
 // The adapter caches' loads, evictions and load failures, by event.
 func TestAdapterCacheMetrics(t *testing.T) {
 	r := start(t, t.TempDir(), testConfig(t, ""))

@@ -253,14 +253,24 @@ type AdapterCacheStats struct {
 // nv_inference_count and nv_inference_exec_count, with batch sizes and
 // queue delays.
 type ModelStats struct {
-	Name           string  `json:"name"`
-	Version        string  `json:"version"`
-	Requests       uint64  `json:"requests"`        // answered by a run of the model
-	Inferences     uint64  `json:"inferences"`      // rows (dimension 0) of those requests
-	Executions     uint64  `json:"executions"`      // runs, single or batched
-	BatchFallbacks uint64  `json:"batch_fallbacks"` // batched runs retried one request at a time
-	BatchSize      Buckets `json:"batch_size"`      // executions by rows run; Sum: rows
-	QueueDelayUs   Buckets `json:"queue_delay_us"`  // requests by µs from receive to their run; Sum: ns
+	Name           string          `json:"name"`
+	Version        string          `json:"version"`
+	Requests       uint64          `json:"requests"`        // answered by a run of the model
+	Inferences     uint64          `json:"inferences"`      // rows (dimension 0) of those requests
+	Executions     uint64          `json:"executions"`      // runs, single or batched
+	BatchFallbacks uint64          `json:"batch_fallbacks"` // batched runs retried one request at a time
+	BatchSize      Buckets         `json:"batch_size"`      // executions by rows run; Sum: rows
+	QueueDelayUs   Buckets         `json:"queue_delay_us"`  // requests by µs from receive to their run; Sum: ns
+	Tokens         ModelTokenStats `json:"tokens"`          // token streams of a generative model
+}
+
+// ModelTokenStats are a generative model's token streams, merged over
+// workers: tokens generated, time to first token and inter-token latency
+// (µs buckets; Sum in µs), as vLLM and TGI report them.
+type ModelTokenStats struct {
+	Tokens uint64  `json:"tokens"`
+	TTFTUs Buckets `json:"ttft_us"`
+	ITLUs  Buckets `json:"itl_us"`
 }
 
 // Buckets is a fixed-bucket histogram: Counts[i] values at most Bounds[i]

@@ -10,6 +10,12 @@ pub const SHARD_COUNT_MAX: usize = 32;
 pub const STREAMS_PER_WORKER_MAX: u32 = 4096;
 /// Longest stream idle time, ms.
 pub const STREAM_IDLE_MS_MAX: u32 = 3_600_000;
+/// Largest `max_tokens` of a generative model.
+pub const GEN_MAX_TOKENS_MAX: u32 = 1 << 20;
+/// Largest `prompt_max` of a generative model (tokens per slot).
+pub const GEN_PROMPT_MAX: u32 = 4096;
+/// Most tokens per token frame (`tokens_per_frame` is cut to it).
+pub const GEN_TOKENS_PER_FRAME_MAX: u16 = 64;
 /// Most routes.
 pub const ROUTE_COUNT_MAX: usize = 16_384;
 /// Most tenants.

@@ -17,7 +17,7 @@ pub mod limits;
 mod trace;
 mod uring;
 mod streams;
-pub use streams::{ModelStreamCfg, StatePairCfg, StreamsCfg};
+pub use streams::{GenerateCfg, ModelStreamCfg, StatePairCfg, StreamsCfg};
 pub use trace::TracingCfg;
 pub use uring::{TcpSlotCfg, UringCfg, ZcMode};
 

@@ -8,6 +8,35 @@ use serde::{Deserialize, Serialize};
 pub struct ModelStreamCfg {
     /// The state pairs (1 to 8).
     pub state: Vec<StatePairCfg>,
+    /// A generative model: the appliance runs it step by step and answers
+    /// one `OPEN` with a run of token frames (server-driven streams).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generate: Option<GenerateCfg>,
+}
+
+/// `[models.stream.generate]`: how a generative model takes its token and
+/// gives the next one (docs/wire.md "Streams").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GenerateCfg {
+    /// The input that takes each step's token (i64 `[1]`); the prompt of an
+    /// `OPEN` is a tensor of this name, i64 `[n]`.
+    pub token_input: String,
+    /// The output that gives the greedy next token (i64 `[1]`).
+    pub token_output: String,
+    /// The end-of-sequence token: generation ends when it is chosen (not
+    /// sent). None: only `max_tokens`, the deadline or a cancel end it.
+    #[serde(default)]
+    pub eos: Option<i64>,
+    /// Most tokens one stream generates (an `OPEN` may ask for fewer).
+    pub max_tokens: u32,
+    /// Most prompt tokens (the prompt buffer is preallocated per slot).
+    #[serde(default = "default_prompt_max")]
+    pub prompt_max: u32,
+}
+
+fn default_prompt_max() -> u32 {
+    256
 }
 
 /// One state pair: `output` of a step feeds `input` of the next.

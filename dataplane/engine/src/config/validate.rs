@@ -442,6 +442,21 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
             if st.state.is_empty() || st.state.len() > 8 {
                 return Err(ConfigError::at(k("stream.state"), "1 to 8 state pairs"));
             }
+            if let Some(g) = &st.generate {
+                use crate::config::limits::{GEN_MAX_TOKENS_MAX, GEN_PROMPT_MAX};
+                if g.max_tokens == 0 || g.max_tokens > GEN_MAX_TOKENS_MAX {
+                    return Err(ConfigError::at(
+                        k("stream.generate.max_tokens"),
+                        format!("1 to {GEN_MAX_TOKENS_MAX}"),
+                    ));
+                }
+                if g.prompt_max == 0 || g.prompt_max > GEN_PROMPT_MAX {
+                    return Err(ConfigError::at(
+                        k("stream.generate.prompt_max"),
+                        format!("1 to {GEN_PROMPT_MAX}"),
+                    ));
+                }
+            }
             for (j, p) in st.state.iter().enumerate() {
                 if p.shape.is_empty() || p.shape.len() > 8 || p.shape.contains(&0) {
                     return Err(ConfigError::at(

@@ -99,6 +99,8 @@ impl Engine {
         let mut merged_total = crate::stats::new_hist();
         let mut merged_queue: Vec<_> = (0..nshards).map(|_| crate::stats::new_hist()).collect();
         let mut merged_service: Vec<_> = (0..nshards).map(|_| crate::stats::new_hist()).collect();
+        let mut merged_ttft: Vec<_> = (0..nshards).map(|_| crate::stats::new_hist()).collect();
+        let mut merged_itl: Vec<_> = (0..nshards).map(|_| crate::stats::new_hist()).collect();
         let mut snap = StatsSnapshot::default();
         for (i, w) in self.workers.iter().enumerate() {
             let c = &w.counters;
@@ -131,6 +133,7 @@ impl Engine {
                     open: ld(&c.streams.open),
                     moved: ld(&c.streams.moved),
                 },
+                tokens: crate::stats::TokenStats::of(&c.tokens, &c.tenant_tokens),
                 not_sluice: ld(&c.not_sluice),
                 tx_no_buffers: ld(&c.tx_no_buffers),
                 payload_bytes_copied: ld(&c.payload_bytes_copied),
@@ -162,6 +165,8 @@ impl Engine {
                 for s in 0..nshards {
                     let _ = merged_queue[s].add(&h.queue[s]);
                     let _ = merged_service[s].add(&h.service[s]);
+                    let _ = merged_ttft[s].add(&h.ttft[s]);
+                    let _ = merged_itl[s].add(&h.itl[s]);
                     ws.shards.push(ShardStats {
                         name: tables.shards[s].name.clone(),
                         local: tables.shards[s].local,
@@ -169,6 +174,9 @@ impl Engine {
                         errors: ld(&c.shard_errors[s]),
                         queue: Percentiles::of(&h.queue[s]),
                         service: Percentiles::of(&h.service[s]),
+                        tokens: ld(&c.tokens.shard_tokens[s]),
+                        ttft: Percentiles::of(&h.ttft[s]),
+                        itl: Percentiles::of(&h.itl[s]),
                     });
                 }
             });
@@ -205,6 +213,13 @@ impl Engine {
                     .sum(),
                 queue: Percentiles::of(&merged_queue[s]),
                 service: Percentiles::of(&merged_service[s]),
+                tokens: self
+                    .workers
+                    .iter()
+                    .map(|w| w.counters.tokens.shard_tokens[s].load(Ordering::Relaxed))
+                    .sum(),
+                ttft: Percentiles::of(&merged_ttft[s]),
+                itl: Percentiles::of(&merged_itl[s]),
             });
         }
         snap

@@ -2,8 +2,10 @@
 //! worker keeps between the frames of a stream.
 
 mod aligned;
+pub mod generate;
 pub mod table;
 
+pub use generate::{GenLimits, GenTally, Generator, TokenSink};
 pub use table::{SlotId, StreamLimits, StreamRefusal, StreamTable, TableCounts};
 
 use sluice_wire::{

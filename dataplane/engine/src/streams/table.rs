@@ -116,6 +116,11 @@ impl std::fmt::Debug for StreamTable {
 pub struct SlotId(u32);
 
 impl SlotId {
+    /// The slot of index `i` (a generator's own record of it).
+    pub(crate) fn new(i: u32) -> SlotId {
+        SlotId(i)
+    }
+
     /// Index of the slot.
     pub fn index(self) -> usize {
         self.0 as usize
@@ -382,6 +387,20 @@ impl StreamTable {
         e.side ^= 1;
         e.next_seq = e.next_seq.wrapping_add(1);
         e.last_us = now_us;
+        self.counts.steps += 1;
+    }
+
+    /// Whether `slot` still holds stream (`tenant`, `stream_id`): not
+    /// ended, cancelled or reclaimed since.
+    pub fn holds(&self, slot: SlotId, tenant: u32, stream_id: u64) -> bool {
+        let e = &self.entries[slot.index()];
+        e.live && e.tenant == tenant && e.stream_id == stream_id
+    }
+
+    /// A server-driven step ran: the half it wrote becomes current. The
+    /// idle clock is not restarted (it runs from the client's last frame).
+    pub fn flip(&mut self, slot: SlotId) {
+        self.entries[slot.index()].side ^= 1;
         self.counts.steps += 1;
     }
 

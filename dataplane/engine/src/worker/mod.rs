@@ -27,6 +27,7 @@ use crate::transport::{PORT_FORWARD, RxPacket, Transport, TxPacket};
 mod batch;
 mod classify;
 mod forward;
+mod tokens;
 mod trace;
 
 pub use classify::{Immediate, Verdict, classify_frame, classify_traced};
@@ -218,6 +219,9 @@ pub struct Worker<T: Transport> {
     load: crate::load::LoadWriter,
     /// See [`WorkerLinks::wake`].
     wake: Option<Arc<crate::transport::ingress::Wake>>,
+    /// Token streams generating on this worker (the loop does not sleep
+    /// while any does).
+    tokens_active: usize,
 }
 
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
@@ -295,6 +299,7 @@ impl<T: Transport> Worker<T> {
             held_spans: trace::HeldSpans::new(),
             load: crate::load::LoadWriter::new(load),
             wake,
+            tokens_active: 0,
         }
     }
 
@@ -358,7 +363,7 @@ impl<T: Transport> Worker<T> {
             {
                 self.expire_forwards();
             }
-            if n > 0 {
+            if n > 0 || self.tokens_active > 0 {
                 idle_since = None;
                 continue;
             }
@@ -511,7 +516,7 @@ impl<T: Transport> Worker<T> {
     /// One burst. Returns the number of frames received.
     pub fn poll_once(&mut self, draining: bool) -> usize {
         let n = self.transport.rx_burst(&mut self.rx);
-        if n == 0 && self.held == 0 {
+        if n == 0 && self.held == 0 && self.tokens_active == 0 {
             return 0;
         }
         let wall_ns = SystemTime::now()
@@ -534,6 +539,11 @@ impl<T: Transport> Worker<T> {
             self.rx_open[..n].iter().all(|o| !o),
             "a frame left unanswered"
         );
+        // Between bursts, one decode step per token stream: what was
+        // admitted above ran first, so generation never holds it up.
+        if self.tokens_active > 0 {
+            self.token_iteration();
+        }
         self.flush_sends();
         self.trace_flush();
         self.burst_n = 0;
@@ -856,16 +866,29 @@ impl<T: Transport> Worker<T> {
                             Some(h) => {
                                 let adapter = Some(req.adapter()).filter(|a| !a.is_empty());
                                 let mut acct = RunAccount::default();
-                                let r = match req.stream() {
+                                let token_open = match req.stream() {
+                                    Some(sh) if sh.has(sluice_wire::stream_flags::OPEN) => {
+                                        h.token_open(&req, sh, &pkt, shard, now_us, &mut acct)
+                                    }
+                                    _ => None,
+                                };
+                                let r = match (token_open, req.stream()) {
+                                    // A token stream's OPEN: nothing to answer
+                                    // now (length 0), its frames follow.
+                                    (Some(Ok(())), _) => Ok(0),
+                                    (Some(Err(e)), _) => {
+                                        stream_refusal = Some((e.seq, e.ended));
+                                        Err(e.reject)
+                                    }
                                     // A stream frame: its state lives in the
                                     // handler's table; a refusal says the seq.
-                                    Some(sh) => h
+                                    (None, Some(sh)) => h
                                         .handle_stream(&req, sh, adapter, now_us, txb, &mut acct)
                                         .map_err(|e| {
                                             stream_refusal = Some((e.seq, e.ended));
                                             e.reject
                                         }),
-                                    None => h.handle(&req, adapter, txb, &mut acct),
+                                    (None, None) => h.handle(&req, adapter, txb, &mut acct),
                                 };
                                 bump(
                                     &self.counters.payload_bytes_copied,
@@ -894,6 +917,15 @@ impl<T: Transport> Worker<T> {
         record(&mut self.hist.queue[shard], started - p.arrived);
         record(&mut self.hist.service[shard], done - started);
         match result {
+            Ok(0) => {
+                // Taken, answered later or never (a token stream's OPEN,
+                // a keep-alive).
+                probes_sys::pool_free(|| (tx,));
+                self.transport.tx_free(tx);
+                bump(&self.counters.ok, 1);
+                self.release_queued(shard, k);
+                self.tokens_active = self.count_token_streams();
+            }
             Ok(len) => {
                 assert!(
                     len <= tx_len,
@@ -949,7 +981,8 @@ impl<T: Transport> Worker<T> {
         let from = self.handlers.iter().enumerate().position(|(o, other)| {
             o != slot
                 && other.as_ref().is_some_and(|x| {
-                    x.holds_stream(tenant, id) && x.stream_identity().is_some_and(|(n, _)| n == name)
+                    x.holds_stream(tenant, id)
+                        && x.stream_identity().is_some_and(|(n, _)| n == name)
                 })
         });
         let Some(from) = from else {
@@ -1086,9 +1119,8 @@ impl<T: Transport> Worker<T> {
     }
 
     /// Adds `n` generated tokens to the current second of the heatmap for
-    /// a request of `tenant` on `shard` run by model slot `slot`: the one
-    /// call a stream step makes (streams are not built yet; nothing calls
-    /// it outside tests).
+    /// a request of `tenant` on `shard` run by model slot `slot` (token
+    /// streams add theirs through `worker/tokens.rs`'s sink, one per token).
     #[inline]
     pub fn load_tokens(&mut self, shard: usize, slot: Option<usize>, tenant: u32, n: u32) {
         let k = self.load.key(Some(shard), slot, tenant);

@@ -3,6 +3,7 @@
 
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
+pub mod tokens;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};

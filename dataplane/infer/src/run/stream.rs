@@ -30,24 +30,24 @@ pub struct StatePair {
 /// Where each state tensor lies in a slot half, resolved against a model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateSpec {
-    states: Vec<StateTensor>,
+    pub(super) states: Vec<StateTensor>,
     /// Bytes of one half (every tensor starts at a multiple of 64).
     pub half_len: usize,
     /// Model input indices the state feeds (bit i: input i).
-    external: u32,
+    pub(super) external: u32,
     /// Outputs the response carries, in model order.
-    reply: Vec<usize>,
+    pub(super) reply: Vec<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct StateTensor {
-    input: usize,
-    output: usize,
-    dtype: DType,
-    rank: usize,
-    shape: [i64; RANK_MAX],
-    offset: usize,
-    len: usize,
+pub(super) struct StateTensor {
+    pub(super) input: usize,
+    pub(super) output: usize,
+    pub(super) dtype: DType,
+    pub(super) rank: usize,
+    pub(super) shape: [i64; RANK_MAX],
+    pub(super) offset: usize,
+    pub(super) len: usize,
 }
 
 impl StateSpec {

@@ -64,6 +64,7 @@ type fakeModel struct {
 	requests, rows, executions uint64
 	batch, queue               []uint64 // counts per bucket
 	queueNs                    uint64
+	tokens                     engine.ModelTokenStats
 }
 
 type fakeShard struct {
@@ -492,6 +493,37 @@ func (f *Fake) RecordRun(model, version string, rows uint64, queueNs ...uint64) 
 	}
 }
 
+// TokenLatencyBoundsUs are the engine's token latency bucket bounds, µs.
+var TokenLatencyBoundsUs = []uint64{50, 100, 250, 500, 1000, 2500, 5000, 10_000, 25_000, 100_000, 250_000, 1_000_000}
+
+// RecordTokens records a token stream of model, version: its time to first
+// token and the gaps between its later tokens, µs.
+func (f *Fake) RecordTokens(model, version string, ttftUs uint64, itlUs ...uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.runs == nil {
+		f.runs = map[string]*fakeModel{}
+	}
+	k := key(model, version)
+	m := f.runs[k]
+	if m == nil {
+		m = &fakeModel{batch: make([]uint64, len(BatchSizeBounds)+1), queue: make([]uint64, len(QueueDelayBoundsUs)+1)}
+		f.runs[k] = m
+	}
+	t := &m.tokens
+	if t.TTFTUs.Counts == nil {
+		t.TTFTUs = engine.Buckets{Bounds: TokenLatencyBoundsUs, Counts: make([]uint64, len(TokenLatencyBoundsUs)+1)}
+		t.ITLUs = engine.Buckets{Bounds: TokenLatencyBoundsUs, Counts: make([]uint64, len(TokenLatencyBoundsUs)+1)}
+	}
+	t.Tokens += 1 + uint64(len(itlUs))
+	t.TTFTUs.Counts[bucketOf(TokenLatencyBoundsUs, ttftUs)]++
+	t.TTFTUs.Sum += ttftUs
+	for _, v := range itlUs {
+		t.ITLUs.Counts[bucketOf(TokenLatencyBoundsUs, v)]++
+		t.ITLUs.Sum += v
+	}
+}
+
 // FakeBucketsNs are the histogram bounds the Fake reports.
 var FakeBucketsNs = []uint64{10_000, 100_000, 1_000_000, 10_000_000, 100_000_000}
 
@@ -616,6 +648,7 @@ func (f *Fake) Stats() (engine.Stats, error) {
 			copy(ms.BatchSize.Counts, r.batch)
 			copy(ms.QueueDelayUs.Counts, r.queue)
 			ms.BatchSize.Sum, ms.QueueDelayUs.Sum = r.rows, r.queueNs
+			ms.Tokens = r.tokens
 		}
 		st.Models = append(st.Models, ms)
 	}

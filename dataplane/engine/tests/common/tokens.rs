@@ -1,0 +1,214 @@
+//! Token-stream helpers shared by e2e_tokens and no_alloc_tokens: an
+//! engine with the bundled decoder (`decoder`: EOS 0, 32 tokens;
+//! `endless`: no EOS) and the MLP, and the frames of a token stream.
+
+use std::net::{SocketAddr, UdpSocket};
+
+use super::*;
+use sluice_engine::Engine;
+use sluice_wire::{DType, ExtRepr, Frame, FrameRepr, Kind, StreamHeader, TensorRepr, stream_flags};
+
+pub const PROMPTS: &[&str] = &["hello", "Sluice", "a", "token streams", "zz", "0123456789"];
+pub const MAX_TOKENS: u32 = 32;
+
+pub fn config(idle_ms: u32) -> sluice_engine::Config {
+    let root = repo_root();
+    let text = format!(
+        r#"
+[auth]
+mode = "none"
+[engine]
+workers = [0]
+[io_uring]
+listen = "127.0.0.1:0"
+rx_buffers = 256
+tx_buffers = 256
+[onnxruntime]
+library = "{lib}"
+[streams]
+per_worker = 64
+per_tenant = 64
+idle_ms = {idle_ms}
+[[shards]]
+name = "s"
+[[routes]]
+name = "all"
+shard = "s"
+[[models]]
+name = "decoder"
+version = "1"
+path = "{root}/models/decoder.onnx"
+[models.stream]
+state = [{{ input = "h", output = "hN", shape = [1, 16] }}]
+[models.stream.generate]
+token_input = "token"
+token_output = "next"
+eos = 0
+max_tokens = {MAX_TOKENS}
+[[models]]
+name = "endless"
+version = "1"
+path = "{root}/models/decoder.onnx"
+[models.stream]
+state = [{{ input = "h", output = "hN", shape = [1, 16] }}]
+[models.stream.generate]
+token_input = "token"
+token_output = "next"
+max_tokens = 1000000
+[[models]]
+name = "mlp"
+version = "1"
+path = "{root}/models/mlp.onnx"
+"#,
+        lib = ort_lib().display(),
+        root = root.display(),
+    );
+    sluice_engine::Config::parse(&text, root).unwrap()
+}
+
+pub fn start(idle_ms: u32) -> (Engine, SocketAddr) {
+    let e = started(config(idle_ms));
+    let addr = e.local_addr().unwrap();
+    (e, addr)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn stream_frame(
+    model: &str,
+    id: u64,
+    seq: u32,
+    flags: u8,
+    prompt: Option<&[u8]>,
+    tokens_per_frame: u16,
+    max_tokens: u32,
+    deadline_us: u64,
+) -> (u64, Vec<u8>) {
+    let data: Vec<u8> = prompt
+        .unwrap_or(&[])
+        .iter()
+        .flat_map(|&b| i64::from(b).to_le_bytes())
+        .collect();
+    let dims = [prompt.map_or(0, |p| p.len() as u64)];
+    let t = [TensorRepr {
+        name: "token",
+        dtype: DType::I64,
+        dims: &dims,
+        data: Some(&data),
+    }];
+    let sh = StreamHeader {
+        stream_id: id,
+        seq,
+        flags,
+        tokens_per_frame,
+        max_tokens,
+        ..StreamHeader::default()
+    }
+    .to_bytes();
+    let ext = [ExtRepr::stream(&sh)];
+    let rid = next_id();
+    let repr = FrameRepr {
+        kind: Kind::Request,
+        request_id: rid,
+        tenant_id: 7,
+        deadline_us,
+        model,
+        model_version: "1",
+        extensions: &ext,
+        tensors: if prompt.is_some() { &t } else { &[] },
+        ..FrameRepr::default()
+    };
+    let mut buf = vec![0u8; 4096];
+    let n = repr.emit(&mut buf).unwrap().frame_len;
+    buf.truncate(n);
+    (rid, buf)
+}
+
+pub fn open(model: &str, id: u64, prompt: &str, tpf: u16, max_tokens: u32) -> (u64, Vec<u8>) {
+    stream_frame(
+        model,
+        id,
+        0,
+        stream_flags::OPEN,
+        Some(prompt.as_bytes()),
+        tpf,
+        max_tokens,
+        now_us() + 60_000_000,
+    )
+}
+
+pub fn cancel(model: &str, id: u64) -> (u64, Vec<u8>) {
+    stream_frame(model, id, 1, stream_flags::CANCEL, None, 0, 0, 0)
+}
+
+pub fn recv(s: &UdpSocket) -> Vec<u8> {
+    let mut buf = vec![0u8; 70_000];
+    let (n, _) = s.recv_from(&mut buf).expect("a frame arrives");
+    buf.truncate(n);
+    buf
+}
+
+/// A token frame: (stream id, seq, END reason if last, tokens).
+pub fn token_frame(a: &[u8]) -> (u64, u32, Option<u8>, Vec<i64>) {
+    let f = Frame::new_checked(a).unwrap();
+    assert_eq!(f.kind(), Kind::Response, "{:?}", f.error_body());
+    let h = f.stream().expect("token frames carry the stream header");
+    assert!(h.has(stream_flags::CONTINUE));
+    let toks = match f.tensor("token") {
+        Some(t) => {
+            assert_eq!(t.dtype, DType::I64);
+            f.tensor_data(&t)
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    let end = h.has(stream_flags::END).then_some(h.end_reason);
+    (h.stream_id, h.seq, end, toks)
+}
+
+/// The whole stream of one OPEN: tokens and end reason; checks the seqs
+/// run 0, 1, 2, … and every frame echoes the OPEN's request id.
+pub fn collect(s: &UdpSocket, rid: u64, tpf: usize) -> (Vec<i64>, u8) {
+    let mut toks = Vec::new();
+    let mut seq = 0;
+    loop {
+        let a = recv(s);
+        assert_eq!(Frame::new_checked(a.as_slice()).unwrap().request_id(), rid);
+        let (_, sq, end, t) = token_frame(&a);
+        assert_eq!(sq, seq, "token frames are numbered 0, 1, 2, ...");
+        assert!(t.len() <= tpf);
+        seq += 1;
+        toks.extend(t);
+        if let Some(r) = end {
+            return (toks, r);
+        }
+        assert_eq!(toks.len() % tpf, 0, "only the last frame is short");
+    }
+}
+
+pub fn mlp_request(id: u64) -> Vec<u8> {
+    let x: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let t = [TensorRepr {
+        name: "x",
+        dtype: DType::F32,
+        dims: &[1, 4],
+        data: Some(&x),
+    }];
+    let repr = FrameRepr {
+        kind: Kind::Request,
+        request_id: id,
+        tenant_id: 7,
+        model: "mlp",
+        model_version: "1",
+        tensors: &t,
+        ..FrameRepr::default()
+    };
+    let mut buf = vec![0u8; 1024];
+    let n = repr.emit(&mut buf).unwrap().frame_len;
+    buf.truncate(n);
+    buf
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Token streams in one run (the bundled decoder, models/decoder.onnx):
+#   added per token = client inter-token p50 (1 stream) - in-process step p50
+#   TTFT at 1 and at 64 concurrent streams
+#   ratio = tokens/s of 64 streams together / the same streams one at a time
+# Server pinned to core 1 (adaptive poll: with poll = "busy" this bench got
+# no token frames in this build, not investigated yet), client to core 0.
+# Fixed port: run under flock /tmp/sluice-sys.lock on a shared machine.
+#   perf/tokens.sh   (TOKENS=2000 STREAMS=64)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+TOKENS=${TOKENS:-2000}
+STREAMS=${STREAMS:-64}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target/perf}
+export SLUICE_ORT_LIB=${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}
+[ -f "$SLUICE_ORT_LIB" ] || scripts/setup-onnxruntime.sh >/dev/null
+cargo build --release -q -p sluice-engine -p sluice-perf --bins
+BIN=$CARGO_TARGET_DIR/release
+OUT=$(mktemp -d)
+cat >"$OUT/tokens.toml" <<TOML
+[auth]
+mode = "none"
+[engine]
+workers = [1]
+[io_uring]
+listen = "127.0.0.1:7076"
+[onnxruntime]
+library = "$SLUICE_ORT_LIB"
+[streams]
+per_worker = $STREAMS
+per_tenant = $STREAMS
+[[shards]]
+name = "s"
+[[routes]]
+name = "all"
+shard = "s"
+[[models]]
+name = "endless"
+version = "1"
+path = "$root/models/decoder.onnx"
+[models.stream]
+state = [{ input = "h", output = "hN", shape = [1, 16] }]
+[models.stream.generate]
+token_input = "token"
+token_output = "next"
+max_tokens = 1000000
+TOML
+pid=
+stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi; pid=; }
+trap 'stop; rm -rf "$OUT"' EXIT
+taskset -c 1 "$BIN/sluice-engine" --config "$OUT/tokens.toml" >"$OUT/engine.log" 2>&1 & pid=$!
+sleep 1
+taskset -c 0 "$BIN/token-bench" --addr 127.0.0.1:7076 --model "$root/models/decoder.onnx" \
+    --tokens "$TOKENS" --streams "$STREAMS" >"$OUT/bench.json" || { cat "$OUT/engine.log" >&2; exit 1; }
+stop
+python3 - "$OUT/bench.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+us = lambda ns: ns / 1000
+print(f"in-process decode step p50        {us(r['in_process_step_p50_ns']):8.2f} us")
+print(f"through Sluice, 1 stream, ITL p50 {us(r['itl_1_stream_p50_ns']):8.2f} us (p99 {us(r['itl_1_stream_p99_ns']):.2f})")
+print(f"added per token                   {us(r['added_per_token_ns']):8.2f} us")
+print(f"TTFT 1 stream                     {us(r['ttft_1_stream_ns']):8.2f} us")
+print(f"TTFT {r['streams']} streams p50            {us(r['ttft_n_streams_p50_ns']):8.2f} us")
+t, o = r['tokens_per_s_together'], r['tokens_per_s_one_at_a_time']
+print(f"tokens/s: {r['streams']} together {t:.0f}, one at a time {o:.0f}, ratio {t / o:.2f}")
+PY
