@@ -40,6 +40,10 @@ fi
 
 command -v cargo >/dev/null || { log "cargo not found: install Rust with rustup (https://rustup.rs)"; exit 1; }
 command -v go >/dev/null || { log "go not found: install Go >= 1.22"; exit 1; }
+if [ "$mode" != "--runtime" ] && ! cargo fmt --version >/dev/null 2>&1; then
+    log "installing rustfmt (the lint stage of scripts/test.sh checks formatting)"
+    rustup component add rustfmt >/dev/null
+fi
 if [ "$mode" != "--runtime" ] && ! cargo clippy --version >/dev/null 2>&1; then
     log "installing clippy (the lint stage of scripts/test.sh)"
     rustup component add clippy >/dev/null

@@ -31,12 +31,16 @@ run() {
     fi
 }
 
-# The conventions as lints: clippy with the workspace's [workspace.lints]
+# The conventions as lints: rustfmt --check, then clippy with the workspace's [workspace.lints]
 # (also on the three crates with their own workspace, each in the target dir
 # its test stage uses: fuzz/target is cargo-fuzz's), -D warnings. About 30 s
 # warm; 2 to 5 min on a fresh machine (check builds of every feature).
 rust_lints() {
-    cargo clippy --workspace --all-targets --all-features -- -D warnings &&
+    cargo fmt --all --check &&
+        for m in perf/nats-responder fuzz clients/python; do
+            cargo fmt --check --manifest-path "$m/Cargo.toml" || return 1
+        done &&
+        cargo clippy --workspace --all-targets --all-features -- -D warnings &&
         CARGO_TARGET_DIR="$root/target/perf-nats" cargo clippy \
             --manifest-path perf/nats-responder/Cargo.toml --all-targets -- -D warnings &&
         cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings &&

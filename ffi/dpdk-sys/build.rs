@@ -108,7 +108,9 @@ fn main() {
     // limit is a macro of rte_config.h, which DPDK's cflags force-include:
     // a small config header includes it and overrides that one macro, for
     // the library and the shim alike (the death row's size depends on it).
-    let version = pkg_config("--modversion").map(|v| v.join("")).unwrap_or_default();
+    let version = pkg_config("--modversion")
+        .map(|v| v.join(""))
+        .unwrap_or_default();
     let frag_src = ip_frag_sources(&version);
     let mut cflags = cflags;
     if let Some(dir) = &frag_src {

@@ -17,7 +17,10 @@ const SECTIONS: &[&[u8]] = &[
 ];
 
 const REFS: &[(&str, &str)] = &[
-    ("other.json", r#"{"$id":"http://f.test/other","$anchor":"x","type":"object"}"#),
+    (
+        "other.json",
+        r#"{"$id":"http://f.test/other","$anchor":"x","type":"object"}"#,
+    ),
     (
         "http://f.test/meta",
         r#"{"$schema":"https://json-schema.org/draft/2020-12/schema","$vocabulary":{"https://json-schema.org/draft/2020-12/vocab/core":true}}"#,

@@ -39,8 +39,8 @@ mod error;
 mod request;
 mod response;
 mod streams;
-mod tokens;
 mod tcp;
+mod tokens;
 
 pub use client::{
     Answer, Client, ClientConfig, ClientStats, DATAGRAM_LEN_MAX, Endpoints, PollMode, TransportMode,
@@ -48,6 +48,6 @@ pub use client::{
 pub use error::ClientError;
 pub use request::{Deadline, Request, SIGNED_DEADLINE_DEFAULT, TensorData, TensorInput};
 pub use response::{NegotiatedSchema, Response, TensorView};
+pub use sluice_wire::{DType, ErrorCode, SchemaType, TenantKey, TraceContext};
 pub use streams::StateStream;
 pub use tokens::{TokenFrame, TokenStream};
-pub use sluice_wire::{DType, ErrorCode, SchemaType, TenantKey, TraceContext};

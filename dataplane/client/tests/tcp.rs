@@ -225,7 +225,10 @@ fn a_closed_connection_fails_what_waits_on_it_and_the_next_send_reconnects() {
     assert!(ClientError::ConnectionLost.retryable());
     let t0 = std::time::Instant::now();
     while !e.tcp_connections().is_empty() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the connection never closed");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the connection never closed"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     // The next call opens a new connection; a client that had not yet seen

@@ -43,10 +43,8 @@ pub enum BatchSlot {
 const NO_BATCH: Reject = Reject::new(ErrorCode::Internal, "this model does not batch");
 
 /// The refusal of a stream frame to a model that keeps no streams.
-pub const NO_STREAMS: Reject = Reject::new(
-    ErrorCode::StreamUnsupported,
-    "this model keeps no streams",
-);
+pub const NO_STREAMS: Reject =
+    Reject::new(ErrorCode::StreamUnsupported, "this model keeps no streams");
 
 /// Runs requests for one model version on one worker. Owned by that worker:
 /// no lock, no sharing.

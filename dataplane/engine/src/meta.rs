@@ -237,11 +237,10 @@ fn meta_of(cfg: &Config, models: &[ModelCfg], name: &str) -> Result<ModelMeta, E
         for m in models.iter().filter(|m| m.name == name) {
             let (platform, d) = match m.kind {
                 ModelKind::Onnx => {
-                    let path = m
-                        .path
-                        .as_deref()
-                        .map(|p| cfg.resolve(p))
-                        .ok_or_else(|| EngineError::Model("an onnx model needs a path".into()))?;
+                    let path =
+                        m.path.as_deref().map(|p| cfg.resolve(p)).ok_or_else(|| {
+                            EngineError::Model("an onnx model needs a path".into())
+                        })?;
                     ("onnxruntime_onnx", Some(describe(cfg, path)?))
                 }
                 ModelKind::Null => ("sluice_null", None),

@@ -62,7 +62,9 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
             Some((spec, table))
         }
     };
-    let stream_sig = streams.as_ref().map_or(0, |(spec, _)| spec.signature(&model));
+    let stream_sig = streams
+        .as_ref()
+        .map_or(0, |(spec, _)| spec.signature(&model));
     let generator = match (&m.stream, &streams) {
         (Some(st), Some((spec, _))) => match &st.generate {
             None => None,
@@ -247,7 +249,9 @@ impl Handler for OrtHandler {
         if self.generator.is_some() {
             return None;
         }
-        self.streams.as_ref().map(|_| (self.model.name(), self.stream_sig))
+        self.streams
+            .as_ref()
+            .map(|_| (self.model.name(), self.stream_sig))
     }
 
     fn holds_stream(&self, tenant: u32, stream_id: u64) -> bool {

@@ -321,10 +321,9 @@ impl Tables {
             let pats = |v: &[String]| PatternSet::new(v);
             let mut token_digests = Vec::with_capacity(t.tokens.len());
             for (j, spec) in t.tokens.iter().enumerate() {
-                token_digests.push(
-                    config::decode_token(spec)
-                        .map_err(|m| config::ConfigError::at(format!("tenants[{i}].tokens[{j}]"), m))?,
-                );
+                token_digests.push(config::decode_token(spec).map_err(|m| {
+                    config::ConfigError::at(format!("tenants[{i}].tokens[{j}]"), m)
+                })?);
             }
             tenants.push(Tenant {
                 id: t.id,

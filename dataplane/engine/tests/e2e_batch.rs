@@ -13,8 +13,8 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
-use sluice_engine::stats::{BATCH_SIZE_BOUNDS, ModelStats};
 use sluice_engine::Engine;
+use sluice_engine::stats::{BATCH_SIZE_BOUNDS, ModelStats};
 use sluice_wire::{DType, ErrorCode, Frame, FrameRepr, Kind, TenantKey, TensorRepr};
 
 /// Versions 1.0.0 and 2.0.0 of the MLP in shard "batched"

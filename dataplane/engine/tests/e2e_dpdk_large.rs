@@ -25,7 +25,9 @@ use sluice_wire::{ErrorCode, Frame, Kind};
 
 /// An echo request carrying `n` f32 values; returns the frame and values.
 fn echo_request(id: u64, n: usize) -> (Vec<u8>, Vec<f32>) {
-    let data: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.5 + id as f32).collect();
+    let data: Vec<f32> = (0..n)
+        .map(|i| (i % 1000) as f32 * 0.5 + id as f32)
+        .collect();
     let mut frame = vec![0u8; n * 4 + 4096];
     let len = build(
         &Req {
@@ -79,7 +81,11 @@ fn pipelined(sock: &UdpSocket, to: SocketAddr, count: u64, window: u64, n: usize
     let mut got = std::collections::HashSet::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while (got.len() as u64) < count {
-        assert!(Instant::now() < deadline, "stalled at {} of {count}", got.len());
+        assert!(
+            Instant::now() < deadline,
+            "stalled at {} of {count}",
+            got.len()
+        );
         while sent < count && sent - got.len() as u64 <= window {
             let (f, _) = echo_request(1000 + sent, n);
             sock.send_to(&f, to).unwrap();
@@ -107,7 +113,10 @@ fn quiet(idle: u64) {
         let held = s.total().frag_held;
         if (in_use <= idle + TX_RECLAIM_SLACK && held == 0) || Instant::now() > deadline {
             assert_eq!(held, 0, "fragments held: {:?}", s.total());
-            assert!(in_use <= idle + TX_RECLAIM_SLACK, "mbufs in use {in_use}, idle {idle}: leak");
+            assert!(
+                in_use <= idle + TX_RECLAIM_SLACK,
+                "mbufs in use {in_use}, idle {idle}: leak"
+            );
             return;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -135,9 +144,15 @@ fn af_xdp_60k_as_fragments() {
         eprintln!("after one 60 KB request: {s:?}");
         assert_eq!(s.rx_reassembled - before.rx_reassembled, 1, "{s:?}");
         assert!(s.rx_fragments - before.rx_fragments >= 41, "{s:?}");
-        assert!(s.rx_copied_bytes - before.rx_copied_bytes >= f.len() as u64, "{s:?}");
+        assert!(
+            s.rx_copied_bytes - before.rx_copied_bytes >= f.len() as u64,
+            "{s:?}"
+        );
         assert!(s.tx_fragments - before.tx_fragments >= 41, "{s:?}");
-        assert!(s.tx_copied_bytes - before.tx_copied_bytes >= 60_000, "copy mode: {s:?}");
+        assert!(
+            s.tx_copied_bytes - before.tx_copied_bytes >= 60_000,
+            "copy mode: {s:?}"
+        );
         assert_eq!(s.frag_invalid + s.frag_table_full, 0, "{s:?}");
 
         // The largest request a kernel client sends in one datagram.
@@ -158,7 +173,10 @@ fn af_xdp_60k_as_fragments() {
         eprintln!("dpdk stats: {:?}", dpdk::stats().total());
         engine.stop(Duration::from_millis(50));
         let r = dpdk::last_stop_report().unwrap();
-        assert!(r.eal_cleaned && r.mbufs_missing <= idle + TX_RECLAIM_SLACK, "{r:?}, idle {idle}");
+        assert!(
+            r.eal_cleaned && r.mbufs_missing <= idle + TX_RECLAIM_SLACK,
+            "{r:?}, idle {idle}"
+        );
     });
 }
 
@@ -176,7 +194,10 @@ fn af_packet_60k_kernel_reassembled() {
             env("SLUICE_IF0", "sldpdk0")
         );
         let text = config_text("dpdk", &vdev, "sl-e2e-p60")
-            .replace("memory_mb = 128", "memory_mb = 192\nmbuf_data_bytes = 65376\nmbuf_cache = 32\nfrag_mbufs_max = 256")
+            .replace(
+                "memory_mb = 128",
+                "memory_mb = 192\nmbuf_data_bytes = 65376\nmbuf_cache = 32\nfrag_mbufs_max = 256",
+            )
             .replace("mbufs_per_worker = 4095", "mbufs_per_worker = 1023")
             .replace("rx_desc = 1024", "rx_desc = 128")
             .replace("tx_desc = 1024", "tx_desc = 128");
@@ -185,7 +206,12 @@ fn af_packet_60k_kernel_reassembled() {
         // Every size up to 60 KB, each in one mbuf, answered in full.
         for n in [300usize, 2000, 4000, 8000, 12000] {
             let (f, data) = echo_request(70, n);
-            assert_eq!(tensor_f32(&roundtrip(&sock, to, &f)), data, "{} bytes", f.len());
+            assert_eq!(
+                tensor_f32(&roundtrip(&sock, to, &f)),
+                data,
+                "{} bytes",
+                f.len()
+            );
         }
         // The worker publishes its counters just after sending.
         std::thread::sleep(Duration::from_millis(50));
@@ -195,10 +221,17 @@ fn af_packet_60k_kernel_reassembled() {
         assert_eq!(tensor_f32(&answer), data, "60 KB echo");
         let s = wait_stats(|s| s.tx_fragmented > before.tx_fragmented);
         eprintln!("after one 60 KB request: {s:?}");
-        assert_eq!((s.rx_fragments, s.rx_multi_seg), (0, 0), "the kernel reassembled: {s:?}");
+        assert_eq!(
+            (s.rx_fragments, s.rx_multi_seg),
+            (0, 0),
+            "the kernel reassembled: {s:?}"
+        );
         assert_eq!(s.tx_fragmented - before.tx_fragmented, 1, "{s:?}");
         assert!(s.tx_fragments - before.tx_fragments >= 41, "{s:?}");
-        assert_eq!(s.tx_copied_bytes, before.tx_copied_bytes, "zero-copy fragments: {s:?}");
+        assert_eq!(
+            s.tx_copied_bytes, before.tx_copied_bytes,
+            "zero-copy fragments: {s:?}"
+        );
         pipelined(&sock, to, 200, 4, 15_000);
         quiet(idle);
         engine.stop(Duration::from_millis(50));
@@ -219,9 +252,21 @@ fn jumbo_9000_over_pcap(multi_seg: bool) {
     let _mtu = VethMtu::set(9000);
     let if0 = env("SLUICE_IF0", "sldpdk0");
     let vdev = format!("net_pcap0,rx_iface_in={if0},tx_iface={if0}");
-    let extra = if multi_seg { "mtu = 9000\ntx_multi_seg = \"on\"" } else { "mtu = 9000" };
-    let text = config_text("dpdk", &vdev, if multi_seg { "sl-e2e-j9c" } else { "sl-e2e-j9k" })
-        .replace("udp_port = 7070", &format!("udp_port = 7070\n{extra}"));
+    let extra = if multi_seg {
+        "mtu = 9000\ntx_multi_seg = \"on\""
+    } else {
+        "mtu = 9000"
+    };
+    let text = config_text(
+        "dpdk",
+        &vdev,
+        if multi_seg {
+            "sl-e2e-j9c"
+        } else {
+            "sl-e2e-j9k"
+        },
+    )
+    .replace("udp_port = 7070", &format!("udp_port = 7070\n{extra}"));
     let (mut engine, sock, to, idle) = start(&text);
     // The largest frame one 9000-byte packet carries (9000 - 28).
     let mut n = 2300;
@@ -236,12 +281,20 @@ fn jumbo_9000_over_pcap(multi_seg: bool) {
     let before = dpdk::stats().total();
     let answer = roundtrip(&sock, to, &f);
     assert_eq!(tensor_f32(&answer), data, "jumbo echo");
-    let s = wait_stats(|s| s.tx_packets > before.tx_packets && s.rx_multi_seg > before.rx_multi_seg);
+    let s =
+        wait_stats(|s| s.tx_packets > before.tx_packets && s.rx_multi_seg > before.rx_multi_seg);
     eprintln!("after one 9000-byte frame: {s:?}");
     assert_eq!(s.rx_fragments, 0, "one jumbo packet, not fragments: {s:?}");
-    assert!(s.rx_multi_seg >= 1 && s.rx_copied_bytes >= f.len() as u64, "{s:?}");
+    assert!(
+        s.rx_multi_seg >= 1 && s.rx_copied_bytes >= f.len() as u64,
+        "{s:?}"
+    );
     if multi_seg {
-        assert_eq!(s.tx_chained - before.tx_chained, 1, "one chained packet: {s:?}");
+        assert_eq!(
+            s.tx_chained - before.tx_chained,
+            1,
+            "one chained packet: {s:?}"
+        );
         assert_eq!(s.tx_packets - before.tx_packets, 1, "{s:?}");
         assert_eq!(s.tx_fragmented, before.tx_fragmented, "{s:?}");
     } else {
@@ -255,10 +308,20 @@ fn jumbo_9000_over_pcap(multi_seg: bool) {
     assert_eq!(tensor_f32(&answer), data, "60 KB at MTU 9000");
     std::thread::sleep(Duration::from_millis(50));
     let s = dpdk::stats().total();
-    assert!(s.rx_fragments - before.rx_fragments >= 7 && s.rx_reassembled > before.rx_reassembled, "{s:?}");
+    assert!(
+        s.rx_fragments - before.rx_fragments >= 7 && s.rx_reassembled > before.rx_reassembled,
+        "{s:?}"
+    );
     if multi_seg {
-        assert_eq!(s.tx_fragments - before.tx_fragments, 7, "jumbo fragments: {s:?}");
-        assert_eq!(s.tx_copied_bytes, before.tx_copied_bytes, "zero copy: {s:?}");
+        assert_eq!(
+            s.tx_fragments - before.tx_fragments,
+            7,
+            "jumbo fragments: {s:?}"
+        );
+        assert_eq!(
+            s.tx_copied_bytes, before.tx_copied_bytes,
+            "zero copy: {s:?}"
+        );
     }
     pipelined(&sock, to, 50, 2, 15_000);
     quiet(idle);
@@ -269,7 +332,9 @@ fn jumbo_9000_over_pcap(multi_seg: bool) {
 
 #[test]
 fn jumbo_9000_over_pcap_copied_fragments() {
-    isolated("jumbo_9000_over_pcap_copied_fragments", || jumbo_9000_over_pcap(false));
+    isolated("jumbo_9000_over_pcap_copied_fragments", || {
+        jumbo_9000_over_pcap(false)
+    });
 }
 
 #[test]
@@ -281,15 +346,25 @@ fn jumbo_9000_over_pcap_chains() {
 #[test]
 fn mtu_beyond_the_port_fails_cleanly() {
     isolated("mtu_beyond_the_port_fails_cleanly", || {
-        let text = af_xdp_text("sl-e2e-mtu").replace("udp_port = 7070", "udp_port = 7070\nmtu = 9000");
+        let text =
+            af_xdp_text("sl-e2e-mtu").replace("udp_port = 7070", "udp_port = 7070\nmtu = 9000");
         let cfg = Config::parse(&text, std::env::temp_dir()).unwrap();
         let mut engine = Engine::new(cfg, EngineOptions::default()).unwrap();
-        let e = engine.start().expect_err("AF_XDP in DPDK 22.11 takes no MTU 9000");
+        let e = engine
+            .start()
+            .expect_err("AF_XDP in DPDK 22.11 takes no MTU 9000");
         let text = e.to_string();
         eprintln!("{text}");
-        assert!(text.contains("dpdk.mtu = 9000") && text.contains("net_af_xdp"), "{text}");
+        assert!(
+            text.contains("dpdk.mtu = 9000") && text.contains("net_af_xdp"),
+            "{text}"
+        );
         assert!(!engine.is_running());
-        assert_eq!(own_hugetlb_kb(), 0, "no hugepage mapped after a failed start");
+        assert_eq!(
+            own_hugetlb_kb(),
+            0,
+            "no hugepage mapped after a failed start"
+        );
     });
 }
 
@@ -349,7 +424,8 @@ fn udp_start(datagram: usize, body: &[u8]) -> Vec<u8> {
 #[test]
 fn hostile_fragments_are_counted_and_freed() {
     isolated("hostile_fragments_are_counted_and_freed", || {
-        let text = af_xdp_text("sl-e2e-hostile").replace("udp_port = 7070", "udp_port = 7070\nfrag_timeout_ms = 200");
+        let text = af_xdp_text("sl-e2e-hostile")
+            .replace("udp_port = 7070", "udp_port = 7070\nfrag_timeout_ms = 200");
         let (mut engine, sock, to, idle) = start(&text);
         let raw = raw_socket();
         let body = {
@@ -380,11 +456,17 @@ fn hostile_fragments_are_counted_and_freed() {
         }
         let s = wait_stats(|s| s.frag_expired >= before.frag_expired + 10);
         eprintln!("after hostile fragments: {s:?}");
-        assert!(s.frag_invalid - before.frag_invalid >= 2 + 4 + 64, "teardrop, duplicate, too many: {s:?}");
+        assert!(
+            s.frag_invalid - before.frag_invalid >= 2 + 4 + 64,
+            "teardrop, duplicate, too many: {s:?}"
+        );
         assert!(s.drops[Garbage::FragOversize as usize] >= 1, "{s:?}");
         assert!(s.drops[Garbage::FragMalformed as usize] >= 1, "{s:?}");
         assert!(s.frag_expired - before.frag_expired >= 10, "{s:?}");
-        assert_eq!(s.rx_reassembled, before.rx_reassembled, "nothing hostile reassembled: {s:?}");
+        assert_eq!(
+            s.rx_reassembled, before.rx_reassembled,
+            "nothing hostile reassembled: {s:?}"
+        );
         // Still serving, large frames included.
         let (f, data) = echo_request(11, 15_000);
         assert_eq!(tensor_f32(&roundtrip(&sock, to, &f)), data);
@@ -412,20 +494,24 @@ impl Drop for Nft {
 #[test]
 fn fragment_loss_is_reclaimed_by_timeouts() {
     isolated("fragment_loss_is_reclaimed_by_timeouts", || {
-        let text = af_xdp_text("sl-e2e-loss").replace("udp_port = 7070", "udp_port = 7070\nfrag_timeout_ms = 200");
+        let text = af_xdp_text("sl-e2e-loss")
+            .replace("udp_port = 7070", "udp_port = 7070\nfrag_timeout_ms = 200");
         let (mut engine, sock, to, idle) = start(&text);
         let if1 = env("SLUICE_IF1", "sldpdk1");
         in_peer(&["nft", "add", "table", "netdev", "sluice_loss"]);
         let _nft = Nft;
         in_peer(&[
             "nft",
-            &format!("add chain netdev sluice_loss egress {{ type filter hook egress device {if1} priority 0 ; }}"),
+            &format!(
+                "add chain netdev sluice_loss egress {{ type filter hook egress device {if1} priority 0 ; }}"
+            ),
         ]);
         in_peer(&[
             "nft",
             "add rule netdev sluice_loss egress ip daddr 10.99.0.1 numgen random mod 100 < 5 drop",
         ]);
-        sock.set_read_timeout(Some(Duration::from_millis(150))).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(150)))
+            .unwrap();
         let before = dpdk::stats().total();
         let (mut sent, mut answered) = (0u64, 0u64);
         let mut buf = vec![0u8; 70_000];
@@ -450,14 +536,24 @@ fn fragment_loss_is_reclaimed_by_timeouts() {
         // what arrives of an incomplete datagram is its head.
         let fed = s.rx_fragments - before.rx_fragments;
         assert!(fed >= sent * 5, "fragments arrived: {fed}");
-        assert!(s.frag_expired - before.frag_expired > 0, "timeouts freed fragments: {s:?}");
+        assert!(
+            s.frag_expired - before.frag_expired > 0,
+            "timeouts freed fragments: {s:?}"
+        );
         assert!(answered > 0 && answered < sent, "{answered} of {sent}");
-        assert!(s.rx_reassembled - before.rx_reassembled >= answered, "{s:?}");
+        assert!(
+            s.rx_reassembled - before.rx_reassembled >= answered,
+            "{s:?}"
+        );
         quiet(idle);
         drop(_nft);
         sock.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         let (f, data) = echo_request(999, 15_000);
-        assert_eq!(tensor_f32(&roundtrip(&sock, to, &f)), data, "no loss, answered");
+        assert_eq!(
+            tensor_f32(&roundtrip(&sock, to, &f)),
+            data,
+            "no loss, answered"
+        );
         engine.stop(Duration::from_millis(50));
         let r = dpdk::last_stop_report().unwrap();
         assert!(r.mbufs_missing <= idle + TX_RECLAIM_SLACK, "{r:?}");

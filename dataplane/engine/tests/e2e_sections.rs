@@ -9,8 +9,8 @@
 mod common;
 
 use common::*;
-use sluice_engine::schema::{SchemaCfg, SchemaRefCfg};
 use sluice_engine::Engine;
+use sluice_engine::schema::{SchemaCfg, SchemaRefCfg};
 use sluice_wire::{ErrorCode, Frame, Kind, SECTION_TENSOR_NAME};
 
 const ADDR_SCHEMA: &str =

@@ -10,8 +10,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use sluice_engine::config::PeerCfg;
 use sluice_engine::Engine;
+use sluice_engine::config::PeerCfg;
 use sluice_wire::{ErrorCode, Frame, Kind};
 
 fn appliance(host_label: &str) -> Engine {

@@ -57,7 +57,8 @@ fn stream_frame(i: u64, seq: u32, flags: u8, buf: &mut [u8]) -> usize {
     .emit(buf)
     .unwrap()
     .frame_len;
-    sluice_wire::TenantKey::new(&key_bytes()).sign(&mut sluice_wire::Frame::new_unchecked(&mut buf[..n]));
+    sluice_wire::TenantKey::new(&key_bytes())
+        .sign(&mut sluice_wire::Frame::new_unchecked(&mut buf[..n]));
     n
 }
 

@@ -50,7 +50,10 @@ pub fn uninstall() {
 fn with<R>(f: impl FnOnce(&mut Local) -> R) -> Result<R, Refusal> {
     LOCAL.with(|l| match l.borrow_mut().as_mut() {
         Some(local) => Ok(f(local)),
-        None => Err(Refusal::code(ErrorCode::ShuttingDown, "front door is stopping")),
+        None => Err(Refusal::code(
+            ErrorCode::ShuttingDown,
+            "front door is stopping",
+        )),
     })
 }
 
@@ -78,7 +81,9 @@ pub fn submit(f: Filling, len: usize, w: usize) -> Result<oneshot::Receiver<Done
                 l.waiting[slot] = Some(tx);
                 Ok(rx)
             }
-            Err(SubmitError::NoWorker(_)) => Err(Refusal::code(ErrorCode::Internal, "no such worker")),
+            Err(SubmitError::NoWorker(_)) => {
+                Err(Refusal::code(ErrorCode::Internal, "no such worker"))
+            }
             Err(SubmitError::Full(_)) => Err(Refusal::code(ErrorCode::Busy, "worker ring full")),
         }
     })?

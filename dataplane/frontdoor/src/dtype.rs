@@ -228,11 +228,15 @@ impl Sink<'_> {
             DType::U16 => s.copy_from_slice(&(int(0.0, 65535.0)? as u16).to_le_bytes()),
             DType::I16 => s.copy_from_slice(&(int(-32768.0, 32767.0)? as i16).to_le_bytes()),
             DType::U32 => s.copy_from_slice(&(int(0.0, u32::MAX as f64)? as u32).to_le_bytes()),
-            DType::I32 => s.copy_from_slice(
-                &(int(i32::MIN as f64, i32::MAX as f64)? as i32).to_le_bytes(),
+            DType::I32 => {
+                s.copy_from_slice(&(int(i32::MIN as f64, i32::MAX as f64)? as i32).to_le_bytes())
+            }
+            DType::I64 => s.copy_from_slice(
+                &(int(-9.223_372_036_854_776e18, 9.223_372_036_854_775e18)? as i64).to_le_bytes(),
             ),
-            DType::I64 => s.copy_from_slice(&(int(-9.223_372_036_854_776e18, 9.223_372_036_854_775e18)? as i64).to_le_bytes()),
-            DType::U64 => s.copy_from_slice(&(int(0.0, 1.844_674_407_370_955e19)? as u64).to_le_bytes()),
+            DType::U64 => {
+                s.copy_from_slice(&(int(0.0, 1.844_674_407_370_955e19)? as u64).to_le_bytes())
+            }
             DType::Bool => s[0] = u8::from(int(0.0, 1.0)? != 0.0),
         }
         Ok(())
@@ -358,19 +362,27 @@ pub fn write_json_data(out: &mut Vec<u8>, dtype: DType, data: &[u8]) {
             DType::Bool => out.extend_from_slice(if e[0] != 0 { b"true" } else { b"false" }),
             DType::U8 => out.extend_from_slice(ibuf.format(e[0]).as_bytes()),
             DType::I8 => out.extend_from_slice(ibuf.format(e[0] as i8).as_bytes()),
-            DType::U16 => out.extend_from_slice(ibuf.format(u16::from_le_bytes([e[0], e[1]])).as_bytes()),
-            DType::I16 => out.extend_from_slice(ibuf.format(i16::from_le_bytes([e[0], e[1]])).as_bytes()),
+            DType::U16 => {
+                out.extend_from_slice(ibuf.format(u16::from_le_bytes([e[0], e[1]])).as_bytes())
+            }
+            DType::I16 => {
+                out.extend_from_slice(ibuf.format(i16::from_le_bytes([e[0], e[1]])).as_bytes())
+            }
             DType::U32 => out.extend_from_slice(
-                ibuf.format(u32::from_le_bytes([e[0], e[1], e[2], e[3]])).as_bytes(),
+                ibuf.format(u32::from_le_bytes([e[0], e[1], e[2], e[3]]))
+                    .as_bytes(),
             ),
             DType::I32 => out.extend_from_slice(
-                ibuf.format(i32::from_le_bytes([e[0], e[1], e[2], e[3]])).as_bytes(),
+                ibuf.format(i32::from_le_bytes([e[0], e[1], e[2], e[3]]))
+                    .as_bytes(),
             ),
             DType::U64 => out.extend_from_slice(
-                ibuf.format(u64::from_le_bytes(e.try_into().unwrap_or([0; 8]))).as_bytes(),
+                ibuf.format(u64::from_le_bytes(e.try_into().unwrap_or([0; 8])))
+                    .as_bytes(),
             ),
             DType::I64 => out.extend_from_slice(
-                ibuf.format(i64::from_le_bytes(e.try_into().unwrap_or([0; 8]))).as_bytes(),
+                ibuf.format(i64::from_le_bytes(e.try_into().unwrap_or([0; 8])))
+                    .as_bytes(),
             ),
         }
     }
@@ -406,11 +418,27 @@ mod tests {
     #[test]
     fn counts_and_ranges_are_checked() {
         let mut out = [0u8; 8];
-        assert!(parse_json_data("[1,2,3]", DType::F32, &mut out).unwrap_err().contains("more elements"));
-        assert!(parse_json_data("[1]", DType::F32, &mut out).unwrap_err().contains("needs 2"));
+        assert!(
+            parse_json_data("[1,2,3]", DType::F32, &mut out)
+                .unwrap_err()
+                .contains("more elements")
+        );
+        assert!(
+            parse_json_data("[1]", DType::F32, &mut out)
+                .unwrap_err()
+                .contains("needs 2")
+        );
         let mut b = [0u8; 2];
-        assert!(parse_json_data("[1, 300]", DType::U8, &mut b).unwrap_err().contains("range"));
-        assert!(parse_json_data("[1.5, 3]", DType::I8, &mut b).unwrap_err().contains("integer"));
+        assert!(
+            parse_json_data("[1, 300]", DType::U8, &mut b)
+                .unwrap_err()
+                .contains("range")
+        );
+        assert!(
+            parse_json_data("[1.5, 3]", DType::I8, &mut b)
+                .unwrap_err()
+                .contains("integer")
+        );
         assert!(parse_json_data("[true, \"x\"]", DType::Bool, &mut b).is_err());
         assert!(parse_json_data("[1, 0] [", DType::U8, &mut b).is_err());
         parse_json_data("[true, false]", DType::Bool, &mut b).unwrap();

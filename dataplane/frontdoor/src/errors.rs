@@ -110,8 +110,11 @@ mod tests {
     /// The table in docs/frontdoor.md is the one above.
     #[test]
     fn docs_table_matches() {
-        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/frontdoor.md"))
-            .unwrap();
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/frontdoor.md"
+        ))
+        .unwrap();
         for &c in ErrorCode::ALL {
             let (status, grpc) = map(c);
             let row = format!(

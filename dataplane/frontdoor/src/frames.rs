@@ -152,9 +152,17 @@ pub fn answer(done: Done) -> Result<Answer, Refusal> {
     let frame = match Frame::new_checked(done.reply()) {
         Ok(f) => f,
         Err(_) if done.reply().is_empty() => {
-            return Err(Refusal::code(ErrorCode::Internal, "the worker gave no answer"));
+            return Err(Refusal::code(
+                ErrorCode::Internal,
+                "the worker gave no answer",
+            ));
         }
-        Err(e) => return Err(Refusal::code(ErrorCode::Internal, format!("bad answer frame: {e}"))),
+        Err(e) => {
+            return Err(Refusal::code(
+                ErrorCode::Internal,
+                format!("bad answer frame: {e}"),
+            ));
+        }
     };
     match frame.kind() {
         Kind::Response => {}

@@ -43,7 +43,9 @@ fn refused(ctx: &Ctx, r: Refusal) -> Status {
 
 const INFER_PATH: &str = "/inference.GRPCInferenceService/ModelInfer";
 
-fn tensor_meta(ts: &[sluice_engine::meta::TensorMeta]) -> Vec<pb::model_metadata_response::TensorMetadata> {
+fn tensor_meta(
+    ts: &[sluice_engine::meta::TensorMeta],
+) -> Vec<pb::model_metadata_response::TensorMetadata> {
     ts.iter()
         .map(|t| pb::model_metadata_response::TensorMetadata {
             name: t.name.clone(),
@@ -133,12 +135,25 @@ impl Service {
         let ctx = &self.ctx;
         let (meta, _, msg) = req.into_parts();
         let tables = ctx.tables();
-        let sem = crate::semantic::read(&meta, &tables, "POST", INFER_PATH, &msg.model_name, &msg.model_version)?;
+        let sem = crate::semantic::read(
+            &meta,
+            &tables,
+            "POST",
+            INFER_PATH,
+            &msg.model_name,
+            &msg.model_version,
+        )?;
         if tables.models.resolve(&sem.model, &sem.version).is_none() {
-            return Err(Refusal::code(ErrorCode::UnknownModel, "unknown model or version"));
+            return Err(Refusal::code(
+                ErrorCode::UnknownModel,
+                "unknown model or version",
+            ));
         }
         if !ctx.ready() {
-            return Err(Refusal::code(ErrorCode::ShuttingDown, "appliance is shutting down"));
+            return Err(Refusal::code(
+                ErrorCode::ShuttingDown,
+                "appliance is shutting down",
+            ));
         }
         let raw = !msg.raw_input_contents.is_empty();
         if raw && msg.raw_input_contents.len() != msg.inputs.len() {
@@ -229,13 +244,14 @@ impl Service {
         };
         let mut reply_bytes = 0u64;
         for o in chosen {
-            resp.outputs.push(pb::model_infer_response::InferOutputTensor {
-                name: o.name.clone(),
-                datatype: dtype::kserve_name(o.dtype).to_string(),
-                shape: o.dims.iter().map(|&d| d as i64).collect(),
-                parameters: HashMap::new(),
-                contents: None,
-            });
+            resp.outputs
+                .push(pb::model_infer_response::InferOutputTensor {
+                    name: o.name.clone(),
+                    datatype: dtype::kserve_name(o.dtype).to_string(),
+                    shape: o.dims.iter().map(|&d| d as i64).collect(),
+                    parameters: HashMap::new(),
+                    contents: None,
+                });
             reply_bytes += o.range.len() as u64;
             resp.raw_output_contents.push(a.bytes_of(o));
         }
@@ -283,7 +299,12 @@ impl GrpcInferenceService for Service {
         Stats::add(&self.ctx.stats.grpc_requests, 1);
         let m = req.metadata().clone();
         let r = req.into_inner();
-        let ready = match self.find(&m, "/inference.GRPCInferenceService/ModelReady", &r.name, &r.version) {
+        let ready = match self.find(
+            &m,
+            "/inference.GRPCInferenceService/ModelReady",
+            &r.name,
+            &r.version,
+        ) {
             Ok(_) => self.ctx.ready(),
             Err(s) if s.code() == tonic::Code::NotFound => false,
             Err(s) => return Err(s),
@@ -310,7 +331,12 @@ impl GrpcInferenceService for Service {
         Stats::add(&self.ctx.stats.grpc_requests, 1);
         let m = req.metadata().clone();
         let r = req.into_inner();
-        let f = self.find(&m, "/inference.GRPCInferenceService/ModelMetadata", &r.name, &r.version)?;
+        let f = self.find(
+            &m,
+            "/inference.GRPCInferenceService/ModelMetadata",
+            &r.name,
+            &r.version,
+        )?;
         let v = f.version();
         let mut inputs = tensor_meta(&v.inputs);
         inputs.extend(tensor_meta(&v.optional_inputs));
@@ -351,7 +377,12 @@ impl GrpcInferenceService for Service {
         Stats::add(&self.ctx.stats.grpc_requests, 1);
         let m = req.metadata().clone();
         let r = req.into_inner();
-        let f = self.find(&m, "/inference.GRPCInferenceService/ModelConfig", &r.name, &r.version)?;
+        let f = self.find(
+            &m,
+            "/inference.GRPCInferenceService/ModelConfig",
+            &r.name,
+            &r.version,
+        )?;
         let v = f.version();
         let batching = f.batch.is_some();
         let io_in = |t: &sluice_engine::meta::TensorMeta, optional: bool| pb::ModelInput {

@@ -196,4 +196,3 @@ pub fn config_json(f: &Found, workers: usize) -> serde_json::Value {
     }
     j
 }
-

@@ -91,7 +91,9 @@ fn token(name: &str, v: &str, max: usize) -> Result<String, Refusal> {
         return Err(Refusal::bad(format!("{name}: longer than {max} bytes")));
     }
     if !v.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
-        return Err(Refusal::bad(format!("{name}: must be visible ASCII without spaces")));
+        return Err(Refusal::bad(format!(
+            "{name}: must be visible ASCII without spaces"
+        )));
     }
     Ok(v.to_string())
 }
@@ -211,7 +213,9 @@ pub fn authenticate(
         };
         let now_s = now_us() / 1_000_000;
         if now_s.abs_diff(ts) > HMAC_SKEW_MAX_S {
-            return Err(unauth("Sluice-HMAC timestamp is too far from the server's clock"));
+            return Err(unauth(
+                "Sluice-HMAC timestamp is too far from the server's clock",
+            ));
         }
         let tag = decode_hex(sig).ok_or_else(|| unauth("Sluice-HMAC sig is not hex"))?;
         let t = tables.tenant(id);
@@ -255,7 +259,12 @@ pub fn read(
     }
     let header_version = h.text("x-model-version")?.unwrap_or("").trim();
     let version = match (path_version, header_version) {
-        ("", "") => return Err(Refusal::code(ErrorCode::ModelVersionRequired, "X-Model-Version required")),
+        ("", "") => {
+            return Err(Refusal::code(
+                ErrorCode::ModelVersionRequired,
+                "X-Model-Version required",
+            ));
+        }
         ("", v) | (v, "") => v,
         (p, v) if p == v => p,
         _ => {
@@ -331,7 +340,9 @@ mod tests {
         assert_eq!(t.parent_id[7], 0xb7);
         assert_eq!(t.flags, 1);
         assert!(!parse_traceparent("00-zz-00f067aa0ba902b7-01").is_set());
-        assert!(!parse_traceparent("00-00000000000000000000000000000000-00f067aa0ba902b7-01").is_set());
+        assert!(
+            !parse_traceparent("00-00000000000000000000000000000000-00f067aa0ba902b7-01").is_set()
+        );
     }
 
     #[test]
@@ -343,9 +354,15 @@ mod tests {
         let e = read(&h, &tables, "POST", "/", "mlp", "").unwrap_err();
         assert_eq!(e.status, http::StatusCode::BAD_REQUEST);
         assert_eq!(e.message, "X-Model-Version required");
-        assert_eq!(read(&h, &tables, "POST", "/", "mlp", "1").unwrap().version, "1");
+        assert_eq!(
+            read(&h, &tables, "POST", "/", "mlp", "1").unwrap().version,
+            "1"
+        );
         h.insert("x-model-version", "2".parse().unwrap());
-        assert_eq!(read(&h, &tables, "POST", "/", "mlp", "").unwrap().version, "2");
+        assert_eq!(
+            read(&h, &tables, "POST", "/", "mlp", "").unwrap().version,
+            "2"
+        );
         assert!(read(&h, &tables, "POST", "/", "mlp", "1").is_err());
         h.insert("x-ai-timeout", "soon".parse().unwrap());
         assert!(read(&h, &tables, "POST", "/", "mlp", "2").is_err());

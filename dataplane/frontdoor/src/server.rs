@@ -78,11 +78,16 @@ fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
 
 /// Binds one listener per thread for `addr` (port 0: the first picks a
 /// port, the rest join it).
-fn bind_all(addr: &str, threads: usize) -> Result<(Vec<std::net::TcpListener>, Option<SocketAddr>), String> {
+fn bind_all(
+    addr: &str,
+    threads: usize,
+) -> Result<(Vec<std::net::TcpListener>, Option<SocketAddr>), String> {
     if addr.is_empty() {
         return Ok((Vec::new(), None));
     }
-    let mut a: SocketAddr = addr.parse().map_err(|_| format!("{addr}: not an IP:port"))?;
+    let mut a: SocketAddr = addr
+        .parse()
+        .map_err(|_| format!("{addr}: not an IP:port"))?;
     let mut out = Vec::with_capacity(threads);
     for _ in 0..threads {
         let l = bind(a).map_err(|e| format!("listen on {a}: {e}"))?;
@@ -126,10 +131,15 @@ pub fn start(c: FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String> {
                 if let Some(core) = core
                     && let Err(e) = sluice_engine::sys::pin_to_core(core)
                 {
-                    let _ = ready.send(Err(format!("front-door thread {t}: pin to core {core}: {e}")));
+                    let _ = ready.send(Err(format!(
+                        "front-door thread {t}: pin to core {core}: {e}"
+                    )));
                     return;
                 }
-                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
                     Ok(rt) => rt,
                     Err(e) => {
                         let _ = ready.send(Err(format!("front-door thread {t}: runtime: {e}")));
@@ -247,7 +257,9 @@ async fn accept(
             let served = match proto {
                 Proto::Http => {
                     let c = Arc::clone(&ctx);
-                    let svc = hyper::service::service_fn(move |req| crate::http::handle(Arc::clone(&c), req));
+                    let svc = hyper::service::service_fn(move |req| {
+                        crate::http::handle(Arc::clone(&c), req)
+                    });
                     let conn = b.serve_connection(io, svc);
                     tokio::select! {
                         r = conn => r,

@@ -26,7 +26,10 @@ fn ort_lib() -> std::path::PathBuf {
         return p.into();
     }
     let p = root().join(".cache/onnxruntime/libonnxruntime.so.1.31.1");
-    assert!(p.is_file(), "ONNX Runtime missing: run scripts/setup-onnxruntime.sh");
+    assert!(
+        p.is_file(),
+        "ONNX Runtime missing: run scripts/setup-onnxruntime.sh"
+    );
     p
 }
 
@@ -138,9 +141,8 @@ impl Resp {
             .map(|(_, v)| v.as_str())
     }
     fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!("{e}: {}", String::from_utf8_lossy(&self.body))
-        })
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
     }
 }
 
@@ -158,7 +160,14 @@ fn read_resp(s: &mut TcpStream) -> Resp {
     };
     let head = String::from_utf8(buf[..head_end].to_vec()).unwrap();
     let mut lines = head.split("\r\n");
-    let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     let headers: Vec<(String, String)> = lines
         .map(|l| {
             let (k, v) = l.split_once(':').unwrap();
@@ -185,7 +194,10 @@ fn read_resp(s: &mut TcpStream) -> Resp {
 fn call(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n", body.len());
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n",
+        body.len()
+    );
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -240,16 +252,33 @@ fn health_and_inference_json_and_binary() {
     let r = call(addr, "GET", "/v2/health/ready", &[], b"");
     assert_eq!((r.status, r.json()["ready"].clone()), (200, true.into()));
     let r = call(addr, "GET", "/v2", &[], b"");
-    assert!(r.json()["extensions"].as_array().unwrap().contains(&"binary_tensor_data".into()));
+    assert!(
+        r.json()["extensions"]
+            .as_array()
+            .unwrap()
+            .contains(&"binary_tensor_data".into())
+    );
 
     // JSON in, JSON out; the version in the path.
-    let r = call(addr, "POST", "/v2/models/mlp/versions/1/infer", &[], &json_infer_body());
+    let r = call(
+        addr,
+        "POST",
+        "/v2/models/mlp/versions/1/infer",
+        &[],
+        &json_infer_body(),
+    );
     let y_json = json_y(&r);
     assert_eq!(r.json()["id"], "r1");
     assert_eq!(r.json()["model_name"], "mlp");
 
     // The version in X-Model-Version instead.
-    let r = call(addr, "POST", "/v2/models/mlp/infer", &[("X-Model-Version", "1.0.0")], &json_infer_body());
+    let r = call(
+        addr,
+        "POST",
+        "/v2/models/mlp/infer",
+        &[("X-Model-Version", "1.0.0")],
+        &json_infer_body(),
+    );
     assert_eq!(json_y(&r), y_json);
 
     // Binary in, JSON out.
@@ -275,7 +304,11 @@ fn health_and_inference_json_and_binary() {
         &body,
     );
     assert_eq!(r.status, 200);
-    let jl: usize = r.header("inference-header-content-length").unwrap().parse().unwrap();
+    let jl: usize = r
+        .header("inference-header-content-length")
+        .unwrap()
+        .parse()
+        .unwrap();
     let j: serde_json::Value = serde_json::from_slice(&r.body[..jl]).unwrap();
     assert_eq!(j["outputs"][0]["parameters"]["binary_data_size"], 12);
     let y: Vec<f32> = r.body[jl..]
@@ -311,10 +344,22 @@ fn health_and_inference_json_and_binary() {
 }
 
 /// What, headers, body, expected status, a word the message must hold.
-type Case = (&'static str, Vec<(&'static str, &'static str)>, Vec<u8>, u16, &'static str);
+type Case = (
+    &'static str,
+    Vec<(&'static str, &'static str)>,
+    Vec<u8>,
+    u16,
+    &'static str,
+);
 
 fn infer(addr: SocketAddr, headers: &[(&str, &str)], body: &[u8]) -> Resp {
-    call(addr, "POST", "/v2/models/mlp/versions/1/infer", headers, body)
+    call(
+        addr,
+        "POST",
+        "/v2/models/mlp/versions/1/infer",
+        headers,
+        body,
+    )
 }
 
 fn error_of(r: &Resp) -> String {
@@ -325,9 +370,18 @@ fn error_of(r: &Resp) -> String {
 fn header_rules_and_bad_input_get_4xx_with_a_message() {
     let (_e, addr) = engine(false);
     // Missing X-Model-Version: 400 with the seed's exact body.
-    let r = call(addr, "POST", "/v2/models/mlp/infer", &[], &json_infer_body());
+    let r = call(
+        addr,
+        "POST",
+        "/v2/models/mlp/infer",
+        &[],
+        &json_infer_body(),
+    );
     assert_eq!(r.status, 400);
-    assert_eq!(r.json(), serde_json::json!({"error": "X-Model-Version required"}));
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"error": "X-Model-Version required"})
+    );
 
     let cases: Vec<Case> = vec![
         ("malformed JSON", vec![], b"{\"inputs\": [".to_vec(), 400, "request JSON"),
@@ -345,16 +399,30 @@ fn header_rules_and_bad_input_get_4xx_with_a_message() {
     ];
     for (what, h, body, status, needle) in cases {
         let r = infer(addr, &h, &body);
-        assert_eq!(r.status, status, "{what}: {}", String::from_utf8_lossy(&r.body));
+        assert_eq!(
+            r.status,
+            status,
+            "{what}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
         let m = error_of(&r);
         assert!(!m.is_empty() && m.contains(needle), "{what}: {m}");
     }
     // Unknown model and version: 404 before the body is read.
-    assert_eq!(call(addr, "POST", "/v2/models/nope/versions/1/infer", &[], b"{}").status, 404);
-    assert_eq!(call(addr, "POST", "/v2/models/mlp/versions/9/infer", &[], b"{}").status, 404);
+    assert_eq!(
+        call(addr, "POST", "/v2/models/nope/versions/1/infer", &[], b"{}").status,
+        404
+    );
+    assert_eq!(
+        call(addr, "POST", "/v2/models/mlp/versions/9/infer", &[], b"{}").status,
+        404
+    );
     // Unknown endpoint, wrong method.
     assert_eq!(call(addr, "GET", "/v3/whatever", &[], b"").status, 404);
-    assert_eq!(call(addr, "GET", "/v2/models/mlp/versions/1/infer", &[], b"").status, 405);
+    assert_eq!(
+        call(addr, "GET", "/v2/models/mlp/versions/1/infer", &[], b"").status,
+        405
+    );
 
     // Too large: refused from Content-Length alone, before the body.
     let mut s = TcpStream::connect(addr).unwrap();
@@ -382,11 +450,16 @@ fn header_rules_and_bad_input_get_4xx_with_a_message() {
     let t = Instant::now();
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"POST /v2/models/mlp/versions/1/infer HTTP/1.1\r\nhost: x\r\ncontent-length: 500\r\n\r\n{")
-        .unwrap();
+    s.write_all(
+        b"POST /v2/models/mlp/versions/1/infer HTTP/1.1\r\nhost: x\r\ncontent-length: 500\r\n\r\n{",
+    )
+    .unwrap();
     let r = read_resp(&mut s);
     assert_eq!(r.status, 408, "{}", error_of(&r));
-    assert!(t.elapsed() < Duration::from_secs(5), "slow clients are cut off at body_timeout_ms");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "slow clients are cut off at body_timeout_ms"
+    );
 }
 
 #[test]
@@ -411,7 +484,10 @@ fn timeout_header_becomes_the_frame_deadline() {
     assert_eq!(r.status, 504, "{}", error_of(&r));
     assert!(error_of(&r).contains("deadline"));
     // An ample timeout runs.
-    assert_eq!(infer(addr, &[("X-AI-Timeout", "8s")], &json_infer_body()).status, 200);
+    assert_eq!(
+        infer(addr, &[("X-AI-Timeout", "8s")], &json_infer_body()).status,
+        200
+    );
     let st = e.stats();
     assert!(st.errors(sluice_wire::ErrorCode::DeadlineExceeded) >= 1);
 }
@@ -423,12 +499,27 @@ fn tenants_authenticate_and_allow_lists_apply() {
     let r = infer(addr, &[], &body);
     assert_eq!(r.status, 401, "{}", error_of(&r));
     let bearer = format!("Bearer {TOKEN}");
-    assert_eq!(infer(addr, &[("Authorization", &bearer)], &body).status, 200);
-    assert_eq!(infer(addr, &[("Authorization", "Bearer wrong-token-wrong-token")], &body).status, 401);
+    assert_eq!(
+        infer(addr, &[("Authorization", &bearer)], &body).status,
+        200
+    );
+    assert_eq!(
+        infer(
+            addr,
+            &[("Authorization", "Bearer wrong-token-wrong-token")],
+            &body
+        )
+        .status,
+        401
+    );
     // Tenant 8 may use "null" only: the worker's allow-list refuses mlp,
     // answered as for a model that does not exist (the engine's rule).
     let other: String = TOKEN.chars().rev().collect();
-    let r = infer(addr, &[("Authorization", &format!("Bearer {other}"))], &body);
+    let r = infer(
+        addr,
+        &[("Authorization", &format!("Bearer {other}"))],
+        &body,
+    );
     assert_eq!(r.status, 404, "{}", error_of(&r));
     assert_eq!(error_of(&r), "unknown model or version");
     // HMAC with the tenant key over method, path and timestamp.
@@ -438,7 +529,8 @@ fn tenants_authenticate_and_allow_lists_apply() {
         .unwrap()
         .as_secs();
     let path = "/v2/models/mlp/versions/1/infer";
-    let sig = sluice_wire::TenantKey::new(&key).sign_message(format!("POST\n{path}\n{ts}").as_bytes());
+    let sig =
+        sluice_wire::TenantKey::new(&key).sign_message(format!("POST\n{path}\n{ts}").as_bytes());
     let hex: String = sig.iter().map(|b| format!("{b:02x}")).collect();
     let auth = format!("Sluice-HMAC tenant=7, ts={ts}, sig={hex}");
     assert_eq!(infer(addr, &[("Authorization", &auth)], &body).status, 200);
@@ -495,7 +587,10 @@ fn mutated_requests_get_4xx_never_5xx() {
         }
         *statuses.entry(r.status).or_insert(0) += 1;
     }
-    assert!(statuses.len() > 1, "the mutations reached more than one outcome: {statuses:?}");
+    assert!(
+        statuses.len() > 1,
+        "the mutations reached more than one outcome: {statuses:?}"
+    );
     // Still serving, and no worker saw a frame it could not answer.
     assert_eq!(json_y(&infer(addr, &[], &json_infer_body())).len(), 3);
     assert_eq!(e.stats().total(|w| w.not_sluice), 0);

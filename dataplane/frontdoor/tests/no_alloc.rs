@@ -23,8 +23,12 @@ fn engine() -> (Engine, SocketAddr) {
         .join("../..")
         .canonicalize()
         .unwrap();
-    let lib = std::env::var("SLUICE_ORT_LIB")
-        .unwrap_or_else(|_| format!("{}/.cache/onnxruntime/libonnxruntime.so.1.31.1", root.display()));
+    let lib = std::env::var("SLUICE_ORT_LIB").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/onnxruntime/libonnxruntime.so.1.31.1",
+            root.display()
+        )
+    });
     let text = format!(
         r#"
 [engine]
@@ -80,24 +84,42 @@ fn traffic(addr: SocketAddr, rounds: usize) -> Vec<u16> {
     // the body for the server's delayed ACK (40 ms a request).
     s.set_nodelay(true).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let json = br#"{"inputs":[{"name":"x","shape":[2,4],"datatype":"FP32","data":[1,2,3,4,5,6,7,8]}]}"#.to_vec();
+    let json =
+        br#"{"inputs":[{"name":"x","shape":[2,4],"datatype":"FP32","data":[1,2,3,4,5,6,7,8]}]}"#
+            .to_vec();
     let hdr = br#"{"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}}],"parameters":{"binary_data_output":true}}"#;
     let mut bin = hdr.to_vec();
     bin.extend((0..4).flat_map(|i| (i as f32).to_le_bytes()));
-    let bad_shape = br#"{"inputs":[{"name":"x","shape":[1,5],"datatype":"FP32","data":[1,2,3,4,5]}]}"#.to_vec();
+    let bad_shape =
+        br#"{"inputs":[{"name":"x","shape":[1,5],"datatype":"FP32","data":[1,2,3,4,5]}]}"#.to_vec();
     let hl = hdr.len().to_string();
     let cases: Vec<Case<'_>> = vec![
         ("/v2/models/mlp/versions/1.0.0/infer", vec![], &json),
-        ("/v2/models/mlp/versions/1.0.0/infer", vec![("inference-header-content-length", &hl)], &bin),
-        ("/v2/models/mlp/versions/1.0.0/infer", vec![("x-lora-adapter-id", "formal")], &json),
+        (
+            "/v2/models/mlp/versions/1.0.0/infer",
+            vec![("inference-header-content-length", &hl)],
+            &bin,
+        ),
+        (
+            "/v2/models/mlp/versions/1.0.0/infer",
+            vec![("x-lora-adapter-id", "formal")],
+            &json,
+        ),
         ("/v2/models/mlp/versions/1.0.0/infer", vec![], &bad_shape),
-        ("/v2/models/mlp/versions/1.0.0/infer", vec![("x-lora-adapter-id", "nope")], &json),
+        (
+            "/v2/models/mlp/versions/1.0.0/infer",
+            vec![("x-lora-adapter-id", "nope")],
+            &json,
+        ),
     ];
     let mut statuses = Vec::new();
     let mut buf = vec![0u8; 65536];
     for _ in 0..rounds {
         for (path, headers, body) in &cases {
-            let mut req = format!("POST {path} HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n", body.len());
+            let mut req = format!(
+                "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n",
+                body.len()
+            );
             for (k, v) in headers {
                 req.push_str(&format!("{k}: {v}\r\n"));
             }
@@ -138,7 +160,10 @@ fn front_door_frames_take_the_hot_path_without_allocating() {
     traffic(addr, 20);
     std::thread::sleep(Duration::from_millis(120));
     let before = sluice_testkit::watched_allocs();
-    assert!(before > 0, "the counting allocator saw the worker's start-up");
+    assert!(
+        before > 0,
+        "the counting allocator saw the worker's start-up"
+    );
     let statuses = traffic(addr, 200);
     std::thread::sleep(Duration::from_millis(120));
     let after = sluice_testkit::watched_allocs();

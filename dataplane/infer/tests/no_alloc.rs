@@ -152,7 +152,10 @@ fn stream_steps_do_not_allocate_and_keep_state_in_place() {
         }])
         .unwrap();
     assert_eq!(spec.half_len, 64, "8 f32, one 64-byte line");
-    let mut halves = [AlignedBuf::new(spec.half_len), AlignedBuf::new(spec.half_len)];
+    let mut halves = [
+        AlignedBuf::new(spec.half_len),
+        AlignedBuf::new(spec.half_len),
+    ];
     let mut tx = AlignedBuf::new(64 << 10);
     let mut stats = RunStats::default();
     let frames: Vec<AlignedBuf> = (0..4)
@@ -179,14 +182,24 @@ fn stream_steps_do_not_allocate_and_keep_state_in_place() {
     .to_bytes();
     let ext = [ExtRepr::stream(&header)];
     let mut want = [0f32; 8];
-    let mut step = |k: usize, halves: &mut [AlignedBuf; 2], tx: &mut AlignedBuf, stats: &mut RunStats| {
-        let [a, b] = halves;
-        let (cur, next) = if k.is_multiple_of(2) { (a, b) } else { (b, a) };
-        let req = Frame::new_checked(frames[k % 4].as_slice()).unwrap();
-        model
-            .run_step(&req, None, &spec, cur.as_slice(), next.as_mut_slice(), &ext, tx.as_mut_slice(), stats)
-            .unwrap()
-    };
+    let mut step =
+        |k: usize, halves: &mut [AlignedBuf; 2], tx: &mut AlignedBuf, stats: &mut RunStats| {
+            let [a, b] = halves;
+            let (cur, next) = if k.is_multiple_of(2) { (a, b) } else { (b, a) };
+            let req = Frame::new_checked(frames[k % 4].as_slice()).unwrap();
+            model
+                .run_step(
+                    &req,
+                    None,
+                    &spec,
+                    cur.as_slice(),
+                    next.as_mut_slice(),
+                    &ext,
+                    tx.as_mut_slice(),
+                    stats,
+                )
+                .unwrap()
+        };
     // Warm-up outside the count (first-run setup in ORT's Rust wrapper).
     for k in 0..2 {
         step(k, &mut halves, &mut tx, &mut stats);

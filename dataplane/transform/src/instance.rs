@@ -19,7 +19,6 @@ use crate::host::{Emitted, HostState, NO_EXT, Plan};
 use crate::runtime::Module;
 use crate::types::{Cost, Fault, Input, Stats, Target, bump, set};
 
-
 /// Good calls in a row after which the quarantine backoff starts again
 /// from `Limits::quarantine_us`.
 pub const BACKOFF_RESET_OK_CALLS: u32 = 64;

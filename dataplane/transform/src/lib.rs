@@ -30,9 +30,9 @@ mod types;
 
 pub use buf::{ALIGN, AlignedBuf};
 pub use check::LoadError;
-pub use limits::Limits;
 #[cfg(feature = "runtime")]
 pub use instance::{BACKOFF_RESET_OK_CALLS, Instance};
+pub use limits::Limits;
 #[cfg(not(feature = "runtime"))]
 pub use off::{Instance, Module, Runtime};
 #[cfg(feature = "runtime")]

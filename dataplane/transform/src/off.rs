@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use sluice_wire::Frame;
 
+use crate::UNAVAILABLE;
 use crate::check::LoadError;
 use crate::limits::Limits;
-use crate::UNAVAILABLE;
 use crate::types::{Cost, Fault, Input, Stats, Target};
 
 /// The wasmtime engine, absent from this build: [`Runtime::new`] refuses.

@@ -224,12 +224,19 @@ mod tests {
         for len in [0usize, 1, 16, 32, 63, 64, 65, 128, 300] {
             let key: std::vec::Vec<u8> = (0..len).map(|i| (i * 7 + 3).to_le_bytes()[0]).collect();
             let ours = TenantKey::new(&key);
-            for m in [0usize, 1, 54, 55, 56, 63, 64, 65, 118, 119, 120, 128, 200, 1000] {
-                let msg: std::vec::Vec<u8> = (0..m).map(|i| (i * 13 + 1).to_le_bytes()[0]).collect();
+            for m in [
+                0usize, 1, 54, 55, 56, 63, 64, 65, 118, 119, 120, 128, 200, 1000,
+            ] {
+                let msg: std::vec::Vec<u8> =
+                    (0..m).map(|i| (i * 13 + 1).to_le_bytes()[0]).collect();
                 let mut reference = <Hmac<Sha256> as Mac>::new_from_slice(&key).unwrap();
                 reference.update(&msg);
                 let want: [u8; 32] = reference.finalize().into_bytes().into();
-                assert_eq!(ours.sign_message(&msg), want, "key {len} bytes, message {m}");
+                assert_eq!(
+                    ours.sign_message(&msg),
+                    want,
+                    "key {len} bytes, message {m}"
+                );
                 assert!(ours.verify_message(&msg, &want));
                 // Fed in uneven pieces, the same.
                 let mut inner = ours.start();

@@ -335,7 +335,9 @@ fn spec_error_code_table_matches() {
 
 fn stream_of(name: &str) -> (Frame<Vec<u8>>, StreamHeader) {
     let f = parsed(name);
-    let s = f.stream().unwrap_or_else(|| panic!("{name} has a stream header"));
+    let s = f
+        .stream()
+        .unwrap_or_else(|| panic!("{name} has a stream header"));
     (f, s)
 }
 
@@ -384,7 +386,10 @@ fn stream_token() {
 #[test]
 fn stream_cancel() {
     let (f, s) = stream_of("stream_cancel");
-    assert_eq!((f.kind(), f.request_id(), f.tensor_count()), (Kind::Request, 51, 0));
+    assert_eq!(
+        (f.kind(), f.request_id(), f.tensor_count()),
+        (Kind::Request, 51, 0)
+    );
     assert_eq!((s.seq, s.flags, s.end_reason), (1, stream_flags::CANCEL, 0));
 }
 

@@ -28,8 +28,8 @@ mod spans;
 pub use spans::{SLUICE_SPANS_BATCH_MAX, SluiceSpan, sluice_engine_spans};
 mod load;
 pub use load::{
-    SLUICE_LOAD_MODEL_NONE, SLUICE_LOAD_MODEL_OTHER, SLUICE_LOAD_NAME_BYTES, SLUICE_LOAD_SECONDS_MAX,
-    SLUICE_LOAD_TENANT_OTHER, SluiceLoadRow, sluice_engine_load,
+    SLUICE_LOAD_MODEL_NONE, SLUICE_LOAD_MODEL_OTHER, SLUICE_LOAD_NAME_BYTES,
+    SLUICE_LOAD_SECONDS_MAX, SLUICE_LOAD_TENANT_OTHER, SluiceLoadRow, sluice_engine_load,
 };
 
 /// Version of this ABI; bumped on any incompatible change.
@@ -169,10 +169,7 @@ mod limits_check {
         SLUICE_CONTENT_PATH_SEGMENTS_MAX,
         l::CONTENT_PATH_SEGMENTS_MAX
     ));
-    const _: () = assert!(eq(
-        SLUICE_CONTENT_PATH_NODES_MAX,
-        l::CONTENT_PATH_NODES_MAX
-    ));
+    const _: () = assert!(eq(SLUICE_CONTENT_PATH_NODES_MAX, l::CONTENT_PATH_NODES_MAX));
     const _: () = assert!(eq(SLUICE_TENANTS_MAX, l::TENANT_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_MODELS_MAX, l::MODEL_SLOT_COUNT_MAX));
     const _: () = assert!(eq(SLUICE_ADAPTERS_MAX, l::ADAPTER_COUNT_MAX));

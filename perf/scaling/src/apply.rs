@@ -85,7 +85,11 @@ fn run(base: &Config, mode: Mode, n: usize) -> Result<f64> {
     let mut v = Vec::with_capacity(ROUNDS);
     for r in 0..ROUNDS + 1 {
         // Idle workers spin 200 µs, then sleep: give them time to.
-        std::thread::sleep(Duration::from_millis(if mode == Mode::Busy { 2 } else { 25 }));
+        std::thread::sleep(Duration::from_millis(if mode == Mode::Busy {
+            2
+        } else {
+            25
+        }));
         let t = Instant::now();
         e.apply(lives[r % 2].clone())?;
         // The first apply warms the allocator and the table's caches.
@@ -121,7 +125,10 @@ pub fn apply(cfg: &Config) -> Result<()> {
     for n in [1usize, 1_000, 10_000] {
         let c = compile_us(cfg, n)?;
         let mut t = [0.0f64; 3];
-        for (i, m) in [Mode::Busy, Mode::Poked, Mode::NotPoked].into_iter().enumerate() {
+        for (i, m) in [Mode::Busy, Mode::Poked, Mode::NotPoked]
+            .into_iter()
+            .enumerate()
+        {
             t[i] = run(cfg, m, n).map_err(|e| format!("{} {n}: {e}", m.name()))?;
         }
         println!(

@@ -174,7 +174,11 @@ fn request(id: u64, key: Option<&TenantKey>) -> Result<Vec<u8>> {
         kind: Kind::Request,
         request_id: id,
         tenant_id: if key.is_some() { TENANT } else { 0 },
-        deadline_us: if key.is_some() { now_us() + 9_000_000 } else { 0 },
+        deadline_us: if key.is_some() {
+            now_us() + 9_000_000
+        } else {
+            0
+        },
         model: "null",
         model_version: "1.0.0",
         tensors: &t,
@@ -265,7 +269,14 @@ fn classify_ns(cfg: &Config, bytes: &[u8]) -> Result<f64> {
         return Err(format!("the request is not admitted: {v:?}").into());
     }
     Ok(crate::time(21, 20.0, || {
-        black_box(classify_frame(black_box(bytes), false, &t, false, now, None));
+        black_box(classify_frame(
+            black_box(bytes),
+            false,
+            &t,
+            false,
+            now,
+            None,
+        ));
     }))
 }
 
@@ -350,7 +361,9 @@ pub fn ceiling(base: &Config) -> Result<()> {
         one.len()
     );
     sha_path(covered);
-    println!("| request | classify_frame ns | worker loop req/s | ns per request in the loop | loop / eRPC 10M/s |");
+    println!(
+        "| request | classify_frame ns | worker loop req/s | ns per request in the loop | loop / eRPC 10M/s |"
+    );
     println!("| --- | ---: | ---: | ---: | ---: |");
     row("unsigned", c_unsigned, unsigned);
     row("signed (HMAC, freshness, replay table)", c_signed, signed);

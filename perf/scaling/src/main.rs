@@ -305,7 +305,11 @@ impl Kind2 {
                 }];
             }
             Kind2::GlobModel => {
-                r.model = Some(if last { "nul*".into() } else { format!("m{i}-*") });
+                r.model = Some(if last {
+                    "nul*".into()
+                } else {
+                    format!("m{i}-*")
+                });
             }
         }
         r
@@ -313,8 +317,12 @@ impl Kind2 {
 }
 
 fn routes(b: &Bench, cfg: &Config) -> Result<()> {
-    println!("## 1. Routes, the match last (classify ns, ratio to 1 route; routing step alone: index and linear scan, ns)\n");
-    println!("| matcher | routes | classify ns | ratio | route step, index ns | route step, linear ns |");
+    println!(
+        "## 1. Routes, the match last (classify ns, ratio to 1 route; routing step alone: index and linear scan, ns)\n"
+    );
+    println!(
+        "| matcher | routes | classify ns | ratio | route step, index ns | route step, linear ns |"
+    );
     println!("| --- | ---: | ---: | ---: | ---: | ---: |");
     for kind in [
         Kind2::ExactModel,
@@ -382,7 +390,13 @@ fn allow_lists(b: &Bench, cfg: &Config) -> Result<()> {
             let mut live = LiveConfig::of(cfg);
             live.routes = vec![Kind2::ExactModel.route(0, 1)];
             let mut models: Vec<String> = (0..n - 1)
-                .map(|i| if prefix { format!("m{i}-*") } else { format!("m{i}") })
+                .map(|i| {
+                    if prefix {
+                        format!("m{i}-*")
+                    } else {
+                        format!("m{i}")
+                    }
+                })
                 .collect();
             models.push(if prefix { "nu*".into() } else { "null".into() });
             live.tenants[0].models = models;
@@ -453,7 +467,9 @@ fn tenants(b: &Bench, cfg: &Config) -> Result<()> {
 
 fn models(b: &Bench, cfg: &Config) -> Result<()> {
     println!("## 4b. Loaded model versions, the request naming the last\n");
-    println!("| versions | other models, classify ns | ratio | versions of one model, classify ns | ratio |");
+    println!(
+        "| versions | other models, classify ns | ratio | versions of one model, classify ns | ratio |"
+    );
     println!("| ---: | ---: | ---: | ---: | ---: |");
     let sizes = [1usize, 10, 100, 1_000, 4_096];
     let base = cfg.models[0].clone();

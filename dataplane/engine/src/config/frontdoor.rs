@@ -97,7 +97,10 @@ impl FrontdoorCfg {
     /// Checks ranges; `workers` are the worker cores.
     pub fn validate(&self, workers: &[usize]) -> Result<(), ConfigError> {
         let k = |f: &str| format!("frontdoor.{f}");
-        for (f, v) in [("http_listen", &self.http_listen), ("grpc_listen", &self.grpc_listen)] {
+        for (f, v) in [
+            ("http_listen", &self.http_listen),
+            ("grpc_listen", &self.grpc_listen),
+        ] {
             if !v.is_empty() && v.parse::<std::net::SocketAddr>().is_err() {
                 return Err(ConfigError::at(k(f), "not an IP:port address"));
             }
@@ -128,15 +131,37 @@ impl FrontdoorCfg {
             if workers.contains(&c) {
                 return Err(ConfigError::at(
                     format!("frontdoor.cores[{i}]"),
-                    format!("core {c} is a worker core: the front door runs off the pinned workers"),
+                    format!(
+                        "core {c} is a worker core: the front door runs off the pinned workers"
+                    ),
                 ));
             }
         }
         range(&k("slots"), self.slots, 1, SLOTS_MAX)?;
-        range(&k("body_bytes_max"), self.body_bytes_max, BODY_BYTES_MIN, BODY_BYTES_MAX)?;
-        range(&k("reply_bytes_max"), self.reply_bytes_max, REPLY_BYTES_MIN, REPLY_BYTES_MAX)?;
-        range(&k("header_timeout_ms"), self.header_timeout_ms, 1, TIMEOUT_MS_MAX)?;
-        range(&k("body_timeout_ms"), self.body_timeout_ms, 1, TIMEOUT_MS_MAX)?;
+        range(
+            &k("body_bytes_max"),
+            self.body_bytes_max,
+            BODY_BYTES_MIN,
+            BODY_BYTES_MAX,
+        )?;
+        range(
+            &k("reply_bytes_max"),
+            self.reply_bytes_max,
+            REPLY_BYTES_MIN,
+            REPLY_BYTES_MAX,
+        )?;
+        range(
+            &k("header_timeout_ms"),
+            self.header_timeout_ms,
+            1,
+            TIMEOUT_MS_MAX,
+        )?;
+        range(
+            &k("body_timeout_ms"),
+            self.body_timeout_ms,
+            1,
+            TIMEOUT_MS_MAX,
+        )?;
         range(&k("connections_max"), self.connections_max, 1, 1 << 20)?;
         Ok(())
     }

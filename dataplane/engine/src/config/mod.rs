@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 pub use crate::auth::config::{AuthCfg, AuthMode, auth_allows_tenants};
 
 pub mod limits;
+mod streams;
 mod trace;
 mod uring;
-mod streams;
 pub use streams::{GenerateCfg, ModelStreamCfg, StatePairCfg, StreamsCfg};
 pub use trace::TracingCfg;
 pub use uring::{TcpSlotCfg, UringCfg, ZcMode};
@@ -179,8 +179,6 @@ impl Default for EngineCfg {
         }
     }
 }
-
-
 
 /// `[host]`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -394,7 +392,6 @@ pub struct ModelCfg {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<ModelStreamCfg>,
 }
-
 
 /// A LoRA adapter of a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

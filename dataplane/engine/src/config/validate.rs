@@ -77,8 +77,18 @@ impl Config {
             60_000,
         )?;
         let st = &self.streams;
-        range("streams.per_worker", st.per_worker, 1, STREAMS_PER_WORKER_MAX)?;
-        range("streams.per_tenant", st.per_tenant, 1, STREAMS_PER_WORKER_MAX)?;
+        range(
+            "streams.per_worker",
+            st.per_worker,
+            1,
+            STREAMS_PER_WORKER_MAX,
+        )?;
+        range(
+            "streams.per_tenant",
+            st.per_tenant,
+            1,
+            STREAMS_PER_WORKER_MAX,
+        )?;
         range("streams.idle_ms", st.idle_ms, 1, STREAM_IDLE_MS_MAX)?;
         range("streams.frames_max", st.frames_max, 1, u32::MAX)?;
         let u = &self.io_uring;
@@ -431,7 +441,10 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
         }
         if let Some(st) = &m.stream {
             if m.kind != ModelKind::Onnx {
-                return Err(ConfigError::at(k("stream"), "only onnx models keep stream state"));
+                return Err(ConfigError::at(
+                    k("stream"),
+                    "only onnx models keep stream state",
+                ));
             }
             if m.batch_max.is_some() {
                 return Err(ConfigError::at(

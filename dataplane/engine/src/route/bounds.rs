@@ -93,11 +93,7 @@ fn comparator(c: &Comparator) -> (V3, V3) {
     // The lowest and highest versions the comparator's fields name:
     // "1" spans 1.0.0 to 1.max.max, "1.2" spans 1.2.0 to 1.2.max.
     let first = (m, c.minor.unwrap_or(0), c.patch.unwrap_or(0));
-    let last = (
-        m,
-        c.minor.unwrap_or(u64::MAX),
-        c.patch.unwrap_or(u64::MAX),
-    );
+    let last = (m, c.minor.unwrap_or(u64::MAX), c.patch.unwrap_or(u64::MAX));
     match c.op {
         // An exact comparator with a pre-release accepts only that
         // pre-release.
@@ -194,9 +190,27 @@ mod tests {
     #[test]
     fn boundaries() {
         for req in [
-            "^1.2", "^0.2.3", "^0.0.3", "^0", "~1", "~1.2", "~1.2.3", ">1", ">1.2", ">=1.2.3",
-            "<2", "<=1.2", "<0.0.0", ">1.2.3-alpha", "<=1.2.3-alpha", "=1.2.3-alpha", "*",
-            "1.*", ">=1, <2", "1.2.*", ">18446744073709551615.18446744073709551615.18446744073709551615",
+            "^1.2",
+            "^0.2.3",
+            "^0.0.3",
+            "^0",
+            "~1",
+            "~1.2",
+            "~1.2.3",
+            ">1",
+            ">1.2",
+            ">=1.2.3",
+            "<2",
+            "<=1.2",
+            "<0.0.0",
+            ">1.2.3-alpha",
+            "<=1.2.3-alpha",
+            "=1.2.3-alpha",
+            "*",
+            "1.*",
+            ">=1, <2",
+            "1.2.*",
+            ">18446744073709551615.18446744073709551615.18446744073709551615",
         ] {
             for v in [
                 (0, 0, 0),

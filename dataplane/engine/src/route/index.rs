@@ -212,10 +212,7 @@ impl Index {
             }
         }
         for fi in &self.fields {
-            let bucket = fi
-                .exact
-                .get(fi.field.of(k))
-                .map_or(&[][..], Vec::as_slice);
+            let bucket = fi.exact.get(fi.field.of(k)).map_or(&[][..], Vec::as_slice);
             if bucket.len() + fi.wild.len() < best.0.len() + best.1.len() {
                 best = (bucket, &fi.wild);
             }

@@ -13,7 +13,10 @@ fn opt(v: &'static [&'static str]) -> impl Strategy<Value = Option<String>> {
 fn route_cfg() -> impl Strategy<Value = RouteCfg> {
     (
         opt(&["m0", "m1", "m2", "m*", "?1"]),
-        opt(&["1.0.0", "2", "^1", ">=1, <2", "1.*", "~2.1", "<=1.5", ">2.1.3", "=2.1.3", "^0.1", ">=2, <3", "latest"]),
+        opt(&[
+            "1.0.0", "2", "^1", ">=1, <2", "1.*", "~2.1", "<=1.5", ">2.1.3", "=2.1.3", "^0.1",
+            ">=2, <3", "latest",
+        ]),
         opt(&["", "a1", "a2", "a*"]),
         opt(&["chat", "code", "c*"]),
         opt(&["t1", "t2", "t?"]),
@@ -33,16 +36,18 @@ fn route_cfg() -> impl Strategy<Value = RouteCfg> {
         ),
         0usize..3,
     )
-        .prop_map(|(model, version, adapter, intent, tenant, content, shard)| RouteCfg {
-            model,
-            version,
-            adapter,
-            intent,
-            tenant,
-            content: content.into_iter().map(String::from).collect(),
-            shard: format!("s{shard}"),
-            ..RouteCfg::default()
-        })
+        .prop_map(
+            |(model, version, adapter, intent, tenant, content, shard)| RouteCfg {
+                model,
+                version,
+                adapter,
+                intent,
+                tenant,
+                content: content.into_iter().map(String::from).collect(),
+                shard: format!("s{shard}"),
+                ..RouteCfg::default()
+            },
+        )
 }
 
 #[derive(Debug, Clone)]
@@ -58,7 +63,9 @@ struct Req {
 fn request() -> impl Strategy<Value = Req> {
     (
         prop::sample::select(vec!["m0", "m1", "m2", "mx"]),
-        prop::sample::select(vec!["1.0.0", "1.5", "2.1.3", "2", "2.1.4", "latest", "v1", "0.1.7"]),
+        prop::sample::select(vec![
+            "1.0.0", "1.5", "2.1.3", "2", "2.1.4", "latest", "v1", "0.1.7",
+        ]),
         prop::sample::select(vec!["", "a1", "a2", "b"]),
         prop::sample::select(vec!["chat", "code", "x"]),
         prop::sample::select(vec!["", "t1", "t2", "t10"]),

@@ -114,8 +114,7 @@ fn refused(r: Refusal) -> Verdict {
 pub const DATAGRAM_FRAME_MAX: usize = 65_507;
 
 /// The answer to a frame larger than a datagram, sent over one.
-pub const DATAGRAM_TOO_SMALL: &str =
-    "frame larger than a UDP datagram (65,507 bytes): send it over TCP (io_uring tcp_listen) or RDMA";
+pub const DATAGRAM_TOO_SMALL: &str = "frame larger than a UDP datagram (65,507 bytes): send it over TCP (io_uring tcp_listen) or RDMA";
 
 /// Steps 2 to 6 of the data path for one frame: parse, authenticate,
 /// validate, route, admit. No I/O, no allocation; the only state it
@@ -159,7 +158,8 @@ pub fn classify_traced(
     // never arrives whole over UDP or DPDK: say where it can travel.
     let declared = {
         let f = Frame::new_unchecked(bytes);
-        f.check_len().map_or(0, |()| f.header_len() + f.payload_len())
+        f.check_len()
+            .map_or(0, |()| f.header_len() + f.payload_len())
     };
     if declared > DATAGRAM_FRAME_MAX && declared > bytes.len() {
         return Verdict::Reply(E(ErrorCode::FrameTooLarge, DATAGRAM_TOO_SMALL));

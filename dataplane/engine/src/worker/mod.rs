@@ -765,7 +765,6 @@ impl<T: Transport> Worker<T> {
             self.sends.clear();
         }
     }
-
 }
 
 impl<T: Transport> Worker<T> {

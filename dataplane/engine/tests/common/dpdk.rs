@@ -255,7 +255,6 @@ pub fn roundtrip(s: &UdpSocket, to: SocketAddr, frame: &[u8]) -> Vec<u8> {
     buf
 }
 
-
 /// The f32 values of an answer's first tensor.
 pub fn tensor_f32(bytes: &[u8]) -> Vec<f32> {
     let f = sluice_wire::Frame::new_checked(bytes).expect("answer parses");

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sluice_engine::config::Config;
-use sluice_engine::{Engine, EngineOptions};
 use sluice_engine::schema::SchemaCfg;
+use sluice_engine::{Engine, EngineOptions};
 use sluice_wire::{DType, Frame, FrameRepr, Kind, SECTION_TENSOR_NAME, TenantKey, TensorRepr};
 
 pub const KEY_HEX: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";

@@ -129,8 +129,8 @@ pub fn build(
         ));
     }
     let text = body.prefix(json_len);
-    let req: InferRequest<'_> = serde_json::from_slice(&text)
-        .map_err(|e| Refusal::bad(format!("request JSON: {e}")))?;
+    let req: InferRequest<'_> =
+        serde_json::from_slice(&text).map_err(|e| Refusal::bad(format!("request JSON: {e}")))?;
     let mut inputs = Vec::with_capacity(req.inputs.len());
     let mut sources = Vec::with_capacity(req.inputs.len());
     let mut bin_off = json_len;

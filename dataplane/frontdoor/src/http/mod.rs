@@ -123,8 +123,10 @@ pub fn refusal(ctx: &Ctx, r: &Refusal) -> Response<Chunks> {
     ctx.stats.refusal(r.status);
     let mut resp = json(r.status, &serde_json::json!({ "error": r.message }));
     if r.retryable() {
-        resp.headers_mut()
-            .insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+        resp.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("1"),
+        );
     }
     resp
 }
@@ -205,11 +207,17 @@ async fn infer_request(
     // that cannot go anywhere is refused before its body is read.
     let sem = crate::semantic::read(req.headers(), &tables, "POST", path, model, version)?;
     if tables.models.resolve(&sem.model, &sem.version).is_none() {
-        return Err(Refusal::code(ErrorCode::UnknownModel, "unknown model or version"));
+        return Err(Refusal::code(
+            ErrorCode::UnknownModel,
+            "unknown model or version",
+        ));
     }
     drop(tables);
     if !ctx.ready() {
-        return Err(Refusal::code(ErrorCode::ShuttingDown, "appliance is shutting down"));
+        return Err(Refusal::code(
+            ErrorCode::ShuttingDown,
+            "appliance is shutting down",
+        ));
     }
     let max = ctx.cfg.body_bytes_max as usize;
     let declared = match req.headers().get(http::header::CONTENT_LENGTH) {
@@ -236,7 +244,9 @@ async fn infer_request(
         }
     };
     if declared.is_some_and(|n| n != received.len) {
-        return Err(Refusal::bad("the body's length differs from Content-Length"));
+        return Err(Refusal::bad(
+            "the body's length differs from Content-Length",
+        ));
     }
     infer::run(ctx, sem, &parts.headers, received).await
 }

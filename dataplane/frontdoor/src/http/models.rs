@@ -10,7 +10,6 @@ use crate::ctx::Ctx;
 use crate::errors::Refusal;
 use crate::models;
 
-
 /// Serves a model metadata, readiness or configuration request.
 pub fn serve(
     ctx: &Arc<Ctx>,
@@ -42,7 +41,10 @@ pub fn serve(
             ))
         }
         ModelOp::Metadata => Ok(json(StatusCode::OK, &models::metadata_json(&found?))),
-        ModelOp::Config => Ok(json(StatusCode::OK, &models::config_json(&found?, ctx.workers))),
+        ModelOp::Config => Ok(json(
+            StatusCode::OK,
+            &models::config_json(&found?, ctx.workers),
+        )),
         ModelOp::Infer => Err(Refusal::bad("infer is a POST")),
     }
 }

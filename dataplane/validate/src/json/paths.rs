@@ -9,9 +9,9 @@
 //! bad syntax), and like that search it stops reading an object or array as
 //! soon as every child it looks for is found.
 
+use super::Predicate;
 use super::predicate::{Found, Next, Segment, Spot, after};
 use super::scan::{self, skip_ws};
-use super::Predicate;
 use crate::CompileError;
 
 /// Most nodes in one path set (the trie of every path, the root included):
@@ -353,19 +353,24 @@ mod tests {
         ];
         leaf.prop_recursive(3, 24, 4, |inner| {
             prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4).prop_map(|v| format!("[{}]", v.join(","))),
-                prop::collection::vec((prop::sample::select(vec!["a", "b", "c", "\\u0061"]), inner), 0..4)
-                    .prop_map(|v| {
-                        let m: Vec<String> = v.iter().map(|(k, v)| format!("\"{k}\" : {v}")).collect();
-                        format!("{{{}}}", m.join(","))
-                    }),
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                prop::collection::vec(
+                    (prop::sample::select(vec!["a", "b", "c", "\\u0061"]), inner),
+                    0..4
+                )
+                .prop_map(|v| {
+                    let m: Vec<String> = v.iter().map(|(k, v)| format!("\"{k}\" : {v}")).collect();
+                    format!("{{{}}}", m.join(","))
+                }),
             ]
         })
     }
 
     fn predicate() -> impl Strategy<Value = String> {
         let seg = prop_oneof![
-            prop::sample::select(vec![".a", ".b", ".c", "[0]", "[1]", "[2]"]).prop_map(String::from),
+            prop::sample::select(vec![".a", ".b", ".c", "[0]", "[1]", "[2]"])
+                .prop_map(String::from),
         ];
         (
             prop::collection::vec(seg, 0..4),

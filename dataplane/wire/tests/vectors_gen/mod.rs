@@ -1610,7 +1610,9 @@ fn invalid_stream_cases() -> Vec<(&'static str, Vec<u8>, Error)> {
             }],
             ..FrameRepr::default()
         });
-        with(f, |b| b[SV - 13..SV].copy_from_slice(STREAM_EXT_KEY.as_bytes()))
+        with(f, |b| {
+            b[SV - 13..SV].copy_from_slice(STREAM_EXT_KEY.as_bytes())
+        })
     };
     let twice = {
         let v = StreamHeader {
@@ -1622,7 +1624,13 @@ fn invalid_stream_cases() -> Vec<(&'static str, Vec<u8>, Error)> {
         let e = ExtRepr::stream(&v);
         // The builder refuses two; write one, then copy it in by hand.
         let one = emit(&FrameRepr {
-            extensions: &[e, ExtRepr { key: "x".repeat(13).leak(), value: &v }],
+            extensions: &[
+                e,
+                ExtRepr {
+                    key: "x".repeat(13).leak(),
+                    value: &v,
+                },
+            ],
             ..FrameRepr::default()
         });
         with(one, |b| {
@@ -1664,7 +1672,11 @@ fn invalid_stream_cases() -> Vec<(&'static str, Vec<u8>, Error)> {
         ),
         ("bad-stream-no-flag", flags(0), BadStream),
         ("bad-stream-end-alone", flags(END), BadStream),
-        ("bad-stream-open-continue", flags(OPEN | CONTINUE), BadStream),
+        (
+            "bad-stream-open-continue",
+            flags(OPEN | CONTINUE),
+            BadStream,
+        ),
         ("bad-stream-open-cancel", flags(OPEN | CANCEL), BadStream),
         ("bad-stream-cancel-end", flags(CANCEL | END), BadStream),
         ("bad-stream-flag-bit-4", flags(OPEN | 0x10), BadStream),

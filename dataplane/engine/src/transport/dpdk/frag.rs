@@ -28,7 +28,11 @@ pub(super) struct FragTable {
 impl FragTable {
     /// A table for `entries` datagrams whose fragments expire after
     /// `timeout_ms`.
-    pub(super) fn create(entries: u32, timeout_ms: u32, socket: c_int) -> Result<FragTable, DpdkError> {
+    pub(super) fn create(
+        entries: u32,
+        timeout_ms: u32,
+        socket: c_int,
+    ) -> Result<FragTable, DpdkError> {
         // SAFETY: EAL is initialized (the TSC rate is measured at init).
         let hz = unsafe { sys::sl_tsc_hz() };
         let cycles = hz / 1000 * timeout_ms as u64;
@@ -45,7 +49,9 @@ impl FragTable {
         if dr.is_null() {
             // SAFETY: created above, empty.
             unsafe { sys::sl_frag_table_destroy(tbl) };
-            return Err(DpdkError::Pool("IPv4 fragment death row: out of memory".into()));
+            return Err(DpdkError::Pool(
+                "IPv4 fragment death row: out of memory".into(),
+            ));
         }
         Ok(FragTable { tbl, dr })
     }
@@ -164,7 +170,13 @@ impl Reassembler {
 
     /// Gives fragment `m` (its IPv4 header `ihl` bytes after Ethernet,
     /// passed the stateless checks of `net::classify`) to the table.
-    pub(super) fn feed(&mut self, m: *mut sys::rte_mbuf, ihl: usize, now: u64, st: &mut QueueStats) -> Fed {
+    pub(super) fn feed(
+        &mut self,
+        m: *mut sys::rte_mbuf,
+        ihl: usize,
+        now: u64,
+        st: &mut QueueStats,
+    ) -> Fed {
         st.rx_fragments += 1;
         let n = segs(m);
         if self.held + n > self.held_max {

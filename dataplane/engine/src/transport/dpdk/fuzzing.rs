@@ -19,13 +19,13 @@ use std::sync::Mutex;
 
 use dpdk_sys as sys;
 
+use super::DpdkCfg;
 use super::frag::{self, Fed, FragTable};
 use super::large::Large;
 use super::net::{self, ETH_HDR_LEN, IPV4_HDR_LEN, Local, Packet, UDP_HDR_LEN};
 use super::runtime::{self, QueueParams};
 use super::slots::SlotRegion;
 use super::stats::QueueStats;
-use super::DpdkCfg;
 
 const POOL_MBUFS: u32 = 4095;
 const MBUF_DATA_BYTES: u16 = 2048;
@@ -191,7 +191,12 @@ impl FragHarness {
             r.clear(&mut self.stats);
             assert_eq!(r.held(), 0, "the table still holds mbufs");
         }
-        assert_eq!(self.in_use(), 0, "mbufs not back in the pool: {:?}", self.stats);
+        assert_eq!(
+            self.in_use(),
+            0,
+            "mbufs not back in the pool: {:?}",
+            self.stats
+        );
     }
 
     /// `pkt` in an mbuf (chained after `split * 8` bytes when non-zero), as
@@ -223,7 +228,10 @@ impl FragHarness {
         let hdr = unsafe { std::slice::from_raw_parts(v.data, ETH_HDR_LEN + IPV4_HDR_LEN) };
         let ip = &hdr[ETH_HDR_LEN..];
         let key = datagram_key(ip[15], u16::from_be_bytes([ip[4], ip[5]]));
-        if let Some((slot, len, _)) = self.large.rx_reassembled(chain, &self.local, &mut self.stats) {
+        if let Some((slot, len, _)) = self
+            .large
+            .rx_reassembled(chain, &self.local, &mut self.stats)
+        {
             // SAFETY: the slot holds `len` copied bytes until released.
             let got = unsafe { std::slice::from_raw_parts(self.large.rx_frame(slot), len) };
             check_datagram(got, key);
@@ -234,7 +242,11 @@ impl FragHarness {
     /// An mbuf (two segments when `split` falls inside) holding `pkt`.
     fn mbuf(&self, pkt: &[u8], split: usize) -> Option<*mut sys::rte_mbuf> {
         let room = MBUF_DATA_BYTES as usize;
-        let cut = if split == 0 || split >= pkt.len() { pkt.len() } else { split };
+        let cut = if split == 0 || split >= pkt.len() {
+            pkt.len()
+        } else {
+            split
+        };
         if pkt.is_empty() || cut > room || pkt.len() - cut > room {
             return None;
         }
@@ -275,7 +287,10 @@ fn datagram_key(src_last: u8, id: u16) -> u8 {
 /// or taken from another datagram.
 fn check_datagram(got: &[u8], key: u8) {
     // `got` is the UDP payload: the Sluice magic, then the pattern.
-    assert!(got.starts_with(&sluice_wire::MAGIC), "reassembled datagram lost its start");
+    assert!(
+        got.starts_with(&sluice_wire::MAGIC),
+        "reassembled datagram lost its start"
+    );
     for (i, &b) in got.iter().enumerate().skip(sluice_wire::MAGIC.len()) {
         let p = i + UDP_HDR_LEN;
         assert_eq!(b, pattern(key, p), "byte {p} of a reassembled datagram");
@@ -291,7 +306,11 @@ fn fragment(op: &[u8]) -> Vec<u8> {
     let payload_len = u16::from_be_bytes([op[4], op[5]]) as usize % 1481;
     let more = op[6] & 1 != 0;
     let first = op[6] & 2 != 0;
-    let offset = if first { 0 } else { (word & 0x1fff) as usize * 8 };
+    let offset = if first {
+        0
+    } else {
+        (word & 0x1fff) as usize * 8
+    };
     let key = datagram_key(src_last, id);
     let mut payload: Vec<u8> = (0..payload_len).map(|i| pattern(key, offset + i)).collect();
     if first && payload_len >= UDP_HDR_LEN + 4 {
@@ -340,7 +359,8 @@ mod tests {
     /// library, and every mbuf comes back (asserted inside `run`).
     #[test]
     fn seeds_reassemble_reject_and_expire() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/frag_reassembly");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/corpus/frag_reassembly");
         let seed = |name: &str| super::run(&std::fs::read(dir.join(name)).unwrap());
         for name in ["seed-in-order", "seed-reordered", "seed-split-segments"] {
             let s = seed(name);
@@ -351,6 +371,9 @@ mod tests {
         assert_eq!((s.rx_reassembled, s.frag_invalid), (0, 3), "{s:?}");
         let s = seed("seed-timeout");
         assert_eq!(s.rx_reassembled, 0, "{s:?}");
-        assert_eq!(s.frag_expired, 3, "first at the timeout, the rest at the end: {s:?}");
+        assert_eq!(
+            s.frag_expired, 3,
+            "first at the timeout, the rest at the end: {s:?}"
+        );
     }
 }

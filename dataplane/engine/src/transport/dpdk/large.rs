@@ -86,7 +86,13 @@ impl Large {
 
     /// Copies `len` bytes at `off` of chain `m` into a free receive slot and
     /// frees the chain; None (chain freed, counted) when no slot is free.
-    pub(super) fn rx_copy(&mut self, m: *mut sys::rte_mbuf, off: usize, len: usize, st: &mut QueueStats) -> Option<u32> {
+    pub(super) fn rx_copy(
+        &mut self,
+        m: *mut sys::rte_mbuf,
+        off: usize,
+        len: usize,
+        st: &mut QueueStats,
+    ) -> Option<u32> {
         let slot = match (&self.rx, len <= SLOT_FRAME_MAX) {
             (Some(s), true) => self.rx_free.alloc().map(|i| (*s, i)),
             _ => None,
@@ -133,7 +139,9 @@ impl Large {
                 off,
                 datagram_len,
                 ..
-            } => self.rx_copy(chain, off, datagram_len, st).map(|i| (i, datagram_len, src)),
+            } => self
+                .rx_copy(chain, off, datagram_len, st)
+                .map(|i| (i, datagram_len, src)),
             Packet::Drop(r) => {
                 st.drops[r as usize] += 1;
                 // SAFETY: our chain; freed once.
@@ -176,7 +184,9 @@ impl Large {
 
     /// The frame of transmit slot `i`.
     pub(super) fn tx_frame(&self, i: u32) -> *mut u8 {
-        self.tx.as_ref().map_or(std::ptr::null_mut(), |s| s.frame(i))
+        self.tx
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |s| s.frame(i))
     }
 
     /// A transmit slot that was never attached to an mbuf.
@@ -222,7 +232,8 @@ impl DpdkTransport {
         // (fragments cannot have the UDP one offloaded).
         // SAFETY: the slot spans SLOT_FRAME_OFF >= HDRS_LEN bytes before the
         // frame and SLOT_FRAME_MAX >= len after it; ours until sent.
-        let pkt = unsafe { std::slice::from_raw_parts_mut(slots.frame(i).sub(HDRS_LEN), HDRS_LEN + len) };
+        let pkt =
+            unsafe { std::slice::from_raw_parts_mut(slots.frame(i).sub(HDRS_LEN), HDRS_LEN + len) };
         self.ip_id = self.ip_id.wrapping_add(1);
         let local = self.q.local;
         if net::build_udp(pkt, len, &local, mac, dst, self.ip_id, TxChecksum::Software).is_err() {
@@ -234,7 +245,11 @@ impl DpdkTransport {
             // It fits one mbuf after all: one small copy.
             // SAFETY: the mbuf's packet area holds HDRS_LEN + tx_frame_max bytes.
             unsafe {
-                std::ptr::copy_nonoverlapping(pkt.as_ptr(), self.tx_frame[t].sub(HDRS_LEN), pkt.len());
+                std::ptr::copy_nonoverlapping(
+                    pkt.as_ptr(),
+                    self.tx_frame[t].sub(HDRS_LEN),
+                    pkt.len(),
+                );
                 sys::sl_mbuf_set_data(m, self.tx_data_off[t], pkt.len() as u16);
             }
             self.stats.tx_copied_bytes += len as u64;
@@ -269,7 +284,11 @@ impl DpdkTransport {
         // slot; the mbuf's packet area holds HDRS_LEN bytes at the same
         // place as a small reply's; e is fresh and the slot not attached.
         let attached = unsafe {
-            std::ptr::copy_nonoverlapping(slots.frame(i).sub(HDRS_LEN), self.tx_frame[t].sub(HDRS_LEN), HDRS_LEN);
+            std::ptr::copy_nonoverlapping(
+                slots.frame(i).sub(HDRS_LEN),
+                self.tx_frame[t].sub(HDRS_LEN),
+                HDRS_LEN,
+            );
             sys::sl_mbuf_set_data(m, self.tx_data_off[t], HDRS_LEN as u16);
             slots.attach(i, e, SLOT_FRAME_OFF, len)
         };
@@ -326,7 +345,9 @@ impl DpdkTransport {
         // m lets go of the slot.
         let mut eth = [0u8; net::ETH_HDR_LEN];
         // SAFETY: the slot holds the headers built for this answer.
-        unsafe { std::ptr::copy_nonoverlapping(slots.frame(i).sub(HDRS_LEN), eth.as_mut_ptr(), eth.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(slots.frame(i).sub(HDRS_LEN), eth.as_mut_ptr(), eth.len())
+        };
         // SAFETY: our reference to the datagram; fragments keep their own.
         unsafe { sys::sl_pktmbuf_free(m) };
         if n <= 0 {

@@ -304,8 +304,18 @@ impl DpdkCfg {
         range("mtu", self.mtu, MTU_MIN, MTU_MAX)?;
         range("rx_slots", self.rx_slots, 0, SLOTS_MAX)?;
         range("tx_slots", self.tx_slots, 0, SLOTS_MAX)?;
-        range("frag_entries_max", self.frag_entries_max, 16, FRAG_ENTRIES_MAX)?;
-        range("frag_timeout_ms", self.frag_timeout_ms, 1, FRAG_TIMEOUT_MS_MAX)?;
+        range(
+            "frag_entries_max",
+            self.frag_entries_max,
+            16,
+            FRAG_ENTRIES_MAX,
+        )?;
+        range(
+            "frag_timeout_ms",
+            self.frag_timeout_ms,
+            1,
+            FRAG_TIMEOUT_MS_MAX,
+        )?;
         let frag_room = self.mbufs_per_worker.saturating_sub(need);
         if self.frag_mbufs_max < 64 || self.frag_mbufs_max > frag_room {
             return Err(ConfigError::at(
@@ -421,7 +431,8 @@ mod tests {
     /// Parses a whole config (where [dpdk] is checked, with its line) and
     /// its [dpdk] table.
     fn check(dpdk: &str) -> Result<DpdkCfg, ConfigError> {
-        Config::parse(&config_text(dpdk), std::env::temp_dir()).and_then(|c| DpdkCfg::from_config(&c))
+        Config::parse(&config_text(dpdk), std::env::temp_dir())
+            .and_then(|c| DpdkCfg::from_config(&c))
     }
 
     #[test]
@@ -477,8 +488,14 @@ mod tests {
             ("vdevs = [\"x\"]\nmtu = 65000", "dpdk.mtu"),
             ("vdevs = [\"x\"]\nrx_slots = 100000", "dpdk.rx_slots"),
             ("vdevs = [\"x\"]\ntx_slots = 5000", "dpdk.tx_slots"),
-            ("vdevs = [\"x\"]\nfrag_entries_max = 1", "dpdk.frag_entries_max"),
-            ("vdevs = [\"x\"]\nfrag_timeout_ms = 0", "dpdk.frag_timeout_ms"),
+            (
+                "vdevs = [\"x\"]\nfrag_entries_max = 1",
+                "dpdk.frag_entries_max",
+            ),
+            (
+                "vdevs = [\"x\"]\nfrag_timeout_ms = 0",
+                "dpdk.frag_timeout_ms",
+            ),
             (
                 "vdevs = [\"x\"]\nfrag_mbufs_max = 8000",
                 "dpdk.frag_mbufs_max",
@@ -493,7 +510,11 @@ mod tests {
             assert_eq!(e.key, key, "{text}: {e}");
             // The line of the key (or of [dpdk] for table-wide errors).
             let line = e.line.expect("located");
-            let at = config_text(text).lines().nth(line - 1).unwrap_or("").to_string();
+            let at = config_text(text)
+                .lines()
+                .nth(line - 1)
+                .unwrap_or("")
+                .to_string();
             let leaf = key.rsplit('.').next().unwrap_or(key);
             let leaf = leaf.split('[').next().unwrap_or(leaf);
             assert!(

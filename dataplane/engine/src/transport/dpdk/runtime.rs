@@ -234,7 +234,12 @@ impl DpdkRuntime {
         check_mtu(d, info)?;
         conf.rxmode.mtu = d.mtu as u32;
         // SAFETY: pure functions (macros bindgen cannot evaluate).
-        let (scatter, multi_segs) = unsafe { (sys::sl_rx_offload_scatter(), sys::sl_tx_offload_multi_segs()) };
+        let (scatter, multi_segs) = unsafe {
+            (
+                sys::sl_rx_offload_scatter(),
+                sys::sl_tx_offload_multi_segs(),
+            )
+        };
         // Frames larger than one mbuf arrive as chains where the port can
         // scatter them (others deliver them whole, or not at all).
         let frame = d.mtu as u32 + net::ETH_HDR_LEN as u32 + 4;
@@ -356,12 +361,7 @@ impl DpdkRuntime {
     }
 
     /// Slots and the reassembly table of queue `i`, reserved at start.
-    fn large_frames(
-        &mut self,
-        d: &DpdkCfg,
-        socket: i32,
-        i: u16,
-    ) -> Result<LargeFrames, DpdkError> {
+    fn large_frames(&mut self, d: &DpdkCfg, socket: i32, i: u16) -> Result<LargeFrames, DpdkError> {
         let port = d.port;
         let mut handle = |r: Option<SlotRegion>| {
             r.map(|r| {
@@ -370,8 +370,16 @@ impl DpdkRuntime {
                 h
             })
         };
-        let rx = handle(SlotRegion::create(&format!("sl_rxs_p{port}_q{i}"), d.rx_slots, socket)?);
-        let tx = handle(SlotRegion::create(&format!("sl_txs_p{port}_q{i}"), d.tx_slots, socket)?);
+        let rx = handle(SlotRegion::create(
+            &format!("sl_rxs_p{port}_q{i}"),
+            d.rx_slots,
+            socket,
+        )?);
+        let tx = handle(SlotRegion::create(
+            &format!("sl_txs_p{port}_q{i}"),
+            d.tx_slots,
+            socket,
+        )?);
         let frag = if rx.is_some() {
             let t = FragTable::create(d.frag_entries_max, d.frag_timeout_ms, socket)?;
             let h = t.handle();
@@ -405,7 +413,8 @@ impl DpdkRuntime {
             let up = unsafe { sys::sl_link_status(port, &mut speed) };
             if up == 1 {
                 // SAFETY: pure functions of the linked library.
-                let (max_frag, built) = unsafe { (sys::sl_ip_frag_max_frag(), sys::sl_ip_frag_built()) };
+                let (max_frag, built) =
+                    unsafe { (sys::sl_ip_frag_max_frag(), sys::sl_ip_frag_built()) };
                 log::info!(
                     "dpdk: port {port} up at {speed} Mbit/s, mac {}, {nq} queue pair(s), mtu {}, {:?} checksums, ip {}:{}, {} transmit, {} rx / {} tx slots, reassembly of up to {max_frag} fragments ({})",
                     mac_text(&q.local.mac),
@@ -413,10 +422,18 @@ impl DpdkRuntime {
                     tx_mode,
                     q.local.ip,
                     q.local.udp_port,
-                    if q.chains { "multi-segment" } else { "single-segment" },
+                    if q.chains {
+                        "multi-segment"
+                    } else {
+                        "single-segment"
+                    },
                     d.rx_slots,
                     d.tx_slots,
-                    if built == 1 { "librte_ip_frag built from DPDK's sources" } else { "system librte_ip_frag" }
+                    if built == 1 {
+                        "librte_ip_frag built from DPDK's sources"
+                    } else {
+                        "system librte_ip_frag"
+                    }
                 );
                 return Ok(());
             }
@@ -487,7 +504,9 @@ fn check_mtu(d: &DpdkCfg, info: &sys::rte_eth_dev_info) -> Result<(), DpdkError>
             "?".to_string()
         } else {
             // SAFETY: a NUL-terminated string owned by the PMD.
-            unsafe { CStr::from_ptr(info.driver_name) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(info.driver_name) }
+                .to_string_lossy()
+                .into_owned()
         };
         return Err(DpdkError::Port(format!(
             "dpdk.mtu = {mtu}: port {} ({driver}) takes an MTU of {}..={} (frames of at most {max_frame} bytes)",
@@ -534,7 +553,8 @@ impl QueueLayout {
         unsafe { sys::rte_eth_macaddr_get(port, &mut mac) };
         // Fragments made by copy fill one mbuf each: the library wants the
         // fragment's payload in the mbuf's tailroom.
-        let copy_mtu = (d.mbuf_data_bytes as usize + net::IPV4_HDR_LEN).min(u16::MAX as usize) as u16;
+        let copy_mtu =
+            (d.mbuf_data_bytes as usize + net::IPV4_HDR_LEN).min(u16::MAX as usize) as u16;
         QueueLayout {
             rx_desc,
             tx_desc,

@@ -25,7 +25,8 @@ pub const SLOT_FRAME_MAX: usize = net::UDP_PAYLOAD_MAX;
 /// Bytes per slot (a multiple of 64).
 pub const SLOT_BYTES: usize = SLOT_FRAME_OFF + 65_536;
 
-const _: () = assert!(SLOT_BYTES.is_multiple_of(64) && SLOT_FRAME_OFF + SLOT_FRAME_MAX <= SLOT_BYTES);
+const _: () =
+    assert!(SLOT_BYTES.is_multiple_of(64) && SLOT_FRAME_OFF + SLOT_FRAME_MAX <= SLOT_BYTES);
 const _: () = assert!(SLOT_FRAME_OFF >= net::HDRS_LEN);
 
 /// The slots of one worker in one direction; owned by the runtime, freed
@@ -36,7 +37,11 @@ pub(super) struct SlotRegion {
 
 impl SlotRegion {
     /// Reserves `count` slots on `socket`; `None` for zero slots.
-    pub(super) fn create(name: &str, count: u32, socket: i32) -> Result<Option<SlotRegion>, DpdkError> {
+    pub(super) fn create(
+        name: &str,
+        count: u32,
+        socket: i32,
+    ) -> Result<Option<SlotRegion>, DpdkError> {
         if count == 0 {
             return Ok(None);
         }
@@ -104,7 +109,13 @@ impl Slots {
     /// # Safety
     /// `m` is a fresh direct mbuf owned by the caller, and slot `i` is not
     /// attached to any other mbuf.
-    pub(super) unsafe fn attach(&self, i: u32, m: *mut sys::rte_mbuf, off: usize, len: usize) -> bool {
+    pub(super) unsafe fn attach(
+        &self,
+        i: u32,
+        m: *mut sys::rte_mbuf,
+        off: usize,
+        len: usize,
+    ) -> bool {
         // SAFETY: per the contract; the shim checks the range.
         unsafe { sys::sl_slot_attach(self.raw, i, m, off as u32, len as u32) == 0 }
     }

@@ -198,7 +198,13 @@ impl DpdkTransport {
     }
 
     /// A frame in a single-segment mbuf, handed over in place (realigned).
-    fn in_place(&mut self, m: *mut sys::rte_mbuf, v: &sys::sl_mbuf_view, off: usize, len: usize) -> Source {
+    fn in_place(
+        &mut self,
+        m: *mut sys::rte_mbuf,
+        v: &sys::sl_mbuf_view,
+        off: usize,
+        len: usize,
+    ) -> Source {
         // SAFETY: off + len <= data_len (classify checked it).
         let mut frame = unsafe { v.data.add(off) };
         if !self.placement_logged {
@@ -228,7 +234,15 @@ impl DpdkTransport {
     /// Hands an accepted frame to the worker as `out[*k]`. `want` never
     /// exceeds the free RX slots, so one is always there; without, the
     /// frame is freed and counted, not lost track of.
-    fn hand_over(&mut self, src: Source, len: usize, peer: SocketAddrV4, truncated: bool, out: &mut [RxPacket], k: &mut usize) {
+    fn hand_over(
+        &mut self,
+        src: Source,
+        len: usize,
+        peer: SocketAddrV4,
+        truncated: bool,
+        out: &mut [RxPacket],
+        k: &mut usize,
+    ) {
         let Some(slot) = self.rx_free.alloc() else {
             debug_assert!(false, "more frames than free RX slots");
             self.counters.rx_no_buffers += 1;
@@ -305,9 +319,18 @@ impl DpdkTransport {
                 // SAFETY: the packet area starts HDRS_LEN before the frame
                 // in this mbuf's data room and spans len bytes (checked
                 // against tx_frame_max above).
-                let pkt = unsafe { std::slice::from_raw_parts_mut(self.tx_frame[t].sub(HDRS_LEN), len) };
+                let pkt =
+                    unsafe { std::slice::from_raw_parts_mut(self.tx_frame[t].sub(HDRS_LEN), len) };
                 self.ip_id = self.ip_id.wrapping_add(1);
-                match net::build_udp(pkt, p.len as usize, &local, mac, dst, self.ip_id, self.q.tx_mode) {
+                match net::build_udp(
+                    pkt,
+                    p.len as usize,
+                    &local,
+                    mac,
+                    dst,
+                    self.ip_id,
+                    self.q.tx_mode,
+                ) {
                     Ok(len) => {
                         // SAFETY: fresh single-segment mbuf; fits its room.
                         unsafe {
@@ -418,7 +441,9 @@ impl Transport for DpdkTransport {
                     match r.feed(m, ihl, now, &mut self.stats) {
                         Fed::Held | Fed::Dropped => {}
                         Fed::Complete(chain) => {
-                            if let Some((s, len, src)) = self.large.rx_reassembled(chain, &local, &mut self.stats) {
+                            if let Some((s, len, src)) =
+                                self.large.rx_reassembled(chain, &local, &mut self.stats)
+                            {
                                 self.hand_over(Source::Slot(s), len, src, false, out, &mut k);
                             }
                         }

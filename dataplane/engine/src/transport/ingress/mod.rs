@@ -80,7 +80,10 @@ impl IngressWorker {
     /// The next request from thread `t`: its id and token.
     fn pop(&mut self, t: usize) -> Option<(u32, Queued)> {
         let (slot, len) = unentry(self.from[t].pop()?);
-        Some((ingress_id(t, slot), Queued::from_ring(&self.pools[t], slot, len)))
+        Some((
+            ingress_id(t, slot),
+            Queued::from_ring(&self.pools[t], slot, len),
+        ))
     }
 
     /// Whether any thread has a request waiting.
@@ -187,8 +190,12 @@ pub fn build(
     let slots = cfg.slots;
     let pools: Vec<Arc<SlotPool>> = (0..threads)
         .map(|_| {
-            SlotPool::new(slots, cfg.request_slot_bytes(), cfg.reply_bytes_max as usize)
-                .map(Arc::new)
+            SlotPool::new(
+                slots,
+                cfg.request_slot_bytes(),
+                cfg.reply_bytes_max as usize,
+            )
+            .map(Arc::new)
         })
         .collect::<Result<_, _>>()?;
     let worker_wakes: Vec<Arc<Wake>> = (0..workers)

@@ -47,8 +47,8 @@ fn sluice_payload(n: usize) -> Vec<u8> {
 #[test]
 fn ipv4_checksum_matches_the_textbook_example() {
     let hdr = [
-        0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
-        0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00,
+        0x01, 0xc0, 0xa8, 0x00, 0xc7,
     ];
     assert_eq!(checksum(0, &hdr), 0xb861);
     let mut with = hdr;
@@ -227,7 +227,10 @@ fn first_fragment_carries_the_datagram_length() {
         }
     );
     let last = fragment(&[0xab; 48], 2960, false);
-    assert!(matches!(classify(&last, &local()), Packet::Fragment { first: None, .. }));
+    assert!(matches!(
+        classify(&last, &local()),
+        Packet::Fragment { first: None, .. }
+    ));
 }
 
 #[test]
@@ -238,12 +241,18 @@ fn bad_fragments_are_classified_by_reason() {
         (fragment(&[0; 1480], 65_528, true), Drop::FragOversize),
         (fragment(&[0; 16], 65_512, false), Drop::FragOversize),
         // A first fragment announcing a datagram IPv4 cannot carry.
-        (fragment(&udp_start(65_510, 1000), 0, true), Drop::FragOversize),
+        (
+            fragment(&udp_start(65_510, 1000), 0, true),
+            Drop::FragOversize,
+        ),
         // A middle fragment of odd length, an empty one.
         (fragment(&[0; 1001], 1480, true), Drop::FragMalformed),
         (fragment(&[], 1480, false), Drop::FragMalformed),
         // A tiny first fragment: not even the UDP header and magic.
-        (fragment(&udp_start(3000, 4)[..8], 0, true), Drop::FragMalformed),
+        (
+            fragment(&udp_start(3000, 4)[..8], 0, true),
+            Drop::FragMalformed,
+        ),
         // First fragments are checked like datagrams.
         (
             {
@@ -298,7 +307,10 @@ fn allow_fragments_clears_df_and_keeps_the_checksum_right() {
     assert_eq!(be16(&pkt, ETH_HDR_LEN + 6), IPV4_DF);
     allow_fragments(&mut pkt);
     assert_eq!(be16(&pkt, ETH_HDR_LEN + 6), 0);
-    assert_eq!(checksum(0, &pkt[ETH_HDR_LEN..ETH_HDR_LEN + IPV4_HDR_LEN]), 0);
+    assert_eq!(
+        checksum(0, &pkt[ETH_HDR_LEN..ETH_HDR_LEN + IPV4_HDR_LEN]),
+        0
+    );
 }
 
 #[test]

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex, Weak};
 use serde::Serialize;
 
 use super::super::RdmaCfg;
-pub use crate::transport::ConnStatus;
 use super::control::start_runtime;
 use super::*;
+pub use crate::transport::ConnStatus;
 
 static RUNTIMES: Mutex<Vec<Weak<Runtime>>> = Mutex::new(Vec::new());
 
