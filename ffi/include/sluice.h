@@ -751,44 +751,6 @@ int32_t sluice_engine_add_peer(SluiceEngine *e,
 int32_t sluice_engine_remove_peer(SluiceEngine *e, const char *name, char *err, size_t err_cap);
 
 /**
- * Loads or replaces the schema transform of `subject` from version `from`
- * to `to`: `wasm` is a component of the `sluice:transform@1.0.0` world,
- * checked and compiled here; every worker moves to it at a burst boundary
- * and the old module is dropped once none runs it. `INVALID_ARGUMENT`
- * names what is wrong with a refused module; `NOT_FOUND` when a version is
- * not a registered schema of the subject. Writes the epoch of the table
- * that names it to `*epoch` (if not null).
- *
- * # Safety
- * `e` is a live handle; `subject` is NUL-terminated; `wasm` points to
- * `len` bytes; `epoch` is null or writable; `err` points to `err_cap` bytes.
- */
-int32_t sluice_engine_put_transform(SluiceEngine *e,
-                                    const char *subject,
-                                    uint32_t from,
-                                    uint32_t to,
-                                    const uint8_t *wasm,
-                                    size_t len,
-                                    uint64_t *epoch,
-                                    char *err,
-                                    size_t err_cap);
-
-/**
- * Removes the schema transform of `subject` from `from` to `to`: requests
- * it served are refused with schema_mismatch from the next burst on.
- *
- * # Safety
- * `e` is a live handle; `subject` is NUL-terminated; `err` points to
- * `err_cap` bytes.
- */
-int32_t sluice_engine_remove_transform(SluiceEngine *e,
-                                       const char *subject,
-                                       uint32_t from,
-                                       uint32_t to,
-                                       char *err,
-                                       size_t err_cap);
-
-/**
  * Closes a connection by the id [`SluiceQuery::Connections`] lists: the
  * peer is disconnected, its requests in flight fail on its side with a
  * retryable connection loss (TCP: the stream ends), and the connection
@@ -888,6 +850,44 @@ int32_t sluice_engine_load(SluiceEngine *e,
                            size_t *n,
                            char *err,
                            size_t err_cap);
+
+/**
+ * Loads or replaces the schema transform of `subject` from version `from`
+ * to `to`: `wasm` is a component of the `sluice:transform@1.0.0` world,
+ * checked and compiled here; every worker moves to it at a burst boundary
+ * and the old module is dropped once none runs it. `INVALID_ARGUMENT`
+ * names what is wrong with a refused module; `NOT_FOUND` when a version is
+ * not a registered schema of the subject. Writes the epoch of the table
+ * that names it to `*epoch` (if not null).
+ *
+ * # Safety
+ * `e` is a live handle; `subject` is NUL-terminated; `wasm` points to
+ * `len` bytes; `epoch` is null or writable; `err` points to `err_cap` bytes.
+ */
+int32_t sluice_engine_put_transform(SluiceEngine *e,
+                                    const char *subject,
+                                    uint32_t from,
+                                    uint32_t to,
+                                    const uint8_t *wasm,
+                                    size_t len,
+                                    uint64_t *epoch,
+                                    char *err,
+                                    size_t err_cap);
+
+/**
+ * Removes the schema transform of `subject` from `from` to `to`: requests
+ * it served are refused with schema_mismatch from the next burst on.
+ *
+ * # Safety
+ * `e` is a live handle; `subject` is NUL-terminated; `err` points to
+ * `err_cap` bytes.
+ */
+int32_t sluice_engine_remove_transform(SluiceEngine *e,
+                                       const char *subject,
+                                       uint32_t from,
+                                       uint32_t to,
+                                       char *err,
+                                       size_t err_cap);
 
 #ifdef __cplusplus
 }  // extern "C"
