@@ -18,16 +18,32 @@ export SLUICE_ORT_LIB="${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime
 
 stage() { echo; echo "==== $*"; }
 failed=()
+# Each stage's output is kept (target/stage-logs) as well as printed: CI
+# shows only the end of the whole log, where the fuzzers' output would
+# hide why an earlier stage failed, so the tails of failed stages are
+# printed again at the very end.
+stage_logs=$root/target/stage-logs
+rm -rf "$stage_logs"
+mkdir -p "$stage_logs"
+failed_logs=()
+stage_n=0
 run() {
     local name=$1; shift
     stage "$name"
-    local t0=$SECONDS
-    if "$@"; then
+    stage_n=$((stage_n + 1))
+    local t0=$SECONDS log rc
+    log=$stage_logs/$(printf '%02d' "$stage_n").log
+    set +e
+    "$@" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    if [ $rc -eq 0 ]; then
         echo "---- $name: ok ($((SECONDS - t0)) s)"
     else
         # The disk left is the first thing to know about a failure in CI.
         echo "---- $name: FAILED ($((SECONDS - t0)) s; disk: $(df -h "$root" | awk 'NR==2{print $4" free of "$2}'))"
         failed+=("$name")
+        failed_logs+=("$log")
     fi
 }
 
@@ -98,6 +114,10 @@ run "fuzz (${FUZZ_SECONDS:-30}s per target)" scripts/fuzz.sh "${FUZZ_SECONDS:-30
 
 echo
 if [ ${#failed[@]} -gt 0 ]; then
+    for i in "${!failed[@]}"; do
+        echo "==== the end of failed stage: ${failed[$i]} (whole: ${failed_logs[$i]})"
+        tail -n "${FAILED_TAIL_LINES:-50}" "${failed_logs[$i]}"
+    done
     echo "test.sh: failed stages: ${failed[*]}"
     exit 1
 fi
