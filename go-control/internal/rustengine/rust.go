@@ -26,7 +26,11 @@ func init() {
 // Engine is the Rust engine behind the C ABI. Safe for concurrent use: the
 // Rust side serializes control calls and never blocks its data path on them.
 type Engine struct {
-	mu sync.Mutex // guards h against use after Close
+	// mu guards h against use after Close: every C call holds it for
+	// reading until the call returns, Close takes it for writing, so a
+	// call racing a shutdown (a metrics scrape, the fleet's load publisher)
+	// gets ErrNotRunning instead of a freed handle.
+	mu sync.RWMutex
 	h  handle
 }
 
@@ -64,13 +68,13 @@ func OpenFile(path string) (*Engine, error) {
 	return &Engine{h: h}, nil
 }
 
-func (e *Engine) handle() (handle, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (e *Engine) acquire() (handle, func(), error) {
+	e.mu.RLock()
 	if e.h == nil {
-		return nil, fmt.Errorf("%w: engine closed", errs.ErrNotRunning)
+		e.mu.RUnlock()
+		return nil, nil, fmt.Errorf("%w: engine closed", errs.ErrNotRunning)
 	}
-	return e.h, nil
+	return e.h, e.mu.RUnlock, nil
 }
 
 // Close frees the engine (stopping it first if it runs).
@@ -85,10 +89,11 @@ func (e *Engine) Close() {
 
 // Start pins the workers and begins serving.
 func (e *Engine) Start() error {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return err
 	}
+	defer release()
 	return toErr(cStart(h))
 }
 
@@ -96,7 +101,7 @@ func (e *Engine) Start() error {
 // what ctx leaves, so the stop itself fits), then stops the workers; every
 // frame received is answered.
 func (e *Engine) Stop(ctx context.Context, drainFor time.Duration) error {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return err
 	}
@@ -107,7 +112,12 @@ func (e *Engine) Stop(ctx context.Context, drainFor time.Duration) error {
 		}
 	}
 	done := make(chan error, 1)
-	go func() { done <- toErr(cStop(h, drain)) }()
+	// The stop may outlive ctx: it keeps the handle until it returns, so
+	// Close waits for it instead of freeing the engine under it.
+	go func() {
+		defer release()
+		done <- toErr(cStop(h, drain))
+	}()
 	select {
 	case err := <-done:
 		return err
@@ -118,10 +128,11 @@ func (e *Engine) Stop(ctx context.Context, drainFor time.Duration) error {
 
 // Apply replaces the given sections atomically.
 func (e *Engine) Apply(changes ...engine.Change) error {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return err
 	}
+	defer release()
 	doc := make(map[string]json.RawMessage, len(changes))
 	for _, c := range changes {
 		doc[string(c.Section)] = json.RawMessage(c.Doc)
@@ -138,19 +149,21 @@ func (e *Engine) Apply(changes ...engine.Change) error {
 
 // SetAlias points an alias at a loaded version.
 func (e *Engine) SetAlias(model, alias, version string) error {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return err
 	}
+	defer release()
 	return toErr(cSetAlias(h, model, alias, version))
 }
 
 // LoadModel loads one more model version.
 func (e *Engine) LoadModel(spec config.Model) error {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return err
 	}
+	defer release()
 	b, err := json.Marshal(spec)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errs.ErrInvalidArgument, err)
@@ -159,10 +172,11 @@ func (e *Engine) LoadModel(spec config.Model) error {
 }
 
 func (e *Engine) query(what int32, into any) error {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return err
 	}
+	defer release()
 	b, rc, msg := cQuery(h, what)
 	if err := toErr(rc, msg); err != nil {
 		return err
@@ -181,10 +195,11 @@ func (e *Engine) Models() ([]engine.ModelInfo, error) {
 
 // AddPeer adds a forwarding peer.
 func (e *Engine) AddPeer(p config.Peer) error {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return err
 	}
+	defer release()
 	b, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errs.ErrInvalidArgument, err)
@@ -194,10 +209,11 @@ func (e *Engine) AddPeer(p config.Peer) error {
 
 // RemovePeer removes a peer.
 func (e *Engine) RemovePeer(name string) error {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return err
 	}
+	defer release()
 	return toErr(cRemovePeer(h, name))
 }
 
@@ -235,10 +251,11 @@ func (e *Engine) ConnectionTotals() ([]engine.ConnectionTotals, error) {
 // Spans drains span records of traced requests (engine.SpanSource), in
 // calls of at most spansBatchMax records.
 func (e *Engine) Spans(out []engine.SpanRecord) (int, error) {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return 0, err
 	}
+	defer release()
 	n, rc, msg := cSpans(h, out)
 	return n, toErr(rc, msg)
 }
@@ -246,10 +263,11 @@ func (e *Engine) Spans(out []engine.SpanRecord) (int, error) {
 // Load reads the token load of seconds from..to (engine.LoadSource) in
 // one batched call, merged over the workers.
 func (e *Engine) Load(from, to uint64, by engine.LoadDim) ([]engine.LoadRow, error) {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	if to < from || to-from >= uint64(loadSecondsMax) {
 		return nil, fmt.Errorf("%w: load range %d..%d: at most %d seconds", errs.ErrInvalidArgument, from, to, loadSecondsMax)
 	}
@@ -260,19 +278,21 @@ func (e *Engine) Load(from, to uint64, by engine.LoadDim) ([]engine.LoadRow, err
 
 // CloseConnection disconnects a connection by id.
 func (e *Engine) CloseConnection(id uint64) error {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return err
 	}
+	defer release()
 	return toErr(cCloseConnection(h, id))
 }
 
 // Totals reads the fixed-layout counters: the cheapest read.
 func (e *Engine) Totals() (Totals, error) {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return Totals{}, err
 	}
+	defer release()
 	t, rc, msg := cTotals(h)
 	return Totals(t), toErr(rc, msg)
 }
@@ -319,10 +339,11 @@ func versionOK(v int) bool { return v >= 1 && v <= math.MaxUint32 }
 
 // PutTransform loads or replaces a schema transform.
 func (e *Engine) PutTransform(subject string, from, to int, wasm []byte) (uint64, error) {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return 0, err
 	}
+	defer release()
 	if !versionOK(from) || !versionOK(to) {
 		return 0, fmt.Errorf("%w: versions are 1 to %d", errs.ErrInvalidArgument, uint32(math.MaxUint32))
 	}
@@ -332,10 +353,11 @@ func (e *Engine) PutTransform(subject string, from, to int, wasm []byte) (uint64
 
 // RemoveTransform removes a schema transform.
 func (e *Engine) RemoveTransform(subject string, from, to int) error {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return err
 	}
+	defer release()
 	if !versionOK(from) || !versionOK(to) {
 		return fmt.Errorf("%w: transform %s %d -> %d", errs.ErrNotFound, subject, from, to)
 	}
@@ -352,10 +374,11 @@ func (e *Engine) Transforms() ([]engine.TransformStatus, error) {
 // document, passed through). A name with no loaded version is
 // errs.ErrNotFound. The first call per model file loads a session.
 func (e *Engine) ModelMeta(name string) (json.RawMessage, error) {
-	h, err := e.handle()
+	h, release, err := e.acquire()
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	b, rc, msg := cModelMeta(h, name)
 	if err := toErr(rc, msg); err != nil {
 		return nil, err

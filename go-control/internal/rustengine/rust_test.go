@@ -297,3 +297,53 @@ func TestLimitsComeFromTheHeader(t *testing.T) {
 		t.Fatalf("limits not read from the header: %+v", Limits)
 	}
 }
+
+// Calls racing Close (a metrics scrape, the fleet's load publisher during
+// shutdown) either finish on the live engine or get ErrNotRunning; none
+// reaches a freed handle (which would crash the daemon, not fail a test).
+func TestCallsRacingCloseNeverUseAFreedHandle(t *testing.T) {
+	for round := range 20 {
+		e, err := engine.Open("rust", []byte(testConfig))
+		if err != nil {
+			t.Fatal(err)
+		}
+		re := e.(*Engine)
+		if err := e.Start(); err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		done := make(chan error, 4)
+		for range 4 {
+			go func() {
+				now := uint64(time.Now().Unix())
+				for {
+					select {
+					case <-stop:
+						done <- nil
+						return
+					default:
+					}
+					_, err1 := re.Stats()
+					_, err2 := re.Load(now-60, now-1, engine.LoadByShard)
+					for _, err := range []error{err1, err2} {
+						if err != nil && !errors.Is(err, errs.ErrNotRunning) {
+							done <- err
+							return
+						}
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		re.Close()
+		if _, err := re.Stats(); !errors.Is(err, errs.ErrNotRunning) {
+			t.Fatalf("stats after close: %v", err)
+		}
+		close(stop)
+		for range 4 {
+			if err := <-done; err != nil {
+				t.Fatalf("round %d: a call racing close: %v", round, err)
+			}
+		}
+	}
+}
