@@ -36,9 +36,9 @@ impl<T: Transport> TokenSink for Sink<'_, T> {
             self.transport.tx_burst(self.sends);
             self.sends.clear();
         }
-        // Token streams are datagram streams (checked at OPEN): any free
-        // transmit buffer will do.
-        let Some(tx) = self.transport.tx_alloc() else {
+        // A datagram buffer, and on TCP a new place in the connection's
+        // answer order (none free: back-pressure, the stream waits).
+        let Some((tx, conn)) = self.transport.tx_alloc_push(route) else {
             self.no_buffers += 1;
             return false;
         };
@@ -48,12 +48,12 @@ impl<T: Transport> TokenSink for Sink<'_, T> {
                     buf: tx,
                     len: len as u32,
                     peer: route.peer,
-                    conn: route.conn,
+                    conn,
                 });
                 true
             }
             _ => {
-                self.transport.tx_free(tx);
+                self.transport.tx_free_push(tx, conn);
                 false
             }
         }
@@ -79,6 +79,10 @@ impl<T: Transport> TokenSink for Sink<'_, T> {
         }
         let k = self.load.key(Some(shard), Some(self.model), tenant);
         self.load.add_tokens(k, 1);
+    }
+
+    fn gone(&self, route: &RxPacket) -> bool {
+        self.transport.route_gone(route)
     }
 }
 

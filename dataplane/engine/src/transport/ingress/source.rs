@@ -296,6 +296,28 @@ impl<T: Transport> Transport for Sources<T> {
         }
     }
 
+    // Frames sent on their own (token streams) go through the inner
+    // transport; a front-door frame's slot carries one answer, so none
+    // goes to it (its OPEN is refused `stream_unsupported`).
+    fn can_push(&self, rx: &RxPacket) -> bool {
+        !is_ingress(rx.buf) && self.inner.can_push(rx)
+    }
+
+    fn tx_alloc_push(&mut self, route: &RxPacket) -> Option<(u32, u64)> {
+        if is_ingress(route.buf) {
+            return None;
+        }
+        self.inner.tx_alloc_push(route)
+    }
+
+    fn tx_free_push(&mut self, tx: u32, conn: u64) {
+        self.inner.tx_free_push(tx, conn);
+    }
+
+    fn route_gone(&self, route: &RxPacket) -> bool {
+        is_ingress(route.buf) || self.inner.route_gone(route)
+    }
+
     fn wait(&mut self, timeout: Duration) {
         let Some(s) = self.side.as_ref() else {
             return self.inner.wait(timeout);
