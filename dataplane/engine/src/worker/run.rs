@@ -148,6 +148,7 @@ impl<T: Transport> Worker<T> {
                 self.transport.tx_free(tx);
                 bump(&self.counters.ok, 1);
                 self.release_queued(shard, k);
+                self.note_token_slot(p.slot as usize);
                 self.tokens_active = self.count_token_streams();
             }
             Ok(len) => {
