@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # Token streams in one run (the bundled decoder, models/decoder.onnx):
-#   added per token = client inter-token p50 (1 stream) - in-process step p50
+#   added per token = the engine's CPU time per token (1 stream, 1 token a
+#     frame) - the in-process step's CPU time (wall figures printed too)
 #   TTFT at 1 and at 64 concurrent streams
-#   ratio = tokens/s of 64 streams together / the same streams one at a time
-# Server pinned to core 1 (adaptive poll: with poll = "busy" this bench got
-# no token frames in this build, not investigated yet), client to core 0.
+#   ratio = tokens/s of 64 streams together / the same streams one at a time,
+#     and 64 together batched / unbatched (endless1: step_batch_max = 1)
+# Server pinned to core 1 (POLL=adaptive, the default, or POLL=busy), client
+# to core 0 with a 4 MiB receive buffer (with the default 208 KiB, 64
+# streams overflowed it on a loaded host: frames dropped, UdpRcvbufErrors,
+# and the run waited for their END frames; a seq gap now fails the run).
 # Fixed port: run under flock /tmp/sluice-sys.lock on a shared machine.
-#   perf/tokens.sh   (TOKENS=2000 STREAMS=64)
+#   perf/tokens.sh   (TOKENS=2000 STREAMS=64 POLL=adaptive)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 TOKENS=${TOKENS:-2000}
 STREAMS=${STREAMS:-64}
+POLL=${POLL:-adaptive}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target/perf}
 export SLUICE_ORT_LIB=${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}
 [ -f "$SLUICE_ORT_LIB" ] || scripts/setup-onnxruntime.sh >/dev/null
@@ -26,6 +31,7 @@ cat >"$OUT/tokens.toml" <<TOML
 mode = "none"
 [engine]
 workers = [1]
+poll = "$POLL"
 [io_uring]
 listen = "127.0.0.1:7076"
 [onnxruntime]

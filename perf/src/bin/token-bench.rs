@@ -257,9 +257,12 @@ fn main() -> ExitCode {
             let rate = got as f64 / t0.elapsed().as_secs_f64();
             return Ok(serde_json::json!({ "tokens_per_s_1_stream": rate }).to_string());
         }
-        let (local, local_el, local_cpu) = in_process(&a.model, a.tokens)?;
-        let local_mean_ns = local_el.as_nanos() as f64 / f64::from(a.tokens.max(1));
-        let local_cpu_ns = local_cpu as f64 / f64::from(a.tokens.max(1));
+        // Ten times the steps: schedstat's CPU time moves at scheduler
+        // ticks (4 ms here), so a short loop's reading would be coarse.
+        let steps = a.tokens.max(1).saturating_mul(10);
+        let (local, local_el, local_cpu) = in_process(&a.model, steps)?;
+        let local_mean_ns = local_el.as_nanos() as f64 / f64::from(steps);
+        let local_cpu_ns = local_cpu as f64 / f64::from(steps);
         // One stream: per-token latency and TTFT.
         let cpu0 = a.engine_pid.map(|p| cpu_ns(Some(p)));
         let (mut t1, itl1, got1, el1) = run(&s, a.addr, "endless", &[1], a.tokens, 1)?;
