@@ -590,3 +590,199 @@ impl Generator {
         sent
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::streams::StreamLimits;
+    use sluice_wire::{DType, Kind};
+
+    /// A model whose state is one i64 counter: the next token is the
+    /// token plus the counter, the counter counts steps. Batched or not.
+    struct Counter {
+        rows_max: usize,
+        fail: bool,
+        batch: Vec<(i64, i64)>,
+        runs: usize,
+    }
+
+    fn read(b: &[u8]) -> i64 {
+        i64::from_le_bytes(b[..8].try_into().unwrap())
+    }
+
+    impl DecodeStep for Counter {
+        fn rows_max(&self) -> usize {
+            self.rows_max
+        }
+        fn step(&mut self, token: i64, cur: &[u8], next: &mut [u8]) -> Result<i64, Reject> {
+            self.runs += 1;
+            let c = read(cur) + 1;
+            next[..8].copy_from_slice(&c.to_le_bytes());
+            Ok(token + c)
+        }
+        fn gather(&mut self, row: usize, token: i64, cur: &[u8]) -> u64 {
+            self.batch.truncate(row);
+            self.batch.push((token, read(cur)));
+            8
+        }
+        fn run(&mut self, _rows: usize) -> Result<(), Reject> {
+            self.runs += 1;
+            if self.fail {
+                return Err(Reject::new(ErrorCode::InferenceFailed, "no"));
+            }
+            Ok(())
+        }
+        fn scatter(&mut self, row: usize, next: &mut [u8]) -> (i64, u64) {
+            let (t, c) = self.batch[row];
+            next[..8].copy_from_slice(&(c + 1).to_le_bytes());
+            (t + c + 1, 8)
+        }
+    }
+
+    #[derive(Default)]
+    struct Frames {
+        /// (stream id from the request id, tokens, end reason).
+        got: Vec<(u64, Vec<i64>, u8)>,
+        gone: bool,
+    }
+
+    impl TokenSink for Frames {
+        fn send(
+            &mut self,
+            _route: &RxPacket,
+            write: &mut dyn FnMut(&mut [u8]) -> Result<usize, Reject>,
+        ) -> bool {
+            let mut buf = vec![0u8; 4096];
+            let n = write(&mut buf).unwrap();
+            let f = Frame::new_checked(&buf[..n]).unwrap();
+            let h = f.stream().unwrap();
+            let toks = f
+                .tensor("token")
+                .map(|t| f.tensor_data(&t).chunks(8).map(read).collect::<Vec<_>>())
+                .unwrap_or_default();
+            self.got.push((f.request_id(), toks, h.end_reason));
+            true
+        }
+        fn token(&mut self, _: u32, _: usize, _: bool, _: u64) {}
+        fn gone(&self, _route: &RxPacket) -> bool {
+            self.gone
+        }
+    }
+
+    fn open_frame(id: u64, prompt: &[i64]) -> Vec<u8> {
+        let data: Vec<u8> = prompt.iter().flat_map(|t| t.to_le_bytes()).collect();
+        let dims = [prompt.len() as u64];
+        let t = [TensorRepr {
+            name: "token",
+            dtype: DType::I64,
+            dims: &dims,
+            data: Some(&data),
+        }];
+        let sh = StreamHeader {
+            stream_id: id,
+            flags: stream_flags::OPEN,
+            tokens_per_frame: 1,
+            max_tokens: 3,
+            ..StreamHeader::default()
+        }
+        .to_bytes();
+        let ext = [ExtRepr::stream(&sh)];
+        let repr = FrameRepr {
+            kind: Kind::Request,
+            request_id: id,
+            tenant_id: 7,
+            model: "m",
+            model_version: "1",
+            extensions: &ext,
+            tensors: &t,
+            ..FrameRepr::default()
+        };
+        let mut buf = vec![0u8; 1024];
+        let n = repr.emit(&mut buf).unwrap().frame_len;
+        buf.truncate(n);
+        buf
+    }
+
+    /// Four streams run to their end; returns their frames.
+    fn generate(rows_max: usize, fail: bool, gone: bool) -> (Frames, GenTally, usize) {
+        let limits = StreamLimits {
+            per_worker: 8,
+            per_tenant: 8,
+            idle_us: 1_000_000,
+            frames_max: 100,
+        };
+        let mut table = StreamTable::new(limits, 8);
+        let gl = GenLimits {
+            eos: None,
+            max_tokens: 3,
+            prompt_max: 4,
+        };
+        let mut g = Generator::new(gl, 8, "m", "1", "token");
+        for id in 1..=4u64 {
+            let f = open_frame(id, &[10 * id as i64, 1]);
+            let req = Frame::new_checked(f.as_slice()).unwrap();
+            let h = req.stream().unwrap();
+            g.open(&mut table, &req, h, RxPacket::default(), true, 0, 0)
+                .unwrap();
+        }
+        let mut dec = Counter {
+            rows_max,
+            fail,
+            batch: Vec::new(),
+            runs: 0,
+        };
+        let mut sink = Frames {
+            gone,
+            ..Frames::default()
+        };
+        let mut total = GenTally::default();
+        for _ in 0..10 {
+            let t = g.iteration(&mut table, 1, &mut sink, &mut dec);
+            total.steps += t.steps;
+            total.runs += t.runs;
+            total.conn_closed += t.conn_closed;
+            total.state_bytes_copied += t.state_bytes_copied;
+        }
+        assert_eq!(g.active(), 0);
+        assert_eq!(table.open(), 0, "every slot freed");
+        (sink, total, dec.runs)
+    }
+
+    #[test]
+    fn batched_steps_equal_one_at_a_time() {
+        let (one, t1, _) = generate(1, false, false);
+        let (many, t4, _) = generate(4, false, false);
+        assert_eq!(one.got, many.got);
+        // Prompt of 2 (2 steps, the second chooses token 1), then 2 more.
+        assert_eq!(t1.steps, 4 * 4);
+        assert_eq!((t1.runs, t1.state_bytes_copied), (16, 0));
+        assert_eq!((t4.runs, t4.state_bytes_copied), (4, 16 * 16));
+        // Stream 1: counter 1, 2, 3, 4: tokens 1+2, 3+3, 6+4.
+        let s1: Vec<i64> = one
+            .got
+            .iter()
+            .filter(|f| f.0 == 1)
+            .flat_map(|f| f.1.clone())
+            .collect();
+        assert_eq!(s1, vec![3, 6, 10]);
+    }
+
+    #[test]
+    fn a_failed_batch_ends_its_streams_with_error() {
+        let (f, t, runs) = generate(4, true, false);
+        assert_eq!((runs, t.steps), (1, 0));
+        assert_eq!(f.got.len(), 4);
+        assert!(
+            f.got
+                .iter()
+                .all(|g| g.2 == EndReason::Error as u8 && g.1.is_empty())
+        );
+    }
+
+    #[test]
+    fn a_closed_connection_ends_its_streams_without_frames() {
+        let (f, t, runs) = generate(4, false, true);
+        assert_eq!((runs, t.conn_closed), (0, 4));
+        assert!(f.got.is_empty());
+    }
+}
