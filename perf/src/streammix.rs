@@ -93,6 +93,8 @@ pub struct StreamMixReport {
     pub itl_ns: Histogram<u64>,
     /// Streams opened in the measured window.
     pub streams_opened: u64,
+    /// Most streams running at once (measured or not).
+    pub streams_running_max: usize,
     /// Streams that reached END, by end reason.
     pub streams_ended: BTreeMap<String, u64>,
     /// Streams refused or ended by an error frame, by code; `frame_lost`
@@ -139,6 +141,7 @@ impl StreamMixReport {
             ttft_ns: histogram(),
             itl_ns: histogram(),
             streams_opened: 0,
+            streams_running_max: 0,
             streams_ended: BTreeMap::new(),
             stream_errors: BTreeMap::new(),
             tokens: 0,
@@ -181,8 +184,9 @@ impl StreamMixReport {
         let mut s =
             String::from("latency from the intended send time (coordinated omission corrected)\n");
         s.push_str(&format!(
-            "streams opened {} ended {:?} errors {:?} in {:.3} s: {:.1} streams/s, {:.0} tokens/s ({} tokens)\n",
+            "streams opened {} (at most {} at once) ended {:?} errors {:?} in {:.3} s: {:.1} streams/s, {:.0} tokens/s ({} tokens)\n",
             self.streams_opened,
+            self.streams_running_max,
             self.streams_ended,
             self.stream_errors,
             self.elapsed.as_secs_f64(),
@@ -211,6 +215,7 @@ impl StreamMixReport {
             "elapsed_s": self.elapsed.as_secs_f64(),
             "streams": {
                 "opened": self.streams_opened,
+                "running_max": self.streams_running_max,
                 "ended": self.streams_ended,
                 "errors": self.stream_errors,
                 "per_sec": self.streams_per_sec(),
@@ -604,6 +609,7 @@ impl<'m> StreamMix<'m> {
                             }),
                         );
                         self.streams_live += 1;
+                        r.streams_running_max = r.streams_running_max.max(self.streams_live);
                     }
                     Err(_) => r.io_errors += 1,
                 }

@@ -175,6 +175,7 @@ fn ttft_counts_the_wait_for_a_free_stream() {
     let mut g = StreamMix::connect(e.local_addr().unwrap(), None, open(50)).unwrap();
     let r = g.run(&cfg(0.0, 10_000.0, 1, 20));
     assert_eq!(r.streams_opened, 200, "{}", r.human());
+    assert_eq!(r.streams_running_max, 1, "streams_max holds");
     assert_eq!(r.streams_ended.get("max_tokens").copied(), Some(200));
     assert!(r.stream_errors.is_empty(), "{}", r.human());
     // The last open waits for the 199 streams before it.
