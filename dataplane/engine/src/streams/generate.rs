@@ -144,6 +144,9 @@ pub struct Generator {
     pending: Box<[i64]>,
     /// The streams of the batch being gathered (indices into `gens`).
     rows: Box<[u32]>,
+    /// Streams cancelled since the last iteration (tallied there, under
+    /// `ended` reason `cancelled`).
+    cancelled: u64,
     active: u32,
     /// Model name and version the frames carry.
     model: String,
@@ -191,6 +194,7 @@ impl Generator {
             prompts: vec![0i64; slots * limits.prompt_max as usize].into_boxed_slice(),
             pending: vec![0i64; slots * TPF_MAX].into_boxed_slice(),
             rows: vec![0u32; slots].into_boxed_slice(),
+            cancelled: 0,
             active: 0,
             model: model.to_string(),
             version: version.to_string(),
@@ -306,6 +310,7 @@ impl Generator {
         let slot = table.find_stream(req.tenant_id(), h.stream_id, h.seq)?;
         let i = slot.index();
         let sent = if self.gens[i].live {
+            self.cancelled += 1;
             self.gens[i].seq_out
         } else {
             0
@@ -337,6 +342,7 @@ impl Generator {
         dec: &mut dyn DecodeStep,
     ) -> GenTally {
         let mut t = GenTally::default();
+        t.ended[EndReason::Cancelled as usize] = std::mem::take(&mut self.cancelled);
         if self.active == 0 {
             return t;
         }
