@@ -4,12 +4,15 @@
 # without EOS, models/decoder.onnx) on its UDP port and its gRPC front
 # door, `[auth] mode = "none"`.
 #   - gRPC ModelStreamInfer with the unmodified tritonclient (Python,
-#     perf/frontdoor/stream_driver.py): one stream at a time, TOKENS tokens,
-#     one token per response; inter-token latency as the client's callback
-#     sees it, tokens/s;
-#   - the native wire (perf/src/bin/token-bench.rs, raw UDP frames, the
-#     Rust side): inter-token latency of one stream, tokens/s one at a time.
-#   ratio = native tokens/s / gRPC tokens/s (and the ITL ratio).
+#     perf/frontdoor/stream_driver.py): one stream at a time, TOKENS tokens
+#     one token per response (inter-token latency as the client's callback
+#     sees it), and TOKENS/4 tokens 8 per response (tokens/s);
+#   - the native wire (perf/src/bin/token-bench.rs, raw UDP frames, Rust):
+#     inter-token latency of one stream at one token per frame, and
+#     tokens/s of streams one at a time at TOKENS/4 tokens, 8 per frame.
+#   ratio = native tokens/s / gRPC tokens/s of one stream of TOKENS tokens
+#   at one token per frame (the same shape on both sides; TTFT included),
+#   and the same at 8 tokens per frame (TOKENS/4 tokens, one at a time).
 # Server on core 1, clients on core 0. Fixed ports: run under
 # flock /tmp/sluice-sys.lock on a shared machine.
 #   perf/frontdoor-stream.sh   (TOKENS=2000 ROUNDS=5)
@@ -60,26 +63,30 @@ data_dir = "$OUT/data"
 TOML
 pid=
 stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi; pid=; }
-trap 'stop; rm -rf "$OUT"' EXIT
+trap 'stop; [ -n "${KEEP:-}" ] || rm -rf "$OUT"' EXIT
 taskset -c 1 .cache/bin/sluiced -config "$OUT/sluice.toml" >"$OUT/sluiced.log" 2>&1 & pid=$!
 for _ in $(seq 100); do
     grep -q "admin=" "$OUT/sluiced.log" 2>/dev/null && break
     sleep 0.1
 done
-sleep 0.5
-taskset -c 0 "$PY" perf/frontdoor/stream_driver.py 127.0.0.1:18071 "$TOKENS" "$ROUNDS" >"$OUT/grpc.json" ||
+sleep 1
+taskset -c 0 "$PY" perf/frontdoor/stream_driver.py 127.0.0.1:18071 "$TOKENS" "$ROUNDS" 1 >"$OUT/grpc.json" ||
+    { cat "$OUT/sluiced.log" >&2; exit 1; }
+taskset -c 0 "$PY" perf/frontdoor/stream_driver.py 127.0.0.1:18071 $((TOKENS / 4)) "$ROUNDS" 8 >"$OUT/grpc8.json" ||
     { cat "$OUT/sluiced.log" >&2; exit 1; }
 taskset -c 0 target/release/token-bench --addr 127.0.0.1:17076 --model "$root/models/decoder.onnx" \
-    --tokens "$TOKENS" --streams 1 >"$OUT/native.json" || { cat "$OUT/sluiced.log" >&2; exit 1; }
+    --tokens "$TOKENS" --streams 1 >"$OUT/native.json" || { echo "$OUT"; cat "$OUT/sluiced.log" >&2; exit 1; }
 stop
-"$PY" - "$OUT/grpc.json" "$OUT/native.json" <<'PY'
+"$PY" - "$OUT/grpc.json" "$OUT/grpc8.json" "$OUT/native.json" <<'PY'
 import json, sys
-g, n = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+g, g8, n = (json.load(open(p)) for p in sys.argv[1:4])
 us = lambda ns: ns / 1000
-print(f"gRPC ModelStreamInfer (tritonclient): ITL p50 {us(g['itl_p50_ns']):8.2f} us (p99 {us(g['itl_p99_ns']):.2f}), "
-      f"{g['tokens_per_s']:.0f} tokens/s, TTFT {us(g['ttft_p50_ns']):.0f} us")
-print(f"native wire (UDP, token-bench):       ITL p50 {us(n['itl_1_stream_p50_ns']):8.2f} us (p99 {us(n['itl_1_stream_p99_ns']):.2f}), "
-      f"{n['tokens_per_s_one_at_a_time']:.0f} tokens/s, TTFT {us(n['ttft_1_stream_ns']):.0f} us")
-print(f"ratio native/gRPC: tokens/s {n['tokens_per_s_one_at_a_time'] / g['tokens_per_s']:.2f}x, "
-      f"ITL p50 gRPC/native {g['itl_p50_ns'] / n['itl_1_stream_p50_ns']:.2f}x")
+print(f"1 token/frame  gRPC (tritonclient): ITL p50 {us(g['itl_p50_ns']):8.2f} us (p99 {us(g['itl_p99_ns']):.2f}), "
+      f"{g['tokens_per_s']:.0f} tokens/s, TTFT p50 {us(g['ttft_p50_ns']):.0f} us")
+print(f"1 token/frame  native (token-bench): ITL p50 {us(n['itl_1_stream_p50_ns']):8.2f} us (p99 {us(n['itl_1_stream_p99_ns']):.2f}), "
+      f"TTFT {us(n['ttft_1_stream_ns']):.0f} us")
+print(f"1 token/frame  tokens/s: gRPC {g['tokens_per_s']:.0f}, native {n['tokens_per_s_1_stream']:.0f}, "
+      f"ratio native/gRPC {n['tokens_per_s_1_stream'] / g['tokens_per_s']:.2f}x")
+print(f"8 tokens/frame tokens/s: gRPC {g8['tokens_per_s']:.0f}, native {n['tokens_per_s_one_at_a_time']:.0f}, "
+      f"ratio native/gRPC {n['tokens_per_s_one_at_a_time'] / g8['tokens_per_s']:.2f}x")
 PY

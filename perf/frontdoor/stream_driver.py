@@ -1,10 +1,10 @@
 """Token streams through the front door's gRPC ModelStreamInfer with the
 unmodified tritonclient, for perf/frontdoor-stream.sh: one stream of
-TOKENS tokens of the `endless` decoder at a time (one token per frame),
-ROUNDS streams; prints JSON with the inter-token latency the client's
-callback sees (p50, p99, ns), tokens/s and time to first token.
+TOKENS tokens of the `endless` decoder at a time (TPF tokens per frame,
+default 1), ROUNDS streams; prints JSON with the gap between responses the
+client's callback sees (p50, p99, ns), tokens/s and time to first token.
 
-    python stream_driver.py GRPC_ADDR TOKENS ROUNDS
+    python stream_driver.py GRPC_ADDR TOKENS ROUNDS [TPF]
 """
 
 import json
@@ -18,6 +18,7 @@ import tritonclient.grpc as grpcclient
 
 def main():
     addr, tokens, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    tpf = int(sys.argv[4]) if len(sys.argv) > 4 else 1
     c = grpcclient.InferenceServerClient(addr)
     q = queue.Queue()
 
@@ -31,7 +32,7 @@ def main():
     for r in range(rounds):
         t0 = time.perf_counter_ns()
         c.async_stream_infer("endless", [prompt], model_version="1", request_id=str(r),
-                             parameters={"max_tokens": tokens})
+                             parameters={"max_tokens": tokens, "tokens_per_frame": tpf})
         last, n = None, 0
         while True:
             t, res, err = q.get(timeout=60)
