@@ -125,6 +125,7 @@ type Client struct {
 
 	mu      sync.Mutex
 	pending map[uint64]*call
+	follows map[uint64]chan answer // token streams' later frames (tokens.go)
 	closed  bool
 	lost    error // set when a stream transport broke
 
@@ -160,7 +161,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 // on (Close closes it).
 func New(tr Transport, opts Options) *Client {
 	opts.fill()
-	c := &Client{tr: tr, opts: opts, pending: make(map[uint64]*call), done: make(chan struct{})}
+	c := &Client{tr: tr, opts: opts, pending: make(map[uint64]*call), follows: make(map[uint64]chan answer), done: make(chan struct{})}
 	if opts.Key != nil {
 		c.key = wire.NewTenantKey(opts.Key)
 	}
@@ -456,6 +457,9 @@ func (c *Client) readLoop() {
 		delete(c.pending, id)
 		c.mu.Unlock()
 		if cl == nil {
+			if c.deliverFollowed(id, f, bp) {
+				continue
+			}
 			c.stats.stale.Add(1)
 			c.putBuf(bp)
 			continue

@@ -42,7 +42,10 @@ var (
 	// The bundled stream model (models/accum.onnx: sN = s + x, y = sN/2),
 	// its state s <- sN kept by the appliance.
 	accumModel = "\n[[routes]]\nname = \"accum\"\nmodel = \"accum\"\nshard = \"hbm2-inference\"\n\n[[models]]\nname = \"accum\"\nversion = \"1\"\nkind = \"onnx\"\npath = \"../models/accum.onnx\"\n[models.stream]\nstate = [{ input = \"s\", output = \"sN\", shape = [1, 8] }]\n"
-	largeModel = "\n[[routes]]\nname = \"large\"\nmodel = \"large\"\nshard = \"hbm2-inference\"\n\n[[models]]\nname = \"large\"\nversion = \"1\"\nkind = \"onnx\"\npath = \"../models/large.onnx\"\n"
+	// The bundled greedy byte decoder as token-stream models: "decoder"
+	// ends at EOS (0) or 32 tokens, "endless" has no EOS.
+	decoderModels = decoderModel("decoder", "eos = 0\nmax_tokens = 32") + decoderModel("endless", "max_tokens = 1000000")
+	largeModel    = "\n[[routes]]\nname = \"large\"\nmodel = \"large\"\nshard = \"hbm2-inference\"\n\n[[models]]\nname = \"large\"\nversion = \"1\"\nkind = \"onnx\"\npath = \"../models/large.onnx\"\n"
 )
 
 type appliance struct {
@@ -106,7 +109,7 @@ func startAppliance() (*appliance, error) {
 		`admin_listen = "127.0.0.1:7071"`, `admin_listen = "127.0.0.1:0"`,
 		`data_dir = "../.cache/sluice-data"`, fmt.Sprintf("data_dir = %q", dir+"/data"),
 		`tcp_listen = ""`, `tcp_listen = "127.0.0.1:0"`,
-	).Replace(string(src)+largeModel+accumModel) + limitedTenant
+	).Replace(string(src)+largeModel+accumModel+decoderModels) + limitedTenant
 	path := filepath.Join(dir, "sluice.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err

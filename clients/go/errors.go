@@ -72,6 +72,9 @@ var (
 	ErrMalformedAnswer = errors.New("sluice: malformed answer")
 	// ErrDType: an output was read as a type it does not hold.
 	ErrDType = errors.New("sluice: tensor dtype mismatch")
+	// ErrFrameLost: a token stream's frame did not arrive (a gap in seq,
+	// UDP loss); the stream is cancelled.
+	ErrFrameLost = errors.New("sluice: a token frame was lost")
 )
 
 var codeSentinels = [...]error{

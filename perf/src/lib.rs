@@ -3,6 +3,8 @@
 //! - [`driver`]: closed- and open-loop load with coordinated-omission-correct
 //!   HDR latency.
 //! - [`mix`]: weighted request mixes from `perf/mixes/*.toml`.
+//! - [`streammix`]: token streams on an open-loop schedule mixed with
+//!   plain requests (TTFT, ITL, tokens/s; coordinated-omission corrected).
 //! - [`transport`]: Sluice requests through `sluice-client`, or raw
 //!   datagrams of the same size to an echo server (the floor).
 //! - [`uring`]: the io_uring UDP echo server and a plain std echo for
@@ -16,6 +18,7 @@
 pub mod driver;
 pub mod mix;
 pub mod mmsg;
+pub mod streammix;
 pub mod transport;
 pub mod uring;
 pub mod uring_tcp;

@@ -314,6 +314,52 @@ impl NativeClient {
         self.send_one(py, client, &p, timeout)
     }
 
+    /// Keeps the frames of `request_id` (a token stream's OPEN, right
+    /// after `send`) for `recv_followed`, the first one included.
+    fn follow(&self, py: Python<'_>, request_id: u64) -> PyResult<()> {
+        let mut g = self.lock(py)?;
+        let client = g.as_mut().ok_or_else(|| Self::closed_error(py))?.client();
+        client
+            .follow(request_id)
+            .map_err(|e| errors::client_error(py, e))
+    }
+
+    /// Stops following `request_id`; frames kept for it are dropped.
+    fn unfollow(&self, py: Python<'_>, request_id: u64) -> PyResult<()> {
+        let mut g = self.lock(py)?;
+        if let Some(l) = g.as_mut() {
+            l.client().unfollow(request_id);
+        }
+        Ok(())
+    }
+
+    /// The next frame of followed `request_id` as a `Response`, waiting up
+    /// to `timeout` seconds (0: only what has arrived); `None` when none
+    /// came. An error frame raises its `ServerError`.
+    fn recv_followed<'py>(
+        &self,
+        py: Python<'py>,
+        request_id: u64,
+        timeout: f64,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if !timeout.is_finite() || timeout < 0.0 {
+            return Err(errors::invalid_msg(
+                py,
+                "timeout must be a non-negative number of seconds",
+            ));
+        }
+        let wait = Duration::from_secs_f64(timeout);
+        let mut g = self.lock(py)?;
+        let client = g.as_mut().ok_or_else(|| Self::closed_error(py))?.client();
+        let res = py.detach(|| client.recv_followed(request_id, wait));
+        drop(g);
+        match res {
+            Ok(None) => Ok(None),
+            Ok(Some(r)) => self.answer_object(py, Ok(r), true).map(Some),
+            Err(e) => Err(errors::client_error(py, e)),
+        }
+    }
+
     /// Sends one request and waits for its answer: the outputs (a dict of
     /// arrays), or with `full` a `Response` carrying the metadata too.
     #[pyo3(signature = (model, version, inputs, *, adapter=None, intent=None, deadline=None, trace=None, schema=None, section=None, extensions=None, token_count=0, timeout=None, full=false))]

@@ -133,7 +133,7 @@ name = "large"
 version = "1"
 kind = "onnx"
 path = "{ROOT}/models/large.onnx"
-{own_model}{silero_stream()}
+{own_model}{silero_stream()}{decoder_streams()}
 [[tenants]]
 name = "restricted"
 id = 2
@@ -171,6 +171,33 @@ aliases = ["6"]
 [models.stream]
 state = [{{ input = "state", output = "stateN", shape = [2, 1, 128] }}]
 """
+
+
+def decoder_streams() -> str:
+    """The bundled greedy byte decoder as two token-stream models
+    (tests/test_tokens.py): "decoder" ends at EOS (0) or 32 tokens,
+    "endless" has no EOS."""
+    out = ""
+    for name, eos in (("decoder", "eos = 0\nmax_tokens = 32"), ("endless", "max_tokens = 1000000")):
+        out += f"""
+[[routes]]
+name = "{name}"
+model = "{name}"
+shard = "hbm2-inference"
+
+[[models]]
+name = "{name}"
+version = "1"
+kind = "onnx"
+path = "{ROOT}/models/decoder.onnx"
+[models.stream]
+state = [{{ input = "h", output = "hN", shape = [1, 16] }}]
+[models.stream.generate]
+token_input = "token"
+token_output = "next"
+{eos}
+"""
+    return out
 
 
 class Appliance(Sluiced):

@@ -39,6 +39,15 @@ USE = textwrap.dedent(
                 return await ac.ping()
 
         asyncio.run(a())
+        with sluice.TokenStream(c, "decoder", "1", "hi", tokens_per_frame=2, max_tokens=8) as ts:
+            first: sluice.TokenFrame = next(ts)
+            rest: List[int] = list(ts.tokens())
+            reason: str | None = ts.end_reason
+
+        async def t(ac: sluice.AsyncClient) -> List[int]:
+            s = await sluice.AsyncTokenStream.open(ac, "decoder", "1", [104, 105])
+            toks, why = await s.collect()
+            return toks
         try:
             c.infer("mlp", "", {"x": x})
         except sluice.RoutingError as e:

@@ -153,3 +153,54 @@ fn token_stream_cancel_stops_it() {
     }
     assert_eq!(e.stats().workers[0].tokens.running, 0);
 }
+
+#[test]
+fn followed_stream_shares_the_client_with_plain_calls() {
+    // Send the OPEN, follow its id, and read the frames with
+    // recv_followed, while other calls on the same client go on: their
+    // answers and the stream's frames are told apart by id.
+    use sluice_wire::{STREAM_EXT_KEY, StreamHeader, stream_flags};
+    let e = engine();
+    let mut c = client(&e);
+    let toks = prompt("hello");
+    let h = StreamHeader {
+        stream_id: 901,
+        flags: stream_flags::OPEN,
+        tokens_per_frame: 1,
+        ..StreamHeader::default()
+    }
+    .to_bytes();
+    let req = Request::new("decoder", "1")
+        .tensor("token", &[toks.len() as u64], TensorData::I64(&toks))
+        .extension(STREAM_EXT_KEY, &h);
+    let id = c.send(&req).unwrap();
+    c.follow(id).unwrap();
+    let mut got = Vec::new();
+    let mut seq = 0;
+    loop {
+        let r = c
+            .recv_followed(id, Duration::from_secs(10))
+            .unwrap()
+            .expect("a frame within the timeout");
+        let sh = r.frame().stream().unwrap();
+        assert_eq!(sh.seq, seq, "{:?}", c.stats());
+        seq += 1;
+        got.extend(
+            r.tensors()
+                .next()
+                .map_or_else(Vec::new, |t| t.to_i64_vec().unwrap()),
+        );
+        if sh.has(stream_flags::END) {
+            break;
+        }
+        if seq == 2 {
+            // A call on the same client in the middle of the stream.
+            let ping = c.ping().unwrap();
+            assert!(ping < Duration::from_secs(10));
+        }
+    }
+    assert_eq!(got, decoder_generate(&toks, 32));
+    assert!(c.recv_followed(id, Duration::ZERO).unwrap().is_none());
+    c.unfollow(id);
+    assert!(c.recv_followed(id, Duration::ZERO).is_err());
+}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -368,5 +369,89 @@ func TestAdapterCacheMetrics(t *testing.T) {
 		if v := m.GetCounter().GetValue(); v != want {
 			t.Fatalf("adapter_cache_total{event=%q} = %v, want %v", event, v, want)
 		}
+	}
+}
+
+// Token streams per shard (tokens, time to first token, inter-token
+// latency), per worker (running and prefill streams, tokens, frames,
+// streams ended by reason, reclaimed) and per tenant.
+func TestTokenStreamMetrics(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""))
+	r.fake.RecordTokenStream(0, "hbm2-inference", 1, "max_tokens", 800_000, 40_000, 60_000)
+	r.fake.RecordTokenStream(0, "hbm2-inference", 2, "cancelled", 2_000_000)
+	r.fake.RecordTokenStream(0, "hbm2-inference", 1, "eos", 1_000_000, 50_000)
+	r.fake.ReclaimStream(0)
+	r.fake.SetTokenGauges(0, 3, 1)
+	fams := scrape(t, r)
+	hbm := map[string]string{"shard": "hbm2-inference", "local": "true"}
+	if v := find(t, fams, "sluice_shard_generated_tokens_total", hbm).GetCounter().GetValue(); v != 6 {
+		t.Fatalf("shard tokens = %v, want 6", v)
+	}
+	ttft := find(t, fams, "sluice_shard_time_to_first_token_seconds", hbm).GetSummary()
+	if ttft.GetSampleCount() != 3 || !near(ttft.GetSampleSum(), 3.8e-3) {
+		t.Fatalf("ttft: count %d sum %v", ttft.GetSampleCount(), ttft.GetSampleSum())
+	}
+	for _, q := range ttft.GetQuantile() {
+		if q.GetQuantile() == 0.5 && !near(q.GetValue(), 1e-3) {
+			t.Fatalf("ttft p50 = %v, want 1 ms", q.GetValue())
+		}
+	}
+	if v := find(t, fams, "sluice_shard_time_to_first_token_max_seconds", hbm).GetGauge().GetValue(); !near(v, 2e-3) {
+		t.Fatalf("ttft max = %v", v)
+	}
+	itl := find(t, fams, "sluice_shard_inter_token_latency_seconds", hbm).GetSummary()
+	if itl.GetSampleCount() != 3 || !near(itl.GetSampleSum(), 150e-6) {
+		t.Fatalf("itl: count %d sum %v", itl.GetSampleCount(), itl.GetSampleSum())
+	}
+	w0 := map[string]string{"worker": "0"}
+	for name, want := range map[string]float64{
+		"sluice_worker_generated_tokens_total": 6, "sluice_worker_token_frames_total": 6,
+		"sluice_worker_streams_opened_total": 4, "sluice_worker_streams_ended_total": 3,
+		"sluice_worker_streams_reclaimed_total": 1,
+	} {
+		if v := find(t, fams, name, w0).GetCounter().GetValue(); v != want {
+			t.Fatalf("%s = %v, want %v", name, v, want)
+		}
+	}
+	if v := find(t, fams, "sluice_worker_token_streams_running", w0).GetGauge().GetValue(); v != 3 {
+		t.Fatalf("running = %v", v)
+	}
+	if v := find(t, fams, "sluice_worker_token_streams_prefill", w0).GetGauge().GetValue(); v != 1 {
+		t.Fatalf("prefill = %v", v)
+	}
+	for reason, want := range map[string]float64{"max_tokens": 1, "cancelled": 1, "eos": 1} {
+		m := find(t, fams, "sluice_worker_token_streams_ended_total", map[string]string{"worker": "0", "reason": reason})
+		if v := m.GetCounter().GetValue(); v != want {
+			t.Fatalf("ended{reason=%q} = %v, want %v", reason, v, want)
+		}
+	}
+	for tenant, want := range map[string]float64{"1": 5, "2": 1} {
+		if v := find(t, fams, "sluice_tenant_generated_tokens_total", map[string]string{"tenant": tenant}).GetCounter().GetValue(); v != want {
+			t.Fatalf("tenant %s tokens = %v, want %v", tenant, v, want)
+		}
+	}
+}
+
+// The engine's stats JSON (dataplane/engine/src/stats.rs) decodes into the
+// stream and token fields: ended reasons and tenants as pairs.
+func TestTokenStatsDecode(t *testing.T) {
+	var w engine.WorkerStats
+	raw := `{"index":0,"core":1,"streams":{"opened":5,"ended":4,"reclaimed":1,"refused":2,"steps":9,"open":1,"moved":0},
+	  "tokens":{"tokens":70,"steps":80,"frames":70,"running":1,"prefill":0,"ended":[["cancelled",1],["eos",3]],"by_tenant":[[7,60],[9,10]]}}`
+	if err := json.Unmarshal([]byte(raw), &w); err != nil {
+		t.Fatal(err)
+	}
+	if w.Streams.Reclaimed != 1 || w.Tokens.Ended["cancelled"] != 1 || w.Tokens.ByTenant[7] != 60 || w.Tokens.ByTenant[9] != 10 {
+		t.Fatalf("decoded %+v", w)
+	}
+	var s engine.ShardStats
+	if err := json.Unmarshal([]byte(`{"name":"s","local":true,"tokens":12,"ttft":{"count":2,"p50_ns":5,"p90_ns":6,"p99_ns":7,"p999_ns":8,"max_ns":9,"sum_ns":11},"itl":{"count":0,"p50_ns":0,"p90_ns":0,"p99_ns":0,"p999_ns":0,"max_ns":0}}`), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Tokens != 12 || s.TTFT.Count != 2 || s.TTFT.SumNs != 11 {
+		t.Fatalf("decoded %+v", s)
+	}
+	if err := json.Unmarshal([]byte(`{"tokens":{"by_tenant":[[4294967296,1]]}}`), &w); err == nil {
+		t.Fatal("a tenant id past u32 decoded")
 	}
 }

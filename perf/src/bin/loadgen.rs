@@ -101,6 +101,40 @@ struct Args {
     /// Allow a non-loopback server address.
     #[arg(long)]
     allow_remote: bool,
+    /// Streaming mix: open token streams at this rate (per second) on an
+    /// open-loop schedule, mixed with plain requests from --mix at --rate
+    /// (no plain requests without --rate); reports TTFT, ITL, tokens/s,
+    /// streams/s. UDP, sluice mode, --duration only.
+    #[arg(long, conflicts_with_all = ["closed", "requests", "mmsg"])]
+    stream_rate: Option<f64>,
+    /// Streaming mix: the generative model (`[models.stream.generate]`).
+    #[arg(long, default_value = "decoder")]
+    stream_model: String,
+    /// Streaming mix: its version.
+    #[arg(long, default_value = "1")]
+    stream_version: String,
+    /// Streaming mix: the tenant that opens the streams.
+    #[arg(long, default_value_t = 0)]
+    stream_tenant: u32,
+    /// Streaming mix: that tenant's key ("hex:..." or text); none = unsigned.
+    #[arg(long)]
+    stream_key: Option<String>,
+    /// Streaming mix: the model's token input.
+    #[arg(long, default_value = "token")]
+    token_input: String,
+    /// Streaming mix: the prompt (its bytes are the tokens).
+    #[arg(long, default_value = "hello")]
+    prompt: String,
+    /// Streaming mix: tokens per stream at most (0 = the model's limit).
+    #[arg(long, default_value_t = 64)]
+    max_tokens: u32,
+    /// Streaming mix: tokens per frame at most.
+    #[arg(long, default_value_t = 1)]
+    tokens_per_frame: u16,
+    /// Streaming mix: most streams running at once; later opens wait, and
+    /// their wait counts in their TTFT.
+    #[arg(long, default_value_t = 64)]
+    streams_max: usize,
 }
 
 /// 4 MiB: the usual `net.core.rmem_max`; root may go beyond.
@@ -157,6 +191,9 @@ fn resolve(flag: &str, a: &str, allow_remote: bool) -> Result<SocketAddr, String
 
 fn run(args: &Args) -> Result<(), String> {
     let addr = resolve("--addr", &args.addr, args.allow_remote)?;
+    if let Some(r) = args.stream_rate {
+        return run_streams(args, addr, r);
+    }
     let tcp_addr = match (&args.tcp_addr, args.transport) {
         (Some(a), _) => Some(resolve("--tcp-addr", a, args.allow_remote)?),
         (None, Via::Auto) => return Err("--transport auto needs --tcp-addr".into()),
@@ -295,6 +332,82 @@ fn run(args: &Args) -> Result<(), String> {
             report.human()
         )
     };
+    write_out(&text)
+}
+
+/// The streaming mix (`--stream-rate`).
+fn run_streams(args: &Args, addr: SocketAddr, stream_rate: f64) -> Result<(), String> {
+    use sluice_perf::streammix::{StreamMix, StreamMixConfig, TokenOpen};
+    if !(stream_rate.is_finite() && stream_rate > 0.0) {
+        return Err("--stream-rate must be positive".into());
+    }
+    if args.mode != Mode::Sluice || args.transport != Via::Udp {
+        return Err("--stream-rate takes --mode sluice --transport udp".into());
+    }
+    let plain_rate = match args.rate {
+        Some(r) if !(r.is_finite() && r > 0.0) => return Err("--rate must be positive".into()),
+        Some(r) => r,
+        None => 0.0,
+    };
+    let mix = match args.rate {
+        Some(_) => Some(Mix::load(&args.mix).map_err(|e| format!("{}: {e}", args.mix.display()))?),
+        None => None,
+    };
+    let key = args
+        .stream_key
+        .as_deref()
+        .map(sluice_perf::mix::parse_key)
+        .transpose()
+        .map_err(|e| format!("--stream-key: {e}"))?
+        .map(|k| sluice_client::TenantKey::new(&k));
+    let open = TokenOpen {
+        model: args.stream_model.clone(),
+        version: args.stream_version.clone(),
+        tenant_id: args.stream_tenant,
+        key,
+        token_input: args.token_input.clone(),
+        prompt: args.prompt.bytes().map(i64::from).collect(),
+        tokens_per_frame: args.tokens_per_frame.max(1),
+        max_tokens: args.max_tokens,
+    };
+    let cfg = StreamMixConfig {
+        plain_rate_per_sec: plain_rate,
+        stream_rate_per_sec: stream_rate,
+        streams_max: args.streams_max.max(1),
+        plain_outstanding_max: args.outstanding_max.max(1),
+        warmup: args.warmup,
+        duration: args.duration.unwrap_or(Duration::from_secs(5)),
+        timeout: args.timeout,
+        spin: !args.block,
+        seed: args.seed,
+    };
+    let mut g = StreamMix::connect(addr, mix.as_ref(), open).map_err(|e| e.to_string())?;
+    g.set_socket_buffers(args.socket_buffer_bytes)
+        .map_err(|e| format!("cannot size the socket buffers: {e}"))?;
+    let report = g.run(&cfg);
+    let text = if args.json {
+        let mut v = report.json();
+        v["addr"] = serde_json::json!(addr.to_string());
+        v["load"] = serde_json::json!({
+            "stream_rate_per_sec": stream_rate, "plain_rate_per_sec": plain_rate,
+            "streams_max": cfg.streams_max, "max_tokens": args.max_tokens,
+            "tokens_per_frame": args.tokens_per_frame.max(1),
+        });
+        v["spin"] = serde_json::json!(cfg.spin);
+        format!("{v}\n")
+    } else {
+        format!(
+            "streaming mix {addr}: {stream_rate} streams/s (at most {} at once, {} tokens each), {plain_rate} plain req/s, spin={}\n{}",
+            cfg.streams_max,
+            args.max_tokens,
+            cfg.spin,
+            report.human()
+        )
+    };
+    write_out(&text)
+}
+
+fn write_out(text: &str) -> Result<(), String> {
     // A closed pipe (`| head`) is not worth a panic.
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush())

@@ -30,6 +30,7 @@ from ._errors import (
     ClientClosedError,
     ClientError,
     ConnectionLostError,
+    FrameLostError,
     DeadlineExceededError,
     InferenceError,
     StreamError,
@@ -52,6 +53,7 @@ from ._errors import (
 from ._native import Response
 from ._retry import retry, retry_async
 from ._stream import AsyncStateStream, StateStream
+from ._tokens import END_REASONS, AsyncTokenStream, TokenFrame, TokenStream
 from ._types import DTYPES, InferRequest, NegotiatedSchema, Raw
 
 __version__ = "0.1.0"
@@ -65,6 +67,11 @@ __all__ = [
     "Response",
     "StateStream",
     "AsyncStateStream",
+    "TokenStream",
+    "AsyncTokenStream",
+    "TokenFrame",
+    "FrameLostError",
+    "END_REASONS",
     "retry",
     "retry_async",
     "wire",

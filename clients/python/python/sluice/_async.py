@@ -70,6 +70,8 @@ class AsyncClient:
         self._tcp: Optional[Tuple[int, int]] = None
         self._uses_tcp = transport != "udp"
         self._futures: Dict[int, "asyncio.Future[Outputs]"] = {}
+        # Token streams (AsyncTokenStream): request id -> its frame queue.
+        self._streams: Dict[int, "asyncio.Queue[Any]"] = {}
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._slots = outstanding_max
         self._waiters: List["asyncio.Future[None]"] = []
@@ -117,6 +119,18 @@ class AsyncClient:
                 fut.set_result(outputs)
             elif exc is not None:
                 fut.set_exception(exc)
+        for rid, q in list(self._streams.items()):
+            # A token stream's frames, kept apart by the Rust client (its
+            # follow); a refusal ends the stream.
+            while True:
+                try:
+                    r = self._native.recv_followed(rid, 0.0)
+                except Exception as e:  # the stream's error frame
+                    q.put_nowait(e)
+                    break
+                if r is None:
+                    break
+                q.put_nowait(r)
         if self._uses_tcp:
             self._watch_tcp()
             # Answers buffered past what one poll takes raise no readiness
@@ -144,6 +158,21 @@ class AsyncClient:
             if not w.done():
                 w.set_result(None)
                 break
+
+    def _open_stream(self, model: str, version: str, inputs: Mapping[str, Any], queue: "asyncio.Queue[Any]",
+                     **kwargs: Any) -> int:
+        """Sends a token stream's OPEN; its frames go to ``queue``
+        (AsyncTokenStream)."""
+        self._bind()
+        rid: int = self._native.send(model, version, inputs, **kwargs)
+        self._native.follow(rid)
+        self._streams[rid] = queue
+        return rid
+
+    def _close_stream(self, rid: int) -> None:
+        self._streams.pop(rid, None)
+        if not self._native.closed:
+            self._native.unfollow(rid)
 
     async def infer(
         self,

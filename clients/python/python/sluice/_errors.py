@@ -21,6 +21,7 @@ __all__ = [
     "InferenceError",
     "StreamError",
     "ClientError",
+    "FrameLostError",
     "RequestTimeoutError",
     "TransportError",
     "ConnectionLostError",
@@ -216,6 +217,16 @@ class InvalidRequestError(ClientError, ValueError):
 class MalformedAnswerError(ClientError):
     """An answer carried this request's id but was not a valid answer to it
     (wrong frame kind, bad body)."""
+
+
+class FrameLostError(MalformedAnswerError):
+    """A token stream's frame did not arrive (a gap in ``seq``, UDP loss).
+    The stream is cancelled; ``expected`` and ``got`` are the seqs."""
+
+    def __init__(self, expected: int, got: int) -> None:
+        MalformedAnswerError.__init__(self, f"a token frame was lost: expected seq {expected}, got {got}")
+        self.expected = expected
+        self.got = got
 
 
 class NotSupportedError(ClientError):

@@ -11,6 +11,7 @@ use crate::tcp::TcpLink;
 use crate::{ClientError, NegotiatedSchema, Request, Response};
 
 mod config;
+mod follow;
 mod stream;
 
 pub use config::{ClientConfig, ClientStats, Endpoints, PollMode, TransportMode};
@@ -79,6 +80,10 @@ pub struct Client {
     expiry: BinaryHeap<Reverse<(Instant, u64)>>,
     // Events that arrived while a synchronous call waited for another id.
     ready: VecDeque<Event>,
+    /// Frames of followed request ids (token streams: every frame after
+    /// the first shares the OPEN's id), read while waiting for something
+    /// else; see follow.rs.
+    followed: HashMap<u64, VecDeque<Frame<Vec<u8>>>>,
     schemas: HashMap<(String, u32), (NegotiatedSchema, Instant)>,
     nonblocking: bool,
     stats: ClientStats,
@@ -167,6 +172,7 @@ impl Client {
             pending: HashMap::with_capacity(reserve),
             expiry: BinaryHeap::with_capacity(reserve),
             ready: VecDeque::new(),
+            followed: HashMap::new(),
             schemas: HashMap::new(),
             nonblocking,
             stats: ClientStats::default(),
@@ -614,6 +620,15 @@ impl Client {
                 return None;
             };
             let id = frame.request_id();
+            if self.followed.contains_key(&id) {
+                // A token stream's frames, the first included (follow.rs).
+                let frame = Frame::new_unchecked(bytes.to_vec());
+                if self.pending.contains_key(&id) {
+                    self.forget(id);
+                }
+                self.keep_followed(id, frame);
+                return None;
+            }
             let Some(p) = self.pending.get(&id) else {
                 self.stats.stale += 1;
                 return None;

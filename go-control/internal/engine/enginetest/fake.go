@@ -58,6 +58,8 @@ type fakeWorker struct {
 	failure  string // set by FailWorker
 	pools    []engine.PoolStats
 	copies   []engine.CopyStats
+	streams  engine.StreamStats // RecordTokenStream, ReclaimStream
+	tokens   engine.TokenStats
 }
 
 type fakeModel struct {
@@ -68,10 +70,12 @@ type fakeModel struct {
 }
 
 type fakeShard struct {
-	requests uint64
-	errors   map[string]uint64
-	queue    []uint64
-	service  []uint64
+	requests  uint64
+	errors    map[string]uint64
+	queue     []uint64
+	service   []uint64
+	tokens    uint64
+	ttft, itl []uint64 // ns
 }
 
 // FakeSamplesMax bounds the latency samples a Fake keeps per histogram.
@@ -524,6 +528,68 @@ func (f *Fake) RecordTokens(model, version string, ttftUs uint64, itlUs ...uint6
 	}
 }
 
+// RecordTokenStream records one token stream of tenant on worker and
+// shard that ran to its end (reason: eos, max_tokens, deadline,
+// cancelled, ...): its time to first token and the gaps between its
+// later tokens, ns (one token each). running and prefill set the worker's
+// gauges.
+func (f *Fake) RecordTokenStream(worker int, shard string, tenant uint32, reason string, ttftNs uint64, itlNs ...uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, s := f.workerShard(worker, shard)
+	n := 1 + uint64(len(itlNs))
+	w.streams.Opened++
+	w.streams.Ended++
+	w.tokens.Tokens += n
+	w.tokens.Steps += n
+	w.tokens.Frames += n
+	if w.tokens.Ended == nil {
+		w.tokens.Ended, w.tokens.ByTenant = engine.ErrorCounts{}, engine.TenantCounts{}
+	}
+	w.tokens.Ended[reason]++
+	w.tokens.ByTenant[tenant] += n
+	s.tokens += n
+	s.ttft = append(s.ttft, ttftNs)
+	s.itl = append(s.itl, itlNs...)
+}
+
+// SetTokenGauges sets a worker's running and prefill token streams.
+func (f *Fake) SetTokenGauges(worker int, running, prefill uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, _ := f.workerShard(worker, "")
+	w.tokens.Running, w.tokens.Prefill = running, prefill
+	w.streams.Open = running
+}
+
+// ReclaimStream records an idle stream reclaimed on worker.
+func (f *Fake) ReclaimStream(worker int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, _ := f.workerShard(worker, "")
+	w.streams.Opened++
+	w.streams.Reclaimed++
+}
+
+// workerShard returns the worker's and the shard's records (shard "" is
+// none), created on first use. f.mu is held.
+func (f *Fake) workerShard(worker int, shard string) (*fakeWorker, *fakeShard) {
+	w := f.workers[worker]
+	if w == nil {
+		w = &fakeWorker{errors: map[string]uint64{}, refusals: map[string]uint64{}}
+		f.workers[worker] = w
+	}
+	if shard == "" {
+		return w, nil
+	}
+	s := f.shards[shard]
+	if s == nil {
+		s = &fakeShard{errors: map[string]uint64{}}
+		f.shards[shard] = s
+	}
+	return w, s
+}
+
 // FakeBucketsNs are the histogram bounds the Fake reports.
 var FakeBucketsNs = []uint64{10_000, 100_000, 1_000_000, 10_000_000, 100_000_000}
 
@@ -613,6 +679,7 @@ func (f *Fake) Stats() (engine.Stats, error) {
 			ws.RxFrames, ws.TxFrames, ws.BufferReuses = w.requests, w.requests, w.requests
 			ws.Latency = summarize(w.service)
 			ws.Pools, ws.Copies = w.pools, w.copies
+			ws.Streams, ws.Tokens = w.streams, w.tokens
 			all = append(all, w.service...)
 		} else {
 			ws.Latency = summarize(nil)
@@ -634,8 +701,10 @@ func (f *Fake) Stats() (engine.Stats, error) {
 				ss.Errors += n
 			}
 			ss.Queue, ss.Service = summarize(s.queue), summarize(s.service)
+			ss.Tokens, ss.TTFT, ss.ITL = s.tokens, summarize(s.ttft), summarize(s.itl)
 		} else {
 			ss.Queue, ss.Service = summarize(nil), summarize(nil)
+			ss.TTFT, ss.ITL = summarize(nil), summarize(nil)
 		}
 		st.Shards = append(st.Shards, ss)
 	}
