@@ -275,6 +275,7 @@ def sse_events(resp) -> List[dict]:
 
 
 def test_http_generate_returns_every_token(appliance, decoder_session):
+    assert "generate" in requests.get(f"http://{appliance.http_url}/v2", timeout=10).json()["extensions"]
     for p in PROMPTS:
         r = requests.post(
             f"http://{appliance.http_url}/v2/models/decoder/versions/1/generate",
