@@ -183,7 +183,7 @@ fn main() -> ExitCode {
             .map_err(|e| e.to_string())?;
         let local = in_process(&a.model, a.tokens)?;
         // One stream: per-token latency and TTFT.
-        let (mut t1, itl1, _, _) = run(&s, a.addr, &[1], a.tokens, 1)?;
+        let (mut t1, itl1, got1, el1) = run(&s, a.addr, &[1], a.tokens, 1)?;
         // Many together, 8 tokens a frame (a UDP socket read by one
         // thread drops frames of 64 streams at one frame per token).
         let ids: Vec<u64> = (1000..1000 + a.streams).collect();
@@ -208,6 +208,7 @@ fn main() -> ExitCode {
             "streams": a.streams,
             "tokens_per_s_together": got_n as f64 / el_n.as_secs_f64(),
             "tokens_per_s_one_at_a_time": got_1 as f64 / el_1.as_secs_f64(),
+            "tokens_per_s_1_stream": got1 as f64 / el1.as_secs_f64(),
         })
         .to_string())
     })();

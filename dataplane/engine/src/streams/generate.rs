@@ -110,6 +110,9 @@ pub struct Generator {
     /// `TPF_MAX` pending tokens per slot.
     pending: Box<[i64]>,
     active: u32,
+    /// Routes of streams ended since [`Generator::take_ended`] (capacity:
+    /// one per slot).
+    ended: Vec<RxPacket>,
     /// Model name and version the frames carry.
     model: String,
     version: String,
@@ -129,7 +132,7 @@ impl std::fmt::Debug for Generator {
 mod msg {
     pub const PROMPT: &str = "a token stream's OPEN carries one tensor, the prompt: int64 [n], 1 <= n <= prompt_max, named as the model's token input";
     pub const DATAGRAM: &str =
-        "token streams are served over UDP in this build (not TCP, RDMA or the front door)";
+        "token streams are served over UDP and the front door in this build (not TCP or RDMA)";
     pub const CONTINUE: &str =
         "a token stream takes no CONTINUE with tensors; send CANCEL to stop it";
 }
@@ -157,6 +160,7 @@ impl Generator {
             prompts: vec![0i64; slots * limits.prompt_max as usize].into_boxed_slice(),
             pending: vec![0i64; slots * TPF_MAX].into_boxed_slice(),
             active: 0,
+            ended: Vec::with_capacity(slots),
             model: model.to_string(),
             version: version.to_string(),
             token_name: token_name.to_string(),
@@ -405,6 +409,17 @@ impl Generator {
         if self.gens[i].live {
             self.gens[i].live = false;
             self.active -= 1;
+            // Drained after every iteration and every frame, so it holds
+            // at most one route per slot: the push never grows it.
+            self.ended.push(self.gens[i].route);
+        }
+    }
+
+    /// Calls `f` with the route of every stream that ended since the last
+    /// call (the transport frees what it kept for them: a front-door slot).
+    pub fn take_ended(&mut self, f: &mut dyn FnMut(&RxPacket)) {
+        for r in self.ended.drain(..) {
+            f(&r);
         }
     }
 

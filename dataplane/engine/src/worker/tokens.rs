@@ -37,8 +37,8 @@ impl<T: Transport> TokenSink for Sink<'_, T> {
             self.sends.clear();
         }
         // Token streams are datagram streams (checked at OPEN): any free
-        // transmit buffer will do.
-        let Some(tx) = self.transport.tx_alloc() else {
+        // transmit buffer will do, or the front-door slot of the OPEN.
+        let Some(tx) = self.transport.stream_alloc(route) else {
             self.no_buffers += 1;
             return false;
         };
@@ -92,6 +92,15 @@ impl<T: Transport> Worker<T> {
             .sum()
     }
 
+    /// Tells the transport which token streams of the handler in `slot`
+    /// ended since the last call (their routes take no more frames).
+    pub(super) fn end_token_routes(&mut self, slot: usize) {
+        if let Some(Some(h)) = self.handlers.get_mut(slot) {
+            let t = &mut self.transport;
+            h.token_ended(false, &mut |r| t.stream_end(r));
+        }
+    }
+
     /// One decode step for every active token stream.
     pub(super) fn token_iteration(&mut self) {
         // The burst clock stands still while no frame comes; token
@@ -122,6 +131,9 @@ impl<T: Transport> Worker<T> {
             self.counters.tokens.add(&t);
         }
         bump(&self.counters.tx_no_buffers, sink.no_buffers);
+        for slot in 0..self.handlers.len() {
+            self.end_token_routes(slot);
+        }
         self.counters.tokens.set_running(active, prefill);
         self.tokens_active = active as usize;
     }
