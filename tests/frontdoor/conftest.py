@@ -47,6 +47,36 @@ batch_delay_us = {NUDENET_DELAY_US}
 """
 
 
+# The bundled greedy byte decoder (models/decoder.onnx) served twice for
+# the streaming suite: "decoder" ends at EOS (token 0) or DECODER_MAX_TOKENS,
+# "endless" only at max_tokens (huge), a deadline or a cancel.
+DECODER_MAX_TOKENS = 32
+
+
+def decoder_models() -> str:
+    out = ""
+    for name, eos, max_tokens in (("decoder", "eos = 0\n", DECODER_MAX_TOKENS), ("endless", "", 1000000)):
+        out += f"""
+[[routes]]
+name = "{name}"
+model = "{name}"
+shard = "hbm2-inference"
+
+[[models]]
+name = "{name}"
+version = "1"
+kind = "onnx"
+path = {json.dumps(str(ROOT / "models" / "decoder.onnx"))}
+[models.stream]
+state = [{{ input = "h", output = "hN", shape = [1, 16] }}]
+[models.stream.generate]
+token_input = "token"
+token_output = "next"
+{eos}max_tokens = {max_tokens}
+"""
+    return out
+
+
 def make_config(dirpath: pathlib.Path, extra: str = "") -> pathlib.Path:
     text = base_config(
         dirpath,
@@ -74,7 +104,7 @@ class Appliance(Sluiced):
 @pytest.fixture(scope="session")
 def appliance() -> Iterator[Appliance]:
     with tempfile.TemporaryDirectory(prefix="sluice-frontdoor-") as d:
-        a = Appliance(make_config(pathlib.Path(d), published_models()))
+        a = Appliance(make_config(pathlib.Path(d), published_models() + decoder_models()))
         try:
             yield a
         finally:

@@ -184,25 +184,6 @@ def test_grpc_refusals(gc):
     assert e.value.status() == "StatusCode.NOT_FOUND"
 
 
-def test_grpc_stream_infer_is_unimplemented(gc):
-    errors = []
-    gc.start_stream(callback=lambda result, error: errors.append(error), headers=grpc_auth())
-    i = grpcclient.InferInput("x", [1, 4], "FP32")
-    i.set_data_from_numpy(X[:1])
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < 10:
-        try:
-            gc.async_stream_infer("mlp", [i], model_version="1")
-        except InferenceServerException:
-            pass  # the stream ended: the reason went to the callback
-        if errors:
-            break
-        time.sleep(0.05)
-    gc.stop_stream()
-    assert errors, "no answer on the stream"
-    assert "UNIMPLEMENTED" in str(errors[0]) and "streaming" in str(errors[0]), errors[0]
-
-
 def test_front_door_counts_show_in_status_and_metrics(appliance):
     fd = appliance.status()["engine"]["frontdoor"]
     assert fd["stats"]["answered"] > 0

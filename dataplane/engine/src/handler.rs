@@ -126,6 +126,10 @@ pub trait Handler: Send {
         0
     }
 
+    /// Calls `f` with the route of every token stream that ended since the
+    /// last call (`all`: ends every stream first, the handler is going).
+    fn token_ended(&mut self, _all: bool, _f: &mut dyn FnMut(&crate::transport::RxPacket)) {}
+
     /// Runs one decode step of every active token stream, sending frames
     /// through `sink`. `None`: the model is not generative.
     fn token_iteration(

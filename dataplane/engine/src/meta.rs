@@ -71,6 +71,11 @@ pub struct VersionMeta {
     /// The model's own `batch_delay_us`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch_delay_us: Option<u32>,
+    /// A generative model's token streams (`[models.stream.generate]`):
+    /// the front door opens one per generate request. Not part of the
+    /// admin API's model document.
+    #[serde(skip)]
+    pub generate: Option<crate::config::GenerateCfg>,
 }
 
 /// One tensor of a signature.
@@ -277,6 +282,7 @@ fn meta_of(cfg: &Config, models: &[ModelCfg], name: &str) -> Result<ModelMeta, E
                 batch_refusal: d.batch_refusal.unwrap_or_default(),
                 batch_max: m.batch_max,
                 batch_delay_us: m.batch_delay_us,
+                generate: m.stream.as_ref().and_then(|s| s.generate.clone()),
             });
         }
         if versions.is_empty() {

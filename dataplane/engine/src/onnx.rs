@@ -300,6 +300,15 @@ impl Handler for OrtHandler {
         self.generator.as_ref().map_or(0, |(_, g)| g.active())
     }
 
+    fn token_ended(&mut self, all: bool, f: &mut dyn FnMut(&crate::transport::RxPacket)) {
+        if let Some((_, g)) = self.generator.as_mut() {
+            if all {
+                g.clear();
+            }
+            g.take_ended(f);
+        }
+    }
+
     fn token_iteration(
         &mut self,
         now_us: u64,

@@ -35,6 +35,17 @@ pub struct Stats {
     pub connections_refused: AtomicU64,
     /// Clients cut off for sending too slowly.
     pub slow_clients: AtomicU64,
+    /// Token streams opened (generate, generate_stream, ModelStreamInfer).
+    pub streams_opened: AtomicU64,
+    /// Token streams open now.
+    pub streams_open: AtomicU64,
+    /// Token streams cancelled because their client went away or closed
+    /// its stream before the end.
+    pub streams_cancelled: AtomicU64,
+    /// Token frames received from workers.
+    pub stream_frames: AtomicU64,
+    /// Token-frame bytes copied out of reply slots (one copy per frame).
+    pub stream_bytes_copied: AtomicU64,
 }
 
 impl Stats {
@@ -53,6 +64,11 @@ impl Stats {
             "reply_bytes_copied": g(&self.reply_bytes_copied),
             "connections_refused": g(&self.connections_refused),
             "slow_clients": g(&self.slow_clients),
+            "streams_opened": g(&self.streams_opened),
+            "streams_open": g(&self.streams_open),
+            "streams_cancelled": g(&self.streams_cancelled),
+            "stream_frames": g(&self.stream_frames),
+            "stream_bytes_copied": g(&self.stream_bytes_copied),
         })
     }
 

@@ -10,18 +10,36 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sluice_engine::tables::Tables;
-use sluice_engine::transport::ingress::{Done, Filling, IngressPort, SubmitError};
+use sluice_engine::transport::ingress::{Answer, Done, Filling, IngressPort, SubmitError};
 use sluice_wire::ErrorCode;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::errors::Refusal;
 use crate::semantic::Semantic;
 
+/// What a token stream's request gets back, in order: its frames (each
+/// copied once out of the reply slot, which goes back to the worker at
+/// once), then the slot (empty once the stream ended; an error frame when
+/// the OPEN was refused).
+#[derive(Debug)]
+pub enum StreamMsg {
+    /// A token frame.
+    Frame(Vec<u8>),
+    /// The slot came back: the stream is over.
+    End(Done),
+}
+
+/// Who waits for a slot's answer.
+enum Waiter {
+    One(oneshot::Sender<Done>),
+    Stream(mpsc::UnboundedSender<StreamMsg>),
+}
+
 struct Local {
     port: IngressPort,
-    waiting: Vec<Option<oneshot::Sender<Done>>>,
+    waiting: Vec<Option<Waiter>>,
     next_rid: u64,
 }
 
@@ -78,7 +96,30 @@ pub fn submit(f: Filling, len: usize, w: usize) -> Result<oneshot::Receiver<Done
         let (tx, rx) = oneshot::channel();
         match l.port.submit(f, len, w) {
             Ok(()) => {
-                l.waiting[slot] = Some(tx);
+                l.waiting[slot] = Some(Waiter::One(tx));
+                Ok(rx)
+            }
+            Err(SubmitError::NoWorker(_)) => {
+                Err(Refusal::code(ErrorCode::Internal, "no such worker"))
+            }
+            Err(SubmitError::Full(_)) => Err(Refusal::code(ErrorCode::Busy, "worker ring full")),
+        }
+    })?
+}
+
+/// Hands a token stream's `OPEN` to worker `w`; its frames and then its
+/// slot arrive on the receiver.
+pub fn submit_stream(
+    f: Filling,
+    len: usize,
+    w: usize,
+) -> Result<mpsc::UnboundedReceiver<StreamMsg>, Refusal> {
+    let slot = f.slot() as usize;
+    with(|l| {
+        let (tx, rx) = mpsc::unbounded_channel();
+        match l.port.submit(f, len, w) {
+            Ok(()) => {
+                l.waiting[slot] = Some(Waiter::Stream(tx));
                 Ok(rx)
             }
             Err(SubmitError::NoWorker(_)) => {
@@ -147,12 +188,27 @@ pub async fn drain(wake: Arc<sluice_engine::transport::ingress::Wake>) {
         wake.prepare_sleep();
         let got = with(|l| {
             let Local { port, waiting, .. } = l;
-            port.drain(|done| {
-                let slot = done.slot() as usize;
-                if let Some(tx) = waiting.get_mut(slot).and_then(Option::take) {
+            port.drain(|a| match a {
+                Answer::Done(done) => {
+                    let slot = done.slot() as usize;
                     // A request whose client went away drops its receiver:
                     // the answer is dropped here and its slot is free.
-                    let _ = tx.send(done);
+                    match waiting.get_mut(slot).and_then(Option::take) {
+                        Some(Waiter::One(tx)) => {
+                            let _ = tx.send(done);
+                        }
+                        Some(Waiter::Stream(tx)) => {
+                            let _ = tx.send(StreamMsg::End(done));
+                        }
+                        None => {}
+                    }
+                }
+                Answer::Part(p) => {
+                    // The one copy of a token frame: the worker writes the
+                    // next one into the same region.
+                    if let Some(Some(Waiter::Stream(tx))) = waiting.get(p.slot() as usize) {
+                        let _ = tx.send(StreamMsg::Frame(p.reply().to_vec()));
+                    }
                 }
             })
         });

@@ -6,7 +6,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use sluice_engine::transport::ingress::{Done, Filling};
-use sluice_wire::{DType, Error, ErrorCode, Frame, FrameRepr, Kind, Layout, TensorRepr, limits};
+use sluice_wire::{
+    DType, Error, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, Layout, TensorRepr, limits,
+};
 
 use crate::errors::Refusal;
 use crate::semantic::Semantic;
@@ -78,6 +80,17 @@ pub fn emit(
     request_id: u64,
     inputs: &[Input],
 ) -> Result<Layout, Refusal> {
+    emit_with(f, sem, request_id, inputs, &[])
+}
+
+/// [`emit`] with extension headers (a token stream's `sluice-stream`).
+pub fn emit_with(
+    f: &mut Filling,
+    sem: &Semantic,
+    request_id: u64,
+    inputs: &[Input],
+    extensions: &[ExtRepr<'_>],
+) -> Result<Layout, Refusal> {
     if inputs.len() > limits::TENSOR_COUNT_MAX {
         return Err(emit_error(Error::TooManyTensors));
     }
@@ -108,6 +121,7 @@ pub fn emit(
         adapter: &sem.adapter,
         intent: &sem.intent,
         tensors: &reprs[..inputs.len()],
+        extensions,
         ..FrameRepr::default()
     };
     let buf = f.request_mut();

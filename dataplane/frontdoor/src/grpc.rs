@@ -1,6 +1,7 @@
 //! `inference.GRPCInferenceService`, generated from the vendored .proto
 //! files. ModelInfer takes `raw_input_contents` (or typed `contents`) and
-//! answers with `raw_output_contents`.
+//! answers with `raw_output_contents`; ModelStreamInfer is in
+//! `grpc_stream`.
 //!
 //! Copies per request: tonic gathers the HTTP/2 DATA frames into its decode
 //! buffer (inside tonic); prost's `bytes` fields are views of it; Sluice
@@ -128,7 +129,13 @@ fn typed_contents(
 }
 
 impl Service {
-    async fn infer(
+    /// The shared context.
+    pub fn ctx(&self) -> &Arc<Ctx> {
+        &self.ctx
+    }
+
+    /// ModelInfer's work, for ModelInfer and ModelStreamInfer alike.
+    pub(crate) async fn infer(
         &self,
         req: Request<pb::ModelInferRequest>,
     ) -> Result<pb::ModelInferResponse, Refusal> {
@@ -362,12 +369,11 @@ impl GrpcInferenceService for Service {
 
     async fn model_stream_infer(
         &self,
-        _req: Request<tonic::Streaming<pb::ModelInferRequest>>,
+        req: Request<tonic::Streaming<pb::ModelInferRequest>>,
     ) -> Result<Response<tonic::codegen::BoxStream<pb::ModelStreamInferResponse>>, Status> {
         Stats::add(&self.ctx.stats.grpc_requests, 1);
-        Err(Status::unimplemented(
-            "ModelStreamInfer is not implemented yet: it comes with streaming support; use ModelInfer",
-        ))
+        let r = crate::grpc_stream::serve(self.clone(), req);
+        Ok(r.map(|s| Box::pin(s) as tonic::codegen::BoxStream<_>))
     }
 
     async fn model_config(

@@ -16,10 +16,12 @@ pub mod dtype;
 pub mod errors;
 mod frames;
 mod grpc;
+mod grpc_stream;
 mod http;
 mod models;
 pub mod semantic;
 mod server;
+pub mod tokens;
 
 pub use server::start;
 

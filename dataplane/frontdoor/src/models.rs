@@ -16,6 +16,7 @@ pub const EXTENSIONS: &[&str] = &[
     "binary_tensor_data",
     "model_configuration",
     "sluice_semantic_headers",
+    "generate",
 ];
 
 /// Server name in `GET /v2` and ServerMetadata.

@@ -254,11 +254,13 @@ async fn accept(
                 .keep_alive_timeout(Duration::from_secs(20))
                 .max_concurrent_streams(ctx.cfg.slots);
             let io = TokioIo::new(stream);
+            // The connection's token streams, bounded together.
+            let streams = crate::tokens::ConnStreams::default();
             let served = match proto {
                 Proto::Http => {
                     let c = Arc::clone(&ctx);
                     let svc = hyper::service::service_fn(move |req| {
-                        crate::http::handle(Arc::clone(&c), req)
+                        crate::http::handle(Arc::clone(&c), req, streams.clone())
                     });
                     let conn = b.serve_connection(io, svc);
                     tokio::select! {
@@ -267,7 +269,13 @@ async fn accept(
                     }
                 }
                 Proto::Grpc => {
-                    let svc = hyper_util::service::TowerToHyperService::new(grpc_svc);
+                    let svc = hyper::service::service_fn(
+                        move |mut req: http::Request<hyper::body::Incoming>| {
+                            req.extensions_mut().insert(streams.clone());
+                            let mut s = grpc_svc.clone();
+                            tonic::codegen::Service::call(&mut s, req)
+                        },
+                    );
                     let b = b.http2_only();
                     let conn = b.serve_connection(io, svc);
                     tokio::select! {

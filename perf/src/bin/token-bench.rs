@@ -305,6 +305,7 @@ fn main() -> ExitCode {
             "tokens_per_s_together": got_n as f64 / el_n.as_secs_f64(),
             "tokens_per_s_together_unbatched": got_u as f64 / el_u.as_secs_f64(),
             "tokens_per_s_one_at_a_time": got_1 as f64 / el_1.as_secs_f64(),
+            "tokens_per_s_1_stream": got1 as f64 / el1.as_secs_f64(),
         })
         .to_string())
     })();

@@ -148,6 +148,9 @@ pub struct Generator {
     /// `ended` reason `cancelled`).
     cancelled: u64,
     active: u32,
+    /// Routes of streams ended since [`Generator::take_ended`] (capacity:
+    /// one per slot).
+    ended: Vec<RxPacket>,
     /// Model name and version the frames carry.
     model: String,
     version: String,
@@ -166,7 +169,7 @@ impl std::fmt::Debug for Generator {
 /// Messages of token-stream refusals.
 mod msg {
     pub const PROMPT: &str = "a token stream's OPEN carries one tensor, the prompt: int64 [n], 1 <= n <= prompt_max, named as the model's token input";
-    pub const DATAGRAM: &str = "token streams are served over UDP and io_uring TCP in this build (not RDMA or the front door)";
+    pub const DATAGRAM: &str = "token streams are served over UDP, io_uring TCP and the front door in this build (not RDMA)";
     pub const CONTINUE: &str =
         "a token stream takes no CONTINUE with tensors; send CANCEL to stop it";
 }
@@ -196,6 +199,7 @@ impl Generator {
             rows: vec![0u32; slots].into_boxed_slice(),
             cancelled: 0,
             active: 0,
+            ended: Vec::with_capacity(slots),
             model: model.to_string(),
             version: version.to_string(),
             token_name: token_name.to_string(),
@@ -526,6 +530,17 @@ impl Generator {
         if self.gens[i].live {
             self.gens[i].live = false;
             self.active -= 1;
+            // Drained after every iteration and every frame, so it holds
+            // at most one route per slot: the push never grows it.
+            self.ended.push(self.gens[i].route);
+        }
+    }
+
+    /// Calls `f` with the route of every stream that ended since the last
+    /// call (the transport frees what it kept for them: a front-door slot).
+    pub fn take_ended(&mut self, f: &mut dyn FnMut(&RxPacket)) {
+        for r in self.ended.drain(..) {
+            f(&r);
         }
     }
 

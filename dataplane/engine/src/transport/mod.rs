@@ -143,6 +143,18 @@ pub trait Transport {
     fn tx_alloc_for(&mut self, _rx: &RxPacket) -> Option<u32> {
         self.tx_alloc()
     }
+    /// A token stream was opened by `rx`: its frames follow, each in a
+    /// buffer from [`Transport::stream_alloc`], until
+    /// [`Transport::stream_end`]. Transports whose answer room belongs to
+    /// the request (a front-door slot) keep it until then.
+    fn stream_keep(&mut self, _rx: &RxPacket) {}
+    /// A transmit buffer for the next frame of the token stream `route`
+    /// opened; `None`: none free now (the stream waits a step).
+    fn stream_alloc(&mut self, _route: &RxPacket) -> Option<u32> {
+        self.tx_alloc()
+    }
+    /// The token stream `route` opened has ended: no frame follows.
+    fn stream_end(&mut self, _route: &RxPacket) {}
     /// Takes `rx` back unanswered, to be received again in a later burst
     /// (its shard queue is full). Stream transports stop reading the
     /// frame's connection meanwhile, so TCP flow control pushes back on the
@@ -230,7 +242,7 @@ pub trait Transport {
         if route.conn != CONN_DATAGRAM {
             return None;
         }
-        self.tx_alloc().map(|b| (b, CONN_DATAGRAM))
+        self.stream_alloc(route).map(|b| (b, CONN_DATAGRAM))
     }
 
     /// Gives back a buffer from [`Transport::tx_alloc_push`] that will not

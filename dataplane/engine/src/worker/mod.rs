@@ -441,13 +441,19 @@ impl<T: Transport> Worker<T> {
         while let Ok(msg) = self.ctrl.try_recv() {
             match msg {
                 WorkerMsg::Install { slot, handler } => {
-                    if let Some(old) = self.handlers.get_mut(slot).and_then(|s| s.replace(handler))
+                    if let Some(mut old) =
+                        self.handlers.get_mut(slot).and_then(|s| s.replace(handler))
                     {
+                        // Its token streams end with it (no last frame).
+                        let t = &mut self.transport;
+                        old.token_ended(true, &mut |r| t.stream_end(r));
                         let _ = self.returned.send(Returned::Handler(old));
                     }
                 }
                 WorkerMsg::Remove { slot } => {
-                    if let Some(old) = self.handlers.get_mut(slot).and_then(Option::take) {
+                    if let Some(mut old) = self.handlers.get_mut(slot).and_then(Option::take) {
+                        let t = &mut self.transport;
+                        old.token_ended(true, &mut |r| t.stream_end(r));
                         let _ = self.returned.send(Returned::Handler(old));
                     }
                 }

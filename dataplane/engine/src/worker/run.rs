@@ -51,6 +51,7 @@ impl<T: Transport> Worker<T> {
         let mut stream_refusal = None;
         // Whether token frames can go back the way this frame came.
         let pushable = self.transport.can_push(&pkt);
+        let mut opened = false;
         let result = {
             let (rxb, txb) = self.transport.frames(&pkt, tx);
             tx_len = txb.len();
@@ -99,7 +100,10 @@ impl<T: Transport> Worker<T> {
                                 let r = match (token_open, req.stream()) {
                                     // A token stream's OPEN: nothing to answer
                                     // now (length 0), its frames follow.
-                                    (Some(Ok(())), _) => Ok(0),
+                                    (Some(Ok(())), _) => {
+                                        opened = true;
+                                        Ok(0)
+                                    }
                                     (Some(Err(e)), _) => {
                                         stream_refusal = Some((e.seq, e.ended));
                                         Err(e.reject)
@@ -140,6 +144,13 @@ impl<T: Transport> Worker<T> {
         self.trace_ran(shard, k, started, done);
         record(&mut self.hist.queue[shard], started - p.arrived);
         record(&mut self.hist.service[shard], done - started);
+        // A token stream's OPEN: its frames follow on the packet's route
+        // (a front-door slot stays in flight until the stream ends); a
+        // CANCEL may have ended one.
+        if opened {
+            self.transport.stream_keep(&pkt);
+        }
+        self.end_token_routes(p.slot as usize);
         match result {
             Ok(0) => {
                 // Taken, answered later or never (a token stream's OPEN,

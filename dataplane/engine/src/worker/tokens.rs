@@ -36,8 +36,9 @@ impl<T: Transport> TokenSink for Sink<'_, T> {
             self.transport.tx_burst(self.sends);
             self.sends.clear();
         }
-        // A datagram buffer, and on TCP a new place in the connection's
-        // answer order (none free: back-pressure, the stream waits).
+        // A datagram buffer, on TCP a new place in the connection's answer
+        // order, on the front door the OPEN's slot (none free:
+        // back-pressure, the stream waits a step).
         let Some((tx, conn)) = self.transport.tx_alloc_push(route) else {
             self.no_buffers += 1;
             return false;
@@ -111,6 +112,15 @@ impl<T: Transport> Worker<T> {
         }
     }
 
+    /// Tells the transport which token streams of the handler in `slot`
+    /// ended since the last call (their routes take no more frames).
+    pub(super) fn end_token_routes(&mut self, slot: usize) {
+        if let Some(Some(h)) = self.handlers.get_mut(slot) {
+            let t = &mut self.transport;
+            h.token_ended(false, &mut |r| t.stream_end(r));
+        }
+    }
+
     /// One decode step for every active token stream.
     pub(super) fn token_iteration(&mut self) {
         // `poll_once` read the wall clock just before (token latencies
@@ -132,7 +142,11 @@ impl<T: Transport> Worker<T> {
             let t = match self.handlers.get_mut(slot).and_then(Option::as_mut) {
                 Some(h) => {
                     sink.model = slot;
-                    h.token_iteration(now_us, &mut sink)
+                    let t = h.token_iteration(now_us, &mut sink);
+                    // The routes of streams that ended take no more frames.
+                    let tr = &mut *sink.transport;
+                    h.token_ended(false, &mut |r| tr.stream_end(r));
+                    t
                 }
                 None => None,
             };

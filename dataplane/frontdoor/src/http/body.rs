@@ -17,11 +17,13 @@ use tonic::Code;
 
 use crate::errors::Refusal;
 
-/// A response body: chunks sent in order.
+/// A response body: chunks sent in order, then (a server-sent event
+/// stream) whatever arrives on `live` until it closes.
 #[derive(Debug, Default)]
 pub struct Chunks {
     parts: VecDeque<Bytes>,
     len: u64,
+    live: Option<tokio::sync::mpsc::Receiver<Bytes>>,
 }
 
 impl Chunks {
@@ -30,6 +32,15 @@ impl Chunks {
         let mut c = Chunks::default();
         c.push(b.into());
         c
+    }
+
+    /// A body of what arrives on `rx` until it closes. Dropped (the client
+    /// went away), it closes `rx`: the sender sees it.
+    pub fn live(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Chunks {
+        Chunks {
+            live: Some(rx),
+            ..Chunks::default()
+        }
     }
 
     /// Appends a chunk.
@@ -47,16 +58,25 @@ impl Body for Chunks {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Poll::Ready(self.parts.pop_front().map(|b| Ok(Frame::data(b))))
+        if let Some(b) = self.parts.pop_front() {
+            return Poll::Ready(Some(Ok(Frame::data(b))));
+        }
+        match self.live.as_mut() {
+            None => Poll::Ready(None),
+            Some(rx) => rx.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b)))),
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.parts.is_empty()
+        self.parts.is_empty() && self.live.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {
+        if self.live.is_some() {
+            return SizeHint::default();
+        }
         SizeHint::with_exact(self.len)
     }
 }

@@ -2,6 +2,7 @@
 //! Triton's model configuration endpoint), HTTP/1.1 and cleartext HTTP/2.
 
 pub mod body;
+pub mod generate;
 pub mod infer;
 pub mod models;
 
@@ -50,6 +51,10 @@ pub enum ModelOp {
     Config,
     /// Inference.
     Infer,
+    /// Triton's generate extension: one JSON answer with every token.
+    Generate,
+    /// The same as server-sent events, one per token frame.
+    GenerateStream,
 }
 
 fn percent_decode(s: &str) -> Option<String> {
@@ -92,6 +97,8 @@ pub fn route(path: &str) -> Option<Route> {
         "ready" => ModelOp::Ready,
         "config" => ModelOp::Config,
         "infer" => ModelOp::Infer,
+        "generate" => ModelOp::Generate,
+        "generate_stream" => ModelOp::GenerateStream,
         _ => return None,
     };
     let name = percent_decode(name)?;
@@ -132,15 +139,23 @@ pub fn refusal(ctx: &Ctx, r: &Refusal) -> Response<Chunks> {
 }
 
 /// Serves one request.
-pub async fn handle(ctx: Arc<Ctx>, req: Request<Incoming>) -> Result<Response<Chunks>, Infallible> {
+pub async fn handle(
+    ctx: Arc<Ctx>,
+    req: Request<Incoming>,
+    streams: crate::tokens::ConnStreams,
+) -> Result<Response<Chunks>, Infallible> {
     Stats::add(&ctx.stats.http_requests, 1);
-    Ok(match serve(&ctx, req).await {
+    Ok(match serve(&ctx, req, &streams).await {
         Ok(r) => r,
         Err(r) => refusal(&ctx, &r),
     })
 }
 
-async fn serve(ctx: &Arc<Ctx>, req: Request<Incoming>) -> Result<Response<Chunks>, Refusal> {
+async fn serve(
+    ctx: &Arc<Ctx>,
+    req: Request<Incoming>,
+    streams: &crate::tokens::ConnStreams,
+) -> Result<Response<Chunks>, Refusal> {
     let path = req.uri().path().to_string();
     let Some(r) = route(&path) else {
         return Err(Refusal::not_found(format!("no such endpoint: {path}")));
@@ -187,6 +202,15 @@ async fn serve(ctx: &Arc<Ctx>, req: Request<Incoming>) -> Result<Response<Chunks
         Route::Model {
             name,
             version,
+            what: what @ (ModelOp::Generate | ModelOp::GenerateStream),
+        } => {
+            want(Method::POST)?;
+            let stream = what == ModelOp::GenerateStream;
+            generate::serve(ctx, req, &path, &name, &version, stream, streams).await
+        }
+        Route::Model {
+            name,
+            version,
             what,
         } => {
             want(Method::GET)?;
@@ -219,8 +243,19 @@ async fn infer_request(
             "appliance is shutting down",
         ));
     }
+    let (parts, incoming) = req.into_parts();
+    let received = read_body(ctx, &parts.headers, incoming).await?;
+    infer::run(ctx, sem, &parts.headers, received).await
+}
+
+/// Reads a request body within `body_bytes_max` and `body_timeout_ms`.
+pub async fn read_body(
+    ctx: &Ctx,
+    headers: &http::HeaderMap,
+    incoming: Incoming,
+) -> Result<body::Received, Refusal> {
     let max = ctx.cfg.body_bytes_max as usize;
-    let declared = match req.headers().get(http::header::CONTENT_LENGTH) {
+    let declared = match headers.get(http::header::CONTENT_LENGTH) {
         Some(v) => Some(
             v.to_str()
                 .ok()
@@ -232,7 +267,6 @@ async fn infer_request(
     if declared.is_some_and(|n| n > max) {
         return Err(body::too_large(max));
     }
-    let (parts, incoming) = req.into_parts();
     let timeout = Duration::from_millis(ctx.cfg.body_timeout_ms as u64);
     let received = match body::receive(incoming, max, timeout).await {
         Ok(b) => b,
@@ -248,7 +282,7 @@ async fn infer_request(
             "the body's length differs from Content-Length",
         ));
     }
-    infer::run(ctx, sem, &parts.headers, received).await
+    Ok(received)
 }
 
 #[cfg(test)]
@@ -273,6 +307,14 @@ mod tests {
                 name: "a-b".into(),
                 version: "".into(),
                 what: ModelOp::Config
+            })
+        );
+        assert_eq!(
+            route("/v2/models/decoder/generate_stream"),
+            Some(Route::Model {
+                name: "decoder".into(),
+                version: "".into(),
+                what: ModelOp::GenerateStream
             })
         );
         assert_eq!(route("/v2/models/mlp/versions/1/nope"), None);

@@ -45,6 +45,8 @@ pub fn serve(
             StatusCode::OK,
             &models::config_json(&found?, ctx.workers),
         )),
-        ModelOp::Infer => Err(Refusal::bad("infer is a POST")),
+        ModelOp::Infer | ModelOp::Generate | ModelOp::GenerateStream => {
+            Err(Refusal::bad("infer and generate are POSTs"))
+        }
     }
 }

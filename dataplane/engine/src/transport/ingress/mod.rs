@@ -18,7 +18,7 @@ mod wake;
 use std::sync::Arc;
 
 pub use ring::{Consumer, Producer, ring};
-pub use slots::{Done, Filling, Queued, SlotPool};
+pub use slots::{Done, Filling, Part, Queued, SlotPool};
 pub use source::Sources;
 pub use wake::Wake;
 
@@ -43,6 +43,20 @@ fn split_id(buf: u32) -> (usize, u32) {
 
 fn entry(slot: u32, len: u32) -> u64 {
     (slot as u64) << 32 | len as u64
+}
+
+/// In an entry's length: on a worker's ring, a credit (the front door has
+/// read the stream frame in the slot's reply region); on an answer ring, a
+/// part (a token stream's frame, more follow).
+const MARK: u32 = 1 << 31;
+
+/// What a worker pops from a front-door thread's ring.
+#[derive(Debug)]
+enum Popped {
+    /// A request frame.
+    Request(u32, Queued),
+    /// The stream frame lent from this slot was read.
+    Credit(u32),
 }
 
 fn unentry(e: u64) -> (u32, u32) {
@@ -77,13 +91,27 @@ impl IngressWorker {
         self.from.len()
     }
 
-    /// The next request from thread `t`: its id and token.
-    fn pop(&mut self, t: usize) -> Option<(u32, Queued)> {
+    /// The next entry from thread `t`: a request (its id and token) or a
+    /// credit.
+    fn pop(&mut self, t: usize) -> Option<Popped> {
         let (slot, len) = unentry(self.from[t].pop()?);
-        Some((
+        if len & MARK != 0 {
+            return Some(Popped::Credit(ingress_id(t, slot)));
+        }
+        Some(Popped::Request(
             ingress_id(t, slot),
             Queued::from_ring(&self.pools[t], slot, len),
         ))
+    }
+
+    /// Lends thread `t` the stream frame of `len` bytes in `slot`'s reply
+    /// region (the slot stays the worker's).
+    fn part(&mut self, t: usize, slot: u32, len: u32) {
+        assert!(len as usize <= self.pools[t].reply_bytes());
+        // Cannot be full: each slot has at most one entry on the ring.
+        let pushed = self.to[t].push(entry(slot, len | MARK));
+        debug_assert!(pushed.is_ok());
+        self.port_wakes[t].notify();
     }
 
     /// Whether any thread has a request waiting.
@@ -99,6 +127,16 @@ impl IngressWorker {
         debug_assert!(pushed.is_ok());
         self.port_wakes[t].notify();
     }
+}
+
+/// What comes back from a worker.
+#[derive(Debug)]
+pub enum Answer<'a> {
+    /// The slot, with its reply (empty: no answer, or a token stream that
+    /// ended).
+    Done(Done),
+    /// A token stream's frame; more follow until the slot comes back.
+    Part(Part<'a>),
 }
 
 /// Why a request could not be handed to a worker.
@@ -160,14 +198,27 @@ impl IngressPort {
         Ok(())
     }
 
-    /// Every answer that has arrived.
-    pub fn drain(&mut self, mut f: impl FnMut(Done)) -> usize {
+    /// Every answer that has arrived, in order per worker: each slot that
+    /// came back ([`Answer::Done`]) and each stream frame lent from a slot
+    /// still in flight ([`Answer::Part`]: the worker gets the region back
+    /// once `f` returns).
+    pub fn drain(&mut self, mut f: impl FnMut(Answer<'_>)) -> usize {
         let mut n = 0;
-        for c in &mut self.from {
+        for (w, c) in self.from.iter_mut().enumerate() {
             while let Some(e) = c.pop() {
                 let (slot, len) = unentry(e);
-                f(Done::from_ring(&self.pool, slot, len));
                 n += 1;
+                if len & MARK == 0 {
+                    f(Answer::Done(Done::from_ring(&self.pool, slot, len)));
+                    continue;
+                }
+                f(Answer::Part(Part::from_ring(&self.pool, slot, len & !MARK)));
+                // Cannot be full: the slot's request entry was popped
+                // before the worker lent this frame, so the ring holds at
+                // most one entry per slot.
+                let pushed = self.to[w].push(entry(slot, MARK));
+                debug_assert!(pushed.is_ok());
+                self.worker_wakes[w].notify();
             }
         }
         n

@@ -272,6 +272,39 @@ impl Done {
     }
 }
 
+/// A token stream's frame lent by the worker: readable while the drain
+/// callback runs (the worker writes the region again only after the credit
+/// the drain pushes once the callback returns).
+#[derive(Debug)]
+pub struct Part<'a> {
+    pool: &'a SlotPool,
+    slot: u32,
+    len: u32,
+}
+
+impl<'a> Part<'a> {
+    pub(super) fn from_ring(pool: &'a SlotPool, slot: u32, len: u32) -> Part<'a> {
+        assert!(slot < pool.slots && len as usize <= pool.reply_bytes);
+        debug_assert_eq!(pool.state[slot as usize].load(Ordering::Acquire), QUEUED);
+        Part { pool, slot, len }
+    }
+
+    /// The slot's index in its pool.
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+
+    /// The stream frame.
+    pub fn reply(&self) -> &[u8] {
+        let p = self.pool.region(self.slot, true);
+        // SAFETY: the worker pushed this part after writing the frame
+        // (release/acquire through the ring) and writes the region again
+        // only after popping the credit that follows this view's end; the
+        // borrow cannot outlive the drain callback. len ≤ reply_bytes.
+        unsafe { std::slice::from_raw_parts(p, self.len as usize) }
+    }
+}
+
 impl AsRef<[u8]> for Done {
     fn as_ref(&self) -> &[u8] {
         self.reply()

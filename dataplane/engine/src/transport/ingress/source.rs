@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use sluice_wire::ErrorCode;
 
-use super::{INGRESS_BIT, IngressWorker, Queued, Wake, is_ingress, split_id};
+use super::{INGRESS_BIT, IngressWorker, Popped, Queued, Wake, is_ingress, split_id};
 use crate::config::limits::RX_BURST_MAX;
 use crate::transport::{
     CONN_DATAGRAM, PORT_SERVICE, PeerAddr, RxPacket, Transport, TransportCounters, TxPacket,
@@ -26,6 +26,14 @@ const RX_LIVE: u8 = 1;
 const TX_HELD: u8 = 2;
 /// The reply was sent (its length is in `reply_len`).
 const ANSWERED: u8 = 4;
+/// A token stream opened from this slot is live: its frames follow.
+const STREAM: u8 = 8;
+/// A stream frame sits in the reply region, lent to the front door until
+/// its credit comes back.
+const LENT: u8 = 16;
+/// The slot carried a token stream (its frames went as parts; the slot
+/// returns with length 0 once the stream ended and the last part is back).
+const STREAMED: u8 = 32;
 
 /// Longest sleep when the transport cannot be woken by the front door.
 const WAIT_SLICE: Duration = Duration::from_millis(1);
@@ -59,10 +67,12 @@ impl Side {
     fn settle(&mut self, buf: u32) {
         let (t, i) = self.index(buf);
         let f = self.flags[i];
-        if f & (RX_LIVE | TX_HELD) != 0 {
+        if f & (RX_LIVE | TX_HELD | STREAM | LENT) != 0 {
             return;
         }
-        let len = if f & ANSWERED != 0 {
+        let len = if f & STREAMED != 0 {
+            0
+        } else if f & ANSWERED != 0 {
             self.tx_frames += 1;
             self.reply_len[i]
         } else {
@@ -156,9 +166,21 @@ impl<T: Transport> Sources<T> {
         while n < out.len() && idle < threads {
             let t = s.next;
             s.next = (s.next + 1) % threads;
-            let Some((id, q)) = s.w.pop(t) else {
-                idle += 1;
-                continue;
+            let (id, q) = match s.w.pop(t) {
+                None => {
+                    idle += 1;
+                    continue;
+                }
+                // The front door has read a stream frame: the reply
+                // region is the worker's again.
+                Some(Popped::Credit(id)) => {
+                    idle = 0;
+                    let (_, i) = s.index(id);
+                    s.flags[i] &= !LENT;
+                    s.settle(id);
+                    continue;
+                }
+                Some(Popped::Request(id, q)) => (id, q),
             };
             idle = 0;
             let (_, i) = s.index(id);
@@ -267,7 +289,15 @@ impl<T: Transport> Transport for Sources<T> {
         s.scratch.clear();
         for p in pkts {
             if is_ingress(p.buf) {
-                let (_, i) = s.index(p.buf);
+                let (t, i) = s.index(p.buf);
+                if s.flags[i] & STREAMED != 0 {
+                    // A token frame: lent to the front door, which reads
+                    // it and sends a credit back.
+                    s.flags[i] = (s.flags[i] | LENT) & !TX_HELD;
+                    s.w.part(t, split_id(p.buf).1, p.len);
+                    s.tx_frames += 1;
+                    continue;
+                }
                 s.reply_len[i] = p.len;
                 s.flags[i] = (s.flags[i] | ANSWERED) & !TX_HELD;
                 s.settle(p.buf);
@@ -296,26 +326,30 @@ impl<T: Transport> Transport for Sources<T> {
         }
     }
 
-    // Frames sent on their own (token streams) go through the inner
-    // transport; a front-door frame's slot carries one answer, so none
-    // goes to it (its OPEN is refused `stream_unsupported`).
+    // Frames sent on their own (token streams): a front-door stream's go
+    // through its slot (`stream_alloc`), the rest through the inner
+    // transport (datagrams, TCP places).
     fn can_push(&self, rx: &RxPacket) -> bool {
-        !is_ingress(rx.buf) && self.inner.can_push(rx)
+        is_ingress(rx.buf) || self.inner.can_push(rx)
     }
 
     fn tx_alloc_push(&mut self, route: &RxPacket) -> Option<(u32, u64)> {
         if is_ingress(route.buf) {
-            return None;
+            return self.stream_alloc(route).map(|b| (b, CONN_DATAGRAM));
         }
         self.inner.tx_alloc_push(route)
     }
 
     fn tx_free_push(&mut self, tx: u32, conn: u64) {
+        if is_ingress(tx) {
+            return self.tx_free(tx);
+        }
         self.inner.tx_free_push(tx, conn);
     }
 
     fn route_gone(&self, route: &RxPacket) -> bool {
-        is_ingress(route.buf) || self.inner.route_gone(route)
+        // A front-door stream ends through its own path (the call went).
+        !is_ingress(route.buf) && self.inner.route_gone(route)
     }
 
     fn wait(&mut self, timeout: Duration) {
@@ -358,10 +392,56 @@ impl<T: Transport> Transport for Sources<T> {
     }
 
     fn tx_bytes(&mut self, tx: u32) -> &mut [u8] {
-        if tx & INGRESS_BIT != 0 {
-            return &mut [];
+        if tx & INGRESS_BIT == 0 {
+            return self.inner.tx_bytes(tx);
         }
-        self.inner.tx_bytes(tx)
+        // Only a token stream's slot hands its reply region out this way
+        // (its frames are built without the request at hand).
+        let Some(s) = self.side.as_mut() else {
+            return &mut [];
+        };
+        let (t, i) = s.index(tx);
+        let pool = &s.w.pools[t];
+        match s.held[i].as_mut() {
+            Some(q) if s.flags[i] & (STREAMED | TX_HELD) == STREAMED | TX_HELD => q.view(pool).1,
+            _ => &mut [],
+        }
+    }
+
+    fn stream_keep(&mut self, rx: &RxPacket) {
+        if !is_ingress(rx.buf) {
+            return self.inner.stream_keep(rx);
+        }
+        if let Some(s) = self.side.as_mut() {
+            let (_, i) = s.index(rx.buf);
+            s.flags[i] |= STREAM | STREAMED;
+        }
+    }
+
+    fn stream_alloc(&mut self, route: &RxPacket) -> Option<u32> {
+        if !is_ingress(route.buf) {
+            return self.inner.stream_alloc(route);
+        }
+        // One frame at a time per slot: the next waits for the credit
+        // of the last (back-pressure from the front door, nothing lost).
+        let s = self.side.as_mut()?;
+        let (_, i) = s.index(route.buf);
+        if s.held[i].is_none() || s.flags[i] & (STREAM | LENT | TX_HELD) != STREAM {
+            return None;
+        }
+        s.flags[i] |= TX_HELD;
+        Some(route.buf)
+    }
+
+    fn stream_end(&mut self, route: &RxPacket) {
+        if !is_ingress(route.buf) {
+            return self.inner.stream_end(route);
+        }
+        if let Some(s) = self.side.as_mut() {
+            let (_, i) = s.index(route.buf);
+            s.flags[i] &= !STREAM;
+            s.settle(route.buf);
+        }
     }
 
     fn forward(&mut self, rx: &RxPacket, to: PeerAddr) -> Option<u64> {
@@ -399,7 +479,15 @@ impl<T: Transport> Transport for Sources<T> {
 mod tests {
     use super::*;
     use crate::config::FrontdoorCfg;
+    use crate::transport::ingress::{Answer, Done};
     use crate::transport::mem::MemTransport;
+
+    fn done(a: Answer<'_>) -> Done {
+        match a {
+            Answer::Done(d) => d,
+            Answer::Part(_) => panic!("a part where a slot was due"),
+        }
+    }
 
     fn setup() -> (Sources<MemTransport>, super::super::IngressPort) {
         let cfg = FrontdoorCfg {
@@ -437,7 +525,7 @@ mod tests {
         assert_eq!(port.drain(|_| panic!("early")), 0);
         s.rx_release(&pkt);
         let mut got = Vec::new();
-        assert_eq!(port.drain(|d| got.push(d.reply().to_vec())), 1);
+        assert_eq!(port.drain(|a| got.push(done(a).reply().to_vec())), 1);
         assert_eq!(got, [b"ack".to_vec()]);
         assert_eq!(port.pool().free_count(), 4);
         assert_eq!(s.ingress_counts(), (1, 1, 0));
@@ -455,7 +543,7 @@ mod tests {
         s.tx_free(tx);
         s.rx_release(&out[0]);
         let mut lens = Vec::new();
-        port.drain(|d| lens.push(d.reply().len()));
+        port.drain(|a| lens.push(done(a).reply().len()));
         assert_eq!(lens, [0]);
         assert_eq!(s.ingress_counts(), (1, 0, 1));
     }
@@ -475,5 +563,63 @@ mod tests {
             s.forward_check(&out[0], to).unwrap_err().0,
             ErrorCode::NoRouteToShard
         );
+    }
+
+    /// A token stream's slot: frames lent one at a time (the next waits
+    /// for the credit of the last), the slot back empty once the stream
+    /// ended and its last frame was read.
+    #[test]
+    fn a_stream_slot_carries_frames_until_it_ends() {
+        let (mut s, mut port) = setup();
+        let f = port.alloc().unwrap();
+        port.submit(f, 0, 0).unwrap();
+        let mut out = [RxPacket::default(); 4];
+        assert_eq!(s.rx_burst(&mut out), 1);
+        let open = out[0];
+        // The OPEN is taken without an answer; the stream keeps the slot.
+        let tx = s.tx_alloc_for(&open).unwrap();
+        s.stream_keep(&open);
+        s.tx_free(tx);
+        s.rx_release(&open);
+        assert_eq!(port.drain(|_| panic!("the slot came back early")), 0);
+        let mut frames: Vec<Vec<u8>> = Vec::new();
+        for (k, word) in [b"one", b"two"].iter().enumerate() {
+            let tx = s.stream_alloc(&open).unwrap();
+            assert_eq!(tx, open.buf);
+            s.tx_bytes(tx)[..3].copy_from_slice(*word);
+            s.tx_burst(&[TxPacket::answer(&open, tx, 3)]);
+            // Lent: no second frame until the front door has read it.
+            assert!(s.stream_alloc(&open).is_none());
+            assert_eq!(
+                port.drain(|a| match a {
+                    Answer::Part(p) => frames.push(p.reply().to_vec()),
+                    Answer::Done(_) => panic!("done while streaming"),
+                }),
+                1
+            );
+            assert_eq!(frames.len(), k + 1);
+            // The credit comes back with the next burst.
+            assert_eq!(s.rx_burst(&mut out), 0);
+        }
+        assert_eq!(frames, [b"one".to_vec(), b"two".to_vec()]);
+        // The last frame, then the stream ends while it is still lent: the
+        // slot waits for the credit.
+        let tx = s.stream_alloc(&open).unwrap();
+        s.tx_burst(&[TxPacket::answer(&open, tx, 0)]);
+        s.stream_end(&open);
+        let mut seen = Vec::new();
+        port.drain(|a| {
+            seen.push(match a {
+                Answer::Part(_) => "part",
+                Answer::Done(_) => "done",
+            })
+        });
+        assert_eq!(seen, ["part"]);
+        assert_eq!(s.rx_burst(&mut out), 0);
+        let mut lens = Vec::new();
+        port.drain(|a| lens.push(done(a).reply().len()));
+        assert_eq!(lens, [0]);
+        assert_eq!(port.pool().free_count(), 4);
+        assert!(s.stream_alloc(&open).is_none());
     }
 }
