@@ -214,9 +214,8 @@ func TestEngineTokenMetrics(t *testing.T) {
 			}
 		}
 		// The CANCEL ends a stream of the stream table (streams_ended);
-		// the engine does not tally it under token_streams_ended
-		// reason="cancelled" (streams/generate.rs cancel(): a limitation
-		// of the engine, stated in docs/design.md).
+		// the engine now also tallies it under token_streams_ended
+		// reason="cancelled" at the worker's next iteration.
 		if !hasValueAtLeast(body, `sluice_worker_streams_ended_total{`, 2) {
 			missing = append(missing, "two ended streams")
 		}

@@ -104,12 +104,16 @@ pub trait Handler: Send {
     /// Opens a token stream (server-driven) for an `OPEN` frame: `None`,
     /// the default, when the model is not generative (the frame goes to
     /// [`Handler::handle_stream`]). Token frames go to `route` later, from
-    /// [`Handler::token_iteration`]; nothing is answered now.
+    /// [`Handler::token_iteration`] (`pushable`: the transport can send
+    /// frames there on its own, else `stream_unsupported`); nothing is
+    /// answered now.
+    #[allow(clippy::too_many_arguments)]
     fn token_open(
         &mut self,
         _req: &Frame<&[u8]>,
         _h: sluice_wire::StreamHeader,
         _route: &crate::transport::RxPacket,
+        _pushable: bool,
         _shard: usize,
         _now_us: u64,
         _acct: &mut RunAccount,

@@ -65,6 +65,7 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
     let stream_sig = streams
         .as_ref()
         .map_or(0, |(spec, _)| spec.signature(&model));
+    let mut token_batch = None;
     let generator = match (&m.stream, &streams) {
         (Some(st), Some((spec, _))) => match &st.generate {
             None => None,
@@ -76,6 +77,20 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
                     prompt_max: g.prompt_max,
                 };
                 let slots = cfg.streams.limits().per_worker as usize;
+                // Decode steps batched across streams where the model takes
+                // a batch dimension (else one stream per call, stated in
+                // the log).
+                let rows = (g.step_batch_max as usize).min(slots);
+                if rows > 1 {
+                    match model.token_batch(spec, tok, rows) {
+                        Ok(b) => token_batch = Some(b),
+                        Err(why) => log::warn!(
+                            "model {} {}: decode steps run one stream at a time: {why}",
+                            m.name,
+                            m.version
+                        ),
+                    }
+                }
                 Some((
                     tok,
                     crate::streams::Generator::new(
@@ -97,6 +112,7 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
         streams,
         stream_sig,
         generator,
+        token_batch,
     }))
 }
 
@@ -138,6 +154,56 @@ struct OrtHandler {
     stream_sig: u64,
     /// A generative model: its token streams (server-driven).
     generator: Option<(sluice_infer::TokenSpec, crate::streams::Generator)>,
+    /// Its batch buffers, when its decode steps run batched.
+    token_batch: Option<sluice_infer::TokenBatch>,
+}
+
+/// A generative model's decode steps for one iteration: batched through
+/// `batch` when there is one, else one stream per call.
+#[cfg(feature = "onnx")]
+struct OrtDecode<'a> {
+    model: &'a mut sluice_infer::OrtModel,
+    stats: &'a mut sluice_infer::RunStats,
+    spec: &'a sluice_infer::StateSpec,
+    tok: sluice_infer::TokenSpec,
+    batch: Option<&'a mut sluice_infer::TokenBatch>,
+}
+
+#[cfg(feature = "onnx")]
+impl crate::streams::DecodeStep for OrtDecode<'_> {
+    fn rows_max(&self) -> usize {
+        self.batch.as_ref().map_or(1, |b| b.rows_max())
+    }
+
+    fn step(
+        &mut self,
+        token: i64,
+        cur: &[u8],
+        next: &mut [u8],
+    ) -> Result<i64, crate::handler::Reject> {
+        self.model
+            .run_token_step(self.spec, self.tok, token, cur, next, self.stats)
+    }
+
+    fn gather(&mut self, row: usize, token: i64, cur: &[u8]) -> u64 {
+        self.batch.as_mut().map_or(0, |b| b.gather(row, token, cur))
+    }
+
+    fn run(&mut self, rows: usize) -> Result<(), crate::handler::Reject> {
+        match self.batch.as_mut() {
+            Some(b) => self
+                .model
+                .run_token_batch(self.spec, self.tok, b, rows, self.stats),
+            None => Err(crate::handler::Reject::new(
+                sluice_wire::ErrorCode::Internal,
+                "a batched decode step without batch buffers",
+            )),
+        }
+    }
+
+    fn scatter(&mut self, row: usize, next: &mut [u8]) -> (i64, u64) {
+        self.batch.as_ref().map_or((0, 0), |b| b.scatter(row, next))
+    }
 }
 
 /// Idle slots a tick looks at per stream model (a bounded scan).
@@ -213,6 +279,7 @@ impl Handler for OrtHandler {
         req: &sluice_wire::Frame<&[u8]>,
         h: sluice_wire::StreamHeader,
         route: &crate::transport::RxPacket,
+        pushable: bool,
         shard: usize,
         now_us: u64,
         acct: &mut crate::handler::RunAccount,
@@ -220,10 +287,13 @@ impl Handler for OrtHandler {
         let (_, g) = self.generator.as_mut()?;
         let (_, table) = self.streams.as_mut()?;
         // The prompt is copied once into the slot's buffer, and counted.
-        Some(g.open(table, req, h, *route, shard, now_us).map(|copied| {
-            acct.payload_bytes_copied += copied;
-            acct.copy_path = crate::stats::CopyPath::ModelInput;
-        }))
+        Some(
+            g.open(table, req, h, *route, pushable, shard, now_us)
+                .map(|copied| {
+                    acct.payload_bytes_copied += copied;
+                    acct.copy_path = crate::stats::CopyPath::ModelInput;
+                }),
+        )
     }
 
     fn token_active(&self) -> usize {
@@ -246,10 +316,14 @@ impl Handler for OrtHandler {
     ) -> Option<crate::streams::GenTally> {
         let (tok, g) = self.generator.as_mut()?;
         let (spec, table) = self.streams.as_mut()?;
-        let (model, stats, tok) = (&mut self.model, &mut self.stats, *tok);
-        Some(g.iteration(table, now_us, sink, |token, cur, next| {
-            model.run_token_step(spec, tok, token, cur, next, stats)
-        }))
+        let mut dec = OrtDecode {
+            model: &mut self.model,
+            stats: &mut self.stats,
+            spec,
+            tok: *tok,
+            batch: self.token_batch.as_mut(),
+        };
+        Some(g.iteration(table, now_us, sink, &mut dec))
     }
 
     fn stream_identity(&self) -> Option<(&str, u64)> {

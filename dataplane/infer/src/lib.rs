@@ -44,7 +44,7 @@ pub use model::{
 };
 pub use ports::{Placement, Signature, TensorSig};
 pub use raw::alloc::{heap_live as allocator_heap_blocks, stray_frees as allocator_stray_frees};
-pub use run::{StatePair, StateSpec, TokenSpec};
+pub use run::{StatePair, StateSpec, TokenBatch, TokenSpec};
 pub use weights::{SHARE_BYTES_MIN, SHARED_INITIALIZERS_MAX, shared_weight_bytes};
 
 /// Most rows one batched run stacks along dimension 0 (the engine's

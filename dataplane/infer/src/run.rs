@@ -22,12 +22,14 @@ use crate::raw::{self, Values};
 pub(crate) mod steps;
 mod stream;
 mod token;
+mod token_batch;
 use steps::{
     Table, Tally, adapter_slot, check_relayout, count_preallocated, feed_inputs, place_allocated,
     prepare_outputs, read_placed, run_options,
 };
 pub use stream::{StatePair, StateSpec};
 pub use token::TokenSpec;
+pub use token_batch::TokenBatch;
 
 /// Messages of request rejections.
 pub(crate) mod msg {

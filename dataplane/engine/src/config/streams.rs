@@ -33,6 +33,14 @@ pub struct GenerateCfg {
     /// Most prompt tokens (the prompt buffer is preallocated per slot).
     #[serde(default = "default_prompt_max")]
     pub prompt_max: u32,
+    /// Most streams one batched decode step runs (when the model takes a
+    /// batch dimension); 1 runs each stream's step on its own.
+    #[serde(default = "default_step_batch_max")]
+    pub step_batch_max: u32,
+}
+
+fn default_step_batch_max() -> u32 {
+    64
 }
 
 fn default_prompt_max() -> u32 {

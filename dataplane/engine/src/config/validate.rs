@@ -469,6 +469,13 @@ fn validate_models(models: &[ModelCfg]) -> Result<(), ConfigError> {
                         format!("1 to {GEN_PROMPT_MAX}"),
                     ));
                 }
+                let rows_max = crate::config::limits::BATCH_MAX;
+                if g.step_batch_max == 0 || g.step_batch_max > rows_max {
+                    return Err(ConfigError::at(
+                        k("stream.generate.step_batch_max"),
+                        format!("1 to {rows_max}"),
+                    ));
+                }
             }
             for (j, p) in st.state.iter().enumerate() {
                 if p.shape.is_empty() || p.shape.len() > 8 || p.shape.contains(&0) {

@@ -170,9 +170,12 @@ impl Engine {
         // datagram goes to one worker (the replay guarantee is per
         // appliance). TCP frames meet the replay table of the worker that
         // accepted their connection only (a limitation, docs/wire.md).
+        // With several workers, every frame of a stream goes to the worker
+        // its stream id picks (the one that holds its state), whatever
+        // socket it comes from.
         let workers = self.cfg.engine.workers.len();
-        let steer = (self.cfg.auth.mode == crate::config::AuthMode::Tenants && workers > 1)
-            .then_some(workers as u32);
+        let by_tag = self.cfg.auth.mode == crate::config::AuthMode::Tenants;
+        let steer = (workers > 1).then_some(workers as u32);
         let shared = tcp.clone();
         let made = self.spawn_worker(index, core, handlers, move || {
             let t = crate::transport::uring::UringTransport::with_tcp(
@@ -180,8 +183,9 @@ impl Engine {
             )
             .map_err(|e| e.to_string())?;
             if let Some(group) = steer {
-                t.steer_by_tag(group)
-                    .map_err(|e| format!("udp socket: steering signed frames by tag: {e}"))?;
+                t.steer(group, by_tag).map_err(|e| {
+                    format!("udp socket: steering stream frames by id and signed ones by tag: {e}")
+                })?;
             }
             Ok(t)
         });

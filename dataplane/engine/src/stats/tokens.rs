@@ -39,6 +39,12 @@ pub struct TokenCounters {
     pub steps: AtomicU64,
     /// Token frames sent.
     pub frames: AtomicU64,
+    /// Model calls the steps took (fewer than steps when batched).
+    pub runs: AtomicU64,
+    /// Token streams ended because their connection closed.
+    pub conn_closed: AtomicU64,
+    /// State bytes copied into and out of batch buffers.
+    pub state_bytes_copied: AtomicU64,
     /// Token streams ended, by end reason.
     pub ended: [AtomicU64; 7],
     /// Token streams generating after the last iteration (a gauge).
@@ -55,6 +61,9 @@ impl TokenCounters {
         bump(&self.tokens, t.tokens);
         bump(&self.steps, t.steps);
         bump(&self.frames, t.frames);
+        bump(&self.runs, t.runs);
+        bump(&self.conn_closed, t.conn_closed);
+        bump(&self.state_bytes_copied, t.state_bytes_copied);
         for (a, &n) in self.ended.iter().zip(&t.ended) {
             bump(a, n);
         }
@@ -188,6 +197,12 @@ pub struct TokenStats {
     pub steps: u64,
     /// Token frames sent.
     pub frames: u64,
+    /// Model calls the steps took (fewer than steps when batched).
+    pub runs: u64,
+    /// Streams ended because their connection closed.
+    pub conn_closed: u64,
+    /// State bytes copied into and out of batch buffers.
+    pub state_bytes_copied: u64,
     /// Streams generating now.
     pub running: u64,
     /// Of those, in their prompt.
@@ -209,6 +224,9 @@ impl TokenStats {
             tokens: ld(&c.tokens),
             steps: ld(&c.steps),
             frames: ld(&c.frames),
+            runs: ld(&c.runs),
+            conn_closed: ld(&c.conn_closed),
+            state_bytes_copied: ld(&c.state_bytes_copied),
             running: ld(&c.running),
             prefill: ld(&c.prefill),
             ended: END_REASONS

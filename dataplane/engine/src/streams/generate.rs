@@ -40,7 +40,9 @@ struct Gen {
     stream_id: u64,
     request_id: u64,
     trace: TraceContext,
-    /// Where the token frames go: the `OPEN`'s sender and connection.
+    /// Where the token frames go: the `OPEN`'s sender and connection (on
+    /// TCP: the connection and the `OPEN`'s place in its order; each token
+    /// frame takes a new place at send).
     route: RxPacket,
     /// The shard that admitted the `OPEN` (for per-shard metrics).
     shard: u8,
@@ -80,6 +82,9 @@ pub trait TokenSink {
     /// to first token since the `OPEN`) or not (time since the previous
     /// token), µs.
     fn token(&mut self, tenant: u32, shard: usize, first: bool, latency_us: u64);
+    /// Whether `route`'s connection is gone (a TCP client that closed):
+    /// its streams end and free their slots.
+    fn gone(&self, route: &RxPacket) -> bool;
 }
 
 /// One iteration's work over a model's token streams.
@@ -93,10 +98,38 @@ pub struct GenTally {
     pub frames: u64,
     /// Streams ended, per reason (index: `EndReason as usize`).
     pub ended: [u64; 7],
+    /// Streams ended because their connection closed (no END frame: there
+    /// is nobody to send it to).
+    pub conn_closed: u64,
     /// Streams active after the iteration.
     pub running: u64,
     /// Of those, streams still running their prompt (prefill).
     pub prefill: u64,
+    /// Model calls run (one per stream without batching, one per batch
+    /// of up to `rows_max` streams with it).
+    pub runs: u64,
+    /// State bytes gathered into and scattered from batch buffers (the
+    /// copy a batched step costs; 0 without batching: in place).
+    pub state_bytes_copied: u64,
+}
+
+/// How a model runs decode steps: one stream at a time in its slot
+/// (`step`), or a batch of up to `rows_max` streams (`gather` each row,
+/// `run` once, `scatter` each row back).
+pub trait DecodeStep {
+    /// Rows one batched call takes; 1: no batching.
+    fn rows_max(&self) -> usize;
+    /// One stream's step: `token` and the current state `cur` in, the new
+    /// state into `next` in place; returns the chosen token.
+    fn step(&mut self, token: i64, cur: &[u8], next: &mut [u8]) -> Result<i64, Reject>;
+    /// Puts a stream's token and state into batch row `row`; returns the
+    /// state bytes copied.
+    fn gather(&mut self, row: usize, token: i64, cur: &[u8]) -> u64;
+    /// Runs the first `rows` rows in one call.
+    fn run(&mut self, rows: usize) -> Result<(), Reject>;
+    /// Row `row`'s chosen token, its new state written into `next`;
+    /// returns the token and the state bytes copied.
+    fn scatter(&mut self, row: usize, next: &mut [u8]) -> (i64, u64);
 }
 
 /// A model's token streams on one worker: per slot of the stream table,
@@ -109,6 +142,11 @@ pub struct Generator {
     prompts: Box<[i64]>,
     /// `TPF_MAX` pending tokens per slot.
     pending: Box<[i64]>,
+    /// The streams of the batch being gathered (indices into `gens`).
+    rows: Box<[u32]>,
+    /// Streams cancelled since the last iteration (tallied there, under
+    /// `ended` reason `cancelled`).
+    cancelled: u64,
     active: u32,
     /// Routes of streams ended since [`Generator::take_ended`] (capacity:
     /// one per slot).
@@ -131,8 +169,7 @@ impl std::fmt::Debug for Generator {
 /// Messages of token-stream refusals.
 mod msg {
     pub const PROMPT: &str = "a token stream's OPEN carries one tensor, the prompt: int64 [n], 1 <= n <= prompt_max, named as the model's token input";
-    pub const DATAGRAM: &str =
-        "token streams are served over UDP and the front door in this build (not TCP or RDMA)";
+    pub const DATAGRAM: &str = "token streams are served over UDP, io_uring TCP and the front door in this build (not RDMA)";
     pub const CONTINUE: &str =
         "a token stream takes no CONTINUE with tensors; send CANCEL to stop it";
 }
@@ -159,6 +196,8 @@ impl Generator {
             gens: vec![Gen::default(); slots].into_boxed_slice(),
             prompts: vec![0i64; slots * limits.prompt_max as usize].into_boxed_slice(),
             pending: vec![0i64; slots * TPF_MAX].into_boxed_slice(),
+            rows: vec![0u32; slots].into_boxed_slice(),
+            cancelled: 0,
             active: 0,
             ended: Vec::with_capacity(slots),
             model: model.to_string(),
@@ -174,18 +213,21 @@ impl Generator {
 
     /// Opens a token stream for `req` (an `OPEN` with its prompt): a slot
     /// of `table` (zero state), the prompt copied into the slot's buffer.
-    /// Nothing is answered now: the token frames follow. Returns the prompt
-    /// bytes copied.
+    /// Nothing is answered now: the token frames follow to `route`, which
+    /// must be `pushable` (the transport can send frames there on its
+    /// own). Returns the prompt bytes copied.
+    #[allow(clippy::too_many_arguments)]
     pub fn open(
         &mut self,
         table: &mut StreamTable,
         req: &Frame<&[u8]>,
         h: StreamHeader,
         route: RxPacket,
+        pushable: bool,
         shard: usize,
         now_us: u64,
     ) -> Result<u64, StreamRefusal> {
-        if route.conn != crate::transport::CONN_DATAGRAM {
+        if !pushable {
             return Err(refusal(ErrorCode::StreamUnsupported, msg::DATAGRAM, h.seq));
         }
         let mut prompt = None;
@@ -272,6 +314,7 @@ impl Generator {
         let slot = table.find_stream(req.tenant_id(), h.stream_id, h.seq)?;
         let i = slot.index();
         let sent = if self.gens[i].live {
+            self.cancelled += 1;
             self.gens[i].seq_out
         } else {
             0
@@ -287,103 +330,181 @@ impl Generator {
         })
     }
 
-    /// Runs one step for every active stream: `step` runs the model on
-    /// (token, current state half, other half) and returns the chosen
-    /// token; the written half becomes current. Frames go out through
-    /// `sink`. Streams the table no longer holds (cancelled, reclaimed
-    /// after `idle_ms`) are dropped here, within one step.
-    pub fn iteration<F>(
+    /// Runs one step for every active stream through `dec`: with a batch
+    /// (`dec.rows_max() > 1`) the streams' tokens and states are gathered
+    /// into one call of up to `rows_max` rows and scattered back (a copy of
+    /// the state, counted in `state_bytes_copied`); else each stream runs
+    /// its own call on its slot in place. The written half becomes
+    /// current. Frames go out through `sink`. Streams the table no longer
+    /// holds (cancelled, reclaimed after `idle_ms`) are dropped here,
+    /// within one step.
+    pub fn iteration(
         &mut self,
         table: &mut StreamTable,
         now_us: u64,
         sink: &mut dyn TokenSink,
-        mut step: F,
-    ) -> GenTally
-    where
-        F: FnMut(i64, &[u8], &mut [u8]) -> Result<i64, Reject>,
-    {
+        dec: &mut dyn DecodeStep,
+    ) -> GenTally {
         let mut t = GenTally::default();
+        t.ended[EndReason::Cancelled as usize] = std::mem::take(&mut self.cancelled);
         if self.active == 0 {
             return t;
         }
+        let rows_max = dec.rows_max().min(self.rows.len());
+        let mut rows = 0;
         for i in 0..self.gens.len() {
-            let g = self.gens[i];
-            if !g.live {
+            let Some(token) = self.ready(i, table, now_us, sink, &mut t) else {
                 continue;
-            }
-            let slot = SlotId::new(g.slot);
-            if !table.holds(slot, g.tenant, g.stream_id) {
-                self.retire(i);
-                continue;
-            }
-            if let Some(reason) = g.ending {
-                self.finish(i, table, reason, sink, &mut t);
-                continue;
-            }
-            if g.deadline_us != 0 && now_us > g.deadline_us {
-                self.finish(i, table, EndReason::Deadline, sink, &mut t);
-                continue;
-            }
-            if g.pending >= g.tpf {
-                // The last full frame found no buffer: send it before
-                // stepping again.
-                if !self.flush(i, sink, false, 0, &mut t) {
-                    continue;
-                }
-            }
-            let pm = self.limits.prompt_max as usize;
-            let prefill = g.fed < g.prompt_len;
-            let token = if prefill {
-                self.prompts[i * pm + g.fed as usize]
-            } else {
-                g.next
             };
+            let slot = SlotId::new(self.gens[i].slot);
+            if rows_max > 1 {
+                let (cur, _) = table.buffers(slot);
+                t.state_bytes_copied += dec.gather(rows, token, cur);
+                self.rows[rows] = i as u32;
+                rows += 1;
+                if rows == rows_max {
+                    self.run_rows(rows, table, now_us, sink, dec, &mut t);
+                    rows = 0;
+                }
+                continue;
+            }
             let (cur, next) = table.buffers(slot);
-            let chosen = match step(token, cur, next) {
-                Ok(c) => c,
-                Err(_) => {
-                    self.finish(i, table, EndReason::Error, sink, &mut t);
-                    continue;
+            t.runs += 1;
+            match dec.step(token, cur, next) {
+                Ok(chosen) => {
+                    table.flip(slot);
+                    self.stepped(i, chosen, table, now_us, sink, &mut t);
                 }
-            };
-            table.flip(slot);
-            t.steps += 1;
-            let g = &mut self.gens[i];
-            if prefill {
-                g.fed += 1;
-                if g.fed < g.prompt_len {
-                    t.prefill += 1;
-                    continue;
-                }
+                Err(_) => self.finish(i, table, EndReason::Error, sink, &mut t),
             }
-            if self.limits.eos == Some(chosen) {
-                self.finish(i, table, EndReason::Eos, sink, &mut t);
-                continue;
-            }
-            let first = g.produced == 0;
-            let since = if first { g.opened_us } else { g.last_token_us };
-            sink.token(
-                g.tenant,
-                usize::from(g.shard),
-                first,
-                now_us.saturating_sub(since),
-            );
-            g.last_token_us = now_us;
-            self.pending[i * TPF_MAX + g.pending as usize] = chosen;
-            g.pending += 1;
-            g.produced += 1;
-            g.next = chosen;
-            t.tokens += 1;
-            if g.produced >= g.max_tokens {
-                self.finish(i, table, EndReason::MaxTokens, sink, &mut t);
-                continue;
-            }
-            if g.pending >= g.tpf {
-                self.flush(i, sink, false, 0, &mut t);
-            }
+        }
+        if rows > 0 {
+            self.run_rows(rows, table, now_us, sink, dec, &mut t);
         }
         t.running = u64::from(self.active);
         t
+    }
+
+    /// Whether stream `i` takes a step now, and with which token: ends
+    /// streams that are gone, ending, past their deadline, and holds back
+    /// a stream whose last full frame found no transmit buffer.
+    fn ready(
+        &mut self,
+        i: usize,
+        table: &mut StreamTable,
+        now_us: u64,
+        sink: &mut dyn TokenSink,
+        t: &mut GenTally,
+    ) -> Option<i64> {
+        let g = self.gens[i];
+        if !g.live {
+            return None;
+        }
+        if !table.holds(SlotId::new(g.slot), g.tenant, g.stream_id) {
+            self.retire(i);
+            return None;
+        }
+        if sink.gone(&g.route) {
+            table.end(SlotId::new(g.slot));
+            t.conn_closed += 1;
+            self.retire(i);
+            return None;
+        }
+        if let Some(reason) = g.ending {
+            self.finish(i, table, reason, sink, t);
+            return None;
+        }
+        if g.deadline_us != 0 && now_us > g.deadline_us {
+            self.finish(i, table, EndReason::Deadline, sink, t);
+            return None;
+        }
+        // The last full frame found no buffer: send it before stepping
+        // again.
+        if g.pending >= g.tpf && !self.flush(i, sink, false, 0, t) {
+            return None;
+        }
+        let pm = self.limits.prompt_max as usize;
+        Some(if g.fed < g.prompt_len {
+            self.prompts[i * pm + g.fed as usize]
+        } else {
+            g.next
+        })
+    }
+
+    /// Runs the `rows` gathered streams in one call and scatters the
+    /// results back; a failed call ends them all with `error`.
+    fn run_rows(
+        &mut self,
+        rows: usize,
+        table: &mut StreamTable,
+        now_us: u64,
+        sink: &mut dyn TokenSink,
+        dec: &mut dyn DecodeStep,
+        t: &mut GenTally,
+    ) {
+        t.runs += 1;
+        let ok = dec.run(rows).is_ok();
+        for r in 0..rows {
+            let i = self.rows[r] as usize;
+            if !ok {
+                self.finish(i, table, EndReason::Error, sink, t);
+                continue;
+            }
+            let slot = SlotId::new(self.gens[i].slot);
+            let (_, next) = table.buffers(slot);
+            let (chosen, copied) = dec.scatter(r, next);
+            t.state_bytes_copied += copied;
+            table.flip(slot);
+            self.stepped(i, chosen, table, now_us, sink, t);
+        }
+    }
+
+    /// Stream `i` took a step that chose `chosen`: a prompt step feeds the
+    /// next prompt token; else the token is kept, sent per frame, and the
+    /// stream ends at EOS or `max_tokens`.
+    fn stepped(
+        &mut self,
+        i: usize,
+        chosen: i64,
+        table: &mut StreamTable,
+        now_us: u64,
+        sink: &mut dyn TokenSink,
+        t: &mut GenTally,
+    ) {
+        t.steps += 1;
+        let g = &mut self.gens[i];
+        if g.fed < g.prompt_len {
+            g.fed += 1;
+            if g.fed < g.prompt_len {
+                t.prefill += 1;
+                return;
+            }
+        }
+        if self.limits.eos == Some(chosen) {
+            self.finish(i, table, EndReason::Eos, sink, t);
+            return;
+        }
+        let first = g.produced == 0;
+        let since = if first { g.opened_us } else { g.last_token_us };
+        sink.token(
+            g.tenant,
+            usize::from(g.shard),
+            first,
+            now_us.saturating_sub(since),
+        );
+        g.last_token_us = now_us;
+        self.pending[i * TPF_MAX + g.pending as usize] = chosen;
+        g.pending += 1;
+        g.produced += 1;
+        g.next = chosen;
+        t.tokens += 1;
+        if g.produced >= g.max_tokens {
+            self.finish(i, table, EndReason::MaxTokens, sink, t);
+            return;
+        }
+        if g.pending >= g.tpf {
+            self.flush(i, sink, false, 0, t);
+        }
     }
 
     /// Sends the END frame (with the pending tokens) and ends the stream;
@@ -488,5 +609,201 @@ impl Generator {
             t.frames += 1;
         }
         sent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::streams::StreamLimits;
+    use sluice_wire::{DType, Kind};
+
+    /// A model whose state is one i64 counter: the next token is the
+    /// token plus the counter, the counter counts steps. Batched or not.
+    struct Counter {
+        rows_max: usize,
+        fail: bool,
+        batch: Vec<(i64, i64)>,
+        runs: usize,
+    }
+
+    fn read(b: &[u8]) -> i64 {
+        i64::from_le_bytes(b[..8].try_into().unwrap())
+    }
+
+    impl DecodeStep for Counter {
+        fn rows_max(&self) -> usize {
+            self.rows_max
+        }
+        fn step(&mut self, token: i64, cur: &[u8], next: &mut [u8]) -> Result<i64, Reject> {
+            self.runs += 1;
+            let c = read(cur) + 1;
+            next[..8].copy_from_slice(&c.to_le_bytes());
+            Ok(token + c)
+        }
+        fn gather(&mut self, row: usize, token: i64, cur: &[u8]) -> u64 {
+            self.batch.truncate(row);
+            self.batch.push((token, read(cur)));
+            8
+        }
+        fn run(&mut self, _rows: usize) -> Result<(), Reject> {
+            self.runs += 1;
+            if self.fail {
+                return Err(Reject::new(ErrorCode::InferenceFailed, "no"));
+            }
+            Ok(())
+        }
+        fn scatter(&mut self, row: usize, next: &mut [u8]) -> (i64, u64) {
+            let (t, c) = self.batch[row];
+            next[..8].copy_from_slice(&(c + 1).to_le_bytes());
+            (t + c + 1, 8)
+        }
+    }
+
+    #[derive(Default)]
+    struct Frames {
+        /// (stream id from the request id, tokens, end reason).
+        got: Vec<(u64, Vec<i64>, u8)>,
+        gone: bool,
+    }
+
+    impl TokenSink for Frames {
+        fn send(
+            &mut self,
+            _route: &RxPacket,
+            write: &mut dyn FnMut(&mut [u8]) -> Result<usize, Reject>,
+        ) -> bool {
+            let mut buf = vec![0u8; 4096];
+            let n = write(&mut buf).unwrap();
+            let f = Frame::new_checked(&buf[..n]).unwrap();
+            let h = f.stream().unwrap();
+            let toks = f
+                .tensor("token")
+                .map(|t| f.tensor_data(&t).chunks(8).map(read).collect::<Vec<_>>())
+                .unwrap_or_default();
+            self.got.push((f.request_id(), toks, h.end_reason));
+            true
+        }
+        fn token(&mut self, _: u32, _: usize, _: bool, _: u64) {}
+        fn gone(&self, _route: &RxPacket) -> bool {
+            self.gone
+        }
+    }
+
+    fn open_frame(id: u64, prompt: &[i64]) -> Vec<u8> {
+        let data: Vec<u8> = prompt.iter().flat_map(|t| t.to_le_bytes()).collect();
+        let dims = [prompt.len() as u64];
+        let t = [TensorRepr {
+            name: "token",
+            dtype: DType::I64,
+            dims: &dims,
+            data: Some(&data),
+        }];
+        let sh = StreamHeader {
+            stream_id: id,
+            flags: stream_flags::OPEN,
+            tokens_per_frame: 1,
+            max_tokens: 3,
+            ..StreamHeader::default()
+        }
+        .to_bytes();
+        let ext = [ExtRepr::stream(&sh)];
+        let repr = FrameRepr {
+            kind: Kind::Request,
+            request_id: id,
+            tenant_id: 7,
+            model: "m",
+            model_version: "1",
+            extensions: &ext,
+            tensors: &t,
+            ..FrameRepr::default()
+        };
+        let mut buf = vec![0u8; 1024];
+        let n = repr.emit(&mut buf).unwrap().frame_len;
+        buf.truncate(n);
+        buf
+    }
+
+    /// Four streams run to their end; returns their frames.
+    fn generate(rows_max: usize, fail: bool, gone: bool) -> (Frames, GenTally, usize) {
+        let limits = StreamLimits {
+            per_worker: 8,
+            per_tenant: 8,
+            idle_us: 1_000_000,
+            frames_max: 100,
+        };
+        let mut table = StreamTable::new(limits, 8);
+        let gl = GenLimits {
+            eos: None,
+            max_tokens: 3,
+            prompt_max: 4,
+        };
+        let mut g = Generator::new(gl, 8, "m", "1", "token");
+        for id in 1..=4u64 {
+            let f = open_frame(id, &[10 * id as i64, 1]);
+            let req = Frame::new_checked(f.as_slice()).unwrap();
+            let h = req.stream().unwrap();
+            g.open(&mut table, &req, h, RxPacket::default(), true, 0, 0)
+                .unwrap();
+        }
+        let mut dec = Counter {
+            rows_max,
+            fail,
+            batch: Vec::new(),
+            runs: 0,
+        };
+        let mut sink = Frames {
+            gone,
+            ..Frames::default()
+        };
+        let mut total = GenTally::default();
+        for _ in 0..10 {
+            let t = g.iteration(&mut table, 1, &mut sink, &mut dec);
+            total.steps += t.steps;
+            total.runs += t.runs;
+            total.conn_closed += t.conn_closed;
+            total.state_bytes_copied += t.state_bytes_copied;
+        }
+        assert_eq!(g.active(), 0);
+        assert_eq!(table.open(), 0, "every slot freed");
+        (sink, total, dec.runs)
+    }
+
+    #[test]
+    fn batched_steps_equal_one_at_a_time() {
+        let (one, t1, _) = generate(1, false, false);
+        let (many, t4, _) = generate(4, false, false);
+        assert_eq!(one.got, many.got);
+        // Prompt of 2 (2 steps, the second chooses token 1), then 2 more.
+        assert_eq!(t1.steps, 4 * 4);
+        assert_eq!((t1.runs, t1.state_bytes_copied), (16, 0));
+        assert_eq!((t4.runs, t4.state_bytes_copied), (4, 16 * 16));
+        // Stream 1: counter 1, 2, 3, 4: tokens 1+2, 3+3, 6+4.
+        let s1: Vec<i64> = one
+            .got
+            .iter()
+            .filter(|f| f.0 == 1)
+            .flat_map(|f| f.1.clone())
+            .collect();
+        assert_eq!(s1, vec![3, 6, 10]);
+    }
+
+    #[test]
+    fn a_failed_batch_ends_its_streams_with_error() {
+        let (f, t, runs) = generate(4, true, false);
+        assert_eq!((runs, t.steps), (1, 0));
+        assert_eq!(f.got.len(), 4);
+        assert!(
+            f.got
+                .iter()
+                .all(|g| g.2 == EndReason::Error as u8 && g.1.is_empty())
+        );
+    }
+
+    #[test]
+    fn a_closed_connection_ends_its_streams_without_frames() {
+        let (f, t, runs) = generate(4, false, true);
+        assert_eq!((runs, t.conn_closed), (0, 4));
+        assert!(f.got.is_empty());
     }
 }

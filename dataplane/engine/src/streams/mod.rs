@@ -5,7 +5,7 @@ mod aligned;
 pub mod generate;
 pub mod table;
 
-pub use generate::{GenLimits, GenTally, Generator, TokenSink};
+pub use generate::{DecodeStep, GenLimits, GenTally, Generator, TokenSink};
 pub use table::{SlotId, StreamLimits, StreamRefusal, StreamTable, TableCounts};
 
 use sluice_wire::{

@@ -225,6 +225,38 @@ pub trait Transport {
         None
     }
 
+    /// Whether frames the appliance sends on its own (a token stream's)
+    /// can go back the way `rx` came: datagrams always; a stream
+    /// connection where the transport can add frames to its answer order
+    /// (io_uring TCP).
+    fn can_push(&self, rx: &RxPacket) -> bool {
+        rx.conn == CONN_DATAGRAM
+    }
+
+    /// A transmit buffer for a frame sent on its own to where `route` came
+    /// from, and the `conn` its [`TxPacket`] carries (on a stream
+    /// connection a new place in its answer order, taken now). `None`: no
+    /// buffer, or no room on the connection now (back-pressure: the
+    /// caller tries again later), or the connection is gone.
+    fn tx_alloc_push(&mut self, route: &RxPacket) -> Option<(u32, u64)> {
+        if route.conn != CONN_DATAGRAM {
+            return None;
+        }
+        self.stream_alloc(route).map(|b| (b, CONN_DATAGRAM))
+    }
+
+    /// Gives back a buffer from [`Transport::tx_alloc_push`] that will not
+    /// be sent (its place in a connection's order, if any, is skipped).
+    fn tx_free_push(&mut self, tx: u32, _conn: u64) {
+        self.tx_free(tx);
+    }
+
+    /// Whether the connection `route` came on is gone (closed); datagrams
+    /// have none.
+    fn route_gone(&self, _route: &RxPacket) -> bool {
+        false
+    }
+
     /// Sends a received frame unchanged (a peer's answer) to a client from
     /// the service port, or on the client's connection `conn` (its
     /// [`RxPacket::conn`]), and releases its buffer. Returns bytes copied.

@@ -224,6 +224,11 @@ pub struct Worker<T: Transport> {
     /// Token streams generating on this worker (the loop does not sleep
     /// while any does).
     tokens_active: usize,
+    /// The model slots with token streams (each once; capacity for every
+    /// slot, made here): an iteration visits these, not every slot (a
+    /// scan of all `MODEL_SLOT_COUNT_MAX` slots per iteration was a tenth
+    /// of the worker's time at one stream).
+    token_slots: Vec<u32>,
 }
 
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
@@ -302,6 +307,7 @@ impl<T: Transport> Worker<T> {
             load: crate::load::LoadWriter::new(load),
             wake,
             tokens_active: 0,
+            token_slots: Vec::with_capacity(MODEL_SLOT_COUNT_MAX),
         }
     }
 

@@ -49,6 +49,8 @@ impl<T: Transport> Worker<T> {
         }
         let tx_len;
         let mut stream_refusal = None;
+        // Whether token frames can go back the way this frame came.
+        let pushable = self.transport.can_push(&pkt);
         let mut opened = false;
         let result = {
             let (rxb, txb) = self.transport.frames(&pkt, tx);
@@ -89,9 +91,10 @@ impl<T: Transport> Worker<T> {
                                 let adapter = Some(req.adapter()).filter(|a| !a.is_empty());
                                 let mut acct = RunAccount::default();
                                 let token_open = match req.stream() {
-                                    Some(sh) if sh.has(sluice_wire::stream_flags::OPEN) => {
-                                        h.token_open(&req, sh, &pkt, shard, now_us, &mut acct)
-                                    }
+                                    Some(sh) if sh.has(sluice_wire::stream_flags::OPEN) => h
+                                        .token_open(
+                                            &req, sh, &pkt, pushable, shard, now_us, &mut acct,
+                                        ),
                                     _ => None,
                                 };
                                 let r = match (token_open, req.stream()) {
@@ -156,6 +159,7 @@ impl<T: Transport> Worker<T> {
                 self.transport.tx_free(tx);
                 bump(&self.counters.ok, 1);
                 self.release_queued(shard, k);
+                self.note_token_slot(p.slot as usize);
                 self.tokens_active = self.count_token_streams();
             }
             Ok(len) => {

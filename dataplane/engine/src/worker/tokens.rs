@@ -3,7 +3,7 @@
 //! scheduling), token frames sent from the worker's transmit pool, token
 //! latencies recorded.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use sluice_wire::Reject;
 
@@ -36,9 +36,10 @@ impl<T: Transport> TokenSink for Sink<'_, T> {
             self.transport.tx_burst(self.sends);
             self.sends.clear();
         }
-        // Token streams are datagram streams (checked at OPEN): any free
-        // transmit buffer will do, or the front-door slot of the OPEN.
-        let Some(tx) = self.transport.stream_alloc(route) else {
+        // A datagram buffer, on TCP a new place in the connection's answer
+        // order, on the front door the OPEN's slot (none free:
+        // back-pressure, the stream waits a step).
+        let Some((tx, conn)) = self.transport.tx_alloc_push(route) else {
             self.no_buffers += 1;
             return false;
         };
@@ -48,12 +49,12 @@ impl<T: Transport> TokenSink for Sink<'_, T> {
                     buf: tx,
                     len: len as u32,
                     peer: route.peer,
-                    conn: route.conn,
+                    conn,
                 });
                 true
             }
             _ => {
-                self.transport.tx_free(tx);
+                self.transport.tx_free_push(tx, conn);
                 false
             }
         }
@@ -80,16 +81,35 @@ impl<T: Transport> TokenSink for Sink<'_, T> {
         let k = self.load.key(Some(shard), Some(self.model), tenant);
         self.load.add_tokens(k, 1);
     }
+
+    fn gone(&self, route: &RxPacket) -> bool {
+        self.transport.route_gone(route)
+    }
 }
 
 impl<T: Transport> Worker<T> {
     /// Token streams generating on this worker.
     pub(super) fn count_token_streams(&self) -> usize {
-        self.handlers
+        self.token_slots
             .iter()
-            .flatten()
+            .filter_map(|&s| self.handlers.get(s as usize).and_then(Option::as_ref))
             .map(|h| h.token_active())
             .sum()
+    }
+
+    /// Remembers that model slot `slot` may have token streams now (an
+    /// `OPEN` or keep-alive ran there).
+    pub(super) fn note_token_slot(&mut self, slot: usize) {
+        let Some(Some(h)) = self.handlers.get(slot) else {
+            return;
+        };
+        let s = slot as u32;
+        if h.token_active() > 0
+            && !self.token_slots.contains(&s)
+            && self.token_slots.len() < self.token_slots.capacity()
+        {
+            self.token_slots.push(s);
+        }
     }
 
     /// Tells the transport which token streams of the handler in `slot`
@@ -103,12 +123,8 @@ impl<T: Transport> Worker<T> {
 
     /// One decode step for every active token stream.
     pub(super) fn token_iteration(&mut self) {
-        // The burst clock stands still while no frame comes; token
-        // latencies and deadlines run on the wall clock (never behind it).
-        let wall_us = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
-        self.now_us = self.now_us.max(wall_us);
+        // `poll_once` read the wall clock just before (token latencies
+        // and deadlines run on it, never behind it).
         let now_us = self.now_us;
         let mut sink = Sink {
             transport: &mut self.transport,
@@ -120,20 +136,34 @@ impl<T: Transport> Worker<T> {
             model: 0,
         };
         let (mut active, mut prefill) = (0, 0);
-        for (slot, h) in self.handlers.iter_mut().enumerate() {
-            let Some(h) = h else { continue };
-            sink.model = slot;
-            let Some(t) = h.token_iteration(now_us, &mut sink) else {
-                continue;
+        let mut k = 0;
+        while k < self.token_slots.len() {
+            let slot = self.token_slots[k] as usize;
+            let t = match self.handlers.get_mut(slot).and_then(Option::as_mut) {
+                Some(h) => {
+                    sink.model = slot;
+                    let t = h.token_iteration(now_us, &mut sink);
+                    // The routes of streams that ended take no more frames.
+                    let tr = &mut *sink.transport;
+                    h.token_ended(false, &mut |r| tr.stream_end(r));
+                    t
+                }
+                None => None,
             };
-            active += t.running;
-            prefill += t.prefill;
-            self.counters.tokens.add(&t);
+            let running = t.map_or(0, |t| t.running);
+            if let Some(t) = t {
+                active += t.running;
+                prefill += t.prefill;
+                self.counters.tokens.add(&t);
+            }
+            if running == 0 {
+                // Its streams ended (or its handler was replaced).
+                self.token_slots.swap_remove(k);
+            } else {
+                k += 1;
+            }
         }
         bump(&self.counters.tx_no_buffers, sink.no_buffers);
-        for slot in 0..self.handlers.len() {
-            self.end_token_routes(slot);
-        }
         self.counters.tokens.set_running(active, prefill);
         self.tokens_active = active as usize;
     }

@@ -12,8 +12,20 @@ pub const PROMPTS: &[&str] = &["hello", "Sluice", "a", "token streams", "zz", "0
 pub const MAX_TOKENS: u32 = 32;
 
 pub fn config(idle_ms: u32) -> sluice_engine::Config {
+    config_with(idle_ms, 64)
+}
+
+/// [`config`] with the generative models' `step_batch_max` (1: each
+/// stream's decode step runs on its own).
+pub fn config_with(idle_ms: u32, step_batch_max: u32) -> sluice_engine::Config {
     let root = repo_root();
-    let text = format!(
+    sluice_engine::Config::parse(&config_text(idle_ms, step_batch_max), root).unwrap()
+}
+
+/// The text of [`config_with`].
+pub fn config_text(idle_ms: u32, step_batch_max: u32) -> String {
+    let root = repo_root();
+    format!(
         r#"
 [auth]
 mode = "none"
@@ -45,6 +57,7 @@ token_input = "token"
 token_output = "next"
 eos = 0
 max_tokens = {MAX_TOKENS}
+step_batch_max = {step_batch_max}
 [[models]]
 name = "endless"
 version = "1"
@@ -55,6 +68,7 @@ state = [{{ input = "h", output = "hN", shape = [1, 16] }}]
 token_input = "token"
 token_output = "next"
 max_tokens = 1000000
+step_batch_max = {step_batch_max}
 [[models]]
 name = "mlp"
 version = "1"
@@ -62,8 +76,7 @@ path = "{root}/models/mlp.onnx"
 "#,
         lib = ort_lib().display(),
         root = root.display(),
-    );
-    sluice_engine::Config::parse(&text, root).unwrap()
+    )
 }
 
 pub fn start(idle_ms: u32) -> (Engine, SocketAddr) {
@@ -145,6 +158,24 @@ pub fn recv(s: &UdpSocket) -> Vec<u8> {
     let (n, _) = s.recv_from(&mut buf).expect("a frame arrives");
     buf.truncate(n);
     buf
+}
+
+/// Every token frame of `n` streams generating at once on `s`: per
+/// stream id, its tokens and end reason (seqs checked: 0, 1, 2, ...).
+pub fn collect_streams(s: &UdpSocket, n: usize) -> std::collections::BTreeMap<u64, (Vec<i64>, u8)> {
+    let mut seqs = std::collections::BTreeMap::new();
+    let mut out = std::collections::BTreeMap::new();
+    while out.len() < n {
+        let (id, seq, end, t) = token_frame(&recv(s));
+        let (next, toks) = seqs.entry(id).or_insert((0u32, Vec::new()));
+        assert_eq!(seq, *next, "stream {id}: a lost or reordered frame");
+        *next += 1;
+        toks.extend(t);
+        if let Some(r) = end {
+            out.insert(id, (std::mem::take(toks), r));
+        }
+    }
+    out
 }
 
 /// A token frame: (stream id, seq, END reason if last, tokens).

@@ -22,8 +22,8 @@ use crate::raw::{self, Values};
 /// resolved against the model at load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenSpec {
-    input: usize,
-    output: usize,
+    pub(super) input: usize,
+    pub(super) output: usize,
 }
 
 /// The token in and out of one step, on the stack, aligned for i64.

@@ -326,6 +326,32 @@ impl<T: Transport> Transport for Sources<T> {
         }
     }
 
+    // Frames sent on their own (token streams): a front-door stream's go
+    // through its slot (`stream_alloc`), the rest through the inner
+    // transport (datagrams, TCP places).
+    fn can_push(&self, rx: &RxPacket) -> bool {
+        is_ingress(rx.buf) || self.inner.can_push(rx)
+    }
+
+    fn tx_alloc_push(&mut self, route: &RxPacket) -> Option<(u32, u64)> {
+        if is_ingress(route.buf) {
+            return self.stream_alloc(route).map(|b| (b, CONN_DATAGRAM));
+        }
+        self.inner.tx_alloc_push(route)
+    }
+
+    fn tx_free_push(&mut self, tx: u32, conn: u64) {
+        if is_ingress(tx) {
+            return self.tx_free(tx);
+        }
+        self.inner.tx_free_push(tx, conn);
+    }
+
+    fn route_gone(&self, route: &RxPacket) -> bool {
+        // A front-door stream ends through its own path (the call went).
+        !is_ingress(route.buf) && self.inner.route_gone(route)
+    }
+
     fn wait(&mut self, timeout: Duration) {
         let Some(s) = self.side.as_ref() else {
             return self.inner.wait(timeout);

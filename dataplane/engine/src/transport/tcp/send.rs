@@ -403,6 +403,38 @@ impl Tcp {
         true
     }
 
+    /// Whether client connection `conn` (a frame's token) is open and its
+    /// answer order has a free place.
+    pub(in crate::transport) fn can_reserve(&self, conn: u64) -> bool {
+        let (c, _, _) = untoken(conn);
+        self.token_live(conn) && self.conns[c as usize].in_flight() < self.pipeline
+    }
+
+    /// Whether client connection `conn` (a frame's token) is still open.
+    pub(in crate::transport) fn conn_live(&self, conn: u64) -> bool {
+        self.token_live(conn)
+    }
+
+    /// A new place at the end of client connection `conn`'s answer order
+    /// for a frame the appliance sends on its own (a token stream's): the
+    /// token its answer carries. `None` when the connection is gone or its
+    /// order is full (`tcp_pipeline_max` places, shared with requests).
+    pub(in crate::transport) fn reserve_push(&mut self, conn: u64) -> Option<u64> {
+        if !self.can_reserve(conn) {
+            return None;
+        }
+        let (c, generation, _) = untoken(conn);
+        let k = &mut self.conns[c as usize];
+        let seq = k.next_seq;
+        k.next_seq = seq.wrapping_add(1);
+        Some(token(c, generation, seq))
+    }
+
+    /// A reserved place that gets no frame: skipped.
+    pub(in crate::transport) fn skip_place(&mut self, ring: &mut IoUring, conn: u64) {
+        self.place(ring, conn, Answer::Skip);
+    }
+
     /// This worker's connection to a peer, opened when there is none.
     fn peer_conn(&mut self, ring: &mut IoUring, addr: SocketAddr, tcp: SocketAddr) -> Option<u32> {
         let k = match self

@@ -714,11 +714,13 @@ impl UringTransport {
 mod transport;
 
 impl UringTransport {
-    /// Makes the kernel hand every signed frame to the worker its tag
-    /// picks, whatever address it comes from (`sock::steer_by_tag`), so
-    /// all copies of a frame meet the same worker's replay table.
-    pub fn steer_by_tag(&self, group: u32) -> io::Result<()> {
-        sock::steer_by_tag(&self.socket, group)
+    /// Makes the kernel hand every frame of a stream to the worker its
+    /// stream id picks and, with `by_tag`, every signed frame to the worker
+    /// its tag picks, whatever address they come from (`sock::steer`): a
+    /// stream meets the worker that holds its state, all copies of a frame
+    /// the same worker's replay table.
+    pub fn steer(&self, group: u32, by_tag: bool) -> io::Result<()> {
+        sock::steer(&self.socket, group, by_tag)
     }
 }
 

@@ -161,6 +161,41 @@ impl Transport for UringTransport {
         self.tx_free_any(tx);
     }
 
+    fn can_push(&self, rx: &RxPacket) -> bool {
+        rx.conn == CONN_DATAGRAM || self.tcp.as_deref().is_some_and(|t| t.conn_live(rx.conn))
+    }
+
+    fn tx_alloc_push(&mut self, route: &RxPacket) -> Option<(u32, u64)> {
+        if route.conn == CONN_DATAGRAM {
+            return self.tx_free.alloc().map(|b| (b, CONN_DATAGRAM));
+        }
+        let t = self.tcp.as_deref_mut()?;
+        if !t.can_reserve(route.conn) {
+            return None;
+        }
+        let tx = self.tx_free.alloc()?;
+        match t.reserve_push(route.conn) {
+            Some(conn) => Some((tx, conn)),
+            None => {
+                self.tx_free.free(tx);
+                None
+            }
+        }
+    }
+
+    fn tx_free_push(&mut self, tx: u32, conn: u64) {
+        self.tx_free_any(tx);
+        if conn != CONN_DATAGRAM
+            && let Some(t) = self.tcp.as_deref_mut()
+        {
+            t.skip_place(&mut self.ring, conn);
+        }
+    }
+
+    fn route_gone(&self, route: &RxPacket) -> bool {
+        route.conn != CONN_DATAGRAM && !self.tcp.as_deref().is_some_and(|t| t.conn_live(route.conn))
+    }
+
     fn wait(&mut self, timeout: Duration) {
         if self.tcp.as_deref().is_some_and(Tcp::has_ready) {
             return;
