@@ -367,13 +367,21 @@ type StreamStats struct {
 // an OPEN is admitted between two decode steps or refused (stream_limit);
 // Prefill counts the admitted streams still running their prompt.
 type TokenStats struct {
-	Tokens   uint64       `json:"tokens"` // generated
-	Steps    uint64       `json:"steps"`  // prompt and decode steps
-	Frames   uint64       `json:"frames"` // token frames sent
-	Running  uint64       `json:"running"`
-	Prefill  uint64       `json:"prefill"`
-	Ended    ErrorCounts  `json:"ended"`     // by end reason: eos, max_tokens, deadline, cancelled, ...
-	ByTenant TenantCounts `json:"by_tenant"` // tokens per tenant id
+	Tokens uint64 `json:"tokens"` // generated
+	Steps  uint64 `json:"steps"`  // prompt and decode steps
+	Frames uint64 `json:"frames"` // token frames sent
+	// Runs counts the model calls the steps took: fewer than Steps when
+	// the streams' decode steps are batched.
+	Runs uint64 `json:"runs"`
+	// ConnClosed counts streams ended because their TCP connection closed.
+	ConnClosed uint64 `json:"conn_closed"`
+	// StateBytesCopied counts the bytes of state copied into and out of
+	// the batch buffers (the one copy batching costs).
+	StateBytesCopied uint64       `json:"state_bytes_copied"`
+	Running          uint64       `json:"running"`
+	Prefill          uint64       `json:"prefill"`
+	Ended            ErrorCounts  `json:"ended"`     // by end reason: eos, max_tokens, deadline, cancelled, ...
+	ByTenant         TenantCounts `json:"by_tenant"` // tokens per tenant id
 }
 
 // TenantCounts maps tenant ids to counts; it decodes from the engine's
