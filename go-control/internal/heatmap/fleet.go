@@ -84,7 +84,7 @@ func (f *Fleet) Run(ctx context.Context, read func(Query) (Doc, error)) {
 		if d, err := read(q); err == nil {
 			d.Appliance = f.name
 			if b, err := json.Marshal(d); err == nil {
-				if err := f.nc.Publish(FleetSubject+"."+f.name, b); err != nil {
+				if err := f.nc.Publish(FleetSubject+"."+subjectToken(f.name), b); err != nil {
 					f.log.Debug("load: publish", "err", err)
 				}
 			}
@@ -95,6 +95,22 @@ func (f *Fleet) Run(ctx context.Context, read func(Query) (Doc, error)) {
 		case <-t.C:
 		}
 	}
+}
+
+// subjectToken makes an appliance name (a host name by default: dots are
+// common) one NATS subject token, so every appliance matches
+// FleetSubject + ".*"; the name itself travels in the document.
+func subjectToken(name string) string {
+	if name == "" {
+		return "_"
+	}
+	b := []byte(name)
+	for i, c := range b {
+		if c == '.' || c == '*' || c == '>' || c <= ' ' || c == 0x7f {
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }
 
 // Docs returns the load every appliance heard within FleetStale published,

@@ -77,3 +77,13 @@ func TestFleetSharesLoadOverNATS(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestSubjectTokenIsOneToken(t *testing.T) {
+	for in, want := range map[string]string{
+		"a": "a", "": "_", "ci-1.example.net": "ci-1_example_net", "x y*>": "x_y__",
+	} {
+		if got := subjectToken(in); got != want {
+			t.Errorf("subjectToken(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
