@@ -33,10 +33,21 @@ run() {
     stage_n=$((stage_n + 1))
     local t0=$SECONDS log rc
     log=$stage_logs/$(printf '%02d' "$stage_n").log
+    local out tee_pid waited=0
+    exec {out}> >(tee "$log")
+    tee_pid=$!
     set +e
-    "$@" 2>&1 | tee "$log"
-    rc=${PIPESTATUS[0]}
+    "$@" >&"$out" 2>&1
+    rc=$?
     set -e
+    exec {out}>&-
+    # tee ends when the stage's last writer does. A process the stage left
+    # running would keep it open, so it gets a few seconds, not forever (a
+    # pipe into tee would have hung the whole run on such a process).
+    while kill -0 "$tee_pid" 2>/dev/null && [ "$waited" -lt 50 ]; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
     if [ $rc -eq 0 ]; then
         echo "---- $name: ok ($((SECONDS - t0)) s)"
     else
