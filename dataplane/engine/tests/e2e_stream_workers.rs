@@ -15,7 +15,7 @@ mod common;
 
 use std::net::{SocketAddr, UdpSocket};
 
-use common::tokens::{collect, recv, stream_frame, token_frame};
+use common::tokens::{collect, decoder_models, recv, stream_frame, token_frame};
 use common::*;
 use sluice_wire::{
     DType, EndReason, ExtRepr, Frame, FrameRepr, Kind, StreamHeader, TenantKey, TensorRepr,
@@ -50,31 +50,12 @@ version = "1"
 path = "{root}/models/accum.onnx"
 [models.stream]
 state = [{{ input = "s", output = "sN", shape = [1, 8] }}]
-[[models]]
-name = "decoder"
-version = "1"
-path = "{root}/models/decoder.onnx"
-[models.stream]
-state = [{{ input = "h", output = "hN", shape = [1, 16] }}]
-[models.stream.generate]
-token_input = "token"
-token_output = "next"
-eos = 0
-max_tokens = 32
-[[models]]
-name = "endless"
-version = "1"
-path = "{root}/models/decoder.onnx"
-[models.stream]
-state = [{{ input = "h", output = "hN", shape = [1, 16] }}]
-[models.stream.generate]
-token_input = "token"
-token_output = "next"
-max_tokens = 1000000
+{decoders}
 {tenants}
 "#,
         lib = ort_lib().display(),
         root = root.display(),
+        decoders = decoder_models(&root, 64),
         tenants = if auth == "tenants" {
             format!("[[tenants]]\nname = \"t\"\nid = 7\nkey = \"hex:{KEY_HEX}\"")
         } else {

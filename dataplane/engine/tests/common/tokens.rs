@@ -46,6 +46,23 @@ name = "s"
 [[routes]]
 name = "all"
 shard = "s"
+{decoders}[[models]]
+name = "mlp"
+version = "1"
+path = "{root}/models/mlp.onnx"
+"#,
+        lib = ort_lib().display(),
+        root = root.display(),
+        decoders = decoder_models(&root, step_batch_max),
+    )
+}
+
+/// The `[[models]]` blocks of the bundled decoder under `root`: `decoder`
+/// (EOS 0, [`MAX_TOKENS`]) and `endless` (no EOS), both with
+/// `step_batch_max`.
+pub fn decoder_models(root: &std::path::Path, step_batch_max: u32) -> String {
+    format!(
+        r#"
 [[models]]
 name = "decoder"
 version = "1"
@@ -69,12 +86,7 @@ token_input = "token"
 token_output = "next"
 max_tokens = 1000000
 step_batch_max = {step_batch_max}
-[[models]]
-name = "mlp"
-version = "1"
-path = "{root}/models/mlp.onnx"
 "#,
-        lib = ort_lib().display(),
         root = root.display(),
     )
 }
