@@ -13,11 +13,15 @@
 # About 2 minutes on the 2-core VM (the crash test 25-50 s, as its NATS
 # node kills fall; builds and the fuzz run the rest).
 # SLUICE_CHAOS_SEED, SLUICE_CHAOS_MESSAGES, SLUICE_CHAOS_ACTIONS tune the
-# crash test; the log lists every crash it injected.
+# crash test; the log lists every crash it injected. Each run draws a new
+# seed (printed; SLUICE_CHAOS_SEED=N replays one): the checks wait for
+# what the design promises, so they hold for every schedule of crashes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root/go-control"
 export SLUICE_ORT_LIB="${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime.so.1.31.1}"
+export SLUICE_CHAOS_SEED="${SLUICE_CHAOS_SEED:-$(( (RANDOM << 15 | RANDOM) % 1000000 + 1 ))}"
+echo "test-jobs: crash test seed $SLUICE_CHAOS_SEED (replay: SLUICE_CHAOS_SEED=$SLUICE_CHAOS_SEED scripts/test-jobs.sh)"
 go vet -tags jobs_e2e ./internal/jobs/...
 (cd ../perf/jobs && go vet ./...) # the benchmark (perf/jobs.sh) stays buildable
 go test -tags jobs_e2e -count=1 -v ./internal/jobs/e2e/ 2>&1 | grep -v '^        \[' | grep -Ev '^        (====|time=)' || exit 1

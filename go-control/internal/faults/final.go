@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sluice-ai/sluice/go-control/internal/errs"
 	"github.com/sluice-ai/sluice/go-control/internal/natskv"
 )
@@ -20,13 +22,21 @@ import (
 func readStore(ctx context.Context, c *natsCluster, buckets []string) (StoreState, error) {
 	st := StoreState{Last: map[string]uint64{}, Digests: map[string]string{}, Complete: map[string]bool{}}
 	for _, name := range buckets {
-		b, err := natskv.Open(ctx, c.js, natskv.Options{Bucket: name, Replicas: 3, History: historyPerKey, OpTimeout: 5 * time.Second})
+		var b *natskv.Bucket
+		err := retryJS(ctx, jsRecoverWithin, func(actx context.Context) error {
+			var err error
+			b, err = natskv.Open(actx, c.js, natskv.Options{Bucket: name, Replicas: 3, History: historyPerKey, OpTimeout: 5 * time.Second})
+			return err
+		})
 		if err != nil {
 			return st, err
 		}
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		s, err := c.js.Stream(sctx, natskv.StreamName(name))
-		cancel()
+		var s jetstream.Stream
+		err = retryJS(ctx, jsRecoverWithin, func(actx context.Context) error {
+			var err error
+			s, err = c.js.Stream(actx, natskv.StreamName(name))
+			return err
+		})
 		if err != nil {
 			return st, fmt.Errorf("stream %s: %w", name, err)
 		}
@@ -80,6 +90,26 @@ func readStore(ctx context.Context, c *natsCluster, buckets []string) (StoreStat
 		st.Subjects = dedup(st.Subjects)
 	}
 	return st, nil
+}
+
+// jsRecoverWithin bounds how long a JetStream API call may keep failing
+// after the repairs: a node that rejoins and streams that elect leaders
+// answer errors for a while (the nemesis's longest hold is a few seconds).
+const jsRecoverWithin = 60 * time.Second
+
+// retryJS calls op (each call with its own 5 s context) until it succeeds,
+// within the bound, or ctx ends; it returns the last error.
+func retryJS(ctx context.Context, within time.Duration, op func(context.Context) error) error {
+	deadline := time.Now().Add(within)
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := op(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		sleep(ctx, 250*time.Millisecond)
+	}
 }
 
 func dedup(s []string) []string {

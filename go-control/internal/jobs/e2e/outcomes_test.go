@@ -125,7 +125,10 @@ func TestEngineOutcomes(t *testing.T) {
 		}
 	}
 	deadline = time.Now().Add(20 * time.Second)
-	for storedOutcomes(t, js) < len(cases) && time.Now().Before(deadline) {
+	for time.Now().Before(deadline) {
+		if n, err := storedOutcomes(js); err == nil && n >= len(cases) {
+			break
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	outs := readOutcomes(t, js)
