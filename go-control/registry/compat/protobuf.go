@@ -12,17 +12,22 @@ import (
 )
 
 // Protobuf differences, after Confluent's ProtobufSchema diff: messages and
-// enums are matched by name, fields by number, oneofs by name, and each
-// difference has Confluent's Difference.Type name (FIELD_ADDED,
-// ONEOF_REMOVED, FIELD_MOVED_TO_EXISTING_ONEOF, ...). Compatible are:
-// package, message and enum additions, enum and enum value changes,
-// message moves, field additions and removals (unknown fields are skipped),
-// renames, string/bytes label changes, oneof additions and removals and
-// fields added to a oneof. Scalar types are compared by wire encoding
-// (Confluent's groups: int32, int64, uint32, uint64, bool and enums share
-// varint; sint32/sint64; fixed32/sfixed32; fixed64/sfixed64; string/bytes;
-// float; double), message-typed fields by the message they name, whose
-// fields are compared in turn.
+// enums are matched by name, fields by number across the whole message
+// (inside a oneof or not), oneofs by name, and each difference has
+// Confluent's Difference.Type name (FIELD_ADDED, ONEOF_REMOVED,
+// FIELD_MOVED_TO_EXISTING_ONEOF, ...). Compatible are: package changes,
+// message and enum additions, enum and enum value changes, message moves,
+// field additions and removals (unknown fields are skipped), renames,
+// string/bytes label changes, oneof additions, renames and whole
+// removals, fields added to a oneof or moved out of one. Breaking besides
+// type changes: a oneof member dropped (also when its oneof is renamed or
+// merged), and fields a oneof makes exclusive that were not (moved into
+// it from outside or from another oneof). Scalar types are compared by
+// wire encoding (Confluent's groups: int32, int64, uint32, uint64, bool
+// and enums share varint; sint32/sint64; fixed32/sfixed32;
+// fixed64/sfixed64; string/bytes; float; double), message-typed fields by
+// the message they name, whose fields are compared in turn, through
+// imports (references) alike.
 
 type protoSchema struct {
 	file      protoreflect.FileDescriptor
@@ -71,6 +76,9 @@ var protoCompatible = map[string]bool{
 	"ENUM_ADDED": true, "ENUM_REMOVED": true, "ENUM_CONST_ADDED": true, "ENUM_CONST_CHANGED": true, "ENUM_CONST_REMOVED": true,
 	"FIELD_ADDED": true, "FIELD_REMOVED": true, "FIELD_NAME_CHANGED": true, "FIELD_STRING_OR_BYTES_LABEL_CHANGED": true,
 	"ONEOF_ADDED": true, "ONEOF_REMOVED": true, "ONEOF_FIELD_ADDED": true,
+	// Confluent's newest: a oneof member made a plain field keeps its
+	// number and type; only the exclusivity is gone.
+	"ONEOF_FIELD_MOVED_TO_TOP_LEVEL": true,
 	// Sluice's own: a scalar type changed within its wire encoding group.
 	"FIELD_SCALAR_TYPE_CHANGED": true,
 }
@@ -97,6 +105,7 @@ var protoBuf = map[string]string{
 	"ONEOF_REMOVED":                       "PACKAGE",   // ONEOF_NO_DELETE
 	"MULTIPLE_FIELDS_MOVED_TO_ONEOF":      "WIRE",      // FIELD_SAME_ONEOF
 	"FIELD_MOVED_TO_EXISTING_ONEOF":       "WIRE",
+	"ONEOF_FIELD_MOVED_TO_TOP_LEVEL":      "WIRE",
 }
 
 // pctx is one directional Protobuf comparison: the path (Confluent's

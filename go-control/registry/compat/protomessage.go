@@ -2,9 +2,16 @@ package compat
 
 import (
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
+
+// Fields are matched by number across the whole message, oneof members and
+// plain fields alike, as Confluent's newest MessageSchemaDiff does: a
+// field's oneof may be renamed, merged or left without hiding a change of
+// its type or its removal. Oneofs themselves are matched by name, and what
+// matters about them is which fields may no longer be set together.
 
 func realOneof(f protoreflect.FieldDescriptor) protoreflect.OneofDescriptor {
 	o := f.ContainingOneof()
@@ -29,132 +36,146 @@ func (c *pctx) message(o, u protoreflect.MessageDescriptor) {
 	c.types(o.Messages(), o.Enums(), u.Messages(), u.Enums())
 }
 
+// members is a message's fields by number, each with the name of its
+// (real) oneof, "" outside one.
+type members struct {
+	byNum  map[protoreflect.FieldNumber]protoreflect.FieldDescriptor
+	oneof  map[protoreflect.FieldNumber]string
+	order  []protoreflect.FieldNumber
+	oneofs []protoreflect.OneofDescriptor
+}
+
+func membersOf(m protoreflect.MessageDescriptor) members {
+	s := members{byNum: map[protoreflect.FieldNumber]protoreflect.FieldDescriptor{}, oneof: map[protoreflect.FieldNumber]string{}}
+	for i := 0; i < m.Fields().Len(); i++ {
+		f := m.Fields().Get(i)
+		s.byNum[f.Number()] = f
+		s.order = append(s.order, f.Number())
+		if o := realOneof(f); o != nil {
+			s.oneof[f.Number()] = string(o.Name())
+		}
+	}
+	for i := 0; i < m.Oneofs().Len(); i++ {
+		if o := m.Oneofs().Get(i); !o.IsSynthetic() {
+			s.oneofs = append(s.oneofs, o)
+		}
+	}
+	return s
+}
+
+func (s members) hasOneof(name string) bool {
+	for _, o := range s.oneofs {
+		if string(o.Name()) == name {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *pctx) fields(o, u protoreflect.MessageDescriptor) {
-	oPlain, uPlain := map[protoreflect.FieldNumber]protoreflect.FieldDescriptor{}, map[protoreflect.FieldNumber]protoreflect.FieldDescriptor{}
-	oInOneof := map[protoreflect.FieldNumber]bool{}
-	var oOrder, uOrder []protoreflect.FieldNumber
-	for i := 0; i < o.Fields().Len(); i++ {
-		f := o.Fields().Get(i)
-		if realOneof(f) != nil {
-			oInOneof[f.Number()] = true
+	om, um := membersOf(o), membersOf(u)
+	c.exclusivity(om, um)
+	// A oneof gone by name with none of its fields left anywhere was
+	// deleted whole: its fields were optional by nature, so that is no
+	// loss (ONEOF_REMOVED alone). A oneof renamed or split that drops a
+	// member loses that member (ONEOF_FIELD_REMOVED).
+	deleted := map[string]bool{}
+	var oNames, uNames []string
+	for _, od := range om.oneofs {
+		name := string(od.Name())
+		oNames = append(oNames, name)
+		if um.hasOneof(name) {
 			continue
 		}
-		oPlain[f.Number()] = f
-		oOrder = append(oOrder, f.Number())
-	}
-	for i := 0; i < u.Fields().Len(); i++ {
-		f := u.Fields().Get(i)
-		if realOneof(f) != nil {
-			continue
-		}
-		uPlain[f.Number()] = f
-		uOrder = append(uOrder, f.Number())
-	}
-	// Fields that move into a oneof: the oneof may hold one value only, so
-	// two fields set together cannot both survive.
-	var oneofNames []string
-	for i := 0; i < u.Oneofs().Len(); i++ {
-		od := u.Oneofs().Get(i)
-		if od.IsSynthetic() {
-			continue
-		}
-		oneofNames = append(oneofNames, string(od.Name()))
-		moved, existing := 0, 0
-		var movedNames []string
+		survives := false
 		for j := 0; j < od.Fields().Len(); j++ {
-			f := od.Fields().Get(j)
-			if of, ok := oPlain[f.Number()]; ok {
-				delete(oPlain, f.Number())
-				moved++
-				movedNames = append(movedNames, string(of.Name()))
-			} else if oInOneof[f.Number()] {
-				existing++
+			if um.byNum[od.Fields().Get(j).Number()] != nil {
+				survives = true
 			}
 		}
-		n := c.enter(string(od.Name()))
-		switch {
-		case moved > 1:
-			n.add("MULTIPLE_FIELDS_MOVED_TO_ONEOF", fmt.Sprintf("the fields %v, outside a oneof in the %s schema, are together in the oneof '%s' of the %s schema",
-				movedNames, c.s.orig, od.Name(), c.s.upd))
-		case moved == 1 && existing > 0:
-			n.add("FIELD_MOVED_TO_EXISTING_ONEOF", fmt.Sprintf("the field %v, outside a oneof in the %s schema, joins fields that were already in a oneof, in the oneof '%s' of the %s schema",
-				movedNames, c.s.orig, od.Name(), c.s.upd))
-		}
+		deleted[name] = !survives
 	}
-	var oNames []string
-	for i := 0; i < o.Oneofs().Len(); i++ {
-		if od := o.Oneofs().Get(i); !od.IsSynthetic() {
-			oNames = append(oNames, string(od.Name()))
-		}
+	for _, od := range um.oneofs {
+		uNames = append(uNames, string(od.Name()))
 	}
-	for _, name := range unionOrder(oNames, oneofNames) {
+	for _, name := range unionOrder(oNames, uNames) {
 		n := c.enter(name)
-		oo, uo := o.Oneofs().ByName(protoreflect.Name(name)), u.Oneofs().ByName(protoreflect.Name(name))
-		if oo != nil && oo.IsSynthetic() {
-			oo = nil
-		}
-		if uo != nil && uo.IsSynthetic() {
-			uo = nil
-		}
 		switch {
-		case uo == nil:
+		case !um.hasOneof(name):
 			n.add("ONEOF_REMOVED", fmt.Sprintf("the %s schema drops the oneof '%s'", c.s.upd, name))
-		case oo == nil:
+		case !om.hasOneof(name):
 			n.add("ONEOF_ADDED", fmt.Sprintf("the %s schema adds the oneof '%s'", c.s.upd, name))
-		default:
-			n.oneof(oo, uo)
 		}
 	}
-	for _, k := range unionOrder(oOrder, uOrder) {
-		of, uf := oPlain[k], uPlain[k]
-		if of == nil && uf == nil {
-			continue // moved into a oneof: judged above
-		}
+	for _, k := range unionOrder(om.order, um.order) {
+		of, uf := om.byNum[k], um.byNum[k]
+		oo, uo := om.oneof[k], um.oneof[k]
 		num := fmt.Sprint(int32(k))
-		n := c.enter(num)
 		switch {
+		case uf == nil && oo != "":
+			if !deleted[oo] {
+				c.enter(oo).enter(num).add("ONEOF_FIELD_REMOVED", fmt.Sprintf("the %s schema is missing the field '%s' (number %s) of the oneof '%s'", c.s.upd, of.Name(), num, oo))
+			}
+		case uf == nil && of.Cardinality() == protoreflect.Required:
+			c.enter(num).add("REQUIRED_FIELD_REMOVED", fmt.Sprintf("the %s schema is missing the required field '%s' (number %s) of the %s schema", c.s.upd, of.Name(), num, c.s.orig))
 		case uf == nil:
-			if of.Cardinality() == protoreflect.Required {
-				n.add("REQUIRED_FIELD_REMOVED", fmt.Sprintf("the %s schema is missing the required field '%s' (number %s) of the %s schema", c.s.upd, of.Name(), num, c.s.orig))
-			} else {
-				n.add("FIELD_REMOVED", fmt.Sprintf("the %s schema drops the field '%s' (number %s)", c.s.upd, of.Name(), num))
-			}
+			c.enter(num).add("FIELD_REMOVED", fmt.Sprintf("the %s schema drops the field '%s' (number %s)", c.s.upd, of.Name(), num))
+		case of == nil && uo != "":
+			c.enter(uo).enter(num).add("ONEOF_FIELD_ADDED", fmt.Sprintf("the %s schema adds the field '%s' (number %s) to the oneof '%s'", c.s.upd, uf.Name(), num, uo))
+		case of == nil && uf.Cardinality() == protoreflect.Required:
+			c.enter(num).add("REQUIRED_FIELD_ADDED", fmt.Sprintf("the %s schema adds the required field '%s' (number %s), which the %s schema's data lacks", c.s.upd, uf.Name(), num, c.s.orig))
 		case of == nil:
-			if uf.Cardinality() == protoreflect.Required {
-				n.add("REQUIRED_FIELD_ADDED", fmt.Sprintf("the %s schema adds the required field '%s' (number %s), which the %s schema's data lacks", c.s.upd, uf.Name(), num, c.s.orig))
-			} else {
-				n.add("FIELD_ADDED", fmt.Sprintf("the %s schema adds the field '%s' (number %s)", c.s.upd, uf.Name(), num))
-			}
+			c.enter(num).add("FIELD_ADDED", fmt.Sprintf("the %s schema adds the field '%s' (number %s)", c.s.upd, uf.Name(), num))
 		default:
-			n.field(of, uf)
+			if oo != "" && uo == "" {
+				// Same number and type: it only may be set beside the
+				// oneof's other fields now.
+				c.enter(num).add("ONEOF_FIELD_MOVED_TO_TOP_LEVEL", fmt.Sprintf("the field '%s' (number %s), in the oneof '%s' of the %s schema, is outside any oneof in the %s schema",
+					uf.Name(), num, oo, c.s.orig, c.s.upd))
+			}
+			n := c
+			if uo != "" {
+				n = n.enter(uo)
+			}
+			n.enter(num).field(of, uf)
 		}
 	}
 }
 
-func (c *pctx) oneof(o, u protoreflect.OneofDescriptor) {
-	var oo, uo []protoreflect.FieldNumber
-	om, um := map[protoreflect.FieldNumber]protoreflect.FieldDescriptor{}, map[protoreflect.FieldNumber]protoreflect.FieldDescriptor{}
-	for i := 0; i < o.Fields().Len(); i++ {
-		f := o.Fields().Get(i)
-		om[f.Number()] = f
-		oo = append(oo, f.Number())
-	}
-	for i := 0; i < u.Fields().Len(); i++ {
-		f := u.Fields().Get(i)
-		um[f.Number()] = f
-		uo = append(uo, f.Number())
-	}
-	for _, k := range unionOrder(oo, uo) {
-		num := fmt.Sprint(int32(k))
-		of, uf := om[k], um[k]
-		n := c.enter(num)
-		switch {
-		case uf == nil:
-			n.add("ONEOF_FIELD_REMOVED", fmt.Sprintf("the %s schema is missing the field '%s' (number %s) of the oneof '%s'", c.s.upd, of.Name(), num, o.Name()))
-		case of == nil:
-			n.add("ONEOF_FIELD_ADDED", fmt.Sprintf("the %s schema adds the field '%s' (number %s) to the oneof '%s'", c.s.upd, uf.Name(), num, u.Name()))
-		default:
-			n.field(of, uf)
+// exclusivity finds fields the update's oneofs make mutually exclusive
+// that were not: data written with the original may hold both. Fields
+// were exclusive only if they shared an original oneof; each original
+// plain field stands alone; new fields are no concern (old data lacks
+// them).
+func (c *pctx) exclusivity(om, um members) {
+	for _, od := range um.oneofs {
+		groups := map[string]bool{}
+		var plain, from []string
+		for j := 0; j < od.Fields().Len(); j++ {
+			k := od.Fields().Get(j).Number()
+			of := om.byNum[k]
+			switch {
+			case of == nil:
+				continue
+			case om.oneof[k] != "":
+				groups["oneof "+om.oneof[k]] = true
+				from = append(from, fmt.Sprintf("'%s' (oneof '%s')", of.Name(), om.oneof[k]))
+			default:
+				groups[fmt.Sprint("field ", k)] = true
+				plain = append(plain, string(of.Name()))
+				from = append(from, fmt.Sprintf("'%s'", of.Name()))
+			}
+		}
+		if len(groups) < 2 {
+			continue
+		}
+		n := c.enter(string(od.Name()))
+		if len(plain) > 1 {
+			n.add("MULTIPLE_FIELDS_MOVED_TO_ONEOF", fmt.Sprintf("the fields %s, outside a oneof in the %s schema, are together in the oneof '%s' of the %s schema",
+				strings.Join(plain, ", "), c.s.orig, od.Name(), c.s.upd))
+		} else {
+			n.add("FIELD_MOVED_TO_EXISTING_ONEOF", fmt.Sprintf("the oneof '%s' of the %s schema joins fields the %s schema lets be set together: %s",
+				od.Name(), c.s.upd, c.s.orig, strings.Join(from, ", ")))
 		}
 	}
 }
