@@ -11,13 +11,14 @@ import (
 // cmpCase is one old → new change as Confluent's backward check sees it:
 // changes lists every difference compare(old, new) reports ("RULE path"),
 // compatible is Confluent's answer. fwd, when set, is the forward verdict
-// ("ok" or "breaking").
+// ("ok" or "breaking"). oldDeps and newDeps are the schemas' references.
 type cmpCase struct {
-	name     string
-	old, new string
-	changes  []string
-	ok       bool
-	fwd      string
+	name             string
+	old, new         string
+	oldDeps, newDeps []Dependency
+	changes          []string
+	ok               bool
+	fwd              string
 }
 
 // runCompare checks the backward comparison against the table, then that
@@ -26,12 +27,12 @@ type cmpCase struct {
 func runCompare(t *testing.T, typ Type, cases []cmpCase) {
 	t.Helper()
 	for _, c := range cases {
-		o, err := Parse(typ, c.old, nil)
+		o, err := Parse(typ, c.old, c.oldDeps)
 		if err != nil {
 			t.Errorf("%s: old: %v", c.name, err)
 			continue
 		}
-		n, err := Parse(typ, c.new, nil)
+		n, err := Parse(typ, c.new, c.newDeps)
 		if err != nil {
 			t.Errorf("%s: new: %v", c.name, err)
 			continue

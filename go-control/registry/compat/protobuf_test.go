@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -63,23 +64,6 @@ func TestProtobufDiff(t *testing.T) {
 		{name: "enum value renamed", old: p3("message M { Status s = 1; }\nenum Status { ACTIVE = 0; INACTIVE = 1; }"),
 			new: p3("message M { Status s = 1; }\nenum Status { ACTIVE = 0; NOT_ACTIVE = 1; }"), changes: []string{"ENUM_CONST_CHANGED #/Status/1"}, ok: true},
 		{name: "enum value added", old: p3("enum E { A = 0; }"), new: p3("enum E { A = 0; B = 1; }"), changes: []string{"ENUM_CONST_ADDED #/E/1"}, ok: true, fwd: "ok"},
-		{name: "field moved into a new oneof alone", old: p3("message M { string a = 1; string b = 2; }"),
-			new: p3("message M { string a = 1; oneof o { string b = 2; } }"), changes: []string{"ONEOF_ADDED #/M/o"}, ok: true},
-		{name: "field moved into a new oneof with a new field", old: p3("message M { string a = 1; string b = 2; }"),
-			new: p3("message M { string a = 1; oneof o { string b = 2; int32 c = 3; } }"), changes: []string{"ONEOF_ADDED #/M/o"}, ok: true},
-		{name: "two fields moved into a new oneof", old: p3("message M { string a = 1; string b = 2; }"),
-			new: p3("message M { oneof o { string a = 1; string b = 2; int32 c = 3; } }"), changes: []string{"MULTIPLE_FIELDS_MOVED_TO_ONEOF #/M/o", "ONEOF_ADDED #/M/o"}},
-		{name: "field added to a oneof", old: p3("message M { oneof o { string a = 1; string b = 2; } }"),
-			new: p3("message M { oneof o { string a = 1; string b = 2; int32 c = 3; } }"), changes: []string{"ONEOF_FIELD_ADDED #/M/o/3"}, ok: true, fwd: "breaking"},
-		{name: "field removed from a oneof", old: p3("message M { oneof o { string a = 1; string b = 2; int32 c = 3; } }"),
-			new: p3("message M { oneof o { string a = 1; string b = 2; } }"), changes: []string{"ONEOF_FIELD_REMOVED #/M/o/3"}},
-		{name: "field moved into an existing oneof", old: p3("message M { string a = 1; oneof o { string b = 2; string c = 3; } }"),
-			new: p3("message M { oneof o { string a = 1; string b = 2; string c = 3; } }"), changes: []string{"FIELD_MOVED_TO_EXISTING_ONEOF #/M/o", "ONEOF_FIELD_ADDED #/M/o/1"}},
-		{name: "field moved into a renamed oneof", old: p3("message M { string a = 1; oneof o { string b = 2; string c = 3; } }"),
-			new:     p3("message M { oneof o2 { string a = 1; string b = 2; string c = 3; } }"),
-			changes: []string{"FIELD_MOVED_TO_EXISTING_ONEOF #/M/o2", "ONEOF_ADDED #/M/o2", "ONEOF_REMOVED #/M/o"}},
-		{name: "field moved out of a oneof", old: p3("message M { oneof o { string a = 1; string b = 2; } }"),
-			new: p3("message M { string a = 1; oneof o { string b = 2; } }"), changes: []string{"FIELD_ADDED #/M/1", "ONEOF_FIELD_REMOVED #/M/o/1"}},
 		{name: "proto3 optional is not a oneof", old: p3("message M { optional int32 a = 1; }"), new: p3("message M { optional int32 a = 1; int32 b = 2; }"),
 			changes: []string{"FIELD_ADDED #/M/2"}, ok: true},
 		{name: "recursive message", old: p3("message N { N next = 1; int32 v = 2; }"), new: p3("message N { N next = 1; string v = 2; }"),
@@ -87,36 +71,77 @@ func TestProtobufDiff(t *testing.T) {
 	})
 }
 
-func TestProtobufImports(t *testing.T) {
-	dep := func(pkg, typ string) []Dependency {
-		return []Dependency{{Name: "g.proto", Schema: p3("package " + pkg + ";\nmessage outer { message Home { " + typ + " id = 1; bool on = 2; } }")}}
+// Packages and imports: imports resolve through references (Dependency),
+// and a message is compared by its name within its own file's package.
+func TestProtobufPackagesAndImports(t *testing.T) {
+	home := func(pkg, idType string) []Dependency {
+		return []Dependency{{Name: "g.proto", Schema: p3("package " + pkg + ";\nmessage Home { " + idType + " id = 1; bool on = 2; }")}}
 	}
-	main := func(pkg string) string {
-		return p3("import \"g.proto\";\nmessage M { ." + pkg + ".outer.Home h = 1; }")
+	nested := func(pkg, idType string) []Dependency {
+		return []Dependency{{Name: "g.proto", Schema: p3("package " + pkg + ";\nmessage outer { message Home { " + idType + " id = 1; bool on = 2; } }")}}
 	}
-	mustParse := func(text string, deps []Dependency) Schema {
-		t.Helper()
-		s, err := Parse(Protobuf, text, deps)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+	uses := func(typ string) string { return p3("import \"g.proto\";\nmessage M { " + typ + " h = 1; }") }
+	local := p3("message M { Home h = 1; }\nmessage Home { int32 id = 1; bool on = 2; }")
+	wkt := func(typ string) string {
+		return p3("import \"google/protobuf/timestamp.proto\";\nimport \"google/protobuf/duration.proto\";\nmessage M { " + typ + " t = 1; }")
 	}
-	// Another package, same message: compatible.
-	a, b := mustParse(main("d1"), dep("d1", "int32")), mustParse(main("d2"), dep("d2", "int32"))
-	if d := Diff(a, b); len(d) != 0 {
-		t.Fatalf("same message in another package: %v", d)
+	runCompare(t, Protobuf, []cmpCase{
+		// Confluent reads no package on the wire (messages are found by
+		// index), so a package change alone is compatible...
+		{name: "package added", old: p3("message M { string s = 1; }"), new: p3("package foo;\nmessage M { string s = 1; }"),
+			changes: []string{"PACKAGE_CHANGED #/"}, ok: true, fwd: "ok"},
+		// ...and does not hide a change of the messages it holds.
+		{name: "package changed with a message changed", old: p3("package foo;\nmessage M { Sub s = 1; }\nmessage Sub { int32 x = 1; }"),
+			new:     p3("package bar;\nmessage M { Sub s = 1; }\nmessage Sub { string x = 1; }"),
+			changes: []string{"PACKAGE_CHANGED #/", "FIELD_SCALAR_KIND_CHANGED #/Sub/1", "FIELD_NAMED_TYPE_CHANGED #/M/1"}, fwd: "breaking"},
+		// A message moved into another is another name (Confluent's
+		// MESSAGE_MOVED is a reordering within one scope).
+		{name: "message nested into another", old: p3("message M { Sub s = 1; }\nmessage Sub { int32 x = 1; }"),
+			new:     p3("message M { Sub s = 1; message Sub { int32 x = 1; } }"),
+			changes: []string{"MESSAGE_REMOVED #/Sub", "MESSAGE_ADDED #/M/Sub", "FIELD_NAMED_TYPE_CHANGED #/M/1"}, fwd: "breaking"},
+		{name: "nested messages reordered", old: p3("message M { message A { int32 x = 1; } message B { int32 x = 1; } }"),
+			new: p3("message M { message B { int32 x = 1; } message A { int32 x = 1; } }"), changes: []string{"MESSAGE_MOVED #/M/A", "MESSAGE_MOVED #/M/B"}, ok: true, fwd: "ok"},
+		{name: "field renamed", old: p3("message M { int32 a = 1; }"), new: p3("message M { int32 b = 1; }"),
+			changes: []string{"FIELD_NAME_CHANGED #/M/1"}, ok: true, fwd: "ok"},
+
+		{name: "imported message in another package", old: uses(".d1.Home"), oldDeps: home("d1", "int32"),
+			new: uses(".d2.Home"), newDeps: home("d2", "int32"), ok: true, fwd: "ok"},
+		{name: "imported message changed", old: uses(".d1.Home"), oldDeps: home("d1", "int32"),
+			new: uses(".d1.Home"), newDeps: home("d1", "string"), changes: []string{"FIELD_SCALAR_KIND_CHANGED #/Home/1", "FIELD_NAMED_TYPE_CHANGED #/M/1"}, fwd: "breaking"},
+		{name: "nested imported message in another package", old: uses(".d1.outer.Home"), oldDeps: nested("d1", "int32"),
+			new: uses(".d2.outer.Home"), newDeps: nested("d2", "int32"), ok: true, fwd: "ok"},
+		{name: "nested imported message changed in another package", old: uses(".d1.outer.Home"), oldDeps: nested("d1", "int32"),
+			new: uses(".d2.outer.Home"), newDeps: nested("d2", "string"), changes: []string{"FIELD_SCALAR_KIND_CHANGED #/outer/Home/1", "FIELD_NAMED_TYPE_CHANGED #/M/1"}},
+		{name: "imported message renamed", old: uses(".d1.Home"), oldDeps: home("d1", "int32"),
+			new: uses(".d1.outer.Home"), newDeps: nested("d1", "int32"), changes: []string{"FIELD_NAMED_TYPE_CHANGED #/M/1"}},
+		{name: "message moved into an import", old: local, new: uses(".d1.Home"), newDeps: home("d1", "int32"),
+			changes: []string{"MESSAGE_REMOVED #/Home"}, fwd: "ok"},
+		{name: "message moved out of an import", old: uses(".d1.Home"), oldDeps: home("d1", "int32"), new: local,
+			changes: []string{"MESSAGE_ADDED #/Home"}, ok: true, fwd: "breaking"},
+		// The well-known types need no reference.
+		{name: "well-known field added", old: wkt("string"), new: p3("import \"google/protobuf/timestamp.proto\";\nmessage M { string t = 1; google.protobuf.Timestamp at = 2; }"),
+			changes: []string{"FIELD_ADDED #/M/2"}, ok: true, fwd: "ok"},
+		{name: "well-known type changed", old: wkt("google.protobuf.Timestamp"), new: wkt("google.protobuf.Duration"),
+			changes: []string{"FIELD_NAMED_TYPE_CHANGED #/M/1"}, fwd: "breaking"},
+	})
+}
+
+// An import needs a reference of that name, except the well-known types.
+func TestProtobufImportNeedsReference(t *testing.T) {
+	text := p3("import \"g.proto\";\nmessage M { d.Home h = 1; }")
+	if _, err := Parse(Protobuf, text, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "g.proto") {
+		t.Fatalf("import without a reference: %v", err)
 	}
-	// The imported message's field changed kind: breaking, reported where
-	// it changed and at the field that names it.
-	c := mustParse(main("d2"), dep("d2", "string"))
-	var rules []string
-	for _, d := range Diff(a, c) {
-		rules = append(rules, d.Rule+" "+d.Path)
+	deps := []Dependency{{Name: "other.proto", Schema: p3("package d;\nmessage Home { int32 id = 1; }")}}
+	if _, err := Parse(Protobuf, text, deps); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("import with another reference: %v", err)
 	}
-	got := strings.Join(rules, ",")
-	if !strings.Contains(got, "FIELD_SCALAR_KIND_CHANGED #/outer/Home/1") || !strings.Contains(got, "FIELD_NAMED_TYPE_CHANGED #/M/1") {
-		t.Fatalf("imported change: %v", rules)
+	deps[0].Name = "g.proto"
+	if _, err := Parse(Protobuf, text, deps); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(Protobuf, p3("import \"google/protobuf/any.proto\";\nmessage M { google.protobuf.Any a = 1; }"), nil); err != nil {
+		t.Fatal(err)
 	}
 }
 
