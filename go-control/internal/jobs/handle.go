@@ -139,6 +139,11 @@ func (s *streamRunner) publish(msg *nats.Msg, id string) (dup bool, f *jobmsg.Fa
 			return false, jobmsg.DeadLetter(wire.CodeResponseTooLarge.String(), "the result does not fit NATS's max_payload: %v", err)
 		}
 		s.noteErr(fmt.Errorf("publish to %s: %w", msg.Subject, err))
+		if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			// Retried like any failed publish (a stream may be on its way),
+			// so max_deliver is what ends it.
+			return false, jobmsg.Retryable("publish_failed", "no stream stores %s (or none answered): %v", msg.Subject, err)
+		}
 		return false, jobmsg.Retryable("publish_failed", "storing to %s: %v", msg.Subject, err)
 	}
 	if ack.Duplicate {
