@@ -57,10 +57,13 @@ type JobStream struct {
 	// the whole fleet: JetStream's back-pressure.
 	MaxAckPending int `toml:"max_ack_pending" json:"max_ack_pending"`
 	AckWaitMs     int `toml:"ack_wait_ms" json:"ack_wait_ms"`
-	// MaxDeliver bounds deliveries of one message. On the last one a
-	// retryable failure is dead-lettered (gave_up). -1 is no bound: a
-	// message that keeps failing retryably (a reply subject no stream
-	// stores) then runs again for ever, so it is not the default.
+	// MaxDeliver bounds the deliveries of one message that may run. On
+	// the last one a retryable failure is dead-lettered (gave_up); a
+	// delivery past it (the last one's appliance died) is dead-lettered
+	// without running. The appliance applies it, not JetStream, so no
+	// message stops without an outcome. -1 is no bound: a message that
+	// keeps failing retryably (a reply subject no stream stores) then runs
+	// again for ever, so it is not the default.
 	MaxDeliver int `toml:"max_deliver" json:"max_deliver"`
 	// FetchMax is the most messages one pull request asks for.
 	FetchMax int `toml:"fetch_max" json:"fetch_max"`

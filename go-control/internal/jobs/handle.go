@@ -39,7 +39,14 @@ func (s *streamRunner) handle(m jetstream.Msg) {
 		inputMsgID: h.Get(HeaderNatsMsgID)}
 	j, f := jobmsg.Decode(&s.cfg, m.Subject(), h, m.Data(), s.in.host.Tenant)
 	model := ""
-	if j != nil {
+	if j != nil && s.cfg.MaxDeliver > 0 && meta.NumDelivered > uint64(s.cfg.MaxDeliver) {
+		// Its last allowed delivery ended without an outcome (the appliance
+		// holding it died): JetStream delivers it again (the consumer has
+		// no bound of its own, so nothing is lost there), and it ends here.
+		model = j.Model
+		f = jobmsg.DeadLetter(jobmsg.CodeGaveUp, "delivery %d is past max_deliver %d (an earlier delivery ended without an outcome)",
+			meta.NumDelivered, s.cfg.MaxDeliver)
+	} else if j != nil {
 		model = j.Model
 		out.traceparent = jobmsg.FormatTraceparent(j.Req.Trace)
 		f = s.infer(m, meta, out, j)

@@ -401,6 +401,42 @@ func TestIngress(t *testing.T) {
 		}
 	})
 
+	t.Run("a delivery past max_deliver (the last one's appliance died holding it) is dead-lettered gave_up without running", func(t *testing.T) {
+		r := newRig(t, url, eng, func(c *config.Config) { c.Jobs.Streams[0].MaxDeliver = 1 })
+		before := eng.count("double")
+		r.publish("double", map[string]string{"X-Model-Version": "1"}, kserveBody("", []float32{1}))
+		// Delivery 1 goes to an "appliance" that dies holding it: fetched,
+		// never acked, its ack wait runs out.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := r.js.CreateOrUpdateConsumer(ctx, r.prefix, jetstream.ConsumerConfig{Durable: "sluice",
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: 200 * time.Millisecond, FilterSubject: r.prefix + ".*"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for range b.Messages() {
+			got++
+		}
+		if got != 1 {
+			t.Fatalf("fetched %d messages, want 1", got)
+		}
+		time.Sleep(400 * time.Millisecond)
+		r.start()
+		m := r.take("dlq.double", 1)[0]
+		if m.Headers().Get(HeaderStatus) != jobmsg.CodeGaveUp || m.Headers().Get(HeaderDeliveries) != "2" {
+			t.Fatalf("dead letter %v", m.Headers())
+		}
+		r.settled()
+		if n := eng.count("double") - before; n != 0 {
+			t.Fatalf("run %d times past max_deliver, want 0", n)
+		}
+	})
+
 	t.Run("an X-Reply-To outside the tenant's reply_prefixes is dead-lettered reply_to_refused, not run", func(t *testing.T) {
 		r := newRig(t, url, eng, func(c *config.Config) {
 			c.Jobs.Streams[0].ReplyPrefixes = map[string][]string{"demo": {r0Replies(c)}}
