@@ -62,6 +62,11 @@ const (
 	CodeTooLarge         = "too_large"          // 413: body over the limit
 	CodeUnauthorized     = "unauthorized"       // 401: admin token missing or wrong
 	CodeOutOfRange       = "out_of_range"       // 422: parameters each well formed, together outside a limit
+	// Refusals of what a web page could make a browser send (the admin
+	// API has no token on loopback): docs/api.md, "Browsers".
+	CodeCrossOrigin          = "cross_origin"           // 403: a write from another site (Origin, Sec-Fetch-Site)
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a write body that is not JSON (or the route's own type)
+	CodeMisdirectedHost      = "misdirected_host"       // 421: on loopback, a Host that is no local name (DNS rebinding)
 )
 
 // WriteError writes e as JSON with the given status and content type.

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -56,8 +57,13 @@ type JobStream struct {
 	// the whole fleet: JetStream's back-pressure.
 	MaxAckPending int `toml:"max_ack_pending" json:"max_ack_pending"`
 	AckWaitMs     int `toml:"ack_wait_ms" json:"ack_wait_ms"`
-	// MaxDeliver bounds deliveries of one message (-1: no bound). On the
-	// last one a retryable failure is dead-lettered (gave_up).
+	// MaxDeliver bounds the deliveries of one message that may run. On
+	// the last one a retryable failure is dead-lettered (gave_up); a
+	// delivery past it (the last one's appliance died) is dead-lettered
+	// without running. The appliance applies it, not JetStream, so no
+	// message stops without an outcome. -1 is no bound: a message that
+	// keeps failing retryably (a reply subject no stream stores) then runs
+	// again for ever, so it is not the default.
 	MaxDeliver int `toml:"max_deliver" json:"max_deliver"`
 	// FetchMax is the most messages one pull request asks for.
 	FetchMax int `toml:"fetch_max" json:"fetch_max"`
@@ -66,9 +72,16 @@ type JobStream struct {
 	InflightMax int `toml:"inflight_max" json:"inflight_max"`
 	// Results and DeadLetters are subject templates: {model} is the
 	// request's model, {stream} the stream's name. A message's X-Reply-To
-	// header replaces Results for it.
+	// header replaces Results for it, within ReplyPrefixes.
 	Results     string `toml:"results" json:"results"`
 	DeadLetters string `toml:"dead_letters" json:"dead_letters"`
+	// ReplyPrefixes maps a tenant (Tenant or one of Tenants) to the
+	// subjects its requests' X-Reply-To may name: a prefix itself or a
+	// subject under it (prefix "replies.demo" allows "replies.demo.c7").
+	// The results go out with the fleet's NATS credentials, so a tenant
+	// not listed may not redirect them at all, and no $-subject (the
+	// JetStream, KV and system APIs) is ever allowed.
+	ReplyPrefixes map[string][]string `toml:"reply_prefixes" json:"reply_prefixes,omitempty"`
 	// Tenant names the [[tenants]] entry requests run as (its key signs
 	// them); a message's X-Tenant header may pick one of Tenants instead.
 	Tenant  string   `toml:"tenant" json:"tenant"`
@@ -92,7 +105,7 @@ const (
 	JobConsumerDefault          = "sluice"
 	JobMaxAckPendingDefault     = 256
 	JobAckWaitMsDefault         = 30_000
-	JobMaxDeliverDefault        = -1
+	JobMaxDeliverDefault        = 5
 	JobFetchMaxDefault          = 32
 	JobResultsDefault           = "inference.results.{model}"
 	JobDeadLettersDefault       = "inference.dlq.{model}"
@@ -118,6 +131,7 @@ const (
 	JobDuplicateWindowMsMx = 7 * 24 * 3_600_000
 	JobNameLenMax          = 64  // stream and consumer names
 	JobSubjectLenMax       = 255 // a subject, templates rendered
+	JobReplyPrefixesMax    = 16  // per tenant
 )
 
 func jobsDefaults() Jobs {
@@ -230,6 +244,7 @@ func (c *checker) jobStream(key string, s *JobStream, heldMs int) {
 	if s.MaxDeliver != -1 && (s.MaxDeliver < 1 || s.MaxDeliver > JobMaxDeliverMax) {
 		c.add(key+".max_deliver", "%d is neither -1 (no bound) nor in 1..=%d", s.MaxDeliver, JobMaxDeliverMax)
 	}
+	c.replyPrefixes(key, s)
 	c.rangeInt(key+".fetch_max", s.FetchMax, 1, JobFetchMaxMax)
 	c.rangeInt(key+".inflight_max", s.InflightMax, 1, max(s.MaxAckPending, 1))
 	for _, t := range []struct{ key, tmpl string }{{".results", s.Results}, {".dead_letters", s.DeadLetters}} {
@@ -261,6 +276,51 @@ func (c *checker) jobStream(key string, s *JobStream, heldMs int) {
 		}
 		c.token(key+".models."+tok, m, lim.ModelNameLenMax)
 	}
+}
+
+// replyPrefixes checks reply_prefixes: tenants the stream takes, literal
+// subjects outside the $-APIs and outside the requests' filter.
+func (c *checker) replyPrefixes(key string, s *JobStream) {
+	c.count(key+".reply_prefixes", len(s.ReplyPrefixes), JobTenantsMax+1)
+	for tenant, list := range s.ReplyPrefixes {
+		k := key + ".reply_prefixes." + tenant
+		if tenant != s.Tenant && !slices.Contains(s.Tenants, tenant) {
+			c.add(k, "tenant %q is neither the stream's tenant nor one of its tenants", tenant)
+		}
+		c.count(k, len(list), JobReplyPrefixesMax)
+		for i, p := range list {
+			pk := fmt.Sprintf("%s[%d]", k, i)
+			if err := CheckReplySubject(p); err != nil {
+				c.add(pk, "%v (a prefix is literal tokens: \"replies.demo\" allows replies.demo and replies.demo.anything)", err)
+				continue
+			}
+			for _, f := range s.FilterSubjects {
+				if SubjectMatches(f, p) || SubjectMatches(f, p+".reply") {
+					c.add(pk, "%q falls under filter subject %q: replies would be taken for requests", p, f)
+				}
+			}
+		}
+	}
+}
+
+// CheckReplySubject checks a subject results may be published to on a
+// request's word: no wildcards, nothing under $ (JetStream's $JS, the
+// KV store's $KV, the system account's $SYS: publishing there with the
+// fleet's credentials would change streams or fleet state).
+func CheckReplySubject(s string) error {
+	if err := CheckSubject(s, false); err != nil {
+		return err
+	}
+	if strings.HasPrefix(s, "$") {
+		return fmt.Errorf("subject %q: $-subjects are NATS APIs ($JS, $KV, $SYS), never a reply subject", s)
+	}
+	return nil
+}
+
+// SubjectUnder reports whether subject is prefix or a subject under it,
+// token by token ("a.b" is under "a", "ab" is not).
+func SubjectUnder(prefix, subject string) bool {
+	return subject == prefix || (strings.HasPrefix(subject, prefix) && subject[len(prefix)] == '.')
 }
 
 // jobName checks a stream or consumer name as JetStream takes it.

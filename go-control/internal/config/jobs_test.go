@@ -18,7 +18,7 @@ func TestJobsDefaults(t *testing.T) {
 	}
 	s := j.Streams[0]
 	if !s.Create || s.Storage != "file" || s.Consumer != "sluice" || s.MaxAckPending != 256 || s.InflightMax != 256 ||
-		s.MaxDeliver != -1 || s.FetchMax != 32 || s.Replicas != 1 || s.DuplicateWindowMs != 120_000 ||
+		s.MaxDeliver != 5 || s.FetchMax != 32 || s.Replicas != 1 || s.DuplicateWindowMs != 120_000 ||
 		s.Results != JobResultsDefault || s.DeadLetters != JobDeadLettersDefault || s.Models["llm"] != "mlp" {
 		t.Fatalf("stream defaults: %+v", s)
 	}
@@ -57,6 +57,16 @@ func TestJobsErrorsNameFileLineAndKey(t *testing.T) {
 		{"dpdk needs an address", "[engine]\nworkers = [0]\ntransport = \"dpdk\"\n[fleet]\nservers = [\"nats://h:1\"]\n[jobs]\nconcurrency = 4\n" + stream, "t.toml:6: jobs.data_address: is required with engine.transport \"dpdk\""},
 		{"twice", jobsBase + stream + stream, `t.toml:9: jobs.streams[1].consumer: stream "s" consumer "sluice" listed twice`},
 		{"unknown key", jobsBase + stream + "batch = 3\n", "t.toml:9: jobs.streams.batch: unknown key"},
+		{"reply prefix under $KV", jobsBase + stream + "reply_prefixes = { demo = [\"$KV.sluice\"] }\n",
+			`t.toml:9: jobs.streams[0].reply_prefixes.demo[0]: subject "$KV.sluice": $-subjects are NATS APIs`},
+		{"reply prefix under $JS", jobsBase + stream + "[jobs.streams.reply_prefixes]\ndemo = [\"ok.demo\", \"$JS.API\"]\n",
+			`t.toml:10: jobs.streams[0].reply_prefixes.demo[1]: subject "$JS.API": $-subjects`},
+		{"reply prefix wildcard", jobsBase + stream + "reply_prefixes = { demo = [\"replies.>\"] }\n",
+			`jobs.streams[0].reply_prefixes.demo[0]: subject "replies.>": wildcards are not allowed here (a prefix is literal tokens`},
+		{"reply prefix of a stranger", jobsBase + stream + "reply_prefixes = { eve = [\"replies.eve\"] }\n",
+			`t.toml:9: jobs.streams[0].reply_prefixes.eve: tenant "eve" is neither the stream's tenant nor one of its tenants`},
+		{"reply prefix under the filter", jobsBase + stream + "reply_prefixes = { demo = [\"inference\"] }\n",
+			`t.toml:9: jobs.streams[0].reply_prefixes.demo[0]: "inference" falls under filter subject "inference.*"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,6 +75,40 @@ func TestJobsErrorsNameFileLineAndKey(t *testing.T) {
 				t.Fatalf("error\n  %s\nwant it to contain\n  %s", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestReplyPrefixes(t *testing.T) {
+	src := jobsBase + "[[jobs.streams]]\nstream = \"s\"\nsubjects = [\"inference.*\"]\ntenant = \"demo\"\ntenants = [\"other\"]\n" +
+		"reply_prefixes = { demo = [\"replies.demo\"], other = [\"replies.other\", \"x\"] }\n"
+	cfg, err := Parse("t.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Clone().Jobs.Streams[0].ReplyPrefixes; len(got["demo"]) != 1 || len(got["other"]) != 2 {
+		t.Fatalf("reply_prefixes %v", got)
+	}
+	for _, c := range []struct {
+		p, s string
+		want bool
+	}{
+		{"replies.demo", "replies.demo", true},
+		{"replies.demo", "replies.demo.c7", true},
+		{"replies.demo", "replies.demonic", false},
+		{"replies.demo", "replies", false},
+		{"replies.demo", "other.replies.demo", false},
+	} {
+		if got := SubjectUnder(c.p, c.s); got != c.want {
+			t.Errorf("%s under %s = %v", c.s, c.p, got)
+		}
+	}
+	for _, s := range []string{"$KV.sluice.x", "$JS.API.STREAM.DELETE.s", "$SYS.REQ.SERVER.PING", "$G", "a.*", "a.>"} {
+		if CheckReplySubject(s) == nil {
+			t.Errorf("%s taken for a reply subject", s)
+		}
+	}
+	if err := CheckReplySubject("replies.demo.c7"); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -206,7 +206,7 @@ var openPaths = map[string]bool{"GET /ui/heatmap": true}
 
 // requireToken wraps h with bearer-token auth when token is set. A wrong or
 // missing token gets 401 with the JSON error body.
-func requireToken(token string, h http.Handler) http.Handler {
+func requireToken(token string, refused *refusals, h http.Handler) http.Handler {
 	if token == "" {
 		return h
 	}
@@ -220,6 +220,7 @@ func requireToken(token string, h http.Handler) http.Handler {
 		}
 		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			refused.add(refusedToken)
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeAPIError(w, http.StatusUnauthorized, api.CodeUnauthorized, "unauthorized: send the admin token as Authorization: Bearer TOKEN")
 			return

@@ -126,6 +126,9 @@ func (r *running) do(method, path, body string, hdr ...string) (int, []byte) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", bodyTypeOf(path))
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -136,6 +139,15 @@ func (r *running) do(method, path, body string, hdr ...string) (int, []byte) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
+}
+
+// bodyTypeOf is the Content-Type a client sends a body to path with:
+// a transform is a WebAssembly module, everything else JSON.
+func bodyTypeOf(path string) string {
+	if strings.HasPrefix(path, "/v1/transforms/") {
+		return "application/wasm"
+	}
+	return "application/json"
 }
 
 func (r *running) must(method, path, body string, want int) []byte {

@@ -55,6 +55,9 @@ func (r *running) doHeaders(method, path, body string, hdr ...string) (int, stri
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", bodyTypeOf(path))
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}

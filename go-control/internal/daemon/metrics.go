@@ -23,7 +23,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 type collector struct {
 	d *Daemon
 
-	up, reloads, changes *prometheus.Desc
+	up, reloads, changes, refused *prometheus.Desc
 
 	wRequests, wErrors, wRefusals, wRx, wTx, wRxNoBuf, wTxNoBuf, wTxErr, wForeign *prometheus.Desc
 	wPings, wNegotiations, wCopied, wSleeps, wPool, wPoolUse, wReuse              *prometheus.Desc
@@ -65,6 +65,7 @@ func newCollector(d *Daemon) *collector {
 		up:      desc("engine_stats_up", "1 if the engine answered the stats call of this scrape."),
 		reloads: desc("config_reloads_total", "Config reloads, by result.", "result"),
 		changes: desc("control_changes_total", "Control changes made through the admin API, SIGHUP or the fleet (each one audit log line), by kind and outcome (ok, refused, failed).", "kind", "outcome"),
+		refused: desc("admin_requests_refused_total", "Admin API requests refused before any handler, by cause: unauthorized (401), host (421: not a local name on loopback), origin (403: a write from another site), content_type (415).", "cause"),
 
 		wRequests:     desc("worker_requests_total", "Requests answered by the worker (ok plus error frames).", w...),
 		wErrors:       desc("worker_errors_total", "Error frames by wire error code.", append(w, "code")...),
@@ -173,7 +174,7 @@ func newCollector(d *Daemon) *collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.changes, c.wRequests, c.wErrors, c.wRefusals, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
+	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.changes, c.refused, c.wRequests, c.wErrors, c.wRefusals, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
 		c.wTxErr, c.wForeign, c.wPings, c.wNegotiations, c.wCopied, c.wSleeps, c.wPool, c.wPoolUse, c.wReuse,
 		c.wLat, c.wLatHist, c.wLatMax, c.wUp, c.wPanics, c.wKernelDrops,
 		c.pAllocs, c.pReuses, c.pFirst, c.pTouched, c.pRatio, c.pBytes, c.wCopiedBy, c.wCopiedFrames, c.wSpans, c.wSpansDropped, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
@@ -235,6 +236,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, c.reloads, ko, "error")
 	for _, a := range c.d.audits.snapshot() {
 		counter(ch, c.changes, a.n, a.kind, a.outcome)
+	}
+	for _, cause := range refusalCauses {
+		counter(ch, c.refused, c.d.refused.get(cause), cause)
 	}
 	c.connections(ch)
 	c.transforms(ch)

@@ -82,6 +82,7 @@ type Daemon struct {
 	regHandler http.Handler
 	schemas    *schemaSync
 	audits     auditLog
+	refused    refusals // admin requests refused before a handler, by cause
 	// tracer makes control operations spans; nil when not tracing.
 	tracer trace.Tracer
 }
@@ -183,7 +184,8 @@ func (d *Daemon) RefreshSchemas(ctx context.Context) error {
 }
 
 // Handler is the admin API with auth, as served: unknown paths get the JSON
-// error body, and changes to the registry are audited.
+// error body, and changes to the registry are audited. Host, Origin and
+// a write's Content-Type are checked first (guard.go).
 func (d *Daemon) Handler() http.Handler {
 	mux := d.routes()
 	mux.Handle(RegistryPrefix+"/", d.auditRegistry(d.regHandler))
@@ -196,7 +198,8 @@ func (d *Daemon) Handler() http.Handler {
 	} else {
 		h = changeIDCheck(h) // unused on one host, but never accepted malformed
 	}
-	return requireToken(d.state.eff.Control.AdminToken, h)
+	h = requireToken(d.state.eff.Control.AdminToken, &d.refused, h)
+	return newGuard(d.state.eff.Control.AdminListen, &d.refused, h)
 }
 
 func (d *Daemon) notify(state string) {

@@ -39,7 +39,14 @@ func (s *streamRunner) handle(m jetstream.Msg) {
 		inputMsgID: h.Get(HeaderNatsMsgID)}
 	j, f := jobmsg.Decode(&s.cfg, m.Subject(), h, m.Data(), s.in.host.Tenant)
 	model := ""
-	if j != nil {
+	if j != nil && s.cfg.MaxDeliver > 0 && meta.NumDelivered > uint64(s.cfg.MaxDeliver) {
+		// Its last allowed delivery ended without an outcome (the appliance
+		// holding it died): JetStream delivers it again (the consumer has
+		// no bound of its own, so nothing is lost there), and it ends here.
+		model = j.Model
+		f = jobmsg.DeadLetter(jobmsg.CodeGaveUp, "delivery %d is past max_deliver %d (an earlier delivery ended without an outcome)",
+			meta.NumDelivered, s.cfg.MaxDeliver)
+	} else if j != nil {
 		model = j.Model
 		out.traceparent = jobmsg.FormatTraceparent(j.Req.Trace)
 		f = s.infer(m, meta, out, j)
@@ -139,6 +146,11 @@ func (s *streamRunner) publish(msg *nats.Msg, id string) (dup bool, f *jobmsg.Fa
 			return false, jobmsg.DeadLetter(wire.CodeResponseTooLarge.String(), "the result does not fit NATS's max_payload: %v", err)
 		}
 		s.noteErr(fmt.Errorf("publish to %s: %w", msg.Subject, err))
+		if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			// Retried like any failed publish (a stream may be on its way),
+			// so max_deliver is what ends it.
+			return false, jobmsg.Retryable("publish_failed", "no stream stores %s (or none answered): %v", msg.Subject, err)
+		}
 		return false, jobmsg.Retryable("publish_failed", "storing to %s: %v", msg.Subject, err)
 	}
 	if ack.Duplicate {

@@ -376,8 +376,99 @@ func TestIngress(t *testing.T) {
 		r.settled()
 	})
 
+	t.Run("max_deliver is finite by default: a reply subject no stream stores ends gave_up", func(t *testing.T) {
+		r := newRig(t, url, eng, func(c *config.Config) {
+			c.Jobs.Streams[0].ReplyPrefixes = map[string][]string{"demo": {"nowhere"}}
+		})
+		if got := r.cfg.Jobs.Streams[0].MaxDeliver; got != config.JobMaxDeliverDefault || got < 1 {
+			t.Fatalf("default max_deliver %d", got)
+		}
+		r.start()
+		before := eng.count("double")
+		r.publish("double", map[string]string{"X-Model-Version": "1", "X-Reply-To": "nowhere.c1"}, kserveBody("", []float32{1}))
+		m := r.take("dlq.double", 1)[0]
+		want := fmt.Sprint(config.JobMaxDeliverDefault)
+		if m.Headers().Get(HeaderStatus) != jobmsg.CodeGaveUp || m.Headers().Get(HeaderDeliveries) != want ||
+			!strings.Contains(m.Headers().Get(HeaderError), "no stream stores nowhere.c1") {
+			t.Fatalf("dead letter %v", m.Headers())
+		}
+		r.settled()
+		if n := eng.count("double") - before; n != config.JobMaxDeliverDefault {
+			t.Fatalf("run %d times, want once per delivery (%d)", n, config.JobMaxDeliverDefault)
+		}
+		if c := r.counters(); c["naked"] != uint64(config.JobMaxDeliverDefault-1) || c["dead"] != 1 {
+			t.Fatalf("counters %v", c)
+		}
+	})
+
+	t.Run("a delivery past max_deliver (the last one's appliance died holding it) is dead-lettered gave_up without running", func(t *testing.T) {
+		r := newRig(t, url, eng, func(c *config.Config) { c.Jobs.Streams[0].MaxDeliver = 1 })
+		before := eng.count("double")
+		r.publish("double", map[string]string{"X-Model-Version": "1"}, kserveBody("", []float32{1}))
+		// Delivery 1 goes to an "appliance" that dies holding it: fetched,
+		// never acked, its ack wait runs out.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := r.js.CreateOrUpdateConsumer(ctx, r.prefix, jetstream.ConsumerConfig{Durable: "sluice",
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: 200 * time.Millisecond, FilterSubject: r.prefix + ".*"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for range b.Messages() {
+			got++
+		}
+		if got != 1 {
+			t.Fatalf("fetched %d messages, want 1", got)
+		}
+		time.Sleep(400 * time.Millisecond)
+		r.start()
+		m := r.take("dlq.double", 1)[0]
+		if m.Headers().Get(HeaderStatus) != jobmsg.CodeGaveUp || m.Headers().Get(HeaderDeliveries) != "2" {
+			t.Fatalf("dead letter %v", m.Headers())
+		}
+		r.settled()
+		if n := eng.count("double") - before; n != 0 {
+			t.Fatalf("run %d times past max_deliver, want 0", n)
+		}
+	})
+
+	t.Run("an X-Reply-To outside the tenant's reply_prefixes is dead-lettered reply_to_refused, not run", func(t *testing.T) {
+		r := newRig(t, url, eng, func(c *config.Config) {
+			c.Jobs.Streams[0].ReplyPrefixes = map[string][]string{"demo": {r0Replies(c)}}
+		})
+		r.start()
+		before := eng.count("double")
+		bad := []string{"$KV.sluice_fleet.models.mlp", "$JS.API.STREAM.DELETE." + r.prefix, "$SYS.REQ.SERVER.PING",
+			r.prefix + ".elsewhere", r.prefix + "-repliesx.c1"}
+		for _, to := range bad {
+			r.publish("double", map[string]string{"X-Model-Version": "1", "X-Reply-To": to}, kserveBody("", []float32{1}))
+		}
+		for _, m := range r.take("dlq.double", len(bad)) {
+			if m.Headers().Get(HeaderStatus) != jobmsg.CodeReplyToRefused || !strings.Contains(m.Headers().Get(HeaderError), "X-Reply-To") {
+				t.Fatalf("dead letter %v", m.Headers())
+			}
+		}
+		r.settled()
+		if n := eng.count("double") - before; n != 0 {
+			t.Fatalf("%d refused requests ran", n)
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(r.in)
+		want := fmt.Sprintf("sluice_jobs_dead_lettered_total{code=\"reply_to_refused\",consumer=\"sluice\",stream=%q} %d\n", r.prefix, len(bad))
+		if err := testutil.GatherAndCompare(reg, strings.NewReader("# HELP sluice_jobs_dead_lettered_total Dead letters stored, by code.\n# TYPE sluice_jobs_dead_lettered_total counter\n"+want), "sluice_jobs_dead_lettered_total"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("X-Reply-To takes the result; X-Tenant picks a listed tenant", func(t *testing.T) {
-		r := newRig(t, url, eng, nil)
+		r := newRig(t, url, eng, func(c *config.Config) {
+			c.Jobs.Streams[0].ReplyPrefixes = map[string][]string{"demo": {r0Replies(c)}}
+		})
 		r.start()
 		ctx := context.Background()
 		if _, err := r.js.CreateStream(ctx, jetstream.StreamConfig{Name: r.prefix + "-replies", Subjects: []string{r.prefix + "-replies.>"}}); err != nil {
@@ -525,6 +616,9 @@ func TestIngress(t *testing.T) {
 		}
 	})
 }
+
+// r0Replies is the reply prefix of a rig's stream: P-replies.
+func r0Replies(c *config.Config) string { return c.Jobs.Streams[0].Stream + "-replies" }
 
 func signedFrame(t *testing.T, r wire.Repr, key []byte) []byte {
 	t.Helper()

@@ -188,7 +188,11 @@ func (s *streamRunner) ensure() (jetstream.Consumer, error) {
 	}
 	cc := jetstream.ConsumerConfig{
 		Durable: s.cfg.Consumer, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckWait: time.Duration(s.cfg.AckWaitMs) * time.Millisecond, MaxDeliver: s.cfg.MaxDeliver,
+		// No bound here: max_deliver is applied by the appliance (handle.go),
+		// so a last delivery lost with its appliance is delivered again and
+		// dead-lettered then, instead of stopping in the stream with no
+		// outcome, as JetStream's own bound would leave it.
+		AckWait: time.Duration(s.cfg.AckWaitMs) * time.Millisecond, MaxDeliver: -1,
 		MaxAckPending:   s.cfg.MaxAckPending,
 		MaxRequestBatch: config.JobFetchMaxMax,
 	}

@@ -53,6 +53,10 @@ func TestCrashes(t *testing.T) {
 		"request_timeout_ms = 10000", "request_timeout_ms = 1000",
 		"publish_timeout_ms = 5000", "publish_timeout_ms = 1000",
 		"nak_delay_ms = 500", "nak_delay_ms = 200",
+		// Unbounded: a message the crashes delay past max_deliver
+		// deliveries would end as a gave_up dead letter, a legitimate
+		// outcome but not the exact one this test checks for each request.
+		"max_deliver = 5", "max_deliver = -1",
 	}
 	apps := []*appliance{
 		newAppliance(t, dir, "sluiced-a", jobsConfig(t, dir, "sluiced-a", servers, 0, edits...)),

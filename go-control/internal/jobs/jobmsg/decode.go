@@ -141,8 +141,8 @@ func Decode(s *config.JobStream, subject string, h nats.Header, body []byte, ten
 	}
 	j := &Job{Family: fam, ReplyTo: header(h, HeaderReplyTo)}
 	if j.ReplyTo != "" {
-		if err := config.CheckSubject(j.ReplyTo, false); err != nil {
-			return nil, DeadLetter(CodeBadMessage, "%s: %v", HeaderReplyTo, err)
+		if err := config.CheckReplySubject(j.ReplyTo); err != nil {
+			return nil, DeadLetter(CodeReplyToRefused, "%s: %v", HeaderReplyTo, err)
 		}
 	}
 	if t := header(h, HeaderTimeout); t != "" {
@@ -156,9 +156,15 @@ func Decode(s *config.JobStream, subject string, h nats.Header, body []byte, ten
 		if f := decodeFrame(s, j, body, tenants); f != nil {
 			return nil, f
 		}
+		if f := checkReplyTo(s, j); f != nil {
+			return nil, f
+		}
 		return j, nil
 	}
 	if f := decodeHeaders(s, j, subject, h, tenants); f != nil {
+		return nil, f
+	}
+	if f := checkReplyTo(s, j); f != nil {
 		return nil, f
 	}
 	switch fam {
@@ -182,6 +188,28 @@ func Decode(s *config.JobStream, subject string, h nats.Header, body []byte, ten
 		j.Req.Section, j.Req.SchemaID, j.Req.SchemaVersion = body, uint32(id), uint32(ver)
 	}
 	return j, nil
+}
+
+// checkReplyTo allows j's reply subject only under its tenant's
+// reply_prefixes: the result is published with the fleet's credentials,
+// so a request must not pick where it lands. Checked before the request
+// runs, so a refused one costs no inference.
+func checkReplyTo(s *config.JobStream, j *Job) *Failure {
+	if j.ReplyTo == "" {
+		return nil
+	}
+	prefixes := s.ReplyPrefixes[j.Tenant.Name]
+	for _, p := range prefixes {
+		if config.SubjectUnder(p, j.ReplyTo) {
+			return nil
+		}
+	}
+	if len(prefixes) == 0 {
+		return DeadLetter(CodeReplyToRefused, "%s %q: tenant %q may not redirect results on stream %s (no jobs.streams reply_prefixes for it)",
+			HeaderReplyTo, j.ReplyTo, j.Tenant.Name, s.Stream)
+	}
+	return DeadLetter(CodeReplyToRefused, "%s %q is under none of tenant %q's reply_prefixes %q on stream %s",
+		HeaderReplyTo, j.ReplyTo, j.Tenant.Name, prefixes, s.Stream)
 }
 
 // decodeHeaders maps the subject and headers onto the request (JSON and

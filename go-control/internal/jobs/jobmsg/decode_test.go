@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -72,6 +73,57 @@ func TestHeadersMapToTheRequest(t *testing.T) {
 	j, f = Decode(s, "inference.echo", nats.Header{"X-Model-Version": {"1"}}, []byte(`{"inputs":[{"name":"a","shape":[],"datatype":"INT64","data":[-3]}]}`), tenantsOf(testTenants()))
 	if f != nil || j.Req.Model != "echo" || j.Tenant.Name != "demo" || j.Req.Inputs[0].Len() != 1 {
 		t.Fatalf("%+v %v", j, f)
+	}
+}
+
+func TestReplyToOnlyUnderTheTenantsPrefixes(t *testing.T) {
+	s := testStream()
+	s.ReplyPrefixes = map[string][]string{"demo": {"replies.demo", "audit"}}
+	decode := func(tenant, replyTo string) (*Job, *Failure) {
+		h := nats.Header{"X-Model-Version": {"1"}, "X-Reply-To": {replyTo}}
+		if tenant != "" {
+			h.Set("X-Tenant", tenant)
+		}
+		return Decode(s, "inference.llm", h, kserveBody("", []float32{1}), tenantsOf(testTenants()))
+	}
+	for _, ok := range []string{"replies.demo", "replies.demo.c7", "audit.x.y"} {
+		if j, f := decode("", ok); f != nil || j.ReplyTo != ok {
+			t.Errorf("%s: %v", ok, f)
+		}
+	}
+	for _, c := range []struct{ tenant, replyTo, why string }{
+		{"", "$KV.sluice_config.models", "$-subjects"},
+		{"", "$JS.API.STREAM.DELETE.ai-inference", "$-subjects"},
+		{"", "$SYS.REQ.SERVER.PING", "$-subjects"},
+		{"", "replies.*", "wildcards"},
+		{"", "replies.demo.>", "wildcards"},
+		{"", "replies.demonic", "under none of tenant \"demo\"'s reply_prefixes"},
+		{"", "inference.results.mlp", "under none"},
+		{"other", "replies.demo.c7", "tenant \"other\" may not redirect results"},
+	} {
+		_, f := decode(c.tenant, c.replyTo)
+		if f == nil || f.Code != CodeReplyToRefused || f.Retry || !strings.Contains(f.Msg, c.why) {
+			t.Errorf("%s as %q: %v, want %s (%s)", c.replyTo, c.tenant, f, CodeReplyToRefused, c.why)
+		}
+	}
+	// A frame body is held to its signing tenant's prefixes too.
+	x := sluice.NewTensor("x", []uint64{1}, []float32{1})
+	r := wire.Repr{Kind: wire.KindRequest, RequestID: 9, TenantID: 1, Flags: wire.FlagAuthenticated, Model: "double", ModelVersion: "1",
+		Tensors: []wire.TensorRepr{{Name: x.Name, DType: x.DType, Dims: x.Dims, Data: x.Data}}}
+	frame, _, err := r.Append(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := wire.Parse(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire.NewTenantKey(testKey).Sign(&fr)
+	for replyTo, code := range map[string]string{"replies.demo.f": "", "elsewhere": CodeReplyToRefused, "$KV.x": CodeReplyToRefused} {
+		_, f := Decode(s, "inference.any", nats.Header{"X-Reply-To": {replyTo}}, frame, tenantsOf(testTenants()))
+		if (code == "" && f != nil) || (code != "" && (f == nil || f.Code != code)) {
+			t.Errorf("frame to %s: %v, want %q", replyTo, f, code)
+		}
 	}
 }
 

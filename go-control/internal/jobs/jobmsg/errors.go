@@ -16,6 +16,9 @@ const (
 	CodeBadMessage = "bad_message" // a header or the body cannot be read as a request
 	CodeExpired    = "expired"     // past its X-AI-Timeout: not run
 	CodeGaveUp     = "gave_up"     // a retryable Failure on the consumer's last delivery (max_deliver)
+	// CodeReplyToRefused: X-Reply-To names a subject the request's tenant
+	// may not publish to (jobs.streams reply_prefixes; never $-subjects).
+	CodeReplyToRefused = "reply_to_refused"
 )
 
 // Sentinels of the outcomes of one message. Test with errors.Is.
