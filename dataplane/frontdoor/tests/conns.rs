@@ -107,7 +107,11 @@ fn slowloris_headers_are_cut_at_header_timeout() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(closed_within(&mut s, Duration::from_secs(3)));
-    assert_eq!(fd.stat("closed_header_timeout"), 1);
+    // Counted just after the socket is dropped.
+    assert_eq!(
+        fd.wait_stat("closed_header_timeout", 1, Duration::from_secs(2)),
+        1
+    );
     assert_eq!(fd.stat("http_requests"), 0, "no request was served");
 }
 
