@@ -33,8 +33,28 @@ pub struct Stats {
     pub reply_bytes_copied: AtomicU64,
     /// Connections closed at accept (frontdoor.connections_max).
     pub connections_refused: AtomicU64,
-    /// Clients cut off for sending too slowly.
+    /// Connections closed at accept: `connections_per_source_max`.
+    pub refused_per_source: AtomicU64,
+    /// Connections closed at accept: `sources_max` sources tracked.
+    pub refused_sources_full: AtomicU64,
+    /// Connections closed by `handshake_timeout_ms`.
+    pub closed_handshake_timeout: AtomicU64,
+    /// Connections closed by `idle_timeout_ms`.
+    pub closed_idle_timeout: AtomicU64,
+    /// Connections closed by `header_timeout_ms`.
+    pub closed_header_timeout: AtomicU64,
+    /// Connections closed by `body_timeout_ms` (an HTTP/2 DATA frame).
+    pub closed_body_timeout: AtomicU64,
+    /// Connections closed by `write_timeout_ms`.
+    pub closed_write_timeout: AtomicU64,
+    /// Clients cut off for sending a body too slowly (HTTP 408, gRPC
+    /// DEADLINE_EXCEEDED).
     pub slow_clients: AtomicU64,
+    /// gRPC calls refused on their metadata (credentials) before any of
+    /// the message was read.
+    pub grpc_refused_unread: AtomicU64,
+    /// gRPC request bytes read (message framing included).
+    pub grpc_bytes_read: AtomicU64,
     /// Token streams opened (generate, generate_stream, ModelStreamInfer).
     pub streams_opened: AtomicU64,
     /// Token streams open now.
@@ -63,7 +83,16 @@ impl Stats {
             "json_bytes_converted": g(&self.json_bytes_converted),
             "reply_bytes_copied": g(&self.reply_bytes_copied),
             "connections_refused": g(&self.connections_refused),
+            "refused_per_source": g(&self.refused_per_source),
+            "refused_sources_full": g(&self.refused_sources_full),
+            "closed_handshake_timeout": g(&self.closed_handshake_timeout),
+            "closed_idle_timeout": g(&self.closed_idle_timeout),
+            "closed_header_timeout": g(&self.closed_header_timeout),
+            "closed_body_timeout": g(&self.closed_body_timeout),
+            "closed_write_timeout": g(&self.closed_write_timeout),
             "slow_clients": g(&self.slow_clients),
+            "grpc_refused_unread": g(&self.grpc_refused_unread),
+            "grpc_bytes_read": g(&self.grpc_bytes_read),
             "streams_opened": g(&self.streams_opened),
             "streams_open": g(&self.streams_open),
             "streams_cancelled": g(&self.streams_cancelled),
@@ -75,6 +104,21 @@ impl Stats {
     /// Adds to a counter.
     pub fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts a connection closed by a timer.
+    pub fn closed(&self, c: crate::conn::timers::Cause) {
+        use crate::conn::timers::Cause;
+        Stats::add(
+            match c {
+                Cause::Handshake => &self.closed_handshake_timeout,
+                Cause::Idle => &self.closed_idle_timeout,
+                Cause::Header => &self.closed_header_timeout,
+                Cause::Body => &self.closed_body_timeout,
+                Cause::Write => &self.closed_write_timeout,
+            },
+            1,
+        );
     }
 
     /// Counts a refusal by status class.
@@ -101,6 +145,8 @@ pub struct Ctx {
     pub rr: AtomicUsize,
     /// Counters.
     pub stats: Stats,
+    /// Open connections by source, all threads.
+    pub sources: crate::conn::Sources,
 }
 
 impl Ctx {

@@ -56,6 +56,33 @@ fn tensor_meta(
         .collect()
 }
 
+/// The values a narrow integer dtype holds (typed contents carry them in
+/// 32-bit fields).
+fn int_range(dt: DType) -> (i64, i64) {
+    match dt {
+        DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+        DType::I16 => (i16::MIN.into(), i16::MAX.into()),
+        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        DType::U8 => (0, u8::MAX.into()),
+        DType::U16 => (0, u16::MAX.into()),
+        _ => (0, u32::MAX.into()),
+    }
+}
+
+/// Refuses a value its dtype cannot hold, rather than wrapping it.
+fn in_range(name: &str, dt: DType, i: usize, v: i64, lo: i64, hi: i64) -> Result<(), Refusal> {
+    if v < lo || v > hi {
+        return Err(Refusal::code(
+            ErrorCode::BadTensor,
+            format!(
+                "input {name}: element {i} is {v}, out of range for {} ({lo}..={hi})",
+                dtype::kserve_name(dt)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Writes typed `contents` into a tensor region.
 fn typed_contents(
     name: &str,
@@ -90,13 +117,18 @@ fn typed_contents(
         }
         DType::I8 | DType::I16 | DType::I32 => {
             count(c.int_contents.len())?;
+            let (lo, hi) = int_range(dt);
             for (i, v) in c.int_contents.iter().enumerate() {
+                in_range(name, dt, i, i64::from(*v), lo, hi)?;
+                // Little-endian: an in-range value's low bytes are it.
                 put(i, &v.to_le_bytes());
             }
         }
         DType::U8 | DType::U16 | DType::U32 => {
             count(c.uint_contents.len())?;
+            let (lo, hi) = int_range(dt);
             for (i, v) in c.uint_contents.iter().enumerate() {
+                in_range(name, dt, i, i64::from(*v), lo, hi)?;
                 put(i, &v.to_le_bytes());
             }
         }
@@ -439,5 +471,34 @@ impl GrpcInferenceService for Service {
         Ok(Response::new(pb::ModelConfigResponse {
             config: Some(config),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn narrow_typed_contents_are_range_checked() {
+        let c = |ints: Vec<i32>, uints: Vec<u32>| pb::InferTensorContents {
+            int_contents: ints,
+            uint_contents: uints,
+            ..Default::default()
+        };
+        let mut out = [0u8; 2];
+        let e = typed_contents("x", DType::I8, &c(vec![1, 200], vec![]), &mut out);
+        let msg = e.err().map(|r| r.message).unwrap_or_default();
+        assert!(
+            msg.contains("input x: element 1 is 200, out of range for INT8"),
+            "{msg}"
+        );
+        assert!(typed_contents("x", DType::U8, &c(vec![], vec![255, 256]), &mut out).is_err());
+        assert!(typed_contents("x", DType::I8, &c(vec![-128, 127], vec![]), &mut out).is_ok());
+        assert_eq!(out, [0x80, 0x7f]);
+        let mut out = [0u8; 4];
+        assert!(typed_contents("x", DType::I16, &c(vec![-32769, 0], vec![]), &mut out).is_err());
+        assert!(typed_contents("x", DType::U16, &c(vec![], vec![65535, 65536]), &mut out).is_err());
+        assert!(typed_contents("x", DType::U16, &c(vec![], vec![65535, 1]), &mut out).is_ok());
+        assert_eq!(out, [0xff, 0xff, 1, 0]);
     }
 }

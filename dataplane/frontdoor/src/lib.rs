@@ -10,12 +10,14 @@
 //! docs/frontdoor.md.
 #![deny(unsafe_code)]
 
+mod conn;
 mod ctx;
 mod dispatch;
 pub mod dtype;
 pub mod errors;
 mod frames;
 mod grpc;
+mod grpc_gate;
 mod grpc_stream;
 mod http;
 mod models;

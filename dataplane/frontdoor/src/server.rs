@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -15,6 +15,9 @@ use sluice_engine::transport::ingress::IngressPort;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::conn::body::Tracked;
+use crate::conn::io::TimedIo;
+use crate::conn::timers::{Cause, Conn, Timeouts};
 use crate::ctx::{Ctx, Stats};
 
 /// Which protocol a listener speaks.
@@ -106,6 +109,7 @@ pub fn start(c: FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String> {
     let workers = c.ports.first().map_or(0, IngressPort::workers);
     let (mut http, http_addr) = bind_all(&c.cfg.http_listen, threads)?;
     let (mut grpc, grpc_addr) = bind_all(&c.cfg.grpc_listen, threads)?;
+    let sources = crate::conn::Sources::new(c.cfg.connections_per_source_max, c.cfg.sources_max);
     let ctx = Arc::new(Ctx {
         cfg: c.cfg,
         shared: c.shared,
@@ -113,6 +117,7 @@ pub fn start(c: FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String> {
         workers,
         rr: AtomicUsize::new(0),
         stats: Stats::default(),
+        sources,
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut handles = Vec::with_capacity(threads);
@@ -225,69 +230,102 @@ async fn accept(
     conns: Arc<AtomicUsize>,
     stop: watch::Receiver<bool>,
 ) {
-    let grpc_svc = crate::grpc::service(Arc::clone(&ctx));
+    let gate = crate::grpc_gate::gate(Arc::clone(&ctx), crate::grpc::service(Arc::clone(&ctx)));
+    let timeouts = Timeouts::of(&ctx.cfg);
     loop {
-        let Ok((stream, _peer)) = l.accept().await else {
+        let Ok((stream, peer)) = l.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
-        if conns.load(Ordering::Relaxed) >= ctx.cfg.connections_max as usize {
-            Stats::add(&ctx.stats.connections_refused, 1);
+        // Refused: closed at once (counted by crate::conn::admit).
+        let Ok(admitted) = crate::conn::admit(&ctx, &conns, peer.ip()) else {
             drop(stream);
             continue;
-        }
+        };
         let _ = stream.set_nodelay(true);
-        conns.fetch_add(1, Ordering::Relaxed);
         let ctx = Arc::clone(&ctx);
-        let conns = Arc::clone(&conns);
-        let mut stop = stop.clone();
-        let grpc_svc = grpc_svc.clone();
+        let stop = stop.clone();
+        let gate = gate.clone();
         tokio::spawn(async move {
-            let mut b = auto::Builder::new(TokioExecutor::new());
-            let header_timeout = Duration::from_millis(ctx.cfg.header_timeout_ms as u64);
-            b.http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout);
-            b.http2()
-                .timer(TokioTimer::new())
-                .keep_alive_interval(header_timeout)
-                .keep_alive_timeout(Duration::from_secs(20))
-                .max_concurrent_streams(ctx.cfg.slots);
-            let io = TokioIo::new(stream);
-            // The connection's token streams, bounded together.
-            let streams = crate::tokens::ConnStreams::default();
-            let served = match proto {
-                Proto::Http => {
-                    let c = Arc::clone(&ctx);
-                    let svc = hyper::service::service_fn(move |req| {
-                        crate::http::handle(Arc::clone(&c), req, streams.clone())
-                    });
-                    let conn = b.serve_connection(io, svc);
-                    tokio::select! {
-                        r = conn => r,
-                        _ = stop.wait_for(|s| *s) => Ok(()),
-                    }
+            // Dropped however this task ends (done, cancelled, panicked):
+            // the connection's places are given back.
+            let _admitted = admitted;
+            let conn = Conn::new(timeouts);
+            let io = TokioIo::new(TimedIo::new(stream, Arc::clone(&conn)));
+            let served = serve(&ctx, proto, io, &conn, gate, stop).await;
+            match served {
+                Served::Done(Err(e)) => log::debug!("front door connection: {e}"),
+                Served::Done(Ok(())) => {}
+                Served::TimedOut(c) => {
+                    log::debug!("front door connection from {peer} closed: {c:?} timeout");
+                    ctx.stats.closed(c);
                 }
-                Proto::Grpc => {
-                    let svc = hyper::service::service_fn(
-                        move |mut req: http::Request<hyper::body::Incoming>| {
-                            req.extensions_mut().insert(streams.clone());
-                            let mut s = grpc_svc.clone();
-                            tonic::codegen::Service::call(&mut s, req)
-                        },
-                    );
-                    let b = b.http2_only();
-                    let conn = b.serve_connection(io, svc);
-                    tokio::select! {
-                        r = conn => r,
-                        _ = stop.wait_for(|s| *s) => Ok(()),
-                    }
-                }
-            };
-            if let Err(e) = served {
-                log::debug!("front door connection: {e}");
             }
-            conns.fetch_sub(1, Ordering::Relaxed);
         });
+    }
+}
+
+/// How a connection ended.
+enum Served {
+    Done(Result<(), Box<dyn std::error::Error + Send + Sync>>),
+    TimedOut(Cause),
+}
+
+async fn serve(
+    ctx: &Arc<Ctx>,
+    proto: Proto,
+    io: TokioIo<TimedIo<tokio::net::TcpStream>>,
+    conn: &Arc<Conn>,
+    gate: crate::grpc_gate::Gate,
+    mut stop: watch::Receiver<bool>,
+) -> Served {
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    let t = Timeouts::of(&ctx.cfg);
+    // crate::conn::timers times headers, idle time and writes; hyper's
+    // own header timer would also count keep-alive idle time.
+    b.http1().timer(TokioTimer::new()).header_read_timeout(None);
+    b.http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(t.header)
+        .keep_alive_timeout(t.write)
+        .max_concurrent_streams(ctx.cfg.slots);
+    // The connection's token streams, bounded together.
+    let streams = crate::tokens::ConnStreams::default();
+    let c = Arc::clone(conn);
+    let watchdog = conn.watchdog();
+    match proto {
+        Proto::Http => {
+            let ctx = Arc::clone(ctx);
+            let svc = hyper::service::service_fn(move |req| {
+                let inflight = c.request();
+                let r = crate::http::handle(Arc::clone(&ctx), req, streams.clone());
+                async move { r.await.map(|r| r.map(|b| Tracked::new(b, inflight))) }
+            });
+            let conn = b.serve_connection(io, svc);
+            tokio::select! {
+                r = conn => Served::Done(r),
+                c = watchdog => Served::TimedOut(c),
+                _ = stop.wait_for(|s| *s) => Served::Done(Ok(())),
+            }
+        }
+        Proto::Grpc => {
+            let svc =
+                hyper::service::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(streams.clone());
+                    let inflight = c.request();
+                    let gate = gate.clone();
+                    async move {
+                        let r = gate.call(req).await;
+                        r.map(|r| r.map(|b| Tracked::new(b, inflight)))
+                    }
+                });
+            let b = b.http2_only();
+            let conn = b.serve_connection(io, svc);
+            tokio::select! {
+                r = conn => Served::Done(r),
+                c = watchdog => Served::TimedOut(c),
+                _ = stop.wait_for(|s| *s) => Served::Done(Ok(())),
+            }
+        }
     }
 }

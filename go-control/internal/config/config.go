@@ -244,11 +244,18 @@ type Frontdoor struct {
 	Cores      []int  `toml:"cores" json:"cores"` // one per thread, or none; never worker cores
 	Slots      int    `toml:"slots" json:"slots"` // requests in flight per thread
 	// Size limits in bytes and timeouts in milliseconds.
-	BodyBytesMax    int `toml:"body_bytes_max" json:"body_bytes_max"`
-	ReplyBytesMax   int `toml:"reply_bytes_max" json:"reply_bytes_max"`
-	HeaderTimeoutMs int `toml:"header_timeout_ms" json:"header_timeout_ms"`
-	BodyTimeoutMs   int `toml:"body_timeout_ms" json:"body_timeout_ms"`
-	ConnectionsMax  int `toml:"connections_max" json:"connections_max"`
+	BodyBytesMax       int `toml:"body_bytes_max" json:"body_bytes_max"`
+	ReplyBytesMax      int `toml:"reply_bytes_max" json:"reply_bytes_max"`
+	HandshakeTimeoutMs int `toml:"handshake_timeout_ms" json:"handshake_timeout_ms"`
+	IdleTimeoutMs      int `toml:"idle_timeout_ms" json:"idle_timeout_ms"`
+	HeaderTimeoutMs    int `toml:"header_timeout_ms" json:"header_timeout_ms"`
+	BodyTimeoutMs      int `toml:"body_timeout_ms" json:"body_timeout_ms"`
+	WriteTimeoutMs     int `toml:"write_timeout_ms" json:"write_timeout_ms"`
+	ConnectionsMax     int `toml:"connections_max" json:"connections_max"` // per thread
+	// ConnectionsPerSourceMax bounds one source address (IPv6: one /64)
+	// across all threads; SourcesMax bounds the table that counts them.
+	ConnectionsPerSourceMax int `toml:"connections_per_source_max" json:"connections_per_source_max"`
+	SourcesMax              int `toml:"sources_max" json:"sources_max"`
 }
 
 // Peer is one [[peers]] entry: another appliance that serves shards by label.
@@ -296,7 +303,9 @@ func Defaults() Config {
 		Host: Host{Labels: map[string]string{}},
 		Frontdoor: Frontdoor{
 			Threads: 1, Cores: []int{}, Slots: 64, BodyBytesMax: 16 << 20, ReplyBytesMax: 16 << 20,
-			HeaderTimeoutMs: 30_000, BodyTimeoutMs: 10_000, ConnectionsMax: 1024,
+			HandshakeTimeoutMs: 10_000, IdleTimeoutMs: 60_000, HeaderTimeoutMs: 30_000,
+			BodyTimeoutMs: 10_000, WriteTimeoutMs: 30_000, ConnectionsMax: 1024,
+			ConnectionsPerSourceMax: 256, SourcesMax: 65_536,
 		},
 		Control: Control{
 			AdminListen: "127.0.0.1:7071", Store: "embedded",

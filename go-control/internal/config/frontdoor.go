@@ -18,6 +18,7 @@ const (
 	ReplyBytesMin       = 4096
 	ReplyBytesMax       = 256 << 20
 	FrontdoorTimeoutMax = 3_600_000
+	FrontdoorConnsMax   = 1 << 20 // per thread, per source, and sources tracked
 	TokensPerTenantMax  = 8
 	TokenLenMin         = 16
 )
@@ -78,7 +79,12 @@ func (c *checker) frontdoor(f *Frontdoor, workers []int) {
 	c.rangeInt("frontdoor.slots", f.Slots, 1, FrontdoorSlotsMax)
 	c.rangeInt("frontdoor.body_bytes_max", f.BodyBytesMax, BodyBytesMin, BodyBytesMax)
 	c.rangeInt("frontdoor.reply_bytes_max", f.ReplyBytesMax, ReplyBytesMin, ReplyBytesMax)
+	c.rangeInt("frontdoor.handshake_timeout_ms", f.HandshakeTimeoutMs, 1, FrontdoorTimeoutMax)
+	c.rangeInt("frontdoor.idle_timeout_ms", f.IdleTimeoutMs, 1, FrontdoorTimeoutMax)
 	c.rangeInt("frontdoor.header_timeout_ms", f.HeaderTimeoutMs, 1, FrontdoorTimeoutMax)
 	c.rangeInt("frontdoor.body_timeout_ms", f.BodyTimeoutMs, 1, FrontdoorTimeoutMax)
-	c.rangeInt("frontdoor.connections_max", f.ConnectionsMax, 1, 1<<20)
+	c.rangeInt("frontdoor.write_timeout_ms", f.WriteTimeoutMs, 1, FrontdoorTimeoutMax)
+	c.rangeInt("frontdoor.connections_max", f.ConnectionsMax, 1, FrontdoorConnsMax)
+	c.rangeInt("frontdoor.connections_per_source_max", f.ConnectionsPerSourceMax, 1, FrontdoorConnsMax)
+	c.rangeInt("frontdoor.sources_max", f.SourcesMax, 1, FrontdoorConnsMax)
 }

@@ -50,6 +50,7 @@ type collector struct {
 
 	tCalls, tQuarantines, tQuarantined, tBytesIn, tBytesOut *prometheus.Desc
 	fRequests, fRefusals, fCopied, fSlow, fConnRefused      *prometheus.Desc
+	fConnClosed, fGRPCUnread, fGRPCRead                     *prometheus.Desc
 
 	load loadDescs
 }
@@ -170,6 +171,9 @@ func newCollector(d *Daemon) *collector {
 		fCopied:      desc("frontdoor_bytes_copied_total", "Tensor bytes the front door copied (request: into the aligned slot; reply: into gRPC messages) or converted from JSON.", "what"),
 		fSlow:        desc("frontdoor_slow_clients_total", "Clients cut off for sending a body too slowly (body_timeout_ms)."),
 		fConnRefused: desc("frontdoor_connections_refused_total", "Connections closed at accept (connections_max)."),
+		fConnClosed:  desc("frontdoor_connections_closed_total", "Connections the front door closed, by cause: a timeout (handshake, idle, header, body, write) or at accept (per_source: connections_per_source_max; sources_full: sources_max).", "cause"),
+		fGRPCUnread:  desc("frontdoor_grpc_refused_unread_total", "gRPC calls refused on their credentials before any of their message was read."),
+		fGRPCRead:    desc("frontdoor_grpc_bytes_read_total", "gRPC request bytes read (message framing included)."),
 	}
 }
 
@@ -185,7 +189,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.stOpened, c.stEnded, c.stReclaimed, c.stRefused, c.stSteps, c.stOpen, c.stMoved,
 		c.tkTokens, c.tkFrames, c.tkSteps, c.tkRuns, c.tkConnClosed, c.tkStateCopied, c.tkRunning, c.tkPrefill, c.tkEnded, c.tkTenant,
 		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors,
-		c.fRequests, c.fRefusals, c.fCopied, c.fSlow, c.fConnRefused,
+		c.fRequests, c.fRefusals, c.fCopied, c.fSlow, c.fConnRefused, c.fConnClosed, c.fGRPCUnread, c.fGRPCRead,
 		c.tCalls, c.tQuarantines, c.tQuarantined, c.tBytesIn, c.tBytesOut} {
 		ch <- d
 	}
@@ -431,6 +435,13 @@ func (c *collector) frontdoor(ch chan<- prometheus.Metric) {
 	counter(ch, c.fCopied, f["json_bytes_converted"], "json_converted")
 	counter(ch, c.fSlow, f["slow_clients"])
 	counter(ch, c.fConnRefused, f["connections_refused"])
+	for _, cause := range []string{"handshake", "idle", "header", "body", "write"} {
+		counter(ch, c.fConnClosed, f["closed_"+cause+"_timeout"], cause)
+	}
+	counter(ch, c.fConnClosed, f["refused_per_source"], "per_source")
+	counter(ch, c.fConnClosed, f["refused_sources_full"], "sources_full")
+	counter(ch, c.fGRPCUnread, f["grpc_refused_unread"])
+	counter(ch, c.fGRPCRead, f["grpc_bytes_read"])
 }
 
 // usHist exports fixed µs buckets (sum in µs) as a histogram in seconds.

@@ -25,6 +25,8 @@ pub mod limits {
     pub const REPLY_BYTES_MIN: u32 = 4096;
     /// Longest timeout of any kind, milliseconds.
     pub const TIMEOUT_MS_MAX: u32 = 3_600_000;
+    /// Most connections (per thread, per source) and tracked sources.
+    pub const CONNECTIONS_MAX: u32 = 1 << 20;
     /// Most bearer tokens per tenant.
     pub const TOKENS_PER_TENANT_MAX: usize = 8;
     /// Shortest bearer token accepted, bytes.
@@ -54,16 +56,35 @@ pub struct FrontdoorCfg {
     pub body_bytes_max: u32,
     /// Largest reply frame, bytes (a reply region per slot).
     pub reply_bytes_max: u32,
-    /// A connection must deliver a request's headers within this,
-    /// milliseconds, counted from when it waits for them: slow clients are
-    /// cut off, and so are HTTP/1 keep-alive connections idle this long.
+    /// A new connection must show its protocol within this, milliseconds:
+    /// its first bytes (HTTP/1), or the HTTP/2 preface and its first
+    /// SETTINGS frame (HTTP/2, gRPC). Else it is closed.
+    pub handshake_timeout_ms: u32,
+    /// A connection with no request in flight is closed after this long,
+    /// milliseconds (HTTP/1 keep-alive; HTTP/2 and gRPC with no open
+    /// request stream, whatever PINGs or SETTINGS it sends).
+    pub idle_timeout_ms: u32,
+    /// A request's headers must arrive within this, milliseconds, from
+    /// their first byte (HTTP/1), or an HTTP/2 frame (a header block) from
+    /// its first byte to its end.
     pub header_timeout_ms: u32,
-    /// An HTTP client must send the whole body within this, milliseconds
-    /// (else 408). gRPC messages are decoded whole by tonic before a slot
-    /// is taken, so a slow gRPC sender holds only its HTTP/2 stream.
+    /// A client must send a request's whole body within this, milliseconds
+    /// (HTTP: 408; gRPC: DEADLINE_EXCEEDED for a message that does not
+    /// arrive whole in time), and an HTTP/2 DATA frame from its first
+    /// byte to its end.
     pub body_timeout_ms: u32,
+    /// A write that makes no progress for this long (a client that does
+    /// not read its answer) closes the connection, milliseconds.
+    pub write_timeout_ms: u32,
     /// Most connections open per thread; more are closed at accept.
     pub connections_max: u32,
+    /// Most connections open from one source address (IPv6: one /64)
+    /// across all threads; more are closed at accept.
+    pub connections_per_source_max: u32,
+    /// Most source addresses tracked for `connections_per_source_max`;
+    /// a connection from a new source while the table is full is closed
+    /// at accept.
+    pub sources_max: u32,
 }
 
 impl Default for FrontdoorCfg {
@@ -76,9 +97,14 @@ impl Default for FrontdoorCfg {
             slots: 64,
             body_bytes_max: 16 << 20,
             reply_bytes_max: 16 << 20,
+            handshake_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
             header_timeout_ms: 30_000,
             body_timeout_ms: 10_000,
+            write_timeout_ms: 30_000,
             connections_max: 1024,
+            connections_per_source_max: 256,
+            sources_max: 65_536,
         }
     }
 }
@@ -150,19 +176,23 @@ impl FrontdoorCfg {
             REPLY_BYTES_MIN,
             REPLY_BYTES_MAX,
         )?;
+        for (f, v) in [
+            ("handshake_timeout_ms", self.handshake_timeout_ms),
+            ("idle_timeout_ms", self.idle_timeout_ms),
+            ("header_timeout_ms", self.header_timeout_ms),
+            ("body_timeout_ms", self.body_timeout_ms),
+            ("write_timeout_ms", self.write_timeout_ms),
+        ] {
+            range(&k(f), v, 1, TIMEOUT_MS_MAX)?;
+        }
+        range(&k("connections_max"), self.connections_max, 1, CONNECTIONS_MAX)?;
         range(
-            &k("header_timeout_ms"),
-            self.header_timeout_ms,
+            &k("connections_per_source_max"),
+            self.connections_per_source_max,
             1,
-            TIMEOUT_MS_MAX,
+            CONNECTIONS_MAX,
         )?;
-        range(
-            &k("body_timeout_ms"),
-            self.body_timeout_ms,
-            1,
-            TIMEOUT_MS_MAX,
-        )?;
-        range(&k("connections_max"), self.connections_max, 1, 1 << 20)?;
+        range(&k("sources_max"), self.sources_max, 1, CONNECTIONS_MAX)?;
         Ok(())
     }
 }
