@@ -309,6 +309,13 @@ impl Handler for OrtHandler {
         }
     }
 
+    fn end_streams(&mut self, f: &mut dyn FnMut(&crate::transport::RxPacket)) {
+        self.token_ended(true, f);
+        if let Some((_, t)) = self.streams.as_mut() {
+            t.clear();
+        }
+    }
+
     fn token_iteration(
         &mut self,
         now_us: u64,

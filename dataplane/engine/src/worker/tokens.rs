@@ -17,6 +17,8 @@ use crate::transport::{RxPacket, Transport, TxPacket};
 struct Sink<'a, T: Transport> {
     transport: &'a mut T,
     sends: &'a mut Vec<TxPacket>,
+    /// The worker's buffers in hand (a model writes each frame).
+    hand: &'a mut super::supervise::TxHand,
     no_buffers: u64,
     hist: &'a mut crate::stats::HistSet,
     counters: &'a crate::stats::WorkerCounters,
@@ -43,7 +45,10 @@ impl<T: Transport> TokenSink for Sink<'_, T> {
             self.no_buffers += 1;
             return false;
         };
-        match write(self.transport.tx_bytes(tx)) {
+        self.hand.hold(tx, Some(conn));
+        let written = write(self.transport.tx_bytes(tx));
+        self.hand.let_go(tx);
+        match written {
             Ok(len) if len > 0 => {
                 self.sends.push(TxPacket {
                     buf: tx,
@@ -129,6 +134,7 @@ impl<T: Transport> Worker<T> {
         let mut sink = Sink {
             transport: &mut self.transport,
             sends: &mut self.sends,
+            hand: &mut self.hand,
             no_buffers: 0,
             hist: &mut self.hist,
             counters: &self.counters,
