@@ -316,3 +316,55 @@ fn a_crash_loop_backs_off_is_reported_and_ends_when_the_panics_stop() {
     assert!(!stats.workers[0].crash_looping && stats.workers[0].alive);
     e.stop(Duration::ZERO);
 }
+
+#[test]
+fn a_token_stream_on_a_worker_that_panics_ends_with_error_and_new_ones_run() {
+    use common::tokens;
+    use sluice_wire::EndReason;
+    let _serial = serial();
+    let (mut e, to) = tokens::start(60_000);
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let (rid, open) = tokens::open("endless", 77, "hello", 4, 1_000_000);
+    s.send_to(&open, to).unwrap();
+    for _ in 0..3 {
+        let (id, _, end, _) = tokens::token_frame(&tokens::recv(&s));
+        assert_eq!((id, end), (77, None));
+    }
+    // A frame arriving on the worker panics it mid-stream.
+    fault::panic_bursts(Some(0), 1);
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = request(9, &mut buf);
+    c.send_to(&buf[..n], to).unwrap();
+    let answer = tokens::recv(&c);
+    assert_eq!(
+        answer_kind(&answer),
+        (Kind::Error, Some(ErrorCode::Internal))
+    );
+    // The stream's last frame says `error`; nothing follows it.
+    let end = loop {
+        let a = tokens::recv(&s);
+        assert_eq!(Frame::new_checked(a.as_slice()).unwrap().request_id(), rid);
+        let (_, _, end, _) = tokens::token_frame(&a);
+        if let Some(r) = end {
+            break r;
+        }
+    };
+    assert_eq!(end, EndReason::Error as u8);
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut rb = vec![0u8; 70_000];
+    assert!(s.recv_from(&mut rb).is_err(), "a frame after the last");
+    // The restarted worker runs new streams to their end.
+    let s2 = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s2.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let (rid2, open2) = tokens::open("decoder", 78, "hello", 4, tokens::MAX_TOKENS);
+    s2.send_to(&open2, to).unwrap();
+    let (toks, r) = tokens::collect(&s2, rid2, 4);
+    assert!(!toks.is_empty() && r != EndReason::Error as u8, "{r}");
+    let w = e.status().workers[0].clone();
+    assert_eq!((w.panics, w.restarts), (1, 1), "{w:?}");
+    e.stop(Duration::ZERO);
+}

@@ -352,10 +352,10 @@ impl<T: Transport> Worker<T> {
     /// answered it: transmit buffers taken and never sent go back to the
     /// pool, the burst and queue bookkeeping and the trace records start
     /// empty, and every stream the handlers hold ends (a panic mid-step may
-    /// have left its state half-written): token streams' routes are given
-    /// back to the transport; a stream's next frame is answered
-    /// `unknown_stream`. The transport, the handlers' models, the replay
-    /// table and the snapshot are kept.
+    /// have left its state half-written): a token stream with a last frame
+    /// saying `error`, its route given back to the transport; a stateful
+    /// stream's next frame is answered `unknown_stream`. The transport, the
+    /// handlers' models, the replay table and the snapshot are kept.
     fn reset_after_panic(&mut self) {
         self.flush_sends();
         while let Some((tx, conn)) = self.hand.take() {
@@ -375,6 +375,8 @@ impl<T: Transport> Worker<T> {
         self.spans_open = false;
         self.held_spans = trace::HeldSpans::new();
         self.marks.reset();
+        self.fail_token_streams();
+        self.flush_sends();
         let t = &mut self.transport;
         for h in self.handlers.iter_mut().flatten() {
             h.end_streams(&mut |r| t.stream_end(r));

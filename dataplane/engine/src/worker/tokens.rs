@@ -126,6 +126,31 @@ impl<T: Transport> Worker<T> {
         }
     }
 
+    /// Ends every token stream with a last frame saying `error` (after a
+    /// panic: their states may be half-written).
+    pub(super) fn fail_token_streams(&mut self) {
+        let mut sink = Sink {
+            transport: &mut self.transport,
+            sends: &mut self.sends,
+            hand: &mut self.hand,
+            no_buffers: 0,
+            hist: &mut self.hist,
+            counters: &self.counters,
+            load: &mut self.load,
+            model: 0,
+        };
+        for (slot, h) in self.handlers.iter_mut().enumerate() {
+            let Some(h) = h.as_mut() else {
+                continue;
+            };
+            sink.model = slot;
+            if let Some(t) = h.fail_token_streams(&mut sink) {
+                self.counters.tokens.add(&t);
+            }
+        }
+        bump(&self.counters.tx_no_buffers, sink.no_buffers);
+    }
+
     /// One decode step for every active token stream.
     pub(super) fn token_iteration(&mut self) {
         // `poll_once` read the wall clock just before (token latencies
