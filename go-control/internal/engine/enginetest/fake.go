@@ -249,8 +249,9 @@ func (f *Fake) Schemas() []engine.Schema {
 	return slices.Clone(f.schemas)
 }
 
-// FailWorker makes worker i report a failure, as a worker whose loop
-// panicked does (tests of the daemon's reaction).
+// FailWorker makes worker i report a failure for good, as a worker does
+// whose loop panicked and whose recovery failed too (tests of the daemon's
+// reaction).
 func (f *Fake) FailWorker(i int, why string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -510,7 +511,7 @@ func (f *Fake) Status() (engine.Status, error) {
 	for i, core := range f.cfg.Engine.Workers {
 		wi := engine.WorkerInfo{Index: i, Core: core, Alive: f.state == "running"}
 		if w := f.workers[i]; w != nil && w.failure != "" {
-			wi.Alive, wi.Panics, wi.Failure = false, 1, w.failure
+			wi.Alive, wi.Panics, wi.FailedForGood, wi.Failure = false, 1, true, w.failure
 		}
 		st.Workers = append(st.Workers, wi)
 	}
