@@ -77,11 +77,13 @@ fn request(id: u64, buf: &mut [u8]) -> usize {
     )
 }
 
-/// What one client saw: ids sent, and per id its answers (when, ok or
-/// the error code).
+/// One answer: when it came, and ok or its error code.
+type Answer = (Instant, Result<(), Option<ErrorCode>>);
+
+/// What one client saw: ids sent, and per id its answers.
 struct Seen {
     sent: Vec<u64>,
-    answers: BTreeMap<u64, Vec<(Instant, Result<(), Option<ErrorCode>>)>>,
+    answers: BTreeMap<u64, Vec<Answer>>,
 }
 
 /// One flow keeping `WINDOW` requests in flight until `stop`, then
