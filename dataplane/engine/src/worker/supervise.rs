@@ -245,11 +245,12 @@ impl<T: Transport> Worker<T> {
         let until = Instant::now() + d;
         loop {
             self.boundary();
-            self.answer_queued(BACKOFF_BURSTS_MAX);
             let now = Instant::now();
             if now >= until || self.shared.state.load(Ordering::Acquire) == state::STOPPED {
+                // What is queued now is served by the restarted loop.
                 return;
             }
+            self.answer_queued(BACKOFF_BURSTS_MAX);
             std::thread::sleep((until - now).min(Duration::from_millis(BACKOFF_SLICE_MS)));
         }
     }
