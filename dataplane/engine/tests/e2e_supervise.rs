@@ -22,7 +22,30 @@ use sluice_wire::{ErrorCode, Frame, Kind};
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
+    quiet_injected_panics();
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Injected panics print one line, without the backtrace the default hook
+/// resolves under RUST_BACKTRACE (hundreds of ms in a debug build, which
+/// would be timed as the restart); other panics keep the default hook.
+fn quiet_injected_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let p = info.payload();
+            let text = p
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| p.downcast_ref::<String>().map(String::as_str));
+            if text.is_some_and(|t| t.contains(fault::PANIC_TEXT)) {
+                eprintln!("{info}");
+            } else {
+                default(info);
+            }
+        }));
+    });
 }
 
 /// Requests each client keeps in flight.
