@@ -130,6 +130,24 @@ pub trait Handler: Send {
     /// last call (`all`: ends every stream first, the handler is going).
     fn token_ended(&mut self, _all: bool, _f: &mut dyn FnMut(&crate::transport::RxPacket)) {}
 
+    /// Ends every token stream with a last frame saying `error`, sent
+    /// through `sink` (the worker restarts after a panic). The default has
+    /// none.
+    fn fail_token_streams(
+        &mut self,
+        _sink: &mut dyn crate::streams::TokenSink,
+    ) -> Option<crate::streams::GenTally> {
+        None
+    }
+
+    /// Ends every stream the handler holds, token streams and stateful
+    /// ones, without a frame: the worker restarts after a panic that may
+    /// have left one half-written. `f` gets each token stream's route. The
+    /// default ends the token streams.
+    fn end_streams(&mut self, f: &mut dyn FnMut(&crate::transport::RxPacket)) {
+        self.token_ended(true, f);
+    }
+
     /// Runs one decode step of every active token stream, sending frames
     /// through `sink`. `None`: the model is not generative.
     fn token_iteration(

@@ -10,6 +10,8 @@
 pub mod auth;
 pub mod config;
 pub mod engine;
+#[cfg(feature = "fault-hooks")]
+pub mod fault;
 pub mod handler;
 pub mod load;
 pub mod meta;

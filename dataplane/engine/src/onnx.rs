@@ -309,6 +309,22 @@ impl Handler for OrtHandler {
         }
     }
 
+    fn fail_token_streams(
+        &mut self,
+        sink: &mut dyn crate::streams::TokenSink,
+    ) -> Option<crate::streams::GenTally> {
+        let (_, g) = self.generator.as_mut()?;
+        let (_, table) = self.streams.as_mut()?;
+        Some(g.fail_all(table, sink))
+    }
+
+    fn end_streams(&mut self, f: &mut dyn FnMut(&crate::transport::RxPacket)) {
+        self.token_ended(true, f);
+        if let Some((_, t)) = self.streams.as_mut() {
+            t.clear();
+        }
+    }
+
     fn token_iteration(
         &mut self,
         now_us: u64,

@@ -225,12 +225,21 @@ pub struct WorkerCounters {
     /// Traced requests held past their burst by a batch when the held
     /// table was full: their spans have no run times.
     pub spans_unheld: AtomicU64,
-    /// Serving: set once the worker runs, cleared when its loop ends
-    /// (stopped, or failed).
+    /// Serving: set once the worker runs, cleared while it is down after a
+    /// panic (restarting or backing off) and when its loop ends.
     pub alive: AtomicBool,
-    /// Panics caught in the worker's loop (a worker stops at its first).
+    /// Panics caught in the worker's loop.
     pub panics: AtomicU64,
-    /// Why the worker failed, once it has (written once, off the hot path).
+    /// Times the supervisor restarted the loop after a panic.
+    pub restarts: AtomicU64,
+    /// When the last panic was caught, ms since the Unix epoch (0: never).
+    pub failure_at_ms: AtomicU64,
+    /// Restarting with back-off: it failed again soon after a restart.
+    pub crash_looping: AtomicBool,
+    /// Down for good: recovering from a panic failed too, so the
+    /// supervisor gave up on it.
+    pub failed: AtomicBool,
+    /// Why the worker last failed (written off the hot path).
     pub failure: Mutex<Option<String>>,
     /// What the stream tables did (docs/wire.md "Streams").
     pub streams: StreamCounters,
@@ -396,6 +405,10 @@ impl Default for WorkerCounters {
             copied_frames: std::array::from_fn(|_| AtomicU64::new(0)),
             alive: AtomicBool::new(false),
             panics: AtomicU64::new(0),
+            restarts: AtomicU64::new(0),
+            failure_at_ms: AtomicU64::new(0),
+            crash_looping: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
             failure: Mutex::new(None),
         }
     }
@@ -732,10 +745,15 @@ pub struct WorkerStats {
     pub sleeps: u64,
     /// Datagrams the kernel dropped in the socket queue (SO_RXQ_OVFL).
     pub rx_kernel_drops: u64,
-    /// Whether the worker serves (false once stopped or failed).
+    /// Whether the worker serves (false while down after a panic, once
+    /// stopped, or once failed for good).
     pub alive: bool,
     /// Panics caught in the worker's loop.
     pub panics: u64,
+    /// Restarts of the loop after a panic.
+    pub restarts: u64,
+    /// Restarting with back-off (it failed again soon after a restart).
+    pub crash_looping: bool,
     /// Buffer pools: use, reuse, pages.
     pub pools: Vec<PoolStats>,
     /// Payload bytes copied, by path and reason.
@@ -897,6 +915,9 @@ pub struct Totals {
     pub buffer_reuses: u64,
     /// Datagrams the kernel dropped in socket queues (SO_RXQ_OVFL).
     pub rx_kernel_drops: u64,
-    /// Workers whose loop failed (panicked).
+    /// Workers down now because their loop failed: restarting, backing
+    /// off, or down for good.
     pub workers_failed: u64,
+    /// Restarts of worker loops after a panic.
+    pub worker_restarts: u64,
 }

@@ -686,6 +686,22 @@ func TestRegistryMountedAndSchemasReachEngine(t *testing.T) {
 	r.must("GET", "/registry/subjects", "", 200)
 }
 
+// A worker the engine restarted after a panic does not stop the daemon.
+func TestRestartedWorkerKeepsTheDaemon(t *testing.T) {
+	dir := t.TempDir()
+	r := start(t, dir, testConfig(t, dir), func(o *Options) { o.WorkerCheckEvery = 20 * time.Millisecond })
+	r.fake.RestartWorker(0, "injected fault", true)
+	select {
+	case err := <-r.done:
+		t.Fatalf("the daemon stopped for a restarted worker: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	st := decodeAs[api.StatusDoc](t, r.must("GET", "/v1/status", "", 200))
+	if w := st.Engine.Workers[0]; !w.Alive || w.Failed() || w.Restarts != 1 {
+		t.Fatalf("status of the restarted worker: %+v", w)
+	}
+}
+
 // A failed data-plane worker stops the daemon with an error (sluiced then
 // exits non-zero and the service manager restarts it); status shows it.
 func TestFailedWorkerStopsTheDaemon(t *testing.T) {

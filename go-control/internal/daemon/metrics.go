@@ -28,7 +28,7 @@ type collector struct {
 	wRequests, wErrors, wRefusals, wRx, wTx, wRxNoBuf, wTxNoBuf, wTxErr, wForeign *prometheus.Desc
 	wPings, wNegotiations, wCopied, wSleeps, wPool, wPoolUse, wReuse              *prometheus.Desc
 	wLat, wLatHist, wLatMax                                                       *prometheus.Desc
-	wUp, wPanics, wKernelDrops                                                    *prometheus.Desc
+	wUp, wPanics, wRestarts, wCrashLoop, wKernelDrops                             *prometheus.Desc
 	pAllocs, pReuses, pFirst, pTouched, pRatio, pBytes, wCopiedBy, wCopiedFrames  *prometheus.Desc
 	wSpans, wSpansDropped                                                         *prometheus.Desc
 
@@ -87,8 +87,10 @@ func newCollector(d *Daemon) *collector {
 		wLat:          desc("worker_latency_seconds", "Receive-to-reply time on the worker (quantiles from the engine's HDR histogram).", w...),
 		wLatHist:      desc("worker_latency_hist_seconds", "Receive-to-reply time on the worker, as a histogram.", w...),
 		wLatMax:       desc("worker_latency_max_seconds", "Longest receive-to-reply time on the worker.", w...),
-		wUp:           desc("worker_up", "1 while the worker serves; 0 once its loop failed (sluiced then exits to be restarted).", w...),
-		wPanics:       desc("worker_panics_total", "Panics caught in the worker's loop (it stops at the first).", w...),
+		wUp:           desc("worker_up", "1 while the worker serves; 0 while it is down after a panic (restarting or backing off), or once it failed for good (sluiced then exits to be restarted).", w...),
+		wPanics:       desc("worker_panics_total", "Panics caught in the worker's loop (the engine restarts the loop after each).", w...),
+		wRestarts:     desc("worker_restarts_total", "Restarts of the worker's loop after a panic.", w...),
+		wCrashLoop:    desc("worker_crash_looping", "1 while the worker restarts with back-off (it failed again soon after a restart).", w...),
 		wKernelDrops:  desc("worker_rx_kernel_drops_total", "Datagrams the kernel dropped in the worker's socket queue before it read them (SO_RXQ_OVFL).", w...),
 
 		pAllocs:       desc("pool_allocs_total", "Buffers handed out by the pool (receives or allocations).", wp...),
@@ -180,7 +182,7 @@ func newCollector(d *Daemon) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.reloads, c.changes, c.refused, c.wRequests, c.wErrors, c.wRefusals, c.wRx, c.wTx, c.wRxNoBuf, c.wTxNoBuf,
 		c.wTxErr, c.wForeign, c.wPings, c.wNegotiations, c.wCopied, c.wSleeps, c.wPool, c.wPoolUse, c.wReuse,
-		c.wLat, c.wLatHist, c.wLatMax, c.wUp, c.wPanics, c.wKernelDrops,
+		c.wLat, c.wLatHist, c.wLatMax, c.wUp, c.wPanics, c.wRestarts, c.wCrashLoop, c.wKernelDrops,
 		c.pAllocs, c.pReuses, c.pFirst, c.pTouched, c.pRatio, c.pBytes, c.wCopiedBy, c.wCopiedFrames, c.wSpans, c.wSpansDropped, c.sRequests, c.sErrors, c.sQueue, c.sQueueHist, c.sQueueMax,
 		c.sService, c.sServiceHist, c.sServiceMax,
 		c.mRequests, c.mInferences, c.mExecutions, c.mFallbacks, c.mBatch, c.mQueue, c.aCache,
@@ -296,6 +298,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(ch, c.wUp, up, l...)
 		counter(ch, c.wPanics, w.Panics, l...)
+		counter(ch, c.wRestarts, w.Restarts, l...)
+		looping := 0.0
+		if w.CrashLooping {
+			looping = 1
+		}
+		gauge(ch, c.wCrashLoop, looping, l...)
 		counter(ch, c.wKernelDrops, w.RxKernelDrops, l...)
 		counter(ch, c.wSpans, w.SpansRecorded, l...)
 		counter(ch, c.wSpansDropped, w.SpansDropped, l...)

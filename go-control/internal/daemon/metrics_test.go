@@ -292,6 +292,32 @@ func TestWorkerLivenessMetrics(t *testing.T) {
 	}
 }
 
+// A worker the engine restarted after a panic is exported with its
+// restarts and crash-loop state, and stays up.
+func TestWorkerRestartMetrics(t *testing.T) {
+	r := start(t, t.TempDir(), testConfig(t, ""), func(o *Options) { o.WorkerCheckEvery = time.Hour })
+	r.fake.RestartWorker(0, "injected fault", false)
+	r.fake.RestartWorker(0, "injected fault", true)
+	fams := scrape(t, r)
+	w0 := map[string]string{"worker": "0"}
+	if v := find(t, fams, "sluice_worker_restarts_total", w0).GetCounter().GetValue(); v != 2 {
+		t.Fatalf("worker_restarts_total = %v", v)
+	}
+	if v := find(t, fams, "sluice_worker_panics_total", w0).GetCounter().GetValue(); v != 2 {
+		t.Fatalf("worker_panics_total = %v", v)
+	}
+	if v := find(t, fams, "sluice_worker_crash_looping", w0).GetGauge().GetValue(); v != 1 {
+		t.Fatalf("worker_crash_looping = %v", v)
+	}
+	if v := find(t, fams, "sluice_worker_up", w0).GetGauge().GetValue(); v != 1 {
+		t.Fatalf("worker_up of a restarted worker = %v", v)
+	}
+	st := decodeAs[api.StatusDoc](t, r.must("GET", "/v1/status", "", 200))
+	if w := st.Engine.Workers[0]; !w.Alive || w.Failed() || w.Restarts != 2 || !w.CrashLooping || w.Failure != "injected fault" {
+		t.Fatalf("status of the restarted worker: %+v", w)
+	}
+}
+
 // Pools and copies: every field of the engine's report becomes a series.
 func TestPoolAndCopyMetrics(t *testing.T) {
 	r := start(t, t.TempDir(), testConfig(t, ""))

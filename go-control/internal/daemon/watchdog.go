@@ -14,13 +14,15 @@ const WorkerCheckEveryDefault = 500 * time.Millisecond
 
 // watchWorkers reports the first failed worker on the returned channel.
 //
-// A worker fails when its loop panics: the engine answers what it held,
-// counts it and reports it in status, and the other workers keep serving.
-// The daemon then stops (draining the survivors) and exits non-zero, so
+// When a worker's loop panics the engine answers what it held, resets the
+// worker's per-request state and restarts the loop on its thread, backing
+// off a crash loop (docs/design.md "Worker supervision"); restarts are
+// counted in status and /metrics, and the daemon leaves them to the engine.
+// A worker fails for good only when recovering from a panic panics too:
+// then the daemon stops (draining the survivors) and exits non-zero, so
 // that the service manager restarts it (Restart=on-failure in
-// scripts/sluiced.service): a panic is a bug or corrupted state, and a new
-// process is a clean slate, where restarting one thread in place is not
-// (docs/operations.md, "When a worker fails").
+// scripts/sluiced.service) with a clean slate (docs/operations.md, "When a
+// worker fails").
 func (d *Daemon) watchWorkers(ctx context.Context, every time.Duration) <-chan error {
 	if every <= 0 {
 		every = WorkerCheckEveryDefault

@@ -220,16 +220,30 @@ type WorkerInfo struct {
 	Index int    `json:"index"`
 	Core  int    `json:"core"`
 	Epoch uint64 `json:"epoch"` // snapshot it runs on
-	Alive bool   `json:"alive"` // serving; false once failed (or stopped)
-	// Panics caught in the worker's loop; a worker stops at its first.
+	// Alive: serving; false while the worker is down after a panic
+	// (restarting or backing off), once it failed for good, or stopped.
+	Alive bool `json:"alive"`
+	// Panics caught in the worker's loop; the engine restarts the loop
+	// after each (docs/design.md "Worker supervision").
 	Panics uint64 `json:"panics"`
-	// Failure says why the worker failed, once it has.
+	// Restarts of the worker's loop after a panic.
+	Restarts uint64 `json:"restarts"`
+	// CrashLooping: restarting with back-off, it failed again soon after a
+	// restart and has not run a crash window since.
+	CrashLooping bool `json:"crash_looping"`
+	// FailedForGood: recovering from a panic failed too; the worker serves
+	// nothing more.
+	FailedForGood bool `json:"failed"`
+	// Failure says why the worker last failed, once it has.
 	Failure string `json:"failure,omitempty"`
+	// FailureAtMs is when it last failed, ms since the Unix epoch.
+	FailureAtMs uint64 `json:"failure_at_ms,omitempty"`
 }
 
-// Failed reports whether the worker failed (its loop panicked): it serves
-// nothing more and the daemon exits so that it is restarted.
-func (w WorkerInfo) Failed() bool { return w.Panics > 0 || w.Failure != "" }
+// Failed reports whether the worker is down for good (its loop panicked
+// and recovering failed too): it serves nothing more and the daemon exits
+// so that it is restarted. A worker the engine restarted is not failed.
+func (w WorkerInfo) Failed() bool { return w.FailedForGood }
 
 // Stats is one snapshot. Counters are cumulative since Start.
 type Stats struct {
@@ -332,8 +346,12 @@ type WorkerStats struct {
 	// RxKernelDrops are datagrams the kernel dropped in the worker's socket
 	// queue before the worker saw them (SO_RXQ_OVFL).
 	RxKernelDrops uint64 `json:"rx_kernel_drops"`
-	Alive         bool   `json:"alive"`  // serving
-	Panics        uint64 `json:"panics"` // panics caught in its loop
+	Alive         bool   `json:"alive"`    // serving
+	Panics        uint64 `json:"panics"`   // panics caught in its loop
+	Restarts      uint64 `json:"restarts"` // restarts of its loop after a panic
+	// CrashLooping: restarting with back-off after failing again soon
+	// after a restart.
+	CrashLooping bool `json:"crash_looping"`
 
 	// Pools are the worker's buffer pools (rx, tx, large): use, reuse and
 	// the pages behind them.

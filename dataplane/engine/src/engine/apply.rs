@@ -14,9 +14,9 @@ use crate::tables::{HostView, LiveConfig, Tables};
 use crate::worker::WorkerMsg;
 
 impl Engine {
-    /// The oldest epoch a serving worker runs on. A failed worker is left
-    /// out: it will never move on, and the snapshot it holds stays alive
-    /// through its own reference until its thread is gone.
+    /// The oldest epoch a serving worker runs on. A worker down after a
+    /// panic is left out: it catches up before it serves again, and the
+    /// snapshot it holds stays alive through its own reference.
     fn min_epoch(&self) -> u64 {
         self.workers
             .iter()
@@ -82,7 +82,8 @@ impl Engine {
         self.poke();
         let deadline = Instant::now() + SLOT_WAIT;
         for (w, &t) in self.workers.iter().zip(targets) {
-            // A failed worker applies nothing more: it is not waited for.
+            // A worker down after a panic is not waited for: the messages
+            // wait in its channel and are applied before it serves again.
             while w.counters.alive.load(Ordering::Acquire)
                 && w.counters.control_applied.load(Ordering::Acquire) < t
             {
@@ -240,11 +241,8 @@ impl Engine {
             .collect();
         for (w, hs) in self.workers.iter().zip(per_worker) {
             for (slot, handler) in hs {
-                // A failed worker is gone (its end of the channel with it):
-                // it serves nothing, so it needs no handler.
-                if !w.counters.alive.load(Ordering::Acquire) {
-                    break;
-                }
+                // A worker down after a panic gets it too (applied before it
+                // serves again); one given up on has dropped its channel.
                 if w.ctrl.send(WorkerMsg::Install { slot, handler }).is_err() {
                     break;
                 }

@@ -299,7 +299,7 @@ impl Engine {
                         wake: control_wake,
                     },
                 );
-                w.run_guarded();
+                w.run_supervised();
             })
             .map_err(|e| EngineError::Start(format!("spawn worker {index}: {e}")))?;
         let res = ready_rx

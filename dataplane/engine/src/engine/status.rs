@@ -65,13 +65,24 @@ pub struct WorkerStatus {
     pub core: usize,
     /// Epoch it runs on.
     pub epoch: u64,
-    /// Serving. False once the worker failed (or the engine stopped).
+    /// Serving. False while it is down after a panic (restarting or
+    /// backing off), once it failed for good, or once the engine stopped.
     pub alive: bool,
-    /// Panics caught in its loop (it stops at the first).
+    /// Panics caught in its loop.
     pub panics: u64,
-    /// Why it failed, when it has.
+    /// Restarts of its loop after a panic.
+    pub restarts: u64,
+    /// Restarting with back-off: it failed again within
+    /// `CRASH_WINDOW_MS` of a restart, and has not run that long since.
+    pub crash_looping: bool,
+    /// Down for good: recovering from a panic failed too.
+    pub failed: bool,
+    /// Why it last failed, when it has.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// When it last failed, ms since the Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_at_ms: Option<u64>,
 }
 
 /// One model in `status`.
@@ -152,6 +163,8 @@ impl Engine {
                 rx_kernel_drops: ld(&c.rx_kernel_drops),
                 alive: c.alive.load(Ordering::Acquire),
                 panics: ld(&c.panics),
+                restarts: ld(&c.restarts),
+                crash_looping: c.crash_looping.load(Ordering::Relaxed),
                 pools: c.pool_stats(),
                 copies: c.copies(),
                 spans_recorded: ld(&c.spans_recorded),
@@ -244,7 +257,8 @@ impl Engine {
             t.payload_bytes_copied += ld(&c.payload_bytes_copied);
             t.buffer_reuses += ld(&c.buffer_reuses);
             t.rx_kernel_drops += ld(&c.rx_kernel_drops);
-            t.workers_failed += u64::from(ld(&c.panics) > 0);
+            t.workers_failed += u64::from(ld(&c.panics) > 0 && !c.alive.load(Ordering::Acquire));
+            t.worker_restarts += ld(&c.restarts);
             w.hist.read(|h| {
                 let _ = merged.add(&h.total);
             });
@@ -304,7 +318,12 @@ impl Engine {
                     epoch: w.counters.epoch.load(Ordering::Relaxed),
                     alive: w.counters.alive.load(Ordering::Acquire),
                     panics: w.counters.panics.load(Ordering::Relaxed),
+                    restarts: w.counters.restarts.load(Ordering::Relaxed),
+                    crash_looping: w.counters.crash_looping.load(Ordering::Relaxed),
+                    failed: w.counters.failed.load(Ordering::Acquire),
                     failure: w.counters.failure.lock().ok().and_then(|f| f.clone()),
+                    failure_at_ms: Some(w.counters.failure_at_ms.load(Ordering::Relaxed))
+                        .filter(|&t| t != 0),
                 })
                 .collect(),
             hugepages: self.hugepages,

@@ -333,9 +333,7 @@ impl Engine {
             .map(|w| w.counters.control_applied.load(Ordering::Acquire) + 1)
             .collect();
         for (w, instance) in self.workers.iter().zip(instances) {
-            if !w.counters.alive.load(Ordering::Acquire) {
-                continue;
-            }
+            // A worker down after a panic applies it before it serves again.
             let _ = w.ctrl.send(WorkerMsg::InstallTransform {
                 slot,
                 instance: Box::new(instance),

@@ -544,6 +544,24 @@ impl Generator {
         }
     }
 
+    /// Ends every stream with a last frame whose end reason is `error`
+    /// (the worker restarts after a panic): its pending tokens go with it;
+    /// a stream whose frame finds no buffer ends without one.
+    pub fn fail_all(&mut self, table: &mut StreamTable, sink: &mut dyn TokenSink) -> GenTally {
+        let mut t = GenTally::default();
+        for i in 0..self.gens.len() {
+            if !self.gens[i].live {
+                continue;
+            }
+            if self.flush(i, sink, true, EndReason::Error as u8, &mut t) {
+                t.ended[EndReason::Error as usize] += 1;
+            }
+            table.end(SlotId::new(self.gens[i].slot));
+            self.retire(i);
+        }
+        t
+    }
+
     /// Ends every stream without a frame (the model was unloaded).
     pub fn clear(&mut self) {
         for i in 0..self.gens.len() {

@@ -256,6 +256,7 @@ impl<T: Transport> Worker<T> {
                 bump(&self.counters.batch_tx_waits, 1);
                 continue;
             };
+            self.hand.hold(tx, None);
             ps[n] = Some(p);
             js[n] = j;
             txs[n] = tx;
@@ -321,6 +322,7 @@ impl<T: Transport> Worker<T> {
             match slots[i] {
                 BatchSlot::Left => self.run_one(s, j, Some(txs[i])),
                 BatchSlot::Refused(r) => {
+                    self.hand.let_go(txs[i]);
                     self.transport.tx_free(txs[i]);
                     self.reply_queued(s, j, Immediate::Error(r.code, r.message));
                 }
@@ -393,12 +395,14 @@ impl<T: Transport> Worker<T> {
                 if let Some(m) = self.counters.models.get(p.slot as usize) {
                     m.queued(started - p.arrived);
                 }
+                self.hand.let_go(tx);
                 self.sends.push(TxPacket::answer(&p.pkt, tx, len as u32));
                 self.release_queued(s, k);
                 record(&mut self.hist.total, done - p.arrived);
                 true
             }
             Err(r) => {
+                self.hand.let_go(tx);
                 self.transport.tx_free(tx);
                 let answer = if r.code == ErrorCode::ResponseTooLarge && r.needed_len != 0 {
                     Immediate::TooLarge {

@@ -146,6 +146,7 @@ impl<T: Transport> Worker<T> {
             bump(&self.counters.tx_no_buffers, 1);
             return;
         };
+        self.hand.hold(tx, None);
         let repr = FrameRepr {
             body: BodyRepr::Error { code, message },
             ..FrameRepr::answer(
@@ -155,7 +156,9 @@ impl<T: Transport> Worker<T> {
                 TraceContext::default(),
             )
         };
-        match repr.emit(self.transport.tx_bytes(tx)) {
+        let emitted = repr.emit(self.transport.tx_bytes(tx));
+        self.hand.let_go(tx);
+        match emitted {
             Ok(l) => {
                 self.counters.error(code);
                 self.sends.push(TxPacket {

@@ -6,7 +6,6 @@
 //! nothing here locks or allocates; control changes arrive at burst
 //! boundaries.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -29,6 +28,7 @@ mod classify;
 mod forward;
 mod reply;
 mod run;
+mod supervise;
 mod tokens;
 mod trace;
 
@@ -38,6 +38,7 @@ use classify::{Marks, build_immediate};
 mod transform;
 pub use forward::FORWARD_PENDING_MAX;
 use forward::{FORWARD_SCAN_EVERY, PeerDown};
+pub use supervise::{CRASH_WINDOW_MS, RESTART_BACKOFF_MAX_MS, RESTART_BACKOFF_MIN_MS};
 
 /// Engine run state, shared by all workers.
 pub mod state {
@@ -229,11 +230,15 @@ pub struct Worker<T: Transport> {
     /// scan of all `MODEL_SLOT_COUNT_MAX` slots per iteration was a tenth
     /// of the worker's time at one stream).
     token_slots: Vec<u32>,
+    /// Transmit buffers taken and not yet sent or freed (given back after
+    /// a panic).
+    hand: supervise::TxHand,
+    /// When the loop last restarted after a panic, until it has run a
+    /// crash window since.
+    restarted_at: Option<Instant>,
 }
 
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
-/// Most receive polls a failed worker makes to answer what is queued for it.
-const FAIL_DRAIN_POLLS_MAX: usize = 64;
 
 const SLEEP_MAX: Duration = Duration::from_millis(10);
 
@@ -308,6 +313,8 @@ impl<T: Transport> Worker<T> {
             wake,
             tokens_active: 0,
             token_slots: Vec::with_capacity(MODEL_SLOT_COUNT_MAX),
+            hand: supervise::TxHand::new(),
+            restarted_at: None,
         }
     }
 
@@ -319,37 +326,6 @@ impl<T: Transport> Worker<T> {
     /// The transport, writable (benchmarks feed it).
     pub fn transport_mut(&mut self) -> &mut T {
         &mut self.transport
-    }
-
-    /// Runs the loop with panics caught. A panic is counted, logged and kept
-    /// as the worker's failure; what the worker held is answered
-    /// ([`Worker::fail_held`]); then the worker stops serving: the caller
-    /// drops it, which closes its socket, so the kernel hashes its flows to
-    /// the other workers. Returns whether the loop failed.
-    pub fn run_guarded(&mut self) -> bool {
-        let failed = match catch_unwind(AssertUnwindSafe(|| self.run())) {
-            Ok(()) => false,
-            Err(p) => {
-                // Not serving from here on: live changes stop waiting for it.
-                self.counters.alive.store(false, Ordering::Release);
-                let why = panic_text(p.as_ref());
-                log::error!(
-                    "worker {} failed: {why}; answering what it held, then it stops serving",
-                    self.p.index
-                );
-                bump(&self.counters.panics, 1);
-                if let Ok(mut f) = self.counters.failure.lock() {
-                    *f = Some(why);
-                }
-                if catch_unwind(AssertUnwindSafe(|| self.fail_held())).is_err() {
-                    log::error!("worker {}: could not answer what it held", self.p.index);
-                }
-                self.publish_stats();
-                true
-            }
-        };
-        self.counters.alive.store(false, Ordering::Release);
-        failed
     }
 
     /// Runs until the engine stops.
@@ -508,6 +484,7 @@ impl<T: Transport> Worker<T> {
     }
 
     fn publish_stats(&mut self) {
+        self.note_uptime();
         self.stream_tick();
         self.last_publish = Instant::now();
         self.hist_out.publish(&self.hist);
@@ -548,6 +525,12 @@ impl<T: Transport> Worker<T> {
         for i in 0..n {
             self.classify(i, draining);
         }
+        // Tests make a worker fail here, mid-burst: frames classified,
+        // requests queued, none run.
+        #[cfg(feature = "fault-hooks")]
+        if n > 0 {
+            crate::fault::hit(self.p.index);
+        }
         self.run_queues(draining);
         debug_assert!(
             self.rx_open[..n].iter().all(|o| !o),
@@ -581,87 +564,6 @@ impl<T: Transport> Worker<T> {
         self.rx_open[i] = false;
         let pkt = self.rx[i];
         self.transport.rx_release(&pkt);
-    }
-
-    /// After a panic in the loop: answers what the worker held, so its
-    /// clients see an error frame rather than silence. Frames of the burst
-    /// not answered yet, and requests in the shard queues not answered yet
-    /// (this burst's, those a batch held from earlier ones, and those of a
-    /// run the panic cut short) get a retryable `internal`; answers already
-    /// built go out; requests waiting on peers are failed the same way.
-    /// Best effort: the worker's state is whatever the panic left.
-    pub fn fail_held(&mut self) {
-        const WHY: &str = "the worker serving this request failed; retry";
-        self.flush_sends();
-        for i in 0..self.burst_n.min(self.rx.len()) {
-            if !self.rx_open[i] {
-                continue;
-            }
-            if self.rx[i].port == PORT_FORWARD {
-                // A peer's answer: its request is failed with the forwards.
-                self.release(i);
-                continue;
-            }
-            self.reply(i, Immediate::Error(ErrorCode::Internal, WHY), None);
-            if self.sends.len() == self.sends.capacity() {
-                self.flush_sends();
-            }
-        }
-        self.burst_n = 0;
-        for s in 0..self.queues.len() {
-            for k in 0..self.queues[s].len() {
-                if self.queues[s][k].state == batch::State::Done {
-                    continue;
-                }
-                self.reply_queued(s, k, Immediate::Error(ErrorCode::Internal, WHY));
-                if self.sends.len() == self.sends.capacity() {
-                    self.flush_sends();
-                }
-            }
-            self.queues[s].clear();
-        }
-        self.held = 0;
-        self.next_due_us = u64::MAX;
-        self.flush_sends();
-        // Frames already queued for this worker (the socket closes with it
-        // and the kernel would drop them): answered too, until the queue
-        // stays empty for a few polls (bounded).
-        let mut empty = 0;
-        for _ in 0..FAIL_DRAIN_POLLS_MAX {
-            let n = self.transport.rx_burst(&mut self.rx);
-            if n == 0 {
-                empty += 1;
-                if empty == 3 {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(1));
-                continue;
-            }
-            empty = 0;
-            self.burst_n = n;
-            self.rx_open[..n].fill(true);
-            for i in 0..n {
-                if self.rx[i].port == PORT_FORWARD {
-                    self.release(i);
-                } else {
-                    self.reply(i, Immediate::Error(ErrorCode::Internal, WHY), None);
-                }
-            }
-            self.burst_n = 0;
-            self.flush_sends();
-        }
-        let mut cursor = 0;
-        let now = Instant::now();
-        while let Some(f) = self
-            .forwarded
-            .next_expired(&mut cursor, now, Duration::ZERO)
-        {
-            self.answer_forward(f, ErrorCode::Internal, WHY);
-            if self.sends.len() == self.sends.capacity() {
-                self.flush_sends();
-            }
-        }
-        self.flush_sends();
     }
 
     /// Parses, authenticates, validates, routes and admits one frame;

@@ -3,6 +3,16 @@
 
 use super::*;
 
+/// Where a frame being answered is held: it is let go as its receive
+/// buffer is released, so a panic before leaves it to be answered after.
+#[derive(Clone, Copy)]
+pub(super) enum Held {
+    /// Frame `i` of this burst.
+    Burst(usize),
+    /// Entry `k` of shard `s`'s queue.
+    Queued(usize, usize),
+}
+
 impl<T: Transport> Worker<T> {
     /// Ends shard `s`'s queue entry `k`: marked done first (a panic past
     /// here cannot release it twice), then its receive buffer released.
@@ -14,8 +24,9 @@ impl<T: Transport> Worker<T> {
     }
 
     /// Answers shard `s`'s queue entry `k` at once and releases its buffer.
+    /// Marked done as its buffer is released (after the answer is built):
+    /// a panic while building leaves it open, answered once after it.
     pub(super) fn reply_queued(&mut self, s: usize, k: usize, r: Immediate) {
-        self.queues[s][k].state = batch::State::Done;
         let p = self.queues[s][k];
         if let Immediate::Error(code, _) = r {
             self.trace_held_done(s, k, code as u16);
@@ -25,13 +36,19 @@ impl<T: Transport> Worker<T> {
         // Its span record, while the burst it arrived in is this one.
         let traced = (p.arrived == self.burst_start && p.span == trace::NO_SPAN)
             .then_some(usize::from(p.rx_index));
-        self.reply_pkt(p.pkt, r, Some(s), Some(usize::from(p.slot)), traced);
+        self.reply_pkt(
+            p.pkt,
+            r,
+            Some(s),
+            Some(usize::from(p.slot)),
+            traced,
+            Held::Queued(s, k),
+        );
     }
 
     /// Answers frame `i` of this burst at once and releases its buffer.
     pub(super) fn reply(&mut self, i: usize, r: Immediate, shard: Option<usize>) {
-        self.rx_open[i] = false;
-        self.reply_pkt(self.rx[i], r, shard, None, Some(i));
+        self.reply_pkt(self.rx[i], r, shard, None, Some(i), Held::Burst(i));
     }
 
     /// Answers a received frame at once and releases its receive buffer;
@@ -43,12 +60,15 @@ impl<T: Transport> Worker<T> {
         shard: Option<usize>,
         slot: Option<usize>,
         traced: Option<usize>,
+        held: Held,
     ) {
         let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
             bump(&self.counters.tx_no_buffers, 1);
+            self.let_go_rx(held);
             self.transport.rx_release(&pkt);
             return;
         };
+        self.hand.hold(tx, None);
         probes_sys::pool_alloc(|| (tx,));
         if let Immediate::Error(code, _)
         | Immediate::Stream { code, .. }
@@ -100,7 +120,9 @@ impl<T: Transport> Worker<T> {
             Immediate::Pong => bump(&self.counters.pings, 1),
             Immediate::Negotiate(_) => bump(&self.counters.negotiations, 1),
         }
+        self.let_go_rx(held);
         self.transport.rx_release(&pkt);
+        self.hand.let_go(tx);
         match len {
             Some(len) => {
                 self.sends.push(TxPacket::answer(&pkt, tx, len as u32));
@@ -110,6 +132,15 @@ impl<T: Transport> Worker<T> {
                 probes_sys::pool_free(|| (tx,));
                 self.transport.tx_free(tx);
             }
+        }
+    }
+
+    /// The worker stops holding a frame's receive buffer (just before it
+    /// is released): no longer open in the burst, or its queue entry done.
+    fn let_go_rx(&mut self, held: Held) {
+        match held {
+            Held::Burst(i) => self.rx_open[i] = false,
+            Held::Queued(s, k) => self.queues[s][k].state = batch::State::Done,
         }
     }
 }

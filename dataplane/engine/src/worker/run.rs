@@ -17,10 +17,18 @@ impl<T: Transport> Worker<T> {
         let p = self.queues[shard][k];
         let pkt = p.pkt;
         let started = Instant::now();
-        let Some(tx) = tx.or_else(|| self.transport.tx_alloc_for(&pkt)) else {
-            bump(&self.counters.tx_no_buffers, 1);
-            self.release_queued(shard, k);
-            return;
+        // A buffer the caller took is in the worker's hand already.
+        let tx = match tx {
+            Some(tx) => tx,
+            None => {
+                let Some(tx) = self.transport.tx_alloc_for(&pkt) else {
+                    bump(&self.counters.tx_no_buffers, 1);
+                    self.release_queued(shard, k);
+                    return;
+                };
+                self.hand.hold(tx, None);
+                tx
+            }
         };
         probes_sys::pool_alloc(|| (tx,));
         let now_us = self.now_us;
@@ -33,6 +41,7 @@ impl<T: Transport> Worker<T> {
             let tenant = Frame::new_unchecked(self.transport.rx_bytes(&pkt)).tenant_id();
             if !self.follow_stream(p.slot as usize, tenant, sh.stream_id, now_us) {
                 probes_sys::pool_free(|| (tx,));
+                self.hand.let_go(tx);
                 self.transport.tx_free(tx);
                 self.reply_queued(
                     shard,
@@ -156,6 +165,7 @@ impl<T: Transport> Worker<T> {
                 // Taken, answered later or never (a token stream's OPEN,
                 // a keep-alive).
                 probes_sys::pool_free(|| (tx,));
+                self.hand.let_go(tx);
                 self.transport.tx_free(tx);
                 bump(&self.counters.ok, 1);
                 self.release_queued(shard, k);
@@ -172,12 +182,14 @@ impl<T: Transport> Worker<T> {
                     m.execution(1, p.key.map_or(1, |k| u64::from(k.rows)));
                     m.queued(started - p.arrived);
                 }
+                self.hand.let_go(tx);
                 self.sends.push(TxPacket::answer(&pkt, tx, len as u32));
                 self.release_queued(shard, k);
                 record(&mut self.hist.total, done - p.arrived);
             }
             Err(r) => {
                 probes_sys::pool_free(|| (tx,));
+                self.hand.let_go(tx);
                 self.transport.tx_free(tx);
                 let answer = if r.code == ErrorCode::ResponseTooLarge && r.needed_len != 0 {
                     Immediate::TooLarge {

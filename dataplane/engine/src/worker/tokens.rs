@@ -17,6 +17,8 @@ use crate::transport::{RxPacket, Transport, TxPacket};
 struct Sink<'a, T: Transport> {
     transport: &'a mut T,
     sends: &'a mut Vec<TxPacket>,
+    /// The worker's buffers in hand (a model writes each frame).
+    hand: &'a mut super::supervise::TxHand,
     no_buffers: u64,
     hist: &'a mut crate::stats::HistSet,
     counters: &'a crate::stats::WorkerCounters,
@@ -43,7 +45,10 @@ impl<T: Transport> TokenSink for Sink<'_, T> {
             self.no_buffers += 1;
             return false;
         };
-        match write(self.transport.tx_bytes(tx)) {
+        self.hand.hold(tx, Some(conn));
+        let written = write(self.transport.tx_bytes(tx));
+        self.hand.let_go(tx);
+        match written {
             Ok(len) if len > 0 => {
                 self.sends.push(TxPacket {
                     buf: tx,
@@ -121,6 +126,31 @@ impl<T: Transport> Worker<T> {
         }
     }
 
+    /// Ends every token stream with a last frame saying `error` (after a
+    /// panic: their states may be half-written).
+    pub(super) fn fail_token_streams(&mut self) {
+        let mut sink = Sink {
+            transport: &mut self.transport,
+            sends: &mut self.sends,
+            hand: &mut self.hand,
+            no_buffers: 0,
+            hist: &mut self.hist,
+            counters: &self.counters,
+            load: &mut self.load,
+            model: 0,
+        };
+        for (slot, h) in self.handlers.iter_mut().enumerate() {
+            let Some(h) = h.as_mut() else {
+                continue;
+            };
+            sink.model = slot;
+            if let Some(t) = h.fail_token_streams(&mut sink) {
+                self.counters.tokens.add(&t);
+            }
+        }
+        bump(&self.counters.tx_no_buffers, sink.no_buffers);
+    }
+
     /// One decode step for every active token stream.
     pub(super) fn token_iteration(&mut self) {
         // `poll_once` read the wall clock just before (token latencies
@@ -129,6 +159,7 @@ impl<T: Transport> Worker<T> {
         let mut sink = Sink {
             transport: &mut self.transport,
             sends: &mut self.sends,
+            hand: &mut self.hand,
             no_buffers: 0,
             hist: &mut self.hist,
             counters: &self.counters,

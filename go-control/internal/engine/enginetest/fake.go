@@ -56,10 +56,14 @@ type fakeWorker struct {
 	refusals map[string]uint64 // by cause
 	service  []uint64
 	failure  string // set by FailWorker
-	pools    []engine.PoolStats
-	copies   []engine.CopyStats
-	streams  engine.StreamStats // RecordTokenStream, ReclaimStream
-	tokens   engine.TokenStats
+	// Set by RestartWorker: the engine restarted the worker after a panic.
+	restarts     uint64
+	lastPanic    string
+	crashLooping bool
+	pools        []engine.PoolStats
+	copies       []engine.CopyStats
+	streams      engine.StreamStats // RecordTokenStream, ReclaimStream
+	tokens       engine.TokenStats
 }
 
 type fakeModel struct {
@@ -249,8 +253,9 @@ func (f *Fake) Schemas() []engine.Schema {
 	return slices.Clone(f.schemas)
 }
 
-// FailWorker makes worker i report a failure, as a worker whose loop
-// panicked does (tests of the daemon's reaction).
+// FailWorker makes worker i report a failure for good, as a worker does
+// whose loop panicked and whose recovery failed too (tests of the daemon's
+// reaction).
 func (f *Fake) FailWorker(i int, why string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -260,6 +265,20 @@ func (f *Fake) FailWorker(i int, why string) {
 		f.workers[i] = w
 	}
 	w.failure = why
+}
+
+// RestartWorker makes worker i report a panic the engine recovered from:
+// one more panic and restart, the panic's text, crash-looping or not.
+func (f *Fake) RestartWorker(i int, why string, crashLooping bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := f.workers[i]
+	if w == nil {
+		w = &fakeWorker{errors: map[string]uint64{}}
+		f.workers[i] = w
+	}
+	w.restarts++
+	w.lastPanic, w.crashLooping = why, crashLooping
 }
 
 // StatsCalls counts Stats calls (metrics must take one snapshot a scrape).
@@ -435,8 +454,11 @@ func (f *Fake) Stats() (engine.Stats, error) {
 	var all []uint64
 	for i, core := range f.cfg.Engine.Workers {
 		ws := engine.WorkerStats{Index: i, Core: core, Errors: engine.ErrorCounts{}, Alive: f.state == "running"}
+		if w := f.workers[i]; w != nil {
+			ws.Panics, ws.Restarts, ws.CrashLooping = w.restarts, w.restarts, w.crashLooping
+		}
 		if w := f.workers[i]; w != nil && w.failure != "" {
-			ws.Alive, ws.Panics = false, 1
+			ws.Alive, ws.Panics = false, ws.Panics+1
 		}
 		if w := f.workers[i]; w != nil {
 			var errN uint64
@@ -509,8 +531,11 @@ func (f *Fake) Status() (engine.Status, error) {
 		Schemas: len(f.schemas), Versions: map[string]string{"engine": "fake", "wire": "1"}}
 	for i, core := range f.cfg.Engine.Workers {
 		wi := engine.WorkerInfo{Index: i, Core: core, Alive: f.state == "running"}
+		if w := f.workers[i]; w != nil {
+			wi.Panics, wi.Restarts, wi.CrashLooping, wi.Failure = w.restarts, w.restarts, w.crashLooping, w.lastPanic
+		}
 		if w := f.workers[i]; w != nil && w.failure != "" {
-			wi.Alive, wi.Panics, wi.Failure = false, 1, w.failure
+			wi.Alive, wi.Panics, wi.FailedForGood, wi.Failure = false, wi.Panics+1, true, w.failure
 		}
 		st.Workers = append(st.Workers, wi)
 	}
