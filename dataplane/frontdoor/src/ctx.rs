@@ -47,6 +47,9 @@ pub struct Stats {
     pub closed_body_timeout: AtomicU64,
     /// Connections closed by `write_timeout_ms`.
     pub closed_write_timeout: AtomicU64,
+    /// Connections closed at `connections_max` to make room for a new one:
+    /// the one with no request in flight for the longest.
+    pub closed_evicted: AtomicU64,
     /// Clients cut off for sending a body too slowly (HTTP 408, gRPC
     /// DEADLINE_EXCEEDED).
     pub slow_clients: AtomicU64,
@@ -90,6 +93,7 @@ impl Stats {
             "closed_header_timeout": g(&self.closed_header_timeout),
             "closed_body_timeout": g(&self.closed_body_timeout),
             "closed_write_timeout": g(&self.closed_write_timeout),
+            "closed_evicted": g(&self.closed_evicted),
             "slow_clients": g(&self.slow_clients),
             "grpc_refused_unread": g(&self.grpc_refused_unread),
             "grpc_bytes_read": g(&self.grpc_bytes_read),
@@ -116,6 +120,7 @@ impl Stats {
                 Cause::Header => &self.closed_header_timeout,
                 Cause::Body => &self.closed_body_timeout,
                 Cause::Write => &self.closed_write_timeout,
+                Cause::Evicted => &self.closed_evicted,
             },
             1,
         );

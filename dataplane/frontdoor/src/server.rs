@@ -197,6 +197,7 @@ async fn thread_main(
     crate::dispatch::install(port);
     let drainer = tokio::spawn(crate::dispatch::drain(wake));
     let conns = Arc::new(AtomicUsize::new(0));
+    let live = Arc::new(crate::conn::Live::new(ctx.cfg.connections_max));
     let mut tasks = Vec::new();
     for (l, proto) in [(http, Proto::Http), (grpc, Proto::Grpc)] {
         let Some(l) = l else { continue };
@@ -206,6 +207,7 @@ async fn thread_main(
                 l,
                 proto,
                 Arc::clone(&conns),
+                Arc::clone(&live),
                 stop.clone(),
             ))),
             Err(e) => {
@@ -228,6 +230,7 @@ async fn accept(
     l: TcpListener,
     proto: Proto,
     conns: Arc<AtomicUsize>,
+    live: Arc<crate::conn::Live>,
     stop: watch::Receiver<bool>,
 ) {
     let gate = crate::grpc_gate::gate(Arc::clone(&ctx), crate::grpc::service(Arc::clone(&ctx)));
@@ -238,7 +241,7 @@ async fn accept(
             continue;
         };
         // Refused: closed at once (counted by crate::conn::admit).
-        let Ok(admitted) = crate::conn::admit(&ctx, &conns, peer.ip()) else {
+        let Ok(admitted) = crate::conn::admit(&ctx, &conns, &live, peer.ip()) else {
             drop(stream);
             continue;
         };
@@ -246,11 +249,12 @@ async fn accept(
         let ctx = Arc::clone(&ctx);
         let stop = stop.clone();
         let gate = gate.clone();
+        let conn = Conn::new(timeouts);
+        live.add(&conn);
         tokio::spawn(async move {
             // Dropped however this task ends (done, cancelled, panicked):
             // the connection's places are given back.
             let _admitted = admitted;
-            let conn = Conn::new(timeouts);
             let io = TokioIo::new(TimedIo::new(stream, Arc::clone(&conn)));
             let served = serve(&ctx, proto, io, &conn, gate, stop).await;
             match served {

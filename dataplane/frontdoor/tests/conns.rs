@@ -59,25 +59,29 @@ fn idle_sockets_do_not_lock_out_a_request_and_are_closed_and_counted() {
     let mut idle: Vec<TcpStream> = (0..200)
         .map(|_| TcpStream::connect(fd.http).unwrap())
         .collect();
-    // A legitimate request gets through once the idle ones are closed.
-    let t = Instant::now();
+    // A legitimate request is admitted at once: at connections_max the
+    // socket idle longest is closed to make room (no waiting for the
+    // handshake timeout). Retried only for the accept queue's order.
     let mut status = None;
-    while status.is_none() && t.elapsed() < Duration::from_secs(20) {
+    for _ in 0..20 {
         status = ready(fd.http);
-        if status.is_none() {
-            std::thread::sleep(Duration::from_millis(50));
+        if status.is_some() {
+            break;
         }
+        std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(status, Some(200), "a legitimate request is answered");
-    // Every idle socket is closed: at the handshake timeout, or at
-    // accept while connections_max was reached.
+    // Every idle socket is closed: evicted to make room, or at the
+    // handshake timeout.
     for s in &mut idle {
         assert!(closed_within(s, Duration::from_secs(5)));
     }
-    let timed_out = fd.wait_stat("closed_handshake_timeout", 16, Duration::from_secs(5));
+    let timed_out = fd.wait_stat("closed_handshake_timeout", 1, Duration::from_secs(5));
+    let evicted = fd.stat("closed_evicted");
     let refused = fd.stat("connections_refused");
-    assert!(timed_out >= 16, "{timed_out}");
-    assert!(timed_out + refused >= 200, "{timed_out} + {refused}");
+    assert!(evicted >= 200 - 16, "{evicted}");
+    assert_eq!(refused, 0, "nothing refused while an idle one could go");
+    assert!(timed_out + evicted >= 200, "{timed_out} + {evicted}");
 
     // A keep-alive connection with nothing in flight is closed at
     // idle_timeout_ms.

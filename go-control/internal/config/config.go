@@ -131,6 +131,9 @@ type Auth struct {
 	// ReplayEntries: tags each worker remembers to refuse replays (a power
 	// of two).
 	ReplayEntries int `toml:"replay_entries" json:"replay_entries"`
+	// Lab accepts keys and tokens published in the Sluice repository where
+	// other hosts can reach the appliance (refused there otherwise).
+	Lab bool `toml:"lab" json:"lab"`
 }
 
 // IOUring is the [io_uring] table.

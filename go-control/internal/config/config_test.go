@@ -132,6 +132,8 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"auth mode", "[auth]\nmode = \"open\"\n", "t.toml:2: auth.mode: \"open\" is not one of \"tenants\", \"none\""},
 		{"freshness window", "[auth]\n\nfreshness_window_ms = 50\n", "t.toml:3: auth.freshness_window_ms: 50 is out of range 100..=300000"},
 		{"replay entries", "[auth]\nreplay_entries = 1000\n", "t.toml:2: auth.replay_entries: 1000 is not a power of two"},
+		{"published key on a NIC", "[engine]\ntransport = \"dpdk\"\n\n[[tenants]]\nname = \"demo\"\nid = 1\nkey = \"hex:73756963652d64656d6f2d6b65792d30303030303030303030303030303030\"\n", "t.toml:7: tenants[0].key: this key is published in the Sluice repository, and engine.transport = \"dpdk\" is reachable"},
+		{"published token off loopback", "[frontdoor]\nhttp_listen = \"0.0.0.0:8000\"\n\n[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\ntokens = [\"sha256:93849de6614ec0bbd8d0aed516245f309ec8c5d8bce3c2d79f0a7b35226386f9\"]\n", "t.toml:8: tenants[0].tokens[0]: this bearer token is published in the Sluice repository, and frontdoor.http_listen = \"0.0.0.0:8000\""},
 		{"mode none with tenants", "[auth]\nmode = \"none\"\n\n[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "t.toml:4: tenants[0]: auth.mode is \"none\""},
 		{"bad subject pattern", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nsubjects = [\"a-*\", \"\"]\n", "t.toml:5: tenants[0].subjects[1]: \"\" must be 1 to 255 printable ASCII"},
 		{"too many patterns", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nroutes = [" + strings.Repeat("\"r\", ", 16385) + "]\n", "t.toml:5: tenants[0].routes: 16385 entries; at most 16384"},
@@ -195,7 +197,7 @@ func TestAuthDefaultsAndExposure(t *testing.T) {
 		t.Fatalf("subjects default: %v", s)
 	}
 	js, _ := cfg.JSON()
-	for _, want := range []string{`"auth":{"mode":"tenants","freshness_window_ms":10000,"replay_entries":262144}`, `"subjects":["*"]`} {
+	for _, want := range []string{`"auth":{"mode":"tenants","freshness_window_ms":10000,"replay_entries":262144,"lab":false}`, `"subjects":["*"]`} {
 		if !strings.Contains(string(js), want) {
 			t.Fatalf("engine JSON lacks %s: %s", want, js)
 		}
@@ -432,4 +434,22 @@ func manyContentRoutes(n int) string {
 		fmt.Fprintf(&b, "[[routes]]\nname = \"r%d\"\nshard = \"s\"\ncontent = ['$.f%d == 1']\n", i, i)
 	}
 	return b.String()
+}
+
+// A published key is refused only where other hosts can reach the
+// appliance, and a lab host may say so.
+func TestPublishedKeysOnLoopbackOrLab(t *testing.T) {
+	demo := "[[tenants]]\nname = \"demo\"\nid = 1\nkey = \"hex:73756963652d64656d6f2d6b65792d30303030303030303030303030303030\"\n"
+	for name, src := range map[string]string{
+		"loopback":     "[io_uring]\nlisten = \"127.0.0.1:7070\"\n" + demo,
+		"lab on a NIC": "[engine]\ntransport = \"dpdk\"\n[auth]\nlab = true\n" + demo,
+	} {
+		if _, err := Parse("t.toml", []byte(src)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := Parse("t.toml", []byte("[io_uring]\nlisten = \"0.0.0.0:7070\"\n"+demo)); err == nil ||
+		!strings.Contains(err.Error(), "io_uring.listen = \"0.0.0.0:7070\" is reachable from other hosts") {
+		t.Errorf("0.0.0.0 with the demo key: %v", err)
+	}
 }

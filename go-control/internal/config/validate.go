@@ -81,6 +81,7 @@ func Validate(cfg *Config) []Issue {
 	c.auth(&cfg.Auth, len(cfg.Tenants))
 	c.tracing(&cfg.Tracing)
 	c.tenants(cfg.Tenants)
+	c.published(cfg)
 	c.peers(cfg.Peers)
 	c.control(&cfg.Control)
 	c.frontdoor(&cfg.Frontdoor, cfg.Engine.Workers)

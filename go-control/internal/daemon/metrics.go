@@ -173,7 +173,7 @@ func newCollector(d *Daemon) *collector {
 		fCopied:      desc("frontdoor_bytes_copied_total", "Tensor bytes the front door copied (request: into the aligned slot; reply: into gRPC messages) or converted from JSON.", "what"),
 		fSlow:        desc("frontdoor_slow_clients_total", "Clients cut off for sending a body too slowly (body_timeout_ms)."),
 		fConnRefused: desc("frontdoor_connections_refused_total", "Connections closed at accept (connections_max)."),
-		fConnClosed:  desc("frontdoor_connections_closed_total", "Connections the front door closed, by cause: a timeout (handshake, idle, header, body, write) or at accept (per_source: connections_per_source_max; sources_full: sources_max).", "cause"),
+		fConnClosed:  desc("frontdoor_connections_closed_total", "Connections the front door closed, by cause: a timeout (handshake, idle, header, body, write), evicted (the one idle longest, to make room at connections_max) or at accept (per_source: connections_per_source_max; sources_full: sources_max).", "cause"),
 		fGRPCUnread:  desc("frontdoor_grpc_refused_unread_total", "gRPC calls refused on their credentials before any of their message was read."),
 		fGRPCRead:    desc("frontdoor_grpc_bytes_read_total", "gRPC request bytes read (message framing included)."),
 	}
@@ -446,6 +446,7 @@ func (c *collector) frontdoor(ch chan<- prometheus.Metric) {
 	for _, cause := range []string{"handshake", "idle", "header", "body", "write"} {
 		counter(ch, c.fConnClosed, f["closed_"+cause+"_timeout"], cause)
 	}
+	counter(ch, c.fConnClosed, f["closed_evicted"], "evicted")
 	counter(ch, c.fConnClosed, f["refused_per_source"], "per_source")
 	counter(ch, c.fConnClosed, f["refused_sources_full"], "sources_full")
 	counter(ch, c.fGRPCUnread, f["grpc_refused_unread"])

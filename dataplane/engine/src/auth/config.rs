@@ -52,6 +52,10 @@ pub struct AuthCfg {
     pub freshness_window_ms: u32,
     /// Tags each worker remembers to refuse replays (a power of two).
     pub replay_entries: u32,
+    /// A lab host: keys and tokens published in the Sluice repository are
+    /// accepted even where other hosts can reach the appliance (they are
+    /// refused there otherwise: auth/published.rs).
+    pub lab: bool,
 }
 
 impl Default for AuthCfg {
@@ -60,6 +64,7 @@ impl Default for AuthCfg {
             mode: AuthMode::Tenants,
             freshness_window_ms: 10_000,
             replay_entries: 1 << 18,
+            lab: false,
         }
     }
 }
@@ -85,7 +90,8 @@ pub fn validate(cfg: &Config) -> Result<(), ConfigError> {
             "must be a power of two",
         ));
     }
-    auth_allows_tenants(a.mode, &cfg.tenants)
+    auth_allows_tenants(a.mode, &cfg.tenants)?;
+    super::published::validate(cfg)
 }
 
 impl Config {

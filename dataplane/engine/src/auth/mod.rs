@@ -12,6 +12,7 @@ use sluice_wire::{ErrorCode, Frame, flags};
 use crate::tables::{Tables, Tenant};
 
 pub mod config;
+mod published;
 mod replay;
 mod tenant;
 

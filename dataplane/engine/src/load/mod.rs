@@ -280,12 +280,23 @@ impl LoadWriter {
     /// tenant's slot: a probe of a fixed table, no allocation.
     #[inline]
     pub fn key(&mut self, shard: Option<usize>, slot: Option<usize>, tenant: u32) -> LoadKey {
+        let tenant = cell_of(&mut self.tenants, &self.ring.tenant_ids, u64::from(tenant)) as u16;
+        self.key_with(shard, slot, tenant)
+    }
+
+    /// The cells of an error whose tenant id is unauthenticated: the
+    /// tenant overflow cell ([`TENANT_OTHER`]), never a new tenant slot.
+    pub fn key_unclaimed(&mut self, shard: Option<usize>, slot: Option<usize>) -> LoadKey {
+        self.key_with(shard, slot, TENANT_SLOTS as u16)
+    }
+
+    #[inline]
+    fn key_with(&mut self, shard: Option<usize>, slot: Option<usize>, tenant: u16) -> LoadKey {
         let shard = shard.filter(|&s| s < SHARD_COUNT_MAX).map(|s| s as u16);
         let model = match slot.filter(|&m| m < MODEL_SLOT_COUNT_MAX) {
             Some(m) => cell_of(&mut self.models, &self.ring.model_ids, m as u64),
             None => MODEL_SLOTS + 1,
         } as u16;
-        let tenant = cell_of(&mut self.tenants, &self.ring.tenant_ids, u64::from(tenant)) as u16;
         LoadKey {
             shard,
             model,
@@ -422,6 +433,28 @@ mod tests {
         assert_eq!(other, Some(10));
         // Not routed: no shard cell.
         assert!(read(&ring, 0, u64::MAX, Dim::Shard).is_empty());
+    }
+
+    #[test]
+    fn unclaimed_errors_take_no_tenant_slot() {
+        let ring = Arc::new(LoadRing::new());
+        let mut w = LoadWriter::new(Arc::clone(&ring));
+        w.tick(9_000_000_000);
+        for _ in 0..(TENANT_SLOTS + 10) {
+            let k = w.key_unclaimed(None, None);
+            w.error(k);
+        }
+        // A real tenant still gets its own cell afterwards.
+        let k = w.key(None, None, 42);
+        w.request(k, 1);
+        let rows = read(&ring, 0, u64::MAX, Dim::Tenant);
+        assert_eq!(rows.len(), 2);
+        let other = rows
+            .iter()
+            .find(|r| r.key == TENANT_OTHER)
+            .map(|r| r.errors);
+        assert_eq!(other, Some(TENANT_SLOTS as u64 + 10));
+        assert!(rows.iter().any(|r| r.key == 42 && r.requests == 1));
     }
 }
 

@@ -99,6 +99,10 @@ pub struct StreamTable {
     counts: TableCounts,
     /// The counts at the last [`StreamTable::take_counts`].
     reported: TableCounts,
+    /// SipHash with a random key drawn when the table is made: stream ids
+    /// are chosen by clients, so none may aim a run of them at one probe
+    /// chain (a fixed mix would let them).
+    hasher: std::collections::hash_map::RandomState,
 }
 
 impl std::fmt::Debug for StreamTable {
@@ -127,13 +131,16 @@ impl SlotId {
     }
 }
 
-fn hash(tenant: u32, stream_id: u64) -> u64 {
-    // A multiplicative mix: ids are chosen by clients, so spread them.
-    let x = stream_id ^ (u64::from(tenant) << 32 | u64::from(tenant));
-    x.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
-}
-
 impl StreamTable {
+    /// The keyed hash of a stream's name (no allocation).
+    fn hash(&self, tenant: u32, stream_id: u64) -> u64 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = self.hasher.build_hasher();
+        h.write_u32(tenant);
+        h.write_u64(stream_id);
+        h.finish()
+    }
+
     /// Makes a table of `limits.per_worker` slots with `state_len` bytes of
     /// state per slot (rounded up to 64 per half).
     pub fn new(limits: StreamLimits, state_len: usize) -> StreamTable {
@@ -150,6 +157,7 @@ impl StreamTable {
             reclaim_cursor: 0,
             counts: TableCounts::default(),
             reported: TableCounts::default(),
+            hasher: std::collections::hash_map::RandomState::new(),
         }
     }
 
@@ -183,7 +191,7 @@ impl StreamTable {
 
     fn find(&self, tenant: u32, stream_id: u64) -> Result<usize, usize> {
         let cap = self.index.len();
-        let mut at = (hash(tenant, stream_id) % cap as u64) as usize;
+        let mut at = (self.hash(tenant, stream_id) % cap as u64) as usize;
         for _ in 0..cap {
             match self.index[at] {
                 0 => return Err(at),
@@ -477,7 +485,7 @@ impl StreamTable {
         while self.index[next] != 0 {
             let s = self.index[next];
             let e = self.entries[s as usize - 1];
-            let home = (hash(e.tenant, e.stream_id) % cap as u64) as usize;
+            let home = (self.hash(e.tenant, e.stream_id) % cap as u64) as usize;
             // Move it back when its home is not within (at, next].
             let between = if at <= next {
                 at < home && home <= next

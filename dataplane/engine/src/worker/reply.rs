@@ -84,10 +84,19 @@ impl<T: Transport> Worker<T> {
             });
         }
         if let Immediate::Error(..) | Immediate::TooLarge { .. } | Immediate::Refused(_) = r {
-            let tenant = Frame::new_unchecked(self.transport.rx_bytes(&pkt))
+            // The tenant id of a refused frame, or of one no configured
+            // tenant holds, is only a claim: such errors share the overflow
+            // cell, so unsigned datagrams cannot take the tenant cells.
+            let claimed = Frame::new_unchecked(self.transport.rx_bytes(&pkt))
                 .try_tenant_id()
                 .unwrap_or(0);
-            let k = self.load.key(shard, slot, tenant);
+            let known = !matches!(r, Immediate::Refused(_))
+                && (!self.tables.auth.required || self.tables.tenant(claimed).is_some());
+            let k = if known {
+                self.load.key(shard, slot, claimed)
+            } else {
+                self.load.key_unclaimed(shard, slot)
+            };
             self.load.error(k);
         }
         let len = {

@@ -2,6 +2,11 @@
 //! per-source count (`connections_per_source_max`, in a table of at most
 //! `sources_max` addresses), both released by a drop guard so that a
 //! connection task that panics or is cancelled still gives its place back.
+//! At `connections_max` a new connection is not refused while another one
+//! has no request in flight: the one idle longest is closed to make room
+//! ([`Live::evict_idlest`]), so sockets that send nothing, or only part of
+//! a request head, can never lock legitimate clients out; only requests
+//! in flight (authenticated before their bodies are read) hold places.
 
 pub mod body;
 pub mod io;
@@ -10,9 +15,59 @@ pub mod timers;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::ctx::{Ctx, Stats};
+
+use timers::Conn;
+
+/// A thread's live connections, for eviction at `connections_max`.
+/// Touched at accept only (a lock per accept, never per request).
+#[derive(Debug)]
+pub struct Live {
+    conns: Mutex<Vec<Weak<Conn>>>,
+    /// Entries kept before the closed ones are swept: twice the live cap.
+    sweep_at: usize,
+}
+
+impl Live {
+    /// For a thread of at most `connections_max` connections.
+    pub fn new(connections_max: u32) -> Live {
+        let cap = connections_max as usize;
+        Live {
+            conns: Mutex::new(Vec::with_capacity(2 * cap)),
+            sweep_at: 2 * cap.max(1),
+        }
+    }
+
+    /// Registers an admitted connection.
+    pub fn add(&self, c: &Arc<Conn>) {
+        let mut v = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        if v.len() >= self.sweep_at {
+            v.retain(|w| w.strong_count() > 0);
+        }
+        v.push(Arc::downgrade(c));
+    }
+
+    /// Tells the connection with no request in flight for the longest to
+    /// close; whether there was one. O(connections) at the cap only.
+    pub fn evict_idlest(&self) -> bool {
+        let mut v = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        v.retain(|w| w.strong_count() > 0);
+        let idlest = v
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter_map(|c| c.evictable_since().map(|t| (t, c)))
+            .min_by_key(|(t, _)| *t);
+        match idlest {
+            Some((_, c)) => {
+                c.evict();
+                true
+            }
+            None => false,
+        }
+    }
+}
 
 /// Why a connection was refused at accept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,9 +165,17 @@ impl Drop for Admitted {
 }
 
 /// Takes a place for a connection from `peer` on a thread whose open
-/// connections are `conns`, or says (and counts) why not.
-pub fn admit(ctx: &Arc<Ctx>, conns: &Arc<AtomicUsize>, peer: IpAddr) -> Result<Admitted, Refused> {
-    if conns.load(Ordering::Relaxed) >= ctx.cfg.connections_max as usize {
+/// connections are `conns` (registered in `live`), or says (and counts)
+/// why not. At `connections_max` the idlest connection is evicted to make
+/// room; the count then runs over the cap until it has closed (by at most
+/// the connections evicted and not yet gone, each evicted once).
+pub fn admit(
+    ctx: &Arc<Ctx>,
+    conns: &Arc<AtomicUsize>,
+    live: &Live,
+    peer: IpAddr,
+) -> Result<Admitted, Refused> {
+    if conns.load(Ordering::Relaxed) >= ctx.cfg.connections_max as usize && !live.evict_idlest() {
         Stats::add(&ctx.stats.connections_refused, 1);
         return Err(Refused::Thread);
     }

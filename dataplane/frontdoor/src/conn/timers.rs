@@ -27,6 +27,9 @@ pub enum Cause {
     Body,
     /// A write made no progress (`write_timeout_ms`).
     Write,
+    /// `connections_max` was reached and this connection had had no
+    /// request in flight for the longest (`conn::Live::evict_idlest`).
+    Evicted,
 }
 
 /// The limits, from `[frontdoor]`.
@@ -64,6 +67,7 @@ impl Timeouts {
             Cause::Header => self.header,
             Cause::Body => self.body,
             Cause::Write => self.write,
+            Cause::Evicted => Duration::ZERO,
         }
     }
 }
@@ -118,6 +122,8 @@ struct State {
     write_blocked: Option<Instant>,
     /// What the watchdog sleeps until (it need not be woken for later).
     watch_at: Option<Instant>,
+    /// Told to close to make room (`Conn::evict`).
+    evicted: bool,
 }
 
 /// One connection's timer state, shared by its IO, its service and its
@@ -145,6 +151,7 @@ impl Conn {
                 frames: Frames::default(),
                 write_blocked: None,
                 watch_at: None,
+                evicted: false,
             }),
             wake: Notify::new(),
         })
@@ -288,8 +295,27 @@ impl Conn {
         InFlight(Arc::clone(self))
     }
 
+    /// Since when the connection has had no request in flight (from
+    /// accept, for one that never sent a request), or None while one is in
+    /// flight or after it was evicted: what eviction picks by.
+    pub fn evictable_since(&self) -> Option<Instant> {
+        let s = self.lock();
+        (s.inflight == 0 && !s.evicted).then_some(s.idle_since)
+    }
+
+    /// Tells the connection to close now (its watchdog returns
+    /// [`Cause::Evicted`]).
+    pub fn evict(&self) {
+        let mut s = self.lock();
+        s.evicted = true;
+        self.wake.notify_one();
+    }
+
     /// The earliest deadline and its cause.
     fn deadline_of(&self, s: &State) -> Option<(Instant, Cause)> {
+        if s.evicted {
+            return Some((s.accepted, Cause::Evicted));
+        }
         let t = &self.t;
         let mut best: Option<(Instant, Cause)> = None;
         let mut consider = |at: Instant, c: Cause| {
