@@ -69,6 +69,23 @@ pub struct Stats {
     pub stream_frames: AtomicU64,
     /// Token-frame bytes copied out of reply slots (one copy per frame).
     pub stream_bytes_copied: AtomicU64,
+    /// Token streams (and ModelStreamInfer answers) given up because their
+    /// client read nothing for `write_timeout_ms`.
+    pub streams_slow_reader: AtomicU64,
+    /// `Sluice-HMAC-v2` headers refused as malformed.
+    pub hmac_malformed: AtomicU64,
+    /// ... with a timestamp outside `hmac_skew_ms`.
+    pub hmac_stale: AtomicU64,
+    /// ... for an unknown tenant or a wrong signature.
+    pub hmac_bad_signature: AtomicU64,
+    /// ... for a nonce already used.
+    pub hmac_replayed: AtomicU64,
+    /// ... because the nonce set was full (`hmac_nonces_max`; 503).
+    pub hmac_nonces_full: AtomicU64,
+    /// ... because the body did not match its signed digest.
+    pub hmac_body_mismatch: AtomicU64,
+    /// v1 `Sluice-HMAC` headers refused.
+    pub hmac_old_format: AtomicU64,
 }
 
 impl Stats {
@@ -102,6 +119,14 @@ impl Stats {
             "streams_cancelled": g(&self.streams_cancelled),
             "stream_frames": g(&self.stream_frames),
             "stream_bytes_copied": g(&self.stream_bytes_copied),
+            "streams_slow_reader": g(&self.streams_slow_reader),
+            "hmac_malformed": g(&self.hmac_malformed),
+            "hmac_stale": g(&self.hmac_stale),
+            "hmac_bad_signature": g(&self.hmac_bad_signature),
+            "hmac_replayed": g(&self.hmac_replayed),
+            "hmac_nonces_full": g(&self.hmac_nonces_full),
+            "hmac_body_mismatch": g(&self.hmac_body_mismatch),
+            "hmac_old_format": g(&self.hmac_old_format),
         })
     }
 
@@ -121,6 +146,23 @@ impl Stats {
                 Cause::Body => &self.closed_body_timeout,
                 Cause::Write => &self.closed_write_timeout,
                 Cause::Evicted => &self.closed_evicted,
+            },
+            1,
+        );
+    }
+
+    /// Counts a refused signature by cause.
+    pub fn signature_refused(&self, c: crate::signing::Cause) {
+        use crate::signing::Cause;
+        Stats::add(
+            match c {
+                Cause::Malformed => &self.hmac_malformed,
+                Cause::Stale => &self.hmac_stale,
+                Cause::BadSignature => &self.hmac_bad_signature,
+                Cause::Replayed => &self.hmac_replayed,
+                Cause::NoncesFull => &self.hmac_nonces_full,
+                Cause::BodyMismatch => &self.hmac_body_mismatch,
+                Cause::OldFormat => &self.hmac_old_format,
             },
             1,
         );
@@ -152,12 +194,26 @@ pub struct Ctx {
     pub stats: Stats,
     /// Open connections by source, all threads.
     pub sources: crate::conn::Sources,
+    /// `Sluice-HMAC-v2` checks and the nonces seen, all threads.
+    pub signer: crate::signing::Signer,
 }
 
 impl Ctx {
     /// The tables as of now.
     pub fn tables(&self) -> Arc<Tables> {
         self.shared.tables.load().1
+    }
+
+    /// What requests are authenticated and timed with, on `tables`.
+    pub fn env<'a>(&'a self, tables: &'a Tables) -> crate::semantic::Env<'a> {
+        crate::semantic::Env {
+            tables,
+            signer: &self.signer,
+            stats: &self.stats,
+            request_timeout: std::time::Duration::from_millis(u64::from(
+                self.cfg.request_timeout_ms,
+            )),
+        }
     }
 
     /// Whether the engine accepts new requests.

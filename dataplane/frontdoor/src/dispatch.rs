@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sluice_engine::tables::Tables;
-use sluice_engine::transport::ingress::{Answer, Done, Filling, IngressPort, SubmitError};
+use sluice_engine::transport::ingress::{Answer, Credit, Done, Filling, IngressPort, SubmitError};
 use sluice_wire::ErrorCode;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
@@ -19,10 +19,16 @@ use tokio::sync::{mpsc, oneshot};
 use crate::errors::Refusal;
 use crate::semantic::Semantic;
 
+/// Most token frames queued for one stream's reader. When the queue is
+/// full the worker does not get the last frame's region back (its credit
+/// is held) until the reader takes one: a slow reader holds its stream
+/// back, never the front door's memory.
+pub const STREAM_FRAMES_QUEUED_MAX: usize = 16;
+
 /// What a token stream's request gets back, in order: its frames (each
-/// copied once out of the reply slot, which goes back to the worker at
-/// once), then the slot (empty once the stream ended; an error frame when
-/// the OPEN was refused).
+/// copied once out of the reply slot, at most [`STREAM_FRAMES_QUEUED_MAX`]
+/// queued), then the slot (empty once the stream ended; an error frame
+/// when the OPEN was refused).
 #[derive(Debug)]
 pub enum StreamMsg {
     /// A token frame.
@@ -34,7 +40,12 @@ pub enum StreamMsg {
 /// Who waits for a slot's answer.
 enum Waiter {
     One(oneshot::Sender<Done>),
-    Stream(mpsc::UnboundedSender<StreamMsg>),
+    Stream {
+        tx: mpsc::Sender<StreamMsg>,
+        worker: usize,
+        /// The last frame's credit is held: the queue was full.
+        held: bool,
+    },
 }
 
 struct Local {
@@ -108,19 +119,24 @@ pub fn submit(f: Filling, len: usize, w: usize) -> Result<oneshot::Receiver<Done
 }
 
 /// Hands a token stream's `OPEN` to worker `w`; its frames and then its
-/// slot arrive on the receiver.
+/// slot arrive on the receiver. Returns the slot too, for [`credit`].
 pub fn submit_stream(
     f: Filling,
     len: usize,
     w: usize,
-) -> Result<mpsc::UnboundedReceiver<StreamMsg>, Refusal> {
-    let slot = f.slot() as usize;
+) -> Result<(mpsc::Receiver<StreamMsg>, u32), Refusal> {
+    let slot = f.slot();
     with(|l| {
-        let (tx, rx) = mpsc::unbounded_channel();
+        // One place more than the frames: the end always fits.
+        let (tx, rx) = mpsc::channel(STREAM_FRAMES_QUEUED_MAX + 1);
         match l.port.submit(f, len, w) {
             Ok(()) => {
-                l.waiting[slot] = Some(Waiter::Stream(tx));
-                Ok(rx)
+                l.waiting[slot as usize] = Some(Waiter::Stream {
+                    tx,
+                    worker: w,
+                    held: false,
+                });
+                Ok((rx, slot))
             }
             Err(SubmitError::NoWorker(_)) => {
                 Err(Refusal::code(ErrorCode::Internal, "no such worker"))
@@ -128,6 +144,19 @@ pub fn submit_stream(
             Err(SubmitError::Full(_)) => Err(Refusal::code(ErrorCode::Busy, "worker ring full")),
         }
     })?
+}
+
+/// The reader of the stream in `slot` took a frame (or went away): gives
+/// the worker its region back if it was held.
+pub fn credit(slot: u32) {
+    let _ = with(|l| {
+        if let Some(Some(Waiter::Stream { held, worker, .. })) = l.waiting.get_mut(slot as usize)
+            && *held
+        {
+            *held = false;
+            l.port.credit(*worker, slot);
+        }
+    });
 }
 
 /// Picks the worker for a request: one serving the shard its route names
@@ -188,7 +217,7 @@ pub async fn drain(wake: Arc<sluice_engine::transport::ingress::Wake>) {
         wake.prepare_sleep();
         let got = with(|l| {
             let Local { port, waiting, .. } = l;
-            port.drain(|a| match a {
+            port.drain_credited(|a| match a {
                 Answer::Done(done) => {
                     let slot = done.slot() as usize;
                     // A request whose client went away drops its receiver:
@@ -197,18 +226,33 @@ pub async fn drain(wake: Arc<sluice_engine::transport::ingress::Wake>) {
                         Some(Waiter::One(tx)) => {
                             let _ = tx.send(done);
                         }
-                        Some(Waiter::Stream(tx)) => {
-                            let _ = tx.send(StreamMsg::End(done));
+                        Some(Waiter::Stream { tx, .. }) => {
+                            // The place kept for the end: cannot be full.
+                            let _ = tx.try_send(StreamMsg::End(done));
                         }
                         None => {}
                     }
+                    Credit::Now
                 }
                 Answer::Part(p) => {
                     // The one copy of a token frame: the worker writes the
                     // next one into the same region.
-                    if let Some(Some(Waiter::Stream(tx))) = waiting.get(p.slot() as usize) {
-                        let _ = tx.send(StreamMsg::Frame(p.reply().to_vec()));
+                    let Some(Some(Waiter::Stream { tx, held, .. })) =
+                        waiting.get_mut(p.slot() as usize)
+                    else {
+                        return Credit::Now;
+                    };
+                    // A frame comes only after the last one's credit, and a
+                    // credit is held while the queue is full: this fits.
+                    if tx.try_send(StreamMsg::Frame(p.reply().to_vec())).is_err() {
+                        // The reader is gone: let the stream run to its end.
+                        return Credit::Now;
                     }
+                    if tx.capacity() <= 1 {
+                        *held = true;
+                        return Credit::Later;
+                    }
+                    Credit::Now
                 }
             })
         });

@@ -172,13 +172,18 @@ impl Service {
         req: Request<pb::ModelInferRequest>,
     ) -> Result<pb::ModelInferResponse, Refusal> {
         let ctx = &self.ctx;
-        let (meta, _, msg) = req.into_parts();
+        let (meta, ext, msg) = req.into_parts();
         let tables = ctx.tables();
+        let call = crate::semantic::Call {
+            method: "POST",
+            path: INFER_PATH,
+            query: "",
+            checked: ext.get::<crate::semantic::Auth>(),
+        };
         let sem = crate::semantic::read(
             &meta,
-            &tables,
-            "POST",
-            INFER_PATH,
+            &ctx.env(&tables),
+            &call,
             &msg.model_name,
             &msg.model_version,
         )?;
@@ -301,13 +306,27 @@ impl Service {
     fn find(
         &self,
         meta: &tonic::metadata::MetadataMap,
+        checked: Option<&crate::semantic::Auth>,
         path: &str,
         name: &str,
         version: &str,
     ) -> Result<models::Found, Status> {
         let tables = self.ctx.tables();
-        models::find(&self.ctx.meta, &tables, meta, "POST", path, name, version)
-            .map_err(|r| refused(&self.ctx, r))
+        let call = crate::semantic::Call {
+            method: "POST",
+            path,
+            query: "",
+            checked,
+        };
+        models::find(
+            &self.ctx.meta,
+            &self.ctx.env(&tables),
+            meta,
+            &call,
+            name,
+            version,
+        )
+        .map_err(|r| refused(&self.ctx, r))
     }
 }
 
@@ -337,9 +356,11 @@ impl GrpcInferenceService for Service {
     ) -> Result<Response<pb::ModelReadyResponse>, Status> {
         Stats::add(&self.ctx.stats.grpc_requests, 1);
         let m = req.metadata().clone();
+        let auth = req.extensions().get::<crate::semantic::Auth>().cloned();
         let r = req.into_inner();
         let ready = match self.find(
             &m,
+            auth.as_ref(),
             "/inference.GRPCInferenceService/ModelReady",
             &r.name,
             &r.version,
@@ -369,9 +390,11 @@ impl GrpcInferenceService for Service {
     ) -> Result<Response<pb::ModelMetadataResponse>, Status> {
         Stats::add(&self.ctx.stats.grpc_requests, 1);
         let m = req.metadata().clone();
+        let auth = req.extensions().get::<crate::semantic::Auth>().cloned();
         let r = req.into_inner();
         let f = self.find(
             &m,
+            auth.as_ref(),
             "/inference.GRPCInferenceService/ModelMetadata",
             &r.name,
             &r.version,
@@ -414,9 +437,11 @@ impl GrpcInferenceService for Service {
     ) -> Result<Response<pb::ModelConfigResponse>, Status> {
         Stats::add(&self.ctx.stats.grpc_requests, 1);
         let m = req.metadata().clone();
+        let auth = req.extensions().get::<crate::semantic::Auth>().cloned();
         let r = req.into_inner();
         let f = self.find(
             &m,
+            auth.as_ref(),
             "/inference.GRPCInferenceService/ModelConfig",
             &r.name,
             &r.version,

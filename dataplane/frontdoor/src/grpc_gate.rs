@@ -1,7 +1,11 @@
 //! What every gRPC call passes before tonic decodes its message: the
-//! tenant's credentials are checked on the call's metadata (the same check
-//! the handlers make, which signs method and path only), and a call that
-//! fails is answered at once with none of its message read. The body tonic
+//! tenant's credentials are checked on the call's metadata, once per call
+//! (the handlers take the result from the request's extensions, so a
+//! `Sluice-HMAC-v2` nonce is used once), and a call that fails is answered
+//! at once with none of its message read. A signed call's first message
+//! must hash to the signed body digest (SHA-256 of its bytes as framed,
+//! without the 5-byte prefix): it is checked as its last byte arrives,
+//! before tonic can decode it. The body tonic
 //! then reads is bounded: a few KiB for calls that carry no tensors, and
 //! `body_timeout_ms` for each message (for a unary call, from the call's
 //! start) so a slow sender cannot hold its stream.
@@ -15,6 +19,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
+use sha2::{Digest, Sha256};
 use tonic::Status;
 use tonic::codegen::Service as _;
 
@@ -66,20 +71,33 @@ impl Gate {
     /// Serves one call.
     pub async fn call(
         &self,
-        req: http::Request<Incoming>,
+        mut req: http::Request<Incoming>,
     ) -> Result<http::Response<tonic::body::Body>, Infallible> {
         let ctx = &self.ctx;
         let k = kind(req.uri().path());
+        let mut first_sha256 = None;
         if k != Kind::Open {
             let tables = ctx.tables();
             let path = req.uri().path().to_string();
-            if let Err(r) = crate::semantic::authenticate(req.headers(), &tables, "POST", &path) {
-                // Dropping the unread body resets the stream: what the
-                // client already sent is discarded by h2, never decoded.
-                Stats::add(&ctx.stats.grpc_requests, 1);
-                Stats::add(&ctx.stats.grpc_refused_unread, 1);
-                ctx.stats.refusal(r.status);
-                return Ok(r.to_status().into_http());
+            let call = crate::semantic::Call {
+                method: "POST",
+                path: &path,
+                query: "",
+                checked: None,
+            };
+            match crate::semantic::authenticate(req.headers(), &ctx.env(&tables), &call) {
+                Ok(mut a) => {
+                    first_sha256 = a.body_sha256.take();
+                    req.extensions_mut().insert(a);
+                }
+                Err(r) => {
+                    // Dropping the unread body resets the stream: what the
+                    // client already sent is discarded by h2, never decoded.
+                    Stats::add(&ctx.stats.grpc_requests, 1);
+                    Stats::add(&ctx.stats.grpc_refused_unread, 1);
+                    ctx.stats.refusal(r.status);
+                    return Ok(r.to_status().into_http());
+                }
             }
         }
         let limit = match k {
@@ -98,6 +116,7 @@ impl Gate {
             frame: [0; 5],
             frame_got: 0,
             msg_left: 0,
+            first: first_sha256.map(|w| (w, None)),
             done: false,
         };
         let mut body = body;
@@ -124,6 +143,9 @@ pub struct GateBody {
     frame_got: usize,
     /// Bytes of the message's payload still to come.
     msg_left: usize,
+    /// A signed call: the first message's signed digest, and its hash so
+    /// far once its payload began; `None` once checked.
+    first: Option<(String, Option<Sha256>)>,
     done: bool,
 }
 
@@ -134,13 +156,36 @@ impl GateBody {
         }
     }
 
+    /// Hashes the first message's payload bytes `b`; at its end (`last`),
+    /// compares with the signed digest.
+    fn hash_first(&mut self, b: &[u8], last: bool) -> Result<(), Status> {
+        let Some((want, h)) = self.first.as_mut() else {
+            return Ok(());
+        };
+        h.get_or_insert_with(Sha256::new).update(b);
+        if !last {
+            return Ok(());
+        }
+        let got = crate::signing::hex(&h.take().unwrap_or_default().finalize());
+        let ok = got == *want;
+        self.first = None;
+        if ok {
+            return Ok(());
+        }
+        let f = crate::signing::body_mismatch();
+        self.ctx.stats.signature_refused(f.cause);
+        self.ctx.stats.refusal(f.refusal.status);
+        Err(f.refusal.to_status())
+    }
+
     /// Follows message boundaries: a message's timer runs from its first
     /// byte to its last.
-    fn follow(&mut self, mut b: &[u8]) {
+    fn follow(&mut self, mut b: &[u8]) -> Result<(), Status> {
         while !b.is_empty() {
             if self.msg_left > 0 {
                 let n = b.len().min(self.msg_left);
                 self.msg_left -= n;
+                self.hash_first(&b[..n], self.msg_left == 0)?;
                 b = &b[n..];
                 if self.msg_left == 0 {
                     self.deadline = None;
@@ -158,10 +203,12 @@ impl GateBody {
                 let [_, a, c, d, e] = self.frame;
                 self.msg_left = u32::from_be_bytes([a, c, d, e]) as usize;
                 if self.msg_left == 0 {
+                    self.hash_first(&[], true)?;
                     self.deadline = None;
                 }
             }
         }
+        Ok(())
     }
 
     fn fail(&mut self, s: Status) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
@@ -196,7 +243,9 @@ impl Body for GateBody {
                             "this call's message is at most {max} bytes"
                         )));
                     }
-                    this.follow(d);
+                    if let Err(s) = this.follow(d) {
+                        return this.fail(s);
+                    }
                 }
                 Poll::Ready(Some(Ok(f)))
             }

@@ -66,6 +66,8 @@ pub fn serve(
 ) -> Response<Responses> {
     let (meta, ext, mut inbound) = req.into_parts();
     let conn = ext.get::<ConnStreams>().cloned().unwrap_or_default();
+    // Checked once for the call by the gate (with its first message).
+    let auth = ext.get::<crate::semantic::Auth>().cloned().map(Arc::new);
     let (tx, rx) = mpsc::channel(RESPONSES_BUFFERED);
     tokio::spawn(async move {
         let inflight = Arc::new(Semaphore::new(CALL_INFLIGHT_MAX));
@@ -90,8 +92,9 @@ pub fn serve(
             };
             Stats::add(&svc.ctx().stats.grpc_requests, 1);
             let (svc, meta, tx, conn) = (svc.clone(), meta.clone(), tx.clone(), conn.clone());
+            let auth = auth.clone();
             tokio::spawn(async move {
-                one(&svc, meta, msg, &tx, &conn).await;
+                one(&svc, meta, auth.as_deref(), msg, &tx, &conn).await;
                 drop(permit);
             });
         }
@@ -120,6 +123,7 @@ fn error_response(
 async fn one(
     svc: &Service,
     meta: tonic::metadata::MetadataMap,
+    auth: Option<&crate::semantic::Auth>,
     msg: pb::ModelInferRequest,
     tx: &mpsc::Sender<Out>,
     conn: &ConnStreams,
@@ -132,26 +136,34 @@ async fn one(
     );
     let sem = {
         let tables = ctx.tables();
-        crate::semantic::read(&meta, &tables, "POST", STREAM_PATH, &model, &version)
+        let call = crate::semantic::Call {
+            method: "POST",
+            path: STREAM_PATH,
+            query: "",
+            checked: auth,
+        };
+        crate::semantic::read(&meta, &ctx.env(&tables), &call, &model, &version)
     };
     let sem = match sem {
         Ok(s) => s,
         Err(r) => {
             ctx.stats.refusal(r.status);
-            let _ = tx.send(Ok(error_response(&r, &id, &model, &version))).await;
+            tokens::relay(ctx, tx, Ok(error_response(&r, &id, &model, &version))).await;
             return;
         }
     };
     if let Some(gcfg) = tokens::generative(ctx, &sem) {
         if let Err(r) = decoupled(svc, sem, &gcfg, &msg, tx, conn).await {
             ctx.stats.refusal(r.status);
-            let _ = tx.send(Ok(error_response(&r, &id, &model, &version))).await;
+            tokens::relay(ctx, tx, Ok(error_response(&r, &id, &model, &version))).await;
         }
         return;
     }
-    let answer = svc
-        .infer(Request::from_parts(meta, Default::default(), msg))
-        .await;
+    let mut ext = tonic::Extensions::default();
+    if let Some(a) = auth {
+        ext.insert(a.clone());
+    }
+    let answer = svc.infer(Request::from_parts(meta, ext, msg)).await;
     let out = match answer {
         Ok(resp) => pb::ModelStreamInferResponse {
             error_message: String::new(),
@@ -162,7 +174,7 @@ async fn one(
             error_response(&r, &id, &model, &version)
         }
     };
-    let _ = tx.send(Ok(out)).await;
+    tokens::relay(ctx, tx, Ok(out)).await;
 }
 
 fn int_param(msg: &pb::ModelInferRequest, name: &str, max: u64) -> Result<u64, Refusal> {
@@ -306,13 +318,13 @@ async fn decoupled(
             Stats::add(&ctx.stats.reply_bytes_copied, raw.len() as u64);
             resp.raw_output_contents.push(raw.into());
         }
-        let sent = tx
-            .send(Ok(pb::ModelStreamInferResponse {
-                error_message: String::new(),
-                infer_response: Some(resp),
-            }))
-            .await;
-        if sent.is_err() {
+        let resp = Ok(pb::ModelStreamInferResponse {
+            error_message: String::new(),
+            infer_response: Some(resp),
+        });
+        // A reader gone or stalled (write_timeout_ms): dropping `g` cancels
+        // the stream and frees its slot.
+        if tokens::relay(ctx, tx, resp).await != tokens::Sent::Ok {
             return Ok(());
         }
         if let Some(r) = failed {

@@ -23,6 +23,7 @@ mod http;
 mod models;
 pub mod semantic;
 mod server;
+pub mod signing;
 pub mod tokens;
 
 pub use server::start;

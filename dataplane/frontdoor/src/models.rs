@@ -4,7 +4,7 @@
 
 use sluice_engine::EngineError;
 use sluice_engine::meta::{MetaFn, ModelMeta, TensorMeta, VersionMeta};
-use sluice_engine::tables::{BatchPolicy, Tables};
+use sluice_engine::tables::BatchPolicy;
 use sluice_wire::{DType, ErrorCode};
 
 use crate::dtype;
@@ -63,15 +63,22 @@ impl Found {
 /// checks the tenant may use it when authentication is on.
 pub fn find(
     meta: &Meta,
-    tables: &Tables,
+    env: &semantic::Env<'_>,
     h: &dyn Headers,
-    method: &str,
-    path: &str,
+    call: &semantic::Call<'_>,
     name: &str,
     version: &str,
 ) -> Result<Found, Refusal> {
+    let tables = env.tables;
     if tables.auth.required {
-        let t = semantic::authenticate(h, tables, method, path)?;
+        let a = semantic::authenticate(h, env, call)?;
+        // These requests' bodies are not read (HTTP GET; a gRPC call's
+        // message was checked by the gate): an HTTP signature must name
+        // the empty body.
+        if call.checked.is_none() {
+            semantic::check_body(env.stats, a.body_sha256.as_deref(), [&[][..]])?;
+        }
+        let t = &a.tenant;
         let allowed = tables.tenant(t.id).is_some_and(|t| t.allows_model(name));
         if !allowed {
             // A model outside the tenant's list is answered as one that

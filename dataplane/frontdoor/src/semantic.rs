@@ -1,22 +1,21 @@
 //! The seed's semantic headers, read the same way for HTTP and gRPC:
 //! `X-Model-Version`, `X-Lora-Adapter-ID`, `X-AI-Intent`, `X-AI-Timeout`,
 //! `traceparent` and the tenant's credentials (`Authorization: Bearer` or
-//! `Sluice-HMAC`). Routing uses only these and the path: the body is not
-//! read before the request is known to be routable and authenticated.
+//! `Sluice-HMAC-v2`). Routing uses only these and the path: the body is not
+//! read before the request is known to be routable and authenticated (a
+//! signed request's body is then checked against its signed digest).
 
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sluice_engine::tables::Tables;
 use sluice_wire::{ErrorCode, TenantKey, TraceContext, limits};
 
+use crate::ctx::Stats;
 use crate::errors::Refusal;
+use crate::signing::Signer;
 
 /// Largest `X-AI-Timeout`: one hour.
 pub const TIMEOUT_MAX: Duration = Duration::from_secs(3600);
-
-/// How far a `Sluice-HMAC` timestamp may be from the server's clock.
-pub const HMAC_SKEW_MAX_S: u64 = 300;
 
 /// Header access over HTTP headers and gRPC metadata alike.
 pub trait Headers {
@@ -73,10 +72,14 @@ pub struct Semantic {
     pub intent: String,
     /// Absolute deadline, µs since the epoch; 0 for none.
     pub deadline_us: u64,
+    /// The timeout the request named, if any.
+    pub timeout: Option<Duration>,
     /// W3C trace context from `traceparent`.
     pub trace: TraceContext,
     /// The tenant.
     pub tenant: Tenant,
+    /// A signed request's body digest, to compare once the body is read.
+    pub body_sha256: Option<String>,
 }
 
 /// Microseconds since the epoch.
@@ -172,74 +175,152 @@ pub fn parse_traceparent(s: &str) -> TraceContext {
     parsed.unwrap_or_default()
 }
 
+/// What credentials are checked and deadlines set with.
+#[derive(Clone, Copy)]
+pub struct Env<'a> {
+    /// The tables as of the request.
+    pub tables: &'a Tables,
+    /// `Sluice-HMAC-v2` checks and nonces.
+    pub signer: &'a Signer,
+    /// Where refusals are counted.
+    pub stats: &'a Stats,
+    /// `frontdoor.request_timeout_ms`: the deadline of a request that
+    /// names none.
+    pub request_timeout: Duration,
+}
+
+/// The request as its signature covers it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Call<'a> {
+    /// `POST`, `GET` (gRPC: `POST`).
+    pub method: &'a str,
+    /// The path as sent (gRPC: the method's path).
+    pub path: &'a str,
+    /// The query as sent, "" for none.
+    pub query: &'a str,
+    /// Credentials already checked for this call (gRPC: by the gate, once
+    /// per call, with its first message's digest): not checked again.
+    pub checked: Option<&'a Auth>,
+}
+
+/// Checked credentials.
+#[derive(Debug, Clone)]
+pub struct Auth {
+    /// Who.
+    pub tenant: Tenant,
+    /// A signed request's body digest (lower-case hex), still to be
+    /// compared with the body once read.
+    pub body_sha256: Option<String>,
+}
+
+/// SHA-256 of nothing: what a request without a body signs.
+pub const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
 /// The tenant behind the request's credentials. With no tenant
 /// configured, authentication is off (as for every other transport).
-pub fn authenticate(
-    h: &dyn Headers,
-    tables: &Tables,
-    method: &str,
-    path: &str,
-) -> Result<Tenant, Refusal> {
+/// Everything here comes from the headers: no body is read before it
+/// passes.
+pub fn authenticate(h: &dyn Headers, env: &Env<'_>, call: &Call<'_>) -> Result<Auth, Refusal> {
+    if let Some(a) = call.checked {
+        return Ok(a.clone());
+    }
+    let tables = env.tables;
     if !tables.auth.required {
-        return Ok(Tenant {
-            id: 0,
-            name: String::new(),
-            key: None,
+        return Ok(Auth {
+            tenant: Tenant {
+                id: 0,
+                name: String::new(),
+                key: None,
+            },
+            body_sha256: None,
         });
     }
     let unauth = |m: &'static str| Refusal::code(ErrorCode::Unauthenticated, m);
     let Some(auth) = h.text("authorization")? else {
         return Err(unauth(
-            "credentials required: Authorization: Bearer <token> or Sluice-HMAC",
+            "credentials required: Authorization: Bearer <token> or Sluice-HMAC-v2",
         ));
     };
-    let found = if let Some(tok) = auth.strip_prefix("Bearer ") {
+    let counted = |f: crate::signing::Fail| {
+        env.stats.signature_refused(f.cause);
+        f.refusal
+    };
+    let (found, body_sha256) = if let Some(tok) = auth.strip_prefix("Bearer ") {
         let digest = sluice_engine::config::token_digest(tok.trim().as_bytes())
             .map_err(|_| unauth("unknown bearer token"))?;
-        tables.tenant_by_token(&digest)
-    } else if let Some(rest) = auth.strip_prefix("Sluice-HMAC ") {
-        let (mut id, mut ts, mut sig) = (None, None, None);
-        for part in rest.split(',') {
-            let (k, v) = part.trim().split_once('=').unwrap_or(("", ""));
-            match k {
-                "tenant" => id = v.parse::<u32>().ok(),
-                "ts" => ts = v.parse::<u64>().ok(),
-                "sig" => sig = Some(v),
-                _ => {}
-            }
-        }
-        let (Some(id), Some(ts), Some(sig)) = (id, ts, sig) else {
-            return Err(unauth("Sluice-HMAC needs tenant=, ts= and sig="));
+        (tables.tenant_by_token(&digest), None)
+    } else if let Some(rest) = auth.strip_prefix(crate::signing::SCHEME) {
+        let text = |n: &str| -> Result<&str, Refusal> { Ok(h.text(n)?.unwrap_or("").trim()) };
+        let signed = crate::signing::Signed {
+            method: call.method,
+            path: call.path,
+            query: call.query,
+            model_version: text("x-model-version")?,
+            adapter: text("x-lora-adapter-id")?,
+            intent: text("x-ai-intent")?,
+            ..Default::default()
         };
-        let now_s = now_us() / 1_000_000;
-        if now_s.abs_diff(ts) > HMAC_SKEW_MAX_S {
-            return Err(unauth(
-                "Sluice-HMAC timestamp is too far from the server's clock",
-            ));
-        }
-        let tag = decode_hex(sig).ok_or_else(|| unauth("Sluice-HMAC sig is not hex"))?;
-        let t = tables.tenant(id);
-        let msg = format!("{method}\n{path}\n{ts}");
-        t.filter(|t| t.key.verify_message(msg.as_bytes(), &tag))
+        let v = env
+            .signer
+            .verify(tables, rest, &signed, now_us() / 1000)
+            .map_err(counted)?;
+        (tables.tenant(v.tenant), Some(v.body_sha256))
+    } else if auth.starts_with("Sluice-HMAC ") {
+        return Err(counted(crate::signing::old_format()));
     } else {
-        return Err(unauth("Authorization must be Bearer or Sluice-HMAC"));
+        return Err(unauth("Authorization must be Bearer or Sluice-HMAC-v2"));
     };
     let t = found.ok_or_else(|| unauth("authentication failed"))?;
-    Ok(Tenant {
-        id: t.id,
-        name: t.name.clone(),
-        key: Some(t.key.clone()),
+    Ok(Auth {
+        tenant: Tenant {
+            id: t.id,
+            name: t.name.clone(),
+            key: Some(t.key.clone()),
+        },
+        body_sha256,
     })
 }
 
-fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) || s.len() > 128 {
-        return None;
+/// Compares a signed request's body with its signed digest (nothing to do
+/// for a request that was not signed).
+pub fn check_body<'a>(
+    stats: &Stats,
+    want: Option<&str>,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<(), Refusal> {
+    match want {
+        Some(w) if crate::signing::sha256_hex(chunks) != w => {
+            let f = crate::signing::body_mismatch();
+            stats.signature_refused(f.cause);
+            Err(f.refusal)
+        }
+        _ => Ok(()),
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+}
+
+/// A request's deadline: its timeout (`X-AI-Timeout`, `grpc-timeout`), or
+/// `frontdoor.request_timeout_ms` when it names none; with
+/// authentication on, at most the freshness window, which a signed
+/// frame's deadline must lie within (docs/wire.md, Authentication).
+pub fn request_deadline_us(timeout: Option<Duration>, default: Duration, tables: &Tables) -> u64 {
+    let t = timeout.unwrap_or(default).as_micros() as u64;
+    let t = if tables.auth.required {
+        t.min(tables.auth.window_us)
+    } else {
+        t
+    };
+    now_us() + t
+}
+
+/// A token stream's deadline: its timeout, or none (authentication on:
+/// the freshness window, the longest a signed frame may carry).
+pub fn stream_deadline_us(timeout: Option<Duration>, tables: &Tables) -> u64 {
+    match (timeout, tables.auth.required) {
+        (None, false) => 0,
+        (None, true) => now_us() + tables.auth.window_us,
+        (Some(t), false) => now_us() + t.as_micros() as u64,
+        (Some(t), true) => now_us() + (t.as_micros() as u64).min(tables.auth.window_us),
+    }
 }
 
 /// Reads the semantic headers of an inference request. `path_version` is
@@ -247,9 +328,8 @@ fn decode_hex(s: &str) -> Option<Vec<u8>> {
 /// then `X-Model-Version` is required.
 pub fn read(
     h: &dyn Headers,
-    tables: &Arc<Tables>,
-    method: &str,
-    path: &str,
+    env: &Env<'_>,
+    call: &Call<'_>,
     model: &str,
     path_version: &str,
 ) -> Result<Semantic, Refusal> {
@@ -291,28 +371,22 @@ pub fn read(
     if let Some(g) = h.text("grpc-timeout")?.and_then(parse_grpc_timeout) {
         timeout = Some(timeout.map_or(g, |t: Duration| t.min(g)));
     }
-    // A signed frame must carry a deadline within the freshness window
-    // (docs/wire.md, Authentication): with authentication on, no timeout
-    // means the window, and a longer one is cut to it.
-    let deadline_us = match (timeout, tables.auth.required) {
-        (None, false) => 0,
-        (None, true) => now_us() + tables.auth.window_us,
-        (Some(t), false) => now_us() + t.as_micros() as u64,
-        (Some(t), true) => now_us() + (t.as_micros() as u64).min(tables.auth.window_us),
-    };
+    let deadline_us = request_deadline_us(timeout, env.request_timeout, env.tables);
     let trace = h
         .text("traceparent")?
         .map(parse_traceparent)
         .unwrap_or_default();
-    let tenant = authenticate(h, tables, method, path)?;
+    let auth = authenticate(h, env, call)?;
     Ok(Semantic {
         model,
         version,
         adapter,
         intent,
         deadline_us,
+        timeout,
         trace,
-        tenant,
+        tenant: auth.tenant,
+        body_sha256: auth.body_sha256,
     })
 }
 
@@ -349,22 +423,46 @@ mod tests {
     fn version_rule() {
         let mut t = Tables::default();
         t.auth.required = false;
-        let tables = Arc::new(t);
+        let signer = Signer::new(30_000, 16);
+        let stats = Stats::default();
+        let env = Env {
+            tables: &t,
+            signer: &signer,
+            stats: &stats,
+            request_timeout: Duration::from_millis(2000),
+        };
+        let call = Call {
+            method: "POST",
+            path: "/",
+            ..Call::default()
+        };
         let mut h = http::HeaderMap::new();
-        let e = read(&h, &tables, "POST", "/", "mlp", "").unwrap_err();
+        let e = read(&h, &env, &call, "mlp", "").unwrap_err();
         assert_eq!(e.status, http::StatusCode::BAD_REQUEST);
         assert_eq!(e.message, "X-Model-Version required");
-        assert_eq!(
-            read(&h, &tables, "POST", "/", "mlp", "1").unwrap().version,
-            "1"
-        );
+        assert_eq!(read(&h, &env, &call, "mlp", "1").unwrap().version, "1");
         h.insert("x-model-version", "2".parse().unwrap());
-        assert_eq!(
-            read(&h, &tables, "POST", "/", "mlp", "").unwrap().version,
-            "2"
-        );
-        assert!(read(&h, &tables, "POST", "/", "mlp", "1").is_err());
+        assert_eq!(read(&h, &env, &call, "mlp", "").unwrap().version, "2");
+        assert!(read(&h, &env, &call, "mlp", "1").is_err());
         h.insert("x-ai-timeout", "soon".parse().unwrap());
-        assert!(read(&h, &tables, "POST", "/", "mlp", "2").is_err());
+        assert!(read(&h, &env, &call, "mlp", "2").is_err());
+    }
+
+    #[test]
+    fn a_request_without_a_timeout_gets_request_timeout_ms() {
+        let mut t = Tables::default();
+        t.auth.required = true;
+        t.auth.window_us = 10_000_000;
+        let d = Duration::from_millis(2000);
+        let left = |deadline: u64| deadline.saturating_sub(now_us());
+        assert!((1_900_000..=2_000_000).contains(&left(request_deadline_us(None, d, &t))));
+        // A longer timeout is cut to the freshness window.
+        let long = Some(Duration::from_secs(60));
+        assert!(left(request_deadline_us(long, d, &t)) <= 10_000_000);
+        assert!(left(request_deadline_us(long, d, &t)) > 9_000_000);
+        t.auth.required = false;
+        assert!(left(request_deadline_us(long, d, &t)) > 59_000_000);
+        // Streams: their own timeout or none.
+        assert_eq!(stream_deadline_us(None, &t), 0);
     }
 }

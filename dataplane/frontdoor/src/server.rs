@@ -110,6 +110,7 @@ pub fn start(c: FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String> {
     let (mut http, http_addr) = bind_all(&c.cfg.http_listen, threads)?;
     let (mut grpc, grpc_addr) = bind_all(&c.cfg.grpc_listen, threads)?;
     let sources = crate::conn::Sources::new(c.cfg.connections_per_source_max, c.cfg.sources_max);
+    let signer = crate::signing::Signer::new(c.cfg.hmac_skew_ms, c.cfg.hmac_nonces_max);
     let ctx = Arc::new(Ctx {
         cfg: c.cfg,
         shared: c.shared,
@@ -118,6 +119,7 @@ pub fn start(c: FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String> {
         rr: AtomicUsize::new(0),
         stats: Stats::default(),
         sources,
+        signer,
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut handles = Vec::with_capacity(threads);

@@ -97,7 +97,9 @@ pub struct Generation {
     sem: Semantic,
     worker: usize,
     stream_id: u64,
-    rx: mpsc::UnboundedReceiver<StreamMsg>,
+    rx: mpsc::Receiver<StreamMsg>,
+    /// The slot the stream's frames come through (for their credits).
+    slot: u32,
     /// The last frame (or the end) was seen: nothing to cancel.
     over: bool,
     /// The model name and version the frames carry.
@@ -134,7 +136,7 @@ pub fn generative(ctx: &Ctx, sem: &Semantic) -> Option<GenerateCfg> {
 /// Opens a token stream of `gcfg`'s model for `ask`.
 pub fn open(
     ctx: &Arc<Ctx>,
-    sem: Semantic,
+    mut sem: Semantic,
     gcfg: &GenerateCfg,
     ask: &Ask,
     conn: &ConnStreams,
@@ -156,6 +158,9 @@ pub fn open(
         ));
     }
     let permit = conn.take()?;
+    // A stream is not a request's answer: frontdoor.request_timeout_ms
+    // does not bound it (docs/frontdoor.md, Streaming).
+    sem.deadline_us = crate::semantic::stream_deadline_us(sem.timeout, &ctx.tables());
     let (mut f, rid) = crate::dispatch::alloc()?;
     let h = StreamHeader {
         stream_id: rid,
@@ -182,7 +187,7 @@ pub fn open(
     let tables = ctx.tables();
     let w = crate::dispatch::pick_worker(&tables, &sem, ctx.workers, &ctx.rr);
     drop(tables);
-    let rx = crate::dispatch::submit_stream(f, layout.frame_len, w)?;
+    let (rx, slot) = crate::dispatch::submit_stream(f, layout.frame_len, w)?;
     Stats::add(&ctx.stats.submitted, 1);
     Stats::add(&ctx.stats.streams_opened, 1);
     Stats::add(&ctx.stats.streams_open, 1);
@@ -194,6 +199,7 @@ pub fn open(
         worker: w,
         stream_id: rid,
         rx,
+        slot,
         over: false,
         _permit: permit,
     })
@@ -244,6 +250,8 @@ impl Generation {
         };
         match msg {
             StreamMsg::Frame(bytes) => {
+                // Room in the queue again: the worker may lend the next.
+                crate::dispatch::credit(self.slot);
                 Stats::add(&self.ctx.stats.stream_frames, 1);
                 Stats::add(&self.ctx.stats.stream_bytes_copied, bytes.len() as u64);
                 let f = match parse(&bytes) {
@@ -301,6 +309,9 @@ pub fn after_frame(f: &TokenFrame, tokens: u64) -> Option<Refusal> {
 
 impl Drop for Generation {
     fn drop(&mut self) {
+        // Nobody reads the queue any more: a held credit goes back so the
+        // worker can end the stream.
+        crate::dispatch::credit(self.slot);
         if self.over {
             return;
         }
@@ -311,6 +322,36 @@ impl Drop for Generation {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let (sem, w, id) = (self.sem.clone(), self.worker, self.stream_id);
             rt.spawn(cancel(sem, w, id));
+        }
+    }
+}
+
+/// How a send to a token stream's reader went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// Queued.
+    Ok,
+    /// The reader is gone (the client closed its stream or connection).
+    Gone,
+    /// No room for `write_timeout_ms`: the client stopped reading.
+    Stalled,
+}
+
+/// Sends `v` towards a token stream's client, waiting at most
+/// `frontdoor.write_timeout_ms` for room. The socket's own write timer
+/// does not see a client that stops reading one HTTP/2 stream (flow
+/// control stops the writes, not the socket), so a stream whose reader
+/// takes nothing for that long is given up here, counted in
+/// `streams_slow_reader`: its caller drops the generation, which cancels
+/// it and frees its slot.
+pub async fn relay<T>(ctx: &Ctx, tx: &mpsc::Sender<T>, v: T) -> Sent {
+    let wait = Duration::from_millis(u64::from(ctx.cfg.write_timeout_ms));
+    match tokio::time::timeout(wait, tx.send(v)).await {
+        Ok(Ok(())) => Sent::Ok,
+        Ok(Err(_)) => Sent::Gone,
+        Err(_) => {
+            Stats::add(&ctx.stats.streams_slow_reader, 1);
+            Sent::Stalled
         }
     }
 }

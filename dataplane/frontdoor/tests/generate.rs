@@ -31,6 +31,11 @@ fn ort_lib() -> std::path::PathBuf {
 }
 
 fn engine() -> (Engine, SocketAddr) {
+    engine_with("")
+}
+
+/// The engine with more `[frontdoor]` keys.
+fn engine_with(frontdoor: &str) -> (Engine, SocketAddr) {
     let root = root();
     let mut models = String::new();
     for (name, eos, max) in [("decoder", "eos = 0\n", 32), ("endless", "", 1_000_000)] {
@@ -67,6 +72,7 @@ http_listen = "127.0.0.1:0"
 slots = {SLOTS}
 body_bytes_max = 65536
 reply_bytes_max = 65536
+{frontdoor}
 [onnxruntime]
 library = "{lib}"
 [[shards]]
@@ -255,6 +261,55 @@ fn a_client_gone_mid_stream_frees_the_stream_and_its_slot() {
         std::thread::sleep(Duration::from_millis(20));
     }
     // And a new stream still gets a slot and its tokens.
+    let (status, text) = read_all(post(
+        http,
+        "/v2/models/decoder/versions/1/generate",
+        r#"{"text_input":"hello"}"#,
+    ));
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(
+        tokens_of(&json_body(&text)),
+        decoder_generate(&prompt("hello"), 32)
+    );
+}
+
+/// A client that opens a token stream and never reads it (a small
+/// receive buffer, so its socket fills at once): the bounded queues fill,
+/// the worker is held back (credits held), and after write_timeout_ms the
+/// client is cut off, counted, and the stream's slot freed for others.
+#[test]
+fn a_stream_whose_client_never_reads_is_cut_off_and_its_slot_freed() {
+    let (e, http) = engine_with("write_timeout_ms = 300\n");
+    for round in 0..=SLOTS {
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        sock.set_recv_buffer_size(4096).unwrap();
+        sock.connect(&http.into()).unwrap();
+        let mut s: TcpStream = sock.into();
+        let body = r#"{"text_input":"forever"}"#;
+        s.write_all(
+            format!(
+                "POST /v2/models/endless/versions/1/generate_stream HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let t0 = Instant::now();
+        while stat(&e, "streams_opened") <= u64::from(round) || stat(&e, "streams_open") != 0 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "round {round}: the unread stream still holds its slot: {}",
+                e.frontdoor_stats()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(s);
+    }
+    let cut = stat(&e, "closed_write_timeout") + stat(&e, "streams_slow_reader");
+    assert!(cut > u64::from(SLOTS), "{}", e.frontdoor_stats());
+    assert!(stat(&e, "streams_cancelled") > u64::from(SLOTS));
+    // More unread streams than slots came and went: a new one still runs.
     let (status, text) = read_all(post(
         http,
         "/v2/models/decoder/versions/1/generate",

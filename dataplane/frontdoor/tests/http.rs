@@ -522,19 +522,31 @@ fn tenants_authenticate_and_allow_lists_apply() {
     );
     assert_eq!(r.status, 404, "{}", error_of(&r));
     assert_eq!(error_of(&r), "unknown model or version");
-    // HMAC with the tenant key over method, path and timestamp.
+    // Sluice-HMAC-v2 with the tenant key (tests/signing.rs has the rest).
     let key: Vec<u8> = (0..32u8).collect();
     let ts = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .as_secs();
+        .as_millis() as u64;
     let path = "/v2/models/mlp/versions/1/infer";
-    let sig =
-        sluice_wire::TenantKey::new(&key).sign_message(format!("POST\n{path}\n{ts}").as_bytes());
-    let hex: String = sig.iter().map(|b| format!("{b:02x}")).collect();
-    let auth = format!("Sluice-HMAC tenant=7, ts={ts}, sig={hex}");
+    let digest = sluice_frontdoor::signing::sha256_hex([&body[..]]);
+    let signed = |nonce: &'static str, ts_ms: u64| {
+        sluice_frontdoor::signing::header(
+            &sluice_wire::TenantKey::new(&key),
+            &sluice_frontdoor::signing::Signed {
+                tenant: 7,
+                method: "POST",
+                path,
+                ts_ms,
+                nonce,
+                body_sha256: &digest,
+                ..Default::default()
+            },
+        )
+    };
+    let auth = signed("http-rs-nonce-0000000001", ts);
     assert_eq!(infer(addr, &[("Authorization", &auth)], &body).status, 200);
-    let stale = format!("Sluice-HMAC tenant=7, ts={}, sig={hex}", ts - 1000);
+    let stale = signed("http-rs-nonce-0000000002", ts - 1_000_000);
     assert_eq!(infer(addr, &[("Authorization", &stale)], &body).status, 401);
     // Health needs no credentials.
     assert_eq!(call(addr, "GET", "/v2/health/ready", &[], b"").status, 200);

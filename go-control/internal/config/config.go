@@ -259,6 +259,12 @@ type Frontdoor struct {
 	// across all threads; SourcesMax bounds the table that counts them.
 	ConnectionsPerSourceMax int `toml:"connections_per_source_max" json:"connections_per_source_max"`
 	SourcesMax              int `toml:"sources_max" json:"sources_max"`
+	// RequestTimeoutMs is the deadline of a request naming none (token
+	// streams excepted); HMACSkewMs and HMACNoncesMax bound Sluice-HMAC-v2
+	// timestamps and the nonces remembered against replays.
+	RequestTimeoutMs int `toml:"request_timeout_ms" json:"request_timeout_ms"`
+	HMACSkewMs       int `toml:"hmac_skew_ms" json:"hmac_skew_ms"`
+	HMACNoncesMax    int `toml:"hmac_nonces_max" json:"hmac_nonces_max"`
 }
 
 // Peer is one [[peers]] entry: another appliance that serves shards by label.
@@ -309,6 +315,7 @@ func Defaults() Config {
 			HandshakeTimeoutMs: 10_000, IdleTimeoutMs: 60_000, HeaderTimeoutMs: 30_000,
 			BodyTimeoutMs: 10_000, WriteTimeoutMs: 30_000, ConnectionsMax: 1024,
 			ConnectionsPerSourceMax: 256, SourcesMax: 65_536,
+			RequestTimeoutMs: 2000, HMACSkewMs: 30_000, HMACNoncesMax: 262_144,
 		},
 		Control: Control{
 			AdminListen: "127.0.0.1:7071", Store: "embedded",

@@ -21,6 +21,8 @@ const (
 	FrontdoorConnsMax   = 1 << 20 // per thread, per source, and sources tracked
 	TokensPerTenantMax  = 8
 	TokenLenMin         = 16
+	HMACSkewMsMax       = 300_000
+	HMACNoncesMax       = 1 << 24
 )
 
 // DecodeToken reads a bearer token spec as the engine does: the SHA-256
@@ -87,4 +89,7 @@ func (c *checker) frontdoor(f *Frontdoor, workers []int) {
 	c.rangeInt("frontdoor.connections_max", f.ConnectionsMax, 1, FrontdoorConnsMax)
 	c.rangeInt("frontdoor.connections_per_source_max", f.ConnectionsPerSourceMax, 1, FrontdoorConnsMax)
 	c.rangeInt("frontdoor.sources_max", f.SourcesMax, 1, FrontdoorConnsMax)
+	c.rangeInt("frontdoor.request_timeout_ms", f.RequestTimeoutMs, 1, FrontdoorTimeoutMax)
+	c.rangeInt("frontdoor.hmac_skew_ms", f.HMACSkewMs, 1, HMACSkewMsMax)
+	c.rangeInt("frontdoor.hmac_nonces_max", f.HMACNoncesMax, 1, HMACNoncesMax)
 }

@@ -48,9 +48,9 @@ type collector struct {
 
 	cOpen, cAccepted, cClosed, cRx, cRxBytes, cRxLarge, cTx, cTxBytes, cTxLarge, cErrors *prometheus.Desc
 
-	tCalls, tQuarantines, tQuarantined, tBytesIn, tBytesOut *prometheus.Desc
-	fRequests, fRefusals, fCopied, fSlow, fConnRefused      *prometheus.Desc
-	fConnClosed, fGRPCUnread, fGRPCRead                     *prometheus.Desc
+	tCalls, tQuarantines, tQuarantined, tBytesIn, tBytesOut        *prometheus.Desc
+	fRequests, fRefusals, fCopied, fSlow, fConnRefused             *prometheus.Desc
+	fConnClosed, fGRPCUnread, fGRPCRead, fHMACRefused, fSlowReader *prometheus.Desc
 
 	load loadDescs
 }
@@ -176,6 +176,8 @@ func newCollector(d *Daemon) *collector {
 		fConnClosed:  desc("frontdoor_connections_closed_total", "Connections the front door closed, by cause: a timeout (handshake, idle, header, body, write), evicted (the one idle longest, to make room at connections_max) or at accept (per_source: connections_per_source_max; sources_full: sources_max).", "cause"),
 		fGRPCUnread:  desc("frontdoor_grpc_refused_unread_total", "gRPC calls refused on their credentials before any of their message was read."),
 		fGRPCRead:    desc("frontdoor_grpc_bytes_read_total", "gRPC request bytes read (message framing included)."),
+		fHMACRefused: desc("frontdoor_hmac_refused_total", "Sluice-HMAC-v2 requests refused, by cause (malformed, stale, bad_signature, replayed, nonces_full, body_mismatch, old_format).", "cause"),
+		fSlowReader:  desc("frontdoor_streams_slow_reader_total", "Token streams given up because their client read nothing for write_timeout_ms."),
 	}
 }
 
@@ -191,7 +193,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.stOpened, c.stEnded, c.stReclaimed, c.stRefused, c.stSteps, c.stOpen, c.stMoved,
 		c.tkTokens, c.tkFrames, c.tkSteps, c.tkRuns, c.tkConnClosed, c.tkStateCopied, c.tkRunning, c.tkPrefill, c.tkEnded, c.tkTenant,
 		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors,
-		c.fRequests, c.fRefusals, c.fCopied, c.fSlow, c.fConnRefused, c.fConnClosed, c.fGRPCUnread, c.fGRPCRead,
+		c.fRequests, c.fRefusals, c.fCopied, c.fSlow, c.fConnRefused, c.fConnClosed, c.fGRPCUnread, c.fGRPCRead, c.fHMACRefused, c.fSlowReader,
 		c.tCalls, c.tQuarantines, c.tQuarantined, c.tBytesIn, c.tBytesOut} {
 		ch <- d
 	}
@@ -451,6 +453,10 @@ func (c *collector) frontdoor(ch chan<- prometheus.Metric) {
 	counter(ch, c.fConnClosed, f["refused_sources_full"], "sources_full")
 	counter(ch, c.fGRPCUnread, f["grpc_refused_unread"])
 	counter(ch, c.fGRPCRead, f["grpc_bytes_read"])
+	for _, cause := range []string{"malformed", "stale", "bad_signature", "replayed", "nonces_full", "body_mismatch", "old_format"} {
+		counter(ch, c.fHMACRefused, f["hmac_"+cause], cause)
+	}
+	counter(ch, c.fSlowReader, f["streams_slow_reader"])
 }
 
 // usHist exports fixed µs buckets (sum in µs) as a histogram in seconds.

@@ -31,6 +31,11 @@ pub mod limits {
     pub const TOKENS_PER_TENANT_MAX: usize = 8;
     /// Shortest bearer token accepted, bytes.
     pub const TOKEN_LEN_MIN: usize = 16;
+    /// Largest `hmac_skew_ms`: five minutes (the v1 signature's window,
+    /// which let a captured header be reused for ten).
+    pub const HMAC_SKEW_MS_MAX: u32 = 300_000;
+    /// Most nonces remembered (`hmac_nonces_max`).
+    pub const HMAC_NONCES_MAX: u32 = 1 << 24;
 }
 
 use limits::*;
@@ -85,6 +90,19 @@ pub struct FrontdoorCfg {
     /// a connection from a new source while the table is full is closed
     /// at accept.
     pub sources_max: u32,
+    /// The deadline of a request that names no timeout (`X-AI-Timeout`,
+    /// `grpc-timeout`), milliseconds; a named one overrides it (with
+    /// authentication on, up to `[auth] freshness_window_ms`). Token
+    /// streams are not bounded by it.
+    pub request_timeout_ms: u32,
+    /// How far a `Sluice-HMAC-v2` timestamp may be from the server's
+    /// clock, milliseconds.
+    pub hmac_skew_ms: u32,
+    /// Most `Sluice-HMAC-v2` nonces remembered (each for `hmac_skew_ms`
+    /// after its timestamp, all threads together); a signed request that
+    /// would need one more is refused 503 / UNAVAILABLE rather than let
+    /// through unremembered.
+    pub hmac_nonces_max: u32,
 }
 
 impl Default for FrontdoorCfg {
@@ -105,6 +123,9 @@ impl Default for FrontdoorCfg {
             connections_max: 1024,
             connections_per_source_max: 256,
             sources_max: 65_536,
+            request_timeout_ms: 2_000,
+            hmac_skew_ms: 30_000,
+            hmac_nonces_max: 262_144,
         }
     }
 }
@@ -182,6 +203,7 @@ impl FrontdoorCfg {
             ("header_timeout_ms", self.header_timeout_ms),
             ("body_timeout_ms", self.body_timeout_ms),
             ("write_timeout_ms", self.write_timeout_ms),
+            ("request_timeout_ms", self.request_timeout_ms),
         ] {
             range(&k(f), v, 1, TIMEOUT_MS_MAX)?;
         }
@@ -198,6 +220,13 @@ impl FrontdoorCfg {
             CONNECTIONS_MAX,
         )?;
         range(&k("sources_max"), self.sources_max, 1, CONNECTIONS_MAX)?;
+        range(&k("hmac_skew_ms"), self.hmac_skew_ms, 1, HMAC_SKEW_MS_MAX)?;
+        range(
+            &k("hmac_nonces_max"),
+            self.hmac_nonces_max,
+            1,
+            HMAC_NONCES_MAX,
+        )?;
         Ok(())
     }
 }

@@ -31,7 +31,7 @@ use super::body::Chunks;
 use super::json;
 use crate::ctx::Ctx;
 use crate::errors::Refusal;
-use crate::tokens::{self, Ask, ConnStreams, Generation, TokenFrame};
+use crate::tokens::{self, Ask, ConnStreams, Generation, Sent, TokenFrame};
 
 /// Server-sent events buffered per stream before its producer waits for
 /// the client.
@@ -88,7 +88,6 @@ fn finish_reason(f: &TokenFrame) -> Option<&'static str> {
 pub async fn serve(
     ctx: &Arc<Ctx>,
     req: Request<Incoming>,
-    path: &str,
     model: &str,
     version: &str,
     stream: bool,
@@ -96,7 +95,8 @@ pub async fn serve(
 ) -> Result<Response<Chunks>, Refusal> {
     let sem = {
         let tables = ctx.tables();
-        let sem = crate::semantic::read(req.headers(), &tables, "POST", path, model, version)?;
+        let call = super::call_of(&req);
+        let sem = crate::semantic::read(req.headers(), &ctx.env(&tables), &call, model, version)?;
         if tables.models.resolve(&sem.model, &sem.version).is_none() {
             return Err(Refusal::code(
                 ErrorCode::UnknownModel,
@@ -116,6 +116,11 @@ pub async fn serve(
     };
     let (parts, incoming) = req.into_parts();
     let received = super::read_body(ctx, &parts.headers, incoming).await?;
+    crate::semantic::check_body(
+        &ctx.stats,
+        sem.body_sha256.as_deref(),
+        received.chunks.iter().map(|c| &c[..]),
+    )?;
     let a = ask(&received.prefix(received.len))?;
     let mut g = tokens::open(ctx, sem, &gcfg, &a, conn)?;
     // The first frame decides the status: a refusal of the OPEN is an
@@ -131,7 +136,7 @@ pub async fn serve(
         }
     };
     if stream {
-        return Ok(events(g, first));
+        return Ok(events(ctx, g, first));
     }
     let mut all = Vec::new();
     let mut frames = 0u64;
@@ -181,28 +186,29 @@ fn frame_event(g: &Generation, f: &TokenFrame) -> Bytes {
 }
 
 /// The event stream: a task sends one event per frame until the stream
-/// ends or the client goes (the body dropped: the task drops the
-/// generation, which cancels it).
-fn events(mut g: Generation, first: TokenFrame) -> Response<Chunks> {
+/// ends, the client goes (the body dropped) or stops reading for
+/// `write_timeout_ms` (`tokens::relay`); then the task drops the
+/// generation, which cancels it.
+fn events(ctx: &Arc<Ctx>, mut g: Generation, first: TokenFrame) -> Response<Chunks> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(EVENTS_BUFFERED);
+    let ctx = Arc::clone(ctx);
     tokio::spawn(async move {
+        let send = |b: Bytes| tokens::relay(&ctx, &tx, b);
         let mut frames = 0u64;
         let mut f = first;
         loop {
             frames += 1;
-            if !f.tokens.is_empty() && tx.send(frame_event(&g, &f)).await.is_err() {
+            if !f.tokens.is_empty() && send(frame_event(&g, &f)).await != Sent::Ok {
                 return;
             }
             if let Some(r) = tokens::after_frame(&f, frames) {
-                let _ = tx
-                    .send(event(&serde_json::json!({ "error": r.message })))
-                    .await;
+                send(event(&serde_json::json!({ "error": r.message }))).await;
                 return;
             }
             if f.end.is_some() {
                 if f.tokens.is_empty() {
                     // The end carries no token (EOS): one last event says why.
-                    let _ = tx.send(frame_event(&g, &f)).await;
+                    send(frame_event(&g, &f)).await;
                 }
                 return;
             }
@@ -213,9 +219,7 @@ fn events(mut g: Generation, first: TokenFrame) -> Response<Chunks> {
             f = match next {
                 Some(Ok(f)) => f,
                 Some(Err(r)) => {
-                    let _ = tx
-                        .send(event(&serde_json::json!({ "error": r.message })))
-                        .await;
+                    send(event(&serde_json::json!({ "error": r.message }))).await;
                     return;
                 }
                 None => return,

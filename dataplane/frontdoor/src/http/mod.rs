@@ -197,7 +197,7 @@ async fn serve(
             what: ModelOp::Infer,
         } => {
             want(Method::POST)?;
-            infer_request(ctx, req, &path, &name, &version).await
+            infer_request(ctx, req, &name, &version).await
         }
         Route::Model {
             name,
@@ -206,7 +206,7 @@ async fn serve(
         } => {
             want(Method::POST)?;
             let stream = what == ModelOp::GenerateStream;
-            generate::serve(ctx, req, &path, &name, &version, stream, streams).await
+            generate::serve(ctx, req, &name, &version, stream, streams).await
         }
         Route::Model {
             name,
@@ -214,22 +214,39 @@ async fn serve(
             what,
         } => {
             want(Method::GET)?;
-            models::serve(ctx, req.headers(), &path, &name, &version, what)
+            let call = call_of(&req);
+            models::serve(ctx, req.headers(), &call, &name, &version, what)
         }
+    }
+}
+
+/// The request as a signature covers it.
+pub fn call_of<B>(req: &Request<B>) -> crate::semantic::Call<'_> {
+    crate::semantic::Call {
+        method: req.method().as_str(),
+        path: req.uri().path(),
+        query: req.uri().query().unwrap_or(""),
+        checked: None,
     }
 }
 
 async fn infer_request(
     ctx: &Arc<Ctx>,
     req: Request<Incoming>,
-    path: &str,
     model: &str,
     version: &str,
 ) -> Result<Response<Chunks>, Refusal> {
     let tables = ctx.tables();
     // Everything routing needs comes from the path and headers: a request
-    // that cannot go anywhere is refused before its body is read.
-    let sem = crate::semantic::read(req.headers(), &tables, "POST", path, model, version)?;
+    // that cannot go anywhere (or is not authenticated) is refused before
+    // its body is read.
+    let sem = crate::semantic::read(
+        req.headers(),
+        &ctx.env(&tables),
+        &call_of(&req),
+        model,
+        version,
+    )?;
     if tables.models.resolve(&sem.model, &sem.version).is_none() {
         return Err(Refusal::code(
             ErrorCode::UnknownModel,
@@ -245,6 +262,11 @@ async fn infer_request(
     }
     let (parts, incoming) = req.into_parts();
     let received = read_body(ctx, &parts.headers, incoming).await?;
+    crate::semantic::check_body(
+        &ctx.stats,
+        sem.body_sha256.as_deref(),
+        received.chunks.iter().map(|c| &c[..]),
+    )?;
     infer::run(ctx, sem, &parts.headers, received).await
 }
 

@@ -14,13 +14,13 @@ use crate::models;
 pub fn serve(
     ctx: &Arc<Ctx>,
     headers: &HeaderMap,
-    path: &str,
+    call: &crate::semantic::Call<'_>,
     name: &str,
     version: &str,
     what: ModelOp,
 ) -> Result<Response<Chunks>, Refusal> {
     let tables = ctx.tables();
-    let found = models::find(&ctx.meta, &tables, headers, "GET", path, name, version);
+    let found = models::find(&ctx.meta, &ctx.env(&tables), headers, call, name, version);
     match what {
         ModelOp::Ready => {
             // 200 means ready; a 4xx means not (KServe v2).

@@ -139,6 +139,15 @@ pub enum Answer<'a> {
     Part(Part<'a>),
 }
 
+/// When a lent stream frame's region goes back to its worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credit {
+    /// Once the drain callback returns.
+    Now,
+    /// When the front door calls [`IngressPort::credit`].
+    Later,
+}
+
 /// Why a request could not be handed to a worker.
 #[derive(Debug)]
 pub enum SubmitError {
@@ -203,6 +212,18 @@ impl IngressPort {
     /// still in flight ([`Answer::Part`]: the worker gets the region back
     /// once `f` returns).
     pub fn drain(&mut self, mut f: impl FnMut(Answer<'_>)) -> usize {
+        self.drain_credited(|a| {
+            f(a);
+            Credit::Now
+        })
+    }
+
+    /// As [`drain`](Self::drain), but `f` decides for each stream frame
+    /// whether the worker gets its region back now or only at
+    /// [`credit`](Self::credit): a stream whose reader is behind holds its
+    /// worker back (one frame at a time per slot) instead of queueing
+    /// without bound.
+    pub fn drain_credited(&mut self, mut f: impl FnMut(Answer<'_>) -> Credit) -> usize {
         let mut n = 0;
         for (w, c) in self.from.iter_mut().enumerate() {
             while let Some(e) = c.pop() {
@@ -212,16 +233,22 @@ impl IngressPort {
                     f(Answer::Done(Done::from_ring(&self.pool, slot, len)));
                     continue;
                 }
-                f(Answer::Part(Part::from_ring(&self.pool, slot, len & !MARK)));
-                // Cannot be full: the slot's request entry was popped
-                // before the worker lent this frame, so the ring holds at
-                // most one entry per slot.
-                let pushed = self.to[w].push(entry(slot, MARK));
-                debug_assert!(pushed.is_ok());
-                self.worker_wakes[w].notify();
+                let c = f(Answer::Part(Part::from_ring(&self.pool, slot, len & !MARK)));
+                if c == Credit::Now {
+                    give_credit(&mut self.to[w], &self.worker_wakes[w], slot);
+                }
             }
         }
         n
+    }
+
+    /// Gives worker `w` back the region of the stream frame lent from
+    /// `slot` (held by [`drain_credited`](Self::drain_credited)). Once per
+    /// lent frame: the worker lends the next only after it.
+    pub fn credit(&mut self, w: usize, slot: u32) {
+        if let (Some(to), Some(wake)) = (self.to.get_mut(w), self.worker_wakes.get(w)) {
+            give_credit(to, wake, slot);
+        }
     }
 
     /// What wakes this thread: written by a worker that answered while the
@@ -229,6 +256,14 @@ impl IngressPort {
     pub fn wake(&self) -> &Arc<Wake> {
         &self.wake
     }
+}
+
+fn give_credit(to: &mut Producer, wake: &Wake, slot: u32) {
+    // Cannot be full: the slot's request entry was popped before the
+    // worker lent this frame, so the ring holds at most one entry per slot.
+    let pushed = to.push(entry(slot, MARK));
+    debug_assert!(pushed.is_ok());
+    wake.notify();
 }
 
 /// Builds the rings and pools for `workers` workers and the configured

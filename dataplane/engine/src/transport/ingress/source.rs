@@ -622,4 +622,37 @@ mod tests {
         assert_eq!(port.pool().free_count(), 4);
         assert!(s.stream_alloc(&open).is_none());
     }
+
+    /// A credit held by the front door (its reader is behind) holds the
+    /// worker's next frame back until it is given.
+    #[test]
+    fn a_held_credit_holds_the_next_frame_back() {
+        use crate::transport::ingress::Credit;
+        let (mut s, mut port) = setup();
+        let f = port.alloc().unwrap();
+        port.submit(f, 0, 0).unwrap();
+        let mut out = [RxPacket::default(); 4];
+        assert_eq!(s.rx_burst(&mut out), 1);
+        let open = out[0];
+        let tx = s.tx_alloc_for(&open).unwrap();
+        s.stream_keep(&open);
+        s.tx_free(tx);
+        s.rx_release(&open);
+        let tx = s.stream_alloc(&open).unwrap();
+        s.tx_burst(&[TxPacket::answer(&open, tx, 0)]);
+        let mut slot = None;
+        let n = port.drain_credited(|a| match a {
+            Answer::Part(p) => {
+                slot = Some(p.slot());
+                Credit::Later
+            }
+            Answer::Done(_) => panic!("done while streaming"),
+        });
+        assert_eq!(n, 1);
+        assert_eq!(s.rx_burst(&mut out), 0);
+        assert!(s.stream_alloc(&open).is_none(), "lent until credited");
+        port.credit(0, slot.unwrap());
+        assert_eq!(s.rx_burst(&mut out), 0);
+        assert!(s.stream_alloc(&open).is_some());
+    }
 }
