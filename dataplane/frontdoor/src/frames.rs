@@ -137,7 +137,11 @@ pub fn emit_with(
         adapter: &sem.adapter,
         intent: &sem.intent,
         tensors: &reprs[..inputs.len()],
-        extensions: if count > n { &exts[..count] } else { extensions },
+        extensions: if count > n {
+            &exts[..count]
+        } else {
+            extensions
+        },
         ..FrameRepr::default()
     };
     let buf = f.request_mut();
