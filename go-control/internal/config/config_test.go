@@ -132,6 +132,10 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"auth mode", "[auth]\nmode = \"open\"\n", "t.toml:2: auth.mode: \"open\" is not one of \"tenants\", \"none\""},
 		{"freshness window", "[auth]\n\nfreshness_window_ms = 50\n", "t.toml:3: auth.freshness_window_ms: 50 is out of range 100..=300000"},
 		{"replay entries", "[auth]\nreplay_entries = 1000\n", "t.toml:2: auth.replay_entries: 1000 is not a power of two"},
+		{"replay senders", "[auth]\nreplay_senders = 3000\n", "t.toml:2: auth.replay_senders: 3000 is not a power of two"},
+		{"replay senders range", "[auth]\nreplay_senders = 262144\n", "t.toml:2: auth.replay_senders"},
+		{"replay window", "[auth]\nreplay_window_ids = 1000\n", "t.toml:2: auth.replay_window_ids: 1000 is not a power of two"},
+		{"replay window range", "[auth]\nreplay_window_ids = 32\n", "t.toml:2: auth.replay_window_ids"},
 		{"mode none with tenants", "[auth]\nmode = \"none\"\n\n[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "t.toml:4: tenants[0]: auth.mode is \"none\""},
 		{"bad subject pattern", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nsubjects = [\"a-*\", \"\"]\n", "t.toml:5: tenants[0].subjects[1]: \"\" must be 1 to 255 printable ASCII"},
 		{"too many patterns", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nroutes = [" + strings.Repeat("\"r\", ", 16385) + "]\n", "t.toml:5: tenants[0].routes: 16385 entries; at most 16384"},
@@ -188,14 +192,14 @@ func TestAuthDefaultsAndExposure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := cfg.Auth; a.Mode != "tenants" || a.FreshnessWindowMs != 10_000 || a.ReplayEntries != 1<<18 {
+	if a := cfg.Auth; a.Mode != "tenants" || a.FreshnessWindowMs != 10_000 || a.ReplayEntries != 1<<18 || a.ReplaySenders != 4096 || a.ReplayWindowIDs != 1024 {
 		t.Fatalf("auth defaults: %+v", a)
 	}
 	if s := cfg.Tenants[0].Subjects; len(s) != 1 || s[0] != "*" {
 		t.Fatalf("subjects default: %v", s)
 	}
 	js, _ := cfg.JSON()
-	for _, want := range []string{`"auth":{"mode":"tenants","freshness_window_ms":10000,"replay_entries":262144}`, `"subjects":["*"]`} {
+	for _, want := range []string{`"auth":{"mode":"tenants","freshness_window_ms":10000,"replay_entries":262144,"replay_senders":4096,"replay_window_ids":1024}`, `"subjects":["*"]`} {
 		if !strings.Contains(string(js), want) {
 			t.Fatalf("engine JSON lacks %s: %s", want, js)
 		}
