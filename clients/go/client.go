@@ -115,10 +115,14 @@ type stats struct {
 // number of goroutines may call it at once; answers are matched to their
 // requests by request id.
 type Client struct {
-	tr      Transport
-	opts    Options
-	key     *wire.TenantKey
-	nextID  atomic.Uint64
+	tr     Transport
+	opts   Options
+	key    *wire.TenantKey
+	nextID atomic.Uint64
+	// sender names the client in its signed frames (docs/wire.md, "Replay
+	// windows"): nextID is then one counter, and the appliance keeps one
+	// replay window for it instead of one entry per frame.
+	sender  wire.Extension
 	recvBuf sync.Pool // *[]byte of tr.ReadBufferLen(), 64-byte aligned
 	sendBuf sync.Pool // *[]byte of min(FrameLenMax, 64 KiB)
 	calls   sync.Pool // *call
@@ -166,6 +170,7 @@ func New(tr Transport, opts Options) *Client {
 		c.key = wire.NewTenantKey(opts.Key)
 	}
 	c.nextID.Store(initialRequestID())
+	c.sender = wire.SenderExtension(randomSenderID())
 	rlen := tr.ReadBufferLen()
 	c.recvBuf.New = func() any { b := alignedBuffer(rlen); return &b }
 	slen := min(tr.FrameLenMax(), 64<<10)
@@ -181,9 +186,34 @@ func New(tr Transport, opts Options) *Client {
 func initialRequestID() uint64 {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
+		return uint64(time.Now().UnixNano())>>1 | 1
+	}
+	// Below 2^63, so that the ids (a sender's counter) do not wrap.
+	return binary.LittleEndian.Uint64(b[:])>>1 | 1
+}
+
+// hasSender reports whether the caller named a sender already.
+func hasSender(exts []wire.Extension) bool {
+	for _, e := range exts {
+		if e.Key == wire.SenderExtKey {
+			return true
+		}
+	}
+	return false
+}
+
+// randomSenderID is a random sender id, not 0.
+func randomSenderID() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
 		return uint64(time.Now().UnixNano()) | 1
 	}
 	return binary.LittleEndian.Uint64(b[:]) | 1
+}
+
+// SenderID is the sender id the client names in its signed frames.
+func (c *Client) SenderID() uint64 {
+	return binary.LittleEndian.Uint64(c.sender.Value)
 }
 
 // Close closes the transport; requests in flight fail with ErrClosed.
@@ -301,6 +331,11 @@ func (c *Client) release(a answer) {
 // roundTrip emits r (signed when the client has a key), sends it and waits
 // for the answer of kind expect.
 func (c *Client) roundTrip(ctx context.Context, r *wire.Repr, expect wire.Kind) (answer, error) {
+	if c.key != nil && len(r.Extensions) < wire.ExtCountMax && !hasSender(r.Extensions) {
+		named := *r
+		named.Extensions = append(r.Extensions[:len(r.Extensions):len(r.Extensions)], c.sender)
+		r = &named
+	}
 	l, err := r.Layout()
 	if err != nil {
 		return answer{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)

@@ -257,6 +257,46 @@ func TestSignedFramesCarryFreshDeadlines(t *testing.T) {
 	}
 }
 
+// A signed client names itself in every frame with one random sender id,
+// its request ids growing (docs/wire.md, "Replay windows"); the tag covers
+// the header; an unsigned client names no sender.
+func TestSignedFramesNameTheirSender(t *testing.T) {
+	type seen struct {
+		sender, id uint64
+		named      bool
+	}
+	got := make(chan seen, 8)
+	key := []byte("k")
+	s := startFake(t, func(b []byte) [][]byte {
+		f, _ := wire.Parse(b)
+		id, ok := f.SenderID()
+		if ok && !wire.NewTenantKey(key).Verify(&f) {
+			t.Error("tag does not verify")
+		}
+		got <- seen{id, f.RequestID(), ok}
+		return nil
+	})
+	c := dial(t, s.addr(), Options{Key: key, TenantID: 1, Timeout: 20 * time.Millisecond})
+	if c.SenderID() == 0 {
+		t.Fatal("sender id 0")
+	}
+	_, _ = c.Infer(context.Background(), NewRequest("m", "1"))
+	a := <-got
+	_, _ = c.Negotiate(context.Background(), "s", 0)
+	b := <-got
+	if !a.named || !b.named || a.sender != c.SenderID() || b.sender != c.SenderID() || b.id <= a.id {
+		t.Fatalf("%+v %+v (sender %d)", a, b, c.SenderID())
+	}
+	if o := dial(t, s.addr(), Options{Key: key, TenantID: 1}); o.SenderID() == c.SenderID() {
+		t.Fatal("two clients, one sender id")
+	}
+	u := dial(t, s.addr(), Options{Timeout: 20 * time.Millisecond})
+	_, _ = u.Infer(context.Background(), NewRequest("m", "1"))
+	if d := <-got; d.named {
+		t.Fatalf("unsigned frame names sender %d", d.sender)
+	}
+}
+
 func TestPingNegotiateAndSchemaCache(t *testing.T) {
 	c := dial(t, echoServer(t).addr(), Options{})
 	if rtt, err := c.Ping(context.Background()); err != nil || rtt <= 0 {

@@ -259,6 +259,26 @@
 #define SLUICE_REPLAY_ENTRIES_MAX (1 << 22)
 
 /**
+ * Fewest `auth.replay_senders` (one bucket of replay windows).
+ */
+#define SLUICE_REPLAY_SENDERS_MIN 4
+
+/**
+ * Most `auth.replay_senders`.
+ */
+#define SLUICE_REPLAY_SENDERS_MAX (1 << 17)
+
+/**
+ * Fewest `auth.replay_window_ids` (one 64-bit word).
+ */
+#define SLUICE_REPLAY_WINDOW_IDS_MIN 64
+
+/**
+ * Most `auth.replay_window_ids`.
+ */
+#define SLUICE_REPLAY_WINDOW_IDS_MAX 8192
+
+/**
  * Most records one [`sluice_engine_spans`] call returns.
  */
 #define SLUICE_SPANS_BATCH_MAX 4096

@@ -42,6 +42,8 @@ pub struct MmsgTransport<'m> {
     rx: Vec<u8>,
     slot_len: usize,
     next_id: u64,
+    /// Names this generator in its signed frames; `next_id` is its counter.
+    sender_id: u64,
     pending: HashMap<u64, Sent>,
     expiry: VecDeque<(u64, Instant)>,
     done: VecDeque<(u64, Outcome)>,
@@ -70,10 +72,12 @@ impl<'m> MmsgTransport<'m> {
         let sock = UdpSocket::bind(local)?;
         sock.connect(addr)?;
         sock.set_nonblocking(true)?;
+        let sender_id = sluice_client::random_sender_id();
         let mut slot_len = 0;
         for e in &mix.entries {
             let len = e
                 .request()
+                .sender(sender_id)
                 .encoded_len()
                 .map_err(|err| std::io::Error::new(ErrorKind::InvalidInput, err.to_string()))?;
             if len > DATAGRAM_LEN_MAX {
@@ -97,6 +101,7 @@ impl<'m> MmsgTransport<'m> {
             rx: vec![0u8; DATAGRAM_LEN_MAX * MMSG_BATCH_MAX],
             slot_len,
             next_id: 1,
+            sender_id,
             pending: HashMap::new(),
             expiry: VecDeque::new(),
             done: VecDeque::new(),
@@ -262,6 +267,7 @@ impl Transport for MmsgTransport<'_> {
         let buf = &mut self.tx[k * self.slot_len..(k + 1) * self.slot_len];
         let len = self.mix.entries[entry]
             .request()
+            .sender(self.sender_id)
             .encode(buf, id, 0, None)
             .map_err(|err| std::io::Error::new(ErrorKind::InvalidInput, err.to_string()))?;
         self.tx_lens[k] = len;

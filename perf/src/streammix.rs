@@ -271,6 +271,8 @@ pub struct StreamMix<'m> {
     tx: Vec<u8>,
     rx: Vec<u8>,
     next_id: u64,
+    /// Names this generator in its signed frames; `next_id` is its counter.
+    sender_id: u64,
     pending: HashMap<u64, Pending>,
     streams_live: usize,
     plain_live: usize,
@@ -318,6 +320,7 @@ impl<'m> StreamMix<'m> {
             tx: vec![0u8; DATAGRAM_LEN_MAX],
             rx: vec![0u8; DATAGRAM_LEN_MAX],
             next_id,
+            sender_id: sluice_client::random_sender_id(),
             pending: HashMap::new(),
             streams_live: 0,
             plain_live: 0,
@@ -340,6 +343,7 @@ impl<'m> StreamMix<'m> {
         let id = self.take_id();
         let len = mix.entries[entry]
             .request()
+            .sender(self.sender_id)
             .encode(&mut self.tx, id, 0, None)
             .map_err(invalid)?;
         self.sock.send(&self.tx[..len])?;
@@ -361,6 +365,7 @@ impl<'m> StreamMix<'m> {
         let len = Request::new(&o.model, &o.version)
             .tensor_i64(&o.token_input, &[o.prompt.len() as u64], &o.prompt)
             .extension(STREAM_EXT_KEY, &h)
+            .sender(self.sender_id)
             .encode(&mut self.tx, id, o.tenant_id, o.key.as_ref())
             .map_err(invalid)?;
         self.sock.send(&self.tx[..len])?;
@@ -380,6 +385,7 @@ impl<'m> StreamMix<'m> {
         let o = &self.open;
         let r = Request::new(&o.model, &o.version)
             .extension(STREAM_EXT_KEY, &h)
+            .sender(self.sender_id)
             .encode(&mut self.tx, id, o.tenant_id, o.key.as_ref());
         if let Ok(len) = r
             && self.sock.send(&self.tx[..len]).is_ok()

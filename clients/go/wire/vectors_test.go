@@ -96,6 +96,7 @@ type frameDoc struct {
 		TokensPerFrame uint16 `json:"tokens_per_frame"`
 		MaxTokens      uint32 `json:"max_tokens"`
 	} `json:"stream"`
+	SenderID *string `json:"sender_id"`
 }
 
 const vectorsPath = "../../../docs/vectors/frames.json"
@@ -166,6 +167,11 @@ func TestVectorsParse(t *testing.T) {
 			check("model_version", f.ModelVersion(), d.ModelVersion)
 			check("adapter", f.Adapter(), d.Adapter)
 			check("intent", f.Intent(), d.Intent)
+			sender, hasSender := f.SenderID()
+			check("has sender", hasSender, d.SenderID != nil)
+			if d.SenderID != nil {
+				check("sender_id", sender, u64(t, *d.SenderID))
+			}
 			st, hasStream := f.Stream()
 			check("has stream", hasStream, d.Stream != nil)
 			if d.Stream != nil {

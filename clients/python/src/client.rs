@@ -636,6 +636,15 @@ impl NativeClient {
         Ok(())
     }
 
+    /// The sender id the client names in its signed frames (docs/wire.md,
+    /// "Replay windows").
+    #[getter]
+    fn sender_id(&self, py: Python<'_>) -> PyResult<u64> {
+        let mut g = self.lock(py)?;
+        let l = g.as_mut().ok_or_else(|| Self::closed_error(py))?;
+        Ok(l.client().sender_id())
+    }
+
     /// Whether `close` was called.
     #[getter]
     fn closed(&self, py: Python<'_>) -> PyResult<bool> {

@@ -105,6 +105,8 @@ pub fn parse<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> 
         Some(h) => d.set_item("stream", stream_dict(py, &h)?)?,
         None => d.set_item("stream", py.None())?,
     }
+    // docs/wire.md, "Replay windows": None when the frame names no sender.
+    d.set_item("sender_id", f.sender_id())?;
     Ok(d)
 }
 

@@ -149,6 +149,8 @@ def frame_from_vector(f: Dict[str, Any]) -> Dict[str, Any]:
     ]
     st = f.get("stream")
     out["stream"] = None if st is None else dict(st, stream_id=int(st["stream_id"]))
+    sender = f.get("sender_id")
+    out["sender_id"] = None if sender is None else int(sender)
     body = f.get("body")
     if body is None:
         out["body"] = None

@@ -43,7 +43,8 @@ mod tcp;
 mod tokens;
 
 pub use client::{
-    Answer, Client, ClientConfig, ClientStats, DATAGRAM_LEN_MAX, Endpoints, PollMode, TransportMode,
+    Answer, Client, ClientConfig, ClientStats, DATAGRAM_LEN_MAX, Endpoints, PollMode,
+    TransportMode, random_sender_id,
 };
 pub use error::ClientError;
 pub use request::{Deadline, Request, SIGNED_DEADLINE_DEFAULT, TensorData, TensorInput};

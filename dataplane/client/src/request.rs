@@ -1,7 +1,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sluice_wire::limits::{RANK_MAX, TENSOR_COUNT_MAX};
-use sluice_wire::{DType, Error, ExtRepr, FrameRepr, Kind, TenantKey, TensorRepr, TraceContext};
+use sluice_wire::limits::{EXT_COUNT_MAX, RANK_MAX, TENSOR_COUNT_MAX};
+use sluice_wire::{
+    DType, Error, ExtRepr, FrameRepr, Kind, SENDER_EXT_KEY, TenantKey, TensorRepr, TraceContext,
+};
 
 /// Tensor data as given by the caller. Typed slices are written little-endian
 /// straight into the send buffer, so no byte copy of the caller's data is made
@@ -112,6 +114,8 @@ pub struct Request<'a> {
     pub(crate) extensions: Vec<ExtRepr<'a>>,
     pub(crate) tensors: Vec<TensorInput<'a>>,
     pub(crate) tenant: Option<(u32, Option<&'a TenantKey>)>,
+    /// Sender id written into a signed frame (0: the caller's, or none).
+    pub(crate) sender_id: u64,
     pub(crate) invalid: Option<Error>,
 }
 
@@ -133,6 +137,7 @@ impl<'a> Request<'a> {
             extensions: Vec::new(),
             tensors: Vec::new(),
             tenant: None,
+            sender_id: 0,
             invalid: None,
         }
     }
@@ -193,6 +198,17 @@ impl<'a> Request<'a> {
     /// generators mixing tenants over one socket). `key` signs it when set.
     pub fn tenant(mut self, tenant_id: u32, key: Option<&'a TenantKey>) -> Self {
         self.tenant = Some((tenant_id, key));
+        self
+    }
+
+    /// Names the sender of this request when it is signed: a
+    /// `sluice-sender` header with `sender_id` (not 0), so that its
+    /// request id is that sender's counter (docs/wire.md, "Replay
+    /// windows"). The caller then gives every request of this sender a
+    /// higher request id than the last. `Client` does this by itself;
+    /// this is for tools that call [`Request::encode`].
+    pub fn sender(mut self, sender_id: u64) -> Self {
+        self.sender_id = sender_id;
         self
     }
 
@@ -263,13 +279,14 @@ impl<'a> Request<'a> {
         tenant_id: u32,
         key: Option<&TenantKey>,
     ) -> Result<usize, Error> {
-        self.encode_with(buf, request_id, tenant_id, key, SIGNED_DEADLINE_DEFAULT)
+        self.encode_with(buf, request_id, tenant_id, key, SIGNED_DEADLINE_DEFAULT, 0)
     }
 
     /// [`Request::encode`] with the furthest deadline a signed frame may
     /// carry: the request's own deadline when it is earlier, else now +
     /// `signed_deadline`. Unsigned frames keep the request's deadline (0
-    /// for none).
+    /// for none). A signed frame names sender `sender_id` unless the
+    /// request names its own ([`Request::sender`]); 0 names none.
     pub fn encode_with(
         &self,
         buf: &mut [u8],
@@ -277,15 +294,27 @@ impl<'a> Request<'a> {
         tenant_id: u32,
         key: Option<&TenantKey>,
         signed_deadline: Duration,
+        sender_id: u64,
     ) -> Result<usize, Error> {
-        self.emit_frame(buf, request_id, tenant_id, key, signed_deadline, false)
+        let to = (request_id, tenant_id, sender_id);
+        self.emit_frame(buf, to, key, signed_deadline, false)
             .map(|l| l.frame_len)
     }
 
-    /// The frame's length, without writing it.
+    /// The frame's length, without writing it (with the request's own
+    /// sender header when its own key signs it).
     pub fn encoded_len(&self) -> Result<usize, Error> {
-        self.with_repr(0, 0, false, false, Duration::ZERO, |r| r.layout())
-            .map(|l| l.frame_len)
+        let signed = matches!(self.tenant, Some((_, Some(_))));
+        self.encoded_len_as(signed, 0)
+    }
+
+    /// The length of the frame `encode_with` writes for a frame signed or
+    /// not, naming `sender_id` when signed.
+    pub(crate) fn encoded_len_as(&self, signed: bool, sender_id: u64) -> Result<usize, Error> {
+        self.with_repr((0, 0, sender_id), signed, false, Duration::ZERO, |r| {
+            r.layout()
+        })
+        .map(|l| l.frame_len)
     }
 
     /// Like [`Request::encode_with`], but raw tensor data is left out of
@@ -295,19 +324,18 @@ impl<'a> Request<'a> {
     pub(crate) fn encode_header_only(
         &self,
         buf: &mut [u8],
-        request_id: u64,
-        tenant_id: u32,
+        to: (u64, u32, u64),
         key: Option<&TenantKey>,
         signed_deadline: Duration,
     ) -> Result<sluice_wire::Layout, Error> {
-        self.emit_frame(buf, request_id, tenant_id, key, signed_deadline, true)
+        self.emit_frame(buf, to, key, signed_deadline, true)
     }
 
+    /// `to`: request id, tenant id and sender id (see `encode_with`).
     fn emit_frame(
         &self,
         buf: &mut [u8],
-        request_id: u64,
-        tenant_id: u32,
+        to: (u64, u32, u64),
         key: Option<&TenantKey>,
         signed_deadline: Duration,
         raw_in_place: bool,
@@ -316,14 +344,9 @@ impl<'a> Request<'a> {
             Some((_, k)) => k,
             None => key,
         };
-        let layout = self.with_repr(
-            request_id,
-            tenant_id,
-            key.is_some(),
-            raw_in_place,
-            signed_deadline,
-            |r| r.emit(buf),
-        )?;
+        let layout = self.with_repr(to, key.is_some(), raw_in_place, signed_deadline, |r| {
+            r.emit(buf)
+        })?;
         for (i, t) in self.tensors.iter().enumerate() {
             let off = layout.tensor_offsets[i];
             t.data.write(&mut buf[off..off + t.data.byte_len()]);
@@ -339,8 +362,7 @@ impl<'a> Request<'a> {
     /// now + `signed_deadline`.
     fn with_repr<R>(
         &self,
-        request_id: u64,
-        tenant_id: u32,
+        (request_id, tenant_id, sender_id): (u64, u32, u64),
         signed: bool,
         raw_in_place: bool,
         signed_deadline: Duration,
@@ -379,6 +401,21 @@ impl<'a> Request<'a> {
                 },
             };
         }
+        // A signed frame names its sender (after the caller's extensions,
+        // when there is room and none of them does already).
+        let sender_id = if self.sender_id != 0 {
+            self.sender_id
+        } else {
+            sender_id
+        };
+        let sender = sluice_wire::sender_value(sender_id);
+        let mut exts = [ExtRepr::sender(&sender); EXT_COUNT_MAX];
+        let n = self.extensions.len();
+        exts[..n].copy_from_slice(&self.extensions);
+        let named = signed
+            && sender_id != 0
+            && n < EXT_COUNT_MAX
+            && !self.extensions.iter().any(|e| e.key == SENDER_EXT_KEY);
         f(&FrameRepr {
             kind: Kind::Request,
             request_id,
@@ -396,7 +433,7 @@ impl<'a> Request<'a> {
             model_version: self.model_version,
             adapter: self.adapter,
             intent: self.intent,
-            extensions: &self.extensions,
+            extensions: &exts[..n + usize::from(named)],
             tensors: &reprs[..self.tensors.len()],
             ..FrameRepr::default()
         })

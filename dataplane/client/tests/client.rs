@@ -118,6 +118,24 @@ fn now_us() -> u64 {
         .as_micros() as u64
 }
 
+/// A signed client names its sender in every request, its request ids
+/// growing (docs/wire.md, "Replay windows").
+#[test]
+fn signed_requests_name_the_client_as_their_sender() {
+    let r = Responder::start();
+    let sender = |resp: &sluice_client::Response| {
+        u64::from_le_bytes(ext(resp, "sender_id").try_into().unwrap())
+    };
+    let mut c = Client::connect(r.addr, config(PollMode::Block)).unwrap();
+    assert_ne!(c.sender_id(), 0);
+    let a = c.call(&Request::new("echo", "1")).unwrap();
+    let b = c.call(&Request::new("echo", "1")).unwrap();
+    assert_eq!((sender(&a), sender(&b)), (c.sender_id(), c.sender_id()));
+    assert!(b.request_id() > a.request_id());
+    let other = Client::connect(r.addr, config(PollMode::Block)).unwrap();
+    assert_ne!(other.sender_id(), c.sender_id(), "random per client");
+}
+
 fn deadline_of(resp: &sluice_client::Response) -> u64 {
     u64::from_le_bytes(ext(resp, "deadline_us").try_into().unwrap())
 }
@@ -160,6 +178,21 @@ fn signed_frames_carry_a_fresh_deadline() {
     }
     // Encoding by hand (load generators) is fresh by default as well.
     let key = TenantKey::new(KEY);
+    // A signed frame names its sender by hand with Request::sender.
+    let mut buf = vec![0u8; 4096];
+    let n = Request::new("echo", "1")
+        .sender(77)
+        .encode(&mut buf, 1, 7, Some(&key))
+        .unwrap();
+    let f = sluice_wire::Frame::new_checked(&buf[..n]).unwrap();
+    assert_eq!(f.sender_id(), Some(77));
+    assert!(key.verify(&f), "the tag covers the sender header");
+    let n = Request::new("echo", "1")
+        .sender(77)
+        .encode(&mut buf, 1, 7, None)
+        .unwrap();
+    let f = sluice_wire::Frame::new_checked(&buf[..n]).unwrap();
+    assert_eq!(f.sender_id(), None, "an unsigned frame names no sender");
     let mut buf = vec![0u8; 4096];
     let before = now_us();
     let n = Request::new("echo", "1")

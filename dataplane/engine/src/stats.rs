@@ -14,8 +14,10 @@ use sluice_wire::ErrorCode;
 
 use crate::auth::{CAUSE_COUNT, Cause};
 
+mod replay;
 mod tokens;
 use crate::config::limits::{MODEL_SLOT_COUNT_MAX, SHARD_COUNT_MAX};
+pub use replay::{ReplayCounters, ReplayStats};
 pub use tokens::{
     ModelTokenCounters, ModelTokenStats, TOKEN_LATENCY_BOUNDS_US, TenantTokens, TokenCounters,
     TokenStats,
@@ -243,6 +245,8 @@ pub struct WorkerCounters {
     pub failure: Mutex<Option<String>>,
     /// What the stream tables did (docs/wire.md "Streams").
     pub streams: StreamCounters,
+    /// Replay check: windows, tag table, fallbacks.
+    pub replay: ReplayCounters,
     /// What the token streams did.
     pub tokens: TokenCounters,
     /// Tokens per tenant.
@@ -369,6 +373,7 @@ impl Default for WorkerCounters {
             pings: AtomicU64::new(0),
             negotiations: AtomicU64::new(0),
             streams: StreamCounters::default(),
+            replay: ReplayCounters::default(),
             tokens: TokenCounters::default(),
             tenant_tokens: TenantTokens::default(),
             not_sluice: AtomicU64::new(0),
@@ -711,6 +716,8 @@ pub struct WorkerStats {
     pub negotiations: u64,
     /// Streams.
     pub streams: StreamStats,
+    /// Replay check (docs/wire.md, "Replay windows").
+    pub replay: ReplayStats,
     /// Token streams.
     pub tokens: TokenStats,
     /// Non-Sluice datagrams dropped.

@@ -52,6 +52,10 @@ struct Local {
     port: IngressPort,
     waiting: Vec<Option<Waiter>>,
     next_rid: u64,
+    /// Names this thread in its signed frames: `next_rid` is its counter
+    /// (docs/wire.md, "Replay windows"). Random per install, since the
+    /// counter starts again at the same place.
+    sender_id: u64,
 }
 
 thread_local! {
@@ -67,8 +71,20 @@ pub fn install(port: IngressPort) {
             port,
             waiting: (0..slots).map(|_| None).collect(),
             next_rid: thread << 48,
+            sender_id: random_sender_id(),
         })
     });
+}
+
+/// The sender id of this thread's frames (`None` off a front-door thread).
+pub fn sender_id() -> Option<u64> {
+    LOCAL.with(|l| l.borrow().as_ref().map(|l| l.sender_id))
+}
+
+/// A random sender id, not 0 (the std hasher's keys come from the OS).
+fn random_sender_id() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::SystemTime::now()) | 1
 }
 
 /// Removes this thread's port (at shutdown).

@@ -110,6 +110,22 @@ pub fn emit_with(
             data: None,
         };
     }
+    // A signed frame names this thread as its sender, after the caller's
+    // extensions: the engine then keeps one replay window for the thread
+    // instead of one entry per frame.
+    let sender = crate::dispatch::sender_id()
+        .filter(|_| sem.tenant.key.is_some())
+        .map(sluice_wire::sender_value);
+    let mut exts = [ExtRepr::sender(&[1; sluice_wire::SENDER_EXT_LEN]); limits::EXT_COUNT_MAX];
+    let n = extensions.len().min(limits::EXT_COUNT_MAX);
+    exts[..n].copy_from_slice(&extensions[..n]);
+    let mut count = extensions.len();
+    if let Some(v) = &sender
+        && n < limits::EXT_COUNT_MAX
+    {
+        exts[n] = ExtRepr::sender(v);
+        count = n + 1;
+    }
     let repr = FrameRepr {
         kind: Kind::Request,
         request_id,
@@ -121,7 +137,11 @@ pub fn emit_with(
         adapter: &sem.adapter,
         intent: &sem.intent,
         tensors: &reprs[..inputs.len()],
-        extensions,
+        extensions: if count > n {
+            &exts[..count]
+        } else {
+            extensions
+        },
         ..FrameRepr::default()
     };
     let buf = f.request_mut();

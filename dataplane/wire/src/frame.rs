@@ -441,6 +441,13 @@ impl<B: AsRef<[u8]>> Frame<B> {
         StreamHeader::parse(v, Kind::from_u8(self.kind_raw())?).ok()
     }
 
+    /// The sender id of the first `sluice-sender` header, when it is a
+    /// valid one (8 bytes, not 0): the frame's `request_id` is then a
+    /// counter of that sender (docs/wire.md, "Replay windows").
+    pub fn sender_id(&self) -> Option<u64> {
+        crate::sender_of(self.extension(crate::SENDER_EXT_KEY)?)
+    }
+
     /// Number of tensors.
     pub fn tensor_count(&self) -> usize {
         self.buffer.as_ref()[field::TENSOR_COUNT] as usize

@@ -27,6 +27,7 @@ mod error;
 mod field;
 mod frame;
 mod repr;
+mod sender;
 mod stream;
 
 pub use auth::{AUTH_TAG_LEN, TenantKey};
@@ -35,6 +36,7 @@ pub use dtype::DType;
 pub use error::{Error, ErrorCode, Reject};
 pub use frame::{Extension, Frame, Kind, TensorDesc, TraceContext, flags};
 pub use repr::{BodyRepr, ExtRepr, FrameRepr, Layout, TensorRepr};
+pub use sender::{SENDER_EXT_KEY, SENDER_EXT_LEN, sender_of, sender_value};
 pub use stream::{EndReason, STREAM_EXT_KEY, STREAM_EXT_LEN, StreamHeader, stream_flags};
 
 /// Wire format version this crate reads and writes.

@@ -40,6 +40,15 @@ impl<'a> ExtRepr<'a> {
             value,
         }
     }
+
+    /// The sender extension header with `value` (from
+    /// [`crate::sender_value`]).
+    pub const fn sender(value: &'a [u8; crate::SENDER_EXT_LEN]) -> ExtRepr<'a> {
+        ExtRepr {
+            key: crate::SENDER_EXT_KEY,
+            value,
+        }
+    }
 }
 
 /// The body of a frame kind without tensors.

@@ -263,6 +263,13 @@ fn rebuild(doc: &FrameDoc) -> Vec<u8> {
             .expect("a stream doc has its extension");
         assert_eq!(v, st.header().to_bytes());
     }
+    // So does the sender header's (docs/wire.md, "Replay windows").
+    let sender = values
+        .iter()
+        .zip(&doc.extensions)
+        .find(|(_, e)| e.key == sluice_wire::SENDER_EXT_KEY)
+        .and_then(|(v, _)| sluice_wire::sender_of(v));
+    assert_eq!(sender.map(|id| id.to_string()), doc.sender_id, "sender_id");
     let layout = repr.layout().expect("vector fields build");
     let mut buf = vec![0u8; layout.frame_len];
     repr.emit(&mut buf).expect("vector emits");

@@ -142,6 +142,14 @@ pub const SLUICE_FRESHNESS_WINDOW_MS_MAX: u32 = 300_000;
 pub const SLUICE_REPLAY_ENTRIES_MIN: u32 = 8;
 /// Most `auth.replay_entries`.
 pub const SLUICE_REPLAY_ENTRIES_MAX: u32 = 1 << 22;
+/// Fewest `auth.replay_senders` (one bucket of replay windows).
+pub const SLUICE_REPLAY_SENDERS_MIN: u32 = 4;
+/// Most `auth.replay_senders`.
+pub const SLUICE_REPLAY_SENDERS_MAX: u32 = 1 << 17;
+/// Fewest `auth.replay_window_ids` (one 64-bit word).
+pub const SLUICE_REPLAY_WINDOW_IDS_MIN: u32 = 64;
+/// Most `auth.replay_window_ids`.
+pub const SLUICE_REPLAY_WINDOW_IDS_MAX: u32 = 8192;
 
 mod limits_check {
     use sluice_engine::config::limits as l;
@@ -203,6 +211,10 @@ mod limits_check {
     const _: () = assert!(SLUICE_FRESHNESS_WINDOW_MS_MAX == l::FRESHNESS_WINDOW_MS_MAX);
     const _: () = assert!(SLUICE_REPLAY_ENTRIES_MIN == l::REPLAY_ENTRIES_MIN);
     const _: () = assert!(SLUICE_REPLAY_ENTRIES_MAX == l::REPLAY_ENTRIES_MAX);
+    const _: () = assert!(SLUICE_REPLAY_SENDERS_MIN == l::REPLAY_SENDERS_MIN);
+    const _: () = assert!(SLUICE_REPLAY_SENDERS_MAX == l::REPLAY_SENDERS_MAX);
+    const _: () = assert!(SLUICE_REPLAY_WINDOW_IDS_MIN == l::REPLAY_WINDOW_IDS_MIN);
+    const _: () = assert!(SLUICE_REPLAY_WINDOW_IDS_MAX == l::REPLAY_WINDOW_IDS_MAX);
 }
 
 /// Status of every call. The numbers are stable and map one-to-one to the Go

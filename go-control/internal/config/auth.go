@@ -15,6 +15,14 @@ func (c *checker) auth(a *Auth, tenants int) {
 	if !isPow2(a.ReplayEntries) {
 		c.add("auth.replay_entries", "%d is not a power of two", a.ReplayEntries)
 	}
+	c.rangeInt("auth.replay_senders", a.ReplaySenders, lim.ReplaySendersMin, lim.ReplaySendersMax)
+	if !isPow2(a.ReplaySenders) {
+		c.add("auth.replay_senders", "%d is not a power of two", a.ReplaySenders)
+	}
+	c.rangeInt("auth.replay_window_ids", a.ReplayWindowIDs, lim.ReplayWindowIDsMin, lim.ReplayWindowIDsMax)
+	if !isPow2(a.ReplayWindowIDs) {
+		c.add("auth.replay_window_ids", "%d is not a power of two", a.ReplayWindowIDs)
+	}
 	if a.Mode == "none" && tenants > 0 {
 		c.add("tenants[0]", "auth.mode is \"none\": no tag would be checked; remove the tenants or set auth.mode = \"tenants\"")
 	}

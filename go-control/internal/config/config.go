@@ -131,6 +131,11 @@ type Auth struct {
 	// ReplayEntries: tags each worker remembers to refuse replays (a power
 	// of two).
 	ReplayEntries int `toml:"replay_entries" json:"replay_entries"`
+	// ReplaySenders: senders (sluice-sender) each worker keeps a replay
+	// window for (a power of two); ReplayWindowIDs: request ids one
+	// window spans (a power of two). docs/wire.md, "Replay windows".
+	ReplaySenders   int `toml:"replay_senders" json:"replay_senders"`
+	ReplayWindowIDs int `toml:"replay_window_ids" json:"replay_window_ids"`
 	// Lab accepts keys and tokens published in the Sluice repository where
 	// other hosts can reach the appliance (refused there otherwise).
 	Lab bool `toml:"lab" json:"lab"`
@@ -308,7 +313,7 @@ func Defaults() Config {
 			TCPSlots:  []TCPSlot{{Size: 64 << 10, Count: 128}, {Size: 2 << 20, Count: 16}, {Size: 16<<20 + 64<<10, Count: 2}},
 			TCPSendZC: "auto",
 		},
-		Auth: Auth{Mode: "tenants", FreshnessWindowMs: 10_000, ReplayEntries: 1 << 18},
+		Auth: Auth{Mode: "tenants", FreshnessWindowMs: 10_000, ReplayEntries: 1 << 18, ReplaySenders: 4096, ReplayWindowIDs: 1024},
 		Host: Host{Labels: map[string]string{}},
 		Frontdoor: Frontdoor{
 			Threads: 1, Cores: []int{}, Slots: 64, BodyBytesMax: 16 << 20, ReplyBytesMax: 16 << 20,

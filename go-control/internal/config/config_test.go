@@ -134,6 +134,10 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"replay entries", "[auth]\nreplay_entries = 1000\n", "t.toml:2: auth.replay_entries: 1000 is not a power of two"},
 		{"published key on a NIC", "[engine]\ntransport = \"dpdk\"\n\n[[tenants]]\nname = \"demo\"\nid = 1\nkey = \"hex:73756963652d64656d6f2d6b65792d30303030303030303030303030303030\"\n", "t.toml:7: tenants[0].key: this key is published in the Sluice repository, and engine.transport = \"dpdk\" is reachable"},
 		{"published token off loopback", "[frontdoor]\nhttp_listen = \"0.0.0.0:8000\"\n\n[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\ntokens = [\"sha256:93849de6614ec0bbd8d0aed516245f309ec8c5d8bce3c2d79f0a7b35226386f9\"]\n", "t.toml:8: tenants[0].tokens[0]: this bearer token is published in the Sluice repository, and frontdoor.http_listen = \"0.0.0.0:8000\""},
+		{"replay senders", "[auth]\nreplay_senders = 3000\n", "t.toml:2: auth.replay_senders: 3000 is not a power of two"},
+		{"replay senders range", "[auth]\nreplay_senders = 262144\n", "t.toml:2: auth.replay_senders"},
+		{"replay window", "[auth]\nreplay_window_ids = 1000\n", "t.toml:2: auth.replay_window_ids: 1000 is not a power of two"},
+		{"replay window range", "[auth]\nreplay_window_ids = 32\n", "t.toml:2: auth.replay_window_ids"},
 		{"mode none with tenants", "[auth]\nmode = \"none\"\n\n[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\n", "t.toml:4: tenants[0]: auth.mode is \"none\""},
 		{"bad subject pattern", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nsubjects = [\"a-*\", \"\"]\n", "t.toml:5: tenants[0].subjects[1]: \"\" must be 1 to 255 printable ASCII"},
 		{"too many patterns", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\nroutes = [" + strings.Repeat("\"r\", ", 16385) + "]\n", "t.toml:5: tenants[0].routes: 16385 entries; at most 16384"},
@@ -190,14 +194,14 @@ func TestAuthDefaultsAndExposure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := cfg.Auth; a.Mode != "tenants" || a.FreshnessWindowMs != 10_000 || a.ReplayEntries != 1<<18 {
+	if a := cfg.Auth; a.Mode != "tenants" || a.FreshnessWindowMs != 10_000 || a.ReplayEntries != 1<<18 || a.ReplaySenders != 4096 || a.ReplayWindowIDs != 1024 {
 		t.Fatalf("auth defaults: %+v", a)
 	}
 	if s := cfg.Tenants[0].Subjects; len(s) != 1 || s[0] != "*" {
 		t.Fatalf("subjects default: %v", s)
 	}
 	js, _ := cfg.JSON()
-	for _, want := range []string{`"auth":{"mode":"tenants","freshness_window_ms":10000,"replay_entries":262144,"lab":false}`, `"subjects":["*"]`} {
+	for _, want := range []string{`"auth":{"mode":"tenants","freshness_window_ms":10000,"replay_entries":262144,"replay_senders":4096,"replay_window_ids":1024,"lab":false}`, `"subjects":["*"]`} {
 		if !strings.Contains(string(js), want) {
 			t.Fatalf("engine JSON lacks %s: %s", want, js)
 		}

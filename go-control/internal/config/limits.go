@@ -55,6 +55,10 @@ type Limits struct {
 	FreshnessWindowMsMax int
 	ReplayEntriesMin     int // one bucket of the replay table
 	ReplayEntriesMax     int
+	ReplaySendersMin     int // one bucket of replay windows
+	ReplaySendersMax     int
+	ReplayWindowIDsMin   int // one 64-bit word
+	ReplayWindowIDsMax   int
 }
 
 // BuiltinLimits are the limits a build without the engine (sluicectl, the
@@ -74,6 +78,7 @@ var BuiltinLimits = Limits{
 	TCPPoolBytesMax:   16 << 30,
 	TenantPatternsMax: 16384, TenantGlobsMax: 16, AliasesMax: 1024, SubjectLenMax: 255,
 	FreshnessWindowMsMin: 100, FreshnessWindowMsMax: 300_000, ReplayEntriesMin: 8, ReplayEntriesMax: 1 << 22,
+	ReplaySendersMin: 4, ReplaySendersMax: 1 << 17, ReplayWindowIDsMin: 64, ReplayWindowIDsMax: 8192,
 }
 
 // lim are the limits in force: the engine's once it installed them.

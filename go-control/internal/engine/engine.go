@@ -368,6 +368,18 @@ type WorkerStats struct {
 	// streams); Tokens its token streams (docs/design.md, "Token streams").
 	Streams StreamStats `json:"streams"`
 	Tokens  TokenStats  `json:"tokens"`
+	// Replay is the worker's replay check (docs/wire.md, "Replay windows").
+	Replay ReplayStats `json:"replay"`
+}
+
+// ReplayStats are one worker's replay-check counts; its refusals are in
+// Refusals (replayed, replay_too_old, replay_table_full).
+type ReplayStats struct {
+	WindowFrames  uint64 `json:"window_frames"`  // accepted through their sender's window
+	TagFrames     uint64 `json:"tag_frames"`     // accepted through the tag table
+	Fallbacks     uint64 `json:"fallbacks"`      // named a sender but found no free window
+	WindowsOpened uint64 `json:"windows_opened"` // senders without a live window
+	WindowsLive   uint64 `json:"windows_live"`   // at the worker's last sweep
 }
 
 // StreamStats are one worker's stream-table counts.

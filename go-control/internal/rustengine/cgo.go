@@ -135,6 +135,10 @@ var Limits = config.Limits{
 	FreshnessWindowMsMax: C.SLUICE_FRESHNESS_WINDOW_MS_MAX,
 	ReplayEntriesMin:     C.SLUICE_REPLAY_ENTRIES_MIN,
 	ReplayEntriesMax:     C.SLUICE_REPLAY_ENTRIES_MAX,
+	ReplaySendersMin:     C.SLUICE_REPLAY_SENDERS_MIN,
+	ReplaySendersMax:     C.SLUICE_REPLAY_SENDERS_MAX,
+	ReplayWindowIDsMin:   C.SLUICE_REPLAY_WINDOW_IDS_MIN,
+	ReplayWindowIDsMax:   C.SLUICE_REPLAY_WINDOW_IDS_MAX,
 }
 
 func init() { config.UseEngineLimits(Limits) }

@@ -221,6 +221,8 @@ fn worker(cfg: &Config, t: LoopTransport) -> Result<Worker<LoopTransport>> {
         spin: Duration::ZERO,
         forward_timeout: Duration::from_millis(100),
         replay_entries: cfg.auth.replay_entries as usize,
+        replay_senders: cfg.auth.replay_senders as usize,
+        replay_window_ids: cfg.auth.replay_window_ids as usize,
         sampler: sluice_engine::trace::Sampler::new(0.0),
     };
     Ok(Worker::new(

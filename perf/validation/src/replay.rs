@@ -8,7 +8,7 @@
 use std::hint::black_box;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use sluice_engine::auth::{ReplayTable, Seen};
+use sluice_engine::auth::{ReplayGuard, ReplayTable, Seen};
 use sluice_engine::config::Config;
 use sluice_engine::schema::SchemaTable;
 use sluice_engine::tables::{HostView, LiveConfig, Tables};
@@ -126,10 +126,19 @@ pub fn measure(cfg: &Config, quick: bool) -> Result<()> {
         &frames[0], false, &t, false, now, None
     )));
     println!("| tag check only (baseline) | {base:.0} | 1.00× |");
-    let mut r = ReplayTable::new(entries);
+    // Frames without a sender id: the tag table is what they meet.
+    let guard = || {
+        let a = &cfg.auth;
+        ReplayGuard::new(
+            entries,
+            a.replay_senders as usize,
+            a.replay_window_ids as usize,
+        )
+    };
+    let mut r = guard();
     for fill in [0.0, 0.5, 0.9] {
-        let mut filled = ReplayTable::new(entries);
-        prefill(&mut filled, fill, deadline, now);
+        let mut filled = guard();
+        prefill(filled.tags_mut(), fill, deadline, now);
         let ns = pass(
             &frames,
             rounds,
@@ -148,7 +157,7 @@ pub fn measure(cfg: &Config, quick: bool) -> Result<()> {
         );
     }
     // Every frame again without clearing: each is a replay, refused.
-    r.clear();
+    r = guard();
     for f in &frames {
         classify_frame(f, false, &t, false, now, Some(&mut r));
     }
@@ -176,6 +185,7 @@ pub fn measure(cfg: &Config, quick: bool) -> Result<()> {
             tag
         })
         .collect();
+    let mut r = ReplayTable::new(entries);
     let mut v = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         r.clear();

@@ -278,6 +278,13 @@ class Client:
         self._native.close()
 
     @property
+    def sender_id(self) -> int:
+        """The random sender id this client names in its signed frames: its
+        request ids are one counter, for the appliance's replay window
+        (docs/wire.md, "Replay windows")."""
+        return self._native.sender_id
+
+    @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._native.closed

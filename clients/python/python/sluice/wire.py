@@ -16,6 +16,8 @@ A frame dict has the keys ``kind`` (``"request"``, ``"response"``,
 ``{"stream_id", "seq", "flags", "end_reason", "tokens_per_frame",
 "max_tokens"}``, docs/wire.md "Streams"; its bytes are also in
 ``extensions``). :func:`stream_extension` makes that extension.
+``sender_id`` is the id of the frame's ``sluice-sender`` header, or None
+when it names no sender (docs/wire.md "Replay windows").
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ use std::io::{ErrorKind, IoSlice};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::time::{Duration, Instant};
 
-use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, TenantKey, flags};
+use sluice_wire::{BodyRepr, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, TenantKey, flags};
 
 use crate::request::sign;
 use crate::tcp::TcpLink;
@@ -73,6 +73,10 @@ pub struct Client {
     cfg: ClientConfig,
     key: Option<TenantKey>,
     next_id: u64,
+    /// Names this client in its signed frames (`sluice-sender`): its
+    /// request ids are then one counter the appliance keeps a replay
+    /// window for (docs/wire.md, "Replay windows").
+    sender_id: u64,
     send_buf: Vec<u8>,
     recv_buf: Vec<u8>,
     pending: HashMap<u64, Pending>,
@@ -165,6 +169,7 @@ impl Client {
             failed: VecDeque::new(),
             key,
             next_id: initial_request_id(),
+            sender_id: random_sender_id(),
             send_buf: vec![0; DATAGRAM_LEN_MAX],
             recv_buf: vec![0; 1 << 16],
             // Sized up front so that sending allocates nothing until this
@@ -254,7 +259,13 @@ impl Client {
     /// bookkeeping of outstanding ids.
     pub fn send(&mut self, req: &Request<'_>) -> Result<u64, ClientError> {
         self.check_outstanding()?;
-        let len = req.encoded_len().map_err(ClientError::InvalidRequest)?;
+        let signed = match req.tenant {
+            Some((_, k)) => k.is_some(),
+            None => self.key.is_some(),
+        };
+        let len = req
+            .encoded_len_as(signed, self.sender_id)
+            .map_err(ClientError::InvalidRequest)?;
         let via = self.choose(len)?;
         let id = self.take_id();
         let key = match req.tenant {
@@ -270,6 +281,7 @@ impl Client {
                         self.cfg.tenant_id,
                         self.key.as_ref(),
                         self.cfg.signed_deadline,
+                        self.sender_id,
                     )
                     .map_err(datagram_limit)?;
                 self.transmit(len)?;
@@ -345,11 +357,15 @@ impl Client {
     /// Sends a ping and returns the round-trip time.
     pub fn ping(&mut self) -> Result<Duration, ClientError> {
         let id = self.take_id();
+        // A signed negotiation or ping names the sender too.
+        let sv = sluice_wire::sender_value(self.sender_id);
+        let ext = [ExtRepr::sender(&sv)];
         let repr = FrameRepr {
             kind: Kind::Ping,
             request_id: id,
             tenant_id: self.cfg.tenant_id,
             deadline_us: self.control_deadline_us(),
+            extensions: if self.key.is_some() { &ext } else { &[] },
             ..FrameRepr::default()
         };
         let start = Instant::now();
@@ -386,11 +402,15 @@ impl Client {
         }
         self.schemas.remove(&cache_key);
         let id = self.take_id();
+        // A signed negotiation or ping names the sender too.
+        let sv = sluice_wire::sender_value(self.sender_id);
+        let ext = [ExtRepr::sender(&sv)];
         let repr = FrameRepr {
             kind: Kind::NegotiateRequest,
             request_id: id,
             tenant_id: self.cfg.tenant_id,
             deadline_us: self.control_deadline_us(),
+            extensions: if self.key.is_some() { &ext } else { &[] },
             body: BodyRepr::NegotiateRequest {
                 subject,
                 version_hint,
@@ -430,6 +450,11 @@ impl Client {
             Some(_) => crate::request::signed_deadline_us(0, self.cfg.signed_deadline),
             None => 0,
         }
+    }
+
+    /// The sender id this client names in its signed frames.
+    pub fn sender_id(&self) -> u64 {
+        self.sender_id
     }
 
     fn take_id(&mut self) -> u64 {
@@ -704,8 +729,17 @@ fn datagram_limit(e: sluice_wire::Error) -> ClientError {
     }
 }
 
+/// A random sender id, not 0 (the std hasher's keys come from the OS), for
+/// tools that sign frames themselves ([`crate::Request::sender`]).
+pub fn random_sender_id() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::SystemTime::now()) | 1
+}
+
 /// Ids start at a value unlikely to repeat across runs so that late answers
-/// meant for an earlier process are not taken for ours.
+/// meant for an earlier process are not taken for ours, and below 2^63 so
+/// that they do not wrap (a sender's ids only grow: docs/wire.md, "Replay
+/// windows").
 fn initial_request_id() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -713,5 +747,5 @@ fn initial_request_id() -> u64 {
         .as_nanos() as u64;
     let mixed = (t ^ (u64::from(std::process::id()) << 40)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     // Keep clear of 0, which servers may treat as "no id".
-    mixed | 1
+    (mixed >> 1) | 1
 }

@@ -52,8 +52,7 @@ impl Client {
         let r = req
             .encode_header_only(
                 &mut buf[..len],
-                id,
-                self.cfg.tenant_id,
+                (id, self.cfg.tenant_id, self.sender_id),
                 self.key.as_ref(),
                 self.cfg.signed_deadline,
             )

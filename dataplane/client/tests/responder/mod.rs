@@ -331,7 +331,12 @@ fn echo(sock: &UdpSocket, st: &mut State, req: &Frame<&[u8]>, from: SocketAddr) 
     ]
     .concat();
     let tokens = req.token_count().to_le_bytes();
+    let sender = req.sender_id().unwrap_or(0).to_le_bytes();
     let mut exts = vec![
+        ExtRepr {
+            key: "sender_id",
+            value: &sender,
+        },
         ExtRepr {
             key: "deadline_us",
             value: &deadline,

@@ -16,6 +16,18 @@ pub mod limits {
     pub const REPLAY_ENTRIES_MIN: u32 = crate::auth::REPLAY_WAYS as u32;
     /// See `REPLAY_ENTRIES_MIN`.
     pub const REPLAY_ENTRIES_MAX: u32 = 1 << 22;
+    /// Bounds of `auth.replay_senders` (windows per worker; a power of
+    /// two): one bucket to 128 Ki windows.
+    pub const REPLAY_SENDERS_MIN: u32 = crate::auth::WINDOW_WAYS as u32;
+    /// See `REPLAY_SENDERS_MIN`.
+    pub const REPLAY_SENDERS_MAX: u32 = 1 << 17;
+    /// Bounds of `auth.replay_window_ids` (request ids one window spans; a
+    /// power of two): one 64-bit word to 8 Ki ids (1 KiB of bitmap).
+    pub const REPLAY_WINDOW_IDS_MIN: u32 = 64;
+    /// See `REPLAY_WINDOW_IDS_MIN`.
+    pub const REPLAY_WINDOW_IDS_MAX: u32 = 8_192;
+    /// Bytes of a window besides its bitmap (sender, top, deadline, tenant).
+    pub const REPLAY_WINDOW_HEAD_BYTES: usize = 32;
     /// Most patterns in each of a tenant's lists (models, adapters,
     /// routes, subjects). Lists are hashed sets (`route/set.rs`): a lookup
     /// does not grow with them.
@@ -50,12 +62,19 @@ pub struct AuthCfg {
     /// An authenticated frame's `deadline_us` must lie in
     /// `[now, now + freshness_window_ms]`.
     pub freshness_window_ms: u32,
-    /// Tags each worker remembers to refuse replays (a power of two).
+    /// Tags each worker remembers to refuse replays of frames that name
+    /// no sender, or whose sender finds no window (a power of two).
     pub replay_entries: u32,
     /// A lab host: keys and tokens published in the Sluice repository are
     /// accepted even where other hosts can reach the appliance (they are
     /// refused there otherwise: auth/published.rs).
     pub lab: bool,
+    /// Senders (`sluice-sender`) each worker keeps a replay window for (a
+    /// power of two).
+    pub replay_senders: u32,
+    /// Request ids one sender's window spans (a power of two): how far
+    /// below its highest id a sender's frame may still arrive.
+    pub replay_window_ids: u32,
 }
 
 impl Default for AuthCfg {
@@ -65,6 +84,8 @@ impl Default for AuthCfg {
             freshness_window_ms: 10_000,
             replay_entries: 1 << 18,
             lab: false,
+            replay_senders: 4_096,
+            replay_window_ids: 1_024,
         }
     }
 }
@@ -89,6 +110,25 @@ pub fn validate(cfg: &Config) -> Result<(), ConfigError> {
             "auth.replay_entries",
             "must be a power of two",
         ));
+    }
+    for (name, v, min, max) in [
+        (
+            "auth.replay_senders",
+            a.replay_senders,
+            REPLAY_SENDERS_MIN,
+            REPLAY_SENDERS_MAX,
+        ),
+        (
+            "auth.replay_window_ids",
+            a.replay_window_ids,
+            REPLAY_WINDOW_IDS_MIN,
+            REPLAY_WINDOW_IDS_MAX,
+        ),
+    ] {
+        range(name, v, min, max)?;
+        if !v.is_power_of_two() {
+            return Err(ConfigError::at(name, "must be a power of two"));
+        }
     }
     auth_allows_tenants(a.mode, &cfg.tenants)?;
     super::published::validate(cfg)
@@ -200,6 +240,17 @@ mod tests {
             "{e}"
         );
         assert!(e.message.contains("power of two"), "{e}");
+        for (text, key) in [
+            ("replay_senders = 3000", "auth.replay_senders"),
+            ("replay_senders = 2", "auth.replay_senders"),
+            ("replay_senders = 262144", "auth.replay_senders"),
+            ("replay_window_ids = 1000", "auth.replay_window_ids"),
+            ("replay_window_ids = 32", "auth.replay_window_ids"),
+            ("replay_window_ids = 16384", "auth.replay_window_ids"),
+        ] {
+            let e = err(&format!("[auth]\n{text}\n"));
+            assert_eq!((e.line, e.key.as_str()), (Some(2), key), "{text}: {e}");
+        }
         let e = err("[auth]\nmode = \"open\"\n");
         assert_eq!(e.line, Some(2), "{e}");
         let e = err(&format!("[auth]\nmode = \"none\"\n{t}"));

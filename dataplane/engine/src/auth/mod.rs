@@ -13,13 +13,17 @@ use crate::tables::{Tables, Tenant};
 
 pub mod config;
 mod published;
+mod guard;
 mod replay;
 mod tenant;
+mod window;
 
+pub use guard::{Checked, ReplayCounts, ReplayGuard, ReplayKey};
 pub use replay::{REPLAY_WAYS, ReplayTable, Seen};
 pub use tenant::{
     RouteFound, adapter_allowed, model_allowed, route_for, schema_allowed, subject_allowed,
 };
+pub use window::{Mark, SenderWindows, WINDOW_WAYS};
 
 /// Messages shared by a refusal and by the answer it imitates.
 pub mod msg {
@@ -31,6 +35,9 @@ pub mod msg {
     pub const EXPIRED: &str = "deadline passed before the request ran";
     /// The tag was accepted before.
     pub const REPLAYED: &str = "frame already accepted (replay)";
+    /// The request id lies below its sender's replay window.
+    pub const REPLAY_TOO_OLD: &str =
+        "request id below the sender's replay window (replay or too late)";
     /// The replay table has no room.
     pub const REPLAY_FULL: &str = "replay table full";
     /// No such model or version, or not the tenant's.
@@ -109,6 +116,9 @@ causes! {
     Replayed = "replayed";
     /// Both buckets the tag may use are full.
     ReplayTableFull = "replay_table_full";
+    /// The request id lies a window or more below the highest one its
+    /// sender's window accepted.
+    ReplayTooOld = "replay_too_old";
     /// The model is outside the tenant's `models`.
     TenantModel = "tenant_model";
     /// The adapter is outside the tenant's `adapters`.
@@ -147,6 +157,7 @@ impl Refusal {
             Cause::Expired => (C::DeadlineExceeded, msg::EXPIRED),
             Cause::Replayed => (C::Replayed, msg::REPLAYED),
             Cause::ReplayTableFull => (C::Busy, msg::REPLAY_FULL),
+            Cause::ReplayTooOld => (C::Replayed, msg::REPLAY_TOO_OLD),
             Cause::TenantModel => (C::UnknownModel, msg::UNKNOWN_MODEL),
             Cause::TenantAdapter => (C::UnknownAdapter, msg::UNKNOWN_ADAPTER),
             Cause::TenantRoute => (C::NoRoute, msg::NO_ROUTE),
@@ -179,7 +190,7 @@ pub fn authenticate<'t>(
     frame: &Frame<&[u8]>,
     t: &'t Tables,
     now_us: u64,
-    replay: Option<&mut ReplayTable>,
+    replay: Option<&mut ReplayGuard>,
 ) -> Result<Option<&'t Tenant>, Refusal> {
     if !t.auth.required {
         return Ok(None);
@@ -206,13 +217,14 @@ pub fn verify_tag<'t>(frame: &Frame<&[u8]>, t: &'t Tables) -> Result<&'t Tenant,
 }
 
 /// The freshness rule and the replay check of an authenticated frame: its
-/// deadline lies in `[now, now + window]`, and its tag was not accepted
-/// before; the tag is then remembered until the deadline.
+/// deadline lies in `[now, now + window]`, and it was not accepted before
+/// (by its sender's window, or its tag); it is then remembered until the
+/// deadline.
 pub fn fresh_and_unseen(
     frame: &Frame<&[u8]>,
     window_us: u64,
     now_us: u64,
-    replay: &mut ReplayTable,
+    replay: &mut ReplayGuard,
 ) -> Result<(), Refusal> {
     let deadline = frame.deadline_us();
     if deadline == 0 {
@@ -224,11 +236,10 @@ pub fn fresh_and_unseen(
     if deadline - now_us > window_us {
         return Err(Refusal::of(Cause::FarDeadline));
     }
-    let mut tag = [0u8; 16];
-    tag.copy_from_slice(frame.auth_tag());
-    match replay.check_insert(&tag, deadline, now_us.max(1)) {
-        Seen::Fresh => Ok(()),
-        Seen::Replayed => Err(Refusal::of(Cause::Replayed)),
-        Seen::Full => Err(Refusal::of(Cause::ReplayTableFull)),
+    match replay.check(&ReplayKey::of(frame), deadline, now_us.max(1)) {
+        Checked::Fresh => Ok(()),
+        Checked::Replayed => Err(Refusal::of(Cause::Replayed)),
+        Checked::TooOld => Err(Refusal::of(Cause::ReplayTooOld)),
+        Checked::Full => Err(Refusal::of(Cause::ReplayTableFull)),
     }
 }

@@ -154,6 +154,18 @@ impl ReplayTable {
         }
     }
 
+    /// Whether a tag is remembered and live at `now_us`, without
+    /// remembering it. O(2 × REPLAY_WAYS), no allocation.
+    pub fn contains(&self, tag: &[u8; 16], now_us: u64) -> bool {
+        let key = split(tag);
+        let (b1, b2) = self.buckets_of(tag);
+        [b1, b2].into_iter().any(|b| {
+            self.slots[b * REPLAY_WAYS..(b + 1) * REPLAY_WAYS]
+                .iter()
+                .any(|s| s.expires_us >= now_us && s.tag == [key.0, key.1])
+        })
+    }
+
     /// Live slots at `now_us`, counted over the whole table (for tests and
     /// status; O(capacity)).
     pub fn live(&self, now_us: u64) -> usize {
@@ -214,8 +226,10 @@ mod tests {
         for i in 0..REPLAY_WAYS as u64 {
             assert_eq!(r.check_insert(&tag(i), 1000, 1), Seen::Fresh);
         }
+        assert!(r.contains(&tag(5), 1000) && !r.contains(&tag(5), 1001));
         r.forget(&tag(5));
         r.forget(&tag(99)); // never seen: nothing changes
+        assert!(!r.contains(&tag(5), 1) && !r.contains(&tag(99), 1));
         assert_eq!(r.live(1), REPLAY_WAYS - 1);
         assert_eq!(r.check_insert(&tag(5), 1000, 2), Seen::Fresh);
         assert_eq!(r.check_insert(&tag(4), 1000, 2), Seen::Replayed);

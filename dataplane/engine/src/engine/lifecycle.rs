@@ -239,11 +239,16 @@ impl Engine {
             poll: self.cfg.engine.poll,
             spin: Duration::from_micros(self.cfg.engine.spin_us as u64),
             forward_timeout: Duration::from_millis(self.cfg.engine.forward_timeout_ms as u64),
-            // Without authentication the table is never read: one bucket.
+            // Without authentication the tables are never read: one bucket.
             replay_entries: match self.cfg.auth.mode {
                 crate::config::AuthMode::Tenants => self.cfg.auth.replay_entries as usize,
                 crate::config::AuthMode::None => crate::auth::REPLAY_WAYS,
             },
+            replay_senders: match self.cfg.auth.mode {
+                crate::config::AuthMode::Tenants => self.cfg.auth.replay_senders as usize,
+                crate::config::AuthMode::None => crate::auth::WINDOW_WAYS,
+            },
+            replay_window_ids: self.cfg.auth.replay_window_ids as usize,
             sampler: crate::trace::Sampler::new(self.cfg.tracing.sample_ratio),
         };
         let shared = Arc::clone(&self.shared);

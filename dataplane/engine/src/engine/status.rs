@@ -145,6 +145,7 @@ impl Engine {
                     moved: ld(&c.streams.moved),
                 },
                 tokens: crate::stats::TokenStats::of(&c.tokens, &c.tenant_tokens),
+                replay: c.replay.read(),
                 not_sluice: ld(&c.not_sluice),
                 tx_no_buffers: ld(&c.tx_no_buffers),
                 payload_bytes_copied: ld(&c.payload_bytes_copied),

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use sluice_wire::{BodyRepr, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, flags};
 
-use crate::auth::{self, Refusal, ReplayTable, RouteFound, msg};
+use crate::auth::{self, Refusal, ReplayGuard, RouteFound, msg};
 use crate::route::RouteKey;
 use crate::schema::SchemaTable;
 use crate::tables::{BatchPolicy, Tables, Tenant};
@@ -126,7 +126,7 @@ pub fn classify_frame(
     t: &Tables,
     draining: bool,
     now_us: u64,
-    replay: Option<&mut ReplayTable>,
+    replay: Option<&mut ReplayGuard>,
 ) -> Verdict {
     classify_traced(
         bytes,
@@ -147,7 +147,7 @@ pub fn classify_traced(
     t: &Tables,
     draining: bool,
     now_us: u64,
-    replay: Option<&mut ReplayTable>,
+    replay: Option<&mut ReplayGuard>,
     marks: &mut Marks,
 ) -> Verdict {
     use Immediate::Error as E;
@@ -326,7 +326,7 @@ fn negotiate(
     frame: &Frame<&[u8]>,
     t: &Tables,
     now_us: u64,
-    replay: Option<&mut ReplayTable>,
+    replay: Option<&mut ReplayGuard>,
 ) -> Verdict {
     let tenant = match auth::authenticate(frame, t, now_us, replay) {
         Ok(tn) => tn,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{Receiver, Sender};
 use sluice_wire::{ErrorCode, Frame};
 
-use crate::auth::ReplayTable;
+use crate::auth::{ReplayGuard, ReplayKey};
 use crate::config::PollMode;
 use crate::config::limits::{MODEL_SLOT_COUNT_MAX, SHARD_COUNT_MAX};
 use crate::handler::{BatchKey, Handler, Reject, RunAccount};
@@ -127,8 +127,12 @@ pub struct WorkerParams {
     pub spin: Duration,
     /// How long a forwarded request waits for its peer.
     pub forward_timeout: Duration,
-    /// Slots of the replay table (`auth.replay_entries`).
+    /// Slots of the replay tag table (`auth.replay_entries`).
     pub replay_entries: usize,
+    /// Replay windows (`auth.replay_senders`).
+    pub replay_senders: usize,
+    /// Request ids per window (`auth.replay_window_ids`).
+    pub replay_window_ids: usize,
     /// Which requests are traced (`[tracing]`).
     pub sampler: crate::trace::Sampler,
 }
@@ -198,8 +202,9 @@ pub struct Worker<T: Transport> {
     /// backwards on a worker, so a step back of the system clock cannot
     /// make a frame whose deadline passed fresh again.
     now_us: u64,
-    /// Tags of authenticated frames accepted, until their deadlines. Fixed size.
-    replay: ReplayTable,
+    /// Authenticated frames accepted, until their deadlines: senders'
+    /// windows and the tag table. Fixed size.
+    replay: ReplayGuard,
     last_publish: Instant,
     /// Forwarded requests awaiting their answer. Fixed size.
     forwarded: PendingForwards,
@@ -239,6 +244,9 @@ pub struct Worker<T: Transport> {
 }
 
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
+/// Replay windows a publish looks at to count the live ones: the default
+/// table (4 Ki) in one go, the largest in 32 publishes.
+const REPLAY_SWEEP_WINDOWS: usize = 4_096;
 
 const SLEEP_MAX: Duration = Duration::from_millis(10);
 
@@ -293,7 +301,7 @@ impl<T: Transport> Worker<T> {
             hist_out,
             burst_start: Instant::now(),
             now_us: 0,
-            replay: ReplayTable::new(p.replay_entries),
+            replay: ReplayGuard::new(p.replay_entries, p.replay_senders, p.replay_window_ids),
             last_publish: Instant::now(),
             forwarded: PendingForwards::new(FORWARD_PENDING_MAX),
             peers_down: vec![None; crate::config::limits::PEER_COUNT_MAX],
@@ -502,6 +510,8 @@ impl<T: Transport> Worker<T> {
         for (a, p) in k.pools.iter().zip(&c.pools) {
             a.store(p);
         }
+        let live = self.replay.sweep_live(self.now_us, REPLAY_SWEEP_WINDOWS);
+        k.replay.store(&self.replay.counts(), live);
     }
 
     /// One burst. Returns the number of frames received.
@@ -611,15 +621,12 @@ impl<T: Transport> Worker<T> {
                 if q.len() >= depth.min(q.capacity()) {
                     // A stream transport takes the frame back and stops
                     // reading its connection (back-pressure, not loss).
-                    // Its tag is forgotten: the frame is checked again,
-                    // and accepted once, when it comes back.
-                    let mut tag = [0u8; 16];
-                    tag.copy_from_slice(
-                        Frame::new_unchecked(self.transport.rx_bytes(&pkt)).auth_tag(),
-                    );
+                    // It is forgotten: the frame is checked again, and
+                    // accepted once, when it comes back.
+                    let key = ReplayKey::of(&Frame::new_unchecked(self.transport.rx_bytes(&pkt)));
                     if self.transport.rx_defer(&pkt) {
                         if self.tables.auth.required {
-                            self.replay.forget(&tag);
+                            self.replay.forget(&key);
                         }
                         self.rx_open[i] = false;
                         return;

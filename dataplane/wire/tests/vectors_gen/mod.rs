@@ -80,6 +80,11 @@ pub struct FrameDoc {
     /// frame carries none. Its bytes are also in `extensions`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<StreamDoc>,
+    /// The sender id of a valid `sluice-sender` header (docs/wire.md,
+    /// "Replay windows"), a u64 as a decimal string; absent when the frame
+    /// names no sender. Its bytes are also in `extensions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_id: Option<String>,
 }
 
 /// The fields of a `sluice-stream` extension header.
@@ -303,6 +308,7 @@ pub fn doc_of(bytes: &[u8], key: Option<&[u8]>) -> FrameDoc {
         body,
         auth,
         stream: f.stream().map(|h| StreamDoc::of(&h)),
+        sender_id: f.sender_id().map(|id| id.to_string()),
     }
 }
 
@@ -979,7 +985,76 @@ fn valid_cases() -> Vec<Case> {
     all.extend(negotiate_cases());
     all.extend(ping_cases());
     all.extend(stream_cases());
+    all.extend(sender_cases());
     all
+}
+
+/// Sender headers (docs/wire.md, "Replay windows"): signed with a sender
+/// id at its extremes, beside a stream header, and two values that name no
+/// sender (0, and a value of the wrong length), which parse as plain
+/// extensions.
+fn sender_cases() -> Vec<Case> {
+    let x = le(&[1.0f32, 2.0, 3.0, 4.0], f32::to_le_bytes);
+    let t = [tensor("x", DType::F32, &[1, 4], &x)];
+    let signed = |name: &str, source: &str, exts: &[ExtRepr<'_>]| {
+        signed_case(
+            name,
+            source,
+            emit(&FrameRepr {
+                request_id: 1_000_001,
+                deadline_us: 1_767_225_600_000_000,
+                extensions: exts,
+                tensors: &t,
+                ..request()
+            }),
+            EXAMPLE_KEY,
+        )
+    };
+    let id = sluice_wire::sender_value(0x5eed_0000_0000_0001);
+    let max = sluice_wire::sender_value(u64::MAX);
+    let one = sluice_wire::sender_value(1);
+    let zero = sluice_wire::sender_value(0);
+    let st = stream_ext(StreamHeader {
+        stream_id: 7,
+        flags: stream_flags::OPEN,
+        ..StreamHeader::default()
+    });
+    vec![
+        signed(
+            "auth-sender",
+            "edge: a signed request naming its sender: its request id is that sender's counter (the tag covers the sender header)",
+            &[ExtRepr::sender(&id)],
+        ),
+        signed(
+            "auth-sender-max-and-stream",
+            "edge: sender id 2^64 - 1 after a stream header",
+            &[ExtRepr::stream(&st), ExtRepr::sender(&max)],
+        ),
+        signed(
+            "auth-sender-first-counts",
+            "edge: two sender headers: the first (id 1) counts",
+            &[ExtRepr::sender(&one), ExtRepr::sender(&id)],
+        ),
+        case(
+            "sender-zero-names-none",
+            "edge: a sender header with id 0 names no sender (no sender_id)",
+            emit(&FrameRepr {
+                extensions: &[ExtRepr::sender(&zero)],
+                ..request()
+            }),
+        ),
+        case(
+            "sender-short-names-none",
+            "edge: a sender header of 7 bytes names no sender (no sender_id)",
+            emit(&FrameRepr {
+                extensions: &[ExtRepr {
+                    key: sluice_wire::SENDER_EXT_KEY,
+                    value: &id[..7],
+                }],
+                ..request()
+            }),
+        ),
+    ]
 }
 
 fn stream_ext(h: StreamHeader) -> [u8; sluice_wire::STREAM_EXT_LEN] {
