@@ -185,7 +185,12 @@ impl FrontdoorCfg {
         ] {
             range(&k(f), v, 1, TIMEOUT_MS_MAX)?;
         }
-        range(&k("connections_max"), self.connections_max, 1, CONNECTIONS_MAX)?;
+        range(
+            &k("connections_max"),
+            self.connections_max,
+            1,
+            CONNECTIONS_MAX,
+        )?;
         range(
             &k("connections_per_source_max"),
             self.connections_per_source_max,
