@@ -26,8 +26,8 @@ pub struct UringCfg {
     /// owed to it (idle), or in the middle of a frame (stalled).
     pub tcp_idle_timeout_ms: u32,
     /// A frame must arrive whole within this long of its first byte,
-    /// however steadily it trickles in (time spent waiting for a slot is
-    /// not counted); otherwise its connection is closed.
+    /// however steadily it trickles in (time spent waiting for a slot
+    /// included); otherwise its connection is closed.
     pub tcp_frame_timeout_ms: u32,
     /// An answer the client does not take (zero window) for this long
     /// closes the connection, freeing its slots.

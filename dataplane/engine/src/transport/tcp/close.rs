@@ -216,6 +216,11 @@ impl Tcp {
                 Role::Peer(_) => (since(conn.progress_at) > idle / 2).then_some(Timeout::PeerIdle),
             },
             RxPhase::Header { got: 0 } => None,
+            // Waiting for a slot counts: a frame queued behind slots that
+            // others pin is closed rather than left waiting for ever.
+            RxPhase::WaitSlot { .. } => {
+                (since(conn.frame_at) > lim.frame).then_some(Timeout::Frame)
+            }
             RxPhase::Header { .. } | RxPhase::HeaderRest { .. } | RxPhase::Body { .. } => {
                 if since(conn.frame_at) > lim.frame {
                     Some(Timeout::Frame)

@@ -174,8 +174,7 @@ pub(super) struct Conn {
     pub progress_at: Instant,
     /// First byte of the frame being received.
     pub frame_at: Instant,
-    /// Since when the staged frame waits for a slot (not counted against
-    /// the frame's time).
+    /// Since when the staged frame waits for a slot (counted once).
     pub wait_since: Option<Instant>,
     /// Last progress of the sends in flight, when it was last sampled,
     /// and the socket's acknowledged bytes then.

@@ -24,9 +24,13 @@
 //!   queue full); TCP flow control then pushes back on the client.
 //! - **Limits**: a declared length above `tcp_frame_len_max` or a stream
 //!   that is not frames gets an error frame, the write side is shut and
-//!   the connection closed; a frame that stalls for `tcp_idle_timeout_ms`
-//!   closes its connection; a half-closed connection still gets every
+//!   the connection closed; a half-closed connection still gets every
 //!   accepted request answered.
+//! - **Slots cannot be pinned** (`admit`): a large slot only for a header
+//!   whose tag verified (with tenants), shares of the large classes per
+//!   source and per tenant, a reserve of the smallest class for verified
+//!   frames, connections per source; a frame deadline, an idle timeout and
+//!   a send timeout (`close`). Every refusal and close is counted by cause.
 //! - **Peers**: frames too large for a datagram are forwarded on a
 //!   per-worker connection to the peer's `tcp_address`; its answers come
 //!   back on that connection and are relayed from their slot.

@@ -320,7 +320,7 @@ impl Tcp {
             if conn.wait_since.is_none() {
                 conn.wait_since = Some(now);
                 bump(&self.shared.counters.slot_waits, 1);
-                if !allowed {
+                if !allowed && self.pool.free_len(k) > 0 {
                     bump(&self.shared.counters.share_waits, 1);
                 }
             }
@@ -334,10 +334,7 @@ impl Tcp {
             );
             return;
         };
-        if let Some(t) = conn.wait_since.take() {
-            // Waiting for a slot is the appliance's time, not the frame's.
-            conn.frame_at += now.saturating_duration_since(t);
-        }
+        conn.wait_since = None;
         let staged = conn.staged;
         let dst = base.wrapping_add(self.pool.rx_off(pair));
         // SAFETY: the slot was just taken from the free list (no kernel
