@@ -209,7 +209,9 @@ impl Tcp {
         }
         match conn.rx {
             RxPhase::Drain => (since(conn.drain_since) > idle).then_some(Timeout::Drain),
-            RxPhase::Header { got: 0 } if conn.owes_nothing() => match conn.role {
+            RxPhase::Header { got: 0 } if conn.owes_nothing() && conn.awaiting == 0 => match conn
+                .role
+            {
                 Role::Client => (since(conn.progress_at) > idle).then_some(Timeout::Idle),
                 // Ours: closed before the peer's own idle limit would, so
                 // a forward never races the peer closing.

@@ -163,6 +163,8 @@ pub(super) struct Conn {
     pub next_seq: u32,
     /// First place not yet handed to a send.
     pub sent_seq: u32,
+    /// Peer connections: frames forwarded whose answers have not come.
+    pub awaiting: u32,
     /// Kernel operations in flight that reference this slot.
     pub ops: u32,
     pub send: [SendCtx; SEND_CTX],
@@ -212,6 +214,7 @@ impl Conn {
             deferred: 0,
             next_seq: 0,
             sent_seq: 0,
+            awaiting: 0,
             ops: 0,
             send: [SendCtx::new(), SendCtx::new()],
             active: None,

@@ -364,7 +364,10 @@ impl Tcp {
                 (token(c, conn.generation, seq), PORT_SERVICE)
             }
             // A peer's answer: nobody answers it, so its reply slot is free.
-            Role::Peer(_) => (0, PORT_FORWARD),
+            Role::Peer(_) => {
+                conn.awaiting = conn.awaiting.saturating_sub(1);
+                (0, PORT_FORWARD)
+            }
         };
         let key = conn.key;
         let e = self.pool.get_mut(pair);

@@ -397,6 +397,7 @@ impl Tcp {
         }
         let seq = conn.next_seq;
         conn.next_seq = seq.wrapping_add(1);
+        conn.awaiting += 1;
         *self.answer_at(c, seq) = Answer::Send {
             buf: Buf::TcpRx(pair),
             off: 0,
