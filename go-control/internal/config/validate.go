@@ -224,6 +224,14 @@ func (c *checker) ioURing(u *IOUring, rxBurst int) {
 	c.tcp(u)
 }
 
+// The engine's TCP_TIMEOUT_MS_MIN and TCP_VERIFIED_RESERVE_PCT_MAX
+// (config/limits.rs): the shortest frame and send timeout, and the largest
+// share of the smallest slot class kept for verified frames.
+const (
+	tcpTimeoutMsMin          = 10
+	tcpVerifiedReservePctMax = 90
+)
+
 // tcp checks the TCP keys of [io_uring] as the engine does.
 func (c *checker) tcp(u *IOUring) {
 	if u.TCPListen != "" {
@@ -233,6 +241,12 @@ func (c *checker) tcp(u *IOUring) {
 	}
 	c.rangeInt("io_uring.tcp_connections_max", u.TCPConnectionsMax, 1, lim.TCPConnectionsMax)
 	c.rangeInt("io_uring.tcp_idle_timeout_ms", u.TCPIdleTimeoutMs, 1, lim.TCPIdleTimeoutMsMax)
+	c.rangeInt("io_uring.tcp_frame_timeout_ms", u.TCPFrameTimeoutMs, tcpTimeoutMsMin, lim.TCPIdleTimeoutMsMax)
+	c.rangeInt("io_uring.tcp_send_timeout_ms", u.TCPSendTimeoutMs, tcpTimeoutMsMin, lim.TCPIdleTimeoutMsMax)
+	c.rangeInt("io_uring.tcp_connections_per_source_max", u.TCPConnectionsPerSourceMax, 1, lim.TCPConnectionsMax)
+	c.rangeInt("io_uring.tcp_large_slots_per_source_pct", u.TCPLargeSlotsPerSourcePct, 1, 100)
+	c.rangeInt("io_uring.tcp_large_slots_per_tenant_pct", u.TCPLargeSlotsPerTenantPct, 1, 100)
+	c.rangeInt("io_uring.tcp_verified_reserve_pct", u.TCPVerifiedReservePct, 0, tcpVerifiedReservePctMax)
 	c.rangeInt("io_uring.tcp_pipeline_max", u.TCPPipelineMax, 1, lim.TCPPipelineMax)
 	c.oneOf("io_uring.tcp_send_zc", u.TCPSendZC, "auto", "on", "off")
 	if len(u.TCPSlots) == 0 || len(u.TCPSlots) > lim.TCPSlotClassesMax {

@@ -48,6 +48,7 @@ type collector struct {
 	aCache *prometheus.Desc
 
 	cOpen, cAccepted, cClosed, cRx, cRxBytes, cRxLarge, cTx, cTxBytes, cTxLarge, cErrors *prometheus.Desc
+	cTCPCloses                                                                           *prometheus.Desc
 
 	tCalls, tQuarantines, tQuarantined, tBytesIn, tBytesOut        *prometheus.Desc
 	fRequests, fRefusals, fCopied, fSlow, fConnRefused             *prometheus.Desc
@@ -156,16 +157,17 @@ func newCollector(d *Daemon) *collector {
 		mTTFT:   desc("model_time_to_first_token_seconds", "Token streams: OPEN to the step that chose the first token, as a histogram.", mv...),
 		mITL:    desc("model_inter_token_latency_seconds", "Token streams: time between a stream's tokens, as a histogram.", mv...),
 
-		cOpen:     desc("connections_open", "Connections open now (RDMA, TCP), by transport.", "transport"),
-		cAccepted: desc("connections_accepted_total", "Connections accepted by the worker.", cw...),
-		cClosed:   desc("connections_closed_total", "Connections closed (by either side) and released by the worker.", cw...),
-		cRx:       desc("connection_rx_frames_total", "Frames received on the worker's connections.", cw...),
-		cRxBytes:  desc("connection_rx_bytes_total", "Bytes received on the worker's connections.", cw...),
-		cRxLarge:  desc("connection_rx_large_frames_total", "Frames received by RDMA WRITE into a granted slot.", cw...),
-		cTx:       desc("connection_tx_frames_total", "Frames sent on the worker's connections.", cw...),
-		cTxBytes:  desc("connection_tx_bytes_total", "Bytes sent on the worker's connections.", cw...),
-		cTxLarge:  desc("connection_tx_large_frames_total", "Frames sent by RDMA WRITE into a client's reply slot.", cw...),
-		cErrors:   desc("connection_errors_total", "Failed or refused operations on the worker's connections.", cw...),
+		cOpen:      desc("connections_open", "Connections open now (RDMA, TCP), by transport.", "transport"),
+		cAccepted:  desc("connections_accepted_total", "Connections accepted by the worker.", cw...),
+		cClosed:    desc("connections_closed_total", "Connections closed (by either side) and released by the worker.", cw...),
+		cRx:        desc("connection_rx_frames_total", "Frames received on the worker's connections.", cw...),
+		cRxBytes:   desc("connection_rx_bytes_total", "Bytes received on the worker's connections.", cw...),
+		cRxLarge:   desc("connection_rx_large_frames_total", "Frames received by RDMA WRITE into a granted slot.", cw...),
+		cTx:        desc("connection_tx_frames_total", "Frames sent on the worker's connections.", cw...),
+		cTxBytes:   desc("connection_tx_bytes_total", "Bytes sent on the worker's connections.", cw...),
+		cTxLarge:   desc("connection_tx_large_frames_total", "Frames sent by RDMA WRITE into a client's reply slot.", cw...),
+		cErrors:    desc("connection_errors_total", "Failed or refused operations on the worker's connections.", cw...),
+		cTCPCloses: desc("connection_tcp_closes_total", "TCP connections the worker refused or closed, by cause: connections_max, per_source (at accept), stalled, idle, frame_timeout, send_timeout (time limits), unauthenticated, stale (a large frame's header before it got a slot), oversized, malformed.", append(cw, "cause")...),
 
 		// Per registered transform (at most 64); counters start again from 0
 		// when a module is replaced (fresh instances).
@@ -199,7 +201,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.stOpened, c.stEnded, c.stReclaimed, c.stRefused, c.stSteps, c.stOpen, c.stMoved,
 		c.rpWindowFrames, c.rpTagFrames, c.rpFallbacks, c.rpOpened, c.rpLive,
 		c.tkTokens, c.tkFrames, c.tkSteps, c.tkRuns, c.tkConnClosed, c.tkStateCopied, c.tkRunning, c.tkPrefill, c.tkEnded, c.tkTenant,
-		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors,
+		c.cOpen, c.cAccepted, c.cClosed, c.cRx, c.cRxBytes, c.cRxLarge, c.cTx, c.cTxBytes, c.cTxLarge, c.cErrors, c.cTCPCloses,
 		c.fRequests, c.fRefusals, c.fCopied, c.fSlow, c.fConnRefused, c.fConnClosed, c.fGRPCUnread, c.fGRPCRead, c.fHMACRefused, c.fSlowReader,
 		c.tCalls, c.tQuarantines, c.tQuarantined, c.tBytesIn, c.tBytesOut} {
 		ch <- d
@@ -391,6 +393,11 @@ func (c *collector) connections(ch chan<- prometheus.Metric) {
 		counter(ch, c.cTxBytes, t.TxBytes, l...)
 		counter(ch, c.cTxLarge, t.TxLarge, l...)
 		counter(ch, c.cErrors, t.Errors, l...)
+		if t.Transport == "tcp" {
+			for _, k := range t.TCPCloses() {
+				counter(ch, c.cTCPCloses, k.N, append(l, k.Cause)...)
+			}
+		}
 	}
 	for tr, n := range open {
 		gauge(ch, c.cOpen, float64(n), tr)

@@ -154,6 +154,36 @@ type ConnectionTotals struct {
 	TxBytes   uint64 `json:"tx_bytes"`
 	TxLarge   uint64 `json:"tx_large"`
 	Errors    uint64 `json:"errors"`
+	// TCP only: connections refused or closed by the TCP side, by cause
+	// (the engine's TcpTotals fields of the same names).
+	Refused          uint64 `json:"refused,omitempty"`            // tcp_connections_max reached
+	SourceRefused    uint64 `json:"source_refused,omitempty"`     // tcp_connections_per_source_max reached
+	IdleTimeouts     uint64 `json:"idle_timeouts,omitempty"`      // a started frame stalled
+	ConnIdleTimeouts uint64 `json:"conn_idle_timeouts,omitempty"` // idle between frames
+	FrameTimeouts    uint64 `json:"frame_timeouts,omitempty"`     // a frame not whole in tcp_frame_timeout_ms
+	SendTimeouts     uint64 `json:"send_timeouts,omitempty"`      // answers not taken for tcp_send_timeout_ms
+	Unauthenticated  uint64 `json:"unauthenticated,omitempty"`    // a large frame's header tag did not verify
+	Stale            uint64 `json:"stale,omitempty"`              // a large frame's deadline outside the freshness rule
+	Oversized        uint64 `json:"oversized,omitempty"`          // declared length over tcp_frame_len_max
+	Malformed        uint64 `json:"malformed,omitempty"`          // not a frame stream
+}
+
+// CauseCount is one cause's count.
+type CauseCount struct {
+	Cause string
+	N     uint64
+}
+
+// TCPCloses are a TCP worker's refusals and closes by cause, as the
+// connection_tcp_closes_total metric labels them.
+func (t ConnectionTotals) TCPCloses() []CauseCount {
+	return []CauseCount{
+		{"connections_max", t.Refused}, {"per_source", t.SourceRefused},
+		{"stalled", t.IdleTimeouts}, {"idle", t.ConnIdleTimeouts},
+		{"frame_timeout", t.FrameTimeouts}, {"send_timeout", t.SendTimeouts},
+		{"unauthenticated", t.Unauthenticated}, {"stale", t.Stale},
+		{"oversized", t.Oversized}, {"malformed", t.Malformed},
+	}
 }
 
 // Schema is one registered schema version pushed to the hot-path validator

@@ -59,3 +59,28 @@ func TestDecodeEngineConnections(t *testing.T) {
 		t.Fatalf("decoded %+v", cs)
 	}
 }
+
+// The engine's TcpTotals (transport/tcp/status.rs) decode into the TCP
+// causes the connection_tcp_closes_total metric labels.
+func TestTCPClosesDecode(t *testing.T) {
+	js := `{"transport":"tcp","listen":"127.0.0.1:7072","worker":1,"open":2,"accepted":9,"closed":7,
+		"rx_frames":1,"rx_bytes":1,"rx_large":0,"tx_frames":1,"tx_bytes":1,"tx_large":0,"errors":3,
+		"refused":1,"source_refused":2,"idle_timeouts":3,"conn_idle_timeouts":4,"frame_timeouts":5,
+		"send_timeouts":6,"unauthenticated":7,"stale":8,"share_waits":9,"oversized":10,"malformed":11,
+		"slots":[],"hugepages":false}`
+	var tot ConnectionTotals
+	if err := json.Unmarshal([]byte(js), &tot); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{"connections_max": 1, "per_source": 2, "stalled": 3, "idle": 4,
+		"frame_timeout": 5, "send_timeout": 6, "unauthenticated": 7, "stale": 8, "oversized": 10, "malformed": 11}
+	got := tot.TCPCloses()
+	if len(got) != len(want) {
+		t.Fatalf("%d causes, want %d", len(got), len(want))
+	}
+	for _, c := range got {
+		if want[c.Cause] != c.N {
+			t.Fatalf("%s = %d, want %d", c.Cause, c.N, want[c.Cause])
+		}
+	}
+}

@@ -61,6 +61,12 @@ pub const TCP_SLOT_SIZE_MAX: u32 = sluice_wire::limits::FRAME_LEN_MAX as u32;
 pub const TCP_POOL_BYTES_MAX: u64 = 16 << 30;
 /// Longest TCP idle timeout.
 pub const TCP_IDLE_TIMEOUT_MS_MAX: u32 = 3_600_000;
+/// Shortest TCP frame and send timeout (the longest is
+/// `TCP_IDLE_TIMEOUT_MS_MAX`).
+pub const TCP_TIMEOUT_MS_MIN: u32 = 10;
+/// Largest share of the smallest TCP slot class kept for verified frames:
+/// unverified frames always keep some.
+pub const TCP_VERIFIED_RESERVE_PCT_MAX: u32 = 90;
 /// Most rows one batched run stacks (`batch_max`).
 pub const BATCH_MAX: u32 = 256;
 /// Longest a request may wait for others to batch with (`batch_delay_us`).

@@ -210,6 +210,29 @@ fn tcp_keys_are_checked_with_line_and_key() {
         (Some(4), "peers[0].tcp_address"),
         "{e}"
     );
+    for (text, key) in [
+        ("tcp_send_timeout_ms = 5", "io_uring.tcp_send_timeout_ms"),
+        ("tcp_frame_timeout_ms = 0", "io_uring.tcp_frame_timeout_ms"),
+        (
+            "tcp_connections_per_source_max = 0",
+            "io_uring.tcp_connections_per_source_max",
+        ),
+        (
+            "tcp_large_slots_per_source_pct = 101",
+            "io_uring.tcp_large_slots_per_source_pct",
+        ),
+        (
+            "tcp_large_slots_per_tenant_pct = 0",
+            "io_uring.tcp_large_slots_per_tenant_pct",
+        ),
+        (
+            "tcp_verified_reserve_pct = 95",
+            "io_uring.tcp_verified_reserve_pct",
+        ),
+    ] {
+        let e = err(&format!("[io_uring]\n{text}\n"));
+        assert_eq!((e.line, e.key.as_str()), (Some(2), key), "{e}");
+    }
     // The defaults are valid and 0 means the largest slot.
     let ok = Config::parse(
         "[io_uring]\ntcp_listen = \"127.0.0.1:0\"\n",

@@ -21,9 +21,30 @@ pub struct UringCfg {
     pub tcp_listen: String,
     /// Connections per worker; more are accepted and closed at once.
     pub tcp_connections_max: u32,
-    /// A frame that started arriving and makes no progress for this long
-    /// closes its connection (a header and then silence).
+    /// A connection that receives no byte for this long while the
+    /// appliance waits for one is closed: between frames with nothing
+    /// owed to it (idle), or in the middle of a frame (stalled).
     pub tcp_idle_timeout_ms: u32,
+    /// A frame must arrive whole within this long of its first byte,
+    /// however steadily it trickles in (time spent waiting for a slot
+    /// included); otherwise its connection is closed.
+    pub tcp_frame_timeout_ms: u32,
+    /// An answer the client does not take (zero window) for this long
+    /// closes the connection, freeing its slots.
+    pub tcp_send_timeout_ms: u32,
+    /// Connections from one source address per worker; more are closed at
+    /// accept. Capped by `tcp_connections_max`.
+    pub tcp_connections_per_source_max: u32,
+    /// Share of each large slot class (every class but the smallest) one
+    /// source address may hold at once, in percent (at least one pair).
+    pub tcp_large_slots_per_source_pct: u32,
+    /// Share of each large slot class one tenant's verified frames may
+    /// hold at once, in percent (at least one pair).
+    pub tcp_large_slots_per_tenant_pct: u32,
+    /// With `auth.mode = "tenants"`: share of the smallest class kept for
+    /// frames whose header tag verified, in percent (larger classes are
+    /// only ever taken by verified frames).
+    pub tcp_verified_reserve_pct: u32,
     /// Largest frame accepted over TCP (`header_len + payload_len`); a
     /// larger declared length gets `frame_too_large` and the connection is
     /// closed. 0: the largest slot.
@@ -51,7 +72,13 @@ impl Default for UringCfg {
             buffer_size: 65536,
             tcp_listen: String::new(),
             tcp_connections_max: 256,
-            tcp_idle_timeout_ms: 10_000,
+            tcp_idle_timeout_ms: 60_000,
+            tcp_frame_timeout_ms: 30_000,
+            tcp_send_timeout_ms: 30_000,
+            tcp_connections_per_source_max: 64,
+            tcp_large_slots_per_source_pct: 50,
+            tcp_large_slots_per_tenant_pct: 100,
+            tcp_verified_reserve_pct: 25,
             tcp_frame_len_max: 0,
             tcp_pipeline_max: 64,
             tcp_slots: vec![

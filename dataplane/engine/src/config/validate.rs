@@ -167,6 +167,36 @@ impl Config {
             1,
             TCP_IDLE_TIMEOUT_MS_MAX,
         )?;
+        for (k, v) in [
+            ("io_uring.tcp_frame_timeout_ms", u.tcp_frame_timeout_ms),
+            ("io_uring.tcp_send_timeout_ms", u.tcp_send_timeout_ms),
+        ] {
+            range(k, v, TCP_TIMEOUT_MS_MIN, TCP_IDLE_TIMEOUT_MS_MAX)?;
+        }
+        range(
+            "io_uring.tcp_connections_per_source_max",
+            u.tcp_connections_per_source_max,
+            1,
+            TCP_CONNECTIONS_MAX,
+        )?;
+        for (k, v) in [
+            (
+                "io_uring.tcp_large_slots_per_source_pct",
+                u.tcp_large_slots_per_source_pct,
+            ),
+            (
+                "io_uring.tcp_large_slots_per_tenant_pct",
+                u.tcp_large_slots_per_tenant_pct,
+            ),
+        ] {
+            range(k, v, 1, 100)?;
+        }
+        range(
+            "io_uring.tcp_verified_reserve_pct",
+            u.tcp_verified_reserve_pct,
+            0,
+            TCP_VERIFIED_RESERVE_PCT_MAX,
+        )?;
         range(
             "io_uring.tcp_pipeline_max",
             u.tcp_pipeline_max,

@@ -263,6 +263,11 @@ pub trait Transport {
     fn relay(&mut self, rx: &RxPacket, to: SocketAddr, conn: u64) -> Option<u64> {
         copy_and_send(self, rx, to, conn)
     }
+
+    /// The worker's tables, at start and whenever they change (called
+    /// before the worker reports the new epoch): a transport that checks
+    /// tags before it reserves memory keeps a reference.
+    fn tables(&mut self, _t: &std::sync::Arc<crate::tables::Tables>) {}
 }
 
 /// Forwarding for transports without a zero-copy path: one copy into a

@@ -254,7 +254,7 @@ impl<T: Transport> Worker<T> {
     /// Builds a worker; every buffer it will use is allocated here.
     pub fn new(
         p: WorkerParams,
-        transport: T,
+        mut transport: T,
         shared: Arc<Shared>,
         handlers: Vec<Option<Box<dyn Handler>>>,
         links: WorkerLinks,
@@ -269,6 +269,7 @@ impl<T: Transport> Worker<T> {
             wake,
         } = links;
         let (epoch, tables) = shared.tables.load();
+        transport.tables(&tables);
         let mut handlers = handlers;
         handlers.resize_with(MODEL_SLOT_COUNT_MAX, || None);
         counters.epoch.store(epoch, Ordering::Release);
@@ -462,6 +463,9 @@ impl<T: Transport> Worker<T> {
             // The replaced Arc is not the last reference: the control side
             // keeps retired snapshots until every worker reports past them.
             let (e, t) = self.shared.tables.load();
+            // Before the epoch is reported: the transport's old reference
+            // is then never the snapshot's last.
+            self.transport.tables(&t);
             self.tables = t;
             self.epoch = e;
             self.counters.epoch.store(e, Ordering::Release);

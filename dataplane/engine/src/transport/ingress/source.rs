@@ -466,6 +466,10 @@ impl<T: Transport> Transport for Sources<T> {
         self.inner.lost_peer()
     }
 
+    fn tables(&mut self, t: &std::sync::Arc<crate::tables::Tables>) {
+        self.inner.tables(t);
+    }
+
     fn relay(&mut self, rx: &RxPacket, to: SocketAddr, conn: u64) -> Option<u64> {
         self.inner.relay(rx, to, conn)
     }

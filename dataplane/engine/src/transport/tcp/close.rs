@@ -5,6 +5,25 @@
 use io_uring::{IoUring, opcode};
 
 use super::conn::{Answer, Role, RxPhase};
+
+/// The time limits a connection can pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timeout {
+    /// Refused stream: the client did not close in time.
+    Drain,
+    /// Between frames, nothing owed (`tcp_idle_timeout_ms`).
+    Idle,
+    /// Our connection to a peer, unused for half that.
+    PeerIdle,
+    /// A started frame got no byte (`tcp_idle_timeout_ms`).
+    Stalled,
+    /// A frame not whole in time (`tcp_frame_timeout_ms`).
+    Frame,
+    /// Answers without progress (`tcp_send_timeout_ms`).
+    Send,
+    /// A peer connect hangs.
+    Connect,
+}
 use super::*;
 use crate::stats::bump;
 
@@ -25,14 +44,19 @@ impl Tcp {
         // SAFETY: shutting down our own socket; pending operations on it
         // complete (with 0 or an error) and nothing else uses the fd.
         unsafe { libc::shutdown(conn.fd, libc::SHUT_RDWR) };
-        for (op, pending) in [(OP_RECV, conn.recv_inflight), (OP_CONNECT, conn.connecting)] {
-            if pending {
-                let sqe = opcode::AsyncCancel::new(ud(op, 0, c))
-                    .build()
-                    .user_data(ud(OP_CANCEL, 0, c));
-                // SAFETY: a cancel references no memory.
-                let _ = unsafe { push(ring, &sqe) };
-            }
+        // A send blocked on a zero window is cancelled too.
+        let send = conn.active.map(|k| ud(OP_SEND, k, c));
+        let pending = [
+            conn.recv_inflight.then(|| ud(OP_RECV, 0, c)),
+            conn.connecting.then(|| ud(OP_CONNECT, 0, c)),
+            send,
+        ];
+        for target in pending.into_iter().flatten() {
+            let sqe = opcode::AsyncCancel::new(target)
+                .build()
+                .user_data(ud(OP_CANCEL, 0, c));
+            // SAFETY: a cancel references no memory.
+            let _ = unsafe { push(ring, &sqe) };
         }
         if !conn.recv_inflight {
             match conn.rx {
@@ -82,7 +106,10 @@ impl Tcp {
         sh.close();
         bump(&self.shared.counters.closed, 1);
         match conn.role {
-            Role::Client => self.free_clients.push(c),
+            Role::Client => {
+                self.sources.dec(conn.source);
+                self.free_clients.push(c);
+            }
             Role::Peer(k) => {
                 if let Some(p) = self.peers[k as usize].as_mut() {
                     p.conn = None;
@@ -116,34 +143,95 @@ impl Tcp {
         self.pump_dirty(ring, udp);
     }
 
-    /// Closes connections whose started frame stalled, whose drain ran out,
-    /// or whose connect hangs.
+    /// Closes connections whose frame ran out of time or stalled, that
+    /// sat idle, whose answers made no progress, whose drain ran out, or
+    /// whose connect hangs.
     fn scan(&mut self, ring: &mut IoUring, udp: &UdpMem) {
-        let now = self.now;
         for c in 0..self.conns.len() as u32 {
             let conn = &self.conns[c as usize];
             if conn.fd < 0 || conn.dead {
                 continue;
             }
-            let stalled = match conn.rx {
-                RxPhase::Header { got } => got > 0,
-                RxPhase::Body { .. } => true,
-                _ => conn.connecting,
+            let Some(t) = self.timed_out(c) else {
+                continue;
             };
-            let since = if conn.rx == RxPhase::Drain {
-                Some(conn.drain_since)
-            } else if stalled {
-                Some(conn.progress_at)
-            } else {
-                None
-            };
-            if since.is_some_and(|t| now.duration_since(t) > self.idle) {
-                if stalled {
-                    bump(&self.shared.counters.idle_timeouts, 1);
-                    bump(&self.shared.counters.partial_frames, 1);
+            let k = &self.shared.counters;
+            let error = match t {
+                Timeout::Drain | Timeout::PeerIdle => false,
+                Timeout::Idle => {
+                    bump(&k.conn_idle_timeouts, 1);
+                    false
                 }
-                self.kill(ring, udp, c, stalled);
+                Timeout::Stalled => {
+                    bump(&k.idle_timeouts, 1);
+                    bump(&k.partial_frames, 1);
+                    true
+                }
+                Timeout::Connect => {
+                    bump(&k.idle_timeouts, 1);
+                    true
+                }
+                Timeout::Frame => {
+                    bump(&k.frame_timeouts, 1);
+                    bump(&k.partial_frames, 1);
+                    true
+                }
+                Timeout::Send => {
+                    bump(&k.send_timeouts, 1);
+                    true
+                }
+            };
+            self.kill(ring, udp, c, error);
+        }
+    }
+
+    /// Which time limit, if any, connection `c` has passed.
+    fn timed_out(&mut self, c: u32) -> Option<Timeout> {
+        let (now, idle, lim) = (self.now, self.idle, self.limits);
+        let conn = &mut self.conns[c as usize];
+        let since = |t: Instant| now.saturating_duration_since(t);
+        if conn.active.is_some() || conn.sending() {
+            // Sampled at half the limit: a send is closed after between
+            // one and one and a half limits without progress.
+            if since(conn.sampled_at) >= lim.send / 2 {
+                conn.sampled_at = now;
+                match super::admit::bytes_acked(conn.fd) {
+                    Some(a) if a != conn.acked => {
+                        conn.acked = a;
+                        conn.send_at = now;
+                    }
+                    _ if since(conn.send_at) >= lim.send => return Some(Timeout::Send),
+                    _ => {}
+                }
             }
+        } else {
+            conn.send_at = now;
+        }
+        match conn.rx {
+            RxPhase::Drain => (since(conn.drain_since) > idle).then_some(Timeout::Drain),
+            RxPhase::Header { got: 0 } if conn.owes_nothing() && conn.awaiting == 0 => match conn
+                .role
+            {
+                Role::Client => (since(conn.progress_at) > idle).then_some(Timeout::Idle),
+                // Ours: closed before the peer's own idle limit would, so
+                // a forward never races the peer closing.
+                Role::Peer(_) => (since(conn.progress_at) > idle / 2).then_some(Timeout::PeerIdle),
+            },
+            RxPhase::Header { got: 0 } => None,
+            // Waiting for a slot counts: a frame queued behind slots that
+            // others pin is closed rather than left waiting for ever.
+            RxPhase::WaitSlot { .. } => {
+                (since(conn.frame_at) > lim.frame).then_some(Timeout::Frame)
+            }
+            RxPhase::Header { .. } | RxPhase::HeaderRest { .. } | RxPhase::Body { .. } => {
+                if since(conn.frame_at) > lim.frame {
+                    Some(Timeout::Frame)
+                } else {
+                    (since(conn.progress_at) > idle).then_some(Timeout::Stalled)
+                }
+            }
+            _ if conn.connecting => (since(conn.progress_at) > idle).then_some(Timeout::Connect),
+            _ => None,
         }
     }
 

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use sluice_wire::FIXED_HEADER_LEN;
+use sluice_wire::limits::HEADER_LEN_MAX;
 
 /// Answers gathered into one send submission.
 pub(super) const IOV_MAX: usize = 16;
@@ -60,6 +60,9 @@ pub(super) enum RxPhase {
     Idle,
     /// Reading the fixed header into the staging area.
     Header { got: u32 },
+    /// Reading the rest of the header (to `len`) into the staging area,
+    /// so its tag can be checked before a slot is taken.
+    HeaderRest { got: u32, len: u32 },
     /// Reading the rest of a frame into its slot.
     Body { pair: u32, got: u32, len: u32 },
     /// The header is read; no slot of its class is free.
@@ -127,8 +130,15 @@ pub(super) struct Conn {
     /// or for a peer connection the peer's datagram address (which keys its
     /// pending forwards).
     pub key: SocketAddr,
-    /// Fixed-header staging area.
-    pub hdr: [u8; FIXED_HEADER_LEN],
+    /// Header staging area: the fixed header, and the whole header when
+    /// its tag is checked before a slot is taken.
+    pub hdr: [u8; HEADER_LEN_MAX],
+    /// Bytes of the current frame staged in `hdr`.
+    pub staged: u32,
+    /// The tenant whose tag verified on the staged header.
+    pub tenant: Option<u32>,
+    /// Remote address as a tally key (IPv4 mapped into IPv6).
+    pub source: u128,
     /// An error frame about the stream itself (refused header), sent from
     /// here.
     pub err: [u8; ERR_FRAME_LEN_MAX],
@@ -153,6 +163,8 @@ pub(super) struct Conn {
     pub next_seq: u32,
     /// First place not yet handed to a send.
     pub sent_seq: u32,
+    /// Peer connections: frames forwarded whose answers have not come.
+    pub awaiting: u32,
     /// Kernel operations in flight that reference this slot.
     pub ops: u32,
     pub send: [SendCtx; SEND_CTX],
@@ -160,7 +172,17 @@ pub(super) struct Conn {
     pub active: Option<usize>,
     /// Zero-copy sends (until the kernel reports it copies).
     pub zc: bool,
+    /// Last byte received or answer sent.
     pub progress_at: Instant,
+    /// First byte of the frame being received.
+    pub frame_at: Instant,
+    /// Since when the staged frame waits for a slot (counted once).
+    pub wait_since: Option<Instant>,
+    /// Last progress of the sends in flight, when it was last sampled,
+    /// and the socket's acknowledged bytes then.
+    pub send_at: Instant,
+    pub sampled_at: Instant,
+    pub acked: u64,
     pub drain_since: Instant,
     /// On the transport's list of connections with answers to send.
     pub dirty: bool,
@@ -175,7 +197,10 @@ impl Conn {
             role: Role::Client,
             remote: any,
             key: any,
-            hdr: [0; FIXED_HEADER_LEN],
+            hdr: [0; HEADER_LEN_MAX],
+            staged: 0,
+            tenant: None,
+            source: 0,
             err: [0; ERR_FRAME_LEN_MAX],
             // SAFETY: sockaddr_storage is plain old data; zero is valid.
             addr: unsafe { std::mem::zeroed() },
@@ -189,11 +214,17 @@ impl Conn {
             deferred: 0,
             next_seq: 0,
             sent_seq: 0,
+            awaiting: 0,
             ops: 0,
             send: [SendCtx::new(), SendCtx::new()],
             active: None,
             zc: false,
             progress_at: now,
+            frame_at: now,
+            wait_since: None,
+            send_at: now,
+            sampled_at: now,
+            acked: 0,
             drain_since: now,
             dirty: false,
         }
@@ -216,6 +247,7 @@ impl Conn {
         self.role = role;
         self.remote = remote;
         self.key = key;
+        self.source = source_key(remote);
     }
 
     /// Requests received and not yet handed to a send.
@@ -226,5 +258,20 @@ impl Conn {
     /// Whether a send context is still busy.
     pub fn sending(&self) -> bool {
         self.send.iter().any(|s| s.busy)
+    }
+
+    /// Whether nothing is owed to the client: no request unanswered or
+    /// unsent, no frame held back.
+    pub fn owes_nothing(&self) -> bool {
+        self.in_flight() == 0 && self.deferred == 0 && !self.sending() && self.active.is_none()
+    }
+}
+
+/// A remote address's key in the per-source tallies: its IP, IPv4 mapped
+/// into IPv6 (the port is not part of it).
+pub(super) fn source_key(a: SocketAddr) -> u128 {
+    match a.ip() {
+        std::net::IpAddr::V4(v4) => v4.to_ipv6_mapped().to_bits(),
+        std::net::IpAddr::V6(v6) => v6.to_bits(),
     }
 }

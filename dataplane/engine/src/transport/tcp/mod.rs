@@ -24,20 +24,26 @@
 //!   queue full); TCP flow control then pushes back on the client.
 //! - **Limits**: a declared length above `tcp_frame_len_max` or a stream
 //!   that is not frames gets an error frame, the write side is shut and
-//!   the connection closed; a frame that stalls for `tcp_idle_timeout_ms`
-//!   closes its connection; a half-closed connection still gets every
+//!   the connection closed; a half-closed connection still gets every
 //!   accepted request answered.
+//! - **Slots cannot be pinned** (`admit`): a large slot only for a header
+//!   whose tag verified (with tenants), shares of the large classes per
+//!   source and per tenant, a reserve of the smallest class for verified
+//!   frames, connections per source; a frame deadline, an idle timeout and
+//!   a send timeout (`close`). Every refusal and close is counted by cause.
 //! - **Peers**: frames too large for a datagram are forwarded on a
 //!   per-worker connection to the peer's `tcp_address`; its answers come
 //!   back on that connection and are relayed from their slot.
 #![allow(unsafe_code)]
 
+mod admit;
 mod close;
 mod conn;
 mod recv;
 mod send;
 mod slots;
 pub mod status;
+mod tally;
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener};
@@ -51,8 +57,11 @@ pub use status::{TcpShared, TcpSlotStatus, TcpTotals};
 
 use crate::config::{HugepageMode, UringCfg, ZcMode};
 use crate::pool::Region;
+use crate::tables::Tables;
+use admit::Limits;
 use conn::{Answer, Buf, Conn};
 use slots::SlotPool;
+use tally::Tally;
 
 /// Buffer ids at or above this name TCP pairs (receive and reply slots);
 /// below it, the datagram pools.
@@ -180,6 +189,12 @@ pub struct Tcp {
     discard: Box<[u8]>,
     shared: Arc<TcpShared>,
     idle: Duration,
+    limits: Limits,
+    /// Client connections per source address.
+    sources: Tally,
+    /// The worker's tables (tenants and their keys, the auth policy), for
+    /// checking a header's tag before a large slot is taken.
+    tables: Option<Arc<Tables>>,
     frame_len_max: u32,
     zc_mode: ZcMode,
     now: Instant,
@@ -233,7 +248,10 @@ impl Tcp {
             .store(region.is_huge(), std::sync::atomic::Ordering::Relaxed);
         shared.set_listen(local);
         let idle = Duration::from_millis(cfg.tcp_idle_timeout_ms.into());
+        let limits = Limits::of(cfg);
         let npairs = pool.len() as usize;
+        let scan_every = (idle.min(limits.frame).min(limits.send) / 4)
+            .clamp(Duration::from_millis(1), Duration::from_millis(50));
         Ok(Tcp {
             listener,
             local,
@@ -258,11 +276,14 @@ impl Tcp {
             discard: vec![0u8; 64 << 10].into_boxed_slice(),
             shared,
             idle,
+            limits,
+            sources: Tally::new(clients as usize),
+            tables: None,
             frame_len_max: cfg.tcp_frame_len_limit(),
             zc_mode: cfg.tcp_send_zc,
             now,
             last_scan: now,
-            scan_every: (idle / 4).clamp(Duration::from_millis(1), Duration::from_millis(50)),
+            scan_every,
             rx_in_use: 0,
             rx_frames: 0,
             tx_frames: 0,

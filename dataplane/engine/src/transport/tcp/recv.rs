@@ -9,7 +9,7 @@ use io_uring::{IoUring, cqueue, opcode, types};
 use sluice_wire::{ErrorCode, FIXED_HEADER_LEN, Frame};
 
 use super::conn::{Answer, Buf, Role, RxPhase};
-use super::slots::{Reply, Waiter};
+use super::slots::{Owner, Reply, Waiter};
 use super::status::{ROLE_CLIENT, conn_state};
 use super::*;
 use crate::config::ZcMode;
@@ -64,14 +64,24 @@ impl Tcp {
             return;
         }
         let fd = res;
-        let Some(c) = self.free_clients.pop() else {
+        let remote = peer_name(fd).unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+        let source = super::conn::source_key(remote);
+        if !self.source_has_room(source) {
             // SAFETY: the socket this completion handed us, owned by no one else.
+            unsafe { libc::close(fd) };
+            bump(&self.shared.counters.source_refused, 1);
+            return;
+        }
+        let Some(c) = self.free_clients.pop() else {
+            // SAFETY: as above.
             unsafe { libc::close(fd) };
             bump(&self.shared.counters.refused, 1);
             return;
         };
-        let remote = peer_name(fd).unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+        // Room for every client connection's source.
+        self.sources.inc(source);
         set_nodelay(fd);
+        super::admit::set_user_timeout(fd, 2 * self.limits.send);
         let now = self.now;
         let zc = self.zc_mode != ZcMode::Off;
         let conn = &mut self.conns[c as usize];
@@ -96,6 +106,9 @@ impl Tcp {
         let (ptr, len) = match conn.rx {
             RxPhase::Header { got } => {
                 (conn.hdr.as_mut_ptr().wrapping_add(got as usize), HDR - got)
+            }
+            RxPhase::HeaderRest { got, len } => {
+                (conn.hdr.as_mut_ptr().wrapping_add(got as usize), len - got)
             }
             RxPhase::Body { pair, got, len } => (
                 base.wrapping_add(self.pool.rx_off(pair) + got as usize),
@@ -140,6 +153,9 @@ impl Tcp {
         }
         let n = res as u32;
         conn.progress_at = now;
+        if conn.rx == (RxPhase::Header { got: 0 }) {
+            conn.frame_at = now;
+        }
         bump(
             &self.shared.conns[c as usize].counters.rx_bytes,
             u64::from(n),
@@ -151,6 +167,11 @@ impl Tcp {
                 self.arm_recv(ring, c);
             }
             RxPhase::Header { .. } => self.on_header(ring, udp, c),
+            RxPhase::HeaderRest { got, len } if got + n < len => {
+                conn.rx = RxPhase::HeaderRest { got: got + n, len };
+                self.arm_recv(ring, c);
+            }
+            RxPhase::HeaderRest { .. } => self.on_header_rest(ring, udp, c),
             RxPhase::Body { pair, got, len } if got + n < len => {
                 conn.rx = RxPhase::Body {
                     pair,
@@ -202,25 +223,107 @@ impl Tcp {
             self.reject(ring, udp, c, code, message);
             return;
         }
-        match self.pool.class_for(frame_len(&f)) {
-            Some(k) => self.start_frame(ring, c, k),
-            None => self.reject(
+        let header_len = f.header_len() as u32;
+        let Some(k) = self.pool.class_for(frame_len(&f)) else {
+            self.reject(
                 ring,
                 udp,
                 c,
                 ErrorCode::FrameTooLarge,
                 "frame larger than every tcp slot; closing",
-            ),
+            );
+            return;
+        };
+        let conn = &mut self.conns[c as usize];
+        conn.tenant = None;
+        conn.staged = HDR;
+        if !self.needs_verify(c, k) {
+            self.start_frame(ring, c, k);
+        } else if header_len > HDR {
+            // The tag covers the whole header: stage the rest of it first.
+            self.conns[c as usize].rx = RxPhase::HeaderRest {
+                got: HDR,
+                len: header_len,
+            };
+            self.arm_recv(ring, c);
+        } else {
+            self.on_header_rest(ring, udp, c);
         }
     }
 
+    /// The whole header is staged: its tag decides whether the frame may
+    /// take a large slot (or one of the smallest class's reserve).
+    fn on_header_rest(&mut self, ring: &mut IoUring, udp: &UdpMem, c: u32) {
+        use super::admit::HeaderRefusal as R;
+        let f = Frame::new_unchecked(&self.conns[c as usize].hdr[..]);
+        let (len, header_len) = (frame_len(&f), f.header_len() as u32);
+        let Some(k) = self.pool.class_for(len) else {
+            return;
+        };
+        self.conns[c as usize].staged = header_len;
+        let verdict = self.verify_staged(c);
+        let counters = &self.shared.counters;
+        let refusal = match verdict {
+            Ok(t) => {
+                self.conns[c as usize].tenant = Some(t);
+                None
+            }
+            // The smallest class: an unverified frame just cannot use the
+            // reserve, and the worker answers it as usual.
+            Err(_) if k == 0 => None,
+            Err(R::Unauthenticated) => Some((
+                ErrorCode::Unauthenticated,
+                "authentication failed: a large frame needs a valid tag before it gets a slot; closing",
+                &counters.unauthenticated,
+            )),
+            Err(R::Unverifiable) => Some((
+                ErrorCode::FrameTooLarge,
+                "a negotiate request never needs a large slot; closing",
+                &counters.unauthenticated,
+            )),
+            Err(R::Stale(code)) => Some((
+                code,
+                "an authenticated large frame needs a deadline within the freshness window; closing",
+                &counters.stale,
+            )),
+        };
+        if let Some((code, message, counter)) = refusal {
+            bump(counter, 1);
+            self.reject(ring, udp, c, code, message);
+            return;
+        }
+        self.start_frame(ring, c, k);
+    }
+
     /// Takes a pair of class `k` for the frame whose header is staged, or
-    /// waits for one (the connection is not read meanwhile).
+    /// waits for one (the connection is not read meanwhile): while none is
+    /// free, or while the frame's source or tenant holds its share.
     fn start_frame(&mut self, ring: &mut IoUring, c: u32, k: usize) {
         let base = self.base();
+        let now = self.now;
+        let allowed = self.may_take(c, k);
         let conn = &mut self.conns[c as usize];
         let len = frame_len(&Frame::new_unchecked(&conn.hdr[..])) as u32;
-        let Some(pair) = self.pool.alloc(k) else {
+        let owner = match conn.role {
+            Role::Client => Owner {
+                source: Some(conn.source),
+                tenant: conn.tenant,
+            },
+            Role::Peer(_) => Owner::default(),
+        };
+        let pair = if allowed {
+            self.pool.alloc(k, owner)
+        } else {
+            None
+        };
+        let Some(pair) = pair else {
+            if conn.wait_since.is_none() {
+                conn.wait_since = Some(now);
+                bump(&self.shared.counters.slot_waits, 1);
+                if !allowed && self.pool.free_len(k) > 0 {
+                    bump(&self.shared.counters.share_waits, 1);
+                }
+            }
             conn.rx = RxPhase::WaitSlot { class: k as u8 };
             self.pool.wait(
                 k,
@@ -229,23 +332,22 @@ impl Tcp {
                     generation: conn.generation,
                 },
             );
-            bump(&self.shared.counters.slot_waits, 1);
             return;
         };
+        conn.wait_since = None;
+        let staged = conn.staged;
         let dst = base.wrapping_add(self.pool.rx_off(pair));
         // SAFETY: the slot was just taken from the free list (no kernel
-        // operation references it) and holds at least a fixed header.
-        unsafe { std::ptr::copy_nonoverlapping(conn.hdr.as_ptr(), dst, FIXED_HEADER_LEN) };
-        bump(
-            &self.shared.counters.header_bytes_copied,
-            FIXED_HEADER_LEN as u64,
-        );
+        // operation references it) and holds the whole staged header (a
+        // slot is at least as large as the frame, which holds its header).
+        unsafe { std::ptr::copy_nonoverlapping(conn.hdr.as_ptr(), dst, staged as usize) };
+        bump(&self.shared.counters.header_bytes_copied, u64::from(staged));
         conn.rx = RxPhase::Body {
             pair,
-            got: HDR,
+            got: staged,
             len,
         };
-        if len == HDR {
+        if len == staged {
             self.on_frame(ring, c, pair, len);
         } else {
             self.arm_recv(ring, c);
@@ -262,7 +364,10 @@ impl Tcp {
                 (token(c, conn.generation, seq), PORT_SERVICE)
             }
             // A peer's answer: nobody answers it, so its reply slot is free.
-            Role::Peer(_) => (0, PORT_FORWARD),
+            Role::Peer(_) => {
+                conn.awaiting = conn.awaiting.saturating_sub(1);
+                (0, PORT_FORWARD)
+            }
         };
         let key = conn.key;
         let e = self.pool.get_mut(pair);
@@ -321,6 +426,9 @@ impl Tcp {
                 return;
             }
             RxPhase::Header { got } if got > 0 => {
+                bump(&self.shared.counters.partial_frames, 1);
+            }
+            RxPhase::HeaderRest { .. } => {
                 bump(&self.shared.counters.partial_frames, 1);
             }
             RxPhase::Body { .. } => {
@@ -500,7 +608,14 @@ impl Tcp {
     /// Connections that waited for a pair of class `k` go on while pairs
     /// are free.
     pub(super) fn wake(&mut self, ring: &mut IoUring, k: usize) {
-        while let Some(w) = self.pool.next_waiter(k) {
+        // A waiter still held back by its share goes to the back of the
+        // queue: one pass at most.
+        let mut n = self.pool.waiting(k);
+        while n > 0 {
+            n -= 1;
+            let Some(w) = self.pool.next_waiter(k) else {
+                break;
+            };
             let conn = &self.conns[w.conn as usize];
             if conn.generation == w.generation
                 && conn.fd >= 0

@@ -139,11 +139,17 @@ impl Tcp {
         res: i32,
         flags: u32,
     ) {
+        let now = self.now;
         let conn = &mut self.conns[c as usize];
         conn.ops -= 1;
         conn.active = None;
         let ctx = &conn.send[k];
         let ok = res >= 0 && res as u32 == ctx.bytes;
+        if ok {
+            // An answer taken is progress: idle and send time start again.
+            conn.progress_at = now;
+            conn.send_at = now;
+        }
         let st = &self.shared.conns[c as usize].counters;
         if ok {
             bump(&st.tx_frames, ctx.n as u64);
@@ -391,6 +397,7 @@ impl Tcp {
         }
         let seq = conn.next_seq;
         conn.next_seq = seq.wrapping_add(1);
+        conn.awaiting += 1;
         *self.answer_at(c, seq) = Answer::Send {
             buf: Buf::TcpRx(pair),
             off: 0,

@@ -10,7 +10,18 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
+use super::tally::Tally;
 use crate::config::TcpSlotCfg;
+
+/// Who a pair is held for, for the per-source and per-tenant caps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Owner {
+    /// The client's address (IPv4 mapped into IPv6); none for frames from
+    /// a peer connection this worker opened.
+    pub source: Option<u128>,
+    /// The tenant whose tag verified.
+    pub tenant: Option<u32>,
+}
 
 /// Who waits for a slot: a connection index and its generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +40,9 @@ struct Class {
     off: usize,
     free: Vec<u32>,
     waiters: VecDeque<Waiter>,
+    /// Pairs held per source address and per tenant.
+    by_source: Tally,
+    by_tenant: Tally,
 }
 
 /// What the answer to the frame in a pair will use.
@@ -62,6 +76,7 @@ pub(super) struct Pair {
     pub peer: SocketAddr,
     /// `RxPacket::port`.
     pub port: u8,
+    owner: Owner,
 }
 
 /// The pool.
@@ -87,6 +102,8 @@ impl SlotPool {
                 off,
                 free: (first..first + c.count).rev().collect(),
                 waiters: VecDeque::with_capacity(conns),
+                by_source: Tally::new(c.count as usize),
+                by_tenant: Tally::new(c.count as usize),
             });
             for _ in 0..c.count {
                 pairs.push(Pair {
@@ -98,6 +115,7 @@ impl SlotPool {
                     token: 0,
                     peer: SocketAddr::from(([0, 0, 0, 0], 0)),
                     port: 0,
+                    owner: Owner::default(),
                 });
             }
             first += c.count;
@@ -142,16 +160,45 @@ impl SlotPool {
         c.off + (c.count + pair - c.first) as usize * c.size as usize
     }
 
-    /// Takes a free pair of `class`, both halves held.
-    pub fn alloc(&mut self, class: usize) -> Option<u32> {
-        let p = self.classes[class].free.pop()?;
+    /// Takes a free pair of `class` for `owner`, both halves held.
+    pub fn alloc(&mut self, class: usize, owner: Owner) -> Option<u32> {
+        let c = &mut self.classes[class];
+        let p = c.free.pop()?;
+        // Each table has room for every pair of the class.
+        if let Some(s) = owner.source {
+            c.by_source.inc(s);
+        }
+        if let Some(t) = owner.tenant {
+            c.by_tenant.inc(u128::from(t));
+        }
         let e = &mut self.pairs[p as usize];
         debug_assert!(!e.rx_held && !e.reply_held, "pair {p} allocated twice");
         e.rx_held = true;
         e.reply_held = true;
         e.reply = Reply::None;
         e.token = 0;
+        e.owner = owner;
         Some(p)
+    }
+
+    /// Pairs of `class` held for a source address.
+    pub fn held_by_source(&self, class: usize, source: u128) -> u32 {
+        self.classes[class].by_source.get(source)
+    }
+
+    /// Pairs of `class` held for a tenant.
+    pub fn held_by_tenant(&self, class: usize, tenant: u32) -> u32 {
+        self.classes[class].by_tenant.get(u128::from(tenant))
+    }
+
+    /// Free pairs of `class`.
+    pub fn free_len(&self, class: usize) -> u32 {
+        self.classes[class].free.len() as u32
+    }
+
+    /// Pairs of `class`.
+    pub fn count(&self, class: usize) -> u32 {
+        self.classes[class].count
     }
 
     /// The pair's state.
@@ -192,8 +239,14 @@ impl SlotPool {
         if e.rx_held || e.reply_held {
             return None;
         }
-        let k = e.class as usize;
+        let (k, owner) = (e.class as usize, e.owner);
         let c = &mut self.classes[k];
+        if let Some(s) = owner.source {
+            c.by_source.dec(s);
+        }
+        if let Some(t) = owner.tenant {
+            c.by_tenant.dec(u128::from(t));
+        }
         assert!(
             c.free.len() < c.count as usize,
             "slot class free list overflow"
@@ -222,6 +275,11 @@ impl SlotPool {
             return None;
         }
         c.waiters.pop_front()
+    }
+
+    /// Connections waiting for a pair of `class`.
+    pub fn waiting(&self, class: usize) -> usize {
+        self.classes[class].waiters.len()
     }
 
     /// Pairs in use, per class.
@@ -292,8 +350,8 @@ mod tests {
     #[test]
     fn a_pair_is_free_once_both_halves_are_back() {
         let mut p = pool();
-        let a = p.alloc(1).unwrap();
-        assert_eq!(p.alloc(1), None);
+        let a = p.alloc(1, Owner::default()).unwrap();
+        assert_eq!(p.alloc(1, Owner::default()), None);
         p.wait(
             1,
             Waiter {
@@ -312,15 +370,34 @@ mod tests {
             })
         );
         assert!(p.all_free());
-        let b = p.alloc(1).unwrap();
+        let b = p.alloc(1, Owner::default()).unwrap();
         assert_eq!(a, b, "the warm pair comes back first");
+    }
+
+    #[test]
+    fn owners_are_counted_while_they_hold_a_pair() {
+        let mut p = pool();
+        let o = Owner {
+            source: Some(9),
+            tenant: Some(4),
+        };
+        let a = p.alloc(0, o).unwrap();
+        let b = p.alloc(0, o).unwrap();
+        assert_eq!((p.held_by_source(0, 9), p.held_by_tenant(0, 4)), (2, 2));
+        assert_eq!(p.held_by_source(1, 9), 0);
+        p.release_rx(a);
+        assert_eq!(p.held_by_source(0, 9), 2, "the reply half is still held");
+        p.release_reply(a);
+        p.release_reply(b);
+        p.release_rx(b);
+        assert_eq!((p.held_by_source(0, 9), p.held_by_tenant(0, 4)), (0, 0));
     }
 
     #[test]
     #[should_panic(expected = "released twice")]
     fn double_release_is_caught() {
         let mut p = pool();
-        let a = p.alloc(0).unwrap();
+        let a = p.alloc(0, Owner::default()).unwrap();
         p.release_rx(a);
         p.release_rx(a);
     }

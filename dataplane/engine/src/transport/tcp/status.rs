@@ -167,8 +167,26 @@ pub struct TcpCounters {
     /// Connections closed and released.
     pub closed: AtomicU64,
     /// Connections closed because a started frame stalled past
-    /// `tcp_idle_timeout_ms`.
+    /// `tcp_idle_timeout_ms` (or a peer connect hung that long).
     pub idle_timeouts: AtomicU64,
+    /// Connections closed at accept: `tcp_connections_per_source_max` of
+    /// their source address were open.
+    pub source_refused: AtomicU64,
+    /// Client connections closed after `tcp_idle_timeout_ms` between
+    /// frames with nothing owed to them.
+    pub conn_idle_timeouts: AtomicU64,
+    /// Connections closed because a frame was not whole within
+    /// `tcp_frame_timeout_ms` of its first byte.
+    pub frame_timeouts: AtomicU64,
+    /// Connections closed because their answers made no progress for
+    /// `tcp_send_timeout_ms` (the client did not read).
+    pub send_timeouts: AtomicU64,
+    /// Frames refused before a large slot: unknown tenant, unsigned or a
+    /// bad tag (answered `unauthenticated`, connection closed).
+    pub unauthenticated: AtomicU64,
+    /// Frames refused before a large slot: verified, but their deadline is
+    /// 0, passed or beyond the freshness window.
+    pub stale: AtomicU64,
     /// Frames refused for a declared length above `tcp_frame_len_max`.
     pub oversized: AtomicU64,
     /// Streams whose fixed header was not a frame (bad magic, version or
@@ -181,10 +199,14 @@ pub struct TcpCounters {
     pub deferred: AtomicU64,
     /// Times a connection stopped being read until a slot came free.
     pub slot_waits: AtomicU64,
+    /// Of those, the times a slot was free but the frame's source or
+    /// tenant held its share (or only the verified reserve was left).
+    pub share_waits: AtomicU64,
     /// Times a connection stopped being read at `tcp_pipeline_max`.
     pub pipeline_waits: AtomicU64,
-    /// Fixed-header bytes copied from the staging area into slots (96 per
-    /// frame; tensor bytes are only ever written by the kernel).
+    /// Header bytes copied from the staging area into slots (96 per frame,
+    /// the whole header when its tag was checked first; tensor bytes are
+    /// only ever written by the kernel).
     pub header_bytes_copied: AtomicU64,
     /// Send submissions.
     pub sends: AtomicU64,
@@ -349,6 +371,13 @@ impl TcpShared {
             errors: sum[6],
             refused: ld(&k.refused),
             idle_timeouts: ld(&k.idle_timeouts),
+            source_refused: ld(&k.source_refused),
+            conn_idle_timeouts: ld(&k.conn_idle_timeouts),
+            frame_timeouts: ld(&k.frame_timeouts),
+            send_timeouts: ld(&k.send_timeouts),
+            unauthenticated: ld(&k.unauthenticated),
+            stale: ld(&k.stale),
+            share_waits: ld(&k.share_waits),
             oversized: ld(&k.oversized),
             malformed: ld(&k.malformed),
             partial_frames: ld(&k.partial_frames),
@@ -419,6 +448,20 @@ pub struct TcpTotals {
     pub refused: u64,
     /// See [`TcpCounters::idle_timeouts`].
     pub idle_timeouts: u64,
+    /// See [`TcpCounters::source_refused`].
+    pub source_refused: u64,
+    /// See [`TcpCounters::conn_idle_timeouts`].
+    pub conn_idle_timeouts: u64,
+    /// See [`TcpCounters::frame_timeouts`].
+    pub frame_timeouts: u64,
+    /// See [`TcpCounters::send_timeouts`].
+    pub send_timeouts: u64,
+    /// See [`TcpCounters::unauthenticated`].
+    pub unauthenticated: u64,
+    /// See [`TcpCounters::stale`].
+    pub stale: u64,
+    /// See [`TcpCounters::share_waits`].
+    pub share_waits: u64,
     /// See [`TcpCounters::oversized`].
     pub oversized: u64,
     /// See [`TcpCounters::malformed`].

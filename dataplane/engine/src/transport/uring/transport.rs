@@ -327,6 +327,12 @@ impl Transport for UringTransport {
     fn lost_peer(&mut self) -> Option<SocketAddr> {
         self.tcp.as_deref_mut().and_then(Tcp::lost_peer)
     }
+
+    fn tables(&mut self, t: &std::sync::Arc<crate::tables::Tables>) {
+        if let Some(tcp) = self.tcp.as_deref_mut() {
+            tcp.set_tables(t);
+        }
+    }
 }
 
 impl UringTransport {
