@@ -46,12 +46,13 @@ func config(t *testing.T, dir string, edits ...string) string {
 		`data_dir = "../.cache/sluice-data"`, `data_dir = "data"`,
 		`http_listen = ""`, `http_listen = "127.0.0.1:0"`,
 		`grpc_listen = ""`, `grpc_listen = "127.0.0.1:0"`,
-		`handshake_timeout_ms = 10000`, `handshake_timeout_ms = 1000`,
-		`idle_timeout_ms = 60000`, `idle_timeout_ms = 2000`,
-		`header_timeout_ms = 30000`, `header_timeout_ms = 1000`,
-		`body_timeout_ms = 10000`, `body_timeout_ms = 1000`,
-		`write_timeout_ms = 30000`, `write_timeout_ms = 1000`,
-		`connections_max = 1024`, `connections_max = 128`,
+		// Whole lines: [io_uring] has tcp_ keys ending the same way.
+		"\nhandshake_timeout_ms = 10000", "\nhandshake_timeout_ms = 1000",
+		"\nidle_timeout_ms = 60000", "\nidle_timeout_ms = 2000",
+		"\nheader_timeout_ms = 30000", "\nheader_timeout_ms = 1000",
+		"\nbody_timeout_ms = 10000", "\nbody_timeout_ms = 1000",
+		"\nwrite_timeout_ms = 30000", "\nwrite_timeout_ms = 1000",
+		"\nconnections_max = 1024", "\nconnections_max = 128",
 	}, edits...)
 	for i := 0; i < len(pairs); i += 2 {
 		if !strings.Contains(s, pairs[i]) {

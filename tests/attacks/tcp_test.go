@@ -128,6 +128,7 @@ func TestTCPTricklersCannotPinSlots(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	legitTCP(t, c, 5) // warm-up
 	base := legitTCP(t, c, 20)
 	if base.errs > 0 {
 		t.Fatalf("alone: %d of %d failed: %v", base.errs, base.n, base.firstErr)
