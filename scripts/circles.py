@@ -56,6 +56,33 @@ def module_of(rel):
     return root, tuple(parts)
 
 
+INLINE_MOD = re.compile(r'\bmod\s+([A-Za-z_]\w*)\s*\{')
+
+
+def scopes(text):
+    """(start, end, name) of each inline `mod x { ... }`, whose `super::`
+    is the file's own module."""
+    out = []
+    for m in INLINE_MOD.finditer(text):
+        depth = 0
+        for end in range(m.end() - 1, len(text)):
+            depth += (text[end] == '{') - (text[end] == '}')
+            if depth == 0:
+                break
+        out.append((m.start(), end, m.group(1)))
+    return out
+
+
+def named(text, mod):
+    """(module the path is written in, path) for every crate-relative path."""
+    inner = scopes(text)
+    for pattern, paths in ((USE, expand), (INLINE, lambda p: [tuple(p.split('::'))])):
+        for m in pattern.finditer(text):
+            at = mod + tuple(n for s, e, n in inner if s < m.start() < e)
+            for path in paths(m.group(1)):
+                yield at, path
+
+
 def resolve(path, here, mods):
     """The module (a key of mods) a crate-relative path names, or None."""
     if not path or path[0] not in ('crate', 'super', 'self'):
@@ -108,10 +135,8 @@ def crate_circles(root, src, tracked):
         edges = {}
         for mod, path in mods.items():
             text = strip(path.read_text(errors='replace'))
-            paths = [p for t in USE.findall(text) for p in expand(t)]
-            paths += [tuple(p.split('::')) for p in INLINE.findall(text)]
-            for p in paths:
-                to = resolve(p, mod, mods)
+            for at, p in named(text, mod):
+                to = resolve(p, at, mods)
                 if to is not None and to != mod:
                     edges.setdefault(mod, set()).add(to)
         for comp in components(mods, edges):
