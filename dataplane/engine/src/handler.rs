@@ -11,7 +11,7 @@ pub struct RunAccount {
     /// Payload bytes copied (0 on the zero-copy path).
     pub payload_bytes_copied: u64,
     /// Where they were copied, for the per-path counters.
-    pub copy_path: crate::stats::CopyPath,
+    pub copy_path: crate::vocab::CopyPath,
 }
 
 /// Where a request may join a batch: the rows it adds along dimension 0 and
@@ -261,7 +261,7 @@ fn emit_like_inputs(
         let off = layout.tensor_offsets[i];
         if copy_data {
             acct.payload_bytes_copied += d.data_len as u64;
-            acct.copy_path = crate::stats::CopyPath::EchoReply;
+            acct.copy_path = crate::vocab::CopyPath::EchoReply;
         } else {
             tx[off..off + d.data_len].fill(0);
         }

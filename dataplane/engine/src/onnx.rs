@@ -180,7 +180,7 @@ impl crate::streams::DecodeStep for OrtDecode<'_> {
         token: i64,
         cur: &[u8],
         next: &mut [u8],
-    ) -> Result<i64, crate::handler::Reject> {
+    ) -> Result<i64, crate::vocab::Reject> {
         self.model
             .run_token_step(self.spec, self.tok, token, cur, next, self.stats)
     }
@@ -189,12 +189,12 @@ impl crate::streams::DecodeStep for OrtDecode<'_> {
         self.batch.as_mut().map_or(0, |b| b.gather(row, token, cur))
     }
 
-    fn run(&mut self, rows: usize) -> Result<(), crate::handler::Reject> {
+    fn run(&mut self, rows: usize) -> Result<(), crate::vocab::Reject> {
         match self.batch.as_mut() {
             Some(b) => self
                 .model
                 .run_token_batch(self.spec, self.tok, b, rows, self.stats),
-            None => Err(crate::handler::Reject::new(
+            None => Err(crate::vocab::Reject::new(
                 sluice_wire::ErrorCode::Internal,
                 "a batched decode step without batch buffers",
             )),
@@ -222,7 +222,7 @@ impl Handler for OrtHandler {
         adapter: Option<&str>,
         tx: &mut [u8],
         acct: &mut crate::handler::RunAccount,
-    ) -> Result<usize, crate::handler::Reject> {
+    ) -> Result<usize, crate::vocab::Reject> {
         let before = self.stats.payload_bytes_copied;
         let r = self.model.run_into(req, adapter, tx, &mut self.stats);
         acct.payload_bytes_copied += self.stats.payload_bytes_copied - before;
@@ -254,7 +254,7 @@ impl Handler for OrtHandler {
                 g.cancel(table, req, h, tx)
             } else if h.has(OPEN) {
                 Err(crate::streams::StreamRefusal {
-                    reject: crate::handler::Reject::new(
+                    reject: crate::vocab::Reject::new(
                         sluice_wire::ErrorCode::Internal,
                         "token stream OPEN reached the step path",
                     ),
@@ -291,7 +291,7 @@ impl Handler for OrtHandler {
             g.open(table, req, h, *route, pushable, shard, now_us)
                 .map(|copied| {
                     acct.payload_bytes_copied += copied;
-                    acct.copy_path = crate::stats::CopyPath::ModelInput;
+                    acct.copy_path = crate::vocab::CopyPath::ModelInput;
                 }),
         )
     }
@@ -408,7 +408,7 @@ impl Handler for OrtHandler {
         output: &mut [u8],
         slots: &mut [crate::handler::BatchSlot],
         acct: &mut crate::handler::RunAccount,
-    ) -> Result<usize, crate::handler::Reject> {
+    ) -> Result<usize, crate::vocab::Reject> {
         use crate::handler::BatchSlot as E;
         use sluice_infer::BatchSlot as I;
         let n = reqs.len().min(slots.len()).min(self.slots.len());
@@ -440,7 +440,7 @@ impl Handler for OrtHandler {
         output: &[u8],
         tx: &mut [u8],
         acct: &mut crate::handler::RunAccount,
-    ) -> Result<usize, crate::handler::Reject> {
+    ) -> Result<usize, crate::vocab::Reject> {
         use crate::handler::BatchSlot as E;
         use sluice_infer::BatchSlot as I;
         let slot = match slot {
