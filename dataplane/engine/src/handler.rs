@@ -14,31 +14,8 @@ pub struct RunAccount {
     pub copy_path: crate::vocab::CopyPath,
 }
 
-/// Where a request may join a batch: the rows it adds along dimension 0 and
-/// a key over everything else that must match (other dimensions, adapter).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchKey {
-    /// Rows (dimension 0) of the request.
-    pub rows: u32,
-    /// Requests stack only with equal keys (never 0).
-    pub key: u64,
-}
-
-/// What became of one request of a batch run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BatchSlot {
-    /// Not taken into the run: run it on its own.
-    Left,
-    /// Refused before the run: answer with this error.
-    Refused(Reject),
-    /// Stacked at `row`, `rows` rows: answer with [`Handler::batch_reply`].
-    Stacked {
-        /// First row.
-        row: u32,
-        /// Rows.
-        rows: u32,
-    },
-}
+/// The batch words are the wire crate's, shared with the ONNX runtime crate.
+pub use sluice_wire::{BatchKey, BatchSlot};
 
 const NO_BATCH: Reject = Reject::new(ErrorCode::Internal, "this model does not batch");
 

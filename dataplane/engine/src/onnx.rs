@@ -108,7 +108,6 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
     Ok(Box::new(OrtHandler {
         model,
         stats: sluice_infer::RunStats::default(),
-        slots: vec![sluice_infer::BatchSlot::Left; sluice_infer::BATCH_ROWS_MAX],
         streams,
         stream_sig,
         generator,
@@ -146,8 +145,6 @@ pub fn make(m: &ModelCfg, _cfg: &Config) -> Result<Box<dyn Handler>, String> {
 struct OrtHandler {
     model: sluice_infer::OrtModel,
     stats: sluice_infer::RunStats,
-    /// The model's answer per request of a batch run (allocated at load).
-    slots: Vec<sluice_infer::BatchSlot>,
     /// A stateful stream model: where its state lies and its streams.
     streams: Option<(sluice_infer::StateSpec, crate::streams::StreamTable)>,
     /// The state's signature (an alias switch keeps streams across equal ones).
@@ -392,12 +389,7 @@ impl Handler for OrtHandler {
         if self.streams.is_some() || req.stream().is_some() {
             return None;
         }
-        self.model
-            .batch_key(req, adapter)
-            .map(|k| crate::handler::BatchKey {
-                rows: k.rows,
-                key: k.key,
-            })
+        self.model.batch_key(req, adapter)
     }
 
     fn run_batch(
@@ -409,26 +401,20 @@ impl Handler for OrtHandler {
         slots: &mut [crate::handler::BatchSlot],
         acct: &mut crate::handler::RunAccount,
     ) -> Result<usize, crate::vocab::Reject> {
-        use crate::handler::BatchSlot as E;
-        use sluice_infer::BatchSlot as I;
-        let n = reqs.len().min(slots.len()).min(self.slots.len());
+        let n = reqs
+            .len()
+            .min(slots.len())
+            .min(sluice_infer::BATCH_ROWS_MAX);
         let before = self.stats.payload_bytes_copied;
         let r = self.model.run_batch(
             &reqs[..n],
             adapter,
             input,
             output,
-            &mut self.slots[..n],
+            &mut slots[..n],
             &mut self.stats,
         );
         acct.payload_bytes_copied += self.stats.payload_bytes_copied - before;
-        for (e, i) in slots.iter_mut().zip(&self.slots[..n]) {
-            *e = match *i {
-                I::Left => E::Left,
-                I::Refused(r) => E::Refused(r),
-                I::Stacked { row, rows } => E::Stacked { row, rows },
-            };
-        }
         r
     }
 
@@ -441,13 +427,6 @@ impl Handler for OrtHandler {
         tx: &mut [u8],
         acct: &mut crate::handler::RunAccount,
     ) -> Result<usize, crate::vocab::Reject> {
-        use crate::handler::BatchSlot as E;
-        use sluice_infer::BatchSlot as I;
-        let slot = match slot {
-            E::Left => I::Left,
-            E::Refused(r) => I::Refused(r),
-            E::Stacked { row, rows } => I::Stacked { row, rows },
-        };
         let before = self.stats.payload_bytes_copied;
         let r = self
             .model
