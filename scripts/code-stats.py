@@ -6,6 +6,8 @@ sources (git ls-files, so target/ and caches never count):
   Rust fns over N lines   fn item from its signature line to its closing brace
   files over M lines      Rust and Go sources
   Go funcs over N lines   func from its signature line to its closing brace
+  file circles            per crate, groups of two or more Rust files that
+                          import each other in a loop (see circles.py)
 
 Function bounds are found from rustfmt/gofmt layout: a function ends at the
 first later line that is its own indentation followed by `}`. Usage:
@@ -17,6 +19,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+from circles import crate_circles
 
 RUST_FN = re.compile(
     r'^(\s*)(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?'
@@ -102,6 +106,13 @@ def main():
     if args.list:
         for rel, length in sorted(long_files, key=lambda t: -t[1]):
             print(f'    {length:5}  {rel}')
+    circles = []
+    for cargo in tracked(root, '*Cargo.toml'):
+        if (cargo.parent / 'src').is_dir():
+            circles += crate_circles(root, cargo.parent / 'src', tracked)
+    print(f'file circles (Rust, per crate):      {len(circles)}')
+    for files in circles:
+        print(f'    {len(files):3}  ' + ' '.join(str(f) for f in files))
     if args.list:
         per_file = {}
         for rel, _ in unsafe_blocks:

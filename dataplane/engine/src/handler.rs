@@ -11,34 +11,11 @@ pub struct RunAccount {
     /// Payload bytes copied (0 on the zero-copy path).
     pub payload_bytes_copied: u64,
     /// Where they were copied, for the per-path counters.
-    pub copy_path: crate::stats::CopyPath,
+    pub copy_path: crate::vocab::CopyPath,
 }
 
-/// Where a request may join a batch: the rows it adds along dimension 0 and
-/// a key over everything else that must match (other dimensions, adapter).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchKey {
-    /// Rows (dimension 0) of the request.
-    pub rows: u32,
-    /// Requests stack only with equal keys (never 0).
-    pub key: u64,
-}
-
-/// What became of one request of a batch run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BatchSlot {
-    /// Not taken into the run: run it on its own.
-    Left,
-    /// Refused before the run: answer with this error.
-    Refused(Reject),
-    /// Stacked at `row`, `rows` rows: answer with [`Handler::batch_reply`].
-    Stacked {
-        /// First row.
-        row: u32,
-        /// Rows.
-        rows: u32,
-    },
-}
+/// The batch words are the wire crate's, shared with the ONNX runtime crate.
+pub use sluice_wire::{BatchKey, BatchSlot};
 
 const NO_BATCH: Reject = Reject::new(ErrorCode::Internal, "this model does not batch");
 
@@ -261,7 +238,7 @@ fn emit_like_inputs(
         let off = layout.tensor_offsets[i];
         if copy_data {
             acct.payload_bytes_copied += d.data_len as u64;
-            acct.copy_path = crate::stats::CopyPath::EchoReply;
+            acct.copy_path = crate::vocab::CopyPath::EchoReply;
         } else {
             tx[off..off + d.data_len].fill(0);
         }

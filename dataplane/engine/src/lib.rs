@@ -28,6 +28,7 @@ pub mod tables;
 pub mod trace;
 pub mod transform;
 pub mod transport;
+pub mod vocab;
 pub mod worker;
 
 pub use config::{Config, ConfigError};

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::sync::{Mutex, OnceLock};
 
 use serde::Serialize;
-use sluice_wire::DType;
 
 use crate::config::{Config, ModelCfg, ModelKind};
 use crate::engine::{Engine, EngineError};
@@ -97,30 +96,11 @@ pub struct TensorMeta {
     pub placement: Option<&'static str>,
 }
 
-/// KServe v2 datatype name of a dtype.
-pub fn kserve_datatype(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "FP32",
-        DType::U8 => "UINT8",
-        DType::I8 => "INT8",
-        DType::U16 => "UINT16",
-        DType::I16 => "INT16",
-        DType::I32 => "INT32",
-        DType::I64 => "INT64",
-        DType::Bool => "BOOL",
-        DType::F16 => "FP16",
-        DType::F64 => "FP64",
-        DType::U32 => "UINT32",
-        DType::U64 => "UINT64",
-        DType::BF16 => "BF16",
-    }
-}
-
 #[cfg(feature = "onnx")]
 fn tensor(t: &sluice_infer::TensorSig, placement: Option<&'static str>) -> TensorMeta {
     TensorMeta {
         name: t.name.clone(),
-        datatype: kserve_datatype(t.dtype),
+        datatype: t.dtype.kserve_name(),
         dtype: t.dtype.as_str(),
         shape: t.dims.iter().map(|&d| if d < 0 { -1 } else { d }).collect(),
         dims: t

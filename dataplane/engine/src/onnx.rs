@@ -108,7 +108,6 @@ pub fn make(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, String> {
     Ok(Box::new(OrtHandler {
         model,
         stats: sluice_infer::RunStats::default(),
-        slots: vec![sluice_infer::BatchSlot::Left; sluice_infer::BATCH_ROWS_MAX],
         streams,
         stream_sig,
         generator,
@@ -146,8 +145,6 @@ pub fn make(m: &ModelCfg, _cfg: &Config) -> Result<Box<dyn Handler>, String> {
 struct OrtHandler {
     model: sluice_infer::OrtModel,
     stats: sluice_infer::RunStats,
-    /// The model's answer per request of a batch run (allocated at load).
-    slots: Vec<sluice_infer::BatchSlot>,
     /// A stateful stream model: where its state lies and its streams.
     streams: Option<(sluice_infer::StateSpec, crate::streams::StreamTable)>,
     /// The state's signature (an alias switch keeps streams across equal ones).
@@ -180,7 +177,7 @@ impl crate::streams::DecodeStep for OrtDecode<'_> {
         token: i64,
         cur: &[u8],
         next: &mut [u8],
-    ) -> Result<i64, crate::handler::Reject> {
+    ) -> Result<i64, crate::vocab::Reject> {
         self.model
             .run_token_step(self.spec, self.tok, token, cur, next, self.stats)
     }
@@ -189,12 +186,12 @@ impl crate::streams::DecodeStep for OrtDecode<'_> {
         self.batch.as_mut().map_or(0, |b| b.gather(row, token, cur))
     }
 
-    fn run(&mut self, rows: usize) -> Result<(), crate::handler::Reject> {
+    fn run(&mut self, rows: usize) -> Result<(), crate::vocab::Reject> {
         match self.batch.as_mut() {
             Some(b) => self
                 .model
                 .run_token_batch(self.spec, self.tok, b, rows, self.stats),
-            None => Err(crate::handler::Reject::new(
+            None => Err(crate::vocab::Reject::new(
                 sluice_wire::ErrorCode::Internal,
                 "a batched decode step without batch buffers",
             )),
@@ -222,7 +219,7 @@ impl Handler for OrtHandler {
         adapter: Option<&str>,
         tx: &mut [u8],
         acct: &mut crate::handler::RunAccount,
-    ) -> Result<usize, crate::handler::Reject> {
+    ) -> Result<usize, crate::vocab::Reject> {
         let before = self.stats.payload_bytes_copied;
         let r = self.model.run_into(req, adapter, tx, &mut self.stats);
         acct.payload_bytes_copied += self.stats.payload_bytes_copied - before;
@@ -254,7 +251,7 @@ impl Handler for OrtHandler {
                 g.cancel(table, req, h, tx)
             } else if h.has(OPEN) {
                 Err(crate::streams::StreamRefusal {
-                    reject: crate::handler::Reject::new(
+                    reject: crate::vocab::Reject::new(
                         sluice_wire::ErrorCode::Internal,
                         "token stream OPEN reached the step path",
                     ),
@@ -291,7 +288,7 @@ impl Handler for OrtHandler {
             g.open(table, req, h, *route, pushable, shard, now_us)
                 .map(|copied| {
                     acct.payload_bytes_copied += copied;
-                    acct.copy_path = crate::stats::CopyPath::ModelInput;
+                    acct.copy_path = crate::vocab::CopyPath::ModelInput;
                 }),
         )
     }
@@ -392,12 +389,7 @@ impl Handler for OrtHandler {
         if self.streams.is_some() || req.stream().is_some() {
             return None;
         }
-        self.model
-            .batch_key(req, adapter)
-            .map(|k| crate::handler::BatchKey {
-                rows: k.rows,
-                key: k.key,
-            })
+        self.model.batch_key(req, adapter)
     }
 
     fn run_batch(
@@ -408,27 +400,21 @@ impl Handler for OrtHandler {
         output: &mut [u8],
         slots: &mut [crate::handler::BatchSlot],
         acct: &mut crate::handler::RunAccount,
-    ) -> Result<usize, crate::handler::Reject> {
-        use crate::handler::BatchSlot as E;
-        use sluice_infer::BatchSlot as I;
-        let n = reqs.len().min(slots.len()).min(self.slots.len());
+    ) -> Result<usize, crate::vocab::Reject> {
+        let n = reqs
+            .len()
+            .min(slots.len())
+            .min(sluice_infer::BATCH_ROWS_MAX);
         let before = self.stats.payload_bytes_copied;
         let r = self.model.run_batch(
             &reqs[..n],
             adapter,
             input,
             output,
-            &mut self.slots[..n],
+            &mut slots[..n],
             &mut self.stats,
         );
         acct.payload_bytes_copied += self.stats.payload_bytes_copied - before;
-        for (e, i) in slots.iter_mut().zip(&self.slots[..n]) {
-            *e = match *i {
-                I::Left => E::Left,
-                I::Refused(r) => E::Refused(r),
-                I::Stacked { row, rows } => E::Stacked { row, rows },
-            };
-        }
         r
     }
 
@@ -440,14 +426,7 @@ impl Handler for OrtHandler {
         output: &[u8],
         tx: &mut [u8],
         acct: &mut crate::handler::RunAccount,
-    ) -> Result<usize, crate::handler::Reject> {
-        use crate::handler::BatchSlot as E;
-        use sluice_infer::BatchSlot as I;
-        let slot = match slot {
-            E::Left => I::Left,
-            E::Refused(r) => I::Refused(r),
-            E::Stacked { row, rows } => I::Stacked { row, rows },
-        };
+    ) -> Result<usize, crate::vocab::Reject> {
         let before = self.stats.payload_bytes_copied;
         let r = self
             .model

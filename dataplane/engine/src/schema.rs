@@ -13,7 +13,7 @@ use sluice_validate::protobuf::ProtobufSchema;
 use sluice_wire::{DType, Frame, SECTION_TENSOR_NAME, SchemaType};
 
 use crate::config::JsonSchemaFormat;
-use crate::handler::Reject;
+use crate::vocab::Reject;
 use sluice_wire::ErrorCode;
 
 /// Limits on pushed schemas.
@@ -430,7 +430,7 @@ impl SchemaTable {
     /// The live schema version a request names (version 0: the newest live
     /// version of its id).
     pub fn lookup(&self, req: &Frame<&[u8]>) -> Result<&SchemaEntry, Reject> {
-        let unknown = Reject::new(ErrorCode::UnknownSchema, crate::auth::msg::UNKNOWN_SCHEMA);
+        let unknown = Reject::new(ErrorCode::UnknownSchema, crate::vocab::msg::UNKNOWN_SCHEMA);
         let ids = self.by_id.get(&req.schema_id()).ok_or(unknown)?;
         let v = req.schema_version();
         ids.iter()

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 
 use sluice_wire::TenantKey;
 
-use crate::auth::AuthPolicy;
+use crate::auth::policy::AuthPolicy;
 use crate::config::{self, Config, ModelCfg, ModelKind, PeerCfg, RouteCfg, ShardCfg, TenantCfg};
 use crate::route::RouteTable;
 use crate::route::set::PatternSet;

@@ -7,46 +7,6 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
 use sluice_wire::DType;
 
-/// The dtype of a KServe v2 datatype name; `None` for names the wire has
-/// no type for (BYTES and anything unknown).
-pub fn from_kserve(name: &str) -> Option<DType> {
-    Some(match name {
-        "BOOL" => DType::Bool,
-        "UINT8" => DType::U8,
-        "UINT16" => DType::U16,
-        "UINT32" => DType::U32,
-        "UINT64" => DType::U64,
-        "INT8" => DType::I8,
-        "INT16" => DType::I16,
-        "INT32" => DType::I32,
-        "INT64" => DType::I64,
-        "FP16" => DType::F16,
-        "FP32" => DType::F32,
-        "FP64" => DType::F64,
-        "BF16" => DType::BF16,
-        _ => return None,
-    })
-}
-
-/// The KServe v2 datatype name of a dtype.
-pub fn kserve_name(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "FP32",
-        DType::U8 => "UINT8",
-        DType::I8 => "INT8",
-        DType::U16 => "UINT16",
-        DType::I16 => "INT16",
-        DType::I32 => "INT32",
-        DType::I64 => "INT64",
-        DType::Bool => "BOOL",
-        DType::F16 => "FP16",
-        DType::F64 => "FP64",
-        DType::U32 => "UINT32",
-        DType::U64 => "UINT64",
-        DType::BF16 => "BF16",
-    }
-}
-
 /// Triton's `TYPE_*` enum value (model_config.proto) of a dtype.
 pub fn triton_type(d: DType) -> i32 {
     match d {
@@ -210,10 +170,10 @@ impl Sink<'_> {
         let d = self.dtype;
         let int = |lo: f64, hi: f64| -> Result<f64, String> {
             if !integral && v.fract() != 0.0 {
-                return Err(format!("{v} is not an integer ({})", kserve_name(d)));
+                return Err(format!("{v} is not an integer ({})", d.kserve_name()));
             }
             if v < lo || v > hi {
-                return Err(format!("{v} is out of range for {}", kserve_name(d)));
+                return Err(format!("{v} is out of range for {}", d.kserve_name()));
             }
             Ok(v)
         };
@@ -303,7 +263,7 @@ impl<'de> Visitor<'de> for &mut Sink<'_> {
         if self.dtype != DType::Bool {
             return Err(E::custom(format!(
                 "a boolean in {} data",
-                kserve_name(self.dtype)
+                self.dtype.kserve_name()
             )));
         }
         let s = self.slot().map_err(E::custom)?;
@@ -396,9 +356,9 @@ mod tests {
     #[test]
     fn names_round_trip() {
         for &d in DType::ALL {
-            assert_eq!(from_kserve(kserve_name(d)), Some(d));
+            assert_eq!(DType::from_kserve(d.kserve_name()), Some(d));
         }
-        assert_eq!(from_kserve("BYTES"), None);
+        assert_eq!(DType::from_kserve("BYTES"), None);
     }
 
     #[test]

@@ -76,7 +76,7 @@ fn in_range(name: &str, dt: DType, i: usize, v: i64, lo: i64, hi: i64) -> Result
             ErrorCode::BadTensor,
             format!(
                 "input {name}: element {i} is {v}, out of range for {} ({lo}..={hi})",
-                dtype::kserve_name(dt)
+                dt.kserve_name()
             ),
         ));
     }
@@ -153,7 +153,7 @@ fn typed_contents(
         DType::F16 | DType::BF16 => {
             return Err(Refusal::bad(format!(
                 "input {name}: {} travels in raw_input_contents only",
-                dtype::kserve_name(dt)
+                dt.kserve_name()
             )));
         }
     }
@@ -209,7 +209,7 @@ impl Service {
         }
         let mut inputs = Vec::with_capacity(msg.inputs.len());
         for i in &msg.inputs {
-            let dt = dtype::from_kserve(&i.datatype).ok_or_else(|| {
+            let dt = DType::from_kserve(&i.datatype).ok_or_else(|| {
                 Refusal::code(
                     ErrorCode::BadTensor,
                     format!("input {}: datatype {} is not supported", i.name, i.datatype),
@@ -291,7 +291,7 @@ impl Service {
             resp.outputs
                 .push(pb::model_infer_response::InferOutputTensor {
                     name: o.name.clone(),
-                    datatype: dtype::kserve_name(o.dtype).to_string(),
+                    datatype: o.dtype.kserve_name().to_string(),
                     shape: o.dims.iter().map(|&d| d as i64).collect(),
                     parameters: HashMap::new(),
                     contents: None,

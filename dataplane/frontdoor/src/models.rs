@@ -127,7 +127,7 @@ pub fn find(
 
 /// A tensor's dtype from its metadata.
 pub fn dtype_of(t: &TensorMeta) -> Option<DType> {
-    dtype::from_kserve(t.datatype)
+    DType::from_kserve(t.datatype)
 }
 
 /// `GET /v2`.

@@ -19,6 +19,7 @@
 use std::ffi::c_char;
 
 use sluice_wire::limits::{RANK_MAX, TENSOR_COUNT_MAX};
+pub use sluice_wire::{BatchKey, BatchSlot};
 use sluice_wire::{ErrorCode, Frame, Kind};
 
 use crate::model::{OrtModel, RunStats, ort_failed};
@@ -27,36 +28,6 @@ use crate::raw::alloc::ReplyTail;
 use crate::raw::{self, Values};
 use crate::run::{header_err, msg, response, too_large};
 use crate::{BATCH_ROWS_MAX, Reject};
-
-/// Where requests may be stacked: the rows a request adds along dimension 0
-/// and a key over everything else that must match (other dimensions, the
-/// adapter). Equal keys are necessary, not sufficient: [`OrtModel::run_batch`]
-/// checks the shapes again and leaves a request out when they differ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchKey {
-    /// Size of dimension 0 in this request.
-    pub rows: u32,
-    /// Hash of the non-batch dimensions, input names and adapter.
-    pub key: u64,
-}
-
-/// What happened to one request of a batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BatchSlot {
-    /// Not taken into this run (other shapes than the first request, or the
-    /// batch buffers or the row limit were full): run it on its own or in a
-    /// later batch.
-    Left,
-    /// Refused before the run, as [`OrtModel::run_into`] would refuse it.
-    Refused(Reject),
-    /// Stacked at `row`, `rows` rows.
-    Stacked {
-        /// First row of this request in the batch.
-        row: u32,
-        /// Rows it holds.
-        rows: u32,
-    },
-}
 
 /// One output of the last batch run: where its rows are in the batch output
 /// buffer and the shape of one row.

@@ -103,6 +103,32 @@ impl DType {
         DType::ALL.iter().copied().find(|d| d.as_str() == s)
     }
 
+    /// KServe v2 datatype name ("FP32", "INT64", ...): the one table the
+    /// front door and the engine's model metadata both print and parse.
+    pub const fn kserve_name(self) -> &'static str {
+        match self {
+            DType::F32 => "FP32",
+            DType::U8 => "UINT8",
+            DType::I8 => "INT8",
+            DType::U16 => "UINT16",
+            DType::I16 => "INT16",
+            DType::I32 => "INT32",
+            DType::I64 => "INT64",
+            DType::Bool => "BOOL",
+            DType::F16 => "FP16",
+            DType::F64 => "FP64",
+            DType::U32 => "UINT32",
+            DType::U64 => "UINT64",
+            DType::BF16 => "BF16",
+        }
+    }
+
+    /// The dtype of a KServe v2 datatype name; `None` for names the wire
+    /// has no type for (BYTES and anything unknown).
+    pub fn from_kserve(name: &str) -> Option<DType> {
+        DType::ALL.iter().copied().find(|d| d.kserve_name() == name)
+    }
+
     /// Byte length of a tensor with this dtype and shape; `None` when a
     /// dimension exceeds `i64::MAX`, on overflow, or when the result exceeds
     /// the frame length limit. A shape with a zero dimension has length 0.

@@ -21,6 +21,7 @@
 extern crate std;
 
 mod auth;
+mod batch;
 mod body;
 mod dtype;
 mod error;
@@ -31,6 +32,7 @@ mod sender;
 mod stream;
 
 pub use auth::{AUTH_TAG_LEN, TenantKey};
+pub use batch::{BatchKey, BatchSlot};
 pub use body::{ErrorBody, NegotiateRequest, NegotiateResponse, SchemaType};
 pub use dtype::DType;
 pub use error::{Error, ErrorCode, Reject};

@@ -13,12 +13,12 @@ pub mod limits {
     pub const FRESHNESS_WINDOW_MS_MAX: u32 = 300_000;
     /// Bounds of `auth.replay_entries` (per worker; a power of two): one
     /// bucket of the replay table to 4 Mi entries (96 MiB).
-    pub const REPLAY_ENTRIES_MIN: u32 = crate::auth::REPLAY_WAYS as u32;
+    pub const REPLAY_ENTRIES_MIN: u32 = crate::auth::replay::REPLAY_WAYS as u32;
     /// See `REPLAY_ENTRIES_MIN`.
     pub const REPLAY_ENTRIES_MAX: u32 = 1 << 22;
     /// Bounds of `auth.replay_senders` (windows per worker; a power of
     /// two): one bucket to 128 Ki windows.
-    pub const REPLAY_SENDERS_MIN: u32 = crate::auth::WINDOW_WAYS as u32;
+    pub const REPLAY_SENDERS_MIN: u32 = crate::auth::window::WINDOW_WAYS as u32;
     /// See `REPLAY_SENDERS_MIN`.
     pub const REPLAY_SENDERS_MAX: u32 = 1 << 17;
     /// Bounds of `auth.replay_window_ids` (request ids one window spans; a

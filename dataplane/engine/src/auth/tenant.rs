@@ -3,10 +3,10 @@
 //! refusal answers exactly as a thing that does not exist would.
 //! `None` for the tenant means `auth.mode = "none"`: everything is allowed.
 
-use super::{Cause, Refusal};
 pub use crate::route::RouteFound;
 use crate::route::RouteKey;
 use crate::tables::{Tables, Tenant};
+use crate::vocab::{Cause, Refusal};
 
 /// The model name is in the tenant's `models`.
 pub fn model_allowed(tn: Option<&Tenant>, model: &str) -> Result<(), Refusal> {

@@ -121,7 +121,7 @@ impl Engine {
                 .map(|&code| (code.as_str().to_string(), ld(&c.errors[code as usize])))
                 .filter(|(_, v)| *v > 0)
                 .collect();
-            let refusals = crate::auth::Cause::ALL
+            let refusals = crate::vocab::Cause::ALL
                 .iter()
                 .map(|&k| (k.as_str().to_string(), ld(&c.refusals[k as usize])))
                 .filter(|(_, v)| *v > 0)

@@ -6,12 +6,13 @@ use std::time::Instant;
 
 use sluice_wire::{BodyRepr, ErrorCode, ExtRepr, Frame, FrameRepr, Kind, flags};
 
-use crate::auth::{self, Refusal, ReplayGuard, RouteFound, msg};
+use crate::auth::{self, ReplayGuard, RouteFound};
 use crate::route::RouteKey;
 use crate::schema::SchemaTable;
 use crate::tables::{BatchPolicy, Tables, Tenant};
 use crate::trace::Sampler;
 use crate::transform::TransformRef;
+use crate::vocab::{Refusal, msg};
 
 /// Where one frame's stages ended, recorded only for a traced request.
 #[derive(Debug, Clone, Copy, Default)]
@@ -278,9 +279,11 @@ fn route(
                 Some(_) => (ErrorCode::NoRoute, msg::NO_ROUTE),
             };
             return match found {
-                RouteFound::Hidden => {
-                    refused(Refusal::with(auth::Cause::TenantRoute, code, message))
-                }
+                RouteFound::Hidden => refused(Refusal::with(
+                    crate::vocab::Cause::TenantRoute,
+                    code,
+                    message,
+                )),
                 _ => Verdict::Reply(E(code, message)),
             };
         }

@@ -10,8 +10,9 @@ use sluice_wire::{BodyRepr, ErrorCode, Frame, FrameRepr, Kind, TraceContext, fla
 
 use super::*;
 use crate::pending::Forwarded;
-use crate::stats::{CopyPath, bump};
+use crate::stats::bump;
 use crate::transport::{PeerAddr, Transport, TxPacket};
+use crate::vocab::CopyPath;
 
 /// Requests a worker may have forwarded to peers and not yet seen answered.
 pub const FORWARD_PENDING_MAX: usize = 1024;

@@ -72,7 +72,7 @@ impl<T: Transport> Worker<T> {
         probes_sys::pool_alloc(|| (tx,));
         if let Immediate::Error(code, _)
         | Immediate::Stream { code, .. }
-        | Immediate::Refused(crate::auth::Refusal { code, .. }) = r
+        | Immediate::Refused(crate::vocab::Refusal { code, .. }) = r
         {
             probes_sys::error(|| {
                 let f = Frame::new_unchecked(self.transport.rx_bytes(&pkt));

@@ -8,10 +8,10 @@ use std::time::Instant;
 use sluice_transform::{Fault, Instance};
 use sluice_wire::{ErrorCode, Frame};
 
-use crate::handler::Reject;
 use crate::stats::{WorkerCounters, bump};
 use crate::tables::Tables;
 use crate::transform::TransformRef;
+use crate::vocab::Reject;
 
 /// The answer code of a fault: a refusal is about the request's payload
 /// (schema_mismatch); a module fault ends the request (inference_failed);

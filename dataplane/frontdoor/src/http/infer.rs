@@ -16,7 +16,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use sluice_wire::ErrorCode;
+use sluice_wire::{DType, ErrorCode};
 
 use super::body::{Chunks, Received};
 use crate::ctx::{Ctx, Stats};
@@ -135,7 +135,7 @@ pub fn build(
     let mut sources = Vec::with_capacity(req.inputs.len());
     let mut bin_off = json_len;
     for i in &req.inputs {
-        let dt = dtype::from_kserve(&i.datatype).ok_or_else(|| {
+        let dt = DType::from_kserve(&i.datatype).ok_or_else(|| {
             Refusal::code(
                 ErrorCode::BadTensor,
                 format!("input {}: datatype {} is not supported", i.name, i.datatype),
@@ -270,7 +270,7 @@ pub fn respond(a: &Answer, w: &Wanted) -> Result<Response<Chunks>, Refusal> {
         j.extend_from_slice(b"{\"name\":");
         push_str(&mut j, &o.name);
         j.extend_from_slice(b",\"datatype\":\"");
-        j.extend_from_slice(dtype::kserve_name(o.dtype).as_bytes());
+        j.extend_from_slice(o.dtype.kserve_name().as_bytes());
         j.extend_from_slice(b"\",\"shape\":[");
         for (d, v) in o.dims.iter().enumerate() {
             if d > 0 {
