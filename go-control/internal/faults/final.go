@@ -44,15 +44,22 @@ func readStore(ctx context.Context, c *natsCluster, buckets []string) (StoreStat
 		st.Last[name], st.Complete[name] = last, true
 		latest := map[string]natskv.Entry{}
 		for seq := uint64(1); seq <= last; seq++ {
+			// Retried until jsRecoverWithin: right after the repairs a
+			// stream may have no leader yet, and JetStream answers 503 at
+			// once (a count of attempts would give up in a second).
 			var e natskv.Entry
-			for attempt := 0; ; attempt++ {
-				rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				e, err = b.LeaderSeq(rctx, seq)
-				cancel()
-				if err == nil || errors.Is(err, errs.ErrNotFound) || attempt == 5 {
-					break
+			notFound := false
+			err = retryJS(ctx, jsRecoverWithin, func(actx context.Context) error {
+				var err error
+				e, err = b.LeaderSeq(actx, seq)
+				if errors.Is(err, errs.ErrNotFound) {
+					notFound = true // a gap in the stream: an answer, not a failure
+					return nil
 				}
-				time.Sleep(200 * time.Millisecond)
+				return err
+			})
+			if notFound {
+				err = errs.ErrNotFound
 			}
 			if errors.Is(err, errs.ErrNotFound) {
 				st.Complete[name] = false
