@@ -32,12 +32,22 @@ fn demo_key() -> Vec<u8> {
         .collect()
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// The last 3 KiB of a log file.
+fn tail(p: &Path) -> String {
+    let b = std::fs::read(p).unwrap_or_default();
+    String::from_utf8_lossy(&b[b.len().saturating_sub(3072)..]).into_owned()
+}
+
+/// `n` distinct free ports: every listener is held until all are chosen
+/// (one at a time, the kernel may hand the same port out twice, and a
+/// node that cannot bind never becomes healthy).
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
 }
 
 struct Node {
@@ -45,6 +55,8 @@ struct Node {
     args: Vec<String>,
     client: u16,
     monitor: u16,
+    /// The node's output (shown when it does not become healthy).
+    log: PathBuf,
 }
 
 /// A real nats-server cluster, each node its own process.
@@ -60,7 +72,8 @@ impl Cluster {
             "{} missing: run perf/nats/compare.sh --setup",
             bin.display()
         );
-        let routes: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let ports = free_ports(3 * n);
+        let routes: Vec<u16> = ports[..n].to_vec();
         let route_urls = routes
             .iter()
             .map(|p| format!("nats://127.0.0.1:{p}"))
@@ -68,7 +81,7 @@ impl Cluster {
             .join(",");
         let mut c = Cluster { nodes: vec![] };
         for (i, rp) in routes.iter().enumerate() {
-            let (client, monitor) = (free_port(), free_port());
+            let (client, monitor) = (ports[n + 2 * i], ports[n + 2 * i + 1]);
             let args = vec![
                 "-a".into(),
                 "127.0.0.1".into(),
@@ -93,6 +106,7 @@ impl Cluster {
                 args,
                 client,
                 monitor,
+                log: dir.join(format!("n{i}.log")),
             });
         }
         for i in 0..n {
@@ -104,10 +118,15 @@ impl Cluster {
 
     fn start_node(&mut self, i: usize) {
         let bin = repo_root().join(".cache/bin/nats-server");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.nodes[i].log)
+            .unwrap();
         let child = Command::new(bin)
             .args(&self.nodes[i].args)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .unwrap();
         self.nodes[i].child = Some(child);
@@ -134,8 +153,9 @@ impl Cluster {
                 }
                 assert!(
                     t0.elapsed() < CONVERGE,
-                    "nats node on {} not healthy",
-                    n.client
+                    "nats node on {} not healthy; its log ends:\n{}",
+                    n.client,
+                    tail(&n.log)
                 );
                 std::thread::sleep(Duration::from_millis(100));
             }
