@@ -569,22 +569,32 @@ mod tests {
         );
     }
 
+    /// Submits one frame and takes it as a token stream's OPEN: no answer,
+    /// the stream keeps the slot. Returns the OPEN's packet.
+    fn open_stream(
+        s: &mut Sources<MemTransport>,
+        port: &mut super::super::IngressPort,
+    ) -> RxPacket {
+        let f = port.alloc().unwrap();
+        port.submit(f, 0, 0).unwrap();
+        let mut out = [RxPacket::default(); 4];
+        assert_eq!(s.rx_burst(&mut out), 1);
+        let open = out[0];
+        let tx = s.tx_alloc_for(&open).unwrap();
+        s.stream_keep(&open);
+        s.tx_free(tx);
+        s.rx_release(&open);
+        open
+    }
+
     /// A token stream's slot: frames lent one at a time (the next waits
     /// for the credit of the last), the slot back empty once the stream
     /// ended and its last frame was read.
     #[test]
     fn a_stream_slot_carries_frames_until_it_ends() {
         let (mut s, mut port) = setup();
-        let f = port.alloc().unwrap();
-        port.submit(f, 0, 0).unwrap();
         let mut out = [RxPacket::default(); 4];
-        assert_eq!(s.rx_burst(&mut out), 1);
-        let open = out[0];
-        // The OPEN is taken without an answer; the stream keeps the slot.
-        let tx = s.tx_alloc_for(&open).unwrap();
-        s.stream_keep(&open);
-        s.tx_free(tx);
-        s.rx_release(&open);
+        let open = open_stream(&mut s, &mut port);
         assert_eq!(port.drain(|_| panic!("the slot came back early")), 0);
         let mut frames: Vec<Vec<u8>> = Vec::new();
         for (k, word) in [b"one", b"two"].iter().enumerate() {
@@ -633,15 +643,8 @@ mod tests {
     fn a_held_credit_holds_the_next_frame_back() {
         use crate::transport::ingress::Credit;
         let (mut s, mut port) = setup();
-        let f = port.alloc().unwrap();
-        port.submit(f, 0, 0).unwrap();
         let mut out = [RxPacket::default(); 4];
-        assert_eq!(s.rx_burst(&mut out), 1);
-        let open = out[0];
-        let tx = s.tx_alloc_for(&open).unwrap();
-        s.stream_keep(&open);
-        s.tx_free(tx);
-        s.rx_release(&open);
+        let open = open_stream(&mut s, &mut port);
         let tx = s.stream_alloc(&open).unwrap();
         s.tx_burst(&[TxPacket::answer(&open, tx, 0)]);
         let mut slot = None;
