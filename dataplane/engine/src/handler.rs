@@ -262,6 +262,28 @@ impl Handler for NullHandler {
     }
 }
 
+/// A model served by backends (`kind = "backend"`) as a native frame
+/// reaches it: refused with a clear code. Its requests go to model servers
+/// through the front door (docs/backends.md); native-wire dispatch is not
+/// built yet.
+#[derive(Debug, Default)]
+pub struct BackendOnlyHandler;
+
+impl Handler for BackendOnlyHandler {
+    fn handle(
+        &mut self,
+        _req: &Frame<&[u8]>,
+        _adapter: Option<&str>,
+        _tx: &mut [u8],
+        _acct: &mut RunAccount,
+    ) -> Result<usize, Reject> {
+        Err(Reject::new(
+            ErrorCode::UnsupportedKind,
+            "this model is served by backends: send it to the OpenAI API (/v1) of the front door",
+        ))
+    }
+}
+
 /// Answers with the inputs. This copies the payload, by definition, and
 /// counts it.
 #[derive(Debug, Default)]

@@ -230,6 +230,7 @@ fn meta_of(cfg: &Config, models: &[ModelCfg], name: &str) -> Result<ModelMeta, E
                 }
                 ModelKind::Null => ("sluice_null", None),
                 ModelKind::Echo => ("sluice_echo", None),
+                ModelKind::Backend => ("sluice_backend", None),
             };
             let d = d.unwrap_or(Described {
                 inputs: vec![],

@@ -13,10 +13,12 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::auth::config::{AuthCfg, AuthMode, auth_allows_tenants};
 
+pub mod backends;
 pub mod limits;
 mod streams;
 mod trace;
 mod uring;
+pub use backends::{BackendCfg, BackendProtocol, OpenaiCfg};
 pub use streams::{GenerateCfg, ModelStreamCfg, StatePairCfg, StreamsCfg};
 pub use trace::TracingCfg;
 pub use uring::{TcpSlotCfg, UringCfg, ZcMode};
@@ -65,6 +67,12 @@ pub struct Config {
     /// a listen address is set).
     #[serde(default)]
     pub frontdoor: FrontdoorCfg,
+    /// Pools of model servers shards dispatch to (docs/backends.md).
+    #[serde(default)]
+    pub backends: Vec<BackendCfg>,
+    /// The OpenAI API on the front door's HTTP listener.
+    #[serde(default)]
+    pub openai: OpenaiCfg,
     /// Control plane (read by the Go daemon; opaque to the engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<toml::Table>,
@@ -353,6 +361,8 @@ pub enum ModelKind {
     Null,
     /// The input returned.
     Echo,
+    /// Served by model servers (`[[backends]]`), never on a worker core.
+    Backend,
 }
 
 /// `[[models]]`.
@@ -369,6 +379,10 @@ pub struct ModelCfg {
     /// Model file (onnx).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
+    /// The name backends serve a `kind = "backend"` model as (default:
+    /// `name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
     /// Short names that resolve to this version.
     #[serde(default)]
     pub aliases: Vec<String>,

@@ -57,6 +57,7 @@ impl Config {
             NEGOTIATION_TTL_MS_MAX,
         )?;
         crate::auth::config::validate(self)?;
+        super::backends::validate(&self.backends, &self.openai, &self.models)?;
         let tr = &self.tracing;
         if !(0.0..=1.0).contains(&tr.sample_ratio) {
             return Err(ConfigError::at(

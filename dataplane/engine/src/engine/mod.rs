@@ -154,6 +154,7 @@ pub fn default_factory(m: &ModelCfg, cfg: &Config) -> Result<Box<dyn Handler>, S
     match m.kind {
         ModelKind::Null => Ok(Box::new(NullHandler)),
         ModelKind::Echo => Ok(Box::new(EchoHandler)),
+        ModelKind::Backend => Ok(Box::new(crate::handler::BackendOnlyHandler)),
         ModelKind::Onnx => crate::onnx::make(m, cfg),
     }
 }
