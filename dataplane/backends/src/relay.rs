@@ -14,7 +14,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::sync::mpsc;
 
-use crate::dispatch::Answer;
+use crate::pool::Lease;
 use crate::stats::Cause;
 
 /// How a relayed stream ended.
@@ -70,16 +70,17 @@ pub fn error_event(message: &str, code: &str) -> Bytes {
     Bytes::from(format!("data: {body}\n\n"))
 }
 
-/// Relays `a` (a `Body::Stream`) to `tx` until its end, the deadline, or
-/// the client going away; counts and times it.
+/// Relays `body` (a 2xx event stream sent at `sent`, its place held by
+/// `lease`) to `tx` until its end, the deadline, or the client going away;
+/// counts and times it.
 pub async fn relay(
-    a: Answer,
+    lease: Lease,
+    sent: Instant,
     mut body: Incoming,
     tx: mpsc::Sender<Bytes>,
     model: &str,
     deadline: tokio::time::Instant,
 ) -> Ended {
-    let lease = a.lease;
     let pool = lease.pool();
     let ep = lease.endpoint();
     let cfg = &pool.cfg;
@@ -87,7 +88,13 @@ pub async fn relay(
     let mut scan = Scan::default();
     let mut last: Option<Instant> = None;
     let ended = loop {
-        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+        // A client that goes away is seen at once, even while the backend
+        // is silent (a long prefill).
+        let next = tokio::select! {
+            f = tokio::time::timeout_at(deadline, body.frame()) => f,
+            () = tx.closed() => break Ended::Cancelled,
+        };
+        let frame = match next {
             Err(_) => break Ended::Failed(Cause::Timeout),
             Ok(None) => {
                 break if scan.done {
@@ -107,7 +114,7 @@ pub async fn relay(
             let now = Instant::now();
             match last {
                 None => {
-                    let us = now.duration_since(a.sent).as_micros() as u64;
+                    let us = now.duration_since(sent).as_micros() as u64;
                     pool.stats.ttft.record(us);
                     if let Some(m) = mstats {
                         m.ttft.record(us);
@@ -131,7 +138,7 @@ pub async fn relay(
         Ended::Done => {
             ep.succeeded();
             pool.stats.ok.fetch_add(1, Ordering::Relaxed);
-            let us = a.sent.elapsed().as_micros() as u64;
+            let us = sent.elapsed().as_micros() as u64;
             pool.stats.latency.record(us);
             if let Some(m) = mstats {
                 m.latency.record(us);

@@ -82,6 +82,8 @@ pub struct ModelEntry {
     pub version: String,
     /// Backend.
     pub kind: ModelKind,
+    /// The name backends serve a `kind = "backend"` model as.
+    pub upstream: String,
     /// Handler slot on every worker.
     pub slot: usize,
     /// Adapter ids.
@@ -143,6 +145,7 @@ impl ModelTable {
                 name: m.name.clone(),
                 version: m.version.clone(),
                 kind: m.kind,
+                upstream: m.upstream.clone().unwrap_or_else(|| m.name.clone()),
                 slot: slots[i],
                 adapters: m.adapters.iter().map(|a| a.id.clone()).collect(),
                 batch_max: m.batch_max,

@@ -86,6 +86,17 @@ pub struct Stats {
     pub hmac_body_mismatch: AtomicU64,
     /// v1 `Sluice-HMAC` headers refused.
     pub hmac_old_format: AtomicU64,
+    /// OpenAI API requests (`/v1/...`).
+    pub openai_requests: AtomicU64,
+    /// ... whose body went upstream re-encoded (a field changed: the
+    /// model's upstream name): one copy each.
+    pub openai_bodies_reencoded: AtomicU64,
+    /// Bytes of those bodies.
+    pub openai_bytes_reencoded: AtomicU64,
+    /// ... whose body arrived in several chunks and was joined: one copy.
+    pub openai_bodies_joined: AtomicU64,
+    /// Event streams relayed.
+    pub openai_streams: AtomicU64,
 }
 
 impl Stats {
@@ -127,6 +138,11 @@ impl Stats {
             "hmac_nonces_full": g(&self.hmac_nonces_full),
             "hmac_body_mismatch": g(&self.hmac_body_mismatch),
             "hmac_old_format": g(&self.hmac_old_format),
+            "openai_requests": g(&self.openai_requests),
+            "openai_bodies_reencoded": g(&self.openai_bodies_reencoded),
+            "openai_bytes_reencoded": g(&self.openai_bytes_reencoded),
+            "openai_bodies_joined": g(&self.openai_bodies_joined),
+            "openai_streams": g(&self.openai_streams),
         })
     }
 
@@ -196,6 +212,10 @@ pub struct Ctx {
     pub sources: crate::conn::Sources,
     /// `Sluice-HMAC-v2` checks and the nonces seen, all threads.
     pub signer: crate::signing::Signer,
+    /// The pools OpenAI requests dispatch to (none configured: `None`).
+    pub backends: Option<Arc<sluice_backends::Backends>>,
+    /// `[openai]`.
+    pub openai: sluice_engine::config::OpenaiCfg,
 }
 
 impl Ctx {

@@ -21,6 +21,7 @@ mod grpc_gate;
 mod grpc_stream;
 mod http;
 mod models;
+pub mod openai;
 pub mod semantic;
 mod server;
 pub mod signing;

@@ -34,6 +34,8 @@ pub struct Running {
     http: Option<SocketAddr>,
     grpc: Option<SocketAddr>,
     ctx: Arc<Ctx>,
+    /// The backends' health checks; stopped after the threads.
+    checker: Option<sluice_backends::health::Checker>,
 }
 
 impl FrontdoorHandle for Running {
@@ -42,6 +44,7 @@ impl FrontdoorHandle for Running {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        self.checker.take();
     }
 
     fn http_addr(&self) -> Option<SocketAddr> {
@@ -53,7 +56,11 @@ impl FrontdoorHandle for Running {
     }
 
     fn stats_json(&self) -> serde_json::Value {
-        self.ctx.stats.to_json()
+        let mut v = self.ctx.stats.to_json();
+        if let Some(b) = &self.ctx.backends {
+            v["backends"] = b.to_json();
+        }
+        v
     }
 }
 
@@ -111,6 +118,28 @@ pub fn start(c: FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String> {
     let (mut grpc, grpc_addr) = bind_all(&c.cfg.grpc_listen, threads)?;
     let sources = crate::conn::Sources::new(c.cfg.connections_per_source_max, c.cfg.sources_max);
     let signer = crate::signing::Signer::new(c.cfg.hmac_skew_ms, c.cfg.hmac_nonces_max);
+    let backends = if c.backends.is_empty() {
+        None
+    } else {
+        let upstream: Vec<String> = c
+            .shared
+            .tables
+            .load()
+            .1
+            .models
+            .entries()
+            .iter()
+            .filter(|m| m.kind == sluice_engine::config::ModelKind::Backend)
+            .map(|m| m.upstream.clone())
+            .collect();
+        Some(sluice_backends::Backends::new(&c.backends, &upstream)?)
+    };
+    // The first round of checks runs before the doors open: endpoints
+    // that are up serve the first request.
+    let checker = match &backends {
+        Some(b) => Some(sluice_backends::health::start(Arc::clone(b))?),
+        None => None,
+    };
     let ctx = Arc::new(Ctx {
         cfg: c.cfg,
         shared: c.shared,
@@ -120,6 +149,8 @@ pub fn start(c: FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String> {
         stats: Stats::default(),
         sources,
         signer,
+        backends,
+        openai: c.openai,
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut handles = Vec::with_capacity(threads);
@@ -165,6 +196,7 @@ pub fn start(c: FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String> {
         http: http_addr,
         grpc: grpc_addr,
         ctx,
+        checker,
     };
     for _ in 0..threads {
         match ready_rx.recv_timeout(Duration::from_secs(10)) {

@@ -23,6 +23,10 @@ pub struct FrontdoorCtx {
     /// Model metadata of the loaded sessions (`GET /v2/models/{m}`,
     /// Triton's config, gRPC ModelMetadata/ModelConfig).
     pub meta: crate::meta::MetaFn,
+    /// `[[backends]]`: the pools OpenAI requests dispatch to.
+    pub backends: Vec<crate::config::BackendCfg>,
+    /// `[openai]`.
+    pub openai: crate::config::OpenaiCfg,
 }
 
 /// A running front door.
@@ -76,6 +80,8 @@ impl Engine {
             ports: std::mem::take(&mut self.ingress_ports),
             shared: Arc::clone(&self.shared),
             meta: self.meta_fn(),
+            backends: self.cfg.backends.clone(),
+            openai: self.cfg.openai.clone(),
         };
         let h = start(ctx).map_err(|e| EngineError::Start(format!("front door: {e}")))?;
         self.frontdoor = Some(h);

@@ -157,6 +157,9 @@ async fn serve(
     streams: &crate::tokens::ConnStreams,
 ) -> Result<Response<Chunks>, Refusal> {
     let path = req.uri().path().to_string();
+    if let Some(op) = crate::openai::route(&path) {
+        return Ok(crate::openai::serve(ctx, req, op).await);
+    }
     let Some(r) = route(&path) else {
         return Err(Refusal::not_found(format!("no such endpoint: {path}")));
     };
