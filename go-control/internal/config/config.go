@@ -39,6 +39,12 @@ type Config struct {
 	// Frontdoor is the KServe v2 / Triton-compatible HTTP and gRPC front
 	// door the engine runs (off unless a listen address is set).
 	Frontdoor Frontdoor `toml:"frontdoor" json:"frontdoor"`
+	// Backends are pools of model servers that serve kind = "backend"
+	// models; OpenAI is the OpenAI API the front door serves on
+	// frontdoor.http_listen (backends.go). Both are left out of the
+	// engine's JSON when not configured.
+	Backends []Backend `toml:"backends" json:"backends,omitempty"`
+	OpenAI   OpenAI    `toml:"openai" json:"openai,omitzero"`
 	// Opaque here: the engine checks [dpdk] and [rdma] (per build feature);
 	// the large-frame keys of [dpdk] are checked here too (dpdk.go).
 	DPDK map[string]any `toml:"dpdk" json:"dpdk,omitempty"`
@@ -228,10 +234,15 @@ type Route struct {
 
 // Model is one [[models]] entry.
 type Model struct {
-	Name     string    `toml:"name" json:"name"`
-	Version  string    `toml:"version" json:"version"`
-	Kind     string    `toml:"kind" json:"kind"`
-	Path     string    `toml:"path" json:"path,omitempty"`
+	Name    string `toml:"name" json:"name"`
+	Version string `toml:"version" json:"version"`
+	// Kind: "onnx" (the default), "null", "echo", or "backend" (served by
+	// [[backends]] through the OpenAI front door; no path).
+	Kind string `toml:"kind" json:"kind"`
+	Path string `toml:"path" json:"path,omitempty"`
+	// Upstream is the name a backend serves a kind = "backend" model as;
+	// "": the model's own name.
+	Upstream string    `toml:"upstream" json:"upstream,omitempty"`
 	Aliases  []string  `toml:"aliases" json:"aliases,omitempty"`
 	Adapters []Adapter `toml:"adapters" json:"adapters,omitempty"`
 	// Dynamic batching for this version, overriding its shard's; nil: the
@@ -455,6 +466,10 @@ func (c *Config) tableDefaults(pos positions) {
 		if !has(fmt.Sprintf("models[%d].kind", i)) {
 			c.Models[i].Kind = DefaultModelKind
 		}
+	}
+	for i := range c.Backends {
+		k := fmt.Sprintf("backends[%d].", i)
+		c.Backends[i].backendDefaults(func(key string) bool { return has(k + key) })
 	}
 	c.jobStreamDefaults(has)
 	for i := range c.Tenants {

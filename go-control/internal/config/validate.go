@@ -78,6 +78,8 @@ func Validate(cfg *Config) []Issue {
 	shards := c.shards(cfg.Shards, len(cfg.Engine.Workers))
 	c.routes(cfg.Routes, shards)
 	c.models(cfg.Models)
+	c.backends(cfg.Backends)
+	c.openai(&cfg.OpenAI, cfg.Models)
 	c.auth(&cfg.Auth, len(cfg.Tenants))
 	c.tracing(&cfg.Tracing)
 	c.tenants(cfg.Tenants)
@@ -87,6 +89,7 @@ func Validate(cfg *Config) []Issue {
 	c.frontdoor(&cfg.Frontdoor, cfg.Engine.Workers)
 	c.fleet(&cfg.Fleet, cfg.Control.Store == "nats")
 	c.jobs(&cfg.Jobs, &cfg.Fleet, &cfg.Engine)
+	c.backendJobs(cfg)
 	c.dpdk(cfg.DPDK)
 	return c.issues
 }
@@ -446,10 +449,11 @@ func (c *checker) models(list []Model) {
 		if versions[nameVer{m.Name, m.Version}] != i {
 			c.add(key+".version", "model %s version %s defined twice", m.Name, m.Version)
 		}
-		c.oneOf(key+".kind", m.Kind, "onnx", "null", "echo")
+		c.oneOf(key+".kind", m.Kind, "onnx", "null", "echo", ModelKindBackend)
 		if m.Kind == "onnx" && m.Path == "" {
 			c.add(key+".path", "is required for kind \"onnx\"")
 		}
+		c.modelBackend(key, &m)
 		for j, a := range m.Aliases {
 			akey := fmt.Sprintf("%s.aliases[%d]", key, j)
 			c.token(akey, a, lim.ModelVersionLenMax)
