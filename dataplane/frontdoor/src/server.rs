@@ -56,11 +56,14 @@ impl FrontdoorHandle for Running {
     }
 
     fn stats_json(&self) -> serde_json::Value {
-        let mut v = self.ctx.stats.to_json();
-        if let Some(b) = &self.ctx.backends {
-            v["backends"] = b.to_json();
-        }
-        v
+        self.ctx.stats.to_json()
+    }
+
+    fn backends_json(&self) -> serde_json::Value {
+        self.ctx
+            .backends
+            .as_ref()
+            .map_or(serde_json::Value::Null, |b| b.to_json())
     }
 }
 

@@ -455,7 +455,8 @@ fn dispatch_stream_and_refusals() {
 
     // Counted per pool and cause.
     let st = e.frontdoor_stats();
-    let pool = &st["backends"]["pools"][0];
+    let b = e.backends_stats();
+    let pool = &b["pools"][0];
     assert!(pool["ok"].as_u64().unwrap() >= 3, "{pool}");
     assert_eq!(pool["errors"]["garbage"], 1, "{pool}");
     assert_eq!(pool["errors"]["stream_cut"], 1, "{pool}");
@@ -478,8 +479,8 @@ fn queue_full_is_429() {
     let _b = open(r#"{"model":"slow","prompt":"x"}"#);
     let until = Instant::now() + Duration::from_secs(5);
     loop {
-        let st = e.frontdoor_stats();
-        if st["backends"]["pools"][0]["waiting"] == 1 {
+        let st = e.backends_stats();
+        if st["pools"][0]["waiting"] == 1 {
             break;
         }
         assert!(Instant::now() < until, "{st}");

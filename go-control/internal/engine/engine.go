@@ -243,6 +243,66 @@ type FrontdoorStatus struct {
 	HTTP  string            `json:"http,omitempty"`
 	GRPC  string            `json:"grpc,omitempty"`
 	Stats map[string]uint64 `json:"stats,omitempty"`
+	// Backends are the model-server pools OpenAI requests dispatch to
+	// (docs/backends.md), when any are configured.
+	Backends *BackendsStatus `json:"backends,omitempty"`
+}
+
+// BackendsStatus is every pool and the per-model timings.
+type BackendsStatus struct {
+	Pools  []BackendPool            `json:"pools"`
+	Models map[string]BackendTiming `json:"models"`
+}
+
+// BackendPool is one [[backends]] pool: its limits, counters and endpoints.
+type BackendPool struct {
+	Name           string            `json:"name"`
+	Protocol       string            `json:"protocol"`
+	Labels         map[string]string `json:"labels"`
+	MaxConcurrency uint32            `json:"max_concurrency"`
+	QueueDepth     uint32            `json:"queue_depth"`
+	Waiting        uint32            `json:"waiting"`
+	Requests       uint64            `json:"requests"`
+	OK             uint64            `json:"ok"`
+	Retries        uint64            `json:"retries"`
+	// Errors by cause: connect, timeout, status_5xx, status_4xx, garbage,
+	// stream_cut, unavailable, queue_full, cancelled.
+	Errors    map[string]uint64 `json:"errors"`
+	Latency   Hist              `json:"latency"`
+	TTFT      Hist              `json:"ttft"`
+	ITL       Hist              `json:"itl"`
+	Endpoints []BackendEndpoint `json:"endpoints"`
+}
+
+// BackendEndpoint is one endpoint of a pool.
+type BackendEndpoint struct {
+	URL       string   `json:"url"`
+	Healthy   bool     `json:"healthy"`
+	Ejected   bool     `json:"ejected"`
+	Draining  bool     `json:"draining"`
+	InFlight  uint32   `json:"in_flight"`
+	Requests  uint64   `json:"requests"`
+	Failures  uint64   `json:"failures"`
+	Ejections uint64   `json:"ejections"`
+	Models    []string `json:"models"`
+}
+
+// BackendTiming is one model's latency, time to first token and time
+// between tokens, measured at Sluice.
+type BackendTiming struct {
+	Requests uint64 `json:"requests"`
+	Latency  Hist   `json:"latency"`
+	TTFT     Hist   `json:"ttft"`
+	ITL      Hist   `json:"itl"`
+}
+
+// Hist is a latency summary in microseconds.
+type Hist struct {
+	Count  uint64 `json:"count"`
+	MeanUS uint64 `json:"mean_us"`
+	P50US  uint64 `json:"p50_us"`
+	P90US  uint64 `json:"p90_us"`
+	P99US  uint64 `json:"p99_us"`
 }
 
 // WorkerInfo is one pinned worker.

@@ -39,6 +39,10 @@ pub trait FrontdoorHandle: Send + Sync {
     fn grpc_addr(&self) -> Option<SocketAddr>;
     /// Its counters, for the engine's status.
     fn stats_json(&self) -> serde_json::Value;
+    /// Its backend pools' state and counters (`null` without any).
+    fn backends_json(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
 }
 
 /// Starts a front door.
@@ -93,6 +97,13 @@ impl Engine {
         if let Some(mut h) = self.frontdoor.take() {
             h.stop();
         }
+    }
+
+    /// The backend pools' state and counters (`null` without any).
+    pub fn backends_stats(&self) -> serde_json::Value {
+        self.frontdoor
+            .as_ref()
+            .map_or(serde_json::Value::Null, |h| h.backends_json())
     }
 
     /// The front door's counters (`null` when it is not running).

@@ -54,6 +54,9 @@ pub struct FrontdoorStatus {
     pub grpc: Option<SocketAddr>,
     /// Counters (requests, refusals, bytes copied per path).
     pub stats: serde_json::Value,
+    /// Backend pools, endpoints and models (docs/backends.md), when any.
+    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    pub backends: serde_json::Value,
 }
 
 /// One worker in `status`.
@@ -307,6 +310,7 @@ impl Engine {
                 http: h.http_addr(),
                 grpc: h.grpc_addr(),
                 stats: h.stats_json(),
+                backends: h.backends_json(),
             }),
             tcp_listen: self.tcp_local_addr(),
             workers: self
