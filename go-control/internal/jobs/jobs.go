@@ -49,7 +49,7 @@ type Ingress struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	clients *clients
-	openai  *openAI // jobs for models served by backends (openai.go)
+	openai  *openAI       // jobs for models served by backends (openai.go)
 	slots   chan struct{} // jobs.concurrency: requests in the data plane at once
 	streams []*streamRunner
 
