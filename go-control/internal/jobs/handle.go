@@ -86,10 +86,6 @@ func (s *streamRunner) infer(m jetstream.Msg, meta *jetstream.MsgMetadata, out *
 			deadline.UTC().Format(time.RFC3339Nano), meta.Timestamp.UTC().Format(time.RFC3339Nano), j.Timeout)
 	}
 	if j.Family == jobmsg.FamilyOpenAI {
-		if !s.takeSlot() {
-			return jobmsg.Retryable("busy", "no slot free within a third of ack_wait_ms")
-		}
-		defer func() { <-s.in.slots }()
 		return s.inferOpenAI(m, out, j, deadline)
 	}
 	c, err := s.in.clients.get(j.Tenant)

@@ -169,9 +169,12 @@ func timeoutHeader(left time.Duration) string {
 }
 
 // inferOpenAI runs a FamilyOpenAI job through the front door and stores
-// its result; nil means stored and acked. The caller holds a data-plane
-// slot.
+// its result; nil means stored and acked.
 func (s *streamRunner) inferOpenAI(m jetstream.Msg, out *outMeta, j *jobmsg.Job, deadline time.Time) *jobmsg.Failure {
+	// One of jobs.concurrency slots while at the front door.
+	if !s.takeSlot() {
+		return jobmsg.Retryable("busy", "no slot free within a third of ack_wait_ms")
+	}
 	own := !deadline.IsZero()
 	if !own {
 		deadline = time.Now().Add(time.Duration(s.in.cfg.RequestTimeoutMs) * time.Millisecond)
@@ -182,6 +185,7 @@ func (s *streamRunner) inferOpenAI(m jetstream.Msg, out *outMeta, j *jobmsg.Job,
 	stop := s.keepInProgress(m)
 	ans, f := s.in.openai.send(j, deadline, own)
 	stop()
+	<-s.in.slots
 	if f != nil {
 		return f
 	}
