@@ -608,11 +608,12 @@ func modelsLoad(c *client, p *printer, args []string) error {
 	var aliases multi
 	fs.StringVar(&m.Name, "name", "", "model name")
 	fs.StringVar(&m.Version, "version", "", "model version")
-	fs.StringVar(&m.Kind, "kind", "onnx", "onnx, null or echo")
+	fs.StringVar(&m.Kind, "kind", "onnx", "onnx, null, echo or backend")
 	fs.StringVar(&m.Path, "path", "", "path of the .onnx file on the daemon's host")
+	fs.StringVar(&m.Upstream, "upstream", "", "kind backend: the name the backends serve it as (default: -name)")
 	fs.Var(&aliases, "alias", "alias (repeatable)")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || m.Name == "" || m.Version == "" {
-		return usageError("usage: sluicectl models load -name N -version V -kind onnx|null|echo [-path P] [-alias A]...")
+		return usageError("usage: sluicectl models load -name N -version V -kind onnx|null|echo|backend [-path P] [-upstream U] [-alias A]...")
 	}
 	if m.Path != "" && !filepath.IsAbs(m.Path) {
 		abs, err := filepath.Abs(m.Path)

@@ -31,6 +31,13 @@ type IngressHost interface {
 	// Tenant finds a tenant of the running config by name, or by id when
 	// name is "" (keys included: the ingress signs with them).
 	Tenant(name string, id int64) (config.Tenant, bool)
+	// ModelKind is how the running config serves a model at a version or
+	// alias ("": the [openai].default_versions one): config.ModelKind.
+	// Jobs for "backend" models go to the OpenAI front door.
+	ModelKind(name, version string) string
+	// FrontdoorHTTP is the address the engine's HTTP front door (with its
+	// OpenAI API) bound; "" when it is off.
+	FrontdoorHTTP() (string, error)
 }
 
 var _ IngressHost = (*Daemon)(nil)
@@ -55,6 +62,30 @@ func (d *Daemon) Tenant(name string, id int64) (config.Tenant, bool) {
 		}
 	}
 	return config.Tenant{}, false
+}
+
+// ModelKind implements IngressHost.
+func (d *Daemon) ModelKind(name, version string) string {
+	s := d.state
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eff.ModelKind(name, version)
+}
+
+// FrontdoorHTTP implements IngressHost: the address the engine reports
+// bound, else the configured one (an engine that reports none).
+func (d *Daemon) FrontdoorHTTP() (string, error) {
+	st, err := d.eng.Status()
+	if err != nil {
+		return "", err
+	}
+	if st.Frontdoor != nil && st.Frontdoor.HTTP != "" {
+		return st.Frontdoor.HTTP, nil
+	}
+	s := d.state
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eff.Frontdoor.HTTPListen, nil
 }
 
 func (d *Daemon) getJobs(w http.ResponseWriter, r *http.Request) {

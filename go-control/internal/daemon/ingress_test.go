@@ -57,7 +57,9 @@ func TestIngressHook(t *testing.T) {
 
 	dir = t.TempDir()
 	in := &recIngress{}
-	src := testConfig(t, dir) + "\n[fleet]\nservers = [\"nats://127.0.0.1:4222\"]\n[[jobs.streams]]\nstream = \"s\"\nsubjects = [\"inference.*\"]\ntenant = \"demo\"\n"
+	src := testConfig(t, dir, `http_listen = ""`, `http_listen = "127.0.0.1:8000"`) +
+		"\n[fleet]\nservers = [\"nats://127.0.0.1:4222\"]\n[[jobs.streams]]\nstream = \"s\"\nsubjects = [\"inference.*\"]\ntenant = \"demo\"\n" +
+		"[[models]]\nname = \"qwen3-72b\"\nversion = \"1\"\nkind = \"backend\"\nupstream = \"gemma-3-270m\"\n[openai]\ndefault_versions = { \"qwen3-72b\" = \"1\" }\n"
 	r = start(t, dir, src, func(o *Options) { o.Ingress = in })
 	in.running = func() bool { st, err := r.fake.Status(); return err == nil && st.Running }
 	// Started after the engine, given the daemon as its host.
@@ -72,6 +74,18 @@ func TestIngressHook(t *testing.T) {
 	}
 	if _, ok := in.host.Tenant("nobody", 0); ok {
 		t.Fatal("an unknown tenant was found")
+	}
+	// Which models are served by backends, and where the OpenAI front door
+	// listens (the stand-in engine reports no bound address: the configured one).
+	for _, c := range []struct{ name, version, want string }{
+		{"qwen3-72b", "", "backend"}, {"qwen3-72b", "1", "backend"}, {"mlp", "1", "onnx"}, {"nope", "", ""},
+	} {
+		if got := in.host.ModelKind(c.name, c.version); got != c.want {
+			t.Errorf("ModelKind(%q, %q) = %q, want %q", c.name, c.version, got, c.want)
+		}
+	}
+	if fd, err := in.host.FrontdoorHTTP(); err != nil || fd != "127.0.0.1:8000" {
+		t.Fatalf("front door: %q %v", fd, err)
 	}
 	if doc := decodeAs[api.JobsDoc](t, r.must("GET", "/v1/jobs", "", 200)); !doc.Enabled || doc.Streams[0].InFlight != 2 {
 		t.Fatalf("/v1/jobs: %+v", doc)
@@ -91,4 +105,27 @@ func TestIngressHook(t *testing.T) {
 	if strings.Join(in.events, "; ") != "start; drain with the engine running" {
 		t.Fatalf("events: %v", in.events)
 	}
+}
+
+// [[backends]] and [openai] are read by the engine at start: a reload
+// that changes them says so and keeps the running ones.
+func TestBackendsTakeARestart(t *testing.T) {
+	dir := t.TempDir()
+	src := testConfig(t, dir, `http_listen = ""`, `http_listen = "127.0.0.1:8000"`) +
+		"\n[[backends]]\nname = \"llama\"\nprotocol = \"openai\"\nendpoints = [\"http://127.0.0.1:8101\"]\n" +
+		"[[models]]\nname = \"qwen3-72b\"\nversion = \"1\"\nkind = \"backend\"\naliases = [\"latest\"]\n" +
+		"[openai]\ndefault_versions = { \"qwen3-72b\" = \"1\" }\n"
+	r := start(t, dir, src)
+	next := strings.Replace(src, `"http://127.0.0.1:8101"`, `"http://127.0.0.1:8102"`, 1)
+	next = strings.Replace(next, `{ "qwen3-72b" = "1" }`, `{ "qwen3-72b" = "latest" }`, 1)
+	if err := os.WriteFile(r.path, []byte(next), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if res := decodeAs[api.ReloadResult](t, r.must("POST", "/v1/reload", "", 200)); strings.Join(res.RestartRequired, ",") != "backends,openai" {
+		t.Fatalf("reload: %+v", res)
+	}
+	if c := r.fake.Config(); len(c.Backends) != 1 || c.Backends[0].Endpoints[0] != "http://127.0.0.1:8101" || c.OpenAI.DefaultVersions["qwen3-72b"] != "1" {
+		t.Fatalf("the engine's backends changed: %+v %+v", c.Backends, c.OpenAI)
+	}
+	r.shutdown()
 }

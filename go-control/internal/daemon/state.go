@@ -270,6 +270,14 @@ func staticSections(a, b *config.Config) []string {
 	if !eq(a.Jobs, b.Jobs) {
 		out = append(out, "jobs")
 	}
+	// The engine reads [[backends]] and [openai] at start: no live section
+	// carries them (yet).
+	if !eq(a.Backends, b.Backends) {
+		out = append(out, "backends")
+	}
+	if !eq(a.OpenAI, b.OpenAI) {
+		out = append(out, "openai")
+	}
 	return out
 }
 
@@ -346,6 +354,7 @@ func (s *state) reloadLocked(st store.Store) (api.ReloadResult, error) {
 func keepStatic(next, running *config.Config) {
 	next.Engine, next.IOUring, next.Host, next.ONNXRuntime, next.Control, next.Fleet, next.Jobs, next.Auth =
 		running.Engine, running.IOUring, running.Host, running.ONNXRuntime, running.Control, running.Fleet, running.Jobs, running.Auth
+	next.Backends, next.OpenAI = running.Backends, running.OpenAI
 }
 
 // applySection validates cfg with one section changed, applies it, and on

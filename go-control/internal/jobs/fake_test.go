@@ -146,11 +146,22 @@ func doubled(f *wire.Frame) []wire.TensorRepr {
 
 // fakeHost is the daemon as the ingress sees it.
 type fakeHost struct {
-	addr    string
-	tenants []config.Tenant
+	addr      string
+	tenants   []config.Tenant
+	cfg       *config.Config // models and [openai], for ModelKind
+	frontdoor string         // FrontdoorHTTP
 }
 
 func (h *fakeHost) EngineListen() (string, error) { return h.addr, nil }
+
+func (h *fakeHost) FrontdoorHTTP() (string, error) { return h.frontdoor, nil }
+
+func (h *fakeHost) ModelKind(name, version string) string {
+	if h.cfg == nil {
+		return ""
+	}
+	return h.cfg.ModelKind(name, version)
+}
 
 func (h *fakeHost) Tenant(name string, id int64) (config.Tenant, bool) {
 	for _, t := range h.tenants {

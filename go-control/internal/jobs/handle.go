@@ -11,6 +11,7 @@ import (
 
 	sluice "github.com/sluice-ai/sluice/clients/go"
 	"github.com/sluice-ai/sluice/clients/go/wire"
+	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/jobs/jobmsg"
 )
 
@@ -37,7 +38,7 @@ func (s *streamRunner) handle(m jetstream.Msg) {
 	}
 	out := &outMeta{id: requestID(meta.Stream, meta.Sequence.Stream), subject: m.Subject(), deliveries: meta.NumDelivered,
 		inputMsgID: h.Get(HeaderNatsMsgID)}
-	j, f := jobmsg.Decode(&s.cfg, m.Subject(), h, m.Data(), s.in.host.Tenant)
+	j, f := jobmsg.Decode(&s.cfg, m.Subject(), h, m.Data(), s.in.host.Tenant, s.backend)
 	model := ""
 	if j != nil && s.cfg.MaxDeliver > 0 && meta.NumDelivered > uint64(s.cfg.MaxDeliver) {
 		// Its last allowed delivery ended without an outcome (the appliance
@@ -65,6 +66,12 @@ func (s *streamRunner) handle(m jetstream.Msg) {
 	s.storeDeadLetter(m, out, model, f)
 }
 
+// backend tells the models the running config serves by backends: their
+// jobs go to the OpenAI front door.
+func (s *streamRunner) backend(model, version string) bool {
+	return s.in.host.ModelKind(model, version) == config.ModelKindBackend
+}
+
 // infer runs j and stores its result; nil means stored and acked.
 func (s *streamRunner) infer(m jetstream.Msg, meta *jetstream.MsgMetadata, out *outMeta, j *jobmsg.Job) *jobmsg.Failure {
 	var deadline time.Time
@@ -78,14 +85,15 @@ func (s *streamRunner) infer(m jetstream.Msg, meta *jetstream.MsgMetadata, out *
 		return jobmsg.DeadLetter(jobmsg.CodeExpired, "the deadline %s passed before the request ran (stored %s, X-AI-Timeout %v)",
 			deadline.UTC().Format(time.RFC3339Nano), meta.Timestamp.UTC().Format(time.RFC3339Nano), j.Timeout)
 	}
+	if j.Family == jobmsg.FamilyOpenAI {
+		return s.inferOpenAI(m, out, j, deadline)
+	}
 	c, err := s.in.clients.get(j.Tenant)
 	if err != nil {
 		return jobmsg.Retryable("internal", "%v", err)
 	}
 	// One of jobs.concurrency slots while in the data plane.
-	select {
-	case s.in.slots <- struct{}{}:
-	case <-time.After(time.Duration(s.cfg.AckWaitMs) * time.Millisecond / 3):
+	if !s.takeSlot() {
 		return jobmsg.Retryable("busy", "no data-plane slot free within a third of ack_wait_ms")
 	}
 	resp, err := s.send(c, j, deadline)
@@ -107,6 +115,19 @@ func (s *streamRunner) infer(m jetstream.Msg, meta *jetstream.MsgMetadata, out *
 	}
 	s.ack(m)
 	return nil
+}
+
+// takeSlot takes one of jobs.concurrency slots (requests in the data plane
+// or at the front door at once), waiting at most a third of ack_wait_ms.
+func (s *streamRunner) takeSlot() bool {
+	t := time.NewTimer(time.Duration(s.cfg.AckWaitMs) * time.Millisecond / 3)
+	defer t.Stop()
+	select {
+	case s.in.slots <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // send runs the request, resending at once (1 ms, 2 ms, ... apart) when

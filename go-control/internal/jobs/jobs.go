@@ -49,6 +49,7 @@ type Ingress struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	clients *clients
+	openai  *openAI       // jobs for models served by backends (openai.go)
 	slots   chan struct{} // jobs.concurrency: requests in the data plane at once
 	streams []*streamRunner
 
@@ -70,7 +71,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Ingress, error) {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	in := &Ingress{cfg: cfg.Jobs, fleet: cfg.Fleet, log: log.With("part", "jobs"),
-		slots: make(chan struct{}, cfg.Jobs.Concurrency), stop: make(chan struct{})}
+		slots: make(chan struct{}, cfg.Jobs.Concurrency), stop: make(chan struct{}), openai: newOpenAI(cfg)}
 	for _, s := range cfg.Jobs.Streams {
 		in.streams = append(in.streams, newStreamRunner(in, s))
 	}
@@ -93,6 +94,7 @@ func (in *Ingress) Start(h daemon.IngressHost) error {
 		}
 	}
 	in.clients = newClients(addr, in.cfg)
+	in.openai.host = h
 	name := in.fleet.Name
 	if name == "" {
 		name, _ = os.Hostname()
@@ -130,7 +132,7 @@ func (in *Ingress) Start(h daemon.IngressHost) error {
 		in.loops.Add(1)
 		go s.run()
 	}
-	in.log.Info("jobs ingress started", "streams", len(in.streams), "data", addr)
+	in.log.Info("jobs ingress started", "streams", len(in.streams), "data", addr, "openai", in.openai.address())
 	return nil
 }
 
@@ -181,6 +183,7 @@ func (in *Ingress) Drain(ctx context.Context) error {
 	if in.clients != nil {
 		in.clients.close()
 	}
+	in.openai.close()
 	return err
 }
 

@@ -34,6 +34,9 @@ type rig struct {
 	eng    *fakeEngine
 	in     *Ingress
 	cfg    *config.Config
+	// frontdoor is the OpenAI front door's address the host reports
+	// (backend_test.go); "" for none.
+	frontdoor string
 }
 
 const rigConfig = `
@@ -95,7 +98,7 @@ func (r *rig) start() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if err := in.Start(&fakeHost{addr: r.eng.addr(), tenants: testTenants()}); err != nil {
+	if err := in.Start(&fakeHost{addr: r.eng.addr(), tenants: testTenants(), cfg: r.cfg, frontdoor: r.frontdoor}); err != nil {
 		r.t.Fatal(err)
 	}
 	r.in = in

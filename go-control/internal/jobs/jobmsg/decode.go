@@ -58,6 +58,10 @@ const (
 	FamilyFrame Family = iota + 1
 	FamilyJSON
 	FamilySection
+	// FamilyOpenAI is an OpenAI completions or chat request for a model
+	// served by backends: it goes to the appliance's OpenAI front door as
+	// it came, and its result is the completion JSON (openai.go).
+	FamilyOpenAI
 )
 
 // ContentType is the Content-Type of a result of the family.
@@ -83,7 +87,16 @@ type Job struct {
 	FrameRequestID uint64
 	KServeID       string
 	Outputs        []string
+	// A FamilyOpenAI job: the body as published, and the front door's
+	// path it goes to (/v1/completions or /v1/chat/completions).
+	Body []byte
+	Path string
 }
+
+// BackendFunc tells whether a model, at the version a message names (""
+// when it names none), is served by backends ([[backends]], kind =
+// "backend"): its jobs go to the OpenAI front door.
+type BackendFunc func(model, version string) bool
 
 // getenv reads tenant keys written "env:VAR".
 var getenv = os.Getenv
@@ -130,8 +143,10 @@ func bodyFamily(h nats.Header, body []byte) (Family, *Failure) {
 	return 0, DeadLetter(CodeBadMessage, "no Content-Type, and the body is neither a Sluice frame (magic SLCE) nor a JSON object")
 }
 
-// Decode reads a message of stream s as a request.
-func Decode(s *config.JobStream, subject string, h nats.Header, body []byte, tenants TenantFunc) (*Job, *Failure) {
+// Decode reads a message of stream s as a request. backend (nil: none)
+// tells the models served by backends: a message for one, other than a
+// frame, is an OpenAI request (FamilyOpenAI).
+func Decode(s *config.JobStream, subject string, h nats.Header, body []byte, tenants TenantFunc, backend BackendFunc) (*Job, *Failure) {
 	if len(body) > BodyLenMax {
 		return nil, DeadLetter(wire.CodeFrameTooLarge.String(), "body of %d bytes; at most %d", len(body), BodyLenMax)
 	}
@@ -161,7 +176,19 @@ func Decode(s *config.JobStream, subject string, h nats.Header, body []byte, ten
 		}
 		return j, nil
 	}
-	if f := decodeHeaders(s, j, subject, h, tenants); f != nil {
+	if backend != nil && backend(ModelOf(s, subject), strings.TrimSpace(header(h, HeaderModelVersion))) {
+		if f := decodeHeaders(s, j, subject, h, tenants, false); f != nil {
+			return nil, f
+		}
+		if f := checkReplyTo(s, j); f != nil {
+			return nil, f
+		}
+		if f := decodeOpenAI(j, body); f != nil {
+			return nil, f
+		}
+		return j, nil
+	}
+	if f := decodeHeaders(s, j, subject, h, tenants, true); f != nil {
 		return nil, f
 	}
 	if f := checkReplyTo(s, j); f != nil {
@@ -212,9 +239,11 @@ func checkReplyTo(s *config.JobStream, j *Job) *Failure {
 		HeaderReplyTo, j.ReplyTo, j.Tenant.Name, prefixes, s.Stream)
 }
 
-// decodeHeaders maps the subject and headers onto the request (JSON and
-// section bodies): the model from the subject, the rest from headers.
-func decodeHeaders(s *config.JobStream, j *Job, subject string, h nats.Header, tenants TenantFunc) *Failure {
+// decodeHeaders maps the subject and headers onto the request (JSON,
+// section and OpenAI bodies): the model from the subject, the rest from
+// headers. versionRequired: X-Model-Version must be there (the OpenAI
+// front door has defaults of its own, [openai].default_versions).
+func decodeHeaders(s *config.JobStream, j *Job, subject string, h nats.Header, tenants TenantFunc, versionRequired bool) *Failure {
 	model := ModelOf(s, subject)
 	if len(model) > wire.ModelNameLenMax {
 		return DeadLetter(CodeBadMessage, "model %q (from subject %s) is longer than %d bytes", model, subject, wire.ModelNameLenMax)
@@ -222,7 +251,7 @@ func decodeHeaders(s *config.JobStream, j *Job, subject string, h nats.Header, t
 	j.Model = model
 	j.Req.Model = model
 	j.Req.Version = header(h, HeaderModelVersion)
-	if j.Req.Version == "" {
+	if j.Req.Version == "" && versionRequired {
 		return DeadLetter(wire.CodeModelVersionRequired.String(), "the message has no %s header", HeaderModelVersion)
 	}
 	j.Req.Adapter = header(h, HeaderAdapter)

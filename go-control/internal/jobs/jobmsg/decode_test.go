@@ -56,7 +56,7 @@ func TestHeadersMapToTheRequest(t *testing.T) {
 	h.Set("X-AI-Timeout", "8s")
 	h.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	h.Set("X-Tenant", "other")
-	j, f := Decode(s, "inference.llm", h, kserveBody("a", []float32{1, 2}), tenantsOf(testTenants()))
+	j, f := Decode(s, "inference.llm", h, kserveBody("a", []float32{1, 2}), tenantsOf(testTenants()), nil)
 	if f != nil {
 		t.Fatal(f)
 	}
@@ -70,7 +70,7 @@ func TestHeadersMapToTheRequest(t *testing.T) {
 		t.Fatalf("inputs %+v", r.Inputs)
 	}
 	// An unmapped token names the model itself; the stream's tenant is the default.
-	j, f = Decode(s, "inference.echo", nats.Header{"X-Model-Version": {"1"}}, []byte(`{"inputs":[{"name":"a","shape":[],"datatype":"INT64","data":[-3]}]}`), tenantsOf(testTenants()))
+	j, f = Decode(s, "inference.echo", nats.Header{"X-Model-Version": {"1"}}, []byte(`{"inputs":[{"name":"a","shape":[],"datatype":"INT64","data":[-3]}]}`), tenantsOf(testTenants()), nil)
 	if f != nil || j.Req.Model != "echo" || j.Tenant.Name != "demo" || j.Req.Inputs[0].Len() != 1 {
 		t.Fatalf("%+v %v", j, f)
 	}
@@ -84,7 +84,7 @@ func TestReplyToOnlyUnderTheTenantsPrefixes(t *testing.T) {
 		if tenant != "" {
 			h.Set("X-Tenant", tenant)
 		}
-		return Decode(s, "inference.llm", h, kserveBody("", []float32{1}), tenantsOf(testTenants()))
+		return Decode(s, "inference.llm", h, kserveBody("", []float32{1}), tenantsOf(testTenants()), nil)
 	}
 	for _, ok := range []string{"replies.demo", "replies.demo.c7", "audit.x.y"} {
 		if j, f := decode("", ok); f != nil || j.ReplyTo != ok {
@@ -120,7 +120,7 @@ func TestReplyToOnlyUnderTheTenantsPrefixes(t *testing.T) {
 	}
 	wire.NewTenantKey(testKey).Sign(&fr)
 	for replyTo, code := range map[string]string{"replies.demo.f": "", "elsewhere": CodeReplyToRefused, "$KV.x": CodeReplyToRefused} {
-		_, f := Decode(s, "inference.any", nats.Header{"X-Reply-To": {replyTo}}, frame, tenantsOf(testTenants()))
+		_, f := Decode(s, "inference.any", nats.Header{"X-Reply-To": {replyTo}}, frame, tenantsOf(testTenants()), nil)
 		if (code == "" && f != nil) || (code != "" && (f == nil || f.Code != code)) {
 			t.Errorf("frame to %s: %v, want %q", replyTo, f, code)
 		}
@@ -288,6 +288,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add("inference.x", "1", "8s", "", []byte(`{"inputs":[{"name":"x","shape":[2],"datatype":"FP16","data":[1,"NaN"]}]}`))
 	f.Add("a.b", "", "", "application/x-sluice-section", []byte(`{}`))
 	f.Add("a.b", "1", "1ms", "", []byte("SLCE\x01\x01"))
+	f.Add("inference.qwen3-72b", "", "8s", "", []byte(seedLLMBody))
+	f.Add("inference.qwen3-72b", "1", "", "application/json", []byte(`{"model":"qwen3-72b","messages":[]}`))
 	s := testStream()
 	tenants := tenantsOf(testTenants())
 	f.Fuzz(func(t *testing.T, subject, version, timeout, ct string, body []byte) {
@@ -300,9 +302,15 @@ func FuzzDecode(f *testing.F) {
 				h.Set(k, v)
 			}
 		}
-		j, fl := Decode(s, subject, h, body, tenants)
+		j, fl := Decode(s, subject, h, body, tenants, backendQ)
 		if (j == nil) == (fl == nil) {
 			t.Fatalf("job %v and Failure %v", j, fl)
+		}
+		if fl == nil && j.Family == FamilyOpenAI {
+			if !bytes.Equal(j.Body, body) || (j.Path != PathCompletions && j.Path != PathChatCompletions) {
+				t.Fatalf("OpenAI job %+v", j)
+			}
+			return
 		}
 		if fl != nil {
 			if fl.Code == "" || fl.Msg == "" {
