@@ -22,7 +22,7 @@ import (
 // tenant demo's key as the real one does, records what it got and answers
 // by the request's prompt:
 //
-//	ok:        200, a text_completion naming the model, X-Model-Version: 1
+//	ok:        200, a text_completion naming the model, X-Sluice-Model-Version: 1
 //	missing:   404, OpenAI's error body (code model_not_found)
 //	limited:   429 on the first call, then as ok
 //	garbage:   200 with a body that is not JSON
@@ -103,7 +103,7 @@ func (fd *fakeFrontdoor) serve(w http.ResponseWriter, r *http.Request) {
 	case req.Prompt == "slow":
 		time.Sleep(slow)
 	}
-	w.Header().Set("X-Model-Version", "1")
+	w.Header().Set(HeaderResultVersion, "1")
 	_, _ = io.WriteString(w, completionFor(req.Model))
 }
 

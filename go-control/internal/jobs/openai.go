@@ -42,7 +42,7 @@ const (
 
 // HeaderResultVersion is the front door's answer header the result's
 // Sluice-Model-Version is taken from, when it sends one.
-const HeaderResultVersion = "X-Model-Version"
+const HeaderResultVersion = "X-Sluice-Model-Version"
 
 // openAI is the ingress's client of the front door: one http.Client, its
 // connections kept alive, and the front door's address.

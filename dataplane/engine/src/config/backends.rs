@@ -21,6 +21,9 @@ pub mod limits {
     pub const NAME_LEN_MAX: usize = 64;
     /// Longest endpoint URL.
     pub const URL_LEN_MAX: usize = 256;
+    /// Longest upstream model name (not on the wire: servers name models
+    /// as they like, e.g. Hugging Face paths).
+    pub const UPSTREAM_LEN_MAX: usize = 256;
     /// Most requests in flight at one endpoint.
     pub const CONCURRENCY_MAX: u32 = 4096;
     /// Most requests waiting for an endpoint, per pool.
@@ -72,6 +75,9 @@ pub struct BackendCfg {
     /// endpoint (`GET /v1/models`, `GET /v2/models`).
     #[serde(default)]
     pub models: Vec<String>,
+    /// Longest upstream model name (not on the wire: servers name models
+    /// as they like, e.g. Hugging Face paths).
+    pub const UPSTREAM_LEN_MAX: usize = 256;
     /// Most requests in flight at one endpoint.
     #[serde(default = "default_concurrency")]
     pub max_concurrency: u32,
@@ -158,7 +164,7 @@ pub struct EndpointUrl {
     pub port: u16,
 }
 
-/// Parses `http://host:port` (a trailing `/` allowed, nothing else after).
+/// Parses `http://host:port` (nothing after: no path, not even `/`).
 pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, String> {
     if url.len() > limits::URL_LEN_MAX {
         return Err(format!("longer than {} bytes", limits::URL_LEN_MAX));
@@ -170,7 +176,6 @@ pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, String> {
     } else {
         return Err("must start with http:// or https://".into());
     };
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
     if rest.contains(['/', '?', '#', '@']) || rest.bytes().any(|b| !b.is_ascii_graphic()) {
         return Err("must be scheme://host:port, with no path, query or user".into());
     }
@@ -291,7 +296,7 @@ pub fn validate(
                 ));
             }
             (ModelKind::Backend, Some(u)) => {
-                super::wire_token(&k("upstream"), u, sluice_wire::limits::MODEL_NAME_LEN_MAX)?;
+                super::wire_token(&k("upstream"), u, UPSTREAM_LEN_MAX)?;
             }
             (ModelKind::Backend, None) => {}
             (_, Some(_)) => {
@@ -329,7 +334,7 @@ mod tests {
             (ok.https, ok.host.as_str(), ok.port),
             (false, "127.0.0.1", 8101)
         );
-        let v6 = parse_endpoint("https://[::1]:443/").unwrap();
+        let v6 = parse_endpoint("https://[::1]:443").unwrap();
         assert_eq!((v6.https, v6.host.as_str(), v6.port), (true, "[::1]", 443));
         for bad in [
             "127.0.0.1:80",
@@ -340,6 +345,7 @@ mod tests {
             "http://user@host:80",
             "http://:80",
             "http://[::1]",
+            "http://host:80/",
         ] {
             assert!(parse_endpoint(bad).is_err(), "{bad}");
         }
