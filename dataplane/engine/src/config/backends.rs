@@ -75,9 +75,6 @@ pub struct BackendCfg {
     /// endpoint (`GET /v1/models`, `GET /v2/models`).
     #[serde(default)]
     pub models: Vec<String>,
-    /// Longest upstream model name (not on the wire: servers name models
-    /// as they like, e.g. Hugging Face paths).
-    pub const UPSTREAM_LEN_MAX: usize = 256;
     /// Most requests in flight at one endpoint.
     #[serde(default = "default_concurrency")]
     pub max_concurrency: u32,
