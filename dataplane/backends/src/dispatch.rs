@@ -15,6 +15,9 @@ use hyper::body::Incoming;
 use crate::pool::{Backends, Lease, NoEndpoint};
 use crate::stats::Cause;
 
+/// KServe v2's binary tensor extension header.
+pub const INFERENCE_HEADER: &str = "inference-header-content-length";
+
 /// One request for a pool.
 #[derive(Debug)]
 pub struct Call {
@@ -53,6 +56,9 @@ pub struct Answer {
     pub status: StatusCode,
     /// Its content type, if any.
     pub content_type: Option<http::HeaderValue>,
+    /// KServe's binary extension: the length of the JSON part of a body
+    /// that binary tensor data follows.
+    pub json_len: Option<usize>,
     /// Its body.
     pub body: Body,
     /// The place, given back when the answer is relayed.
@@ -253,6 +259,10 @@ async fn attempt(lease: Lease, call: &Call, attempts: u32) -> Attempt {
     };
     let status = resp.status();
     let content_type = resp.headers().get(http::header::CONTENT_TYPE).cloned();
+    let json_len = resp
+        .headers()
+        .get(INFERENCE_HEADER)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     let is_sse = content_type
         .as_ref()
         .and_then(|v| v.to_str().ok())
@@ -261,6 +271,7 @@ async fn attempt(lease: Lease, call: &Call, attempts: u32) -> Attempt {
         return Attempt::Answer(Answer {
             status,
             content_type,
+            json_len,
             body: Body::Stream(resp.into_body()),
             lease,
             sent,
@@ -307,7 +318,12 @@ async fn attempt(lease: Lease, call: &Call, attempts: u32) -> Attempt {
             ),
         ));
     }
-    if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
+    // The JSON part: all of it, or what KServe's binary extension says.
+    let json = match json_len {
+        Some(n) => body.get(..n).unwrap_or(&body[..]),
+        None => &body[..],
+    };
+    if serde_json::from_slice::<serde::de::IgnoredAny>(json).is_err() {
         fail(Cause::Garbage);
         return Attempt::Retry(Failure::of(
             Cause::Garbage,
@@ -325,6 +341,7 @@ async fn attempt(lease: Lease, call: &Call, attempts: u32) -> Attempt {
     Attempt::Answer(Answer {
         status,
         content_type,
+        json_len,
         body: Body::Whole(body),
         lease,
         sent,

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use sluice_engine::config::BackendCfg;
 use sluice_engine::config::backends::parse_endpoint;
+use sluice_engine::config::{BackendCfg, BackendProtocol};
 use tokio::sync::Notify;
 
 use crate::endpoint::Endpoint;
@@ -182,12 +182,22 @@ impl Backends {
         self.models.iter().map(|(n, s)| (n.as_str(), s))
     }
 
-    /// The pools that carry `labels` and list or discovered `model`.
-    pub fn serving(&self, labels: &BTreeMap<String, String>, model: &str) -> Vec<usize> {
+    /// The pools speaking `protocol` that carry `labels` and list or
+    /// discovered `model`.
+    pub fn serving(
+        &self,
+        labels: &BTreeMap<String, String>,
+        model: &str,
+        protocol: BackendProtocol,
+    ) -> Vec<usize> {
         self.pools
             .iter()
             .enumerate()
-            .filter(|(_, p)| p.matches(labels) && p.endpoints.iter().any(|e| e.serves(model)))
+            .filter(|(_, p)| {
+                p.cfg.protocol == protocol
+                    && p.matches(labels)
+                    && p.endpoints.iter().any(|e| e.serves(model))
+            })
             .map(|(i, _)| i)
             .collect()
     }
@@ -307,7 +317,6 @@ impl Drop for Waiting<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_engine::config::BackendProtocol;
     use std::time::Duration;
 
     fn cfg(name: &str, eps: &[&str], max: u32, queue: u32, gpu: &str) -> BackendCfg {
@@ -345,10 +354,16 @@ mod tests {
         )
         .unwrap();
         up(&b);
-        let pools = b.serving(&labels("hbm2"), "m");
+        let pools = b.serving(&labels("hbm2"), "m", BackendProtocol::Openai);
         assert_eq!(pools, vec![0]);
-        assert!(b.serving(&labels("gddr6"), "m").is_empty());
-        assert!(b.serving(&labels("hbm2"), "other").is_empty());
+        assert!(
+            b.serving(&labels("gddr6"), "m", BackendProtocol::Openai)
+                .is_empty()
+        );
+        assert!(
+            b.serving(&labels("hbm2"), "other", BackendProtocol::Openai)
+                .is_empty()
+        );
         let far = tokio::time::Instant::now() + Duration::from_secs(5);
         let l1 = b.acquire(&pools, "m", &[], far).await.unwrap();
         let l2 = b.acquire(&pools, "m", &[], far).await.unwrap();
@@ -375,7 +390,7 @@ mod tests {
     #[tokio::test]
     async fn deadline_and_unavailable() {
         let b = Backends::new(&[cfg("a", &["http://127.0.0.1:1"], 1, 4, "x")], &[]).unwrap();
-        let pools = b.serving(&labels("x"), "m");
+        let pools = b.serving(&labels("x"), "m", BackendProtocol::Openai);
         let soon = tokio::time::Instant::now() + Duration::from_millis(20);
         assert_eq!(
             b.acquire(&pools, "m", &[], soon).await.unwrap_err(),

@@ -46,19 +46,43 @@ fn serve_conn(c: TcpStream, seen: &Seen) {
         }
         let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
         let mut len = 0usize;
+        let mut inference_header = String::new();
         loop {
             let mut h = String::new();
             r.read_line(&mut h).unwrap();
             if h == "\r\n" {
                 break;
             }
-            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+            let lower = h.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
                 len = v.trim().parse().unwrap();
+            }
+            if let Some(v) = lower.strip_prefix("inference-header-content-length:") {
+                inference_header = v.trim().to_string();
             }
         }
         let mut body = vec![0u8; len];
         r.read_exact(&mut body).unwrap();
         let text = String::from_utf8_lossy(&body).to_string();
+        if path == "/v2/health/ready" {
+            reply(&mut w, 200, "application/json", "{}");
+            continue;
+        }
+        if path == "/v2/models/tiny-up/infer" {
+            // Answers the JSON part's length and the binary part's, with
+            // a binary answer of its own when the request had one.
+            let n: usize = inference_header.parse().unwrap_or(len);
+            let head = format!(
+                r#"{{"model_name":"tiny-up","json_bytes":{n},"binary_bytes":{}}}"#,
+                len - n
+            );
+            if inference_header.is_empty() {
+                reply(&mut w, 200, "application/json", &head);
+            } else {
+                write!(w, "HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ninference-header-content-length: {}\r\ncontent-length: {}\r\n\r\n{head}abcd", head.len(), head.len() + 4).unwrap();
+            }
+            continue;
+        }
         if path == "/v1/models" {
             let b = r#"{"object":"list","data":[{"id":"up-ok"},{"id":"up-cut"},{"id":"up-garbage"},{"id":"up-slow"},{"id":"m-same"}]}"#;
             reply(&mut w, 200, "application/json", b);
@@ -179,6 +203,11 @@ kind = "backend"
 name = "null"
 version = "1"
 kind = "null"
+[[models]]
+name = "tiny"
+version = "1"
+kind = "backend"
+upstream = "tiny-up"
 [openai]
 default_versions = {{ "qwen3-72b" = "latest" }}
 [[backends]]
@@ -189,11 +218,17 @@ labels = {{ gpu = "hbm2", zone = "a" }}
 max_concurrency = {max_concurrency}
 queue_depth = {queue_depth}
 retries = 0
+[[backends]]
+name = "kfake"
+protocol = "kserve-http"
+endpoints = ["http://{backend}"]
+labels = {{ gpu = "hbm2" }}
+models = ["tiny-up"]
 [[tenants]]
 name = "acme"
 id = 7
 key = "hex:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-models = ["qwen3-72b", "cut", "garbage", "slow", "m-same", "orphan", "null"]
+models = ["qwen3-72b", "cut", "garbage", "slow", "m-same", "orphan", "null", "tiny"]
 tokens = ["sha256:{d}"]
 "#
     );
@@ -366,7 +401,9 @@ fn dispatch_stream_and_refusals() {
     assert_eq!(err_code(&r), "backend_bad_answer");
 
     // Bad input gets OpenAI's error body and the expected status.
-    let cases: &[(&[(&str, &str)], &str, u16, &str)] = &[
+    // (headers, body, status, OpenAI error code; "" for any)
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, u16, &'a str);
+    let cases: &[Case] = &[
         (&[], r#"{"model":"qwen3-72b"}"#, 401, "unauthenticated"),
         (
             &[AUTH],
@@ -462,6 +499,55 @@ fn dispatch_stream_and_refusals() {
     assert_eq!(pool["errors"]["stream_cut"], 1, "{pool}");
     assert!(pool["ttft"]["count"].as_u64().unwrap() >= 1, "{pool}");
     assert!(st["openai_bodies_reencoded"].as_u64().unwrap() >= 1, "{st}");
+}
+
+#[test]
+fn kserve_v2_to_a_kserve_pool() {
+    let (backend, _seen) = fake_backend();
+    let (_e, http) = start(backend, 4, 2);
+    wait_healthy(http);
+    let json = r#"{"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}"#;
+    let r = post(
+        http,
+        "/v2/models/tiny/infer",
+        &[AUTH, ("x-model-version", "1")],
+        json,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.head.contains("x-sluice-backend: kfake"), "{}", r.head);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["json_bytes"], json.len());
+    // Binary tensor data: the header goes with it, and comes back.
+    let head = r#"{"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}}]}"#;
+    let body = format!("{head}0123456789abcdef");
+    let n = head.len().to_string();
+    let r = post(
+        http,
+        "/v2/models/tiny/infer",
+        &[
+            AUTH,
+            ("x-model-version", "1"),
+            ("inference-header-content-length", &n),
+        ],
+        &body,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains(r#""binary_bytes":16"#), "{}", r.body);
+    assert!(r.body.ends_with("abcd"), "{}", r.body);
+    assert!(
+        r.head.contains("inference-header-content-length:"),
+        "{}",
+        r.head
+    );
+    // A model no pool serves over KServe v2 (the OpenAI pool has it):
+    // 503, not a silent hop to the wrong protocol.
+    let r = post(
+        http,
+        "/v2/models/qwen3-72b/infer",
+        &[AUTH, ("x-model-version", "1")],
+        json,
+    );
+    assert_eq!(r.status, 503, "{}", r.body);
 }
 
 #[test]

@@ -5,6 +5,7 @@ pub mod body;
 pub mod generate;
 pub mod infer;
 pub mod models;
+mod upstream;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -250,12 +251,14 @@ async fn infer_request(
         model,
         version,
     )?;
-    if tables.models.resolve(&sem.model, &sem.version).is_none() {
+    let Some(entry) = tables.models.resolve(&sem.model, &sem.version) else {
         return Err(Refusal::code(
             ErrorCode::UnknownModel,
             "unknown model or version",
         ));
-    }
+    };
+    let backend = (entry.kind == sluice_engine::config::ModelKind::Backend)
+        .then(|| (entry.upstream.clone(), entry.version.clone()));
     drop(tables);
     if !ctx.ready() {
         return Err(Refusal::code(
@@ -264,6 +267,9 @@ async fn infer_request(
         ));
     }
     let (parts, incoming) = req.into_parts();
+    if let Some((upstream, version)) = backend {
+        return upstream::infer(ctx, sem, parts.headers, incoming, upstream, version).await;
+    }
     let received = read_body(ctx, &parts.headers, incoming).await?;
     crate::semantic::check_body(
         &ctx.stats,

@@ -22,6 +22,7 @@ use hyper::body::Incoming;
 use sluice_engine::config::ModelKind;
 
 pub use errors::ApiError;
+pub use request::join as join_body;
 
 use crate::ctx::{Ctx, Stats};
 use crate::http::body::Chunks;
@@ -132,7 +133,11 @@ async fn handle(
     if placed.stream && op == Op::Embeddings {
         return Err(ApiError::bad("embeddings do not stream").param("stream"));
     }
-    let pools = backends.serving(&placed.labels, &placed.upstream);
+    let pools = backends.serving(
+        &placed.labels,
+        &placed.upstream,
+        sluice_engine::config::BackendProtocol::Openai,
+    );
     if pools.is_empty() {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
