@@ -763,6 +763,20 @@ int32_t sluice_engine_add_peer(SluiceEngine *e,
                                size_t err_cap);
 
 /**
+ * Adds, drains, undrains or removes a backend pool's endpoint, given as
+ * JSON (`{"pool","url","action"}`, docs/backends.md). `NOT_FOUND` for an
+ * unknown pool or endpoint, `ALREADY_EXISTS` for an endpoint in its pool.
+ *
+ * # Safety
+ * `e` is a live handle; `json` points to `len` bytes; `err` to `err_cap` bytes.
+ */
+int32_t sluice_engine_backend_endpoint(SluiceEngine *e,
+                                       const uint8_t *json,
+                                       size_t len,
+                                       char *err,
+                                       size_t err_cap);
+
+/**
  * Removes a peer by name.
  *
  * # Safety

@@ -105,7 +105,8 @@ pub async fn send(
     pools: &[usize],
     call: &Call,
 ) -> Result<Answer, Failure> {
-    let mut tried: Vec<(usize, usize)> = Vec::new();
+    let mut tried: Vec<u64> = Vec::new();
+    let mut first_pool = pools.first().copied().unwrap_or(0);
     let mut counted = false;
     loop {
         let lease = match backends
@@ -132,17 +133,20 @@ pub async fn send(
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
-        tried.push((lease.pool, lease.endpoint));
+        if tried.is_empty() {
+            first_pool = lease.pool;
+        }
+        tried.push(lease.endpoint().id);
+        let this_pool = lease.pool;
         let attempts = tried.len() as u32;
         match attempt(lease, call, attempts).await {
             Attempt::Answer(a) => return Ok(a),
             Attempt::Final(f) => {
-                backends.pools[tried[0].0].stats.failed(f.cause);
+                backends.pools[first_pool].stats.failed(f.cause);
                 return Err(f);
             }
             Attempt::Retry(f) => {
-                let (p, _) = *tried.last().unwrap_or(&tried[0]);
-                let pool = &backends.pools[p];
+                let pool = &backends.pools[this_pool];
                 pool.stats.failed(f.cause);
                 if attempts > pool.cfg.retries || !pool.take_retry() {
                     return Err(f);

@@ -21,9 +21,15 @@ pub struct EndpointStats {
     pub ejections: AtomicU64,
 }
 
+/// Endpoint ids, unique in the process (a removed endpoint's id is never
+/// reused, so a retry never mistakes a new endpoint for one it tried).
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// One endpoint of a pool.
 #[derive(Debug)]
 pub struct Endpoint {
+    /// Unique id.
+    pub id: u64,
     /// As configured.
     pub url: String,
     /// Parsed.
@@ -55,6 +61,7 @@ impl Endpoint {
             .parse::<http::uri::Authority>()
             .map_err(|e| format!("{url}: {e}"))?;
         Ok(Endpoint {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             url: url.to_owned(),
             parsed,
             authority,

@@ -84,11 +84,11 @@ async fn run(b: Arc<Backends>, stop: Arc<AtomicBool>, ready: std::sync::mpsc::Se
         for (i, p) in b.pools.iter().enumerate() {
             if now >= next_ms[i] {
                 next_ms[i] = now + u64::from(p.cfg.health_interval_ms);
-                for e in 0..p.endpoints.len() {
+                for e in p.endpoints().iter() {
                     let b = Arc::clone(&b);
+                    let e = Arc::clone(e);
                     round.spawn(async move {
-                        let p = &b.pools[i];
-                        check(p, &p.endpoints[e]).await;
+                        check(&b.pools[i], &e).await;
                     });
                 }
             }

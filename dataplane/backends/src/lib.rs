@@ -21,5 +21,5 @@ pub mod relay;
 pub mod stats;
 
 pub use dispatch::{Answer, Body, Call, Failure, send};
-pub use pool::{Backends, Lease, NoEndpoint};
+pub use pool::{Backends, EndpointError, Lease, NoEndpoint};
 pub use stats::Cause;

@@ -10,6 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
+use arc_swap::ArcSwap;
+use sluice_engine::config::backends::limits::ENDPOINTS_PER_POOL_MAX;
 use sluice_engine::config::backends::parse_endpoint;
 use sluice_engine::config::{BackendCfg, BackendProtocol};
 use tokio::sync::Notify;
@@ -22,8 +24,13 @@ use crate::stats::{ModelStats, PoolStats};
 pub struct Pool {
     /// As configured.
     pub cfg: BackendCfg,
-    /// Its endpoints.
-    pub endpoints: Vec<Endpoint>,
+    /// Its endpoints, replaced whole when one is added or removed (a
+    /// removed endpoint lives on while leases hold it: what it holds
+    /// finishes).
+    endpoints: ArcSwap<Vec<Arc<Endpoint>>>,
+    /// Serializes changes to `endpoints` (the admin API; never the data
+    /// path).
+    change: std::sync::Mutex<()>,
     /// Requests waiting for a place now.
     waiting: AtomicU32,
     /// Counters.
@@ -37,15 +44,81 @@ impl Pool {
         let mut endpoints = Vec::with_capacity(cfg.endpoints.len());
         for u in &cfg.endpoints {
             let parsed = parse_endpoint(u).map_err(|m| format!("{u}: {m}"))?;
-            endpoints.push(Endpoint::new(u, parsed, cfg.models.clone())?);
+            endpoints.push(Arc::new(Endpoint::new(u, parsed, cfg.models.clone())?));
         }
         Ok(Pool {
             cfg,
-            endpoints,
+            endpoints: ArcSwap::from_pointee(endpoints),
+            change: std::sync::Mutex::new(()),
             waiting: AtomicU32::new(0),
             stats: PoolStats::default(),
             retries_taken: AtomicU64::new(0),
         })
+    }
+
+    /// Its endpoints now.
+    pub fn endpoints(&self) -> Arc<Vec<Arc<Endpoint>>> {
+        self.endpoints.load_full()
+    }
+
+    /// Adds an endpoint (used once a health check saw it ready).
+    pub fn add_endpoint(&self, url: &str) -> Result<(), EndpointError> {
+        let _g = self
+            .change
+            .lock()
+            .map_err(|_| EndpointError::Invalid("lock poisoned".into()))?;
+        let cur = self.endpoints.load_full();
+        if cur.iter().any(|e| e.url == url) {
+            return Err(EndpointError::Exists(format!(
+                "{url} is in pool {}",
+                self.cfg.name
+            )));
+        }
+        if cur.len() >= ENDPOINTS_PER_POOL_MAX {
+            return Err(EndpointError::Invalid(format!(
+                "pool {} has {ENDPOINTS_PER_POOL_MAX} endpoints",
+                self.cfg.name
+            )));
+        }
+        let parsed =
+            parse_endpoint(url).map_err(|m| EndpointError::Invalid(format!("{url}: {m}")))?;
+        let e =
+            Endpoint::new(url, parsed, self.cfg.models.clone()).map_err(EndpointError::Invalid)?;
+        let mut next = (*cur).clone();
+        next.push(Arc::new(e));
+        self.endpoints.store(Arc::new(next));
+        Ok(())
+    }
+
+    /// Starts (or ends) draining an endpoint: it takes nothing new and
+    /// finishes what it holds.
+    pub fn drain_endpoint(&self, url: &str, on: bool) -> Result<(), EndpointError> {
+        let cur = self.endpoints.load();
+        let e = cur.iter().find(|e| e.url == url).ok_or_else(|| {
+            EndpointError::NotFound(format!("{url} is not in pool {}", self.cfg.name))
+        })?;
+        e.set_draining(on);
+        Ok(())
+    }
+
+    /// Removes an endpoint: nothing new goes to it; requests it holds
+    /// finish (their leases keep it).
+    pub fn remove_endpoint(&self, url: &str) -> Result<(), EndpointError> {
+        let _g = self
+            .change
+            .lock()
+            .map_err(|_| EndpointError::Invalid("lock poisoned".into()))?;
+        let cur = self.endpoints.load_full();
+        let Some(e) = cur.iter().find(|e| e.url == url) else {
+            return Err(EndpointError::NotFound(format!(
+                "{url} is not in pool {}",
+                self.cfg.name
+            )));
+        };
+        e.set_draining(true);
+        let next: Vec<_> = cur.iter().filter(|e| e.url != url).cloned().collect();
+        self.endpoints.store(Arc::new(next));
+        Ok(())
     }
 
     /// Whether it carries every label of `shard`.
@@ -79,6 +152,17 @@ impl Pool {
     }
 }
 
+/// Why an endpoint could not be changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndpointError {
+    /// No such pool or endpoint.
+    NotFound(String),
+    /// The endpoint is in the pool already.
+    Exists(String),
+    /// A bad URL, or a full pool.
+    Invalid(String),
+}
+
 /// Why no endpoint was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoEndpoint {
@@ -99,8 +183,8 @@ pub struct Lease {
     backends: Arc<Backends>,
     /// The pool.
     pub pool: usize,
-    /// The endpoint in it.
-    pub endpoint: usize,
+    /// The endpoint.
+    endpoint: Arc<Endpoint>,
 }
 
 impl Lease {
@@ -111,7 +195,7 @@ impl Lease {
 
     /// The endpoint.
     pub fn endpoint(&self) -> &Endpoint {
-        &self.pool().endpoints[self.endpoint]
+        &self.endpoint
     }
 
     /// The per-model counters of `model` (upstream name), if kept.
@@ -167,6 +251,25 @@ impl Backends {
         }))
     }
 
+    /// Applies a change to a pool's endpoints.
+    pub fn endpoint_op(
+        &self,
+        op: &sluice_engine::config::backends::EndpointOp,
+    ) -> Result<(), EndpointError> {
+        use sluice_engine::config::backends::EndpointAction as A;
+        let pool = self
+            .pools
+            .iter()
+            .find(|p| p.cfg.name == op.pool)
+            .ok_or_else(|| EndpointError::NotFound(format!("no backend pool {:?}", op.pool)))?;
+        match op.action {
+            A::Add => pool.add_endpoint(&op.url),
+            A::Drain => pool.drain_endpoint(&op.url, true),
+            A::Undrain => pool.drain_endpoint(&op.url, false),
+            A::Remove => pool.remove_endpoint(&op.url),
+        }
+    }
+
     /// Milliseconds since the pools were made.
     pub fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
@@ -196,7 +299,7 @@ impl Backends {
             .filter(|(_, p)| {
                 p.cfg.protocol == protocol
                     && p.matches(labels)
-                    && p.endpoints.iter().any(|e| e.serves(model))
+                    && p.endpoints.load().iter().any(|e| e.serves(model))
             })
             .map(|(i, _)| i)
             .collect()
@@ -208,43 +311,45 @@ impl Backends {
         self: &Arc<Self>,
         pools: &[usize],
         model: &str,
-        tried: &[(usize, usize)],
+        tried: &[u64],
     ) -> Result<Lease, NoEndpoint> {
         let now = self.now_ms();
         let start = self.rr.fetch_add(1, Ordering::Relaxed);
         let mut any_eligible = false;
-        let mut best: Option<(u32, usize, usize)> = None;
+        let mut best: Option<(u32, usize, Arc<Endpoint>)> = None;
         for &p in pools {
             let pool = &self.pools[p];
-            let n = pool.endpoints.len();
+            let eps = pool.endpoints.load();
+            let n = eps.len();
             for k in 0..n {
-                let e = (start + k) % n;
-                let ep = &pool.endpoints[e];
-                if tried.contains(&(p, e)) || !ep.eligible(model, now) {
+                let ep = &eps[(start + k) % n];
+                if tried.contains(&ep.id) || !ep.eligible(model, now) {
                     continue;
                 }
                 any_eligible = true;
                 let load = ep.in_flight();
-                if load < pool.cfg.max_concurrency && best.is_none_or(|(b, _, _)| load < b) {
-                    best = Some((load, p, e));
+                if load < pool.cfg.max_concurrency
+                    && best.as_ref().is_none_or(|(b, _, _)| load < *b)
+                {
+                    best = Some((load, p, Arc::clone(ep)));
                 }
             }
         }
         // The least loaded may fill between the scan and the take: try the
         // others in the same order before giving up.
-        if let Some((_, p, e)) = best
-            && self.pools[p].endpoints[e].try_take(self.pools[p].cfg.max_concurrency)
+        if let Some((_, p, ep)) = best
+            && ep.try_take(self.pools[p].cfg.max_concurrency)
         {
-            return Ok(self.lease(p, e));
+            return Ok(self.lease(p, ep));
         }
         for &p in pools {
             let pool = &self.pools[p];
-            for (e, ep) in pool.endpoints.iter().enumerate() {
-                if !tried.contains(&(p, e))
+            for ep in pool.endpoints.load().iter() {
+                if !tried.contains(&ep.id)
                     && ep.eligible(model, now)
                     && ep.try_take(pool.cfg.max_concurrency)
                 {
-                    return Ok(self.lease(p, e));
+                    return Ok(self.lease(p, Arc::clone(ep)));
                 }
             }
         }
@@ -255,7 +360,7 @@ impl Backends {
         })
     }
 
-    fn lease(self: &Arc<Self>, pool: usize, endpoint: usize) -> Lease {
+    fn lease(self: &Arc<Self>, pool: usize, endpoint: Arc<Endpoint>) -> Lease {
         Lease {
             backends: Arc::clone(self),
             pool,
@@ -269,7 +374,7 @@ impl Backends {
         self: &Arc<Self>,
         pools: &[usize],
         model: &str,
-        tried: &[(usize, usize)],
+        tried: &[u64],
         deadline: tokio::time::Instant,
     ) -> Result<Lease, NoEndpoint> {
         let Some(&first) = pools.first() else {
@@ -330,7 +435,7 @@ mod tests {
 
     fn up(b: &Backends) {
         for p in &b.pools {
-            for e in &p.endpoints {
+            for e in p.endpoints().iter() {
                 e.set_healthy(true);
             }
         }
@@ -367,12 +472,19 @@ mod tests {
         let far = tokio::time::Instant::now() + Duration::from_secs(5);
         let l1 = b.acquire(&pools, "m", &[], far).await.unwrap();
         let l2 = b.acquire(&pools, "m", &[], far).await.unwrap();
-        assert_ne!(l1.endpoint, l2.endpoint, "the idle endpoint is chosen");
+        assert_ne!(
+            l1.endpoint().id,
+            l2.endpoint().id,
+            "the idle endpoint is chosen"
+        );
         // Both full: one waits (queue_depth 1), the next is refused.
         let b2 = Arc::clone(&b);
         let p2 = pools.clone();
-        let waiter =
-            tokio::spawn(async move { b2.acquire(&p2, "m", &[], far).await.map(|l| l.endpoint) });
+        let waiter = tokio::spawn(async move {
+            b2.acquire(&p2, "m", &[], far)
+                .await
+                .map(|l| l.endpoint().id)
+        });
         while b.pools[0].waiting() == 0 {
             tokio::task::yield_now().await;
         }
@@ -380,7 +492,7 @@ mod tests {
             b.acquire(&pools, "m", &[], far).await.unwrap_err(),
             NoEndpoint::QueueFull
         );
-        let freed = l1.endpoint;
+        let freed = l1.endpoint().id;
         drop(l1);
         assert_eq!(waiter.await.unwrap().unwrap(), freed);
         assert_eq!(b.pools[0].waiting(), 0);
@@ -404,15 +516,68 @@ mod tests {
             NoEndpoint::Deadline
         );
         // A tried endpoint is skipped.
+        let id = held.endpoint().id;
         drop(held);
         assert_eq!(
-            b.acquire(&pools, "m", &[(0, 0)], soon).await.unwrap_err(),
+            b.acquire(&pools, "m", &[id], soon).await.unwrap_err(),
             NoEndpoint::Unavailable
         );
         assert_eq!(
             b.acquire(&[], "m", &[], soon).await.unwrap_err(),
             NoEndpoint::NotServed
         );
+    }
+
+    #[tokio::test]
+    async fn endpoints_change_at_run_time() {
+        use sluice_engine::config::backends::{EndpointAction as A, EndpointOp};
+        let b = Backends::new(&[cfg("a", &["http://127.0.0.1:1"], 4, 0, "x")], &[]).unwrap();
+        up(&b);
+        let pools = b.serving(&labels("x"), "m", BackendProtocol::Openai);
+        let far = tokio::time::Instant::now() + Duration::from_secs(5);
+        let op = |url: &str, action| EndpointOp {
+            pool: "a".into(),
+            url: url.into(),
+            action,
+        };
+        let held = b.acquire(&pools, "m", &[], far).await.unwrap();
+        // Draining: nothing new, the held request goes on.
+        b.endpoint_op(&op("http://127.0.0.1:1", A::Drain)).unwrap();
+        assert_eq!(
+            b.acquire(&pools, "m", &[], far).await.unwrap_err(),
+            NoEndpoint::Unavailable
+        );
+        // A new endpoint takes requests once checked ready.
+        b.endpoint_op(&op("http://127.0.0.1:2", A::Add)).unwrap();
+        assert_eq!(
+            b.endpoint_op(&op("http://127.0.0.1:2", A::Add))
+                .unwrap_err(),
+            EndpointError::Exists("http://127.0.0.1:2 is in pool a".into())
+        );
+        up(&b);
+        let l2 = b.acquire(&pools, "m", &[], far).await.unwrap();
+        assert_eq!(l2.endpoint().url, "http://127.0.0.1:2");
+        // Removing the first: its held request still finishes.
+        b.endpoint_op(&op("http://127.0.0.1:1", A::Remove)).unwrap();
+        assert_eq!(b.pools[0].endpoints().len(), 1);
+        assert_eq!(held.endpoint().in_flight(), 1);
+        drop(held);
+        assert!(matches!(
+            b.endpoint_op(&op("http://127.0.0.1:1", A::Undrain)),
+            Err(EndpointError::NotFound(_))
+        ));
+        assert!(matches!(
+            b.endpoint_op(&EndpointOp {
+                pool: "zz".into(),
+                url: "http://h:1".into(),
+                action: A::Add
+            }),
+            Err(EndpointError::NotFound(_))
+        ));
+        assert!(matches!(
+            b.endpoint_op(&op("ftp://h", A::Add)),
+            Err(EndpointError::Invalid(_))
+        ));
     }
 
     #[test]

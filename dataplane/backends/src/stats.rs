@@ -112,7 +112,7 @@ impl Backends {
             .map(|p| {
                 let s = &p.stats;
                 let eps: Vec<_> = p
-                    .endpoints
+                    .endpoints()
                     .iter()
                     .map(|e| {
                         serde_json::json!({

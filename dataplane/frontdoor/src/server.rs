@@ -59,6 +59,22 @@ impl FrontdoorHandle for Running {
         self.ctx.stats.to_json()
     }
 
+    fn backend_endpoint(
+        &self,
+        op: &sluice_engine::config::backends::EndpointOp,
+    ) -> Result<(), sluice_engine::EngineError> {
+        use sluice_backends::EndpointError as E;
+        use sluice_engine::EngineError as EE;
+        let Some(b) = &self.ctx.backends else {
+            return Err(EE::NotFound("no [[backends]] configured".into()));
+        };
+        b.endpoint_op(op).map_err(|e| match e {
+            E::NotFound(m) => EE::NotFound(m),
+            E::Exists(m) => EE::AlreadyExists(m),
+            E::Invalid(m) => EE::InvalidArgument(m),
+        })
+    }
+
     fn backends_json(&self) -> serde_json::Value {
         self.ctx
             .backends

@@ -667,6 +667,28 @@ pub unsafe extern "C" fn sluice_engine_add_peer(
     })
 }
 
+/// Adds, drains, undrains or removes a backend pool's endpoint, given as
+/// JSON (`{"pool","url","action"}`, docs/backends.md). `NOT_FOUND` for an
+/// unknown pool or endpoint, `ALREADY_EXISTS` for an endpoint in its pool.
+///
+/// # Safety
+/// `e` is a live handle; `json` points to `len` bytes; `err` to `err_cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sluice_engine_backend_endpoint(
+    e: *mut SluiceEngine,
+    json: *const u8,
+    len: usize,
+    err: *mut c_char,
+    err_cap: usize,
+) -> i32 {
+    guard(err, err_cap, || {
+        let op: sluice_engine::config::backends::EndpointOp =
+            serde_json::from_slice(bytes(json, len)?)
+                .map_err(|e| bad_arg(format!("endpoint change: {e}")))?;
+        read(handle(e)?).backend_endpoint(&op).map_err(fail)
+    })
+}
+
 /// Removes a peer by name.
 ///
 /// # Safety

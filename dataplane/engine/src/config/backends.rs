@@ -150,6 +150,33 @@ pub struct OpenaiCfg {
     pub default_versions: BTreeMap<String, String>,
 }
 
+/// A change to a pool's endpoints at run time (admin API, `sluicectl
+/// backends`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointOp {
+    /// The pool's name.
+    pub pool: String,
+    /// The endpoint's URL, as in `endpoints`.
+    pub url: String,
+    /// What to do.
+    pub action: EndpointAction,
+}
+
+/// What an [`EndpointOp`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointAction {
+    /// Adds it; it takes requests once a health check saw it ready.
+    Add,
+    /// It takes nothing new and finishes what it holds.
+    Drain,
+    /// It takes requests again.
+    Undrain,
+    /// Out of the pool; what it holds finishes.
+    Remove,
+}
+
 /// A URL's parts: `http` or `https`, host, port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointUrl {

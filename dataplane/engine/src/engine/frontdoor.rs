@@ -43,6 +43,16 @@ pub trait FrontdoorHandle: Send + Sync {
     fn backends_json(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
+    /// Adds, drains, undrains or removes a pool's endpoint.
+    fn backend_endpoint(
+        &self,
+        op: &crate::config::backends::EndpointOp,
+    ) -> Result<(), EngineError> {
+        Err(EngineError::NotFound(format!(
+            "no backend pool {:?}",
+            op.pool
+        )))
+    }
 }
 
 /// Starts a front door.
@@ -96,6 +106,18 @@ impl Engine {
     pub(super) fn stop_frontdoor(&mut self) {
         if let Some(mut h) = self.frontdoor.take() {
             h.stop();
+        }
+    }
+
+    /// Adds, drains, undrains or removes a backend pool's endpoint
+    /// (docs/backends.md, "Endpoints at run time").
+    pub fn backend_endpoint(
+        &self,
+        op: &crate::config::backends::EndpointOp,
+    ) -> Result<(), EngineError> {
+        match &self.frontdoor {
+            Some(h) => h.backend_endpoint(op),
+            None => Err(EngineError::NotRunning),
         }
     }
 
