@@ -24,12 +24,13 @@ import (
 	"github.com/sluice-ai/sluice/go-control/internal/api"
 	"github.com/sluice-ai/sluice/go-control/internal/config"
 	"github.com/sluice-ai/sluice/go-control/internal/engine"
+	"github.com/sluice-ai/sluice/go-control/internal/statusview"
 )
 
 const usage = `usage: sluicectl [-addr A] [-token T] [-json] COMMAND
 
 commands:
-  status                          engine and daemon status
+  status                          engine and daemon status; backend pools and endpoints
   workers                         workers with their counters
   shards                          shards with their counters
   routes get                      the routes in force
@@ -389,41 +390,7 @@ func status(c *client, p *printer) error {
 	if done, err := p.fetch(c, "GET", "/v1/status", nil, &st); done {
 		return err
 	}
-	e := st.Engine
-	state := "stopped"
-	switch {
-	case e.Draining:
-		state = "draining"
-	case e.Running:
-		state = "running"
-	}
-	pages := "hugepages"
-	if !e.Hugepages {
-		pages = "normal pages (fallback or off)"
-	}
-	fmt.Fprintf(p.w, "engine     %s (%s)\ntransport  %s on %s\nbuffers    %s\n", state, st.Daemon.Engine, e.Transport, or(e.Listen, "-"), pages)
-	if e.HugepagesNote != "" {
-		fmt.Fprintf(p.w, "note       %s\n", e.HugepagesNote)
-	}
-	fmt.Fprintf(p.w, "workers    %d\nmodels     %d\nschemas    %d\nepoch      %d\nconfig     %s\nstore      %s\nuptime     %s\nreloads    %d ok, %d refused\n",
-		len(e.Workers), len(e.Models), e.Schemas, e.Epoch, st.Daemon.Config, st.Daemon.Store,
-		time.Duration(st.Daemon.UptimeS)*time.Second, st.Daemon.ReloadsOK, st.Daemon.ReloadsFailed)
-	for _, w := range e.Workers {
-		if w.Failed() {
-			fmt.Fprintf(p.w, "FAILED     worker %d (core %d): %s\n", w.Index, w.Core, w.Failure)
-		}
-	}
-	for _, u := range e.SchemasUnenforced {
-		fmt.Fprintf(p.w, "schema     not fully enforced: %s\n", u)
-	}
-	keys := make([]string, 0, len(e.Versions))
-	for k := range e.Versions {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(p.w, "version    %s %s\n", k, e.Versions[k])
-	}
+	statusview.Write(p.w, st)
 	return nil
 }
 

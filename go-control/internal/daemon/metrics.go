@@ -54,7 +54,8 @@ type collector struct {
 	fRequests, fRefusals, fCopied, fSlow, fConnRefused             *prometheus.Desc
 	fConnClosed, fGRPCUnread, fGRPCRead, fHMACRefused, fSlowReader *prometheus.Desc
 
-	load loadDescs
+	load     loadDescs
+	backends backendDescs
 }
 
 func newCollector(d *Daemon) *collector {
@@ -63,12 +64,13 @@ func newCollector(d *Daemon) *collector {
 	// Per transport and worker, never per connection: bounded cardinality.
 	cw := []string{"transport", "worker"}
 	return &collector{
-		d:       d,
-		load:    newLoadDescs(),
-		up:      desc("engine_stats_up", "1 if the engine answered the stats call of this scrape."),
-		reloads: desc("config_reloads_total", "Config reloads, by result.", "result"),
-		changes: desc("control_changes_total", "Control changes made through the admin API, SIGHUP or the fleet (each one audit log line), by kind and outcome (ok, refused, failed).", "kind", "outcome"),
-		refused: desc("admin_requests_refused_total", "Admin API requests refused before any handler, by cause: unauthorized (401), host (421: not a local name on loopback), origin (403: a write from another site), content_type (415).", "cause"),
+		d:        d,
+		load:     newLoadDescs(),
+		backends: newBackendDescs(),
+		up:       desc("engine_stats_up", "1 if the engine answered the stats call of this scrape."),
+		reloads:  desc("config_reloads_total", "Config reloads, by result.", "result"),
+		changes:  desc("control_changes_total", "Control changes made through the admin API, SIGHUP or the fleet (each one audit log line), by kind and outcome (ok, refused, failed).", "kind", "outcome"),
+		refused:  desc("admin_requests_refused_total", "Admin API requests refused before any handler, by cause: unauthorized (401), host (421: not a local name on loopback), origin (403: a write from another site), content_type (415).", "cause"),
 
 		wRequests:     desc("worker_requests_total", "Requests answered by the worker (ok plus error frames).", w...),
 		wErrors:       desc("worker_errors_total", "Error frames by wire error code.", append(w, "code")...),
@@ -207,6 +209,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	for _, d := range c.load.all() {
+		ch <- d
+	}
+	for _, d := range c.backends.all() {
 		ch <- d
 	}
 }
@@ -442,8 +447,8 @@ func (d *Daemon) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: 4})
 }
 
-// frontdoor exports the front door's counters from the engine's status
-// (one call); absent when the front door is off.
+// frontdoor exports the front door's counters and its backend pools from
+// the engine's status (one call); absent when the front door is off.
 func (c *collector) frontdoor(ch chan<- prometheus.Metric) {
 	st, err := c.d.eng.Status()
 	if err != nil || st.Frontdoor == nil {
@@ -471,6 +476,7 @@ func (c *collector) frontdoor(ch chan<- prometheus.Metric) {
 		counter(ch, c.fHMACRefused, f["hmac_"+cause], cause)
 	}
 	counter(ch, c.fSlowReader, f["streams_slow_reader"])
+	c.backends.collect(ch, st.Frontdoor.Backends)
 }
 
 // usHist exports fixed µs buckets (sum in µs) as a histogram in seconds.

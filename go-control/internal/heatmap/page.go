@@ -6,7 +6,8 @@ import (
 )
 
 // page is the heatmap: one self-contained file (plain canvas, no library,
-// no request but its own GET /v1/load).
+// no request but its own GET /v1/load and, for the backends panel, GET
+// /v1/status).
 //
 //go:embed page.html
 var page []byte

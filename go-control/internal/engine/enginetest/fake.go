@@ -41,7 +41,8 @@ type Fake struct {
 	runs     map[string]*fakeModel                // by key(name, version)
 	adapters engine.AdapterCacheStats             // set by SetAdapterCache
 	xforms   []engine.TransformStatus
-	noWasm   string // set by WithoutTransforms: PutTransform is unsupported
+	fd       *engine.FrontdoorStatus // set by SetFrontdoor
+	noWasm   string                  // set by WithoutTransforms: PutTransform is unsupported
 	epoch    uint64
 }
 
@@ -545,6 +546,7 @@ func (f *Fake) Status() (engine.Status, error) {
 	sort.Slice(st.Models, func(i, j int) bool {
 		return key(st.Models[i].Name, st.Models[i].Version) < key(st.Models[j].Name, st.Models[j].Version)
 	})
+	st.Frontdoor = f.frontdoor()
 	return st, nil
 }
 
