@@ -216,6 +216,8 @@ pub struct Ctx {
     pub backends: Option<Arc<sluice_backends::Backends>>,
     /// `[openai]`.
     pub openai: sluice_engine::config::OpenaiCfg,
+    /// The TLS certificate in use; `None`: cleartext.
+    pub tls: Option<Arc<crate::conn::tls::Certs>>,
 }
 
 impl Ctx {

@@ -36,6 +36,8 @@ pub struct Running {
     ctx: Arc<Ctx>,
     /// The backends' health checks; stopped after the threads.
     checker: Option<sluice_backends::health::Checker>,
+    /// Reloads the TLS certificate when its files change.
+    reloader: Option<crate::conn::tls::Reloader>,
 }
 
 impl FrontdoorHandle for Running {
@@ -45,6 +47,7 @@ impl FrontdoorHandle for Running {
             let _ = t.join();
         }
         self.checker.take();
+        self.reloader.take();
     }
 
     fn http_addr(&self) -> Option<SocketAddr> {
@@ -56,7 +59,13 @@ impl FrontdoorHandle for Running {
     }
 
     fn stats_json(&self) -> serde_json::Value {
-        self.ctx.stats.to_json()
+        let mut v = self.ctx.stats.to_json();
+        if let (Some(t), Some(m)) = (&self.ctx.tls, v.as_object_mut())
+            && let serde_json::Value::Object(tls) = t.to_json()
+        {
+            m.extend(tls);
+        }
+        v
     }
 
     fn backend_endpoint(
@@ -153,6 +162,17 @@ pub fn start(c: FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String> {
             .collect();
         Some(sluice_backends::Backends::new(&c.backends, &upstream)?)
     };
+    let tls = match &c.tls {
+        Some((cert, key)) => Some(crate::conn::tls::Certs::new(cert.clone(), key.clone())?),
+        None => None,
+    };
+    let reloader = match &tls {
+        Some(t) => Some(crate::conn::tls::Reloader::start(
+            Arc::clone(t),
+            Duration::from_millis(u64::from(c.cfg.tls_reload_ms)),
+        )?),
+        None => None,
+    };
     // The first round of checks runs before the doors open: endpoints
     // that are up serve the first request.
     let checker = match &backends {
@@ -170,6 +190,7 @@ pub fn start(c: FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String> {
         signer,
         backends,
         openai: c.openai,
+        tls,
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut handles = Vec::with_capacity(threads);
@@ -216,6 +237,7 @@ pub fn start(c: FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String> {
         grpc: grpc_addr,
         ctx,
         checker,
+        reloader,
     };
     for _ in 0..threads {
         match ready_rx.recv_timeout(Duration::from_secs(10)) {
@@ -288,6 +310,16 @@ async fn accept(
 ) {
     let gate = crate::grpc_gate::gate(Arc::clone(&ctx), crate::grpc::service(Arc::clone(&ctx)));
     let timeouts = Timeouts::of(&ctx.cfg);
+    let acceptor = match &ctx.tls {
+        Some(t) => match t.acceptor(proto == Proto::Grpc) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                log::error!("front door: {e}");
+                return;
+            }
+        },
+        None => None,
+    };
     loop {
         let Ok((stream, peer)) = l.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -304,12 +336,37 @@ async fn accept(
         let gate = gate.clone();
         let conn = Conn::new(timeouts);
         live.add(&conn);
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
             // Dropped however this task ends (done, cancelled, panicked):
             // the connection's places are given back.
             let _admitted = admitted;
-            let io = TokioIo::new(TimedIo::new(stream, Arc::clone(&conn)));
-            let served = serve(&ctx, proto, io, &conn, gate, stop).await;
+            let served = match (acceptor, &ctx.tls) {
+                (Some(a), Some(certs)) => {
+                    // The handshake within handshake_timeout_ms; the
+                    // connection's timers then see the plaintext.
+                    let limit = Duration::from_millis(u64::from(ctx.cfg.handshake_timeout_ms));
+                    match tokio::time::timeout(limit, a.accept(stream)).await {
+                        Ok(Ok(tls)) => {
+                            Stats::add(&certs.stats.handshakes, 1);
+                            let io = TokioIo::new(TimedIo::new(tls, Arc::clone(&conn)));
+                            serve(&ctx, proto, io, &conn, gate, stop).await
+                        }
+                        Ok(Err(e)) => {
+                            Stats::add(&certs.stats.handshake_failures, 1);
+                            Served::Done(Err(Box::new(e)))
+                        }
+                        Err(_) => {
+                            Stats::add(&certs.stats.handshake_failures, 1);
+                            Served::TimedOut(Cause::Handshake)
+                        }
+                    }
+                }
+                _ => {
+                    let io = TokioIo::new(TimedIo::new(stream, Arc::clone(&conn)));
+                    serve(&ctx, proto, io, &conn, gate, stop).await
+                }
+            };
             match served {
                 Served::Done(Err(e)) => log::debug!("front door connection: {e}"),
                 Served::Done(Ok(())) => {}
@@ -328,14 +385,17 @@ enum Served {
     TimedOut(Cause),
 }
 
-async fn serve(
+async fn serve<S>(
     ctx: &Arc<Ctx>,
     proto: Proto,
-    io: TokioIo<TimedIo<tokio::net::TcpStream>>,
+    io: TokioIo<TimedIo<S>>,
     conn: &Arc<Conn>,
     gate: crate::grpc_gate::Gate,
     mut stop: watch::Receiver<bool>,
-) -> Served {
+) -> Served
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let mut b = auto::Builder::new(TokioExecutor::new());
     let t = Timeouts::of(&ctx.cfg);
     // crate::conn::timers times headers, idle time and writes; hyper's

@@ -301,6 +301,12 @@ type Frontdoor struct {
 	RequestTimeoutMs int `toml:"request_timeout_ms" json:"request_timeout_ms"`
 	HMACSkewMs       int `toml:"hmac_skew_ms" json:"hmac_skew_ms"`
 	HMACNoncesMax    int `toml:"hmac_nonces_max" json:"hmac_nonces_max"`
+	// TLSCert and TLSKey (PEM files, relative to the config file) put TLS
+	// on both listeners; the pair is loaded again when either file changes,
+	// checked every TLSReloadMs.
+	TLSCert     string `toml:"tls_cert" json:"tls_cert"`
+	TLSKey      string `toml:"tls_key" json:"tls_key"`
+	TLSReloadMs int    `toml:"tls_reload_ms" json:"tls_reload_ms"`
 }
 
 // Peer is one [[peers]] entry: another appliance that serves shards by label.
@@ -353,7 +359,7 @@ func Defaults() Config {
 			HandshakeTimeoutMs: 10_000, IdleTimeoutMs: 60_000, HeaderTimeoutMs: 30_000,
 			BodyTimeoutMs: 10_000, WriteTimeoutMs: 30_000, ConnectionsMax: 1024,
 			ConnectionsPerSourceMax: 256, SourcesMax: 65_536,
-			RequestTimeoutMs: 2000, HMACSkewMs: 30_000, HMACNoncesMax: 262_144,
+			RequestTimeoutMs: 2000, HMACSkewMs: 30_000, HMACNoncesMax: 262_144, TLSReloadMs: 5000,
 		},
 		Control: Control{
 			AdminListen: "127.0.0.1:7071", Store: "embedded",
@@ -586,6 +592,8 @@ func (c *Config) resolvePaths(dir string) {
 	c.ONNXRuntime.Library = abs(c.ONNXRuntime.Library)
 	c.Control.DataDir = abs(c.Control.DataDir)
 	c.Fleet.CredsFile = abs(c.Fleet.CredsFile)
+	c.Frontdoor.TLSCert = abs(c.Frontdoor.TLSCert)
+	c.Frontdoor.TLSKey = abs(c.Frontdoor.TLSKey)
 	if sock, ok := strings.CutPrefix(c.Control.AdminListen, "unix:"); ok {
 		c.Control.AdminListen = "unix:" + abs(sock)
 	}

@@ -117,6 +117,8 @@ func TestErrorsNameFileLineAndKey(t *testing.T) {
 		{"front door listen", "[frontdoor]\nthreads = 1\nhttp_listen = \"localhost\"\n", "t.toml:3: frontdoor.http_listen: \"localhost\" is not an IP:port address"},
 		{"front door body limit", "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\nbody_bytes_max = 10\n", "t.toml:3: frontdoor.body_bytes_max: 10 is out of range 4096..="},
 		{"front door on a worker core", "[engine]\nworkers = [0]\n[frontdoor]\nthreads = 1\ncores = [0]\n", "t.toml:5: frontdoor.cores[0]: core 0 is a worker core"},
+		{"front door tls cert without key", "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\ntls_cert = \"c.pem\"\n", "t.toml:3: frontdoor.tls_cert: tls_cert and tls_key go together"},
+		{"front door tls reload", "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\ntls_reload_ms = 5\n", "t.toml:3: frontdoor.tls_reload_ms: 5 is out of range 100..="},
 		{"front door same ports", "[frontdoor]\nhttp_listen = \"127.0.0.1:8000\"\ngrpc_listen = \"127.0.0.1:8000\"\n", "t.toml:3: frontdoor.grpc_listen: must differ from http_listen"},
 		{"bad token", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\ntokens = [\"sha256:00\"]\n", "t.toml:5: tenants[0].tokens[0]: a sha256: token is 64 hex digits"},
 		{"plain token", "[[tenants]]\nname = \"t\"\nid = 3\nkey = \"hex:000102030405060708090a0b0c0d0e0f\"\ntokens = [\"secret\"]\n", "t.toml:5: tenants[0].tokens[0]: token must start with"},

@@ -23,6 +23,7 @@ const (
 	TokenLenMin         = 16
 	HMACSkewMsMax       = 300_000
 	HMACNoncesMax       = 1 << 24
+	TLSReloadMsMin      = 100
 )
 
 // DecodeToken reads a bearer token spec as the engine does: the SHA-256
@@ -92,4 +93,13 @@ func (c *checker) frontdoor(f *Frontdoor, workers []int) {
 	c.rangeInt("frontdoor.request_timeout_ms", f.RequestTimeoutMs, 1, FrontdoorTimeoutMax)
 	c.rangeInt("frontdoor.hmac_skew_ms", f.HMACSkewMs, 1, HMACSkewMsMax)
 	c.rangeInt("frontdoor.hmac_nonces_max", f.HMACNoncesMax, 1, HMACNoncesMax)
+	if (f.TLSCert == "") != (f.TLSKey == "") {
+		// Named at the one that is there (the other has no line).
+		key := "frontdoor.tls_cert"
+		if f.TLSCert == "" {
+			key = "frontdoor.tls_key"
+		}
+		c.add(key, "tls_cert and tls_key go together")
+	}
+	c.rangeInt("frontdoor.tls_reload_ms", f.TLSReloadMs, TLSReloadMsMin, FrontdoorTimeoutMax)
 }

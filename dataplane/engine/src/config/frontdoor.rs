@@ -34,6 +34,8 @@ pub mod limits {
     /// Largest `hmac_skew_ms`: five minutes (the v1 signature's window,
     /// which let a captured header be reused for ten).
     pub const HMAC_SKEW_MS_MAX: u32 = 300_000;
+    /// Shortest `tls_reload_ms`.
+    pub const TLS_RELOAD_MS_MIN: u32 = 100;
     /// Most nonces remembered (`hmac_nonces_max`).
     pub const HMAC_NONCES_MAX: u32 = 1 << 24;
 }
@@ -103,6 +105,14 @@ pub struct FrontdoorCfg {
     /// would need one more is refused 503 / UNAVAILABLE rather than let
     /// through unremembered.
     pub hmac_nonces_max: u32,
+    /// TLS on both listeners: the certificate chain (PEM), "" for none
+    /// (cleartext). Relative to the config file.
+    pub tls_cert: String,
+    /// The private key (PEM: PKCS#8, PKCS#1 or SEC1) of `tls_cert`.
+    pub tls_key: String,
+    /// How often the two files are checked for a change, milliseconds; a
+    /// changed pair is loaded without a restart (new connections use it).
+    pub tls_reload_ms: u32,
 }
 
 impl Default for FrontdoorCfg {
@@ -126,6 +136,9 @@ impl Default for FrontdoorCfg {
             request_timeout_ms: 2_000,
             hmac_skew_ms: 30_000,
             hmac_nonces_max: 262_144,
+            tls_cert: String::new(),
+            tls_key: String::new(),
+            tls_reload_ms: 5_000,
         }
     }
 }
@@ -226,6 +239,23 @@ impl FrontdoorCfg {
             self.hmac_nonces_max,
             1,
             HMAC_NONCES_MAX,
+        )?;
+        if self.tls_cert.is_empty() != self.tls_key.is_empty() {
+            return Err(ConfigError::at(
+                // Named at the one that is there (the other has no line).
+                k(if self.tls_cert.is_empty() {
+                    "tls_key"
+                } else {
+                    "tls_cert"
+                }),
+                "tls_cert and tls_key go together",
+            ));
+        }
+        range(
+            &k("tls_reload_ms"),
+            self.tls_reload_ms,
+            TLS_RELOAD_MS_MIN,
+            TIMEOUT_MS_MAX,
         )?;
         Ok(())
     }

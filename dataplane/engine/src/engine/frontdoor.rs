@@ -27,6 +27,9 @@ pub struct FrontdoorCtx {
     pub backends: Vec<crate::config::BackendCfg>,
     /// `[openai]`.
     pub openai: crate::config::OpenaiCfg,
+    /// `tls_cert` and `tls_key`, resolved against the config file's
+    /// directory; `None`: cleartext.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// A running front door.
@@ -96,6 +99,14 @@ impl Engine {
             meta: self.meta_fn(),
             backends: self.cfg.backends.clone(),
             openai: self.cfg.openai.clone(),
+            tls: (!self.cfg.frontdoor.tls_cert.is_empty()).then(|| {
+                (
+                    self.cfg
+                        .resolve(std::path::Path::new(&self.cfg.frontdoor.tls_cert)),
+                    self.cfg
+                        .resolve(std::path::Path::new(&self.cfg.frontdoor.tls_key)),
+                )
+            }),
         };
         let h = start(ctx).map_err(|e| EngineError::Start(format!("front door: {e}")))?;
         self.frontdoor = Some(h);

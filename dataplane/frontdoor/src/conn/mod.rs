@@ -11,6 +11,7 @@
 pub mod body;
 pub mod io;
 pub mod timers;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
