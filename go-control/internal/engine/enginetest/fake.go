@@ -26,6 +26,7 @@ type Fake struct {
 	state    string
 	models   map[string]*engine.ModelInfo // name@version
 	peers    map[string]*engine.PeerStatus
+	pools    []*fakePool // [[backends]], endpoints changed by BackendEndpoint
 	workers  map[int]*fakeWorker
 	shards   map[string]*fakeShard
 	inFlight int
@@ -102,6 +103,7 @@ func NewFake(configJSON []byte) (*Fake, error) {
 		workers: map[int]*fakeWorker{}, shards: map[string]*fakeShard{}, conns: map[uint64]*engine.Connection{}, retired: map[connKey]*engine.ConnectionTotals{}}
 	f.syncModels()
 	f.syncPeers()
+	f.syncBackends()
 	return f, nil
 }
 
@@ -541,6 +543,9 @@ func (f *Fake) Status() (engine.Status, error) {
 	}
 	for _, m := range f.models {
 		st.Models = append(st.Models, *m)
+	}
+	if b := f.backendsStatus(); b != nil {
+		st.Frontdoor = &engine.FrontdoorStatus{Backends: b}
 	}
 	sort.Slice(st.Models, func(i, j int) bool {
 		return key(st.Models[i].Name, st.Models[i].Version) < key(st.Models[j].Name, st.Models[j].Version)
