@@ -43,6 +43,8 @@ commands:
   models unload NAME VERSION      unload a version from every core (also one from the file)
   alias set MODEL ALIAS VERSION   point an alias at a version
   peers ls | add NAME ADDR [LABEL=VALUE]... | rm NAME
+  backends                        backend pools: each endpoint ready, not ready, ejected or draining; in flight, requests, failures
+  backends add|drain|undrain|remove POOL URL   change a pool's endpoints (kept across restarts; the fleet's in fleet mode)
   connections                     connections (RDMA, TCP) with their counters
   connections close ID            disconnect one; its requests in flight fail, retryably
   stats                           counters and latency per worker and shard
@@ -258,6 +260,8 @@ func dispatch(c *client, p *printer, args []string) error {
 		return aliasSet(c, p, rest)
 	case "peers":
 		return peers(c, p, rest)
+	case "backends":
+		return backendsCmd(c, p, rest)
 	case "connections":
 		switch {
 		case len(rest) == 0:

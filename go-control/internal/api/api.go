@@ -147,6 +147,12 @@ type AliasDoc struct {
 	Version string `json:"version"`
 }
 
+// EndpointBody is the body of POST /v1/backends/{pool}/endpoints (add)
+// and of its /drain and /undrain: the endpoint's URL, http(s)://host:port.
+type EndpointBody struct {
+	URL string `json:"url"`
+}
+
 // ReloadResult says what a reload changed.
 type ReloadResult struct {
 	Applied []string `json:"applied"` // live sections sent to the engine

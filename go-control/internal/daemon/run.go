@@ -254,6 +254,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		ln.Close()
 		return fmt.Errorf("engine start: %w", err)
 	}
+	// The pools' endpoints as changed through the API, as soon as it runs.
+	d.restoreEndpoints()
 	tracer, err := d.startTracing(context.Background())
 	if err != nil {
 		ln.Close()

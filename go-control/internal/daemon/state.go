@@ -85,6 +85,7 @@ type state struct {
 	reloadsKO uint64
 	lastOK    time.Time
 	xf        map[string]servedTransform // store key -> the transform the engine serves for it (transforms.go)
+	eps       map[epKey]bool             // backend endpoints the engine serves -> draining (endpoints.go)
 }
 
 func loadOverrides(s store.Store) (*overrides, error) {
@@ -271,7 +272,8 @@ func staticSections(a, b *config.Config) []string {
 		out = append(out, "jobs")
 	}
 	// The engine reads [[backends]] and [openai] at start: no live section
-	// carries them (yet).
+	// carries them (the endpoints of its pools change through the admin
+	// API: endpoints.go).
 	if !eq(a.Backends, b.Backends) {
 		out = append(out, "backends")
 	}
@@ -345,6 +347,9 @@ func (s *state) reloadLocked(st store.Store) (api.ReloadResult, error) {
 	s.eff = next
 	if s.syncTransformsLocked(st) {
 		res.Applied = append(res.Applied, "transforms")
+	}
+	if s.syncEndpointsLocked(st) {
+		res.Applied = append(res.Applied, "endpoints")
 	}
 	return res, nil
 }

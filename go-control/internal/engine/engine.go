@@ -66,6 +66,12 @@ type Engine interface {
 	AddPeer(p config.Peer) error
 	RemovePeer(name string) error
 	Peers() ([]PeerStatus, error)
+	// BackendEndpoint adds, drains, undrains or removes an endpoint of a
+	// [[backends]] pool (docs/backends.md): errs.ErrNotFound for an
+	// unknown pool or endpoint, errs.ErrAlreadyExists for an endpoint in
+	// its pool, errs.ErrInvalidArgument for a bad URL or a full pool.
+	// Endpoints are the front door's: errs.ErrNotRunning before Start.
+	BackendEndpoint(op EndpointOp) error
 	// Stats returns one consistent snapshot of every counter and histogram.
 	Stats() (Stats, error)
 	// Status describes the running engine.
@@ -199,6 +205,33 @@ type Schema struct {
 
 // The types below decode the Rust engine's JSON (stats and status) as it
 // is, so the cgo wrapper only has to unmarshal.
+
+// EndpointAction is what an EndpointOp does.
+type EndpointAction string
+
+// The actions of an EndpointOp.
+const (
+	// EndpointAdd adds it; it takes requests once a health check saw it
+	// ready.
+	EndpointAdd EndpointAction = "add"
+	// EndpointDrain: it takes nothing new and finishes what it holds.
+	EndpointDrain EndpointAction = "drain"
+	// EndpointUndrain: it takes requests again.
+	EndpointUndrain EndpointAction = "undrain"
+	// EndpointRemove takes it out of the pool; what it holds finishes.
+	EndpointRemove EndpointAction = "remove"
+)
+
+// EndpointActions lists every action.
+var EndpointActions = []EndpointAction{EndpointAdd, EndpointDrain, EndpointUndrain, EndpointRemove}
+
+// EndpointOp is one change to a backend pool's endpoints at run time (the
+// engine's EndpointOp).
+type EndpointOp struct {
+	Pool   string         `json:"pool"`
+	URL    string         `json:"url"` // http(s)://host:port, no path
+	Action EndpointAction `json:"action"`
+}
 
 // ModelInfo describes one loaded model version.
 type ModelInfo struct {

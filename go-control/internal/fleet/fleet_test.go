@@ -83,6 +83,8 @@ func fleetConfig(t *testing.T, dir, name string, urls []string) string {
 		}
 		s = strings.Replace(s, r[0], r[1], 1)
 	}
+	// A backend pool whose endpoints change through the API.
+	s += "\n[[backends]]\nname = \"llama\"\nprotocol = \"openai\"\nendpoints = [\"http://127.0.0.1:8101\", \"http://127.0.0.1:8102\"]\n"
 	path := filepath.Join(dir, "sluice.toml")
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
@@ -266,6 +268,24 @@ func hasPeer(a *appliance, name string) bool {
 	return slices.ContainsFunc(a.fake.Config().Peers, func(p config.Peer) bool { return p.Name == name })
 }
 
+// endpoint says how a's engine has the llama pool's endpoint on port:
+// "absent", "serving" or "draining".
+func endpoint(a *appliance, port int) string {
+	for _, e := range a.fake.Endpoints("llama") {
+		if e.URL == fmt.Sprintf("http://127.0.0.1:%d", port) {
+			if e.Draining {
+				return "draining"
+			}
+			return "serving"
+		}
+	}
+	return "absent"
+}
+
+func endpointBody(port int) map[string]string {
+	return map[string]string{"url": fmt.Sprintf("http://127.0.0.1:%d", port)}
+}
+
 func routesWith(a *appliance, mlpShard string) []config.Route {
 	rs := a.d.Engine().(*enginetest.Fake).Config().Routes
 	for i := range rs {
@@ -378,6 +398,31 @@ func TestFleet(t *testing.T) {
 		eventually(t, "transform removed", apps, func(x *appliance) bool { return !has(x) })
 	})
 
+	t.Run("backend endpoints changed on one serve on every engine", func(t *testing.T) {
+		a.must(t, "POST", "/v1/backends/llama/endpoints", endpointBody(8103))
+		eventually(t, "8103 added", apps, func(x *appliance) bool { return endpoint(x, 8103) == "serving" })
+		if code, out := b.do(t, "POST", "/v1/backends/llama/endpoints", endpointBody(8103)); code != http.StatusConflict || !strings.Contains(string(out), "already_exists") {
+			t.Fatalf("added twice: %d %s", code, out)
+		}
+		if code, out := b.do(t, "POST", "/v1/backends/nope/endpoints", endpointBody(8103)); code != http.StatusNotFound {
+			t.Fatalf("unknown pool: %d %s", code, out)
+		}
+		b.must(t, "POST", "/v1/backends/llama/endpoints/drain", endpointBody(8101))
+		apps[2].must(t, "DELETE", "/v1/backends/llama/endpoints?url=http%3A%2F%2F127.0.0.1%3A8102", nil)
+		eventually(t, "8101 draining, 8102 removed", apps, func(x *appliance) bool {
+			return endpoint(x, 8101) == "draining" && endpoint(x, 8102) == "absent" && endpoint(x, 8103) == "serving"
+		})
+		a.must(t, "POST", "/v1/backends/llama/endpoints/undrain", endpointBody(8101))
+		eventually(t, "8101 undrained", apps, func(x *appliance) bool { return endpoint(x, 8101) == "serving" })
+		// Every appliance's admin API shows the same.
+		for _, x := range apps {
+			if code, out := x.do(t, "GET", "/v1/backends", nil); code != 200 || !strings.Contains(string(out), `"url":"http://127.0.0.1:8103"`) ||
+				strings.Contains(string(out), "8102") {
+				t.Fatalf("%s backends: %d %s", x.name, code, out)
+			}
+		}
+	})
+
 	t.Run("concurrent writers on different appliances all land", func(t *testing.T) {
 		var wg sync.WaitGroup
 		for i, x := range apps {
@@ -484,6 +529,7 @@ func TestFleet(t *testing.T) {
 		apps[2].shutdown()
 		a.must(t, "PUT", "/v1/routes", routesWith(a, "hbm2-inference"))
 		a.must(t, "DELETE", "/v1/peers/p0-0", nil)
+		b.must(t, "POST", "/v1/backends/llama/endpoints/drain", endpointBody(8103))
 		registerSchema(t, b, "clicks-value", `{"type":"object"}`)
 		apps[2] = startAppliance(t, "c", paths["c"])
 		cc := apps[2]
@@ -493,7 +539,8 @@ func TestFleet(t *testing.T) {
 		// behind at first, never half-applied.
 		eventually(t, "c caught up", []*appliance{cc}, func(x *appliance) bool {
 			return routeShard(x, "mlp") == "hbm2-inference" && !hasPeer(x, "p0-0") && hasPeer(x, "p2-3") &&
-				hasPeer(x, "after-restart") && hasSchema(x, "clicks-value", 1)
+				hasPeer(x, "after-restart") && hasSchema(x, "clicks-value", 1) &&
+				endpoint(x, 8101) == "serving" && endpoint(x, 8102) == "absent" && endpoint(x, 8103) == "draining"
 		})
 	})
 }

@@ -219,6 +219,12 @@ func cAddPeer(h handle, doc []byte) (int32, string) {
 	return call(func(e *C.char, c C.size_t) C.int32_t { return C.sluice_engine_add_peer(h, p, n, e, c) })
 }
 
+func cBackendEndpoint(h handle, doc []byte) (int32, string) {
+	p, n, free := cBytes(doc)
+	defer free()
+	return call(func(e *C.char, c C.size_t) C.int32_t { return C.sluice_engine_backend_endpoint(h, p, n, e, c) })
+}
+
 func cRemovePeer(h handle, name string) (int32, string) {
 	cn := C.CString(name)
 	defer C.free(unsafe.Pointer(cn))

@@ -217,6 +217,20 @@ func (e *Engine) RemovePeer(name string) error {
 	return toErr(cRemovePeer(h, name))
 }
 
+// BackendEndpoint adds, drains, undrains or removes a pool's endpoint.
+func (e *Engine) BackendEndpoint(op engine.EndpointOp) error {
+	h, release, err := e.acquire()
+	if err != nil {
+		return err
+	}
+	defer release()
+	b, err := json.Marshal(op)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errs.ErrInvalidArgument, err)
+	}
+	return toErr(cBackendEndpoint(h, b))
+}
+
 // Peers lists the peers.
 func (e *Engine) Peers() ([]engine.PeerStatus, error) {
 	var p []engine.PeerStatus

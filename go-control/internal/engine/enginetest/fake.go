@@ -26,6 +26,7 @@ type Fake struct {
 	state    string
 	models   map[string]*engine.ModelInfo // name@version
 	peers    map[string]*engine.PeerStatus
+	pools    []*fakePool // [[backends]], endpoints changed by BackendEndpoint
 	workers  map[int]*fakeWorker
 	shards   map[string]*fakeShard
 	inFlight int
@@ -103,6 +104,7 @@ func NewFake(configJSON []byte) (*Fake, error) {
 		workers: map[int]*fakeWorker{}, shards: map[string]*fakeShard{}, conns: map[uint64]*engine.Connection{}, retired: map[connKey]*engine.ConnectionTotals{}}
 	f.syncModels()
 	f.syncPeers()
+	f.syncBackends()
 	return f, nil
 }
 
@@ -546,7 +548,17 @@ func (f *Fake) Status() (engine.Status, error) {
 	sort.Slice(st.Models, func(i, j int) bool {
 		return key(st.Models[i].Name, st.Models[i].Version) < key(st.Models[j].Name, st.Models[j].Version)
 	})
+	// What SetFrontdoor set; the configured pools' endpoints when it set
+	// no backends.
 	st.Frontdoor = f.frontdoor()
+	if b := f.backendsStatus(); b != nil {
+		if st.Frontdoor == nil {
+			st.Frontdoor = &engine.FrontdoorStatus{}
+		}
+		if st.Frontdoor.Backends == nil {
+			st.Frontdoor.Backends = b
+		}
+	}
 	return st, nil
 }
 

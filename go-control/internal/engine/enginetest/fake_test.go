@@ -3,6 +3,8 @@ package enginetest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -165,5 +167,76 @@ func TestFakeConnections(t *testing.T) {
 	}
 	if _, err := f.Connect(engine.Connection{Transport: "rdma"}); !errors.Is(err, errs.ErrNotRunning) {
 		t.Fatalf("connect after stop: %v", err)
+	}
+}
+
+// The Fake keeps each pool's endpoints from [[backends]] and changes them
+// with the engine's errors; the status shows them.
+func TestBackendEndpoint(t *testing.T) {
+	src, err := os.ReadFile("../../../../cfg/sluice.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = append(src, "\n[[backends]]\nname = \"llama\"\nprotocol = \"openai\"\nendpoints = [\"http://127.0.0.1:8101\"]\n"...)
+	cfg, err := config.Parse("sluice.toml", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := cfg.JSON()
+	f, err := NewFake(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := func(pool, url string, a engine.EndpointAction) error {
+		return f.BackendEndpoint(engine.EndpointOp{Pool: pool, URL: url, Action: a})
+	}
+	if err := op("llama", "http://127.0.0.1:8102", engine.EndpointAdd); !errors.Is(err, errs.ErrNotRunning) {
+		t.Fatalf("before start: %v", err)
+	}
+	if err := f.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		pool, url string
+		action    engine.EndpointAction
+		want      error
+	}{
+		{"llama", "http://127.0.0.1:8102", engine.EndpointAdd, nil},
+		{"llama", "http://127.0.0.1:8102", engine.EndpointAdd, errs.ErrAlreadyExists},
+		{"nope", "http://127.0.0.1:8102", engine.EndpointAdd, errs.ErrNotFound},
+		{"llama", "http://127.0.0.1:8103/v1", engine.EndpointAdd, errs.ErrInvalidArgument},
+		{"llama", "127.0.0.1:8103", engine.EndpointAdd, errs.ErrInvalidArgument},
+		{"llama", "http://127.0.0.1:8101", engine.EndpointDrain, nil},
+		{"llama", "http://127.0.0.1:8109", engine.EndpointDrain, errs.ErrNotFound},
+		{"llama", "http://127.0.0.1:8109", engine.EndpointRemove, errs.ErrNotFound},
+		{"llama", "http://127.0.0.1:8101", "explode", errs.ErrInvalidArgument},
+	} {
+		if err := op(c.pool, c.url, c.action); c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
+			t.Fatalf("%s %s %s: %v, want %v", c.action, c.pool, c.url, err, c.want)
+		}
+	}
+	st, _ := f.Status()
+	eps := st.Frontdoor.Backends.Pools[0].Endpoints
+	if len(eps) != 2 || !eps[0].Draining || eps[1].Draining || eps[1].URL != "http://127.0.0.1:8102" {
+		t.Fatalf("endpoints: %+v", eps)
+	}
+	if err := op("llama", "http://127.0.0.1:8101", engine.EndpointUndrain); err != nil || f.Endpoints("llama")[0].Draining {
+		t.Fatalf("undrain: %v %+v", err, f.Endpoints("llama"))
+	}
+	if err := op("llama", "http://127.0.0.1:8101", engine.EndpointRemove); err != nil || len(f.Endpoints("llama")) != 1 {
+		t.Fatalf("remove: %v %+v", err, f.Endpoints("llama"))
+	}
+	// A full pool.
+	for i := len(f.Endpoints("llama")); i < config.BackendEndpointsMax; i++ {
+		if err := op("llama", fmt.Sprintf("http://10.0.0.%d:80", i), engine.EndpointAdd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := op("llama", "http://10.0.1.1:80", engine.EndpointAdd); !errors.Is(err, errs.ErrInvalidArgument) {
+		t.Fatalf("full pool: %v", err)
+	}
+	// Without [[backends]] the status has no front door part.
+	if st, _ := newFake(t).Status(); st.Frontdoor != nil {
+		t.Fatalf("frontdoor: %+v", st.Frontdoor)
 	}
 }

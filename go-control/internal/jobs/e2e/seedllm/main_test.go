@@ -112,7 +112,7 @@ func TestSeedProgramGetsItsCompletion(t *testing.T) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Model-Version", "1")
+		w.Header().Set(jobs.HeaderResultVersion, "1")
 		_, _ = io.WriteString(w, completion)
 	}))
 	t.Cleanup(fd.Close)
