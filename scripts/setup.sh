@@ -108,6 +108,10 @@ if [ "$mode" != "--runtime" ]; then
     bash "$root/scripts/setup-python-client.sh"
     # tritonclient[http,grpc] against the front door (pinned; .cache/frontdoor-venv).
     bash "$root/scripts/setup-frontdoor.sh"
+    # The model-server backends (llama-cpp-python's server compiled once,
+    # about 5 min cold; the Gemma 3 270M GGUF; KServe; the openai client;
+    # pinned; .cache/backends-venv).
+    bash "$root/scripts/setup-backends.sh"
     if ! rustup run nightly rustc --version >/dev/null 2>&1; then
         log "installing the nightly toolchain (cargo-fuzz needs it)"
         rustup toolchain install nightly --profile minimal >/dev/null 2>&1

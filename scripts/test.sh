@@ -122,6 +122,11 @@ run_chaos "async jobs end to end (nats-server 3-node cluster with crashes, sluic
 run "go client parser fuzz (${FUZZ_SECONDS:-30}s)" scripts/fuzz-go.sh "${FUZZ_SECONDS:-30}"
 run "python client (wheel built as pip does; pytest against sluiced; CPython 3.9 too)" scripts/test-python.sh
 run "front door (tritonclient[http,grpc] and curl against sluiced, answers vs onnxruntime-python; about 10 s)" scripts/test-frontdoor.sh
+# Sluice in front of real model servers (docs/backends.md): two llama.cpp
+# servers with Gemma 3 270M and KServe's ModelServer, started by
+# scripts/backends.sh; the official openai client, a backend killed
+# mid-stream, the seed's job from JetStream answered by a real completion.
+run "backends (openai client through sluiced to real llama.cpp servers and KServe's ModelServer, a backend killed mid-stream, the seed's LLM job; about 1 min)" scripts/test-backends.sh
 # The hostile network (issue 29; docs/security.md): each attack against a
 # fresh sluiced, a legitimate client alone and then during it; the table
 # (legit p99 during / alone, RSS before and after, what was closed or
