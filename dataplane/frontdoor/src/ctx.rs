@@ -216,6 +216,10 @@ pub struct Ctx {
     pub backends: Option<Arc<sluice_backends::Backends>>,
     /// `[openai]`.
     pub openai: sluice_engine::config::OpenaiCfg,
+    /// Where backend-hop span records go.
+    pub spans: Arc<sluice_engine::trace::SpanRing>,
+    /// Which requests' hops are traced (`tracing.sample_ratio`).
+    pub sampler: sluice_engine::trace::Sampler,
     /// The TLS certificate in use; `None`: cleartext.
     pub tls: Option<Arc<crate::conn::tls::Certs>>,
 }

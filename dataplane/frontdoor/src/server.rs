@@ -190,6 +190,8 @@ pub fn start(c: FrontdoorCtx) -> Result<Box<dyn FrontdoorHandle>, String> {
         signer,
         backends,
         openai: c.openai,
+        spans: c.spans,
+        sampler: sluice_engine::trace::Sampler::new(c.sample_ratio),
         tls,
     });
     let (stop_tx, stop_rx) = watch::channel(false);

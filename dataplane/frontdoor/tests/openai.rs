@@ -18,6 +18,7 @@ const TOKEN: &str = "openai-test-token-0123456789abcd";
 #[derive(Default)]
 struct Seen {
     bodies: std::sync::Mutex<Vec<String>>,
+    traceparents: std::sync::Mutex<Vec<String>>,
     cancelled: AtomicU64,
 }
 
@@ -59,6 +60,9 @@ fn serve_conn(c: TcpStream, seen: &Seen) {
             }
             if let Some(v) = lower.strip_prefix("inference-header-content-length:") {
                 inference_header = v.trim().to_string();
+            }
+            if let Some(v) = lower.strip_prefix("traceparent:") {
+                seen.traceparents.lock().unwrap().push(v.trim().to_string());
             }
         }
         let mut body = vec![0u8; len];
@@ -489,6 +493,44 @@ fn dispatch_stream_and_refusals() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+
+    // A traced request: the hop's span under the caller's, named as the
+    // parent in the traceparent sent upstream.
+    let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let r = post(
+        http,
+        "/v1/chat/completions",
+        &[AUTH, ("traceparent", tp)],
+        r#"{"model":"qwen3-72b","messages":[]}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let sent = seen.traceparents.lock().unwrap().last().cloned().unwrap();
+    assert!(
+        sent.starts_with("00-0af7651916cd43dd8448eb211c80319c-"),
+        "{sent}"
+    );
+    let mut recs = vec![sluice_engine::trace::SpanRecord::default(); 64];
+    let n = e.drain_spans(&mut recs);
+    let rec = recs[..n]
+        .iter()
+        .find(|r| r.kind == sluice_engine::trace::kind::BACKEND)
+        .expect("a backend span");
+    assert_eq!(
+        rec.parent_id,
+        [0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31]
+    );
+    let hex: String = rec.span_id.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        sent,
+        format!("00-0af7651916cd43dd8448eb211c80319c-{hex}-01")
+    );
+    let t = rec.times;
+    assert!(t.recv_ns <= t.auth_ns && t.auth_ns <= t.route_ns && t.route_ns <= t.run_start_ns);
+    assert!(
+        t.run_start_ns <= t.run_end_ns && t.run_end_ns <= t.send_ns,
+        "{t:?}"
+    );
+    assert_eq!(rec.outcome, 0);
 
     // Counted per pool and cause.
     let st = e.frontdoor_stats();

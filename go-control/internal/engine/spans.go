@@ -4,6 +4,11 @@ package engine
 const (
 	SpanLocal   = 0 // run on this appliance
 	SpanForward = 1 // forwarded to a peer: the peer's span is its child
+	// SpanBackend is a front-door hop to a model-server backend: ValidateNs
+	// the body read, RouteNs placed, RunStartNs sent upstream, RunEndNs the
+	// answer's first byte, SendNs its last byte relayed; Outcome the HTTP
+	// status when not 2xx (499: the client went away).
+	SpanBackend = 2
 )
 
 // SpanRecord is one traced request on one appliance, as its worker wrote

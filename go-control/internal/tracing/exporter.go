@@ -175,8 +175,11 @@ func (x *Exporter) emit(r *engine.SpanRecord, shards []string, tenants map[uint3
 	}
 	ctx = withIDs(ctx, tid, trace.SpanID(r.SpanID))
 	name := "sluice.request"
-	if r.Kind == engine.SpanForward {
+	switch r.Kind {
+	case engine.SpanForward:
 		name = "sluice.forward"
+	case engine.SpanBackend:
+		name = "sluice.backend"
 	}
 	attrs := []attribute.KeyValue{
 		attribute.Int64("sluice.request_id", int64(r.RequestID)),
@@ -203,7 +206,11 @@ func (x *Exporter) emit(r *engine.SpanRecord, shards []string, tenants map[uint3
 	_, span := x.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithTimestamp(ts(r.RecvNs)), trace.WithAttributes(attrs...))
 	if r.Outcome != 0 {
-		span.SetStatus(codes.Error, "error frame "+strconv.Itoa(int(r.Outcome)))
+		what := "error frame "
+		if r.Kind == engine.SpanBackend {
+			what = "HTTP status "
+		}
+		span.SetStatus(codes.Error, what+strconv.Itoa(int(r.Outcome)))
 	}
 	// Stage children: each from the end of the last stage reached.
 	child := trace.ContextWithSpan(context.Background(), span)
@@ -216,11 +223,22 @@ func (x *Exporter) emit(r *engine.SpanRecord, shards []string, tenants map[uint3
 		s.End(trace.WithTimestamp(ts(end)))
 		last = end
 	}
-	stage("parse_auth", r.AuthNs)
-	stage("validate", r.ValidateNs)
-	stage("route", r.RouteNs)
-	stage("queue", r.RunStartNs)
-	stage("inference", r.RunEndNs)
-	stage("send", r.SendNs)
+	if r.Kind == engine.SpanBackend {
+		// The hop upstream: wait for an endpoint's place and send, the
+		// backend's time to its first byte, the relay of the rest.
+		stage("auth", r.AuthNs)
+		stage("read_body", r.ValidateNs)
+		stage("route", r.RouteNs)
+		stage("queue", r.RunStartNs)
+		stage("upstream", r.RunEndNs)
+		stage("relay", r.SendNs)
+	} else {
+		stage("parse_auth", r.AuthNs)
+		stage("validate", r.ValidateNs)
+		stage("route", r.RouteNs)
+		stage("queue", r.RunStartNs)
+		stage("inference", r.RunEndNs)
+		stage("send", r.SendNs)
+	}
 	span.End(trace.WithTimestamp(ts(r.SendNs)))
 }

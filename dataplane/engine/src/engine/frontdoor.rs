@@ -27,6 +27,10 @@ pub struct FrontdoorCtx {
     pub backends: Vec<crate::config::BackendCfg>,
     /// `[openai]`.
     pub openai: crate::config::OpenaiCfg,
+    /// Where backend-hop span records go (drained with the workers').
+    pub spans: Arc<crate::trace::SpanRing>,
+    /// `tracing.sample_ratio`.
+    pub sample_ratio: f64,
     /// `tls_cert` and `tls_key`, resolved against the config file's
     /// directory; `None`: cleartext.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
@@ -99,6 +103,8 @@ impl Engine {
             meta: self.meta_fn(),
             backends: self.cfg.backends.clone(),
             openai: self.cfg.openai.clone(),
+            spans: Arc::clone(&self.frontdoor_spans),
+            sample_ratio: self.cfg.tracing.sample_ratio,
             tls: (!self.cfg.frontdoor.tls_cert.is_empty()).then(|| {
                 (
                     self.cfg

@@ -331,6 +331,7 @@ impl Engine {
         for w in &self.workers {
             n += w.spans.drain(&mut out[n..]);
         }
+        n += self.frontdoor_spans.drain(&mut out[n..]);
         n
     }
 

@@ -147,6 +147,8 @@ pub struct Engine {
     ingress_ports: Vec<crate::transport::ingress::IngressPort>,
     /// The running front door.
     frontdoor: Option<Box<dyn FrontdoorHandle>>,
+    /// Span records of the front door's backend hops (kind BACKEND).
+    frontdoor_spans: Arc<crate::trace::SpanRing>,
 }
 
 /// The default handler factory: null, echo and (with feature `onnx`) ONNX Runtime.
@@ -208,6 +210,7 @@ impl Engine {
             ingress_workers: Vec::new(),
             ingress_ports: Vec::new(),
             frontdoor: None,
+            frontdoor_spans: Arc::new(crate::trace::SpanRing::new(cfg.tracing.ring_spans)),
             factory,
             opts,
             cfg,

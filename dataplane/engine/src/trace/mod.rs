@@ -30,6 +30,12 @@ pub mod kind {
     pub const LOCAL: u8 = 0;
     /// Forwarded to a peer; its span is the parent of the peer's.
     pub const FORWARD: u8 = 1;
+    /// Sent to a model-server backend by the front door; its span is the
+    /// parent of the backend's (the `traceparent` sent upstream names it).
+    /// Times: `validate_ns` the body read, `route_ns` placed, `run_start_ns`
+    /// sent upstream, `run_end_ns` the answer's first byte, `send_ns` its
+    /// last byte relayed; `outcome` is the HTTP status when not 2xx.
+    pub const BACKEND: u8 = 2;
 }
 
 /// Timestamps of one request's stages, in ns since the Unix epoch; 0 for a

@@ -11,6 +11,7 @@
 //! arrives; a client that goes away cancels the upstream request.
 
 mod errors;
+mod hop;
 mod request;
 
 use std::sync::Arc;
@@ -80,6 +81,7 @@ async fn handle(
     req: Request<Incoming>,
     op: Op,
 ) -> Result<Response<Chunks>, ApiError> {
+    let recv_ns = hop::now_ns();
     let want = if op == Op::Models {
         Method::GET
     } else {
@@ -115,6 +117,41 @@ async fn handle(
         .code("shutting_down"));
     }
     drop(tables);
+    let trace = match req
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(t) => crate::semantic::parse_traceparent(t),
+        None => sluice_wire::TraceContext::default(),
+    };
+    let mut hop = Some(hop::Hop::start(trace, &ctx.sampler, recv_ns));
+    if let Some(h) = hop.as_mut() {
+        h.mark(|t| t.auth_ns = hop::now_ns());
+    }
+    let r = forward(ctx, req, op, auth, backends, &mut hop).await;
+    // A hop that ended before its answer was relayed ends here.
+    if let (Some(h), Err(e)) = (hop.take(), &r) {
+        h.finish(e.status.as_u16(), &ctx.spans);
+    }
+    r
+}
+
+/// Reads, places and sends one request; `hop` goes to whoever relays the
+/// answer (left in place when the request fails before).
+async fn forward(
+    ctx: &Arc<Ctx>,
+    req: Request<Incoming>,
+    op: Op,
+    auth: crate::semantic::Auth,
+    backends: Arc<sluice_backends::Backends>,
+    hop: &mut Option<hop::Hop>,
+) -> Result<Response<Chunks>, ApiError> {
+    let mark = |hop: &mut Option<hop::Hop>, f: fn(&mut sluice_engine::trace::SpanTimes, u64)| {
+        if let Some(h) = hop.as_mut() {
+            h.mark(|t| f(t, hop::now_ns()));
+        }
+    };
     let (parts, incoming) = req.into_parts();
     let received = crate::http::read_body(ctx, &parts.headers, incoming)
         .await
@@ -127,9 +164,25 @@ async fn handle(
     .map_err(ApiError::from)?;
     let raw = request::join(&ctx.stats, received.chunks, received.len);
     let mut body = request::parse(&raw)?;
+    mark(hop, |t, now| t.validate_ns = now);
     let tables = ctx.tables();
     let placed = request::place(ctx, &tables, &parts.headers, &auth.tenant, &body, &raw)?;
     drop(tables);
+    mark(hop, |t, now| t.route_ns = now);
+    if let Some(h) = hop.as_mut() {
+        let adapter = if placed.upstream == placed.model {
+            ""
+        } else {
+            &placed.upstream
+        };
+        h.describe(
+            &placed.model,
+            &placed.version,
+            adapter,
+            auth.tenant.id,
+            placed.shard_index,
+        );
+    }
     if placed.stream && op == Op::Embeddings {
         return Err(ApiError::bad("embeddings do not stream").param("stream"));
     }
@@ -173,27 +226,40 @@ async fn handle(
         method: Method::POST,
         path: op.path().to_owned(),
         body: send,
-        headers: upstream_headers(&parts.headers),
+        headers: upstream_headers(&parts.headers, hop.as_ref().and_then(hop::Hop::traceparent)),
         model: placed.upstream.clone(),
         stream: placed.stream,
         deadline: tokio::time::Instant::now() + timeout,
         answer_bytes_max: ctx.cfg.reply_bytes_max as usize,
     };
     let answer = sluice_backends::send(&backends, &pools, &call).await?;
-    Ok(respond(ctx, answer, &placed, &call))
+    let mut hop = hop.take();
+    if let Some(h) = hop.as_mut() {
+        let now = hop::now_ns();
+        let sent = now.saturating_sub(answer.sent.elapsed().as_nanos() as u64);
+        h.mark(|t| {
+            t.run_start_ns = sent;
+            t.run_end_ns = now;
+        });
+    }
+    Ok(respond(ctx, answer, &placed, &call, hop))
 }
 
-/// Headers that go upstream: the content type and the trace context.
-fn upstream_headers(h: &http::HeaderMap) -> http::HeaderMap {
+/// Headers that go upstream: the content type and the trace context
+/// (`traceparent` naming the hop's span when it is traced).
+fn upstream_headers(h: &http::HeaderMap, traceparent: Option<String>) -> http::HeaderMap {
     let mut out = http::HeaderMap::new();
     out.insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
     );
-    for name in ["traceparent", "tracestate", "accept"] {
+    for name in ["tracestate", "accept"] {
         if let Some(v) = h.get(name) {
             out.insert(http::HeaderName::from_static(name), v.clone());
         }
+    }
+    if let Some(tp) = traceparent.and_then(|t| http::HeaderValue::from_str(&t).ok()) {
+        out.insert(http::HeaderName::from_static("traceparent"), tp);
     }
     out
 }
@@ -203,6 +269,7 @@ fn respond(
     a: sluice_backends::Answer,
     placed: &request::Placed,
     call: &sluice_backends::Call,
+    hop: Option<hop::Hop>,
 ) -> Response<Chunks> {
     let sluice_backends::Answer {
         status,
@@ -233,6 +300,14 @@ fn respond(
                 ctx.stats.refusal(status);
             }
             drop(lease);
+            if let Some(h) = hop {
+                let outcome = if status.is_success() {
+                    0
+                } else {
+                    status.as_u16()
+                };
+                h.finish(outcome, &ctx.spans);
+            }
             Chunks::one(b)
         }
         sluice_backends::Body::Stream(incoming) => {
@@ -240,8 +315,20 @@ fn respond(
             let (tx, rx) = tokio::sync::mpsc::channel(STREAM_CHUNKS_QUEUED_MAX);
             let model = placed.upstream.clone();
             let deadline = call.deadline;
+            let spans = Arc::clone(&ctx.spans);
             tokio::spawn(async move {
-                sluice_backends::relay::relay(lease, sent, incoming, tx, &model, deadline).await;
+                let ended =
+                    sluice_backends::relay::relay(lease, sent, incoming, tx, &model, deadline)
+                        .await;
+                if let Some(h) = hop {
+                    // A stream cut or timed out ends as a gateway error.
+                    let outcome = match ended {
+                        sluice_backends::relay::Ended::Done => 0,
+                        sluice_backends::relay::Ended::Cancelled => 499,
+                        sluice_backends::relay::Ended::Failed(_) => 502,
+                    };
+                    h.finish(outcome, &spans);
+                }
             });
             Chunks::live(rx)
         }

@@ -28,8 +28,10 @@ pub struct Placed {
     pub upstream: String,
     /// The route's name.
     pub route: String,
-    /// The shard's name and labels.
+    /// The shard's name.
     pub shard: String,
+    /// Its index in the tables.
+    pub shard_index: usize,
     /// The shard's labels, matched against the pools'.
     pub labels: std::collections::BTreeMap<String, String>,
     /// `X-AI-Timeout`, if sent.
@@ -181,6 +183,7 @@ pub fn place(
         version: entry.version.clone(),
         route: route.name.clone(),
         shard: shard.name.clone(),
+        shard_index: route.shard,
         labels: shard.labels.clone(),
         timeout,
         stream,
