@@ -108,6 +108,15 @@ async fn check(p: &Pool, e: &Endpoint) {
         BackendProtocol::KserveHttp => "/v2/health/ready",
     };
     let answer = get(p, e, path).await;
+    // A check that times out while the endpoint serves requests says it
+    // is busy (llama.cpp's Python server answers /v1/models only between
+    // generations), not that it is gone: its state stays. A refused
+    // connection or an error status takes it out at once, and requests
+    // that fail eject it (passive checks).
+    if matches!(answer, Err(Check::Timeout)) && e.in_flight() > 0 {
+        return;
+    }
+    let answer = answer.ok();
     let ok = answer.is_some();
     if ok != e.healthy() {
         log::info!(
@@ -123,7 +132,7 @@ async fn check(p: &Pool, e: &Endpoint) {
     }
     let list = match p.cfg.protocol {
         BackendProtocol::Openai => answer,
-        BackendProtocol::KserveHttp => get(p, e, "/v2/models").await,
+        BackendProtocol::KserveHttp => get(p, e, "/v2/models").await.ok(),
     };
     if let Some(body) = list
         && let Some(models) = model_ids(&body)
@@ -132,29 +141,46 @@ async fn check(p: &Pool, e: &Endpoint) {
     }
 }
 
+/// Why a check failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// No answer within the connect timeout and a second.
+    Timeout,
+    /// Refused, an error status, or an unreadable answer.
+    Failed,
+}
+
 /// The body of a 2xx answer to `GET path`, within a bounded time.
-async fn get(p: &Pool, e: &Endpoint, path: &str) -> Option<Bytes> {
+async fn get(p: &Pool, e: &Endpoint, path: &str) -> Result<Bytes, Check> {
     if e.parsed.https {
-        return None;
+        return Err(Check::Failed);
     }
     let uri = http::Uri::builder()
         .scheme("http")
         .authority(e.authority.clone())
         .path_and_query(path)
         .build()
-        .ok()?;
-    let req = http::Request::get(uri).body(Full::new(Bytes::new())).ok()?;
+        .map_err(|_| Check::Failed)?;
+    let req = http::Request::get(uri)
+        .body(Full::new(Bytes::new()))
+        .map_err(|_| Check::Failed)?;
     let client = crate::client::client(p.cfg.connect_timeout_ms);
     let limit = Duration::from_millis(u64::from(p.cfg.connect_timeout_ms) + 1000);
     let fetch = async {
-        let resp = client.request(req).await.ok()?;
+        let resp = client.request(req).await.map_err(|_| Check::Failed)?;
         if !resp.status().is_success() {
-            return None;
+            return Err(Check::Failed);
         }
         let body = http_body_util::Limited::new(resp.into_body(), HEALTH_ANSWER_BYTES_MAX);
-        body.collect().await.ok().map(|c| c.to_bytes())
+        body.collect()
+            .await
+            .map(|c| c.to_bytes())
+            .map_err(|_| Check::Failed)
     };
-    tokio::time::timeout(limit, fetch).await.ok().flatten()
+    match tokio::time::timeout(limit, fetch).await {
+        Ok(r) => r,
+        Err(_) => Err(Check::Timeout),
+    }
 }
 
 /// Model names from an OpenAI list (`{"data":[{"id":..}]}`) or a KServe
