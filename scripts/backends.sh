@@ -16,7 +16,9 @@
 #                           tests/backends/llama_compat.py, which adds GET
 #                           /health and max_completion_tokens (the routers need
 #                           both); BACKENDS_LLAMA_PLAIN=1 runs the bare
-#                           `python -m llama_cpp.server` (no /health: 404).
+#                           `python -m llama_cpp.server` (no /health: 404;
+#                           `status` then asks /v1/models, which waits while
+#                           a generation runs, so a busy one shows not-ready).
 #   kserve-8201             KServe ModelServer, model "tiny"
 #                           (tests/backends/kserve_model.py), REST 8201, gRPC 8202
 #   vllm-router-8301, sglang-router-8302   routers-start; round robin over

@@ -19,6 +19,8 @@ Note: KServe 0.21 binds REST on 0.0.0.0 and gRPC on [::]; it has no option
 for the address.
 """
 
+import uuid
+
 import numpy as np
 from kserve import InferOutput, InferRequest, InferResponse, Model, ModelServer
 from kserve.errors import InvalidInput
@@ -56,7 +58,10 @@ class Tiny(Model):
         x = inp.as_numpy()
         y = (2 * x + 1).astype(np.float32)
         out = InferOutput(name="y", shape=SHAPE, datatype="FP32", data=y.flatten().tolist())
-        return InferResponse(response_id=payload.id, model_name=NAME, infer_outputs=[out])
+        # The v2 request's id is optional; the response's is a string, so one
+        # is made when the request has none (KServe answers 500 on None).
+        rid = payload.id or str(uuid.uuid4())
+        return InferResponse(response_id=rid, model_name=NAME, infer_outputs=[out])
 
 
 if __name__ == "__main__":
