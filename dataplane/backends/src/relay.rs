@@ -92,7 +92,9 @@ pub async fn relay(
         // is silent (a long prefill).
         let next = tokio::select! {
             f = tokio::time::timeout_at(deadline, body.frame()) => f,
-            () = tx.closed() => break Ended::Cancelled,
+            // A client that read [DONE] may close before the backend ends
+            // its body: that stream is done, not cancelled.
+            () = tx.closed() => break if scan.done { Ended::Done } else { Ended::Cancelled },
         };
         let frame = match next {
             Err(_) => break Ended::Failed(Cause::Timeout),
@@ -131,7 +133,7 @@ pub async fn relay(
             last = Some(now);
         }
         if tx.send(data).await.is_err() {
-            break Ended::Cancelled;
+            break if scan.done { Ended::Done } else { Ended::Cancelled };
         }
     };
     match ended {
