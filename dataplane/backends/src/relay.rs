@@ -133,7 +133,11 @@ pub async fn relay(
             last = Some(now);
         }
         if tx.send(data).await.is_err() {
-            break if scan.done { Ended::Done } else { Ended::Cancelled };
+            break if scan.done {
+                Ended::Done
+            } else {
+                Ended::Cancelled
+            };
         }
     };
     match ended {

@@ -41,25 +41,40 @@ type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 fn full(status: StatusCode, ct: &'static str, b: impl Into<Bytes>) -> Response<Body> {
     let mut r = Response::new(Full::new(b.into()).boxed());
     *r.status_mut() = status;
-    r.headers_mut()
-        .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(ct));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(ct),
+    );
     r
 }
 
-async fn serve(req: Request<Incoming>, model: String, tokens: u32, itl: Duration) -> Result<Response<Body>, Infallible> {
+async fn serve(
+    req: Request<Incoming>,
+    model: String,
+    tokens: u32,
+    itl: Duration,
+) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_string();
     match path.as_str() {
         "/v1/models" => {
             let b = serde_json::json!({"object":"list","data":[{"id": model, "object":"model","owned_by":"perf"}]});
             return Ok(full(StatusCode::OK, "application/json", b.to_string()));
         }
-        "/health" | "/health_generate" => return Ok(full(StatusCode::OK, "application/json", "{}")),
+        "/health" | "/health_generate" => {
+            return Ok(full(StatusCode::OK, "application/json", "{}"));
+        }
         "/get_server_info" | "/get_model_info" => {
             let b = serde_json::json!({"model_path": model, "is_generation": true});
             return Ok(full(StatusCode::OK, "application/json", b.to_string()));
         }
         "/v1/chat/completions" | "/v1/completions" => {}
-        _ => return Ok(full(StatusCode::NOT_FOUND, "application/json", r#"{"error":{"message":"not found"}}"#)),
+        _ => {
+            return Ok(full(
+                StatusCode::NOT_FOUND,
+                "application/json",
+                r#"{"error":{"message":"not found"}}"#,
+            ));
+        }
     }
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),

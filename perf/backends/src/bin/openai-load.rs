@@ -63,7 +63,8 @@ struct Hists {
 }
 
 fn hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 600_000_000, 3).unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
+    Histogram::new_with_bounds(1, 600_000_000, 3)
+        .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!()))
 }
 
 struct Shared {
