@@ -3,7 +3,8 @@
 # Clones the current commit into an empty directory and runs `.ci/run`
 # there (setup, then scripts/test.sh) with an empty cargo target
 # directory, empty Go build and module caches and an empty pip cache, as
-# CI's clean checkout does. Prints the total time and every stage's time.
+# CI's clean checkout does (and an empty XDG cache, where
+# setup-backends.sh keeps the llama.cpp wheel it compiles). Prints the total time and every stage's time.
 # Run it before every stop that changes tests, setup or dependencies; the
 # budget is 50 minutes on an idle 2-core host (CI's limit is 90).
 #
@@ -27,7 +28,7 @@ mkdir -p "$work"
 echo "fresh-check: $commit in $work"
 git clone -q --no-local "$root" "$work/main"
 git -C "$work/main" checkout -q "$commit"
-mkdir -p "$work/gocache" "$work/gomodcache" "$work/pipcache"
+mkdir -p "$work/gocache" "$work/gomodcache" "$work/pipcache" "$work/xdgcache"
 
 log=$work/ci.log
 t0=$SECONDS
@@ -36,6 +37,7 @@ rc=0
     cd "$work/main"
     env -u CARGO_TARGET_DIR -u CARGO_BUILD_TARGET_DIR \
         CI=true GOCACHE="$work/gocache" GOMODCACHE="$work/gomodcache" PIP_CACHE_DIR="$work/pipcache" \
+        XDG_CACHE_HOME="$work/xdgcache" \
         bash .ci/run </dev/null
 ) >"$log" 2>&1 || rc=$?
 total=$((SECONDS - t0))
