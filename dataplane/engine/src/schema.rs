@@ -440,6 +440,30 @@ impl SchemaTable {
             .ok_or(unknown)
     }
 
+    /// Validates a JSON document (an OpenAI request body, which is no
+    /// frame) against the live JSON Schema `id` names at `version` (0: the
+    /// newest live version).
+    pub fn validate_json(&self, id: u32, version: u32, doc: &[u8]) -> Result<(), Reject> {
+        let unknown = Reject::new(ErrorCode::UnknownSchema, crate::vocab::msg::UNKNOWN_SCHEMA);
+        let ids = self.by_id.get(&id).ok_or(unknown)?;
+        let e = ids
+            .iter()
+            .rev()
+            .map(|&i| &self.entries[i])
+            .find(|e| !e.retired && (version == 0 || e.version == version))
+            .ok_or(unknown)?;
+        let mismatch = |m| Reject::new(ErrorCode::SchemaMismatch, m);
+        match &*e.check {
+            Check::Json(j) => j.validate(doc).map_err(|i| mismatch(i.message)),
+            Check::Unenforceable(_) => Err(mismatch(
+                "the data plane cannot enforce this schema; see the appliance's status",
+            )),
+            _ => Err(mismatch(
+                "this schema is not a JSON Schema: a JSON body cannot be checked against it",
+            )),
+        }
+    }
+
     /// [`SchemaTable::validate`] against an entry [`SchemaTable::lookup`]
     /// found.
     pub fn validate_with<'f>(

@@ -494,6 +494,50 @@ fn dispatch_stream_and_refusals() {
         std::thread::sleep(Duration::from_millis(20));
     }
 
+    // A registered JSON Schema on the body: checked before it goes upstream.
+    e.set_schemas(
+        vec![sluice_engine::schema::SchemaCfg {
+            id: 41,
+            subject: "chat-request".into(),
+            version: 1,
+            schema_type: "JSON".into(),
+            schema: r#"{"type":"object","required":["messages"],"properties":{"max_tokens":{"type":"integer","maximum":64}}}"#.into(),
+            retired: false,
+            references: vec![],
+        }],
+        60_000,
+    )
+    .unwrap();
+    let schema = [AUTH, ("x-schema-id", "41")];
+    let before = seen.bodies.lock().unwrap().len();
+    let r = post(
+        http,
+        "/v1/chat/completions",
+        &schema,
+        r#"{"model":"qwen3-72b","messages":[],"max_tokens":999}"#,
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(err_code(&r), "schema_mismatch");
+    let r = post(
+        http,
+        "/v1/chat/completions",
+        &[AUTH, ("x-schema-id", "77")],
+        r#"{"model":"qwen3-72b","messages":[]}"#,
+    );
+    assert_eq!(err_code(&r), "unknown_schema");
+    assert_eq!(
+        seen.bodies.lock().unwrap().len(),
+        before,
+        "refused bodies never go upstream"
+    );
+    let r = post(
+        http,
+        "/v1/chat/completions",
+        &schema,
+        r#"{"model":"qwen3-72b","messages":[],"max_tokens":9}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+
     // A traced request: the hop's span under the caller's, named as the
     // parent in the traceparent sent upstream.
     let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";

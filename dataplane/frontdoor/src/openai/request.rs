@@ -138,6 +138,23 @@ pub fn place(
         )
         .code("unknown_adapter"));
     }
+    // A registered JSON Schema on the body, named as on every ingress.
+    let schema_id = text(headers, "x-schema-id", 10)?;
+    if !schema_id.is_empty() {
+        let id: u32 = schema_id
+            .parse()
+            .map_err(|_| ApiError::bad("X-Schema-Id: not a schema id"))?;
+        let version: u32 = match text(headers, "x-schema-version", 10)? {
+            "" => 0,
+            v => v
+                .parse()
+                .map_err(|_| ApiError::bad("X-Schema-Version: not a version"))?,
+        };
+        tables
+            .schemas
+            .validate_json(id, version, raw)
+            .map_err(|r| ApiError::bad(r.message).code(r.code.as_str()))?;
+    }
     let intent = text(headers, "x-ai-intent", INTENT_LEN_MAX)?;
     let timeout = match text(headers, "x-ai-timeout", 32)? {
         "" => None,
