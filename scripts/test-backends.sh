@@ -19,7 +19,7 @@ export SLUICE_ORT_LIB="${SLUICE_ORT_LIB:-$root/.cache/onnxruntime/libonnxruntime
 [ -x .cache/bin/nats-server ] || { echo "test-backends: .cache/bin/nats-server missing: run scripts/setup.sh" >&2; exit 1; }
 # Servers a previous run left behind are used as they are (start is
 # idempotent); this run stops them at its end.
-trap 'scripts/backends.sh stop >/dev/null 2>&1 || true' EXIT
+trap '"$root/scripts/backends.sh" stop >/dev/null 2>&1 || true' EXIT
 scripts/backends.sh start
 cd tests/backends
 "$root/.cache/backends-venv/bin/python" -m pytest -q -p no:cacheprovider . "$@"
