@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sluice_engine::{Engine, EngineOptions};
+use sluice_engine::Engine;
+
+mod common;
 
 const TOKEN: &str = "openai-test-token-0123456789abcd";
 
@@ -237,17 +239,7 @@ tokens = ["sha256:{d}"]
 "#
     );
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let cfg = sluice_engine::Config::parse(&text, root).unwrap();
-    let mut e = Engine::new(
-        cfg,
-        EngineOptions {
-            no_pin: true,
-            frontdoor: Some(sluice_frontdoor::start),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
+    let e = common::engine(&text, root);
     let http = e.frontdoor_addrs().0.unwrap();
     (e, http)
 }

@@ -10,7 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_engine::{Engine, EngineOptions};
+use sluice_engine::Engine;
+
+mod common;
 
 struct Ca {
     cert: rcgen::Certificate,
@@ -76,17 +78,7 @@ kind = "null"
 "#,
         d = dir.display()
     );
-    let cfg = sluice_engine::Config::parse(&text, dir.to_path_buf()).unwrap();
-    let mut e = Engine::new(
-        cfg,
-        EngineOptions {
-            no_pin: true,
-            frontdoor: Some(sluice_frontdoor::start),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
+    let e = common::engine(&text, dir.to_path_buf());
     let http = e.frontdoor_addrs().0.unwrap();
     (e, http)
 }

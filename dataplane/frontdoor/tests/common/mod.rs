@@ -27,6 +27,23 @@ pub struct Fd {
     pub grpc: SocketAddr,
 }
 
+/// A started engine with its front door, from a config's text; relative
+/// paths resolve against `root`.
+pub fn engine(text: &str, root: std::path::PathBuf) -> Engine {
+    let cfg = sluice_engine::Config::parse(text, root).unwrap();
+    let mut e = Engine::new(
+        cfg,
+        EngineOptions {
+            no_pin: true,
+            frontdoor: Some(sluice_frontdoor::start),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    e.start().unwrap();
+    e
+}
+
 pub fn start(frontdoor: &str, tenants: bool) -> Fd {
     let auth = if tenants {
         use sha2::Digest;
@@ -68,17 +85,7 @@ kind = "null"
 {auth}
 "#
     );
-    let cfg = sluice_engine::Config::parse(&text, root()).unwrap();
-    let mut e = Engine::new(
-        cfg,
-        EngineOptions {
-            no_pin: true,
-            frontdoor: Some(sluice_frontdoor::start),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    e.start().unwrap();
+    let e = engine(&text, root());
     let (http, grpc) = e.frontdoor_addrs();
     Fd {
         e,
